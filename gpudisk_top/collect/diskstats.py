@@ -1,0 +1,146 @@
+"""Read /proc/diskstats into raw cumulative counters, one object per device line.
+
+Field layout (Documentation/admin-guide/iostats.rst), counting as sysstat does, with
+major, minor and name as the first three fields:
+  14 fields: reads, writes, in-flight, io_ticks, time_in_queue (every 2.6+ kernel)
+  18 fields: + discards (Linux 4.18)
+  20 fields: + flushes (Linux 5.5)
+The *_ticks fields are milliseconds printed as a 32-bit `unsigned int` on every kernel, so
+they wrap at 2**32; every other counter is an `unsigned long` (64 bits on 64-bit kernels).
+"""
+
+from __future__ import annotations
+
+from gpudisk_top.collect.roots import Roots
+
+MASK32 = 0xFFFFFFFF
+MASK64 = 0xFFFFFFFFFFFFFFFF
+
+# The counter names in /proc/diskstats order, after major, minor and name.
+COUNTER_FIELDS = (
+    "rd_ios", "rd_merges", "rd_sectors", "rd_ticks",
+    "wr_ios", "wr_merges", "wr_sectors", "wr_ticks",
+    "ios_pgr", "tot_ticks", "rq_ticks",
+    "dc_ios", "dc_merges", "dc_sectors", "dc_ticks",
+    "fl_ios", "fl_ticks",
+)
+# Fields that sysstat reads as 32-bit `unsigned int` (rd_stats.h `struct io_stats`); the
+# kernel prints the tick counters as `unsigned int` too, so they wrap at 2**32.
+_U32_FIELDS = frozenset(
+    ("rd_ticks", "wr_ticks", "ios_pgr", "tot_ticks", "rq_ticks", "dc_ticks", "fl_ticks")
+)
+_WIDTH_MASKS = tuple(MASK32 if f in _U32_FIELDS else MASK64 for f in COUNTER_FIELDS)
+
+
+class DiskCounters:
+    """The raw counters of one /proc/diskstats line.
+
+    `nfields` is how many fields the line had (14, 18 or 20, or more on a future kernel);
+    discard and flush counters read as 0 where the line had none, as sysstat does.
+    """
+
+    __slots__ = ("major", "minor", "nfields") + COUNTER_FIELDS
+
+    def __init__(self, major: int, minor: int, nfields: int, values) -> None:
+        self.major = major
+        self.minor = minor
+        self.nfields = nfields
+        for name, value in zip(COUNTER_FIELDS, values):
+            setattr(self, name, value)
+
+    @classmethod
+    def zero(cls, major: int = 0, minor: int = 0) -> "DiskCounters":
+        return cls(major, minor, 20, (0,) * len(COUNTER_FIELDS))
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(getattr(self, f) for f in COUNTER_FIELDS)
+
+    def total_ios(self) -> int:
+        return self.rd_ios + self.wr_ios + self.dc_ios + self.fl_ios
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DiskCounters):
+            return NotImplemented
+        return (self.major, self.minor, self.nfields, self.values()) == (
+            other.major, other.minor, other.nfields, other.values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)}" for f in COUNTER_FIELDS)
+        return f"DiskCounters({self.major}:{self.minor}, nfields={self.nfields}, {fields})"
+
+
+def _leading_uint(token: str) -> int | None:
+    """The unsigned number at the start of token, as sscanf's %lu would take it, else None."""
+    end = 0
+    while end < len(token) and "0" <= token[end] <= "9":
+        end += 1
+    return int(token[:end]) if end else None
+
+
+def _parse_line(line: str) -> tuple[str, DiskCounters] | None:
+    parts = line.split()
+    if len(parts) < 14:
+        return None
+    # Like sysstat's sscanf(): read numbers until the first field that is not one, then
+    # accept the line when at least 14 fields were read (iostat.c read_diskstats_stat_work).
+    numbers: list[int] = []
+    count = 0
+    for i, token in enumerate(parts[:20]):
+        if i == 2:
+            count += 1
+            continue
+        if token.isascii() and token.isdigit():
+            numbers.append(int(token))
+            count += 1
+            continue
+        value = _leading_uint(token)
+        if value is not None:  # "123abc": sscanf takes 123, then stops at "abc"
+            numbers.append(value)
+            count += 1
+        break
+    if count < 14:
+        return None
+    counters = numbers[2:]
+    # sysstat reads discard fields only from 18-field lines and flush fields from 20-field ones
+    usable = 11 if count < 18 else (15 if count < 20 else 17)
+    values = [v & m for v, m in zip(counters[:usable], _WIDTH_MASKS)]
+    values.extend([0] * (len(COUNTER_FIELDS) - usable))
+    return parts[2], DiskCounters(numbers[0], numbers[1], count, values)
+
+
+def parse(text: str) -> dict[str, DiskCounters]:
+    """Parse /proc/diskstats text into {device name: DiskCounters}.
+
+    A malformed line (too few fields, a garbled number before the 14th field) is skipped
+    and parsing goes on; this function never raises on bad text.
+    """
+    return parse_checked(text)[0]
+
+
+def parse_checked(text: str) -> tuple[dict[str, DiskCounters], list[str]]:
+    """Like parse(), and also one warning per line that was skipped or read only in part."""
+    out: dict[str, DiskCounters] = {}
+    warnings: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parsed = _parse_line(line)
+        if parsed is None:
+            warnings.append(f"diskstats line {lineno} is malformed and was skipped: {line.strip()[:60]!r}")
+            continue
+        name, counters = parsed
+        if counters.nfields < min(len(line.split()), 20):
+            warnings.append(
+                f"diskstats line {lineno} ({name}) is garbled after field {counters.nfields}; "
+                f"read the first {counters.nfields} fields, as iostat does")
+        out[name] = counters
+    return out, warnings
+
+
+def read(roots: Roots) -> tuple[dict[str, DiskCounters], list[str]]:
+    """Read and parse <procfs>/diskstats; returns the counters and the parse warnings.
+
+    Raises OSError when the file cannot be read; the sampler turns that into a status.
+    """
+    with open(roots.proc("diskstats"), encoding="ascii", errors="replace") as f:
+        return parse_checked(f.read())

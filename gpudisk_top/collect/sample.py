@@ -1,0 +1,164 @@
+"""The raw sample: what every collector read at one moment, before any rate is derived.
+
+A Sample holds cumulative counters and instantaneous readings only.  The model derives
+every rate from two Samples (`Model.new(sample, last)`), the recorder stores Samples as
+they are, and a replay feeds them back to the same model.
+
+Units are in the names.  A reading that could not be taken is None (shown as n/a).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudisk_top.collect.diskstats import DiskCounters
+
+
+# ---------------------------------------------------------------------------- disks
+@dataclass(slots=True)
+class DeviceInfo:
+    """What a block device is; changes rarely, so it is refreshed every few seconds."""
+
+    name: str                      # kernel name, as in /proc/diskstats ("dm-0", "nvme0n1")
+    display_name: str              # what users call it: /dev/mapper name for dm ("vg-root")
+    major: int = 0
+    minor: int = 0
+    kind: str = "disk"             # disk | partition | dm | md | nvme-path | loop | ram | zram | sr | other
+    parent: str | None = None      # the whole disk of a partition, the head of an NVMe path
+    slaves: tuple[str, ...] = ()   # devices under a dm/md device (/sys/block/X/slaves)
+    rotational: bool | None = None
+    dev_class: str = "unknown"     # NVMe | SSD | HDD | virtual | unknown
+    model: str | None = None
+    mountpoints: tuple[str, ...] = ()  # every mountpoint whose data lives on this device
+    hidden: bool = False           # NVMe multipath path device (nvmeXcYnZ), hidden in /dev
+
+
+# ---------------------------------------------------------------------------- GPUs
+@dataclass(slots=True)
+class GpuProcessRaw:
+    """One compute process on a GPU, as NVML reports it, mapped into our PID namespace."""
+
+    pid: int                       # the PID NVML gave: a host PID
+    used_gpu_mem_bytes: int | None
+    local_pid: int | None = None   # the PID to read under --procfs; None when not mapped
+    ns_pid: int | None = None      # the PID inside the process's own (container) namespace
+    name: str | None = None
+    cmdline: str | None = None
+    mapped: bool = False           # False: not visible from this PID namespace
+
+
+@dataclass(slots=True)
+class GpuRaw:
+    """One GPU at one moment.  Utilization samples are raw NVML samples, so the model can
+    average them over exactly the sampling interval."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    lost: bool = False             # NVMLError_GpuIsLost (or a reset-required error)
+    error: str | None = None       # why this GPU could not be read, when lost
+    # nvmlDeviceGetSamples: (timestamp_us, value_pct) pairs since the previous read;
+    # None when the driver does not support sampling (then *_util_now_pct is used)
+    util_samples: list[tuple[int, float]] | None = None
+    mem_util_samples: list[tuple[int, float]] | None = None
+    # nvmlDeviceGetUtilizationRates: NVML's own last sample period
+    util_now_pct: float | None = None
+    mem_util_now_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_mw: int | None = None
+    power_limit_mw: int | None = None
+    energy_mj: int | None = None   # nvmlDeviceGetTotalEnergyConsumption, cumulative
+    temp_c: int | None = None
+    sm_clock_mhz: int | None = None
+    pcie_rx_kb_s: int | None = None  # NVML's own 20 ms window, in KB/s
+    pcie_tx_kb_s: int | None = None
+    throttle_reasons: int | None = None  # nvmlClocksEventReason* bit mask
+    processes: list[GpuProcessRaw] | None = None
+
+
+@dataclass(slots=True)
+class GpuSnapshot:
+    """All GPUs, or why there are none: status is "ok" or "unavailable: <reason>"."""
+
+    status: str = "unavailable: not sampled"
+    driver_version: str | None = None
+    gpus: list[GpuRaw] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- host
+@dataclass(slots=True)
+class CpuTimes:
+    """The aggregate "cpu" line of /proc/stat, in clock ticks (USER_HZ)."""
+
+    user: int = 0
+    nice: int = 0
+    system: int = 0
+    idle: int = 0
+    iowait: int = 0
+    irq: int = 0
+    softirq: int = 0
+    steal: int = 0
+    guest: int = 0
+    guest_nice: int = 0
+
+
+@dataclass(slots=True)
+class PsiTotals:
+    """Cumulative stall time from a pressure file's total= fields, in microseconds."""
+
+    some_us: int
+    full_us: int | None = None     # /proc/pressure/cpu had no "full" line before Linux 5.13
+
+
+@dataclass(slots=True)
+class CgroupIo:
+    """The cgroup v2 we run in: its own io.stat and io.pressure, when readable."""
+
+    path: str
+    io_stat: dict[str, dict[str, int]] = field(default_factory=dict)  # "MAJ:MIN" -> rbytes, wbytes, rios, wios, dbytes, dios
+    io_pressure: PsiTotals | None = None
+
+
+@dataclass(slots=True)
+class HostRaw:
+    cpu: CpuTimes | None = None
+    ncpu: int = 1
+    psi: dict[str, PsiTotals] = field(default_factory=dict)  # "io" | "cpu" | "memory"; absent: n/a
+    meminfo_kb: dict[str, int] = field(default_factory=dict)  # MemTotal, MemAvailable, Cached, Dirty, ...
+    cgroup: CgroupIo | None = None
+
+
+# ---------------------------------------------------------------------------- processes
+@dataclass(slots=True)
+class ProcIoRaw:
+    """/proc/PID/io and CPU time of one GPU process or one of its descendants."""
+
+    pid: int                       # the PID under --procfs
+    ppid: int | None = None
+    root_pid: int | None = None    # the GPU process (host PID) this one descends from
+    name: str | None = None
+    cmdline: str | None = None
+    rchar: int | None = None       # None: permission denied, or the process exited
+    wchar: int | None = None
+    read_bytes: int | None = None
+    write_bytes: int | None = None
+    cpu_ticks: int | None = None   # utime + stime, clock ticks
+    devices: tuple[str, ...] | None = None  # block devices its open files and mappings live on
+
+
+# ---------------------------------------------------------------------------- sample
+@dataclass(slots=True)
+class Sample:
+    """Everything read at one moment.  mono_s orders samples and measures intervals;
+    wall_s says when it was, in seconds since the epoch."""
+
+    mono_s: float
+    wall_s: float
+    disks: dict[str, DiskCounters] = field(default_factory=dict)
+    devices: dict[str, DeviceInfo] = field(default_factory=dict)
+    gpu: GpuSnapshot = field(default_factory=GpuSnapshot)
+    host: HostRaw = field(default_factory=HostRaw)
+    procs: dict[int, ProcIoRaw] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what could not be read, one line each

@@ -1,0 +1,1 @@
+"""The model: rates and verdicts derived from two raw samples. Never imports Textual."""
