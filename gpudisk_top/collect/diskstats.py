@@ -121,20 +121,34 @@ def parse_checked(text: str) -> tuple[dict[str, DiskCounters], list[str]]:
     """Like parse(), and also one warning per line that was skipped or read only in part."""
     out: dict[str, DiskCounters] = {}
     warnings: list[str] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    for lineno, full_line in enumerate(text.splitlines(), 1):
+        if not full_line.strip():
             continue
-        parsed = _parse_line(line)
-        if parsed is None:
-            warnings.append(f"diskstats line {lineno} is malformed and was skipped: {line.strip()[:60]!r}")
-            continue
-        name, counters = parsed
-        if counters.nfields < min(len(line.split()), 20):
-            warnings.append(
-                f"diskstats line {lineno} ({name}) is garbled after field {counters.nfields}; "
-                f"read the first {counters.nfields} fields, as iostat does")
-        out[name] = counters
+        # iostat reads lines with fgets(line, 256, fp): a line of 255 characters or more
+        # (only possible with counters near 2**64) is read as 255-character pieces, each
+        # parsed on its own.  Do the same so both tools see the same devices.
+        pieces = [full_line[i:i + _FGETS_CHARS] for i in range(0, len(full_line), _FGETS_CHARS)]
+        if len(pieces) > 1:
+            warnings.append(f"diskstats line {lineno} is longer than {_FGETS_CHARS} characters; "
+                            "read in pieces, as iostat does")
+        for line in pieces:
+            parsed = _parse_line(line)
+            if parsed is None:
+                if len(pieces) == 1:
+                    warnings.append(f"diskstats line {lineno} is malformed and was skipped: "
+                                    f"{line.strip()[:60]!r}")
+                continue
+            name, counters = parsed
+            if counters.nfields < min(len(line.split()), 20):
+                warnings.append(
+                    f"diskstats line {lineno} ({name}) is garbled after field {counters.nfields}; "
+                    f"read the first {counters.nfields} fields, as iostat does")
+            out[name] = counters
     return out, warnings
+
+
+# fgets(line, 256, fp) returns at most 255 characters, the newline counting as one
+_FGETS_CHARS = 255
 
 
 def read(roots: Roots) -> tuple[dict[str, DiskCounters], list[str]]:

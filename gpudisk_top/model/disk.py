@@ -63,9 +63,10 @@ def is_reset(cur: DiskCounters, prev: DiskCounters) -> bool:
     write_stats, "Try to detect if device has been removed then inserted again"): fewer
     I/Os than before, and every sector counter that was non-zero went down.  Such a device
     is then compared against zeros, not against its old counters."""
+    # the sums are unsigned long in C, so they wrap modulo 2**64 too
     return (
-        cur.rd_ios + cur.wr_ios + cur.dc_ios + cur.fl_ios
-        < prev.rd_ios + prev.wr_ios + prev.dc_ios + prev.fl_ios
+        (cur.rd_ios + cur.wr_ios + cur.dc_ios + cur.fl_ios) & MASK64
+        < (prev.rd_ios + prev.wr_ios + prev.dc_ios + prev.fl_ios) & MASK64
         and (not prev.rd_sectors or cur.rd_sectors < prev.rd_sectors)
         and (not prev.wr_sectors or cur.wr_sectors < prev.wr_sectors)
         and (not prev.dc_sectors or cur.dc_sectors < prev.dc_sectors)
