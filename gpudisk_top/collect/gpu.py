@@ -1,0 +1,323 @@
+"""GPU collector: raw NVML readings through nvidia-ml-py (the `pynvml` module).
+
+One `collect()` returns one GpuSnapshot.  It never raises for anything NVML does: a
+missing library or driver becomes `status = "unavailable: <reason>"`, a lost GPU becomes
+`lost=True`, and a field the GPU cannot give becomes None.  It runs every second next to
+expensive jobs, so it keeps NVML calls few: static values are read once, and a call the
+GPU does not support is remembered and never made again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpudisk_top.collect.sample import GpuProcessRaw, GpuRaw, GpuSnapshot
+
+# A failed nvmlInit (no driver yet, module being loaded) is retried this often, not every
+# second: loading the library is a dlopen plus a driver round trip.
+RETRY_S = 30.0
+
+# resolve_pid(host_pid) -> (local_pid, ns_pid, name, cmdline, mapped)
+Resolved = tuple[int | None, int | None, str | None, str | None, bool]
+
+# pynvml's NVML_VALUE_TYPE_* numbers -> the c_nvmlValue_t member holding that type.
+_VALUE_MEMBERS = {
+    "NVML_VALUE_TYPE_DOUBLE": (0, "dVal"),
+    "NVML_VALUE_TYPE_UNSIGNED_INT": (1, "uiVal"),
+    "NVML_VALUE_TYPE_UNSIGNED_LONG": (2, "ulVal"),
+    "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG": (3, "ullVal"),
+    "NVML_VALUE_TYPE_SIGNED_LONG_LONG": (4, "sllVal"),
+    "NVML_VALUE_TYPE_SIGNED_INT": (5, "siVal"),
+    "NVML_VALUE_TYPE_UNSIGNED_SHORT": (6, "usVal"),
+}
+
+
+_NONE_NEW = object()  # nvmlDeviceGetSamples said NotFound: no sample newer than asked
+
+
+def _identity(pid: int) -> Resolved:
+    return pid, pid, None, None, True
+
+
+def _text(value) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value
+
+
+class _Lost(Exception):
+    """The GPU stopped answering (GpuIsLost, ResetRequired, Unknown); ends its read."""
+
+
+@dataclass
+class _Gpu:
+    """What we keep about one GPU between calls."""
+
+    index: int
+    handle: object = None
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    unsupported: set[str] = field(default_factory=set)  # call keys never to make again
+    last_seen_us: dict[int, int] = field(default_factory=dict)  # sampling type -> newest timestamp
+    error: str | None = None       # why the GPU could not be read last time
+    lost: bool = False
+    retry_at_s: float = 0.0        # while error is set, the handle is not retried before this
+
+
+class GpuCollector:
+    """Reads every GPU through NVML.  `nvml` is pynvml or a module-like object with its API
+    (FakeNvml); its error classes are always reached through it.  `resolve_pid` maps a
+    host PID into our PID namespace; `clock` is monotonic seconds, for the retry delays."""
+
+    def __init__(self, nvml=None, resolve_pid: Callable[[int], Resolved] | None = None,
+                 *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._nvml = nvml
+        self._resolve_pid = resolve_pid or _identity
+        self._clock = clock
+        self._initialised = False
+        self._retry_init_at_s: float | None = None
+        self._status = "unavailable: not sampled"
+        self._driver_version: str | None = None
+        self._gpus: dict[int, _Gpu] = {}
+        self._lost_errors: tuple[type, ...] = ()
+        self._unsupported_errors: tuple[type, ...] = ()
+
+    # ------------------------------------------------------------------ public
+    def collect(self) -> GpuSnapshot:
+        """All GPUs now.  Raises nothing for NVML failures (see the module docstring)."""
+        if not self._ensure_init():
+            return GpuSnapshot(status=self._status)
+        nvml = self._nvml
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError as err:
+            self._shutdown()
+            self._retry_init_at_s = self._clock() + RETRY_S
+            self._status = "unavailable: " + self._init_reason(err)
+            return GpuSnapshot(status=self._status)
+        gpus = [self._read(self._gpus.setdefault(i, _Gpu(i))) for i in range(count)]
+        return GpuSnapshot(status="ok", driver_version=self._driver_version, gpus=gpus)
+
+    def close(self) -> None:
+        """nvmlShutdown, if initialised.  Raises nothing."""
+        self._shutdown()
+
+    # ------------------------------------------------------------------ library
+    def _ensure_init(self) -> bool:
+        if self._initialised:
+            return True
+        now = self._clock()
+        if self._retry_init_at_s is not None and now < self._retry_init_at_s:
+            return False
+        self._retry_init_at_s = now + RETRY_S
+        if self._nvml is None:
+            try:
+                import pynvml
+            except ImportError:
+                self._status = "unavailable: nvidia-ml-py (pynvml) is not installed"
+                return False
+            self._nvml = pynvml
+        nvml = self._nvml
+        self._lost_errors = _classes(nvml, "NVMLError_GpuIsLost", "NVMLError_ResetRequired",
+                                     "NVMLError_Unknown")
+        # NVMLLibraryMismatchError: pynvml's versioned call (e.g. *_v3) is missing from an
+        # older driver, which means "this driver cannot give it".
+        self._unsupported_errors = _classes(nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound",
+                                            "NVMLError_NoPermission", "NVMLLibraryMismatchError")
+        try:
+            nvml.nvmlInit()
+        except Exception as err:  # noqa: BLE001 - a foreign library's load: any failure is "unavailable"
+            self._status = "unavailable: " + self._init_reason(err)
+            return False
+        self._initialised = True
+        self._retry_init_at_s = None
+        self._status = "ok"
+        try:
+            self._driver_version = _text(nvml.nvmlSystemGetDriverVersion())
+        except (nvml.NVMLError, AttributeError):
+            self._driver_version = None
+        return True
+
+    def _init_reason(self, err: Exception) -> str:
+        nvml = self._nvml
+        if isinstance(err, nvml.NVMLError_LibraryNotFound):
+            return "NVIDIA driver library (libnvidia-ml.so.1) not found"
+        if isinstance(err, nvml.NVMLError_DriverNotLoaded):
+            return "NVIDIA driver not loaded"
+        if isinstance(err, nvml.NVMLError_NoPermission):
+            return "no permission to use NVML"
+        return f"NVML error: {_describe(err)}"
+
+    def _shutdown(self) -> None:
+        if self._initialised:
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError:
+                pass  # the library is going away anyway
+        self._initialised = False
+        self._gpus.clear()  # handles die with the library
+
+    # ------------------------------------------------------------------ one GPU
+    def _read(self, gpu: _Gpu) -> GpuRaw:
+        nvml = self._nvml
+        if gpu.error is not None and self._clock() < gpu.retry_at_s:
+            return self._failed(gpu)
+        try:
+            if gpu.handle is None:
+                gpu.handle = self._handle(gpu)
+            raw = GpuRaw(index=gpu.index)
+            self._read_static(gpu, raw)
+            self._read_utilization(gpu, raw)
+            self._read_dynamic(gpu, raw)
+        except _Lost as lost:
+            gpu.handle, gpu.lost, gpu.error = None, True, str(lost)
+        except nvml.NVMLError as err:  # only from the handle: the GPU cannot be opened
+            gpu.handle, gpu.lost, gpu.error = None, False, f"cannot open GPU: {_describe(err)}"
+        else:
+            gpu.error, gpu.lost = None, False
+            return raw
+        gpu.retry_at_s = self._clock() + RETRY_S
+        return self._failed(gpu)
+
+    def _failed(self, gpu: _Gpu) -> GpuRaw:
+        return GpuRaw(index=gpu.index, name=gpu.name, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id,
+                      lost=gpu.lost, error=gpu.error)
+
+    def _handle(self, gpu: _Gpu):
+        """Raises _Lost, or NVMLError when the GPU cannot be opened (e.g. no permission)."""
+        try:
+            return self._nvml.nvmlDeviceGetHandleByIndex(gpu.index)
+        except self._lost_errors as err:
+            raise _Lost(self._lost_reason(err)) from err
+
+    def _read_static(self, gpu: _Gpu, raw: GpuRaw) -> None:
+        # Read once; a transient failure (None, not unsupported) is tried again next time.
+        if gpu.name is None:
+            gpu.name = _text(self._call(gpu, "nvmlDeviceGetName"))
+        if gpu.uuid is None:
+            gpu.uuid = _text(self._call(gpu, "nvmlDeviceGetUUID"))
+        if gpu.pci_bus_id is None:
+            info = self._call(gpu, "nvmlDeviceGetPciInfo")
+            gpu.pci_bus_id = _text(info.busId) if info is not None else None
+        raw.name, raw.uuid, raw.pci_bus_id = gpu.name, gpu.uuid, gpu.pci_bus_id
+
+    def _read_utilization(self, gpu: _Gpu, raw: GpuRaw) -> None:
+        nvml = self._nvml
+        raw.util_samples = self._samples(gpu, nvml.NVML_GPU_UTILIZATION_SAMPLES)
+        raw.mem_util_samples = self._samples(gpu, nvml.NVML_MEMORY_UTILIZATION_SAMPLES)
+        # UtilizationRates only when samples cannot tell: sampling unsupported, or an idle GPU
+        # whose sample buffer ran dry (drivers stop sampling then; without this an idle GPU
+        # would read n/a instead of 0 %).
+        if raw.util_samples and raw.mem_util_samples:
+            return
+        rates = self._call(gpu, "nvmlDeviceGetUtilizationRates")
+        if rates is not None:
+            if not raw.util_samples:
+                raw.util_now_pct = float(rates.gpu)
+            if not raw.mem_util_samples:
+                raw.mem_util_now_pct = float(rates.memory)
+
+    def _samples(self, gpu: _Gpu, sampling_type: int) -> list[tuple[int, float]] | None:
+        """New (timestamp_us, value) samples since the last read; [] when there are none,
+        None when the GPU does not sample or the call failed."""
+        last_seen = gpu.last_seen_us.get(sampling_type, 0)
+        result = self._call(gpu, "nvmlDeviceGetSamples", sampling_type, last_seen,
+                            key=f"nvmlDeviceGetSamples:{sampling_type}", not_found=_NONE_NEW)
+        if result is None:
+            return None
+        if result is _NONE_NEW:
+            return []
+        value_type, samples = result
+        member = self._value_member(value_type)
+        # Timestamp 0 marks an unused slot of the driver's ring buffer; the `> last_seen`
+        # test also drops a sample a driver returns twice.
+        pairs = [(int(s.timeStamp), float(getattr(s.sampleValue, member)))
+                 for s in samples if int(s.timeStamp) > last_seen]
+        if pairs:
+            gpu.last_seen_us[sampling_type] = max(ts for ts, _ in pairs)
+        return pairs
+
+    def _value_member(self, value_type: int) -> str:
+        for const, (default, member) in _VALUE_MEMBERS.items():
+            if getattr(self._nvml, const, default) == value_type:
+                return member
+        return "uiVal"  # utilization samples are unsigned int on every driver we know
+
+    def _read_dynamic(self, gpu: _Gpu, raw: GpuRaw) -> None:
+        nvml = self._nvml
+        memory = self._call(gpu, "nvmlDeviceGetMemoryInfo")
+        if memory is not None:
+            raw.mem_used_bytes, raw.mem_total_bytes = int(memory.used), int(memory.total)
+        raw.power_mw = self._call(gpu, "nvmlDeviceGetPowerUsage")
+        raw.power_limit_mw = self._call(gpu, "nvmlDeviceGetEnforcedPowerLimit")
+        raw.energy_mj = self._call(gpu, "nvmlDeviceGetTotalEnergyConsumption")
+        raw.temp_c = self._call(gpu, "nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU)
+        raw.sm_clock_mhz = self._call(gpu, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM)
+        raw.pcie_rx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES)
+        raw.pcie_tx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES)
+        # "Throttle" was renamed "event" in driver 535; an older pynvml or driver has only
+        # the old name.  Once the new one is known unsupported it is not asked again.
+        raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksEventReasons")
+        if "nvmlDeviceGetCurrentClocksEventReasons" in gpu.unsupported:
+            raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksThrottleReasons")
+        procs = self._call(gpu, "nvmlDeviceGetComputeRunningProcesses")
+        if procs is not None:
+            raw.processes = [self._process(p) for p in procs]
+
+    def _process(self, proc) -> GpuProcessRaw:
+        pid = int(proc.pid)
+        try:
+            local_pid, ns_pid, name, cmdline, mapped = self._resolve_pid(pid)
+        except Exception:  # noqa: BLE001 - a process may exit mid-lookup; it is then just unmapped
+            local_pid, ns_pid, name, cmdline, mapped = None, None, None, None, False
+        used = getattr(proc, "usedGpuMemory", None)
+        return GpuProcessRaw(pid=pid, used_gpu_mem_bytes=None if used is None else int(used),
+                             local_pid=local_pid, ns_pid=ns_pid, name=name, cmdline=cmdline,
+                             mapped=mapped)
+
+    # ------------------------------------------------------------------ one call
+    def _call(self, gpu: _Gpu, function: str, *args, key: str | None = None, not_found=None):
+        """nvml.<function>(handle, *args), or None when the GPU cannot give it.  Unsupported
+        calls are remembered under `key` (default: the function name).  NVMLError_NotFound
+        returns `not_found`.  Raises _Lost when the GPU stops answering."""
+        nvml = self._nvml
+        key = key or function
+        if key in gpu.unsupported:
+            return None
+        fn = getattr(nvml, function, None)
+        if fn is None:  # this nvidia-ml-py predates the function
+            gpu.unsupported.add(key)
+            return None
+        try:
+            return fn(gpu.handle, *args)
+        except self._lost_errors as err:
+            raise _Lost(self._lost_reason(err)) from err
+        except self._unsupported_errors:
+            gpu.unsupported.add(key)
+            return None
+        except nvml.NVMLError_NotFound:
+            return not_found
+        except nvml.NVMLError:
+            return None  # transient (timeout, busy): try again next second
+
+    def _lost_reason(self, err: Exception) -> str:
+        nvml = self._nvml
+        if isinstance(err, nvml.NVMLError_GpuIsLost):
+            return "GPU is lost"
+        return f"GPU is lost ({_describe(err)})"
+
+
+def _classes(nvml, *names: str) -> tuple[type, ...]:
+    # An older nvidia-ml-py may lack one of these classes; it then cannot raise it either.
+    return tuple(getattr(nvml, name) for name in names if isinstance(getattr(nvml, name, None), type))
+
+
+def _describe(err: Exception) -> str:
+    # pynvml's __str__ may itself call into the library for an unknown code.
+    try:
+        return str(err) or type(err).__name__
+    except Exception:  # noqa: BLE001
+        return type(err).__name__

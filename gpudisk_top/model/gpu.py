@@ -1,0 +1,156 @@
+"""GPU views from raw NVML snapshots: utilization over exactly the sampling interval, MiB, W.
+
+nvidia-smi's utilization.gpu is "the percent of time over the past sample period during
+which one or more kernels was executing".  NVML keeps one such sample every ~1/6 s, so the
+utilization of our interval is the mean of the samples stamped inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudisk_top.collect.sample import GpuRaw, GpuSnapshot
+
+MIB = 2**20  # nvidia-smi's memory.used is in MiB
+
+# nvmlClocksEventReason* bits (nvml.h), named as nvidia-smi -q names them, in snake case.
+THROTTLE_REASONS = (
+    (0x0001, "gpu_idle"),
+    (0x0002, "applications_clocks"),
+    (0x0004, "sw_power_cap"),
+    (0x0008, "hw_slowdown"),
+    (0x0010, "sync_boost"),
+    (0x0020, "sw_thermal"),
+    (0x0040, "hw_thermal"),
+    (0x0080, "hw_power_brake"),
+    (0x0100, "display_clocks"),
+    (0x0200, "board_limit"),       # ThrottleReasons only, before the rename
+    (0x0400, "reliability"),
+)
+
+
+@dataclass
+class GpuProcessView:
+    pid: int                       # host PID, as NVML gave it
+    local_pid: int | None
+    ns_pid: int | None
+    name: str | None
+    cmdline: str | None
+    gpu_mem_mib: float | None
+    mapped: bool
+
+
+@dataclass
+class GpuView:
+    """One GPU over one interval.  None means n/a (unsupported, or not read)."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    pci_bus_id: str | None
+    lost: bool
+    error: str | None
+    util_pct: float | None
+    mem_util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    temp_c: int | None
+    sm_clock_mhz: int | None
+    pcie_rx_kb_s: int | None
+    pcie_tx_kb_s: int | None
+    throttle_reasons: list[str] = field(default_factory=list)
+    processes: list[GpuProcessView] = field(default_factory=list)
+    util_source: str | None = None  # "samples" | "rates" | None
+    power_avg_w: float | None = None  # from the energy counter over the window
+
+
+def window_mean(samples: list[tuple[int, float]] | None,
+                window_us: tuple[int, int] | None) -> float | None:
+    """The mean of the samples stamped in (start, end] µs; of all of them when none is
+    (or when there is no window); None when there are no samples."""
+    if not samples:
+        return None
+    if window_us is not None:
+        start_us, end_us = window_us
+        inside = [value for ts, value in samples if start_us < ts <= end_us]
+        if inside:
+            return sum(inside) / len(inside)
+    return sum(value for _, value in samples) / len(samples)
+
+
+def throttle_names(mask: int | None) -> list[str]:
+    if not mask:
+        return []
+    return [name for bit, name in THROTTLE_REASONS if mask & bit]
+
+
+def _mib(value: int | None) -> float | None:
+    return None if value is None else value / MIB
+
+
+def _watts(value_mw: int | None) -> float | None:
+    return None if value_mw is None else value_mw / 1000.0
+
+
+def _power_avg_w(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None) -> float | None:
+    if prev is None or window_us is None or cur.energy_mj is None or prev.energy_mj is None:
+        return None
+    interval_us = window_us[1] - window_us[0]
+    delta_mj = cur.energy_mj - prev.energy_mj
+    if interval_us <= 0 or delta_mj < 0:  # a reset counter (driver reload) gives no average
+        return None
+    return delta_mj / (interval_us / 1e6) / 1000.0  # mJ/s = mW
+
+
+def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None) -> GpuView:
+    util = window_mean(cur.util_samples, window_us)
+    source = "samples" if util is not None else None
+    if util is None and cur.util_now_pct is not None:
+        util, source = cur.util_now_pct, "rates"
+    mem_util = window_mean(cur.mem_util_samples, window_us)
+    if mem_util is None:
+        mem_util = cur.mem_util_now_pct
+    processes = [
+        GpuProcessView(pid=p.pid, local_pid=p.local_pid, ns_pid=p.ns_pid, name=p.name,
+                       cmdline=p.cmdline, gpu_mem_mib=_mib(p.used_gpu_mem_bytes), mapped=p.mapped)
+        for p in cur.processes or ()
+    ]
+    return GpuView(
+        index=cur.index, name=cur.name, uuid=cur.uuid, pci_bus_id=cur.pci_bus_id,
+        lost=cur.lost, error=cur.error, util_pct=util, mem_util_pct=mem_util,
+        mem_used_mib=_mib(cur.mem_used_bytes), mem_total_mib=_mib(cur.mem_total_bytes),
+        power_w=_watts(cur.power_mw), power_limit_w=_watts(cur.power_limit_mw),
+        temp_c=cur.temp_c, sm_clock_mhz=cur.sm_clock_mhz,
+        pcie_rx_kb_s=cur.pcie_rx_kb_s, pcie_tx_kb_s=cur.pcie_tx_kb_s,
+        throttle_reasons=throttle_names(cur.throttle_reasons), processes=processes,
+        util_source=source, power_avg_w=_power_avg_w(cur, prev, window_us),
+    )
+
+
+def gpu_views(cur: GpuSnapshot, prev: GpuSnapshot | None,
+              window_us: tuple[int, int] | None) -> list[GpuView]:
+    """One view per GPU of `cur`.  `window_us` is (previous, current) wall time in µs, the
+    interval whose samples are averaged; None averages every sample returned."""
+    # The same GPU in prev: by uuid when known (indices can shift after a GPU is lost).
+    previous = {(g.uuid or g.index): g for g in prev.gpus} if prev is not None else {}
+    return [gpu_view(g, previous.get(g.uuid or g.index), window_us) for g in cur.gpus]
+
+
+def gpu_as_json(view: GpuView) -> dict:
+    return {
+        "index": view.index, "name": view.name, "uuid": view.uuid, "pci_bus_id": view.pci_bus_id,
+        "lost": view.lost, "error": view.error,
+        "util_pct": view.util_pct, "mem_util_pct": view.mem_util_pct, "util_source": view.util_source,
+        "mem_used_mib": view.mem_used_mib, "mem_total_mib": view.mem_total_mib,
+        "power_w": view.power_w, "power_limit_w": view.power_limit_w, "power_avg_w": view.power_avg_w,
+        "temp_c": view.temp_c, "sm_clock_mhz": view.sm_clock_mhz,
+        "pcie_rx_kb_s": view.pcie_rx_kb_s, "pcie_tx_kb_s": view.pcie_tx_kb_s,
+        "throttle_reasons": list(view.throttle_reasons),
+        "processes": [
+            {"pid": p.pid, "local_pid": p.local_pid, "ns_pid": p.ns_pid, "name": p.name,
+             "cmdline": p.cmdline, "gpu_mem_mib": p.gpu_mem_mib, "mapped": p.mapped}
+            for p in view.processes
+        ],
+    }
