@@ -1,0 +1,276 @@
+"""Read host-wide counters: CPU time (/proc/stat), PSI, /proc/meminfo, and the io.stat and
+io.pressure of the cgroup v2 we run in.
+
+Everything returned is a raw cumulative counter or an instantaneous reading; the model
+(gpudisk_top.model.host) derives percentages from two samples.  A source that is missing
+or unreadable is left out (None, or a key absent), never an exception.
+
+Cost per call: /proc/stat (only its leading cpu lines are parsed), three pressure files,
+/proc/meminfo, and, inside a cgroup, io.stat and io.pressure.  Where our cgroup lives is
+looked up in /proc/self/cgroup and /proc/self/mountinfo at most every
+CGROUP_RESOLVE_S seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+from gpudisk_top.collect.roots import Roots, read_text
+from gpudisk_top.collect.sample import CgroupIo, CpuTimes, HostRaw, PsiTotals
+
+CGROUP_RESOLVE_S = 30.0
+PSI_RESOURCES = ("io", "cpu", "memory")
+
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
+               "guest", "guest_nice")
+_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+# ---------------------------------------------------------------------------- /proc/stat
+def parse_stat_cpu(lines) -> tuple[CpuTimes | None, int]:
+    """The aggregate cpu line and the number of cpuN lines of /proc/stat.
+
+    Kernels older than 2.6.33 print fewer than ten values (no guest_nice, and before
+    2.6.24 no guest); the missing ones read as 0, as sysstat does.
+    """
+    cpu: CpuTimes | None = None
+    ncpu = 0
+    for line in lines:
+        if not line.startswith("cpu"):
+            if cpu is not None or ncpu:
+                break  # the cpu lines come first; the long intr line need not be split
+            continue
+        name, _, rest = line.partition(" ")
+        if name == "cpu":
+            try:
+                values = [int(v) for v in rest.split()[: len(_CPU_FIELDS)]]
+            except ValueError:
+                continue
+            cpu = CpuTimes(**dict(zip(_CPU_FIELDS, values)))
+        elif name[3:].isdigit():
+            ncpu += 1
+    return cpu, ncpu
+
+
+def _read_stat(roots: Roots) -> tuple[CpuTimes | None, int]:
+    try:
+        with open(roots.proc("stat"), encoding="ascii", errors="replace") as f:
+            return parse_stat_cpu(f)
+    except OSError:
+        return None, 0
+
+
+# ---------------------------------------------------------------------------- PSI
+def parse_psi(text: str) -> PsiTotals | None:
+    """A pressure file's cumulative totals; None without a parsable "some" line.
+
+    full_us is None where the file has no "full" line (/proc/pressure/cpu before 5.13).
+    """
+    some_us: int | None = None
+    full_us: int | None = None
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind not in ("some", "full"):
+            continue
+        total = None
+        for item in rest.split():
+            if item.startswith("total="):
+                try:
+                    total = int(item[6:])
+                except ValueError:
+                    total = None
+        if total is None:
+            continue
+        if kind == "some":
+            some_us = total
+        else:
+            full_us = total
+    if some_us is None:
+        return None
+    return PsiTotals(some_us=some_us, full_us=full_us)
+
+
+def _read_psi(roots: Roots) -> dict[str, PsiTotals]:
+    psi: dict[str, PsiTotals] = {}
+    for resource in PSI_RESOURCES:
+        # a kernel booted with psi=0 has the files, but reading them fails (EOPNOTSUPP)
+        text = read_text(roots.proc("pressure", resource))
+        totals = parse_psi(text) if text is not None else None
+        if totals is not None:
+            psi[resource] = totals
+    return psi
+
+
+# ---------------------------------------------------------------------------- meminfo
+def parse_meminfo(text: str) -> dict[str, int]:
+    """Every "Name: N kB" line.  Lines without the kB unit are page counts
+    (HugePages_Total, ...), not kB, so they are left out, as are unparsable lines."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        name, sep, rest = line.partition(":")
+        name = name.strip()
+        if not sep or not name:
+            continue
+        parts = rest.split()
+        if len(parts) != 2 or parts[1] != "kB":
+            continue
+        try:
+            out[name] = int(parts[0])
+        except ValueError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------------------- cgroup v2
+def parse_io_stat(text: str) -> dict[str, dict[str, int]]:
+    """io.stat: "MAJ:MIN rbytes=.. wbytes=.. rios=.. wios=.. dbytes=.. dios=..", one device
+    a line.  Every integer key=value is kept (iocost adds cost.* keys); others are skipped."""
+    out: dict[str, dict[str, int]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or ":" not in parts[0]:
+            continue
+        counters: dict[str, int] = {}
+        for item in parts[1:]:
+            key, sep, value = item.partition("=")
+            if not sep:
+                continue
+            try:
+                counters[key] = int(value)
+            except ValueError:
+                continue
+        out[parts[0]] = counters
+    return out
+
+
+def parse_self_cgroup(text: str) -> str | None:
+    """The cgroup v2 path from /proc/self/cgroup (the "0::/path" line), None on a
+    v1-only host."""
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            return line[3:].strip() or "/"
+    return None
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal
+    return _MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
+
+
+def cgroup2_mounts(text: str) -> list[tuple[str, str]]:
+    """(root, mountpoint) of every cgroup2 mount in a mountinfo text.
+
+    root is the cgroup directory shown at the mountpoint: "/" for the whole hierarchy,
+    the container's own cgroup when a container mounts only its subtree.  The fstype comes
+    after the "-" separator, since the optional fields before it vary in number.
+    """
+    mounts: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        fields = line.split()
+        try:
+            sep = fields.index("-", 6)
+        except ValueError:
+            continue
+        if sep + 1 < len(fields) and fields[sep + 1] == "cgroup2":
+            mounts.append((_unescape(fields[3]), _unescape(fields[4])))
+    return mounts
+
+
+def _relative_to(path: str, root: str) -> str | None:
+    """path below root, as a relative path ("" for root itself); None when outside."""
+    root = root.rstrip("/")
+    if path == root or (root == "" and path == "/"):
+        return ""
+    if path.startswith(root + "/"):
+        return path[len(root) + 1:]
+    return None
+
+
+def _mountpoint_dir(roots: Roots, mountpoint: str) -> str:
+    # A mountpoint under /sys follows --sysfs, so a host tree at /host/sys is read there.
+    if mountpoint == "/sys":
+        return roots.sysfs
+    if mountpoint.startswith("/sys/"):
+        return roots.sys(mountpoint[len("/sys/"):])
+    return mountpoint
+
+
+def resolve_cgroup(roots: Roots) -> tuple[str | None, str | None]:
+    """(our cgroup v2 path, the directory that holds its files), either None when unknown.
+
+    The path is relative to our cgroup namespace, and so is the root field of mountinfo:
+    the cgroup's directory is the mountpoint plus the path below the mount's root.  A
+    cgroup2 mount whose root does not contain our cgroup cannot show it.
+    """
+    text = read_text(roots.proc("self", "cgroup"))
+    path = parse_self_cgroup(text) if text is not None else None
+    if path is None:
+        return None, None
+    mountinfo = read_text(roots.proc("self", "mountinfo"))
+    if mountinfo is None:
+        return path, None
+    for root, mountpoint in cgroup2_mounts(mountinfo):
+        rel = _relative_to(path, root)
+        if rel is None:
+            continue
+        base = _mountpoint_dir(roots, mountpoint)
+        directory = os.path.join(base, rel) if rel else base
+        if os.path.isdir(directory):
+            return path, directory
+    return path, None
+
+
+_cgroup_cache: dict[Roots, tuple[float, str | None, str | None]] = {}
+_cgroup_lock = threading.Lock()
+
+
+def forget_cgroup_cache() -> None:
+    """Drop the cached cgroup lookups, so the next read_host resolves them again."""
+    with _cgroup_lock:
+        _cgroup_cache.clear()
+
+
+def _cached_cgroup(roots: Roots) -> tuple[str | None, str | None]:
+    now = time.monotonic()
+    with _cgroup_lock:
+        hit = _cgroup_cache.get(roots)
+        if hit is not None and now - hit[0] < CGROUP_RESOLVE_S:
+            return hit[1], hit[2]
+    path, directory = resolve_cgroup(roots)
+    with _cgroup_lock:
+        _cgroup_cache[roots] = (now, path, directory)
+    return path, directory
+
+
+def _read_cgroup(roots: Roots) -> CgroupIo | None:
+    path, directory = _cached_cgroup(roots)
+    if path is None:
+        return None
+    io_text = read_text(os.path.join(directory, "io.stat")) if directory else None
+    # The root cgroup of a hybrid host has no io.stat (the io controller is on v1), and
+    # its io.pressure is /proc/pressure/io again: nothing worth a row.
+    if path == "/" and io_text is None:
+        return None
+    pressure_text = read_text(os.path.join(directory, "io.pressure")) if directory else None
+    return CgroupIo(
+        path=path,
+        io_stat=parse_io_stat(io_text) if io_text is not None else {},
+        io_pressure=parse_psi(pressure_text) if pressure_text is not None else None,
+    )
+
+
+# ---------------------------------------------------------------------------- host
+def read_host(roots: Roots) -> HostRaw:
+    """One host sample.  Never raises: an unreadable source is None or an absent key."""
+    cpu, ncpu = _read_stat(roots)
+    meminfo = read_text(roots.proc("meminfo"))
+    return HostRaw(
+        cpu=cpu,
+        ncpu=ncpu or 1,
+        psi=_read_psi(roots),
+        meminfo_kb=parse_meminfo(meminfo) if meminfo is not None else {},
+        cgroup=_read_cgroup(roots),
+    )

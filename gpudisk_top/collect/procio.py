@@ -1,0 +1,288 @@
+"""Per-process I/O counters of GPU processes and all their descendants.
+
+DataLoader workers are child processes of the training process, so the data a GPU waits
+for is read by its descendants: every one of them gets a ProcIoRaw with its /proc/PID/io
+counters, CPU time, and the block devices its open files and file mappings live on.
+
+Costs per collect():
+  - finding descendants: <procfs>/PID/task/*/children of each tree member where the
+    kernel has them (CONFIG_PROC_CHILDREN), else one read of every <procfs>/*/stat;
+  - per tree member: stat and io (two small reads), cmdline once per process;
+  - devices: an os.stat of every fd and a read of maps, at most every DEVICES_REFRESH_S
+    per process (FD_SCAN_LIMIT fds at most), the costly part.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+import time
+from dataclasses import dataclass
+
+from gpudisk_top.collect.pidmap import read_cmdline
+from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.sample import ProcIoRaw
+
+DEVICES_REFRESH_S = 5.0
+DEV_NAMES_REFRESH_S = 30.0
+FD_SCAN_LIMIT = 8192
+
+
+@dataclass(slots=True)
+class PidStat:
+    """What one /proc/PID/stat line says that we use."""
+
+    comm: str
+    ppid: int
+    cpu_ticks: int      # utime + stime
+    start_ticks: int    # starttime: tells a reused PID from the process we cached
+
+
+def parse_pid_stat(text: str) -> PidStat | None:
+    """Parse /proc/PID/stat.  comm may hold spaces and parentheses, so the fields are
+    taken after the last ')'.  None when garbled."""
+    open_paren = text.find("(")
+    close_paren = text.rfind(")")
+    if open_paren < 0 or close_paren < open_paren:
+        return None
+    rest = text[close_paren + 1:].split()
+    # rest[0] is state (field 3); ppid is field 4, utime 14, stime 15, starttime 22
+    try:
+        return PidStat(
+            comm=text[open_paren + 1:close_paren],
+            ppid=int(rest[1]),
+            cpu_ticks=int(rest[11]) + int(rest[12]),
+            start_ticks=int(rest[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_pid_io(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            try:
+                out[key.strip()] = int(value)
+            except ValueError:
+                continue
+    return out
+
+
+def parse_maps_devices(text: str) -> set[tuple[int, int]]:
+    """(major, minor) of every file-backed mapping in /proc/PID/maps.  The dev field is
+    "MAJ:MIN" in hex; inode 0 is an anonymous mapping."""
+    devs: set[tuple[int, int]] = set()
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5 or parts[4] == "0":
+            continue
+        major, sep, minor = parts[3].partition(":")
+        if not sep:
+            continue
+        try:
+            devs.add((int(major, 16), int(minor, 16)))
+        except ValueError:
+            continue
+    return devs
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+@dataclass(slots=True)
+class _Known:
+    start_ticks: int
+    cmdline: str | None
+    devices: tuple[str, ...] | None = None
+    devices_at: float | None = None   # monotonic seconds of the last device scan
+
+
+class ProcIoCollector:
+    """Collects ProcIoRaw for GPU process trees; keeps per-PID caches between calls."""
+
+    def __init__(self, roots: Roots, devices_refresh_s: float = DEVICES_REFRESH_S) -> None:
+        self.roots = roots
+        self.devices_refresh_s = devices_refresh_s
+        self._known: dict[int, _Known] = {}
+        self._dev_names: dict[tuple[int, int], str | None] = {}
+        self._dev_names_at = 0.0
+        self._children_files: bool | None = None  # None: not yet known
+
+    # ------------------------------------------------------------------ public
+    def collect(self, gpu_pids: dict[int, int]) -> dict[int, ProcIoRaw]:
+        """ProcIoRaw of every GPU process and every descendant, keyed by local PID.
+
+        gpu_pids maps the local PID of each GPU compute process to its host PID.  A
+        process that has exited is left out; one whose io or fds cannot be read has None
+        there.  Never raises.
+        """
+        now = time.monotonic()
+        if now - self._dev_names_at > DEV_NAMES_REFRESH_S:
+            self._dev_names.clear()  # a hot-plugged disk may reuse a MAJ:MIN
+            self._dev_names_at = now
+
+        trees = self._trees(gpu_pids)
+        out: dict[int, ProcIoRaw] = {}
+        for pid, (root_host_pid, st) in trees.items():
+            raw = self._one(pid, root_host_pid, st, now)
+            if raw is not None:
+                out[pid] = raw
+        for pid in list(self._known):
+            if pid not in out:
+                del self._known[pid]  # exited, or no longer under a GPU process
+        return out
+
+    # ------------------------------------------------------------------ trees
+    def _stat(self, pid: int) -> PidStat | None:
+        text = _read(self.roots.proc(str(pid), "stat"))
+        return parse_pid_stat(text) if text is not None else None
+
+    def _trees(self, gpu_pids: dict[int, int]) -> dict[int, tuple[int, PidStat | None]]:
+        """local PID -> (host PID of its GPU ancestor, its stat when already read).
+
+        Another GPU process roots its own tree, even when it descends from a GPU process.
+        """
+        members: dict[int, tuple[int, PidStat | None]] = {
+            pid: (host_pid, None) for pid, host_pid in gpu_pids.items()}
+        # the ppid scan, made at most once per call, and only without children files
+        children_of = self._scan_children() if self._children_files is False else None
+        for root, host_pid in gpu_pids.items():
+            stack = [root]
+            while stack:
+                pid = stack.pop()
+                found = None
+                if children_of is None:
+                    kids = self._children_from_files(pid)
+                    if kids is None:
+                        children_of = self._scan_children()
+                    else:
+                        found = [(kid, None) for kid in kids]
+                if found is None:
+                    found = children_of.get(pid, ())
+                for child, st in found:
+                    if child not in members:
+                        members[child] = (host_pid, st)
+                        stack.append(child)
+        return members
+
+    def _children_from_files(self, pid: int) -> list[int] | None:
+        """Children through task/*/children; None when the kernel has no such files or
+        they cannot be read (then the ppid scan is used)."""
+        task_dir = self.roots.proc(str(pid), "task")
+        try:
+            tids = os.listdir(task_dir)
+        except OSError:
+            return [] if self._children_files else None  # exited: no children to find
+        kids: list[int] = []
+        for tid in tids:
+            try:
+                with open(os.path.join(task_dir, tid, "children"), encoding="ascii") as f:
+                    kids.extend(int(v) for v in f.read().split())
+            except FileNotFoundError:
+                if not os.path.isdir(os.path.join(task_dir, tid)):
+                    continue  # the thread exited meanwhile
+                self._children_files = False  # CONFIG_PROC_CHILDREN is off
+                return None
+            except (OSError, ValueError):
+                return None  # no ptrace access to this process: the scan still works
+        self._children_files = True
+        return kids
+
+    def _scan_children(self) -> dict[int, list[tuple[int, PidStat]]]:
+        """ppid -> [(pid, stat)] from every <procfs>/*/stat (world-readable)."""
+        children: dict[int, list[tuple[int, PidStat]]] = {}
+        try:
+            names = os.listdir(self.roots.procfs)
+        except OSError:
+            return children
+        for name in names:
+            if not name.isdigit():
+                continue
+            st = self._stat(int(name))
+            if st is not None:
+                children.setdefault(st.ppid, []).append((int(name), st))
+        return children
+
+    # ------------------------------------------------------------------ one process
+    def _one(self, pid: int, root_host_pid: int, st: PidStat | None,
+             now: float) -> ProcIoRaw | None:
+        if st is None:
+            st = self._stat(pid)
+        if st is None:
+            return None  # exited
+        known = self._known.get(pid)
+        if known is None or known.start_ticks != st.start_ticks:
+            known = _Known(st.start_ticks, read_cmdline(self.roots, pid))
+            self._known[pid] = known
+        if known.devices_at is None or now - known.devices_at >= self.devices_refresh_s:
+            known.devices = self._devices(pid)
+            known.devices_at = now
+
+        io_text = _read(self.roots.proc(str(pid), "io"))
+        io = parse_pid_io(io_text) if io_text is not None else {}
+        return ProcIoRaw(
+            pid=pid,
+            ppid=st.ppid,
+            root_pid=root_host_pid,
+            name=st.comm,
+            cmdline=known.cmdline,
+            rchar=io.get("rchar"),
+            wchar=io.get("wchar"),
+            read_bytes=io.get("read_bytes"),
+            write_bytes=io.get("write_bytes"),
+            cpu_ticks=st.cpu_ticks,
+            devices=known.devices,
+        )
+
+    # ------------------------------------------------------------------ devices
+    def _devices(self, pid: int) -> tuple[str, ...] | None:
+        """Kernel names of the block devices under the process's open files and file
+        mappings; None when neither its fds nor its maps can be read."""
+        devs: set[tuple[int, int]] = set()
+        readable = False
+        fd_dir = self.roots.proc(str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+            readable = True
+        except OSError:
+            fds = []
+        for fd in fds[:FD_SCAN_LIMIT]:
+            try:
+                s = os.stat(os.path.join(fd_dir, fd))
+            except PermissionError:
+                # the fd directory may list while following its links needs ptrace
+                # access: then the fds say nothing
+                readable = False
+                break
+            except OSError:
+                continue  # closed meanwhile, or a dangling target
+            devs.add((os.major(s.st_dev), os.minor(s.st_dev)))
+            if stat_mod.S_ISBLK(s.st_mode):
+                # a block device opened directly: its data lives on that device itself
+                devs.add((os.major(s.st_rdev), os.minor(s.st_rdev)))
+        maps = _read(self.roots.proc(str(pid), "maps"))
+        if maps is not None:
+            readable = True
+            devs |= parse_maps_devices(maps)
+        if not readable:
+            return None
+        names = {self._dev_name(major, minor) for major, minor in devs if major != 0}
+        names.discard(None)
+        return tuple(sorted(names))
+
+    def _dev_name(self, major: int, minor: int) -> str | None:
+        key = (major, minor)
+        if key not in self._dev_names:
+            try:
+                link = os.readlink(self.roots.sys("dev", "block", f"{major}:{minor}"))
+                self._dev_names[key] = os.path.basename(link) or None
+            except OSError:
+                self._dev_names[key] = None  # not a block device (e.g. a char device)
+        return self._dev_names[key]

@@ -1,0 +1,175 @@
+"""Host CPU, PSI, memory and cgroup I/O over one interval, from two HostRaw samples.
+
+CPU percentages are sysstat's iostat avg-cpu (iostat.c write_cpu_stat and
+write_plain_cpu_stat, common.c ll_sp_value and get_interval):
+  tot   = user + nice + system + idle + iowait + irq + softirq + steal
+          (guest and guest_nice are already inside user and nice, so they are not added)
+  itv   = tot(cur) - tot(prev), an unsigned long long, and 1 when it is 0
+  pct(x) = 0 when x went down (a dyn-tick race can move a counter back), else
+           (x(cur) - x(prev)) / itv * 100
+  %system = pct(system + irq + softirq);  %idle is 0 when idle went down.
+PSI percentages are the share of the interval that tasks stalled:
+  delta(total_us) / (interval_s * 1e6) * 100, clamped to [0, 100].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from gpudisk_top.collect.sample import CgroupIo, CpuTimes, HostRaw, PsiTotals
+
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+@dataclass(slots=True)
+class HostView:
+    """The host over one interval.  Every field is None when it cannot be computed (no
+    previous sample, a source that is absent on this kernel, ...)."""
+
+    ncpu: int | None = None
+    cpu_user_pct: float | None = None
+    cpu_nice_pct: float | None = None
+    cpu_system_pct: float | None = None       # system + irq + softirq, as iostat
+    cpu_iowait_pct: float | None = None
+    cpu_steal_pct: float | None = None
+    cpu_idle_pct: float | None = None
+    psi_io_some_pct: float | None = None
+    psi_io_full_pct: float | None = None
+    psi_cpu_some_pct: float | None = None
+    psi_cpu_full_pct: float | None = None
+    psi_memory_some_pct: float | None = None
+    psi_memory_full_pct: float | None = None
+    mem_total_kb: int | None = None
+    mem_available_kb: int | None = None
+    cached_kb: int | None = None
+    buffers_kb: int | None = None
+    dirty_kb: int | None = None
+    writeback_kb: int | None = None
+    cgroup_path: str | None = None
+    # "MAJ:MIN" -> {"read_kb_s", "write_kb_s", "r_s", "w_s"}; a value is None when its
+    # counter went down
+    cgroup_io: dict[str, dict[str, float | None]] | None = None
+    cgroup_io_some_pct: float | None = None
+    cgroup_io_full_pct: float | None = None
+
+
+HOST_FIELDS = tuple(f.name for f in fields(HostView))
+
+
+def _valid_interval(interval_s: float) -> bool:
+    return math.isfinite(interval_s) and interval_s > 0
+
+
+# ---------------------------------------------------------------------------- CPU
+def _cpu_total(c: CpuTimes) -> int:
+    return c.user + c.nice + c.system + c.idle + c.iowait + c.irq + c.softirq + c.steal
+
+
+def _cpu_pcts(cur: CpuTimes, prev: CpuTimes) -> dict[str, float]:
+    itv = (_cpu_total(cur) - _cpu_total(prev)) & _MASK64
+    if not itv:  # get_interval(): "Paranoia checking"
+        itv = 1
+
+    def pct(now: int, before: int) -> float:  # ll_sp_value()
+        return 0.0 if now < before else (now - before) / itv * 100.0
+
+    return {
+        "cpu_user_pct": pct(cur.user, prev.user),
+        "cpu_nice_pct": pct(cur.nice, prev.nice),
+        "cpu_system_pct": pct(cur.system + cur.irq + cur.softirq,
+                              prev.system + prev.irq + prev.softirq),
+        "cpu_iowait_pct": pct(cur.iowait, prev.iowait),
+        "cpu_steal_pct": pct(cur.steal, prev.steal),
+        "cpu_idle_pct": pct(cur.idle, prev.idle),
+    }
+
+
+# ---------------------------------------------------------------------------- PSI
+def _stall_pct(cur_us: int | None, prev_us: int | None, interval_s: float) -> float | None:
+    if cur_us is None or prev_us is None or not _valid_interval(interval_s):
+        return None
+    pct = (cur_us - prev_us) / (interval_s * 1e6) * 100.0
+    return min(100.0, max(0.0, pct))
+
+
+def _psi_pcts(cur: PsiTotals | None, prev: PsiTotals | None,
+              interval_s: float) -> tuple[float | None, float | None]:
+    if cur is None or prev is None:
+        return None, None
+    return (_stall_pct(cur.some_us, prev.some_us, interval_s),
+            _stall_pct(cur.full_us, prev.full_us, interval_s))
+
+
+# ---------------------------------------------------------------------------- cgroup
+def _cgroup_io_rates(cur: CgroupIo, prev: CgroupIo,
+                     interval_s: float) -> dict[str, dict[str, float | None]]:
+    def per_s(key: str, now: dict[str, int], before: dict[str, int],
+              scale: float = 1.0) -> float | None:
+        if key not in now or key not in before or now[key] < before[key]:
+            return None
+        return (now[key] - before[key]) / scale / interval_s
+
+    out: dict[str, dict[str, float | None]] = {}
+    for dev, now in cur.io_stat.items():
+        before = prev.io_stat.get(dev)
+        if before is None:
+            continue  # a device that appeared: its counters start at an unknown point
+        out[dev] = {
+            "read_kb_s": per_s("rbytes", now, before, 1024.0),
+            "write_kb_s": per_s("wbytes", now, before, 1024.0),
+            "r_s": per_s("rios", now, before),
+            "w_s": per_s("wios", now, before),
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------- view
+def host_view(cur: HostRaw, prev: HostRaw | None, interval_s: float) -> HostView:
+    """The host over the interval from prev to cur (interval_s seconds apart).
+
+    Never raises.  Memory fields come from cur alone; rates and percentages are None
+    without prev, without a valid interval, or where either sample lacks the source.
+    """
+    mem = cur.meminfo_kb
+    view = HostView(
+        ncpu=cur.ncpu,
+        mem_total_kb=mem.get("MemTotal"),
+        mem_available_kb=mem.get("MemAvailable"),
+        cached_kb=mem.get("Cached"),
+        buffers_kb=mem.get("Buffers"),
+        dirty_kb=mem.get("Dirty"),
+        writeback_kb=mem.get("Writeback"),
+        cgroup_path=cur.cgroup.path if cur.cgroup is not None else None,
+    )
+    if prev is None:
+        return view
+
+    if cur.cpu is not None and prev.cpu is not None:
+        for name, value in _cpu_pcts(cur.cpu, prev.cpu).items():
+            setattr(view, name, value)
+
+    for resource in ("io", "cpu", "memory"):
+        some, full = _psi_pcts(cur.psi.get(resource), prev.psi.get(resource), interval_s)
+        setattr(view, f"psi_{resource}_some_pct", some)
+        setattr(view, f"psi_{resource}_full_pct", full)
+
+    # a cgroup that changed (we were moved) has counters that do not continue
+    if (cur.cgroup is not None and prev.cgroup is not None
+            and cur.cgroup.path == prev.cgroup.path):
+        if _valid_interval(interval_s):
+            view.cgroup_io = _cgroup_io_rates(cur.cgroup, prev.cgroup, interval_s)
+        view.cgroup_io_some_pct, view.cgroup_io_full_pct = _psi_pcts(
+            cur.cgroup.io_pressure, prev.cgroup.io_pressure, interval_s)
+    return view
+
+
+def host_as_json(view: HostView) -> dict:
+    """The view as a JSON-ready dict, one key per HostView field (None for n/a)."""
+    out = {}
+    for name in HOST_FIELDS:
+        value = getattr(view, name)
+        if isinstance(value, dict):
+            value = {dev: dict(rates) for dev, rates in value.items()}
+        out[name] = value
+    return out

@@ -1,0 +1,109 @@
+"""Per-process I/O and CPU rates of GPU processes and their descendants, from two
+ProcIoRaw samples (see gpudisk_top.collect.procio).
+
+rchar/wchar count every read()/write() byte, page cache hits included; read_bytes and
+write_bytes count what the process made the block layer fetch or write back.  A
+DataLoader whose rchar_kb_s is high and read_kb_s low reads from the page cache.
+cpu_pct is pidstat's %CPU: 100 is one CPU fully busy, so a process can exceed 100.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from gpudisk_top.collect.sample import ProcIoRaw
+
+
+def _default_clk_tck() -> int:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError):
+        return 100
+
+
+@dataclass(slots=True)
+class ProcView:
+    """One process over one interval.  A rate is None where either sample lacks its
+    counter (permission denied, a new or exited process) or the counter went down (the
+    PID was reused)."""
+
+    pid: int
+    root_pid: int | None
+    name: str | None
+    cmdline: str | None
+    read_kb_s: float | None
+    write_kb_s: float | None
+    rchar_kb_s: float | None
+    wchar_kb_s: float | None
+    cpu_pct: float | None
+    devices: tuple[str, ...] | None
+
+
+def _rate(cur: int | None, prev: int | None, interval_s: float,
+          scale: float) -> float | None:
+    if cur is None or prev is None or cur < prev:
+        return None
+    return (cur - prev) / scale / interval_s
+
+
+def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
+               interval_s: float, clk_tck: int | None = None) -> dict[int, ProcView]:
+    """A view of every process in cur, keyed like cur (the PID under --procfs).
+
+    clk_tck is USER_HZ, the unit of cpu_ticks (os.sysconf("SC_CLK_TCK") by default).
+    Never raises; without prev or a valid interval every rate is None.
+    """
+    if clk_tck is None:
+        clk_tck = _default_clk_tck()
+    valid = math.isfinite(interval_s) and interval_s > 0
+    out: dict[int, ProcView] = {}
+    for pid, c in cur.items():
+        p = prev.get(pid) if prev is not None and valid else None
+        if p is not None and p.root_pid != c.root_pid:
+            p = None  # a PID reused, or a process that moved to another GPU tree
+        if p is None:
+            out[pid] = ProcView(pid, c.root_pid, c.name, c.cmdline,
+                                None, None, None, None, None, c.devices)
+            continue
+        out[pid] = ProcView(
+            pid=pid,
+            root_pid=c.root_pid,
+            name=c.name,
+            cmdline=c.cmdline,
+            read_kb_s=_rate(c.read_bytes, p.read_bytes, interval_s, 1024.0),
+            write_kb_s=_rate(c.write_bytes, p.write_bytes, interval_s, 1024.0),
+            rchar_kb_s=_rate(c.rchar, p.rchar, interval_s, 1024.0),
+            wchar_kb_s=_rate(c.wchar, p.wchar, interval_s, 1024.0),
+            cpu_pct=_rate(c.cpu_ticks, p.cpu_ticks, interval_s, clk_tck / 100.0),
+            devices=c.devices,
+        )
+    return out
+
+
+def _sum(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def tree_totals(views: dict[int, ProcView], root_pid: int) -> dict:
+    """Totals over the GPU process with host PID root_pid and its descendants.
+
+    Returns {"read_kb_s", "rchar_kb_s", "write_kb_s", "wchar_kb_s", "cpu_pct": the sum of
+    the known values, None if none is known; "devices": the sorted union of devices;
+    "nprocs": how many processes the tree has}.
+    """
+    members = [v for v in views.values() if v.root_pid == root_pid]
+    devices: set[str] = set()
+    for v in members:
+        devices.update(v.devices or ())
+    return {
+        "read_kb_s": _sum([v.read_kb_s for v in members]),
+        "rchar_kb_s": _sum([v.rchar_kb_s for v in members]),
+        "write_kb_s": _sum([v.write_kb_s for v in members]),
+        "wchar_kb_s": _sum([v.wchar_kb_s for v in members]),
+        "cpu_pct": _sum([v.cpu_pct for v in members]),
+        "devices": tuple(sorted(devices)),
+        "nprocs": len(members),
+    }
