@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import sys
 import textwrap
 from pathlib import Path
@@ -44,6 +45,10 @@ def test_real_child_process_and_exited_pid():
     mapper = PidMapper(Roots())
     child = subprocess.Popen(["sleep", "30"])
     try:
+        # Popen returns after fork; wait for the exec so comm and cmdline are sleep's
+        deadline = time.monotonic() + 5
+        while _read(f"/proc/{child.pid}/comm").strip() != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert mapper.resolve(child.pid) == (child.pid, child.pid, "sleep", "sleep 30", True)
     finally:
         child.kill()
