@@ -1,0 +1,226 @@
+"""What each block device is: whole disk or partition, dm/md stack, NVMe path, class, and
+the mountpoints whose data lives on it.
+
+Read from sysfs (/sys/class/block/NAME) and mountinfo.  Without /sys (some containers)
+the kind is guessed from the kernel name and the class is "unknown"; nothing here raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from gpudisk_top.collect.diskstats import DiskCounters
+from gpudisk_top.collect.roots import Roots, read_first_line
+from gpudisk_top.collect.sample import DeviceInfo
+
+# Kernel names that are never real storage a job reads from.
+_NAME_KINDS = (
+    (re.compile(r"^loop\d+$"), "loop"),
+    (re.compile(r"^(ram|brd)\d+$"), "ram"),
+    (re.compile(r"^zram\d+$"), "zram"),
+    (re.compile(r"^(sr|scd)\d+$"), "sr"),
+    (re.compile(r"^fd\d+$"), "other"),
+    (re.compile(r"^dm-\d+$"), "dm"),
+    (re.compile(r"^md\d+$|^md_"), "md"),
+    (re.compile(r"^nvme\d+c\d+n\d+$"), "nvme-path"),
+    (re.compile(r"^nvme\d+n\d+p\d+$"), "partition"),
+    (re.compile(r"^(mmcblk|nbd|rbd|loop)\d+p\d+$"), "partition"),
+    (re.compile(r"^(sd|vd|xvd|hd)[a-z]+\d+$"), "partition"),
+)
+_NVME_PATH = re.compile(r"^nvme(\d+)c\d+n(\d+)$")
+_VIRTUAL_NAME = re.compile(r"^(vd|xvd)[a-z]+$|^(loop|ram|zram|nbd|rbd)\d+$")
+# vendor/model strings of disks that are really a hypervisor's or a cloud's volume
+_VIRTUAL_MODEL = re.compile(
+    r"QEMU|VMware|Virtual|VBOX|Elastic Block Store|PersistentDisk|Google|Xen", re.I)
+# Slowest first: a dm/md device is as slow as its slowest member.
+_CLASS_ORDER = ("HDD", "virtual", "SSD", "NVMe", "unknown")
+
+
+def _kind_from_name(name: str) -> str:
+    for pattern, kind in _NAME_KINDS:
+        if pattern.search(name):
+            return kind
+    return "disk"
+
+
+def _unescape_mount(path: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as octal (\040 ...)
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+
+
+class BlockDevices:
+    """Describes block devices.  Cheap enough to call every few seconds, not every sample."""
+
+    def __init__(self, roots: Roots) -> None:
+        self.roots = roots
+
+    # ------------------------------------------------------------------ sysfs reads
+    def _sys_dir(self, name: str) -> str | None:
+        for path in (self.roots.sys("class", "block", name), self.roots.sys("block", name)):
+            if os.path.isdir(path):
+                return path
+        return None
+
+    def _describe_one(self, name: str, counters: DiskCounters | None) -> DeviceInfo:
+        info = DeviceInfo(name=name, display_name=name, kind=_kind_from_name(name))
+        if counters is not None:
+            info.major, info.minor = counters.major, counters.minor
+        sysdir = self._sys_dir(name)
+        if sysdir is None:
+            if info.kind == "partition":
+                info.parent = _parent_from_name(name)
+            return info
+        if os.path.exists(os.path.join(sysdir, "partition")):
+            info.kind = "partition"
+            info.parent = os.path.basename(os.path.dirname(os.path.realpath(sysdir)))
+        elif os.path.isdir(os.path.join(sysdir, "dm")):
+            info.kind = "dm"
+            mapper = read_first_line(os.path.join(sysdir, "dm", "name"))
+            if mapper:
+                info.display_name = mapper
+        elif os.path.isdir(os.path.join(sysdir, "md")):
+            info.kind = "md"
+        elif read_first_line(os.path.join(sysdir, "hidden")) == "1" or _NVME_PATH.match(name):
+            info.kind = "nvme-path"
+        if info.kind == "nvme-path":
+            info.hidden = True
+            m = _NVME_PATH.match(name)
+            if m:  # nvme0c1n1 is one path to the multipath head nvme0n1
+                info.parent = f"nvme{m.group(1)}n{m.group(2)}"
+        try:
+            info.slaves = tuple(sorted(os.listdir(os.path.join(sysdir, "slaves"))))
+        except OSError:
+            info.slaves = ()
+        disk_dir = sysdir
+        if info.kind == "partition" and info.parent:
+            disk_dir = self._sys_dir(info.parent) or sysdir
+        rot = read_first_line(os.path.join(disk_dir, "queue", "rotational"))
+        info.rotational = None if rot not in ("0", "1") else rot == "1"
+        model = read_first_line(os.path.join(disk_dir, "device", "model"))
+        vendor = read_first_line(os.path.join(disk_dir, "device", "vendor"))
+        info.model = " ".join(x for x in (vendor, model) if x) if model else None
+        info.dev_class = self._leaf_class(name, info, disk_dir)
+        return info
+
+    def _leaf_class(self, name: str, info: DeviceInfo, disk_dir: str) -> str:
+        if info.kind in ("loop", "ram", "zram"):
+            return "virtual"
+        base = info.parent if info.kind == "partition" and info.parent else name
+        if info.model and _VIRTUAL_MODEL.search(info.model):
+            return "virtual"
+        if base.startswith("nvme"):
+            return "NVMe"
+        if _VIRTUAL_NAME.match(base) or "/virtio" in os.path.realpath(disk_dir):
+            return "virtual"
+        if info.rotational is None:
+            return "unknown"
+        return "HDD" if info.rotational else "SSD"
+
+    # ------------------------------------------------------------------ mountinfo
+    def _mountinfo_path(self) -> str:
+        # With --procfs pointing at the host's /proc, "self" would be our own mount
+        # namespace; the host's init process sees the host's mounts.
+        if os.path.realpath(self.roots.procfs) != "/proc":
+            host = self.roots.proc("1", "mountinfo")
+            if os.access(host, os.R_OK):
+                return host
+        return self.roots.proc("self", "mountinfo")
+
+    def _mounts(self) -> list[tuple[int, int, str, str]]:
+        """(major, minor, mountpoint, source) of every mount."""
+        path = self._mountinfo_path()
+        own_namespace = path.endswith(os.path.join("self", "mountinfo"))
+        out = []
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            left, sep, right = line.partition(" - ")
+            fields = left.split()
+            if not sep or len(fields) < 5 or ":" not in fields[2]:
+                continue
+            try:
+                major, minor = (int(x) for x in fields[2].split(":", 1))
+            except ValueError:
+                continue
+            mountpoint = _unescape_mount(fields[4])
+            # Containers bind-mount single files (/etc/hosts): not places data lives.
+            if own_namespace and os.path.isfile(mountpoint):
+                continue
+            rfields = right.split()
+            source = _unescape_mount(rfields[1]) if len(rfields) > 1 else ""
+            out.append((major, minor, mountpoint, source))
+        return out
+
+    # ------------------------------------------------------------------ public
+    def describe(self, counters: dict[str, DiskCounters]) -> dict[str, DeviceInfo]:
+        """DeviceInfo for every device in `counters` (a parsed /proc/diskstats)."""
+        infos = {name: self._describe_one(name, c) for name, c in counters.items()}
+        self._resolve_stack_classes(infos)
+        self._assign_mountpoints(infos)
+        return infos
+
+    def _resolve_stack_classes(self, infos: dict[str, DeviceInfo]) -> None:
+        def leaf_classes(name: str, seen: set[str]) -> set[str]:
+            info = infos.get(name)
+            if info is None or name in seen:
+                return set()
+            seen.add(name)
+            if info.kind in ("dm", "md") and info.slaves:
+                out: set[str] = set()
+                for s in info.slaves:
+                    out |= leaf_classes(s, seen)
+                return out
+            return {info.dev_class}
+
+        for info in infos.values():
+            if info.kind in ("dm", "md"):
+                classes = leaf_classes(info.name, set()) or {"unknown"}
+                info.dev_class = min(classes, key=_CLASS_ORDER.index)
+
+    def _lower_devices(self, infos: dict[str, DeviceInfo], name: str) -> list[str]:
+        """name and every device below it: partition -> disk, dm/md -> slaves, recursively."""
+        out: list[str] = []
+        stack = [name]
+        while stack:
+            cur = stack.pop()
+            if cur in out:
+                continue
+            out.append(cur)
+            info = infos.get(cur)
+            if info is None:
+                continue
+            stack.extend(info.slaves)
+            if info.parent:
+                stack.append(info.parent)
+        return out
+
+    def _assign_mountpoints(self, infos: dict[str, DeviceInfo]) -> None:
+        by_devno = {(i.major, i.minor): i.name for i in infos.values() if i.major or i.minor}
+        by_display = {i.display_name: i.name for i in infos.values()}
+        found: dict[str, list[str]] = {name: [] for name in infos}
+        for major, minor, mountpoint, source in self._mounts():
+            name = by_devno.get((major, minor))
+            if name is None and major == 0 and source.startswith("/dev/"):
+                # btrfs and others report an anonymous device number; the source names
+                # the block device instead (/dev/sda2, /dev/mapper/vg-root)
+                base = os.path.basename(source)
+                name = base if base in infos else by_display.get(base)
+            if name is None:
+                continue
+            for dev in self._lower_devices(infos, name):
+                if dev in found and mountpoint not in found[dev]:
+                    found[dev].append(mountpoint)
+        for name, mps in found.items():
+            infos[name].mountpoints = tuple(sorted(mps, key=lambda p: (p != "/", len(p), p)))
+
+
+def _parent_from_name(name: str) -> str | None:
+    m = re.match(r"^(nvme\d+n\d+|mmcblk\d+|nbd\d+|rbd\d+|loop\d+)p\d+$", name)
+    if m:
+        return m.group(1)
+    m = re.match(r"^((?:sd|vd|xvd|hd)[a-z]+)\d+$", name)
+    return m.group(1) if m else None

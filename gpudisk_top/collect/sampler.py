@@ -1,0 +1,76 @@
+"""The sampler: one call reads every source once and returns a raw Sample.
+
+Sources are independent: one that fails becomes a warning or a status in the sample, and
+the others are still read.  Device identity (sysfs, mountinfo) is re-read only every
+DEVICE_REFRESH_S seconds or when the set of devices changes, not on every sample.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gpudisk_top.collect import diskstats
+from gpudisk_top.collect.blockdev import BlockDevices
+from gpudisk_top.collect.gpu import GpuCollector
+from gpudisk_top.collect.host import read_host
+from gpudisk_top.collect.pidmap import PidMapper
+from gpudisk_top.collect.procio import ProcIoCollector
+from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.sample import DeviceInfo, Sample
+
+DEVICE_REFRESH_S = 10.0
+
+
+class SourceError(Exception):
+    """Nothing at all could be read from the given roots."""
+
+
+class Sampler:
+    """Reads disks, GPUs, host and GPU-process I/O into one Sample per call."""
+
+    def __init__(self, roots: Roots | None = None, nvml=None, gpu: GpuCollector | None = None) -> None:
+        self.roots = roots or Roots()
+        self._blockdevs = BlockDevices(self.roots)
+        self._pidmap = PidMapper(self.roots)
+        self.gpu = gpu or GpuCollector(nvml=nvml, resolve_pid=self._pidmap.resolve)
+        self._procio = ProcIoCollector(self.roots)
+        self._devices: dict[str, DeviceInfo] = {}
+        self._devices_at = float("-inf")
+
+    def _device_info(self, counters, now: float) -> dict[str, DeviceInfo]:
+        if now - self._devices_at >= DEVICE_REFRESH_S or counters.keys() != self._devices.keys():
+            self._devices = self._blockdevs.describe(counters)
+            self._devices_at = now
+        return self._devices
+
+    def sample(self) -> Sample:
+        """Read everything once.  Never raises for a source that cannot be read; see
+        check_sources() for the case where nothing can be read at all."""
+        mono = time.monotonic()
+        sample = Sample(mono_s=mono, wall_s=time.time())
+        try:
+            sample.disks, warnings = diskstats.read(self.roots)
+            sample.warnings.extend(warnings)
+        except OSError as err:
+            sample.warnings.append(f"cannot read {self.roots.proc('diskstats')}: {err.strerror or err}")
+        sample.devices = self._device_info(sample.disks, mono)
+        sample.gpu = self.gpu.collect()
+        sample.host = read_host(self.roots)
+        gpu_pids = {
+            p.local_pid: p.pid
+            for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
+        }
+        sample.procs = self._procio.collect(gpu_pids)
+        return sample
+
+    def close(self) -> None:
+        self.gpu.close()
+
+
+def check_sources(roots: Roots) -> None:
+    """Raise SourceError with a one-line reason when the roots cannot be read at all."""
+    if not os.path.isdir(roots.procfs):
+        raise SourceError(f"--procfs {roots.procfs}: no such directory")
+    if not os.path.exists(roots.proc("diskstats")) and not os.path.exists(roots.proc("stat")):
+        raise SourceError(f"--procfs {roots.procfs}: not a procfs (no diskstats, no stat)")

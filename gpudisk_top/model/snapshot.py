@@ -1,0 +1,51 @@
+"""Model.new(sample, last): every rate of one interval, derived from two raw samples.
+
+Live mode and replay both build Models this way, so the screens, the report and the
+exporters cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudisk_top.collect.sample import DeviceInfo, Sample
+from gpudisk_top.model.disk import DiskRates, rates
+from gpudisk_top.model.gpu import GpuView, gpu_views
+from gpudisk_top.model.host import HostView, host_view
+from gpudisk_top.model.procs import ProcView, proc_views, tree_totals
+
+
+@dataclass
+class Model:
+    """One interval (last.mono_s, sample.mono_s]."""
+
+    wall_s: float
+    interval_s: float
+    sample: Sample
+    disks: dict[str, DiskRates] = field(default_factory=dict)
+    devices: dict[str, DeviceInfo] = field(default_factory=dict)
+    gpu_status: str = ""
+    gpus: list[GpuView] = field(default_factory=list)
+    host: HostView | None = None
+    procs: dict[int, ProcView] = field(default_factory=dict)
+    # per GPU process (host PID): its own and its descendants' I/O, summed
+    gpu_proc_io: dict[int, dict] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, sample: Sample, last: Sample | None) -> "Model":
+        """Derive the interval ending at `sample`.  With no `last` (the first sample),
+        rates are empty and instantaneous readings still show."""
+        interval_s = sample.mono_s - last.mono_s if last is not None else 0.0
+        model = cls(wall_s=sample.wall_s, interval_s=interval_s, sample=sample,
+                    devices=sample.devices, gpu_status=sample.gpu.status)
+        if last is not None:
+            model.disks = rates(last.disks, sample.disks, interval_s)
+        window_us = (int(last.wall_s * 1e6), int(sample.wall_s * 1e6)) if last is not None else None
+        model.gpus = gpu_views(sample.gpu, last.gpu if last is not None else None, window_us)
+        model.host = host_view(sample.host, last.host if last is not None else None, interval_s)
+        model.procs = proc_views(sample.procs, last.procs if last is not None else None, interval_s)
+        for gpu in model.gpus:
+            for proc in gpu.processes:
+                if proc.pid not in model.gpu_proc_io:
+                    model.gpu_proc_io[proc.pid] = tree_totals(model.procs, proc.pid)
+        return model

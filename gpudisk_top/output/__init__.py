@@ -1,0 +1,1 @@
+"""Renderers for the headless outputs (text and JSON)."""

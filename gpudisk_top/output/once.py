@@ -1,0 +1,187 @@
+"""`--once`: one interval as an iostat-like text report or one JSON object.
+
+The JSON layout is an API (README, "JSON output"): add keys, never rename or remove them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import re
+
+from gpudisk_top import __version__
+from gpudisk_top.model.disk import RATE_FIELDS
+from gpudisk_top.model.gpu import gpu_as_json
+from gpudisk_top.model.host import host_as_json
+from gpudisk_top.model.select import DeviceFilter
+from gpudisk_top.model.snapshot import Model
+
+
+def iso_time(wall_s: float) -> str:
+    """ISO 8601 with the local zone offset, e.g. 2026-11-30T01:40:00.123+00:00."""
+    return dt.datetime.fromtimestamp(wall_s).astimezone().isoformat(timespec="milliseconds")
+
+
+def selected_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
+    names = [n for n in model.disks
+             if n in model.devices and dev_filter.selected(model.devices[n], model.sample.disks.get(n))]
+    return sorted(names, key=_natural_key)
+
+
+def _natural_key(name: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def disk_json(model: Model, name: str) -> dict:
+    info = model.devices[name]
+    out = {"name": name, "display_name": info.display_name, "kind": info.kind}
+    out.update(model.disks[name].as_dict())
+    out.update({
+        "mountpoints": list(info.mountpoints),
+        "rotational": info.rotational,
+        "class": info.dev_class,
+        "parent": info.parent,
+        "slaves": list(info.slaves),
+    })
+    return out
+
+
+def gpus_json(model: Model) -> list[dict]:
+    gpus = []
+    for view in model.gpus:
+        g = gpu_as_json(view)
+        for proc in g.get("processes", []):
+            io = model.gpu_proc_io.get(proc["pid"]) or {}
+            proc["read_kb_s"] = io.get("read_kb_s")
+            proc["rchar_kb_s"] = io.get("rchar_kb_s")
+            proc["write_kb_s"] = io.get("write_kb_s")
+            proc["tree_processes"] = io.get("processes")
+            proc["devices"] = sorted(io.get("devices") or ())
+        gpus.append(g)
+    return gpus
+
+
+def to_json(model: Model, dev_filter: DeviceFilter) -> dict:
+    return {
+        "version": __version__,
+        "time": iso_time(model.wall_s),
+        "interval_s": model.interval_s,
+        "host_name": platform.node(),
+        "kernel": platform.release(),
+        "gpu_status": model.gpu_status,
+        "gpus": gpus_json(model),
+        "disks": [disk_json(model, n) for n in selected_disks(model, dev_filter)],
+        "host": host_as_json(model.host) if model.host is not None else {},
+        "warnings": list(model.sample.warnings),
+    }
+
+
+def render_json(model: Model, dev_filter: DeviceFilter) -> str:
+    return json.dumps(to_json(model, dev_filter), indent=2, allow_nan=False, default=str)
+
+
+# ------------------------------------------------------------------------------ text
+def _f(value, fmt: str = "{:.2f}", na: str = "n/a") -> str:
+    return na if value is None else fmt.format(value)
+
+
+_CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
+_TEXT_COLUMNS = (
+    ("r/s", "r_s"), ("rkB/s", "rkb_s"), ("rrqm/s", "rrqm_s"), ("%rrqm", "rrqm_pct"),
+    ("r_await", "r_await_ms"), ("rareq-sz", "rareq_kb"),
+    ("w/s", "w_s"), ("wkB/s", "wkb_s"), ("wrqm/s", "wrqm_s"), ("%wrqm", "wrqm_pct"),
+    ("w_await", "w_await_ms"), ("wareq-sz", "wareq_kb"),
+    ("d/s", "d_s"), ("dkB/s", "dkb_s"), ("drqm/s", "drqm_s"), ("%drqm", "drqm_pct"),
+    ("d_await", "d_await_ms"), ("dareq-sz", "dareq_kb"),
+    ("f/s", "f_s"), ("f_await", "f_await_ms"), ("aqu-sz", "aqu_sz"), ("%util", "util_pct"),
+)
+assert {attr for _, attr in _TEXT_COLUMNS} == set(RATE_FIELDS)
+
+
+def _gpu_lines(model: Model) -> list[str]:
+    lines = [f"GPUs: {model.gpu_status}"]
+    if not model.gpus:
+        return lines
+    lines.append(f"{'GPU':>3} {'name':<22} {'util%':>6} {'mem%':>5} {'mem used/total MiB':>19} "
+                 f"{'power W':>12} {'temp C':>6} {'PCIe rx/tx KB/s':>17} procs")
+    for g in model.gpus:
+        if g.lost:
+            lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} LOST: {g.error or 'GPU is lost'}")
+            continue
+        mem = f"{_f(g.mem_used_mib, '{:.0f}')}/{_f(g.mem_total_mib, '{:.0f}')}"
+        power = f"{_f(g.power_w, '{:.0f}')}/{_f(g.power_limit_w, '{:.0f}')}"
+        pcie = f"{_f(g.pcie_rx_kb_s, '{:.0f}')}/{_f(g.pcie_tx_kb_s, '{:.0f}')}"
+        lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} {_f(g.util_pct, '{:.1f}'):>6} "
+                     f"{_f(g.mem_util_pct, '{:.0f}'):>5} {mem:>19} {power:>12} "
+                     f"{_f(g.temp_c, '{:.0f}'):>6} {pcie:>17} {len(g.processes)}")
+    procs = [(g.index, p) for g in model.gpus for p in g.processes]
+    if procs:
+        lines.append("")
+        lines.append(f"{'GPU':>3} {'pid':>8} {'name':<16} {'GPU MiB':>8} {'read kB/s':>10} "
+                     f"{'rchar kB/s':>11} {'procs':>5}  devices")
+        for idx, p in procs:
+            io = model.gpu_proc_io.get(p.pid) or {}
+            pid = f"{p.pid}" if p.mapped else f"{p.pid}*"
+            lines.append(f"{idx:>3} {pid:>8} {(p.name or '?')[:16]:<16} "
+                         f"{_f(p.gpu_mem_mib, '{:.0f}'):>8} {_f(io.get('read_kb_s')):>10} "
+                         f"{_f(io.get('rchar_kb_s')):>11} {io.get('processes') or 0:>5}  "
+                         f"{','.join(sorted(io.get('devices') or ())) or '-'}")
+        if any(not p.mapped for _, p in procs):
+            lines.append("  * not visible from this PID namespace: its I/O cannot be read")
+    return lines
+
+
+def _host_lines(model: Model) -> list[str]:
+    h = host_as_json(model.host) if model.host is not None else {}
+    lines = ["avg-cpu:  %user   %nice %system %iowait  %steal   %idle",
+             "        " + " ".join(f"{_f(h.get(k)):>7}" for k in (
+                 "cpu_user_pct", "cpu_nice_pct", "cpu_system_pct", "cpu_iowait_pct",
+                 "cpu_steal_pct", "cpu_idle_pct"))]
+    psi = []
+    for res in ("io", "cpu", "memory"):
+        some, full = h.get(f"psi_{res}_some_pct"), h.get(f"psi_{res}_full_pct")
+        psi.append(f"{res} some {_f(some)}% full {_f(full)}%")
+    lines.append("pressure: " + "   ".join(psi))
+
+    def gib(key):
+        v = h.get(key)
+        return "n/a" if v is None else f"{v / 1048576:.2f} GiB"
+
+    def mib(key):
+        v = h.get(key)
+        return "n/a" if v is None else f"{v / 1024:.1f} MiB"
+
+    lines.append(f"memory: total {gib('mem_total_kb')}  available {gib('mem_available_kb')}  "
+                 f"page cache {gib('cached_kb')}  dirty {mib('dirty_kb')}  writeback {mib('writeback_kb')}")
+    if h.get("cgroup_path"):
+        lines.append(f"cgroup {h['cgroup_path']}: io pressure some {_f(h.get('cgroup_io_some_pct'))}% "
+                     f"full {_f(h.get('cgroup_io_full_pct'))}%")
+    return lines
+
+
+def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
+    names = selected_disks(model, dev_filter)
+    width = max([len("Device")] + [len(model.devices[n].display_name) for n in names])
+    head = f"{'Device':<{width}} {'class':<5}" + "".join(
+        f" {label:>{max(7, len(label))}}" for label, _ in _TEXT_COLUMNS) + "  mountpoints"
+    lines = [head]
+    for n in names:
+        info, r = model.devices[n], model.disks[n]
+        row = f"{info.display_name:<{width}} {_CLASS_TAG.get(info.dev_class, '?'):<5}" + "".join(
+            f" {getattr(r, attr):>{max(7, len(label))}.2f}" for label, attr in _TEXT_COLUMNS)
+        lines.append(row + "  " + (",".join(info.mountpoints) or "-"))
+    if not names:
+        lines.append("(no device selected: none has done I/O, or the filter matched none)")
+    return lines
+
+
+def render_text(model: Model, dev_filter: DeviceFilter) -> str:
+    head = (f"gpudisk-top {__version__}  {platform.node()}  Linux {platform.release()}  "
+            f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({os.cpu_count()} CPU)")
+    parts = [head, "", *_gpu_lines(model), "", *_host_lines(model), "",
+             *_disk_lines(model, dev_filter)]
+    if model.sample.warnings:
+        parts += ["", *(f"warning: {w}" for w in model.sample.warnings)]
+    return "\n".join(parts) + "\n"
