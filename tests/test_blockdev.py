@@ -1,0 +1,158 @@
+"""Device identity on a fixture sysfs (partitions, dm/LVM on md, NVMe multipath) and on
+this machine's real /sys."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gpudisk_top.collect import diskstats
+from gpudisk_top.collect.blockdev import BlockDevices
+from gpudisk_top.collect.roots import Roots
+from gpudisk_top.model.select import DeviceFilter
+
+# name -> (major, minor, rotational, extra sysfs files)
+DEVICES = {
+    "sda": (8, 0, "1", {"device/model": "ST8000NM000A", "device/vendor": "ATA"}),
+    "sdb": (8, 16, "0", {"device/model": "Samsung SSD 870", "device/vendor": "ATA"}),
+    "sdc": (8, 32, "0", {"device/model": "Samsung SSD 870", "device/vendor": "ATA"}),
+    "nvme0n1": (259, 0, "0", {"device/model": "SAMSUNG MZQL23T8HCLS"}),
+    "nvme1n1": (259, 5, "0", {}),
+    "nvme1c1n1": (259, 6, "0", {"hidden": "1"}),
+    "dm-0": (253, 0, "0", {"dm/name": "vg-data"}),
+    "md0": (9, 0, "0", {"md/level": "raid1"}),
+    "loop0": (7, 0, "0", {}),
+    "sr0": (11, 0, "1", {}),
+    "sdd": (8, 48, "0", {"device/model": "QEMU HARDDISK", "device/vendor": "ATA"}),
+}
+PARTITIONS = {"sda1": ("sda", 8, 1), "sda2": ("sda", 8, 2), "sdb1": ("sdb", 8, 17),
+              "sdc1": ("sdc", 8, 33), "nvme0n1p1": ("nvme0n1", 259, 1)}
+SLAVES = {"dm-0": ["md0"], "md0": ["sdb1", "sdc1"]}
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A sysfs and procfs laid out as the kernel does, for a host with LVM on RAID1."""
+    sysfs, procfs = tmp_path / "sys", tmp_path / "proc"
+    devroot = sysfs / "devices"
+    lines = []
+    for name, (major, minor, rot, extra) in DEVICES.items():
+        d = devroot / "pci0000:00" / name
+        _write(str(d / "queue" / "rotational"), rot + "\n")
+        _write(str(d / "dev"), f"{major}:{minor}\n")
+        for rel, text in extra.items():
+            _write(str(d / rel), text + "\n")
+        os.makedirs(d / "slaves", exist_ok=True)
+        for s in SLAVES.get(name, []):
+            os.symlink(f"../../{s}", d / "slaves" / s)
+        for link_dir in ("block", "class/block"):
+            os.makedirs(sysfs / link_dir, exist_ok=True)
+            os.symlink(d, sysfs / link_dir / name)
+        lines.append(f"{major} {minor} {name} 10 0 80 5 0 0 0 0 0 4 5 0 0 0 0 0 0")
+    for name, (parent, major, minor) in PARTITIONS.items():
+        d = devroot / "pci0000:00" / parent / name
+        _write(str(d / "partition"), "1\n")
+        _write(str(d / "dev"), f"{major}:{minor}\n")
+        os.symlink(d, sysfs / "class/block" / name)
+        lines.append(f"{major} {minor} {name} 10 0 80 5 0 0 0 0 0 4 5 0 0 0 0 0 0")
+    lines.append("252 0 zram0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")  # no sysfs entry
+    _write(str(procfs / "diskstats"), "\n".join(lines) + "\n")
+    _write(str(procfs / "self" / "mountinfo"), "\n".join([
+        "22 1 8:1 / /boot rw,relatime - ext4 /dev/sda1 rw",
+        "23 1 253:0 / /data rw,relatime - xfs /dev/mapper/vg-data rw",
+        "24 23 253:0 /ckpt /data/my\\040ckpt rw,relatime - xfs /dev/mapper/vg-data rw",
+        "25 1 0:45 / /scratch rw,relatime - btrfs /dev/nvme0n1p1 rw",
+        "26 1 0:21 / /proc rw - proc proc rw",
+    ]) + "\n")
+    return Roots(procfs=str(procfs), sysfs=str(sysfs))
+
+
+def describe(roots):
+    counters, warnings = diskstats.read(roots)
+    assert warnings == []
+    return counters, BlockDevices(roots).describe(counters)
+
+
+def test_kinds_parents_and_names(tree):
+    _, info = describe(tree)
+    assert info["sda"].kind == "disk" and info["sda1"].kind == "partition"
+    assert info["sda1"].parent == "sda" and info["nvme0n1p1"].parent == "nvme0n1"
+    assert info["dm-0"].kind == "dm" and info["dm-0"].display_name == "vg-data"
+    assert info["dm-0"].slaves == ("md0",) and info["md0"].kind == "md"
+    assert info["md0"].slaves == ("sdb1", "sdc1")
+    assert info["nvme1c1n1"].kind == "nvme-path" and info["nvme1c1n1"].hidden
+    assert info["nvme1c1n1"].parent == "nvme1n1"
+    assert info["loop0"].kind == "loop" and info["sr0"].kind == "sr"
+    assert info["zram0"].kind == "zram"  # no sysfs entry: kind from the name
+
+
+def test_classes_from_rotational_model_and_stack(tree):
+    _, info = describe(tree)
+    assert info["sda"].dev_class == "HDD" and info["sda"].rotational is True
+    assert info["sda1"].dev_class == "HDD"  # a partition takes its disk's queue flags
+    assert info["sdb"].dev_class == "SSD"
+    assert info["nvme0n1"].dev_class == "NVMe"
+    assert info["sdd"].dev_class == "virtual"  # QEMU HARDDISK
+    assert info["md0"].dev_class == "SSD" and info["dm-0"].dev_class == "SSD"
+    assert info["loop0"].dev_class == "virtual"
+
+
+def test_mountpoints_follow_dm_md_stacks_and_partitions(tree):
+    _, info = describe(tree)
+    assert info["sda1"].mountpoints == ("/boot",) and info["sda"].mountpoints == ("/boot",)
+    # /data is LVM (dm-0) on md0 on sdb1 + sdc1: every layer carries it
+    for dev in ("dm-0", "md0", "sdb1", "sdc1", "sdb", "sdc"):
+        assert info[dev].mountpoints == ("/data", "/data/my ckpt"), dev
+    # btrfs reports an anonymous 0:N device; the source names the partition
+    assert info["nvme0n1p1"].mountpoints == ("/scratch",)
+    assert info["nvme0n1"].mountpoints == ("/scratch",)
+    assert info["nvme1n1"].mountpoints == ()
+
+
+def test_default_selection_is_whole_disks_and_dm_md_with_io(tree):
+    counters, info = describe(tree)
+    default = DeviceFilter()
+    picked = {n for n in info if default.selected(info[n], counters[n])}
+    assert picked == {"sda", "sdb", "sdc", "sdd", "nvme0n1", "nvme1n1", "dm-0", "md0"}
+    everything = DeviceFilter(all_devices=True)
+    assert {n for n in info if everything.selected(info[n], counters[n])} == set(info)
+    by_name = DeviceFilter.from_option(False, "sda*,/dev/vg-data")
+    assert {n for n in info if by_name.selected(info[n], counters[n])} == {"sda", "sda1", "sda2", "dm-0"}
+
+
+def test_idle_disk_is_not_selected_by_default(tree):
+    counters, info = describe(tree)
+    idle = diskstats.parse("8 0 sda 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")["sda"]
+    assert not DeviceFilter().selected(info["sda"], idle)
+
+
+def test_no_sysfs_still_names_kinds(tmp_path, tree):
+    roots = Roots(procfs=tree.procfs, sysfs=str(tmp_path / "missing"))
+    _, info = describe(roots)
+    assert info["sda1"].kind == "partition" and info["sda1"].parent == "sda"
+    assert info["dm-0"].kind == "dm" and info["nvme1c1n1"].kind == "nvme-path"
+    assert info["sda"].dev_class == "unknown"
+    assert info["sda"].mountpoints == ("/boot",)  # mountinfo still works
+
+
+def test_this_machines_root_disk():
+    roots = Roots()
+    counters, info = describe(roots)
+    root_dev = os.stat("/").st_dev
+    link = f"/sys/dev/block/{os.major(root_dev)}:{os.minor(root_dev)}"
+    if not os.path.exists(link):
+        pytest.skip("/ is not on a block device here")
+    name = os.path.basename(os.path.realpath(link))
+    assert name in info
+    disk = info[name].parent if info[name].kind == "partition" else name
+    assert "/" in info[name].mountpoints and "/" in info[disk].mountpoints
+    rot = open(f"/sys/block/{disk}/queue/rotational").read().strip()
+    assert info[disk].rotational is (rot == "1")
+    assert info[disk].dev_class in ("NVMe", "SSD", "HDD", "virtual")

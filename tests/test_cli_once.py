@@ -1,0 +1,149 @@
+"""`gpudisk-top --once`: the headless snapshot, its JSON API, and bad input, run as the
+real console command on this machine (no NVIDIA driver here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from gpudisk_top.diskstats import RATE_FIELDS
+
+EXE = shutil.which("gpudisk-top", path=os.path.dirname(sys.executable)) or shutil.which("gpudisk-top")
+
+
+def run(*args, env=None, timeout=30):
+    cmd = [EXE] if EXE else [sys.executable, "-m", "gpudisk_top"]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line_error(proc, code):
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpudisk-top: error: "), proc.stderr
+
+
+def test_once_json_without_a_driver_is_complete():
+    proc = run("--once", "--json", "--interval", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["gpu_status"].startswith("unavailable: ")
+    assert doc["gpus"] == []
+    assert doc["interval_s"] == pytest.approx(0.5, abs=0.1)
+    assert doc["time"][-6] in "+-" and "T" in doc["time"]  # ISO 8601 with a zone
+    assert doc["disks"], "the root disk has done I/O since boot, so it is selected"
+    for disk in doc["disks"]:
+        for key in ("name", "mountpoints", "rotational", "class", *RATE_FIELDS):
+            assert key in disk, key
+        assert all(disk[k] >= 0 for k in RATE_FIELDS)
+    host = doc["host"]
+    cpu = [host[k] for k in ("cpu_user_pct", "cpu_nice_pct", "cpu_system_pct",
+                             "cpu_iowait_pct", "cpu_steal_pct", "cpu_idle_pct")]
+    assert sum(cpu) == pytest.approx(100, abs=0.1)
+    assert host["mem_total_kb"] > 0 and host["cached_kb"] is not None
+    assert "psi_io_some_pct" in host and "dirty_kb" in host and "writeback_kb" in host
+
+
+def test_python_dash_m_is_the_same_program():
+    proc = subprocess.run([sys.executable, "-m", "gpudisk_top", "--version"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("gpudisk-top ")
+
+
+def test_once_text_report_names_the_root_disk():
+    proc = run("--once", "--interval", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    assert "GPUs: unavailable: " in proc.stdout
+    assert "avg-cpu:" in proc.stdout and "pressure:" in proc.stdout
+    assert "r_await" in proc.stdout and "%util" in proc.stdout
+    root = os.stat("/").st_dev
+    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(root)}:{os.minor(root)}"))
+    disk_lines = [l for l in proc.stdout.splitlines() if l.split() and l.split()[-1].endswith("/")]
+    assert any(l.startswith(name) or l.startswith(name.rstrip("0123456789")) for l in disk_lines)
+
+
+def test_once_never_imports_textual():
+    code = ("import sys, io, contextlib\n"
+            "from gpudisk_top.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    rc = main(['--once', '--json', '--interval', '0.1'])\n"
+            "assert rc == 0, rc\n"
+            "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
+            "print(bad)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args", [["--interval", "0"], ["--interval", "abc"],
+                                  ["--interval", "-1"], ["--json"], ["--no-such-option"]])
+def test_bad_options_are_one_line_errors(args):
+    assert_one_line_error(run("--once", *args) if args != ["--json"] else run(*args), 2)
+
+
+def test_missing_procfs_is_a_one_line_error(tmp_path):
+    assert_one_line_error(run("--once", "--procfs", str(tmp_path / "nope")), 1)
+
+
+def test_procfs_that_is_not_a_procfs(tmp_path):
+    assert_one_line_error(run("--once", "--procfs", str(tmp_path)), 1)
+
+
+def test_unreadable_sysfs_warns_and_still_reports(tmp_path):
+    proc = run("--once", "--json", "--interval", "0.2", "--sysfs", str(tmp_path / "nosys"))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" in proc.stderr and "Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["disks"] and all(d["class"] == "unknown" for d in doc["disks"])
+
+
+def _fake_procfs(tmp_path, diskstats_text):
+    procfs = tmp_path / "proc"
+    procfs.mkdir()
+    (procfs / "diskstats").write_text(diskstats_text)
+    for name in ("stat", "meminfo"):
+        shutil.copy(f"/proc/{name}", procfs / name)
+    return procfs
+
+
+def test_garbled_diskstats_line_is_skipped_with_a_warning(tmp_path):
+    procfs = _fake_procfs(tmp_path, " 8 0 sda 10 0 80 5 0 0 0 0 0 4 5 0 0 0 0 0 0\n"
+                                    " 8 16 sdb 1 2 x\n"
+                                    " 8 32 sdc 20 0 160 10 0 0 0 0 0 8 10\n")
+    proc = run("--once", "--json", "--interval", "0.1", "--procfs", str(procfs),
+               "--sysfs", str(tmp_path / "nosys"))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert {d["name"] for d in doc["disks"]} == {"sda", "sdc"}
+    assert any("line 2" in w and "skipped" in w for w in doc["warnings"])
+    assert "Traceback" not in proc.stderr
+
+
+def test_truncated_diskstats_still_reports_the_host(tmp_path):
+    procfs = _fake_procfs(tmp_path, " 8 0 sda 10 0 8")  # cut mid-line
+    proc = run("--once", "--json", "--interval", "0.1", "--procfs", str(procfs))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["disks"] == [] and doc["warnings"]
+    assert doc["host"]["mem_total_kb"] > 0
+
+
+def test_nothing_readable_exits_non_zero(tmp_path):
+    procfs = tmp_path / "proc"
+    procfs.mkdir()
+    (procfs / "diskstats").write_text("")
+    (procfs / "stat").write_text("garbage\n")
+    proc = run("--once", "--procfs", str(procfs))
+    assert_one_line_error(proc, 1)
+
+
+def test_dashboard_without_a_tty_points_to_once():
+    proc = run()
+    assert proc.returncode == 2
+    assert "--once" in proc.stderr and "Traceback" not in proc.stderr
