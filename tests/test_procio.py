@@ -429,3 +429,19 @@ def test_tree_totals():
     assert tree_totals(views, 1234) == {"read_kb_s": None, "rchar_kb_s": None,
                                         "write_kb_s": None, "wchar_kb_s": None,
                                         "cpu_pct": None, "devices": (), "nprocs": 0}
+
+
+def test_maps_count_data_files_but_not_code():
+    from gpudisk_top.collect.procio import parse_maps_devices
+
+    maps = "\n".join([
+        # the interpreter and a shared library: code, on the root disk (fe:00)
+        "55d0c0000000-55d0c0001000 r--p 00000000 fe:00 1311 /usr/bin/python3.11",
+        "55d0c0001000-55d0c0002000 r-xp 00001000 fe:00 1311 /usr/bin/python3.11",
+        "7f0000000000-7f0000001000 r--p 00000000 fe:00 2222 /usr/lib/libc.so.6",
+        "7f0000001000-7f0000002000 r-xp 00001000 fe:00 2222 /usr/lib/libc.so.6",
+        # a memory-mapped dataset on an NVMe partition (103:01)
+        "7f1000000000-7f2000000000 r--s 00000000 103:01 777 /data/train.bin",
+        "7f3000000000-7f3000001000 rw-p 00000000 00:00 0 ",
+    ])
+    assert parse_maps_devices(maps) == {(0x103, 0x01)}

@@ -71,9 +71,15 @@ def parse_pid_io(text: str) -> dict[str, int]:
 
 
 def parse_maps_devices(text: str) -> set[tuple[int, int]]:
-    """(major, minor) of every file-backed mapping in /proc/PID/maps.  The dev field is
-    "MAJ:MIN" in hex; inode 0 is an anonymous mapping."""
-    devs: set[tuple[int, int]] = set()
+    """(major, minor) of every file-backed data mapping in /proc/PID/maps.
+
+    The dev field is "MAJ:MIN" in hex; inode 0 is an anonymous mapping.  A file mapped
+    executable anywhere is code (the interpreter, shared libraries, CUDA kernels): every
+    process maps those from the root disk, so they would name it as the place every job
+    reads its data from.  Only files never mapped executable count (datasets read with
+    mmap, numpy memmaps, memory-mapped checkpoints)."""
+    data: dict[tuple[str, str], tuple[int, int]] = {}
+    code: set[tuple[str, str]] = set()
     for line in text.splitlines():
         parts = line.split(None, 5)
         if len(parts) < 5 or parts[4] == "0":
@@ -81,11 +87,15 @@ def parse_maps_devices(text: str) -> set[tuple[int, int]]:
         major, sep, minor = parts[3].partition(":")
         if not sep:
             continue
+        key = (parts[3], parts[4])  # (dev, inode): one file
+        if "x" in parts[1]:
+            code.add(key)
+            continue
         try:
-            devs.add((int(major, 16), int(minor, 16)))
+            data[key] = (int(major, 16), int(minor, 16))
         except ValueError:
             continue
-    return devs
+    return {dev for key, dev in data.items() if key not in code}
 
 
 def _read(path: str) -> str | None:
