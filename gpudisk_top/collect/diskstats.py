@@ -11,6 +11,8 @@ they wrap at 2**32; every other counter is an `unsigned long` (64 bits on 64-bit
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from gpudisk_top.collect.roots import Roots
 
 MASK32 = 0xFFFFFFFF
@@ -32,41 +34,44 @@ _U32_FIELDS = frozenset(
 _WIDTH_MASKS = tuple(MASK32 if f in _U32_FIELDS else MASK64 for f in COUNTER_FIELDS)
 
 
-class DiskCounters:
+class DiskCounters(NamedTuple):
     """The raw counters of one /proc/diskstats line.
 
     `nfields` is how many fields the line had (14, 18 or 20, or more on a future kernel);
     discard and flush counters read as 0 where the line had none, as sysstat does.
+    A tuple, because a sample holds one per device and is built every second.
     """
 
-    __slots__ = ("major", "minor", "nfields") + COUNTER_FIELDS
-
-    def __init__(self, major: int, minor: int, nfields: int, values) -> None:
-        self.major = major
-        self.minor = minor
-        self.nfields = nfields
-        for name, value in zip(COUNTER_FIELDS, values):
-            setattr(self, name, value)
+    major: int
+    minor: int
+    nfields: int
+    rd_ios: int
+    rd_merges: int
+    rd_sectors: int
+    rd_ticks: int
+    wr_ios: int
+    wr_merges: int
+    wr_sectors: int
+    wr_ticks: int
+    ios_pgr: int
+    tot_ticks: int
+    rq_ticks: int
+    dc_ios: int = 0
+    dc_merges: int = 0
+    dc_sectors: int = 0
+    dc_ticks: int = 0
+    fl_ios: int = 0
+    fl_ticks: int = 0
 
     @classmethod
     def zero(cls, major: int = 0, minor: int = 0) -> "DiskCounters":
-        return cls(major, minor, 20, (0,) * len(COUNTER_FIELDS))
+        return cls(major, minor, 20, *([0] * len(COUNTER_FIELDS)))
 
     def values(self) -> tuple[int, ...]:
-        return tuple(getattr(self, f) for f in COUNTER_FIELDS)
+        return self[3:]
 
     def total_ios(self) -> int:
         return self.rd_ios + self.wr_ios + self.dc_ios + self.fl_ios
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DiskCounters):
-            return NotImplemented
-        return (self.major, self.minor, self.nfields, self.values()) == (
-            other.major, other.minor, other.nfields, other.values())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{f}={getattr(self, f)}" for f in COUNTER_FIELDS)
-        return f"DiskCounters({self.major}:{self.minor}, nfields={self.nfields}, {fields})"
 
 
 def _leading_uint(token: str) -> int | None:
@@ -77,10 +82,27 @@ def _leading_uint(token: str) -> int | None:
     return int(token[:end]) if end else None
 
 
-def _parse_line(line: str) -> tuple[str, DiskCounters] | None:
+_U32_INDEXES = tuple(i for i, f in enumerate(COUNTER_FIELDS) if f in _U32_FIELDS)
+_PADDING = {14: (0,) * 6, 18: (0,) * 2, 20: ()}
+
+
+def _parse_line(line: str) -> tuple[str, DiskCounters, int] | None:
+    """(name, counters, number of whitespace-separated fields), or None if unusable."""
     parts = line.split()
-    if len(parts) < 14:
+    n = len(parts)
+    if n < 14:
         return None
+    if n in _PADDING:
+        # Fast path: every field a plain number, as every kernel prints them
+        digits = "".join(parts[3:])
+        if digits.isdigit() and digits.isascii() and parts[0].isdigit() and parts[1].isdigit():
+            values = list(map(int, parts[3:]))
+            if max(values) > MASK32:  # rare: only then can a field need its C width
+                for i in _U32_INDEXES:
+                    if i < n - 3:
+                        values[i] &= MASK32
+                values = [v & MASK64 for v in values]
+            return parts[2], DiskCounters(int(parts[0]), int(parts[1]), n, *values, *_PADDING[n]), n
     # Like sysstat's sscanf(): read numbers until the first field that is not one, then
     # accept the line when at least 14 fields were read (iostat.c read_diskstats_stat_work).
     numbers: list[int] = []
@@ -105,7 +127,7 @@ def _parse_line(line: str) -> tuple[str, DiskCounters] | None:
     usable = 11 if count < 18 else (15 if count < 20 else 17)
     values = [v & m for v, m in zip(counters[:usable], _WIDTH_MASKS)]
     values.extend([0] * (len(COUNTER_FIELDS) - usable))
-    return parts[2], DiskCounters(numbers[0], numbers[1], count, values)
+    return parts[2], DiskCounters(numbers[0], numbers[1], count, *values), n
 
 
 def parse(text: str) -> dict[str, DiskCounters]:
@@ -122,24 +144,24 @@ def parse_checked(text: str) -> tuple[dict[str, DiskCounters], list[str]]:
     out: dict[str, DiskCounters] = {}
     warnings: list[str] = []
     for lineno, full_line in enumerate(text.splitlines(), 1):
-        if not full_line.strip():
-            continue
         # iostat reads lines with fgets(line, 256, fp): a line of 255 characters or more
         # (only possible with counters near 2**64) is read as 255-character pieces, each
         # parsed on its own.  Do the same so both tools see the same devices.
-        pieces = [full_line[i:i + _FGETS_CHARS] for i in range(0, len(full_line), _FGETS_CHARS)]
-        if len(pieces) > 1:
+        if len(full_line) < _FGETS_CHARS:
+            pieces = (full_line,)
+        else:
+            pieces = [full_line[i:i + _FGETS_CHARS] for i in range(0, len(full_line), _FGETS_CHARS)]
             warnings.append(f"diskstats line {lineno} is longer than {_FGETS_CHARS} characters; "
                             "read in pieces, as iostat does")
         for line in pieces:
             parsed = _parse_line(line)
             if parsed is None:
-                if len(pieces) == 1:
+                if len(pieces) == 1 and line.strip():
                     warnings.append(f"diskstats line {lineno} is malformed and was skipped: "
                                     f"{line.strip()[:60]!r}")
                 continue
-            name, counters = parsed
-            if counters.nfields < min(len(line.split()), 20):
+            name, counters, ntokens = parsed
+            if counters.nfields < min(ntokens, 20):
                 warnings.append(
                     f"diskstats line {lineno} ({name}) is garbled after field {counters.nfields}; "
                     f"read the first {counters.nfields} fields, as iostat does")

@@ -85,10 +85,7 @@ def device_rates(cur: DiskCounters, prev: DiskCounters | None, interval_s: float
     if prev is None or is_reset(cur, prev):
         prev = _ZERO
     itv = _itv_cs(interval_s)
-
-    def per_s(delta: int) -> float:  # S_VALUE(m, n, itv)
-        return delta / itv * 100.0
-
+    # S_VALUE(m, n, itv) = (n - m) / itv * 100, written out below for each counter
     rd_ios = (cur.rd_ios - prev.rd_ios) & MASK64
     wr_ios = (cur.wr_ios - prev.wr_ios) & MASK64
     dc_ios = (cur.dc_ios - prev.dc_ios) & MASK64
@@ -106,32 +103,32 @@ def device_rates(cur: DiskCounters, prev: DiskCounters | None, interval_s: float
     tot_ticks = (cur.tot_ticks - prev.tot_ticks) & MASK32
     rq_ticks = (cur.rq_ticks - prev.rq_ticks) & MASK32
 
+    # Positional, in DiskRates field order (this runs for every device every second).
+    # Sectors are 512 bytes whatever the device's block size: kB/s = sectors/s / 2.
+    # aqu-sz = S_VALUE(rq_ticks) / 1000 and %util = S_VALUE(tot_ticks) / 10: both in ms.
     return DiskRates(
-        r_s=per_s(rd_ios),
-        # sectors are 512 bytes whatever the device's block size: kB/s = sectors/s / 2
-        rkb_s=per_s(rd_sectors) / 2,
-        rrqm_s=per_s(rd_merges),
-        rrqm_pct=_rqm_pct(rd_merges, rd_ios),
-        r_await_ms=rd_ticks / rd_ios if rd_ios else 0.0,
-        rareq_kb=rd_sectors / rd_ios / 2 if rd_ios else 0.0,
-        w_s=per_s(wr_ios),
-        wkb_s=per_s(wr_sectors) / 2,
-        wrqm_s=per_s(wr_merges),
-        wrqm_pct=_rqm_pct(wr_merges, wr_ios),
-        w_await_ms=wr_ticks / wr_ios if wr_ios else 0.0,
-        wareq_kb=wr_sectors / wr_ios / 2 if wr_ios else 0.0,
-        d_s=per_s(dc_ios),
-        dkb_s=per_s(dc_sectors) / 2,
-        drqm_s=per_s(dc_merges),
-        drqm_pct=_rqm_pct(dc_merges, dc_ios),
-        d_await_ms=dc_ticks / dc_ios if dc_ios else 0.0,
-        dareq_kb=dc_sectors / dc_ios / 2 if dc_ios else 0.0,
-        f_s=per_s(fl_ios),
-        f_await_ms=fl_ticks / fl_ios if fl_ios else 0.0,
-        # aqu-sz = S_VALUE(rq_ticks) / 1000: time_in_queue is in ms
-        aqu_sz=per_s(rq_ticks) / 1000.0,
-        # %util = S_VALUE(tot_ticks) / 10: io_ticks is in ms
-        util_pct=per_s(tot_ticks) / 10.0,
+        rd_ios / itv * 100.0,
+        rd_sectors / itv * 100.0 / 2,
+        rd_merges / itv * 100.0,
+        _rqm_pct(rd_merges, rd_ios),
+        rd_ticks / rd_ios if rd_ios else 0.0,
+        rd_sectors / rd_ios / 2 if rd_ios else 0.0,
+        wr_ios / itv * 100.0,
+        wr_sectors / itv * 100.0 / 2,
+        wr_merges / itv * 100.0,
+        _rqm_pct(wr_merges, wr_ios),
+        wr_ticks / wr_ios if wr_ios else 0.0,
+        wr_sectors / wr_ios / 2 if wr_ios else 0.0,
+        dc_ios / itv * 100.0,
+        dc_sectors / itv * 100.0 / 2,
+        dc_merges / itv * 100.0,
+        _rqm_pct(dc_merges, dc_ios),
+        dc_ticks / dc_ios if dc_ios else 0.0,
+        dc_sectors / dc_ios / 2 if dc_ios else 0.0,
+        fl_ios / itv * 100.0,
+        fl_ticks / fl_ios if fl_ios else 0.0,
+        rq_ticks / itv * 100.0 / 1000.0,
+        tot_ticks / itv * 100.0 / 10.0,
     )
 
 
