@@ -1,0 +1,274 @@
+"""The simulator: a scripted GPU training node that yields raw Samples, as the Sampler does.
+
+    sim = Simulator(builtin("disk-starved-sata"), seed=1)
+    last = None
+    for _ in range(60):
+        sample = sim.sample()           # one interval later on the virtual clock
+        model = Model.new(sample, last)
+        last = sample
+
+Everything the real collectors would read is produced as raw counters and read through
+the real code where there is one: the disk counters are printed as /proc/diskstats text
+and parsed by gpudisk_top.collect.diskstats.parse; the GPUs are a FakeNvml the simulator
+drives, read by the real GpuCollector.  Host and process counters are built directly as
+HostRaw and ProcIoRaw.  Same scenario and seed: byte-identical diskstats text and equal
+Samples (one random.Random(seed); no wall clock, no global random).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from gpudisk_top.collect import diskstats
+from gpudisk_top.collect.gpu import GpuCollector, Resolved
+from gpudisk_top.collect.sample import Sample
+from gpudisk_top.sim.diskgen import DiskCounterGen
+from gpudisk_top.sim.fake_nvml import SAMPLES_PER_S, FakeGpu, FakeNvml
+from gpudisk_top.sim.hostgen import HostCounters, ProcCounters
+from gpudisk_top.sim.load import IntervalLoad, LoadModel
+from gpudisk_top.sim.scenario import Phase, Scenario
+
+DEFAULT_START_WALL_S = 1767225600.0   # 2026-01-01 00:00:00 UTC
+DEFAULT_START_MONO_S = 86400.0 * 3    # the node has been up three days
+KIB = 1024
+GIB_KB = 1024 * 1024
+_IDLE_GPU_MEM_BYTES = 4 * 2**20
+_CLOCK_EVENT_GPU_IDLE = 0x1
+
+
+class Simulator:
+    """Raw Samples of `scenario`, one per `interval_s` of virtual time.
+
+    ticks_start: start every 32-bit disk tick counter there (e.g. just below 2**32, to
+    see them wrap); by default each starts at a seeded random value.
+    """
+
+    def __init__(self, scenario: Scenario, seed: int = 0, interval_s: float = 1.0,
+                 start_wall_s: float = DEFAULT_START_WALL_S,
+                 start_mono_s: float = DEFAULT_START_MONO_S,
+                 ticks_start: int | None = None) -> None:
+        if not (math.isfinite(interval_s) and interval_s > 0):
+            raise ValueError(f"interval_s must be > 0, not {interval_s}")
+        scenario.timeline()  # validates: raises ScenarioError
+        self.scenario = scenario
+        self.seed = seed
+        self.interval_s = interval_s
+        self.start_wall_s = start_wall_s
+        self.start_mono_s = start_mono_s
+        self.index = 0           # samples taken so far
+        self._rng = random.Random(seed)
+        self._load = LoadModel(scenario, self._rng)
+        self._disks = DiskCounterGen(scenario.disks, self._rng, ticks_start)
+        self._devices = self._disks.devices()
+        self._text = self._disks.text()
+        self._host = HostCounters.booted(scenario.host.ncpu, start_mono_s)
+        self._mono_s = start_mono_s
+        self._job_gpus = self._job_gpu_list()
+        self._ranks, self._workers = self._job_procs()
+        self._others = {o.name: ProcCounters(o.pid, 1, None, o.name, o.cmdline or o.name,
+                                             devices=(scenario.disk(o.disk).mount_device,))
+                        for o in scenario.others}
+        self._names: dict[int, tuple[str, str]] = {
+            p.pid: (p.name, p.cmdline) for p in self._ranks + self._workers}
+        self._job_was_running = True
+        gpus = scenario.gpus
+        self.nvml = FakeNvml(
+            gpus=[FakeGpu(name=gpus.model, mem_total_bytes=gpus.memory_mib * 2**20,
+                          power_mw=int(gpus.idle_power_w * 1000),
+                          power_limit_mw=int(gpus.power_limit_w * 1000))
+                  for _ in range(gpus.count)],
+            start_us=round(start_wall_s * 1e6))
+        self.gpu_collector = GpuCollector(nvml=self.nvml, resolve_pid=self._resolve,
+                                          clock=lambda: self._mono_s)
+
+    # ------------------------------------------------------------------ public
+    def sample(self) -> Sample:
+        """Advance the virtual clock by interval_s and return everything read then."""
+        phase = self.phase_at(self.index)
+        self.index += 1
+        dt = self.interval_s
+        wall_s = self.start_wall_s + self.index * dt
+        self._mono_s = self.start_mono_s + self.index * dt
+        running = self.scenario.job is not None and phase.job_running
+        if running and not self._job_was_running:
+            for proc in self._ranks + self._workers:
+                proc.reset()  # the job started again: new processes, counters from zero
+        self._job_was_running = running
+
+        load = self._load.step(phase, dt)
+        self._disks.advance(load.disks, dt)
+        self._text = self._disks.text()
+        self._drive_gpus(phase, load, running, wall_s)
+        gpu = self.gpu_collector.collect()
+        self._advance_procs(phase, load, running)
+        self._advance_host(phase, load, running)
+        procs = {p.pid: p.raw() for p in self._others.values()}
+        if running:
+            procs.update((p.pid, p.raw()) for p in self._ranks + self._workers)
+        return Sample(mono_s=self._mono_s, wall_s=wall_s, disks=diskstats.parse(self._text),
+                      devices=dict(self._devices), gpu=gpu, host=self._host.raw(), procs=procs)
+
+    def diskstats_text(self) -> str:
+        """/proc/diskstats as of the last sample (before the first: the starting counters)."""
+        return self._text
+
+    def phase_at(self, i: int) -> Phase:
+        """The phase of the interval that sample i (0-based) ends: the one playing at the
+        interval's midpoint."""
+        return self.scenario.phase_at_time((i + 0.5) * self.interval_s)
+
+    def label_at(self, i: int) -> str | None:
+        """The state a detector should report for the interval ending at sample i."""
+        return self.phase_at(i).label
+
+    def labels(self, n: int | None = None) -> list[str | None]:
+        """label_at(i) for the first n samples; by default one pass through the scenario."""
+        if n is None:
+            n = math.ceil(self.scenario.duration_s / self.interval_s - 1e-9)
+        return [self.label_at(i) for i in range(n)]
+
+    @property
+    def job_pids(self) -> list[int]:
+        """Host PIDs of the job's GPU processes (one per rank)."""
+        return [p.pid for p in self._ranks]
+
+    def close(self) -> None:
+        self.gpu_collector.close()
+
+    # ------------------------------------------------------------------ the job
+    def _job_gpu_list(self) -> list[int]:
+        job = self.scenario.job
+        if job is None:
+            return []
+        return list(job.gpus) if job.gpus is not None else list(range(self.scenario.gpus.count))
+
+    def _job_procs(self) -> tuple[list[ProcCounters], list[ProcCounters]]:
+        job = self.scenario.job
+        if job is None:
+            return [], []
+        sc = self.scenario
+        data_dev = sc.disk(job.dataset_disk).mount_device
+        ckpt_dev = sc.disk(job.checkpoint_disk or job.dataset_disk).mount_device
+        nranks = len(self._job_gpus) if job.one_process_per_gpu else 1
+        ranks, workers = [], []
+        for r in range(nranks):
+            pid = job.pid + r * (job.workers + 1)
+            ranks.append(ProcCounters(pid, job.launcher_pid, pid, job.name, job.cmdline,
+                                      devices=tuple(sorted({data_dev, ckpt_dev}))))
+            for w in range(job.workers):
+                workers.append(ProcCounters(pid + 1 + w, pid, pid, job.name, job.cmdline,
+                                            devices=(data_dev,)))
+        return ranks, workers
+
+    def _rank_of_gpu(self, gpu: int) -> ProcCounters | None:
+        if not self._ranks or gpu not in self._job_gpus:
+            return None
+        return self._ranks[self._job_gpus.index(gpu)] if len(self._ranks) > 1 else self._ranks[0]
+
+    def _resolve(self, pid: int) -> Resolved:
+        name, cmdline = self._names.get(pid, (None, None))
+        return pid, pid, name, cmdline, True
+
+    # ------------------------------------------------------------------ GPUs
+    def _gpu_util(self, phase: Phase, gpu: int, running: bool) -> float:
+        if gpu in phase.gpu_util_by_gpu:
+            return phase.gpu_util_by_gpu[gpu]
+        if not running or gpu in self._job_gpus:
+            return phase.gpu_util_pct
+        return 0.0
+
+    def _drive_gpus(self, phase: Phase, load: IntervalLoad, running: bool, wall_s: float) -> None:
+        spec = self.scenario.gpus
+        job = self.scenario.job
+        noise = self._load.noise
+        t0_s = wall_s - self.interval_s
+        steps = max(1, round(self.interval_s * SAMPLES_PER_S))
+        pcie_kb_s = int(load.job_rchar_mb_s * KIB / max(1, len(self._job_gpus))) if running else 0
+        utils = [self._gpu_util(phase, g, running) for g in range(spec.count)]
+        for g, util in enumerate(utils):
+            if g in phase.gpu_power_by_gpu:
+                power_w = phase.gpu_power_by_gpu[g]
+            elif phase.gpu_power_w is not None and (not running or g in self._job_gpus):
+                power_w = phase.gpu_power_w
+            else:
+                # busy H100s draw ~85 % of their limit on dense training
+                span_w = 0.85 * spec.power_limit_w - spec.idle_power_w
+                power_w = spec.idle_power_w + util / 100.0 * span_w
+            power_w = min(self._load.jitter(power_w, noise / 2), spec.power_limit_w)
+            rank = self._rank_of_gpu(g) if running else None
+            used = job.gpu_mem_mib * 2**20 if rank is not None else _IDLE_GPU_MEM_BYTES
+            self.nvml.set_state(
+                g, power_mw=int(power_w * 1000), mem_used_bytes=used,
+                temp_c=int(30 + 45 * power_w / spec.power_limit_w),
+                sm_clock_mhz=1980 if util > 1 else 345,
+                clocks_event_reasons=0 if util > 1 else _CLOCK_EVENT_GPU_IDLE,
+                pcie_rx_kb_s=pcie_kb_s if rank is not None else 0,
+                processes=[(rank.pid, used)] if rank is not None else [])
+        # One utilization sample per driver sampling period, each with its own noise
+        # (spread like a binomial share: none at 0 % or 100 %, most at 50 %).
+        for step in range(1, steps + 1):
+            for g, util in enumerate(utils):
+                sd = noise * 100.0 * math.sqrt(util * (100.0 - util)) / 50.0
+                value = min(100.0, max(0.0, util + self._rng.gauss(0.0, sd))) if sd else util
+                mem = phase.gpu_mem_util_pct if phase.gpu_mem_util_pct is not None else 0.4 * util
+                self.nvml.set_state(g, util_pct=value, mem_util_pct=mem)
+            self.nvml.advance_to(t0_s + step * self.interval_s / steps)
+
+    # ------------------------------------------------------------------ host and processes
+    def _advance_procs(self, phase: Phase, load: IntervalLoad, running: bool) -> None:
+        dt = self.interval_s
+        jitter = self._load.jitter
+        for other in self.scenario.others:
+            self._others[other.name].add(
+                dt, rchar_mb_s=load.others_read_mb_s[other.name],
+                read_mb_s=load.others_read_mb_s[other.name],
+                wchar_mb_s=load.others_write_mb_s[other.name],
+                write_mb_s=load.others_write_mb_s[other.name], cpu_pct=jitter(other.cpu_pct))
+        if not running:
+            return
+        readers = self._workers or self._ranks
+        weights = [max(0.05, 1.0 + self._rng.gauss(0.0, self._load.noise)) for _ in readers]
+        total = sum(weights)
+        for proc, weight in zip(readers, weights):
+            share = weight / total
+            proc.add(dt, rchar_mb_s=load.job_rchar_mb_s * share,
+                     read_mb_s=load.job_disk_read_mb_s * share)
+        for proc in self._workers:
+            proc.add(dt, cpu_pct=jitter(phase.loader_cpu_pct))
+        for r, proc in enumerate(self._ranks):
+            # rank 0 saves the checkpoint; write_bytes is charged when a page is dirtied
+            wchar = load.job_wchar_mb_s if r == 0 else 0.0
+            proc.add(dt, wchar_mb_s=wchar, write_mb_s=wchar, cpu_pct=jitter(phase.job_cpu_pct))
+
+    def _process_cpu_pct(self, phase: Phase, running: bool) -> float:
+        """The processes' CPU, in % of one CPU, as the phase asks for it."""
+        total = sum(o.cpu_pct for o in self.scenario.others)
+        if running:
+            total += len(self._ranks) * phase.job_cpu_pct + len(self._workers) * phase.loader_cpu_pct
+        return total
+
+    def _advance_host(self, phase: Phase, load: IntervalLoad, running: bool) -> None:
+        dt, host, jitter = self.interval_s, self.scenario.host, self._load.jitter
+        busy = phase.host_cpu_pct
+        if busy is None:
+            busy = min(100.0, self._process_cpu_pct(phase, running) / host.ncpu + 2.0)
+        self._host.add_cpu(dt, jitter(busy), jitter(phase.iowait_pct))
+        self._host.add_psi(dt, "io", jitter(phase.io_psi_some_pct), jitter(phase.io_psi_full_pct))
+        self._host.add_psi(dt, "cpu", jitter(phase.cpu_psi_some_pct), 0.0)
+        self._host.add_psi(dt, "memory", jitter(phase.memory_psi_some_pct),
+                           jitter(phase.memory_psi_some_pct) * 0.3)
+        dirty_mb = phase.dirty_mb if phase.dirty_mb is not None else self._load.dirty_mb
+        dirty_kb = int(jitter(dirty_mb * KIB, 0.02) + jitter(8 * KIB, 0.5))
+        # pages under writeback: about a quarter second of what the disk writes back
+        writeback_kb = int(min(dirty_kb, load.writeback_mb_s * KIB * 0.25))
+        cached_gib = phase.cached_gib if phase.cached_gib is not None else host.cached_gib
+        total_kb = int(host.mem_total_gib * GIB_KB)
+        self._host.meminfo_kb = {
+            "MemTotal": total_kb,
+            "MemAvailable": max(0, total_kb - int(host.anon_gib * GIB_KB) - dirty_kb),
+            "Buffers": 2 * GIB_KB,
+            "Cached": int(jitter(cached_gib * GIB_KB, 0.001)) + dirty_kb,
+            "Dirty": dirty_kb,
+            "Writeback": writeback_kb,
+        }
