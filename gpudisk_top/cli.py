@@ -48,6 +48,12 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("-d", "--devices", metavar="GLOBS",
                    help="only devices whose name matches one of these comma-separated globs "
                         "(e.g. 'nvme*,sda')")
+    g.add_argument("--demo", nargs="?", const="demo", metavar="SCENARIO",
+                   help="read a simulated node instead of this one (default scenario: demo, "
+                        "8 GPUs and 16 disks with starvation episodes); see --list-scenarios")
+    g.add_argument("--seed", type=int, default=0, help="with --demo: the simulator's seed")
+    g.add_argument("--list-scenarios", action="store_true",
+                   help="list the simulator's built-in scenarios and exit")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,31 +86,59 @@ def _roots(args):
     return roots
 
 
-def run_once(args) -> int:
+def open_source(args):
+    """(source, virtual, origin): the live Sampler, or the simulator for --demo.  Both have
+    sample() and close(); `virtual` says the source keeps its own clock (no need to sleep
+    between samples); `origin` says where the numbers come from, for every output."""
+    if args.demo:
+        from gpudisk_top.sim import BUILTIN_NAMES, Simulator, builtin
+
+        if args.demo not in BUILTIN_NAMES:
+            raise UsageError(f"no built-in scenario {args.demo!r}; "
+                             f"choose one of: {', '.join(BUILTIN_NAMES)}")
+        sim = Simulator(builtin(args.demo), seed=args.seed, interval_s=args.interval)
+        origin = {"source": f"simulated, scenario {args.demo}, seed {args.seed}",
+                  "host_name": "demo-node", "kernel": "simulated"}
+        return sim, True, origin
     from gpudisk_top.collect.sampler import Sampler
+    from gpudisk_top.output.once import live_origin
+
+    return Sampler(_roots(args)), False, live_origin()
+
+
+def list_scenarios() -> int:
+    from gpudisk_top.sim import BUILTIN_NAMES, builtin
+
+    for name in BUILTIN_NAMES:
+        summary = " ".join(builtin(name).description.split())
+        print(f"{name:<26} {summary.split('. ')[0].rstrip('.')}.")
+    return 0
+
+
+def run_once(args) -> int:
     from gpudisk_top.model.select import DeviceFilter
     from gpudisk_top.model.snapshot import Model
     from gpudisk_top.output import once
 
-    roots = _roots(args)
     dev_filter = DeviceFilter.from_option(args.all_devices, args.devices)
-    sampler = Sampler(roots)
+    source, virtual, origin = open_source(args)
     try:
-        first = sampler.sample()
-        time.sleep(args.interval)
-        second = sampler.sample()
+        first = source.sample()
+        if not virtual:
+            time.sleep(args.interval)
+        second = source.sample()
     finally:
-        sampler.close()
+        source.close()
     if not second.disks and second.host.cpu is None:
-        raise RuntimeFailure(f"nothing could be read under {roots.procfs}: "
+        raise RuntimeFailure(f"nothing could be read under {args.procfs}: "
                              + "; ".join(second.warnings or ["no diskstats, no stat"]))
     model = Model.new(second, first)
     for warning in second.warnings:
         print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
     if args.json:
-        sys.stdout.write(once.render_json(model, dev_filter) + "\n")
+        sys.stdout.write(once.render_json(model, dev_filter, origin) + "\n")
     else:
-        sys.stdout.write(once.render_text(model, dev_filter))
+        sys.stdout.write(once.render_text(model, dev_filter, origin))
     return 0
 
 
@@ -119,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser().parse_args(argv)
+        if args.list_scenarios:
+            return list_scenarios()
         if args.json and not args.once:
             raise UsageError("--json needs --once")
         if args.once:

@@ -147,3 +147,22 @@ def test_dashboard_without_a_tty_points_to_once():
     proc = run()
     assert proc.returncode == 2
     assert "--once" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_once_demo_is_labelled_and_complete():
+    proc = run("--once", "--json", "--demo")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["source"].startswith("simulated, scenario demo") and doc["host_name"] == "demo-node"
+    assert doc["gpu_status"] == "ok" and len(doc["gpus"]) == 8
+    for gpu in doc["gpus"]:
+        assert gpu["util_pct"] > 50 and len(gpu["processes"]) == 1
+        proc_ = gpu["processes"][0]
+        assert proc_["mapped"] and proc_["read_kb_s"] > 0 and proc_["tree_processes"] > 1
+    assert {d["name"] for d in doc["disks"]} >= {"nvme0n1", "sdb"}
+    text = run("--once", "--demo")
+    assert text.stdout.startswith("DEMO (simulated, scenario demo")
+
+
+def test_unknown_demo_scenario_is_a_one_line_error():
+    assert_one_line_error(run("--once", "--demo", "no-such-scenario"), 2)

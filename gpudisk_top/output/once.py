@@ -57,19 +57,26 @@ def gpus_json(model: Model) -> list[dict]:
             proc["read_kb_s"] = io.get("read_kb_s")
             proc["rchar_kb_s"] = io.get("rchar_kb_s")
             proc["write_kb_s"] = io.get("write_kb_s")
-            proc["tree_processes"] = io.get("processes")
+            proc["tree_processes"] = io.get("nprocs")
             proc["devices"] = sorted(io.get("devices") or ())
         gpus.append(g)
     return gpus
 
 
-def to_json(model: Model, dev_filter: DeviceFilter) -> dict:
+def live_origin() -> dict:
+    """Where the numbers come from: this machine."""
+    return {"source": "live", "host_name": platform.node(), "kernel": platform.release()}
+
+
+def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None) -> dict:
+    origin = origin or live_origin()
     return {
         "version": __version__,
+        "source": origin["source"],
         "time": iso_time(model.wall_s),
         "interval_s": model.interval_s,
-        "host_name": platform.node(),
-        "kernel": platform.release(),
+        "host_name": origin["host_name"],
+        "kernel": origin["kernel"],
         "gpu_status": model.gpu_status,
         "gpus": gpus_json(model),
         "disks": [disk_json(model, n) for n in selected_disks(model, dev_filter)],
@@ -78,8 +85,8 @@ def to_json(model: Model, dev_filter: DeviceFilter) -> dict:
     }
 
 
-def render_json(model: Model, dev_filter: DeviceFilter) -> str:
-    return json.dumps(to_json(model, dev_filter), indent=2, allow_nan=False, default=str)
+def render_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None) -> str:
+    return json.dumps(to_json(model, dev_filter, origin), indent=2, allow_nan=False, default=str)
 
 
 # ------------------------------------------------------------------------------ text
@@ -126,7 +133,7 @@ def _gpu_lines(model: Model) -> list[str]:
             pid = f"{p.pid}" if p.mapped else f"{p.pid}*"
             lines.append(f"{idx:>3} {pid:>8} {(p.name or '?')[:16]:<16} "
                          f"{_f(p.gpu_mem_mib, '{:.0f}'):>8} {_f(io.get('read_kb_s')):>10} "
-                         f"{_f(io.get('rchar_kb_s')):>11} {io.get('processes') or 0:>5}  "
+                         f"{_f(io.get('rchar_kb_s')):>11} {io.get('nprocs') or 0:>5}  "
                          f"{','.join(sorted(io.get('devices') or ())) or '-'}")
         if any(not p.mapped for _, p in procs):
             lines.append("  * not visible from this PID namespace: its I/O cannot be read")
@@ -177,9 +184,13 @@ def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     return lines
 
 
-def render_text(model: Model, dev_filter: DeviceFilter) -> str:
-    head = (f"gpudisk-top {__version__}  {platform.node()}  Linux {platform.release()}  "
-            f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({os.cpu_count()} CPU)")
+def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = None) -> str:
+    origin = origin or live_origin()
+    ncpu = model.host.ncpu if model.host is not None and model.host.ncpu else os.cpu_count()
+    head = (f"gpudisk-top {__version__}  {origin['host_name']}  Linux {origin['kernel']}  "
+            f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({ncpu} CPU)")
+    if origin["source"] != "live":
+        head = f"DEMO ({origin['source']}): " + head
     parts = [head, "", *_gpu_lines(model), "", *_host_lines(model), "",
              *_disk_lines(model, dev_filter)]
     if model.sample.warnings:

@@ -77,6 +77,13 @@ def device_numbers(disks: list[DiskSpec]) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _whole(c: list[float], field: str, ios: float) -> int:
+    """Add `ios` requests to counter `field`; return how many whole requests completed."""
+    before = math.floor(c[_IDX[field]])
+    c[_IDX[field]] += ios
+    return math.floor(c[_IDX[field]]) - before
+
+
 class DiskCounterGen:
     """Counters of every disk of a scenario (and of its partitions, which carry all of their
     disk's I/O, the filesystem being on them)."""
@@ -117,20 +124,19 @@ class DiskCounterGen:
             if r is None:
                 c[_IDX["ios_pgr"]] = 0.0
                 continue
-            rd_ios = r.r_s * interval_s
-            wr_ios = r.w_s * interval_s
-            fl_ios = r.f_s * interval_s
-            c[_IDX["rd_ios"]] += rd_ios
+            # Whole requests only: sectors and ticks move with the requests that complete,
+            # so a trickle never shows kB/s without r/s (the fraction carries over).
+            rd_ios = _whole(c, "rd_ios", r.r_s * interval_s)
+            wr_ios = _whole(c, "wr_ios", r.w_s * interval_s)
+            fl_ios = _whole(c, "fl_ios", r.f_s * interval_s)
             # %rrqm = merges / (merges + ios): merges = ios * p / (1 - p)
             p = min(r.read_merge_pct, 95.0) / 100.0
             c[_IDX["rd_merges"]] += rd_ios * p / (1.0 - p)
-            c[_IDX["rd_sectors"]] += r.read_kb_s * interval_s * 2.0
+            c[_IDX["rd_sectors"]] += rd_ios * (r.read_kb_s / r.r_s * 2.0 if r.r_s > 0 else 0.0)
             c[_IDX["rd_ticks"]] += rd_ios * r.read_await_ms
-            c[_IDX["wr_ios"]] += wr_ios
             c[_IDX["wr_merges"]] += wr_ios * 0.05
-            c[_IDX["wr_sectors"]] += r.write_kb_s * interval_s * 2.0
+            c[_IDX["wr_sectors"]] += wr_ios * (r.write_kb_s / r.w_s * 2.0 if r.w_s > 0 else 0.0)
             c[_IDX["wr_ticks"]] += wr_ios * r.write_await_ms
-            c[_IDX["fl_ios"]] += fl_ios
             c[_IDX["fl_ticks"]] += fl_ios * r.flush_await_ms
             c[_IDX["ios_pgr"]] = float(r.in_flight)
             c[_IDX["tot_ticks"]] += min(max(r.util_pct, 0.0), 100.0) / 100.0 * dt_ms
