@@ -94,6 +94,23 @@ def test_builtin_runs_120_samples_with_sane_rates(name):
     assert len(sim.labels()) == math.ceil(sim.scenario.duration_s)
 
 
+def test_every_shipped_scenario_file_loads_validates_and_is_a_builtin():
+    from importlib import resources
+
+    from gpudisk_top.sim import load_toml
+
+    folder = resources.files("gpudisk_top.sim") / "scenarios"
+    files = sorted(f.name for f in folder.iterdir() if f.name.endswith(".toml"))
+    assert files == sorted(f"{name}.toml" for name in BUILTIN_NAMES)
+    for name in BUILTIN_NAMES:
+        with resources.as_file(folder / f"{name}.toml") as path:
+            sc = load_toml(str(path))
+        sc.validate()
+        assert sc.name == name and sc.timeline()
+        assert len(sc.description) > 40  # the text --list-scenarios prints
+        assert sc == builtin(name)
+
+
 def test_builtin_returns_fresh_copies_and_rejects_unknown_names():
     a, b = builtin("straggler"), builtin("straggler")
     assert a == b and a is not b

@@ -7,7 +7,8 @@ the `label` a detector is expected to give intervals of that phase.  The Simulat
 it into raw counters; nothing here computes a counter.
 
 Build one in Python, load one from TOML (`load_toml`, `loads_toml`; the format is in
-gpudisk_top/sim/scenario_toml.py), or take a built-in (`builtin(name)`, `BUILTIN_NAMES`).
+gpudisk_top/sim/scenario_toml.py), or take a built-in (`builtin(name)`, `BUILTIN_NAMES`;
+they are TOML files shipped in gpudisk_top/sim/scenarios/).
 Every problem found is a ScenarioError whose message names the field and the phase.
 """
 
@@ -389,13 +390,14 @@ def load_toml(path: str) -> Scenario:
 
 
 def builtin(name: str) -> Scenario:
-    """A fresh copy of a built-in scenario.  Raises KeyError for an unknown name."""
+    """A fresh copy of a built-in scenario (gpudisk_top/sim/scenarios/<name>.toml).
+    Raises KeyError for an unknown name."""
     from gpudisk_top.sim import builtins
 
     return builtins.build(name)
 
 
-# the built-ins' names, in the order the docs list them
+# the built-ins' names, in the order the docs list them; each is sim/scenarios/<name>.toml
 BUILTIN_NAMES = (
     "disk-starved-sata", "cpu-starved-cached", "healthy-cached", "healthy-nvme-busy",
     "checkpoint-stalls", "straggler", "idle-other-disk-load", "busy-unrelated-disk-load",
