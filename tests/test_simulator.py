@@ -272,6 +272,33 @@ def test_straggler_one_gpu_low_others_busy_at_low_power():
     assert busy_power > 2 * spin_power
 
 
+def test_job_not_visible_from_our_pid_namespace():
+    """A container without the host PID namespace: NVML still names the job's host PIDs,
+    but they resolve to nothing and /proc has none of its processes; the others stay."""
+    hidden = builtin("busy-unrelated-disk-load")
+    hidden.job.visible = False
+    sim, seen = Simulator(hidden, seed=2), Simulator(builtin("busy-unrelated-disk-load"), seed=2)
+    assert seen.scenario.job.visible
+    resolved = sim.gpu_collector._resolve_pid
+    for pid in sim.job_pids + [sim.job_pids[0] + 1]:  # a rank and a worker
+        assert resolved(pid) == (None, None, None, None, False)
+    hidden_models, seen_models = run(sim, 40), run(seen, 40)
+    for m, ref in zip(hidden_models[1:], seen_models[1:]):
+        assert set(m.sample.procs) == {9200}
+        assert len(ref.sample.procs) == 8 * (1 + 6) + 1
+        for g, pid in zip(m.gpus, sim.job_pids):
+            (proc,) = g.processes
+            assert (proc.pid, proc.mapped) == (pid, False)
+            assert (proc.local_pid, proc.ns_pid, proc.name, proc.cmdline) == (None,) * 4
+            assert proc.gpu_mem_mib == hidden.job.gpu_mem_mib
+            assert m.gpu_proc_io[pid]["nprocs"] == 0
+        # the job still loads the node: same counters as the visible run, same seed
+        assert m.sample.disks == ref.sample.disks and m.host == ref.host
+        assert [g.util_pct for g in m.gpus] == [g.util_pct for g in ref.gpus]
+        assert m.procs[9200] == ref.procs[9200]
+    assert sim.diskstats_text() == seen.diskstats_text()
+
+
 # ---------------------------------------------------------------------------- host, processes
 def test_checkpoint_writes_and_dirty_surge():
     sim = Simulator(builtin("checkpoint-stalls"), seed=1)
@@ -502,3 +529,13 @@ def test_load_toml_reads_a_file(tmp_path):
     path.write_text(TOML.replace("duration_s = 5", "duration_s = \"five\""))
     with pytest.raises(ScenarioError, match=r"node.toml: phases\[1\] 'warm': duration_s: must be a number"):
         load_toml(str(path))
+
+
+def test_job_visible_false_from_toml():
+    sc = loads_toml(TOML.replace("pid = 5000", "pid = 5000\nvisible = false", 1))
+    assert sc.job.visible is False
+    m = run(Simulator(sc, seed=1), 3)[-1]
+    assert set(m.sample.procs) == {9000}
+    assert all(not p.mapped for g in m.gpus for p in g.processes)
+    with pytest.raises(ScenarioError, match=r"job: visible: must be true or false"):
+        loads_toml(TOML.replace("pid = 5000", "pid = 5000\nvisible = \"no\"", 1))

@@ -99,7 +99,12 @@ class HostSpec:
 class JobSpec:
     """The training job.  With one_process_per_gpu (torchrun/DDP) each GPU has its own
     rank process, pid + r * (workers + 1), followed by its DataLoader workers; without,
-    one process (pid) uses every GPU of the job and owns all the workers."""
+    one process (pid) uses every GPU of the job and owns all the workers.
+
+    visible=False: the job runs in a PID namespace we cannot see into (we are in a
+    container without the host's PID namespace).  NVML still reports its host PIDs, but
+    they resolve to nothing and none of its processes is in /proc; the host's CPU, disks
+    and GPUs still carry its load."""
 
     dataset_disk: str                      # the disk its dataset lives on
     pid: int = 4242
@@ -111,6 +116,7 @@ class JobSpec:
     gpu_mem_mib: int = 62_000
     one_process_per_gpu: bool = True
     launcher_pid: int = 4200               # ppid of the ranks (torchrun); not a GPU process
+    visible: bool = True                   # False: its processes are not in our /proc
 
 
 @dataclass

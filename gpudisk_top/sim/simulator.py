@@ -72,6 +72,7 @@ class Simulator:
         self._names: dict[int, tuple[str, str]] = {
             p.pid: (p.name, p.cmdline) for p in self._ranks + self._workers}
         self._job_was_running = True
+        self._job_visible = scenario.job is None or scenario.job.visible
         gpus = scenario.gpus
         self.nvml = FakeNvml(
             gpus=[FakeGpu(name=gpus.model, mem_total_bytes=gpus.memory_mib * 2**20,
@@ -104,7 +105,7 @@ class Simulator:
         self._advance_procs(phase, load, running)
         self._advance_host(phase, load, running)
         procs = {p.pid: p.raw() for p in self._others.values()}
-        if running:
+        if running and self._job_visible:
             procs.update((p.pid, p.raw()) for p in self._ranks + self._workers)
         return Sample(mono_s=self._mono_s, wall_s=wall_s, disks=diskstats.parse(self._text),
                       devices=dict(self._devices), gpu=gpu, host=self._host.raw(), procs=procs)
@@ -167,6 +168,9 @@ class Simulator:
         return self._ranks[self._job_gpus.index(gpu)] if len(self._ranks) > 1 else self._ranks[0]
 
     def _resolve(self, pid: int) -> Resolved:
+        if not self._job_visible and pid in self._names:
+            # what the real resolver gives for a host PID absent from our /proc
+            return None, None, None, None, False
         name, cmdline = self._names.get(pid, (None, None))
         return pid, pid, name, cmdline, True
 
