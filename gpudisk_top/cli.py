@@ -56,6 +56,38 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
                    help="list the simulator's built-in scenarios and exit")
 
 
+def add_detector_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("starvation detector (defaults from the config file)")
+    g.add_argument("--config", metavar="PATH",
+                   help="config file (default $XDG_CONFIG_HOME/gpudisk-top/config.toml)")
+    g.add_argument("--gpu-low-pct", type=float, metavar="PCT",
+                   help="a job's GPU below this utilization is starved (default 70)")
+    g.add_argument("--enter", type=int, metavar="N",
+                   help="consecutive starved intervals that open an episode (default 3)")
+    g.add_argument("--leave", type=int, metavar="M",
+                   help="consecutive clear intervals that close it (default 3)")
+
+
+def thresholds_from(args):
+    """The detector's thresholds: defaults, then the config file, then the options."""
+    from gpudisk_top import config
+
+    try:
+        cfg = config.load(args.config, required=args.config is not None)
+    except config.ConfigError as err:
+        raise UsageError(f"config: {err}") from None
+    t = cfg.thresholds
+    for opt, attr in (("gpu_low_pct", "gpu_low_util_pct"), ("enter", "enter_intervals"),
+                      ("leave", "leave_intervals")):
+        value = getattr(args, opt, None)
+        if value is not None:
+            setattr(t, attr, value)
+    problems = t.validate()
+    if problems:
+        raise UsageError(problems[0])
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="gpudisk-top",
@@ -68,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="S",
                    help="seconds between samples (default 1)")
     add_source_options(p)
+    add_detector_options(p)
     return p
 
 
@@ -116,11 +149,13 @@ def list_scenarios() -> int:
 
 
 def run_once(args) -> int:
+    from gpudisk_top.model.detect import one_interval
     from gpudisk_top.model.select import DeviceFilter
     from gpudisk_top.model.snapshot import Model
     from gpudisk_top.output import once
 
     dev_filter = DeviceFilter.from_option(args.all_devices, args.devices)
+    thresholds = thresholds_from(args)
     source, virtual, origin = open_source(args)
     try:
         first = source.sample()
@@ -133,12 +168,13 @@ def run_once(args) -> int:
         raise RuntimeFailure(f"nothing could be read under {args.procfs}: "
                              + "; ".join(second.warnings or ["no diskstats, no stat"]))
     model = Model.new(second, first)
+    verdict = one_interval(model, thresholds)
     for warning in second.warnings:
         print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
     if args.json:
-        sys.stdout.write(once.render_json(model, dev_filter, origin) + "\n")
+        sys.stdout.write(once.render_json(model, dev_filter, origin, verdict) + "\n")
     else:
-        sys.stdout.write(once.render_text(model, dev_filter, origin))
+        sys.stdout.write(once.render_text(model, dev_filter, origin, verdict))
     return 0
 
 

@@ -68,7 +68,16 @@ def live_origin() -> dict:
     return {"source": "live", "host_name": platform.node(), "kernel": platform.release()}
 
 
-def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None) -> dict:
+def verdict_json(verdict) -> dict:
+    """{state, gpus, devices, processes, reason, advice}: the interval's verdict."""
+    if verdict is None:
+        return None
+    return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
+            "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice}
+
+
+def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
+            verdict=None) -> dict:
     origin = origin or live_origin()
     return {
         "version": __version__,
@@ -81,12 +90,15 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None) 
         "gpus": gpus_json(model),
         "disks": [disk_json(model, n) for n in selected_disks(model, dev_filter)],
         "host": host_as_json(model.host) if model.host is not None else {},
+        "verdict": verdict_json(verdict),
         "warnings": list(model.sample.warnings),
     }
 
 
-def render_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None) -> str:
-    return json.dumps(to_json(model, dev_filter, origin), indent=2, allow_nan=False, default=str)
+def render_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
+                verdict=None) -> str:
+    return json.dumps(to_json(model, dev_filter, origin, verdict), indent=2, allow_nan=False,
+                      default=str)
 
 
 # ------------------------------------------------------------------------------ text
@@ -184,15 +196,25 @@ def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     return lines
 
 
-def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = None) -> str:
+def _verdict_lines(verdict) -> list[str]:
+    if verdict is None:
+        return []
+    lines = [f"verdict: {verdict.state}" + (f": {verdict.reason}" if verdict.reason else "")]
+    if verdict.advice:
+        lines.append(f"advice: {verdict.advice}")
+    return lines
+
+
+def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
+                verdict=None) -> str:
     origin = origin or live_origin()
     ncpu = model.host.ncpu if model.host is not None and model.host.ncpu else os.cpu_count()
     head = (f"gpudisk-top {__version__}  {origin['host_name']}  Linux {origin['kernel']}  "
             f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({ncpu} CPU)")
     if origin["source"] != "live":
         head = f"DEMO ({origin['source']}): " + head
-    parts = [head, "", *_gpu_lines(model), "", *_host_lines(model), "",
-             *_disk_lines(model, dev_filter)]
+    parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model), "", *_host_lines(model),
+             "", *_disk_lines(model, dev_filter)]
     if model.sample.warnings:
         parts += ["", *(f"warning: {w}" for w in model.sample.warnings)]
     return "\n".join(parts) + "\n"

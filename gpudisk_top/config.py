@@ -1,0 +1,129 @@
+"""The TOML config file: $XDG_CONFIG_HOME/gpudisk-top/config.toml (~/.config/... by default).
+
+    [detector]                 # thresholds of the starvation detector
+    gpu_low_util_pct = 70
+    enter_intervals = 3
+    [detector.queue_size]      # per device class: NVMe, SSD, HDD, virtual, unknown
+    NVMe = 32
+
+A bad file is a ConfigError whose message names the file and the line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+
+from gpudisk_top.model.detect.thresholds import FIELD_NAMES, PER_CLASS_FIELDS, Thresholds
+
+SECTIONS = ("detector",)
+
+
+class ConfigError(Exception):
+    """The config file cannot be used; str() is one line naming the file and the line."""
+
+
+@dataclass
+class Config:
+    path: str | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+def default_path() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "gpudisk-top", "config.toml")
+
+
+def _line_of(text: str, table: str, key: str | None) -> int | None:
+    """The line (1-based) where `key` is set inside [table], or where [table] starts."""
+    current = ""
+    header_line = None
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        m = re.match(r"^\[\s*([^\]]+?)\s*\]", stripped)
+        if m:
+            current = m.group(1).replace(" ", "")
+            if current == table:
+                header_line = n
+            continue
+        if key is None:
+            continue
+        m = re.match(r"^([A-Za-z0-9_\-\"'. ]+?)\s*=", stripped)
+        if not m:
+            continue
+        full = ".".join(p for p in (current, m.group(1).replace(" ", "").replace('"', "")) if p)
+        if full == f"{table}.{key}" if table else full == key:
+            return n
+    return header_line
+
+
+def _fail(path: str, text: str, table: str, key: str | None, message: str):
+    line = _line_of(text, table, key)
+    where = f"{path}: line {line}" if line else path
+    raise ConfigError(f"{where}: {message}")
+
+
+def load(path: str | None = None, required: bool = False) -> Config:
+    """Read the config file.  With no path, the XDG default is read if it exists.
+    Raises ConfigError for a file that is missing (when required), unreadable, not TOML,
+    or holds an unknown key or a bad value."""
+    path = path or default_path()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(f"{path}: no such config file") from None
+        return Config()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    text = data.decode("utf-8", errors="replace")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(err))
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(err))
+        where = f"{path}: line {m.group(1)}" if m else path
+        raise ConfigError(f"{where}: not valid TOML: {msg}") from None
+    config = Config(path=path)
+    for section in doc:
+        if section not in SECTIONS:
+            _fail(path, text, section, None,
+                  f"unknown section [{section}] (known: {', '.join(SECTIONS)})")
+    config.thresholds = _thresholds(path, text, doc.get("detector", {}))
+    return config
+
+
+def _thresholds(path: str, text: str, table: dict) -> Thresholds:
+    t = Thresholds()
+    types = {f.name: f.type for f in fields(Thresholds)}
+    for key, value in table.items():
+        if key not in FIELD_NAMES:
+            _fail(path, text, "detector", key,
+                  f"unknown setting detector.{key} (known: {', '.join(FIELD_NAMES)})")
+        if key in PER_CLASS_FIELDS:
+            if not isinstance(value, dict):
+                _fail(path, text, "detector", key,
+                      f"detector.{key} must be a table of device classes, e.g. "
+                      f"[detector.{key}] NVMe = 1")
+            merged = dict(getattr(t, key))
+            for cls, v in value.items():
+                merged[cls] = v
+                problems = Thresholds(**{key: {cls: v}}).validate()
+                if problems:
+                    _fail(path, text, f"detector.{key}", cls, f"detector.{problems[0]}")
+            setattr(t, key, merged)
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail(path, text, "detector", key, f"detector.{key} must be a number")
+        if "int" in str(types[key]) and not isinstance(value, int):
+            _fail(path, text, "detector", key, f"detector.{key} must be a whole number")
+        setattr(t, key, value)
+    problems = t.validate()
+    if problems:
+        key = problems[0].split(":")[0].split(".")[0]
+        _fail(path, text, "detector", key if key in FIELD_NAMES else None,
+              f"detector.{problems[0]}")
+    return t

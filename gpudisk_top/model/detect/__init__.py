@@ -1,0 +1,13 @@
+"""Starvation detection: states with evidence, episodes with hysteresis.
+
+    det = Detector(Thresholds())
+    for model in models:            # one Model per interval, live or replayed
+        verdict = det.feed(model)   # verdict.state, .reason, .episode
+"""
+
+from gpudisk_top.model.detect.classify import STARVED_STATES, STATES
+from gpudisk_top.model.detect.detector import Detector, Episode, Verdict, one_interval
+from gpudisk_top.model.detect.thresholds import DEVICE_CLASSES, Thresholds
+
+__all__ = ["Detector", "Episode", "Verdict", "Thresholds", "STATES", "STARVED_STATES",
+           "DEVICE_CLASSES", "one_interval"]

@@ -1,0 +1,295 @@
+"""One interval's state, with the numbers that prove it.
+
+The order of the questions matters: no job -> idle; a minority of GPUs starved while the
+rest spin in NCCL -> straggler; every job GPU busy -> healthy; otherwise the GPUs wait on
+something: a checkpoint write burst, then the storage that feeds the job, then the CPU,
+and when nothing is saturated the stall is undiagnosed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gpudisk_top.model.detect.job import Job, device_stack
+from gpudisk_top.model.detect.saturation import Saturation
+from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.model.snapshot import Model
+
+STATES = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
+          "undiagnosed-stall")
+STARVED_STATES = frozenset(STATES[2:])
+_PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
+
+
+@dataclass
+class IntervalState:
+    state: str
+    gpus: list[int] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    processes: list[int] = field(default_factory=list)
+    gpu_util_pct: float | None = None   # mean utilization of `gpus`
+    detail: str = ""                    # the evidence after the GPU part
+    advice: str | None = None
+
+
+def gpu_ranges(indexes: list[int]) -> str:
+    """[0, 1, 2, 3, 6] -> 'GPU 0-3,6'."""
+    idx = sorted(set(indexes))
+    runs: list[str] = []
+    start = prev = None
+    for i in idx + [None]:
+        if start is None:
+            start = prev = i
+        elif i is not None and i == prev + 1:
+            prev = i
+        else:
+            runs.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = i
+    return "GPU " + ",".join(runs)
+
+
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _power_pct(gpu) -> float | None:
+    if gpu.power_w is None or not gpu.power_limit_w:
+        return None
+    return gpu.power_w / gpu.power_limit_w * 100
+
+
+class Classifier:
+    def __init__(self, thresholds: Thresholds) -> None:
+        self.t = thresholds
+        self._dirty_usual_kb: float | None = None
+
+    # ------------------------------------------------------------------ entry point
+    def classify(self, model: Model, job: Job, sats: dict[str, Saturation]) -> IntervalState:
+        t = self.t
+        dirty_kb = self._dirty_kb(model)
+        if not job.running:
+            self._learn_dirty(dirty_kb, burst=False)
+            return IntervalState("idle")
+        judged = [g for g in job.gpus if g.util_pct is not None]
+        low = [g for g in judged if g.util_pct < t.gpu_low_util_pct]
+        busy = [g for g in judged if g.util_pct >= t.gpu_low_util_pct]
+        base = dict(processes=list(job.gpu_pids))
+        burst = job.write_kb_s >= t.checkpoint_write_mb_s * 1024
+        straggler = self._straggler(judged, low, busy)
+        if straggler is not None:
+            self._learn_dirty(dirty_kb, burst)
+            return straggler
+        if not low:
+            self._learn_dirty(dirty_kb, burst)
+            return IntervalState("healthy", gpus=[g.index for g in judged], **base)
+        gpus = [g.index for g in low]
+        util = _mean([g.util_pct for g in low])
+        state = (self._checkpoint(model, job, sats, low, judged, dirty_kb, burst)
+                 or self._disk(model, job, sats)
+                 or self._cpu(model, job, sats)
+                 or self._undiagnosed(model, job, sats))
+        self._learn_dirty(dirty_kb, burst)
+        state.gpus, state.gpu_util_pct = gpus, util
+        state.processes = state.processes or list(job.gpu_pids)
+        return state
+
+    # ------------------------------------------------------------------ straggler
+    def _straggler(self, judged, low, busy) -> IntervalState | None:
+        if len(judged) < 2 or not low or len(low) > len(judged) / 2:
+            return None
+        spinning = [g for g in busy
+                    if (p := _power_pct(g)) is not None and p < self.t.spin_power_pct]
+        if len(spinning) < max(1, math.ceil(len(busy) / 2)):
+            return None
+        procs = [p.pid for g in low for p in g.processes]
+        peers = gpu_ranges([g.index for g in spinning]).removeprefix("GPU ")
+        spin_util = _mean([g.util_pct for g in spinning])
+        spin_power = _mean([g.power_w for g in spinning])
+        detail = (f"GPU {peers} wait on it at {spin_util:.0f}% utilization and only "
+                  f"{spin_power:.0f} W (NCCL spinning, not work)")
+        if procs:
+            detail += f"; its process: pid {procs[0]}"
+        return IntervalState("straggler", gpus=[g.index for g in low], processes=procs,
+                             gpu_util_pct=_mean([g.util_pct for g in low]), detail=detail,
+                             advice="look at what slows that one rank: its data loader, its "
+                                    "host's CPU or NUMA placement, PCIe, or thermal throttling")
+
+    # ------------------------------------------------------------------ checkpoint
+    def _dirty_kb(self, model: Model) -> float | None:
+        h = model.host
+        if h is None or h.dirty_kb is None:
+            return None
+        return float(h.dirty_kb + (h.writeback_kb or 0))
+
+    def _learn_dirty(self, dirty_kb: float | None, burst: bool) -> None:
+        if dirty_kb is None or burst:
+            return
+        if self._dirty_usual_kb is None:
+            self._dirty_usual_kb = dirty_kb
+        else:
+            self._dirty_usual_kb += 0.1 * (dirty_kb - self._dirty_usual_kb)
+
+    def _checkpoint(self, model, job: Job, sats, low, judged, dirty_kb, burst) -> IntervalState | None:
+        t = self.t
+        if len(low) < max(1, math.ceil(len(judged) / 2)):
+            return None  # a checkpoint stalls the whole job: the GPUs dip together
+        writing = [s for s in sats.values() if s.write_kb_s >= t.checkpoint_write_mb_s * 1024]
+        if not burst and not (not job.visible and writing):
+            return None
+        usual = self._dirty_usual_kb or 0.0
+        surge = dirty_kb is not None and (dirty_kb >= t.dirty_surge_mb * 1024
+                                          or (dirty_kb >= 4 * usual and dirty_kb >= 65536))
+        write_saturated = any(s.saturated and s.write_kb_s > s.read_kb_s for s in writing)
+        if not (surge or write_saturated):
+            return None
+        if job.read_kb_s > job.write_kb_s:
+            return None  # reads are not flat: this is not a checkpoint
+        target = max(writing, key=lambda s: s.write_kb_s, default=None)
+        parts = [f"{job.describe()} writing {job.write_kb_s / 1024:.0f} MB/s"]
+        devices = []
+        if target is not None:
+            info = model.devices.get(target.name)
+            where = f" ({info.mountpoints[0]})" if info and info.mountpoints else ""
+            parts[0] += f" to {self._display(model, target.name)}{where}"
+            devices = [target.name]
+        if dirty_kb is not None:
+            parts.append(f"Dirty+Writeback {dirty_kb / 1048576:.1f} GB")
+        parts.append(f"reads {job.read_kb_s / 1024:.0f} MB/s")
+        return IntervalState("checkpoint-stall", devices=devices, detail="; ".join(parts),
+                             advice="asynchronous checkpoints (e.g. torch.distributed.checkpoint "
+                                    "async_save) or a faster local checkpoint disk")
+
+    # ------------------------------------------------------------------ storage
+    def _display(self, model: Model, name: str) -> str:
+        info = model.devices.get(name)
+        return info.display_name if info else name
+
+    def _feeding_devices(self, model: Model, job: Job, sats) -> list[Saturation]:
+        """Saturated devices under files the job's readers have open, best first."""
+        found: dict[str, Saturation] = {}
+        readers = {v.pid for v in job.members if (v.read_kb_s or 0) > 0}
+        for dev, pids in job.device_readers.items():
+            if not readers.intersection(pids):
+                continue
+            for name in device_stack(model.devices, dev):
+                s = sats.get(name)
+                if s is not None and s.saturated and s.read_kb_s > 0:
+                    found[name] = s
+        return self._rank(model, found.values())
+
+    def _rank(self, model: Model, sats) -> list[Saturation]:
+        def key(s: Saturation):
+            info = model.devices.get(s.name)
+            preferred = info is not None and info.kind in _PREFERRED_KINDS
+            return (not preferred, -(s.await_ms / s.baseline_ms if s.baseline_ms else 0), s.name)
+        return sorted(sats, key=key)
+
+    def _disk(self, model: Model, job: Job, sats) -> IntervalState | None:
+        if job.visible:
+            feeding = self._feeding_devices(model, job, sats)
+            if not feeding:
+                return None
+            s = feeding[0]
+            share = min(100.0, job.read_kb_s / s.read_kb_s * 100) if s.read_kb_s else 0.0
+            detail = (f"{s.evidence(self._display(model, s.name))}; {share:.0f}% of its reads "
+                      f"from {job.describe()}")
+            others = self._other_loaders(model, s.name)
+            if others and share < 90:
+                detail += f"; also read by {others}"
+        else:
+            busy = [s for s in sats.values() if s.saturated and s.read_kb_s > 0]
+            if not busy:
+                return None
+            s = max(busy, key=lambda x: x.read_kb_s)
+            detail = (f"{s.evidence(self._display(model, s.name))}; the job's processes cannot "
+                      f"be seen from here (another PID namespace, or no permission), so this "
+                      f"is the busiest saturated disk, not a proven cause")
+        return IntervalState("disk-starved", devices=[s.name], detail=detail,
+                             advice=self._disk_advice(model, job))
+
+    def _other_loaders(self, model: Model, device: str) -> str | None:
+        stack_of = {name: device_stack(model.devices, name) for name in model.devices}
+        pids = [v for v in model.procs.values()
+                if v.root_pid is None and (v.read_kb_s or 0) > 0
+                and any(device in stack_of.get(d, [d]) for d in v.devices or ())]
+        if not pids:
+            return None
+        top = max(pids, key=lambda v: v.read_kb_s or 0)
+        return f"pid {top.pid} ({top.name or '?'}) at {(top.read_kb_s or 0) / 1024:.0f} MB/s"
+
+    def _disk_advice(self, model: Model, job: Job) -> str:
+        h = model.host
+        if h is not None and h.cached_kb and h.mem_total_kb and h.mem_available_kb is not None:
+            cached_gib = h.cached_kb / 1048576
+            free_gib = h.mem_available_kb / 1048576
+            if h.mem_available_kb < 0.2 * h.mem_total_kb or h.cached_kb > 0.3 * h.mem_total_kb:
+                return (f"the dataset does not fit in the page cache ({cached_gib:.0f} GiB): "
+                        "faster storage, a local NVMe cache, or a packed format "
+                        "(fewer, larger reads)")
+            return (f"{free_gib:.0f} GiB of memory is free: warm the page cache with the "
+                    "dataset, or use faster storage or a packed format")
+        return "faster storage, a local cache, or a packed format (fewer, larger reads)"
+
+    # ------------------------------------------------------------------ CPU
+    def _cpu(self, model: Model, job: Job, sats) -> IntervalState | None:
+        t = self.t
+        h = model.host
+        details = []
+        if job.visible:
+            loaders = job.workers or [v for v in job.members]
+            hot = [v for v in loaders if (v.cpu_pct or 0) >= t.loader_cpu_pct]
+            if loaders and len(hot) >= max(1, math.ceil(0.75 * len(loaders))):
+                kind = "DataLoader worker" if job.workers else "process"
+                cpu = _mean([v.cpu_pct for v in hot])
+                details.append(f"{len(hot)} {kind}{'s' if len(hot) != 1 else ''} of "
+                               f"{job.describe().split(' and ')[0]} at {cpu:.0f}% CPU"
+                               f"{' each' if len(hot) > 1 else ''}")
+        if h is not None:
+            if h.cpu_idle_pct is not None and h.cpu_idle_pct < t.host_idle_pct:
+                details.append(f"host CPU {100 - h.cpu_idle_pct:.0f}% busy")
+            if h.psi_cpu_some_pct is not None and h.psi_cpu_some_pct >= t.cpu_pressure_pct:
+                details.append(f"cpu pressure {h.psi_cpu_some_pct:.0f}%")
+        if not details:
+            return None
+        quiet = self._quietest_storage(model, job, sats)
+        if quiet:
+            details.append(quiet)
+        advice = ("more DataLoader workers (num_workers) or lighter decoding and augmentation"
+                  if job.workers or not (h and h.cpu_idle_pct is not None and h.cpu_idle_pct < t.host_idle_pct)
+                  else "the host's CPUs are taken: fewer competing processes, or move "
+                       "decoding to the GPU (DALI) or offline")
+        return IntervalState("cpu-starved", detail="; ".join(details), advice=advice)
+
+    def _quietest_storage(self, model: Model, job: Job, sats) -> str | None:
+        names = [n for dev in job.device_readers for n in device_stack(model.devices, dev)
+                 if n in sats]
+        if not names:
+            return None
+        s = max((sats[n] for n in names), key=lambda x: x.read_kb_s)
+        return (f"storage not saturated ({self._display(model, s.name)} r_await "
+                f"{s.await_ms:.1f} ms, aqu-sz {s.aqu_sz:.1f})")
+
+    # ------------------------------------------------------------------ nothing
+    def _undiagnosed(self, model: Model, job: Job, sats) -> IntervalState:
+        parts = ["nothing saturated"]
+        feeding = [n for dev in job.device_readers for n in device_stack(model.devices, dev)
+                   if n in sats]
+        pool = [sats[n] for n in feeding] or list(sats.values())
+        if pool:
+            s = max(pool, key=lambda x: x.read_kb_s + x.write_kb_s)
+            parts.append(f"busiest disk {self._display(model, s.name)} r_await "
+                         f"{s.await_ms:.1f} ms (baseline {s.baseline_ms:.1f} ms), aqu-sz {s.aqu_sz:.1f}")
+        elsewhere = [s for s in sats.values() if s.saturated and s.name not in feeding]
+        if elsewhere:
+            names = ", ".join(sorted(self._display(model, s.name) for s in elsewhere))
+            parts.append(f"{names} saturated, but the job does not read from it")
+        h = model.host
+        if h is not None and h.cpu_idle_pct is not None:
+            parts.append(f"CPU idle {h.cpu_idle_pct:.0f}%")
+        if not job.visible:
+            parts.append("the job's processes cannot be seen from here")
+        return IntervalState("undiagnosed-stall", detail="; ".join(parts),
+                             advice="profile the step (torch.profiler): synchronisation, "
+                                    "small kernels or a host-side wait")

@@ -1,0 +1,209 @@
+"""The starvation detector: fed one Model at a time, the same live and in replay.
+
+Each interval gets a raw state (classify.py).  Episodes add hysteresis: one opens after
+`enter_intervals` consecutive intervals of the same starved state (and starts where the
+first of them started), and closes after `leave_intervals` consecutive intervals that are
+not in its state (and ends where the first of those started).  The reported state is the
+open episode's, else the last calm state (healthy or idle): a single dip raises nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudisk_top.model.detect.classify import (STARVED_STATES, STATES, Classifier, IntervalState,
+                                               gpu_ranges)
+from gpudisk_top.model.detect.job import find_job
+from gpudisk_top.model.detect.saturation import Saturation, SaturationTracker
+from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.model.snapshot import Model
+
+
+@dataclass
+class Episode:
+    id: int
+    state: str
+    start_wall_s: float
+    end_wall_s: float | None = None       # None while it is still open
+    last_wall_s: float = 0.0              # end of the latest interval in this state
+    gpus: list[int] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    processes: list[int] = field(default_factory=list)
+    reason: str = ""                      # the evidence of its latest interval in state
+    advice: str | None = None
+    intervals: int = 0                    # intervals in this state
+    min_util_pct: float | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.end_wall_s is None
+
+    def duration_s(self, now_wall_s: float | None = None) -> float:
+        end = self.end_wall_s if self.end_wall_s is not None else (now_wall_s or self.last_wall_s)
+        return max(0.0, end - self.start_wall_s)
+
+    def as_json(self) -> dict:
+        return {"id": self.id, "state": self.state, "start": self.start_wall_s,
+                "end": self.end_wall_s, "duration_s": self.duration_s(),
+                "gpus": self.gpus, "devices": self.devices, "processes": self.processes,
+                "reason": self.reason, "advice": self.advice}
+
+
+@dataclass
+class Verdict:
+    """One interval.  `state` has hysteresis; `raw_state` is this interval alone."""
+
+    wall_s: float
+    state: str
+    raw_state: str
+    gpus: list[int] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    processes: list[int] = field(default_factory=list)
+    reason: str = ""
+    advice: str | None = None
+    raw_reason: str = ""
+    episode: Episode | None = None
+    saturation: dict[str, Saturation] = field(default_factory=dict)
+    raw: IntervalState | None = None
+
+    def as_json(self) -> dict:
+        return {"state": self.state, "raw_state": self.raw_state, "gpus": self.gpus,
+                "devices": self.devices, "processes": self.processes, "reason": self.reason,
+                "advice": self.advice,
+                "episode": self.episode.id if self.episode is not None else None}
+
+
+@dataclass
+class _Run:
+    state: str
+    start_wall_s: float
+    count: int = 0
+
+
+def _compose(s: IntervalState, seconds: float) -> str:
+    """'GPU 0-3 at 18% for 12 s; <evidence>'."""
+    if s.state not in STARVED_STATES:
+        return ""
+    head = gpu_ranges(s.gpus) if s.gpus else "GPUs"
+    if s.gpu_util_pct is not None:
+        head += f" at {s.gpu_util_pct:.0f}%"
+    head += f" for {seconds:.0f} s"
+    return f"{head}; {s.detail}" if s.detail else head
+
+
+class Detector:
+    def __init__(self, thresholds: Thresholds | None = None) -> None:
+        self.t = thresholds or Thresholds()
+        self.tracker = SaturationTracker(self.t)
+        self.classifier = Classifier(self.t)
+        self.episodes: list[Episode] = []
+        self._open: Episode | None = None
+        self._run: _Run | None = None        # consecutive raw intervals of one starved state
+        self._clear = 0                      # consecutive intervals out of the open state
+        self._clear_start_s = 0.0
+        self._calm = "idle"
+
+    # ------------------------------------------------------------------ per interval
+    def assess_devices(self, model: Model) -> dict[str, Saturation]:
+        h = model.host
+        pressure = None
+        if h is not None:
+            values = [v for v in (h.psi_io_some_pct, h.cgroup_io_some_pct) if v is not None]
+            pressure = max(values) if values else None
+        out = {}
+        for name, rates in model.disks.items():
+            info = model.devices.get(name)
+            dev_class = info.dev_class if info else "unknown"
+            out[name] = self.tracker.assess(name, rates, dev_class,
+                                            info.rotational if info else None, pressure)
+        return out
+
+    def feed(self, model: Model) -> Verdict:
+        """Judge the interval ending at model.wall_s.  A model without rates (the first
+        sample) is judged on its GPUs only."""
+        sats = self.assess_devices(model)
+        job = find_job(model)
+        raw = self.classifier.classify(model, job, sats)
+        start_s = model.wall_s - model.interval_s
+        self._advance(raw, start_s, model.wall_s)
+        run_s = (model.wall_s - self._run.start_wall_s) if self._run else model.interval_s
+        raw_reason = _compose(raw, run_s)
+        ep = self._open
+        if ep is not None:
+            if raw.state == ep.state:
+                ep.reason, ep.advice = _compose(raw, model.wall_s - ep.start_wall_s), raw.advice
+            return Verdict(wall_s=model.wall_s, state=ep.state, raw_state=raw.state,
+                           gpus=list(ep.gpus), devices=list(ep.devices),
+                           processes=list(ep.processes), reason=ep.reason, advice=ep.advice,
+                           raw_reason=raw_reason, episode=ep, saturation=sats, raw=raw)
+        if raw.state not in STARVED_STATES:
+            self._calm = raw.state
+            return Verdict(wall_s=model.wall_s, state=raw.state, raw_state=raw.state,
+                           gpus=raw.gpus, devices=raw.devices, processes=raw.processes,
+                           raw_reason=raw_reason, saturation=sats, raw=raw)
+        calm = self._calm if job.running or self._calm == "idle" else "healthy"
+        if job.running and calm == "idle":
+            calm = "healthy"
+        return Verdict(wall_s=model.wall_s, state=calm, raw_state=raw.state,
+                       raw_reason=raw_reason, saturation=sats, raw=raw)
+
+    def _advance(self, raw: IntervalState, start_s: float, end_s: float) -> None:
+        starved = raw.state in STARVED_STATES
+        if starved:
+            if self._run is not None and self._run.state == raw.state:
+                self._run.count += 1
+            else:
+                self._run = _Run(raw.state, start_s, 1)
+        else:
+            self._run = None
+        ep = self._open
+        if ep is not None:
+            if raw.state == ep.state:
+                self._clear = 0
+                self._extend(ep, raw, end_s)
+                return
+            if self._clear == 0:
+                self._clear_start_s = start_s
+            self._clear += 1
+            if self._clear < self.t.leave_intervals:
+                return
+            ep.end_wall_s = self._clear_start_s
+            self._open, self._clear = None, 0
+        if self._run is not None and self._run.count >= self.t.enter_intervals:
+            ep = Episode(id=len(self.episodes) + 1, state=self._run.state,
+                         start_wall_s=self._run.start_wall_s)
+            self.episodes.append(ep)
+            self._open, self._clear = ep, 0
+            self._extend(ep, raw, end_s)
+            ep.intervals = self._run.count
+
+    @staticmethod
+    def _extend(ep: Episode, raw: IntervalState, end_s: float) -> None:
+        ep.intervals += 1
+        ep.last_wall_s = end_s
+        for attr in ("gpus", "devices", "processes"):
+            have = getattr(ep, attr)
+            have.extend(x for x in getattr(raw, attr) if x not in have)
+        ep.gpus.sort()
+        if raw.gpu_util_pct is not None:
+            ep.min_util_pct = raw.gpu_util_pct if ep.min_util_pct is None \
+                else min(ep.min_util_pct, raw.gpu_util_pct)
+
+    def close(self, end_wall_s: float) -> None:
+        """End the open episode at end_wall_s (the end of a recording or a report window)."""
+        if self._open is not None:
+            self._open.end_wall_s = end_wall_s
+            self._open = None
+
+
+def one_interval(model: Model, thresholds: Thresholds | None = None) -> Verdict:
+    """The verdict of a single interval (--once): its raw state, with no hysteresis, judged
+    against class-default baselines."""
+    v = Detector(thresholds).feed(model)
+    raw = v.raw
+    return Verdict(wall_s=v.wall_s, state=raw.state, raw_state=raw.state, gpus=raw.gpus,
+                   devices=raw.devices, processes=raw.processes, reason=v.raw_reason,
+                   advice=raw.advice, raw_reason=v.raw_reason, saturation=v.saturation, raw=raw)
+
+
+__all__ = ["Detector", "Episode", "Verdict", "STATES", "one_interval"]

@@ -1,0 +1,96 @@
+"""The training job as the detector sees it: its GPUs, its processes (the GPU processes and
+their descendants, such as DataLoader workers), what they read and from which devices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudisk_top.collect.sample import DeviceInfo
+from gpudisk_top.model.gpu import GpuView
+from gpudisk_top.model.procs import ProcView
+from gpudisk_top.model.snapshot import Model
+
+
+@dataclass
+class Job:
+    gpus: list[GpuView] = field(default_factory=list)      # GPUs with a compute process
+    gpu_pids: list[int] = field(default_factory=list)      # host PIDs, as NVML gives them
+    names: dict[int, str] = field(default_factory=dict)    # host PID -> "python train.py"
+    members: list[ProcView] = field(default_factory=list)  # every process of every tree
+    workers: list[ProcView] = field(default_factory=list)  # members that are not GPU processes
+    visible: bool = True           # False: the job's processes cannot be read from here
+    read_kb_s: float = 0.0         # the whole job, from /proc/PID/io read_bytes
+    write_kb_s: float = 0.0
+    rchar_kb_s: float = 0.0
+    # device -> the job's processes that have files on it
+    device_readers: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.gpus)
+
+    def describe(self) -> str:
+        """'pid 4121 (python train.py) and its 8 workers', for evidence lines."""
+        if not self.gpu_pids:
+            return "no process"
+        first = self.gpu_pids[0]
+        name = self.names.get(first) or "?"
+        n = len(self.workers)
+        workers = f" and {'its' if len(self.gpu_pids) == 1 else 'their'} {n} worker{'s' * (n != 1)}" \
+            if n else ""
+        if len(self.gpu_pids) == 1:
+            return f"pid {first} ({name}){workers}"
+        shown = ", ".join(map(str, self.gpu_pids[:3])) + (", ..." if len(self.gpu_pids) > 3 else "")
+        return f"{name} ({len(self.gpu_pids)} processes: pid {shown}){workers}"
+
+
+def _short_cmd(cmdline: str | None, name: str | None) -> str | None:
+    """"python -u /path/to/train.py --lr 3e-4" -> "python train.py"."""
+    if not cmdline:
+        return name
+    words = [w for w in cmdline.split() if not w.startswith("-")]
+    return " ".join(w.rsplit("/", 1)[-1] for w in words[:2]) or name
+
+
+def find_job(model: Model) -> Job:
+    job = Job()
+    for gpu in model.gpus:
+        if gpu.lost or not gpu.processes:
+            continue
+        job.gpus.append(gpu)
+        for p in gpu.processes:
+            if p.pid not in job.gpu_pids:
+                job.gpu_pids.append(p.pid)
+                job.names[p.pid] = _short_cmd(p.cmdline, p.name) or "?"
+    if not job.gpus:
+        return job
+    gpu_local = {p.local_pid for g in job.gpus for p in g.processes if p.local_pid is not None}
+    roots = set(job.gpu_pids)
+    job.members = [v for v in model.procs.values() if v.root_pid in roots]
+    job.workers = [v for v in job.members if v.pid not in gpu_local]
+    mapped = any(p.mapped for g in job.gpus for p in g.processes)
+    job.visible = mapped and bool(job.members)
+    for v in job.members:
+        job.read_kb_s += v.read_kb_s or 0.0
+        job.write_kb_s += v.write_kb_s or 0.0
+        job.rchar_kb_s += v.rchar_kb_s or 0.0
+        for dev in v.devices or ():
+            job.device_readers.setdefault(dev, []).append(v.pid)
+    return job
+
+
+def device_stack(devices: dict[str, DeviceInfo], name: str) -> list[str]:
+    """name, then every device below it: a partition's disk, a dm/md device's members."""
+    out: list[str] = []
+    todo = [name]
+    while todo:
+        cur = todo.pop(0)
+        if cur in out:
+            continue
+        out.append(cur)
+        info = devices.get(cur)
+        if info is not None:
+            todo.extend(info.slaves)
+            if info.parent:
+                todo.append(info.parent)
+    return out

@@ -1,0 +1,131 @@
+"""Is a block device saturated?  Never by %util alone.
+
+%util is the share of time with at least one request in flight: an NVMe, a RAID set or a
+virtio disk serves many requests at once and shows 100 % long before it is full (this
+project's CI disk sits near 88 % under a load that saturates it).  So saturation combines:
+  - latency against the device's own baseline, learned while it is lightly loaded
+    (defaults per class until then);
+  - the queue (aqu-sz) against a per-class size;
+  - throughput against the highest this device has shown;
+  - io pressure: PSI "some" for the host, io.pressure for our container;
+  - %util, only on a rotating disk, which serves one request at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.model.disk import DiskRates
+
+BASELINE_ALPHA = 0.1       # EWMA weight of a new light-load latency observation
+BASELINE_MIN_OBS = 10      # light-load intervals before the learned baseline is trusted
+LIGHT_QUEUE = 1.0          # aqu-sz under which a device is "lightly loaded"
+LIGHT_MIN_IOPS = 5.0       # and doing at least this many requests per second
+
+
+@dataclass
+class DeviceHistory:
+    baseline_read_ms: float | None = None
+    baseline_obs: int = 0
+    peak_kb_s: float = 0.0
+    peak_iops: float = 0.0
+    intervals: int = 0
+
+
+@dataclass
+class Saturation:
+    """One device over one interval: the verdict and the numbers behind it."""
+
+    name: str
+    saturated: bool
+    signals: list[str] = field(default_factory=list)
+    await_ms: float = 0.0
+    baseline_ms: float = 0.0
+    aqu_sz: float = 0.0
+    util_pct: float = 0.0
+    read_kb_s: float = 0.0
+    write_kb_s: float = 0.0
+    iops: float = 0.0
+    pressure_pct: float | None = None
+
+    def evidence(self, display_name: str) -> str:
+        parts = [f"{display_name} r_await {self.await_ms:.1f} ms (baseline {self.baseline_ms:.1f} ms)",
+                 f"aqu-sz {self.aqu_sz:.0f}"]
+        if self.pressure_pct is not None and self.pressure_pct >= 1:
+            parts.append(f"io pressure {self.pressure_pct:.0f}%")
+        if "util" in self.signals:
+            parts.append(f"%util {self.util_pct:.0f}")
+        return ", ".join(parts)
+
+
+def _read_await(r: DiskRates) -> float:
+    # reads feed a training job; fall back to writes for a device that only writes
+    if r.r_s > 0:
+        return r.r_await_ms
+    return r.w_await_ms if r.w_s > 0 else 0.0
+
+
+class SaturationTracker:
+    """Learns each device's light-load latency and peak throughput, and judges saturation."""
+
+    def __init__(self, thresholds: Thresholds) -> None:
+        self.t = thresholds
+        self.history: dict[str, DeviceHistory] = {}
+
+    def baseline_ms(self, name: str, dev_class: str) -> float:
+        h = self.history.get(name)
+        default = self.t.for_class("baseline_ms", dev_class)
+        if h is None or h.baseline_read_ms is None or h.baseline_obs < BASELINE_MIN_OBS:
+            return default
+        # a learned baseline far above the class default would hide a device that is
+        # always busy; never trust one more than latency_factor times the default
+        return min(h.baseline_read_ms, default * self.t.latency_factor)
+
+    def assess(self, name: str, r: DiskRates, dev_class: str, rotational: bool | None,
+               pressure_pct: float | None) -> Saturation:
+        """Judge one interval, then learn from it (so a surge is judged against the past)."""
+        t = self.t
+        h = self.history.setdefault(name, DeviceHistory())
+        await_ms = _read_await(r)
+        baseline = self.baseline_ms(name, dev_class)
+        kb_s, iops = r.rkb_s + r.wkb_s, r.r_s + r.w_s
+        sat = Saturation(name=name, saturated=False, await_ms=await_ms, baseline_ms=baseline,
+                         aqu_sz=r.aqu_sz, util_pct=r.util_pct, read_kb_s=r.rkb_s,
+                         write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct)
+        floor = t.for_class("latency_floor_ms", dev_class)
+        latency = await_ms >= t.latency_factor * baseline and await_ms >= floor
+        queue = r.aqu_sz >= t.for_class("queue_size", dev_class)
+        # peak, pressure and %util speak of this device only while it has requests in
+        # flight: PSI is host-wide, and a trickle is always "at its peak"
+        busy = r.aqu_sz >= 1.0
+        at_peak = busy and h.intervals >= 3 and (
+            kb_s >= t.peak_fraction * max(h.peak_kb_s, kb_s)
+            and iops >= t.peak_fraction * max(h.peak_iops, iops))
+        pressure = busy and pressure_pct is not None and pressure_pct >= t.io_pressure_pct
+        # the rotational flag of a virtual disk means nothing (virtio often sets it)
+        rotating = dev_class == "HDD" or (dev_class == "unknown" and rotational is True)
+        util = busy and rotating and r.util_pct >= t.hdd_util_pct
+        for flag, label in ((latency, "latency"), (queue, "queue"), (at_peak, "peak"),
+                            (pressure, "pressure"), (util, "util")):
+            if flag:
+                sat.signals.append(label)
+        slow = await_ms >= 1.5 * baseline
+        sat.saturated = (latency and (queue or at_peak or pressure or util
+                                      or await_ms >= 2 * t.latency_factor * baseline)) \
+            or (queue and (at_peak or pressure or util or slow)) \
+            or (util and slow)
+        self._learn(h, r, await_ms, kb_s, iops)
+        return sat
+
+    def _learn(self, h: DeviceHistory, r: DiskRates, await_ms: float, kb_s: float,
+               iops: float) -> None:
+        h.intervals += 1
+        h.peak_kb_s = max(h.peak_kb_s, kb_s)
+        h.peak_iops = max(h.peak_iops, iops)
+        if r.aqu_sz < LIGHT_QUEUE and r.r_s >= LIGHT_MIN_IOPS and await_ms > 0:
+            if h.baseline_read_ms is None:
+                h.baseline_read_ms = await_ms
+            else:
+                h.baseline_read_ms += BASELINE_ALPHA * (await_ms - h.baseline_read_ms)
+            h.baseline_obs += 1
