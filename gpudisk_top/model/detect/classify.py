@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.model.detect.job import Job, device_stack
-from gpudisk_top.model.detect.saturation import Saturation
+from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
 
@@ -168,15 +168,8 @@ class Classifier:
 
     def _feeding_devices(self, model: Model, job: Job, sats) -> list[Saturation]:
         """Saturated devices under files the job's readers have open, best first."""
-        found: dict[str, Saturation] = {}
-        readers = {v.pid for v in job.members if (v.read_kb_s or 0) > 0}
-        for dev, pids in job.device_readers.items():
-            if not readers.intersection(pids):
-                continue
-            for name in device_stack(model.devices, dev):
-                s = sats.get(name)
-                if s is not None and s.saturated and s.read_kb_s > 0:
-                    found[name] = s
+        found = {n: sats[n] for n in self._job_read_devices(model, job)
+                 if n in sats and sats[n].saturated and sats[n].read_kb_s > 0}
         return self._rank(model, found.values())
 
     def _rank(self, model: Model, sats) -> list[Saturation]:
@@ -269,19 +262,25 @@ class Classifier:
             return None
         s = max((sats[n] for n in names), key=lambda x: x.read_kb_s)
         return (f"storage not saturated ({self._display(model, s.name)} r_await "
-                f"{s.await_ms:.1f} ms, aqu-sz {s.aqu_sz:.1f})")
+                f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f})")
 
     # ------------------------------------------------------------------ nothing
+    def _job_read_devices(self, model: Model, job: Job) -> list[str]:
+        """Devices (and the devices under them) that the job's reading processes have files on."""
+        readers = {v.pid for v in job.members if (v.read_kb_s or 0) > 0}
+        return [n for dev, pids in job.device_readers.items() if readers.intersection(pids)
+                for n in device_stack(model.devices, dev)]
+
     def _undiagnosed(self, model: Model, job: Job, sats) -> IntervalState:
-        parts = ["nothing saturated"]
-        feeding = [n for dev in job.device_readers for n in device_stack(model.devices, dev)
-                   if n in sats]
+        feeding = [n for n in self._job_read_devices(model, job) if n in sats]
+        elsewhere = [s for s in sats.values() if s.saturated and s.name not in feeding]
+        parts = ["nothing the job reads from is saturated" if elsewhere else "nothing saturated"]
         pool = [sats[n] for n in feeding] or list(sats.values())
         if pool:
             s = max(pool, key=lambda x: x.read_kb_s + x.write_kb_s)
             parts.append(f"busiest disk {self._display(model, s.name)} r_await "
-                         f"{s.await_ms:.1f} ms (baseline {s.baseline_ms:.1f} ms), aqu-sz {s.aqu_sz:.1f}")
-        elsewhere = [s for s in sats.values() if s.saturated and s.name not in feeding]
+                         f"{fmt_ms(s.await_ms)} ms (baseline {fmt_ms(s.baseline_ms)} ms), "
+                         f"aqu-sz {s.aqu_sz:.1f}")
         if elsewhere:
             names = ", ".join(sorted(self._display(model, s.name) for s in elsewhere))
             parts.append(f"{names} saturated, but the job does not read from it")

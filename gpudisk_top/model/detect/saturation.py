@@ -50,13 +50,21 @@ class Saturation:
     pressure_pct: float | None = None
 
     def evidence(self, display_name: str) -> str:
-        parts = [f"{display_name} r_await {self.await_ms:.1f} ms (baseline {self.baseline_ms:.1f} ms)",
+        parts = [f"{display_name} r_await {fmt_ms(self.await_ms)} ms "
+                 f"(baseline {fmt_ms(self.baseline_ms)} ms)",
                  f"aqu-sz {self.aqu_sz:.0f}"]
         if self.pressure_pct is not None and self.pressure_pct >= 1:
             parts.append(f"io pressure {self.pressure_pct:.0f}%")
         if "util" in self.signals:
             parts.append(f"%util {self.util_pct:.0f}")
         return ", ".join(parts)
+
+
+def fmt_ms(value: float) -> str:
+    """Milliseconds with the digits that matter: 45, 9.8, 0.21."""
+    if value >= 10:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 1 else f"{value:.2f}"
 
 
 def _read_await(r: DiskRates) -> float:
