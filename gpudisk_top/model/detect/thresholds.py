@@ -60,8 +60,9 @@ class Thresholds:
                         problems.append(f"{f.name}.{cls}: must be a positive number")
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 problems.append(f"{f.name}: must be a non-negative number")
-        if self.enter_intervals < 1 or self.leave_intervals < 1:
-            problems.append("enter_intervals and leave_intervals must be at least 1")
+        for name in ("enter_intervals", "leave_intervals"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}: must be at least 1")
         if not 0 < self.gpu_low_util_pct <= 100:
             problems.append("gpu_low_util_pct: must be between 0 and 100")
         return problems
