@@ -1,0 +1,127 @@
+"""Options and helpers that several commands share: sources, the detector's thresholds."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+from gpudisk_top.errors import RuntimeFailure, UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not argparse's usage block
+        raise UsageError(message)
+
+
+def interval_s(text: str) -> float:
+    """argparse type: a sampling interval in seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0 or value > 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds: {text!r}")
+    return value
+
+
+def add_interval_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--interval", type=interval_s, default=1.0, metavar="S",
+                   help="seconds between samples (default 1)")
+
+
+def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
+    g = p.add_argument_group("sources")
+    g.add_argument("--procfs", default="/proc", metavar="PATH",
+                   help="procfs to read (default /proc; e.g. the host's /proc mounted in a container)")
+    g.add_argument("--sysfs", default="/sys", metavar="PATH", help="sysfs to read (default /sys)")
+    g.add_argument("-a", "--all-devices", action="store_true",
+                   help="show every block device: partitions, loop, idle devices too")
+    g.add_argument("-d", "--devices", metavar="GLOBS",
+                   help="only devices whose name matches one of these comma-separated globs "
+                        "(e.g. 'nvme*,sda')")
+    if demo:
+        g.add_argument("--demo", nargs="?", const="demo", metavar="SCENARIO",
+                       help="read a simulated node instead of this one (default scenario: demo, "
+                            "8 GPUs and 16 disks with starvation episodes); see --list-scenarios")
+        g.add_argument("--seed", type=int, default=0, help="with --demo: the simulator's seed")
+
+
+def add_detector_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("starvation detector (defaults from the config file)")
+    g.add_argument("--config", metavar="PATH",
+                   help="config file (default $XDG_CONFIG_HOME/gpudisk-top/config.toml)")
+    g.add_argument("--gpu-low-pct", type=float, metavar="PCT",
+                   help="a job's GPU below this utilization is starved (default 70)")
+    g.add_argument("--enter", type=int, metavar="N",
+                   help="consecutive starved intervals that open an episode (default 3)")
+    g.add_argument("--leave", type=int, metavar="M",
+                   help="consecutive clear intervals that close it (default 3)")
+
+
+def load_config(args):
+    """The config file named by --config (required then), else the XDG default if any."""
+    from gpudisk_top import config
+
+    try:
+        return config.load(getattr(args, "config", None),
+                           required=getattr(args, "config", None) is not None)
+    except config.ConfigError as err:
+        raise UsageError(f"config: {err}") from None
+
+
+def thresholds_from(args, cfg=None):
+    """The detector's thresholds: defaults, then the config file, then the options."""
+    t = (cfg or load_config(args)).thresholds
+    for opt, attr in (("gpu_low_pct", "gpu_low_util_pct"), ("enter", "enter_intervals"),
+                      ("leave", "leave_intervals")):
+        value = getattr(args, opt, None)
+        if value is not None:
+            setattr(t, attr, value)
+    problems = t.validate()
+    if problems:
+        raise UsageError(problems[0])
+    return t
+
+
+def device_filter(args):
+    from gpudisk_top.model.select import DeviceFilter
+
+    return DeviceFilter.from_option(getattr(args, "all_devices", False),
+                                    getattr(args, "devices", None))
+
+
+def roots_from(args):
+    from gpudisk_top.collect.roots import Roots
+    from gpudisk_top.collect.sampler import SourceError, check_sources
+
+    roots = Roots(procfs=args.procfs, sysfs=args.sysfs)
+    try:
+        check_sources(roots)
+    except SourceError as err:
+        raise RuntimeFailure(str(err)) from None
+    if not os.path.isdir(roots.sysfs):
+        print(f"gpudisk-top: warning: --sysfs {roots.sysfs}: no such directory; "
+              "device classes and mountpoints will be unknown", file=sys.stderr)
+    return roots
+
+
+def open_source(args):
+    """(source, virtual, origin): the live Sampler, or the simulator for --demo.  Both have
+    sample() and close(); `virtual` says the source keeps its own clock (no need to sleep
+    between samples); `origin` says where the numbers come from, for every output."""
+    if getattr(args, "demo", None):
+        from gpudisk_top.sim import BUILTIN_NAMES, Simulator, builtin
+
+        if args.demo not in BUILTIN_NAMES:
+            raise UsageError(f"no built-in scenario {args.demo!r}; "
+                             f"choose one of: {', '.join(BUILTIN_NAMES)}")
+        sim = Simulator(builtin(args.demo), seed=args.seed, interval_s=args.interval)
+        origin = {"source": f"simulated, scenario {args.demo}, seed {args.seed}",
+                  "host_name": "demo-node", "kernel": "simulated"}
+        return sim, True, origin
+    from gpudisk_top.collect.sampler import Sampler
+    from gpudisk_top.output.once import live_origin
+
+    return Sampler(roots_from(args)), False, live_origin()
