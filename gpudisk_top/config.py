@@ -18,9 +18,6 @@ from dataclasses import dataclass, field, fields
 
 from gpudisk_top.model.detect.thresholds import FIELD_NAMES, PER_CLASS_FIELDS, Thresholds
 
-SECTIONS = ("detector",)
-
-
 class ConfigError(Exception):
     """The config file cannot be used; str() is one line naming the file and the line."""
 
@@ -29,6 +26,32 @@ class ConfigError(Exception):
 class Config:
     path: str | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # other top-level sections, each as its SECTION_PARSERS entry returned it
+    sections: dict[str, object] = field(default_factory=dict)
+
+
+class Context:
+    """Given to a section parser: `fail(table, key, message)` raises a ConfigError naming
+    the line where `key` is set in [table] (or where the table starts)."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.text = path, text
+
+    def fail(self, table: str, key: str | None, message: str):
+        _fail(self.path, self.text, table, key, message)
+
+    def line_of(self, table: str, key: str | None) -> int | None:
+        return _line_of(self.text, table, key)
+
+
+def _detector_section(value, ctx: Context) -> Thresholds:
+    if not isinstance(value, dict):
+        ctx.fail("detector", None, "[detector] must be a table")
+    return _thresholds(ctx.path, ctx.text, value)
+
+
+# section name -> parser(value, ctx) -> parsed object; an absent section is parsed from {}
+SECTION_PARSERS = {"detector": _detector_section}
 
 
 def default_path() -> str:
@@ -89,10 +112,13 @@ def load(path: str | None = None, required: bool = False) -> Config:
         raise ConfigError(f"{where}: not valid TOML: {msg}") from None
     config = Config(path=path)
     for section in doc:
-        if section not in SECTIONS:
+        if section not in SECTION_PARSERS:
             _fail(path, text, section, None,
-                  f"unknown section [{section}] (known: {', '.join(SECTIONS)})")
-    config.thresholds = _thresholds(path, text, doc.get("detector", {}))
+                  f"unknown section [{section}] (known: {', '.join(SECTION_PARSERS)})")
+    ctx = Context(path, text)
+    for name, parse_section in SECTION_PARSERS.items():
+        config.sections[name] = parse_section(doc.get(name, {}), ctx)
+    config.thresholds = config.sections["detector"]
     return config
 
 
