@@ -99,7 +99,11 @@ def load(path: str | None = None, required: bool = False) -> Config:
     except FileNotFoundError:
         if required:
             raise ConfigError(f"{path}: no such config file") from None
-        return Config()
+        config = Config()
+        ctx = Context(path, "")
+        config.sections = {name: parse({}, ctx) for name, parse in SECTION_PARSERS.items()}
+        config.thresholds = config.sections["detector"]
+        return config
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
     text = data.decode("utf-8", errors="replace")
