@@ -539,3 +539,19 @@ def test_job_visible_false_from_toml():
     assert all(not p.mapped for g in m.gpus for p in g.processes)
     with pytest.raises(ScenarioError, match=r"job: visible: must be true or false"):
         loads_toml(TOML.replace("pid = 5000", "pid = 5000\nvisible = \"no\"", 1))
+
+
+def test_other_process_cpu_follows_the_phase():
+    sc = loads_toml(TOML.replace("others.fio = { read_mb_s = 0 }",
+                                 "others.fio = { read_mb_s = 0, cpu_pct = 3200 }", 1))
+    sim = Simulator(sc, seed=1)
+    models = run(sim, 10)
+    assert sim.phase_at(7).name == "slow" and sim.phase_at(3).name == "warm"
+    assert models[7].procs[9000].cpu_pct == pytest.approx(3200, rel=0.1)
+    assert models[3].procs[9000].cpu_pct == pytest.approx(10, abs=3)  # its default
+    busy = 100 - models[7].host.cpu_idle_pct - models[7].host.cpu_iowait_pct
+    job = 4 * 100 + 4 * 2 * 30   # 4 ranks at 100 %, 2 workers each at 30 %
+    assert busy == pytest.approx((3200 + job) / 64 + 2, abs=3)
+    with pytest.raises(ScenarioError, match=r"'slow': others.fio: cpu_pct must be >= 0"):
+        loads_toml(TOML.replace("others.fio = { read_mb_s = 0 }",
+                                "others.fio = { cpu_pct = -5 }", 1))

@@ -140,6 +140,7 @@ class OtherLoad:
 
     read_mb_s: float | None = None
     write_mb_s: float | None = None
+    cpu_pct: float | None = None           # % of one CPU (a build or transcode: thousands)
 
 
 @dataclass
@@ -338,9 +339,13 @@ def _validate(sc: Scenario) -> None:
         check_disk(f"{pw}: write_disk", phase.write_disk)
         for name in phase.disks:
             check_disk(f"{pw}: disks", name)
-        for name in phase.others:
+        for name, override in phase.others.items():
             if name not in other_names:
                 fail(f"{pw}: others: no other process is named {name!r}")
+            for key in ("read_mb_s", "write_mb_s", "cpu_pct"):
+                value = getattr(override, key)
+                if value is not None and value < 0:
+                    fail(f"{pw}: others.{name}: {key} must be >= 0, not {value}")
         for key in ("gpu_util_pct", "cache_hit_pct", "iowait_pct", "io_psi_some_pct",
                     "io_psi_full_pct", "cpu_psi_some_pct", "memory_psi_some_pct", "disk_util_pct",
                     "host_cpu_pct", "gpu_mem_util_pct"):

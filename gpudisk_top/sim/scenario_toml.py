@@ -13,6 +13,7 @@ ScenarioError that names the file and the place ("phases[3] 'ckpt': unknown key 
     [job]
     dataset_disk = "sda"
     workers = 8
+    visible = false                       # in a PID namespace we cannot see into
     [[others]]
     pid = 9100
     name = "rsync"
@@ -26,6 +27,7 @@ ScenarioError that names the file and the place ("phases[3] 'ckpt': unknown key 
     read_mb_s = 300
     gpu_util_by_gpu = { 3 = 40 }          # TOML keys are strings; "3" means GPU 3
     disks.sdb = { read_latency_ms = 25, util_pct = 100 }
+    others.rsync = { read_mb_s = 0, cpu_pct = 0 }  # the phase's rates of an [[others]]
     [[phases]]                            # a group: phases played `repeat` times
     repeat = 5
     [[phases.phases]]

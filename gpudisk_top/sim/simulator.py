@@ -228,7 +228,8 @@ class Simulator:
                 dt, rchar_mb_s=load.others_read_mb_s[other.name],
                 read_mb_s=load.others_read_mb_s[other.name],
                 wchar_mb_s=load.others_write_mb_s[other.name],
-                write_mb_s=load.others_write_mb_s[other.name], cpu_pct=jitter(other.cpu_pct))
+                write_mb_s=load.others_write_mb_s[other.name],
+                cpu_pct=jitter(_other_cpu_pct(phase, other.name, other.cpu_pct)))
         if not running:
             return
         readers = self._workers or self._ranks
@@ -247,7 +248,7 @@ class Simulator:
 
     def _process_cpu_pct(self, phase: Phase, running: bool) -> float:
         """The processes' CPU, in % of one CPU, as the phase asks for it."""
-        total = sum(o.cpu_pct for o in self.scenario.others)
+        total = sum(_other_cpu_pct(phase, o.name, o.cpu_pct) for o in self.scenario.others)
         if running:
             total += len(self._ranks) * phase.job_cpu_pct + len(self._workers) * phase.loader_cpu_pct
         return total
@@ -276,3 +277,9 @@ class Simulator:
             "Dirty": dirty_kb,
             "Writeback": writeback_kb,
         }
+
+
+def _other_cpu_pct(phase: Phase, name: str, default_pct: float) -> float:
+    """An unrelated process's CPU (% of one CPU) in `phase`: its override, else its default."""
+    override = phase.others.get(name)
+    return override.cpu_pct if override and override.cpu_pct is not None else default_pct
