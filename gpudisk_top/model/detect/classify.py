@@ -90,7 +90,8 @@ class Classifier:
                  or self._disk(model, job, sats)
                  or self._cpu(model, job, sats)
                  or self._undiagnosed(model, job, sats))
-        self._learn_dirty(dirty_kb, burst)
+        # Dirty's usual level is learned only while the job runs well: a stall waiting on
+        # writeback must not teach it that gigabytes of Dirty are normal
         state.gpus, state.gpu_util_pct = gpus, util
         state.processes = state.processes or list(job.gpu_pids)
         return state
@@ -132,27 +133,36 @@ class Classifier:
             self._dirty_usual_kb += 0.1 * (dirty_kb - self._dirty_usual_kb)
 
     def _checkpoint(self, model, job: Job, sats, low, judged, dirty_kb, burst) -> IntervalState | None:
+        """The job writes a burst, or waits (in fsync) while the kernel writes it back:
+        either way Dirty/Writeback surge, a device writes hard, and reads are flat."""
         t = self.t
         if len(low) < max(1, math.ceil(len(judged) / 2)):
             return None  # a checkpoint stalls the whole job: the GPUs dip together
-        writing = [s for s in sats.values() if s.write_kb_s >= t.checkpoint_write_mb_s * 1024]
-        if not burst and not (not job.visible and writing):
-            return None
+        if job.read_kb_s > max(job.write_kb_s, 1024.0):
+            return None  # reads are not flat: this is not a checkpoint
+        fast_kb_s = t.checkpoint_write_mb_s * 1024
+        writing = [s for s in sats.values()
+                   if s.write_kb_s >= fast_kb_s or (s.saturated and s.write_kb_s > s.read_kb_s)]
         usual = self._dirty_usual_kb or 0.0
         surge = dirty_kb is not None and (dirty_kb >= t.dirty_surge_mb * 1024
                                           or (dirty_kb >= 4 * usual and dirty_kb >= 65536))
-        write_saturated = any(s.saturated and s.write_kb_s > s.read_kb_s for s in writing)
-        if not (surge or write_saturated):
-            return None
-        if job.read_kb_s > job.write_kb_s:
-            return None  # reads are not flat: this is not a checkpoint
+        if burst:
+            if not (surge or any(s.saturated for s in writing)):
+                return None
+        elif not (surge and writing):
+            return None  # no burst from the job and no writeback it could be waiting on
         target = max(writing, key=lambda s: s.write_kb_s, default=None)
-        parts = [f"{job.describe()} writing {job.write_kb_s / 1024:.0f} MB/s"]
+        parts = []
         devices = []
+        if burst:
+            parts.append(f"{job.describe()} writing {job.write_kb_s / 1024:.0f} MB/s")
+        else:
+            parts.append(f"{job.describe()} waits on writeback (writes "
+                         f"{job.write_kb_s / 1024:.0f} MB/s itself, e.g. in fsync)")
         if target is not None:
             info = model.devices.get(target.name)
             where = f" ({info.mountpoints[0]})" if info and info.mountpoints else ""
-            parts[0] += f" to {self._display(model, target.name)}{where}"
+            parts.append(target.write_evidence(self._display(model, target.name)) + where)
             devices = [target.name]
         if dirty_kb is not None:
             parts.append(f"Dirty+Writeback {dirty_kb / 1048576:.1f} GB")

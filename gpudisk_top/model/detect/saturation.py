@@ -40,7 +40,8 @@ class Saturation:
     name: str
     saturated: bool
     signals: list[str] = field(default_factory=list)
-    await_ms: float = 0.0
+    await_ms: float = 0.0          # reads' (writes' for a device that only writes)
+    w_await_ms: float = 0.0
     baseline_ms: float = 0.0
     aqu_sz: float = 0.0
     util_pct: float = 0.0
@@ -48,6 +49,10 @@ class Saturation:
     write_kb_s: float = 0.0
     iops: float = 0.0
     pressure_pct: float | None = None
+
+    def write_evidence(self, display_name: str) -> str:
+        return (f"{display_name} writing {self.write_kb_s / 1024:.0f} MB/s, "
+                f"w_await {fmt_ms(self.w_await_ms)} ms, aqu-sz {self.aqu_sz:.0f}")
 
     def evidence(self, display_name: str) -> str:
         parts = [f"{display_name} r_await {fmt_ms(self.await_ms)} ms "
@@ -98,7 +103,8 @@ class SaturationTracker:
         await_ms = _read_await(r)
         baseline = self.baseline_ms(name, dev_class)
         kb_s, iops = r.rkb_s + r.wkb_s, r.r_s + r.w_s
-        sat = Saturation(name=name, saturated=False, await_ms=await_ms, baseline_ms=baseline,
+        sat = Saturation(name=name, saturated=False, await_ms=await_ms,
+                         w_await_ms=r.w_await_ms, baseline_ms=baseline,
                          aqu_sz=r.aqu_sz, util_pct=r.util_pct, read_kb_s=r.rkb_s,
                          write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct)
         floor = t.for_class("latency_floor_ms", dev_class)

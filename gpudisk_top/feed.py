@@ -1,0 +1,148 @@
+"""The sampling loop: source -> Model -> Detector -> History, on its own thread.
+
+The dashboard runs one Feed; a slow NVML call or a hung disk read blocks this thread, never
+the screen (which shows the feed as stale).  Hooks let a recorder or an exporter see every
+raw sample from the same thread, so a slow screen never drops one.  UI-free.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.model.history import History
+from gpudisk_top.model.snapshot import Model
+
+INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass
+class Update:
+    """What the screen needs after one sample."""
+
+    seq: int
+    model: Model
+    verdict: Verdict | None        # None for the very first sample (no interval yet)
+    episodes: list[Episode] = field(default_factory=list)
+    sample_ms: float = 0.0         # how long reading the sources took
+    self_cpu_pct: float | None = None
+    self_rss_mb: float | None = None
+
+
+class SelfStats:
+    """This process's own CPU % (of one core) and RSS, from /proc/self."""
+
+    def __init__(self) -> None:
+        self._ticks = os.sysconf("SC_CLK_TCK")
+        self._last: tuple[float, float] | None = None
+
+    def read(self) -> tuple[float | None, float | None]:
+        now = time.monotonic()
+        try:
+            with open("/proc/self/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu_s = (int(fields[11]) + int(fields[12])) / self._ticks
+            with open("/proc/self/statm") as f:
+                rss_mb = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except (OSError, ValueError, IndexError):
+            return None, None
+        pct = None
+        if self._last is not None and now > self._last[0]:
+            pct = (cpu_s - self._last[1]) / (now - self._last[0]) * 100
+        self._last = (now, cpu_s)
+        return pct, rss_mb
+
+
+class Feed:
+    """Samples `source` every interval_s on a thread and calls on_update(Update) there.
+
+    source: anything with sample() -> Sample and close() (the live Sampler, the simulator).
+    on_sample: called with each raw Sample first (the recorder, the metrics exporter).
+    """
+
+    def __init__(self, source, interval_s: float, on_update: Callable[[Update], None],
+                 thresholds: Thresholds | None = None, on_sample=None,
+                 history_capacity: int = 3600) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self.on_update = on_update
+        self.on_sample = on_sample
+        self.detector = Detector(thresholds)
+        self.history = History(history_capacity)
+        self.last_update_mono: float | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_sample = None
+        self._seq = 0
+        self._self = SelfStats()
+
+    # ------------------------------------------------------------------ control
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="gpudisk-top-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        try:
+            self.source.close()
+        except Exception:  # noqa: BLE001 - closing must not mask the reason we stop
+            pass
+
+    def set_interval(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        if hasattr(self.source, "interval_s"):
+            self.source.interval_s = interval_s  # the simulator keeps its own clock
+        self._wake.set()
+
+    def step_interval(self, direction: int) -> float:
+        """The next shorter (-1) or longer (+1) interval from INTERVALS_S."""
+        longer = [s for s in INTERVALS_S if s > self.interval_s + 1e-9]
+        shorter = [s for s in INTERVALS_S if s < self.interval_s - 1e-9]
+        if direction > 0 and longer:
+            self.set_interval(longer[0])
+        elif direction < 0 and shorter:
+            self.set_interval(shorter[-1])
+        return self.interval_s
+
+    # ------------------------------------------------------------------ loop
+    def step(self) -> Update:
+        """Take one sample and derive everything from it (also usable without the thread)."""
+        t0 = time.monotonic()
+        sample = self.source.sample()
+        sample_ms = (time.monotonic() - t0) * 1000
+        if self.on_sample is not None:
+            self.on_sample(sample)
+        last, self._last_sample = self._last_sample, sample
+        model = Model.new(sample, last)
+        verdict = None
+        if last is not None:
+            verdict = self.detector.feed(model)
+            self.history.append(model, verdict)
+        self._seq += 1
+        cpu, rss = self._self.read()
+        update = Update(seq=self._seq, model=model, verdict=verdict,
+                        episodes=list(self.detector.episodes), sample_ms=sample_ms,
+                        self_cpu_pct=cpu, self_rss_mb=rss)
+        self.last_update_mono = time.monotonic()
+        return update
+
+    def _run(self) -> None:
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            self.on_update(self.step())
+            deadline += self.interval_s
+            if deadline < time.monotonic():  # fell behind (a slow read): no burst to catch up
+                deadline = time.monotonic() + self.interval_s
+            self._wake.clear()
+            while not self._stop.is_set() and (remaining := deadline - time.monotonic()) > 0:
+                if self._wake.wait(remaining):  # the interval changed, or stop
+                    self._wake.clear()
+                    deadline = min(deadline, time.monotonic() + self.interval_s)
