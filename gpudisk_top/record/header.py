@@ -1,0 +1,69 @@
+"""The session header: who recorded what, written once per session as an H frame (JSON)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import platform
+
+from gpudisk_top import __version__
+from gpudisk_top.collect.sample import Sample
+from gpudisk_top.record import format_v1
+
+FORMAT_NAME = "gpudisk-top recording"
+FORMAT_VERSION = 1        # the version this code writes; reader.py reads every version up to it
+SEGMENT_SAMPLES = 600     # a keyframe every this many samples: the longest decode for a seek
+
+
+def iso(wall_s: float) -> str:
+    return dt.datetime.fromtimestamp(wall_s).astimezone().isoformat(timespec="milliseconds")
+
+
+def make_header(origin: dict | None = None, interval_s: float | None = None, **extra) -> dict:
+    """The caller's part of a session header.  origin is commands.common.open_source()'s
+    ({"source", "host_name", "kernel"}); the recorder adds the rest from the first sample."""
+    origin = origin or {"source": "live", "host_name": platform.node(), "kernel": platform.release()}
+    header = {
+        "source": origin.get("source", "live"),
+        "simulated": origin.get("source", "live") != "live",
+        "host_name": origin.get("host_name"),
+        "kernel": origin.get("kernel"),
+        "interval_s": interval_s,
+    }
+    header.update(extra)
+    return header
+
+
+def complete_header(header: dict, first: Sample) -> dict:
+    """The H frame's JSON: the caller's header, the format's own fields, and the GPUs and
+    devices as the first sample saw them."""
+    out = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "tool": "gpudisk-top",
+        "tool_version": __version__,
+        "source": "live",
+        "simulated": False,
+        "host_name": platform.node(),
+        "kernel": platform.release(),
+        "interval_s": None,
+    }
+    out.update(header)
+    out.update({
+        "started": iso(first.wall_s),
+        "started_s": first.wall_s,
+        "recorder_pid": os.getpid(),
+        "ncpu": first.host.ncpu,
+        "gpu_status": first.gpu.status,
+        "driver_version": first.gpu.driver_version,
+        "gpus": [{"index": g.index, "name": g.name, "uuid": g.uuid, "pci_bus_id": g.pci_bus_id,
+                  "mem_total_mib": None if g.mem_total_bytes is None else g.mem_total_bytes / 2**20}
+                 for g in first.gpu.gpus],
+        "devices": [{k: (list(v) if isinstance(v, tuple) else v)
+                     for k, v in dataclasses.asdict(d).items()} for d in first.devices.values()],
+        "segment_samples": header.get("segment_samples", SEGMENT_SAMPLES),
+        "compression": "raw deflate per segment, Z_SYNC_FLUSH per sample",
+        "schema": format_v1.schema(),
+    })
+    return out

@@ -1,0 +1,376 @@
+"""Reading a recording: open it, index it in one pass, seek by time, decode samples.
+
+    with Recording.open("node17.gdtrec") as rec:
+        print(len(rec), rec.start_s, rec.end_s, rec.header["host_name"])
+        i = rec.seek(rec.start_s + 3600)          # first sample at or after that time
+        for i, sample in rec.samples(i, i + 60):  # raw Samples, as the Sampler made them
+            ...
+
+Opening reads the preamble, then walks every frame header and checks every CRC (about
+0.1 s for a day at 1 Hz); the index holds each sample's time and offset, so seek() is a
+bisection and sample(i) decodes at most one segment (SEGMENT_SAMPLES samples) from its
+keyframe.  A torn tail or a damaged stretch becomes a warning in `warnings`, and every
+good frame around it is still read.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import mmap
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from gpudisk_top.collect.sample import Sample
+from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.record import format_v1, frames
+from gpudisk_top.record.header import FORMAT_VERSION, iso
+
+# A reader for every format version, forever: version -> the module with its Decoder.
+DECODERS = {1: format_v1}
+
+
+class CorruptRecording(RuntimeFailure):
+    """A frame that passed its CRC could not be decoded."""
+
+
+@dataclass
+class Session:
+    """One run of a recorder: its header, where its samples are, and how it ended."""
+
+    header: dict
+    first: int                   # index of its first sample
+    end: dict | None = None      # the E frame: {"reason", "samples", "ended"}; None if it never ended cleanly
+    decoder_module: object = None
+
+
+@dataclass
+class _Cursor:
+    index: int = -1              # the last sample decoded
+    keyframe: int = -1           # its segment's keyframe
+    decoder: object = None
+    sample: Sample | None = None
+
+
+@dataclass
+class _Index:
+    walls: array = field(default_factory=lambda: array("d"))
+    starts: array = field(default_factory=lambda: array("q"))   # payload start
+    ends: array = field(default_factory=lambda: array("q"))
+    keyframes: list[int] = field(default_factory=list)          # sample indexes of K frames
+    session_firsts: list[int] = field(default_factory=list)
+
+
+def check_preamble(path: str, head: bytes, size: int) -> int:
+    """The format version of a file that starts with `head`; raises UsageError with one
+    line when it is not a recording this code can read."""
+    if size == 0:
+        raise UsageError(f"{path}: empty file, not a gpudisk-top recording")
+    if not head.startswith(frames.MAGIC[:min(len(head), len(frames.MAGIC))]):
+        raise UsageError(f"{path}: not a gpudisk-top recording")
+    if size < frames.PREAMBLE.size:
+        raise UsageError(f"{path}: truncated gpudisk-top recording ({size} bytes, no header)")
+    _, version, _ = frames.PREAMBLE.unpack_from(head)
+    if version > FORMAT_VERSION:
+        raise UsageError(f"{path}: recording format version {version} is newer than this "
+                         f"gpudisk-top reads (up to {FORMAT_VERSION}); upgrade gpudisk-top to read it")
+    if version not in DECODERS:
+        raise UsageError(f"{path}: unknown recording format version {version}")
+    return version
+
+
+class Recording:
+    """A recording opened for reading.  Use Recording.open(path)."""
+
+    def __init__(self, path: str, buf, version: int, mm: mmap.mmap | None = None) -> None:
+        self.path = path
+        self.version = version
+        self.warnings: list[str] = []
+        self.sessions: list[Session] = []
+        self.size = len(buf)
+        self._buf = buf
+        self._mm = mm
+        self._idx = _Index()
+        self._cursor = _Cursor()
+        self._order: list[int] | None = None   # samples by time, when the clock went backwards
+        self._build_index()
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path) -> "Recording":
+        """Open and index a recording.  Raises UsageError (one line) when the file cannot
+        be opened or is not a recording this code can read; damage inside the file is a
+        warning in `warnings`, never an exception."""
+        path = os.fspath(path)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise UsageError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise UsageError(f"{path}: is a directory, not a recording") from None
+        except OSError as err:
+            raise UsageError(f"{path}: {err.strerror or err}") from None
+        try:
+            st = os.fstat(fd)
+            if not os.path.stat.S_ISREG(st.st_mode):
+                raise UsageError(f"{path}: not a regular file")
+            size = st.st_size
+            head = os.pread(fd, frames.PREAMBLE.size, 0)
+            version = check_preamble(path, head, size)
+            try:
+                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                buf = mm
+            except (OSError, ValueError):
+                mm = None
+                buf = _read_all(fd, size)
+        except IsADirectoryError:
+            raise UsageError(f"{path}: is a directory, not a recording") from None
+        except OSError as err:
+            raise UsageError(f"{path}: {err.strerror or err}") from None
+        finally:
+            os.close(fd)
+        return cls(path, buf, version, mm)
+
+    def _build_index(self) -> None:
+        found, damage = frames.scan(self._buf, frames.PREAMBLE.size)
+        idx = self._idx
+        walls, starts, ends = idx.walls, idx.starts, idx.ends
+        keyframes = idx.keyframes
+        module = DECODERS[self.version]
+        session: Session | None = None
+        chain = False          # can the next D frame be decoded (its segment is intact)?
+        prev_end = frames.PREAMBLE.size
+        skipped = 0            # D frames that follow damage, up to the next keyframe
+        unknown: set[int] = set()
+        for fr in found:
+            if fr.offset != prev_end:
+                chain = False  # damage in between: scan() reported it
+            prev_end = fr.end
+            kind = fr.kind
+            if kind == frames.DELTA:
+                if chain:
+                    walls.append(fr.wall_s)
+                    starts.append(fr.start)
+                    ends.append(fr.end)
+                else:
+                    skipped += 1
+            elif kind == frames.KEYFRAME:
+                if session is None:
+                    # its session header was lost: read it with this version's schema
+                    session = Session({}, len(walls), decoder_module=module)
+                    self.sessions.append(session)
+                    idx.session_firsts.append(len(walls))
+                chain = True
+                keyframes.append(len(walls))
+                walls.append(fr.wall_s)
+                starts.append(fr.start)
+                ends.append(fr.end)
+            elif kind == frames.SESSION:
+                session = Session(self._json(fr), len(walls), decoder_module=module)
+                self.sessions.append(session)
+                idx.session_firsts.append(len(walls))
+                chain = False
+            elif kind == frames.END:
+                if session is not None:
+                    session.end = self._json(fr)
+                chain = False
+            elif chr(kind).isupper() or kind not in range(32, 127):
+                unknown.add(kind)
+                chain = False
+            # an unknown lower-case type is an addition this reader may ignore
+        self._report_damage(damage, skipped, unknown)
+        # sessions that hold no sample (a recorder stopped before its first) are kept for
+        # their headers, but samples map to the last session that starts at their index
+        if any(walls[i] > walls[i + 1] for i in range(len(walls) - 1)):
+            self._order = sorted(range(len(walls)), key=walls.__getitem__)
+            self.warnings.append(f"{self.path}: the clock went backwards during the recording; "
+                                 "seeking by time uses the samples in time order")
+
+    def _json(self, fr: frames.Frame) -> dict:
+        try:
+            value = json.loads(bytes(self._buf[fr.start:fr.end]))
+            return value if isinstance(value, dict) else {}
+        except ValueError:
+            self.warnings.append(f"{self.path}: a session header at byte {fr.offset} "
+                                 "could not be read")
+            return {}
+
+    def _report_damage(self, damage: list[frames.Damage], skipped: int, unknown: set[int]) -> None:
+        for d in damage:
+            if d.torn_tail:
+                self.warnings.append(
+                    f"{self.path}: the last {d.end - d.start} bytes (from byte {d.start}) are a torn "
+                    "or damaged frame, skipped (the recorder was stopped while writing: kill -9, "
+                    f"power loss or a full disk); the {len(self)} samples before it are read")
+            else:
+                self.warnings.append(f"{self.path}: bytes {d.start}-{d.end} are damaged and were skipped")
+        if skipped:
+            self.warnings.append(f"{self.path}: {skipped} samples after damage, up to the next "
+                                 "keyframe, could not be decoded and were skipped")
+        for kind in sorted(unknown):
+            self.warnings.append(f"{self.path}: frames of unknown type {kind:#04x} were skipped "
+                                 "(written by a newer gpudisk-top?)")
+
+    # ------------------------------------------------------------------ facts
+    def __len__(self) -> int:
+        return len(self._idx.walls)
+
+    def __enter__(self) -> "Recording":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._cursor = _Cursor()
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # a payload view is still alive somewhere; the GC closes it
+            self._mm = None
+
+    @property
+    def header(self) -> dict:
+        """The first session's header (host, kernel, tool version, GPUs, devices, schema)."""
+        return self.sessions[0].header if self.sessions else {}
+
+    @property
+    def start_s(self) -> float | None:
+        """Wall time of the earliest sample, or None for a recording without samples."""
+        if not len(self):
+            return None
+        return self._idx.walls[self._order[0]] if self._order else self._idx.walls[0]
+
+    @property
+    def end_s(self) -> float | None:
+        if not len(self):
+            return None
+        return self._idx.walls[self._order[-1]] if self._order else self._idx.walls[-1]
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_s - self.start_s) if len(self) else 0.0
+
+    def wall_s(self, i: int) -> float:
+        """Wall time of sample i, from the index (nothing is decoded)."""
+        return self._idx.walls[i]
+
+    def describe(self) -> str:
+        """'1234 samples, 2026-01-01T00:00:01+00:00 to ...' for messages."""
+        if not len(self):
+            return "no samples"
+        return f"{len(self)} samples, {iso(self.start_s)} to {iso(self.end_s)}"
+
+    def session_index(self, i: int) -> int:
+        """Which session sample i belongs to."""
+        return max(0, bisect.bisect_right(self._idx.session_firsts, i) - 1)
+
+    def starts_session(self, i: int) -> bool:
+        """True for the first sample of a recorder run: no interval ends there."""
+        firsts = self._idx.session_firsts
+        j = bisect.bisect_left(firsts, i)
+        return j < len(firsts) and firsts[j] == i
+
+    # ------------------------------------------------------------------ seeking
+    def seek(self, wall_s: float) -> int:
+        """The index of the first sample at or after wall_s (len(self) when none is)."""
+        walls = self._idx.walls
+        if self._order is None:
+            return bisect.bisect_left(walls, wall_s)
+        order = self._order
+        j = bisect.bisect_left(order, wall_s, key=walls.__getitem__)
+        return order[j] if j < len(order) else len(walls)
+
+    def index_at(self, wall_s: float) -> int:
+        """The index of the last sample at or before wall_s (0 when none is): the one a
+        screen shows at that moment."""
+        walls = self._idx.walls
+        if self._order is None:
+            return max(0, bisect.bisect_right(walls, wall_s) - 1)
+        order = self._order
+        j = bisect.bisect_right(order, wall_s, key=walls.__getitem__) - 1
+        return order[max(0, j)] if order else 0
+
+    # ------------------------------------------------------------------ decoding
+    def _decoder(self, i: int):
+        s = self.sessions[self.session_index(i)] if self.sessions else None
+        module = s.decoder_module if s is not None else DECODERS[self.version]
+        return module.Decoder(s.header.get("schema") if s is not None else None)
+
+    def _keyframe_of(self, i: int) -> int:
+        kf = self._idx.keyframes
+        return kf[bisect.bisect_right(kf, i) - 1]
+
+    def sample(self, i: int) -> Sample:
+        """Sample i, decoded.  Sequential calls cost one frame each; a jump decodes from
+        the segment's keyframe.  Raises IndexError out of range and CorruptRecording when
+        a frame that passed its CRC cannot be decoded."""
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"sample {i} of {n}")
+        c = self._cursor
+        if c.index == i and c.sample is not None:
+            return c.sample
+        k = self._keyframe_of(i)
+        if not (c.keyframe == k and c.index < i and c.decoder is not None):
+            c.decoder = self._decoder(k)
+            c.keyframe, c.index = k, k - 1
+        idx = self._idx
+        buf = self._buf
+        while c.index < i:
+            j = c.index + 1
+            try:
+                c.sample = c.decoder.decode(bytes(buf[idx.starts[j]:idx.ends[j]]))
+            except format_v1.FormatError as err:
+                self._cursor = _Cursor()
+                raise CorruptRecording(f"{self.path}: sample {j} (byte {idx.starts[j]}) "
+                                       f"cannot be decoded: {err}") from None
+            c.index = j
+        return c.sample
+
+    def samples(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, Sample]]:
+        """(index, Sample) for samples start..stop-1 in file order.  A segment that cannot
+        be decoded is skipped with a warning in `warnings`."""
+        n = len(self)
+        stop = n if stop is None else min(stop, n)
+        i = max(0, start)
+        while i < stop:
+            try:
+                s = self.sample(i)
+            except CorruptRecording as err:
+                self.warnings.append(f"{err}; skipped to the next keyframe")
+                kf = self._idx.keyframes
+                j = bisect.bisect_right(kf, i)
+                i = kf[j] if j < len(kf) else stop
+                continue
+            yield i, s
+            i += 1
+
+    def between(self, start_s: float | None = None, end_s: float | None = None
+                ) -> Iterator[tuple[int, Sample]]:
+        """(index, Sample) for the samples with start_s <= wall_s <= end_s."""
+        lo = 0 if start_s is None else self.seek(start_s)
+        for i, s in self.samples(lo):
+            if end_s is not None and s.wall_s > end_s:
+                if self._order is None:
+                    break
+                continue
+            if start_s is not None and s.wall_s < start_s:
+                continue
+            yield i, s
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = os.pread(fd, min(1 << 24, size - got), got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
