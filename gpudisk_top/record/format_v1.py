@@ -327,13 +327,28 @@ class Decoder:
         gpu_fields = set(_names(GpuRaw))
         self._gpu_known_static = [(i, n) for i, n in enumerate(self._gpu_static) if n in gpu_fields]
         self._gpu_known_dynamic = [(i, n) for i, n in enumerate(self._gpu_dynamic) if n in gpu_fields]
-        self._proc_static = sch["proc_static"]
+        self._proc_static_names = sch["proc_static"]
         self._proc_counters = sch["proc_counters"]
         self._proc_n = len(self._proc_counters)
         proc_fields = set(_names(ProcIoRaw))
         self._proc_known = [(i, n) for i, n in enumerate(self._proc_counters) if n in proc_fields]
-        self._proc_known_static = [(i, n) for i, n in enumerate(self._proc_static) if n in proc_fields]
+        self._proc_known_static = [(i, n) for i, n in enumerate(self._proc_static_names) if n in proc_fields]
+        self._proc_positional = (
+            list(self._proc_static_names) == list(PROC_STATIC) and list(self._proc_counters) == list(PROC_COUNTERS)
+            and list(_names(ProcIoRaw)) == ["pid", *PROC_STATIC[:4], *PROC_COUNTERS, PROC_STATIC[4]])
         self.start_segment()
+
+    def _proc_identity(self, st: list):
+        """A process's identity as decode() uses it: a tuple in PROC_STATIC order when
+        positional, else a dict of the fields this code knows."""
+        names = self._proc_static_names
+        dev_i = names.index("devices") if "devices" in names else None
+        if dev_i is not None and isinstance(st[dev_i], list):
+            st = list(st)
+            st[dev_i] = tuple(st[dev_i])
+        if self._proc_positional:
+            return tuple(st)
+        return {name: st[j] for j, name in self._proc_known_static}
 
     def start_segment(self) -> None:
         self._z = zlib.decompressobj(-15)
@@ -344,7 +359,7 @@ class Decoder:
         self._gpus: list[list] | None = None  # per GPU: [dyn, static, procs, last util ts, last mem ts]
         self._pids: list[int] | None = None
         self._proc_flat: list | None = None
-        self._proc_static: dict[int, list] = {}
+        self._proc_static: dict[int, tuple | dict] = {}
         self._host = None
 
     def decode(self, payload: bytes) -> Sample:
@@ -425,24 +440,31 @@ class Decoder:
         statics = self._proc_static
         pids = self._pids
         for i, st in d.get("ps", ()):
-            statics[pids[i]] = st
+            statics[pids[i]] = self._proc_identity(st)
         n = self._proc_n
         if len(flat) != n * len(pids):
             raise FormatError("process counters do not match the process list")
         procs = {}
-        known, known_static = self._proc_known, self._proc_known_static
-        for i, pid in enumerate(pids):
-            st = statics.get(pid)
-            if st is None:
-                raise FormatError(f"process {pid} without its identity")
-            kwargs = {name: st[j] for j, name in known_static}
-            dev = kwargs.get("devices")
-            if isinstance(dev, list):
-                kwargs["devices"] = tuple(dev)
-            base = i * n
-            for j, name in known:
-                kwargs[name] = flat[base + j]
-            procs[pid] = ProcIoRaw(pid=pid, **kwargs)
+        if self._proc_positional:
+            # this code's own field order: ProcIoRaw(pid, ppid, root_pid, name, cmdline,
+            # rchar, wchar, read_bytes, write_bytes, cpu_ticks, devices)
+            for i, pid in enumerate(pids):
+                st = statics.get(pid)
+                if st is None:
+                    raise FormatError(f"process {pid} without its identity")
+                base = i * n
+                procs[pid] = ProcIoRaw(pid, st[0], st[1], st[2], st[3], *flat[base:base + n], st[4])
+        else:
+            known = self._proc_known
+            for i, pid in enumerate(pids):
+                st = statics.get(pid)
+                if st is None:
+                    raise FormatError(f"process {pid} without its identity")
+                kwargs = dict(st)
+                base = i * n
+                for j, name in known:
+                    kwargs[name] = flat[base + j]
+                procs[pid] = ProcIoRaw(pid=pid, **kwargs)
         return Sample(mono_s=mono_s, wall_s=wall_s, disks=disks, devices=dict(self._devices),
                       gpu=GpuSnapshot(status=self._gpu_status[0], driver_version=self._gpu_status[1],
                                       gpus=gpus),

@@ -1,0 +1,59 @@
+"""`gpudisk-top export FILE --format csv|jsonl|perfetto -o OUT`: per-interval rates.
+
+perfetto writes Chrome trace-event JSON that the Perfetto UI (and chrome://tracing) opens:
+a counter track per GPU, per disk and for the host, a slice per starvation episode, with
+wall-clock microsecond timestamps like the PyTorch profiler's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gpudisk_top.commands.common import Parser, add_detector_options, device_filter, thresholds_from
+from gpudisk_top.errors import RuntimeFailure, UsageError
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    from gpudisk_top.report.export import FORMATS
+    from gpudisk_top.report.window import add_window_options
+
+    p = Parser(prog=prog, description=(
+        "Write a recording's per-interval rates: csv (one row per interval and GPU, disk "
+        "and host), jsonl (one object per interval), or perfetto (Chrome trace-event JSON "
+        "for ui.perfetto.dev, beside a PyTorch profiler trace)."))
+    add_window_options(p)
+    p.add_argument("--format", "-f", required=True, choices=FORMATS, help="output format")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file ('-': stdout)")
+    add_detector_options(p)
+    return p
+
+
+def run(args) -> int:
+    from gpudisk_top.report.export import WRITERS
+    from gpudisk_top.report.window import open_window
+
+    thresholds = thresholds_from(args)
+    if args.output != "-" and os.path.abspath(args.output) == os.path.abspath(args.file):
+        raise UsageError("-o would overwrite the recording itself")
+    rec, start, end = open_window(args)
+    try:
+        if args.output == "-":
+            WRITERS[args.format](sys.stdout, rec, start, end, thresholds, device_filter(args))
+            return 0
+        tmp = f"{args.output}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="") as out:
+                n = WRITERS[args.format](out, rec, start, end, thresholds, device_filter(args))
+            os.replace(tmp, args.output)  # never a half-written OUT
+        except OSError as err:
+            raise RuntimeFailure(f"cannot write {args.output}: {err.strerror or err}") from None
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    finally:
+        rec.close()
+    print(f"gpudisk-top: wrote {n} {'rows' if args.format == 'csv' else 'lines' if args.format == 'jsonl' else 'events'} "
+          f"to {args.output}", file=sys.stderr)
+    return 0

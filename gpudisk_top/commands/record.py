@@ -1,0 +1,156 @@
+"""`gpudisk-top record -o FILE`: record raw samples, headless, until stopped.
+
+No terminal and no Textual: this module imports only the collectors (or the simulator for
+--demo) and the recorder.  SIGINT and SIGTERM stop it cleanly: the sample being written
+is finished, the session is closed with an end frame, and the file is synced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import select
+import signal
+import sys
+import threading
+import time
+
+from gpudisk_top.commands.common import Parser, add_interval_option, add_source_options, open_source
+from gpudisk_top.errors import UsageError
+
+
+def _positive(kind: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of {kind}: {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive number of {kind}: {text!r}")
+        return value
+    return parse
+
+
+def _duration(text: str) -> float:
+    from gpudisk_top.timeparse import TimeParseError, parse_duration
+
+    try:
+        value = parse_duration(text)
+    except TimeParseError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    p = Parser(prog=prog, description=(
+        "Record raw samples to FILE, headless (no terminal needed), until SIGINT or SIGTERM "
+        "or --duration.  An existing recording is appended to.  Every device is recorded: "
+        "-a and -d choose what report and export show, not what is recorded."))
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the recording (e.g. node17.gdtrec); appended to if it exists")
+    add_interval_option(p)
+    p.add_argument("--duration", type=_duration, metavar="S",
+                   help="stop after this long (90, 90s, 15m, 2h, 1d); default: until stopped")
+    keep = p.add_mutually_exclusive_group()
+    keep.add_argument("--max-size", type=_positive("megabytes"), metavar="MB",
+                      help="keep FILE and its rotated generations FILE.1, FILE.2, ... under MB "
+                           "in all: FILE rotates at MB/10, the oldest generations are deleted")
+    keep.add_argument("--retain", type=_positive("days"), metavar="DAYS",
+                      help="rotate FILE at local midnight (FILE.1 is yesterday) and delete "
+                           "generations older than DAYS days")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line when stopping")
+    add_source_options(p)
+    return p
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM set `reason` and wake wait(); the previous handlers come back
+    on restore().  Only the main thread can install handlers; elsewhere nothing is."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._old: dict[int, object] = {}
+        self._rfd = self._wfd = None
+        self._old_wakeup = -1
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._rfd, self._wfd = os.pipe()
+        os.set_blocking(self._rfd, False)
+        os.set_blocking(self._wfd, False)
+        self._old_wakeup = signal.set_wakeup_fd(self._wfd, warn_on_full_buffer=False)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.reason = signal.Signals(signum).name
+
+    def wait(self, timeout_s: float) -> None:
+        if timeout_s <= 0 or self.reason:
+            return
+        if self._rfd is None:
+            time.sleep(timeout_s)
+            return
+        ready, _, _ = select.select([self._rfd], [], [], timeout_s)
+        if ready:
+            try:
+                while os.read(self._rfd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        if self._rfd is not None:
+            signal.set_wakeup_fd(self._old_wakeup)
+            os.close(self._rfd)
+            os.close(self._wfd)
+            self._rfd = self._wfd = None
+
+
+def run(args) -> int:
+    from gpudisk_top.record import Recorder, make_header
+
+    if os.path.isdir(args.output):
+        raise UsageError(f"-o {args.output}: is a directory")
+    source, _virtual, origin = open_source(args)
+    try:
+        header = make_header(origin, args.interval, argv=sys.argv[1:] or None)
+        recorder = Recorder(args.output, header, max_size_mb=args.max_size,
+                            retain_days=args.retain)
+    except BaseException:
+        source.close()
+        raise
+    for warning in recorder.warnings:
+        print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
+    stop = _StopSignals()
+    reason = "duration reached" if args.duration is not None else "stopped"
+    t0 = time.monotonic()
+    try:
+        k = 0
+        while stop.reason is None:
+            recorder.append(source.sample())
+            k += 1
+            now = time.monotonic()
+            if now < t0 + k * args.interval - args.interval:
+                k = int((now - t0) / args.interval) + 1  # the clock jumped back: re-anchor
+            elif now > t0 + k * args.interval:
+                k = math.ceil((now - t0) / args.interval)  # late: skip the ticks we missed
+            if args.duration is not None and k * args.interval > args.duration + 1e-9:
+                break
+            stop.wait(t0 + k * args.interval - time.monotonic())
+        if stop.reason is not None:
+            reason = stop.reason
+    finally:
+        stop.restore()
+        recorder.close(reason)
+        source.close()
+    if not args.quiet:
+        print(f"gpudisk-top: recorded {recorder.samples} samples to {args.output} "
+              f"({recorder.bytes_written / 1024:.0f} KiB); {reason}", file=sys.stderr)
+        for path in recorder.removed:
+            print(f"gpudisk-top: retention removed {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,44 @@
+"""`gpudisk-top report FILE`: the postmortem of a recording, as text or JSON.
+
+Verdicts are recomputed from the raw counters by this version's model and detector;
+the JSON layout is an API (README, "Report JSON"): keys are added, never renamed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpudisk_top.commands.common import Parser, add_detector_options, device_filter, thresholds_from
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    from gpudisk_top.report.window import add_window_options
+
+    p = Parser(prog=prog, description=(
+        "The postmortem of a recording: its span, each GPU's time in each state, the "
+        "starvation episodes with their evidence, the devices with the worst await, and "
+        "charts of GPU utilization and disk latency with the episodes marked."))
+    add_window_options(p)
+    p.add_argument("--json", action="store_true", help="one JSON object (schema in README)")
+    p.add_argument("--no-charts", action="store_true", help="text report without the charts")
+    add_detector_options(p)
+    return p
+
+
+def run(args) -> int:
+    from gpudisk_top.report import summary, text
+    from gpudisk_top.report.window import open_window
+
+    thresholds = thresholds_from(args)
+    rec, start, end = open_window(args)
+    try:
+        result = summary.build(rec, start, end, thresholds, device_filter(args))
+    finally:
+        rec.close()
+    if args.json:
+        sys.stdout.write(json.dumps(result.data, indent=2, allow_nan=False, default=str) + "\n")
+    else:
+        sys.stdout.write(text.render(result, charts=not args.no_charts))
+    return 0

@@ -1,0 +1,140 @@
+"""The text postmortem: span, time in each state per GPU, episodes, worst devices, charts."""
+
+from __future__ import annotations
+
+import textwrap
+
+from gpudisk_top.model.detect.classify import gpu_ranges
+from gpudisk_top.report.summary import GPU_STATES, Summary
+
+# one letter per starved state, for the charts' episode marks
+STATE_LETTERS = {"disk-starved": "D", "checkpoint-stall": "C", "cpu-starved": "P",
+                 "straggler": "S", "undiagnosed-stall": "U"}
+WIDTH = 100
+
+
+def _dur(seconds: float) -> str:
+    seconds = int(round(seconds))
+    d, rem = divmod(seconds, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    parts = [f"{d}d"] * bool(d) + [f"{h}h"] * bool(h) + [f"{m}m"] * bool(m) + [f"{s}s"] * (bool(s) or seconds == 0)
+    return " ".join(parts[:2] if d else parts)
+
+
+def _short(iso_time: str | None) -> str:
+    return "-" if iso_time is None else iso_time.replace("T", " ")[:19]
+
+
+def _f(value, fmt="{:.2f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def render(summary: Summary, charts: bool = True) -> str:
+    d = summary.data
+    out: list[str] = []
+    head = f"gpudisk-top report: {d['file']}"
+    if d["simulated"]:
+        head += f"  (SIMULATED: {d['source']})"
+    out.append(head)
+    out.append(f"host {d['host_name'] or '?'}  Linux {d['kernel'] or '?'}  recorded by gpudisk-top "
+               f"{d['recorded_by'] or '?'} (format {d['format_version']}), read by {d['version']}")
+    out.append(f"span {_short(d['start'])} to {_short(d['end'])} ({_dur(d['duration_s'])}, "
+               f"{d['samples']} samples, interval {_f(d['interval_s'])} s)")
+    out.append("")
+    out += _states(d)
+    out.append("")
+    out += _episodes(d)
+    out.append("")
+    out += _devices(d)
+    if charts and d["samples"] > 1:
+        out.append("")
+        out += _charts(summary)
+    if d["warnings"]:
+        out.append("")
+        out += [f"warning: {w}" for w in d["warnings"]]
+    return "\n".join(out) + "\n"
+
+
+def _states(d: dict) -> list[str]:
+    states = d["states"]
+    if not states:
+        return ["GPUs: none recorded"]
+    used = [s for s in GPU_STATES if any(v[s] > 0 for v in states.values())] or ["idle"]
+    width = max(len(s) for s in used) + 1
+    lines = [f"Time in each state, per GPU (share of {_dur(d['duration_s'])}):",
+             "GPU " + "".join(f"{s:>{width}}" for s in used)]
+    for idx, per in states.items():
+        total = sum(per.values())
+        cells = "".join(f"{(per[s] / total * 100 if total else 0):>{width - 1}.1f}%" for s in used)
+        lines.append(f"{idx:>3} {cells}")
+    return lines
+
+
+def _episodes(d: dict) -> list[str]:
+    eps = d["episodes"]
+    if not eps:
+        return ["Episodes: none (no GPU starved long enough to open one)"]
+    lines = [f"Episodes ({len(eps)}):",
+             f"{'#':>3}  {'state':<17} {'start':<19}  {'end':<8}  {'duration':>9}  {'GPUs':<10} "
+             f"{'devices':<14} processes"]
+    for e in eps:
+        procs = ",".join(map(str, e["processes"][:4])) + (",..." if len(e["processes"]) > 4 else "")
+        lines.append(f"{e['id']:>3}  {e['state']:<17} {_short(e['start']):<19}  "
+                     f"{_short(e['end'])[11:]:<8}  {_dur(e['duration_s']):>9}  "
+                     f"{gpu_ranges(e['gpus']) if e['gpus'] else '-':<10} "
+                     f"{','.join(e['devices']) or '-':<14} {procs or '-'}")
+        if e["reason"]:
+            lines += textwrap.wrap(e["reason"], WIDTH, initial_indent="     why: ",
+                                   subsequent_indent="          ")
+        if e["advice"]:
+            lines += textwrap.wrap(e["advice"], WIDTH, initial_indent="     try: ",
+                                   subsequent_indent="          ")
+    return lines
+
+
+def _devices(d: dict, top: int = 5) -> list[str]:
+    devs = [x for x in d["devices"] if x["await_ms"] is not None][:top]
+    if not devs:
+        return ["Devices: none did I/O in this window"]
+    width = max(len("device"), *(len(x["display_name"]) for x in devs))
+    lines = [f"Devices with the worst await (over the window; worst single interval):",
+             f"{'device':<{width}} {'class':<5} {'await':>8} {'r_await':>8} {'w_await':>8} "
+             f"{'worst':>8} {'at':<8} {'r/s':>9} {'w/s':>9} {'rkB/s':>10} {'wkB/s':>10} {'%util':>6}  mountpoints"]
+    for x in devs:
+        lines.append(
+            f"{x['display_name']:<{width}} {x['class'][:5]:<5} {_f(x['await_ms']):>8} "
+            f"{_f(x['r_await_ms']):>8} {_f(x['w_await_ms']):>8} {_f(x['worst_await_ms']):>8} "
+            f"{_short(x['worst_at'])[11:]:<8} {_f(x['r_s']):>9} {_f(x['w_s']):>9} "
+            f"{_f(x['rkb_s']):>10} {_f(x['wkb_s']):>10} {_f(x['util_pct'], '{:.1f}'):>6}  "
+            f"{','.join(x['mountpoints']) or '-'}")
+    return lines
+
+
+def _charts(summary: Summary) -> list[str]:
+    from gpudisk_top.report.charts import line_chart
+
+    s = summary.series
+    times = s.times()
+    marks = [(e.start_wall_s, e.end_wall_s if e.end_wall_s is not None else e.last_wall_s,
+              STATE_LETTERS.get(e.state, "?")) for e in summary.episodes]
+    legend = ", ".join(f"{v} {k}" for k, v in STATE_LETTERS.items()
+                       if any(e.state == k for e in summary.episodes))
+    out = []
+    xs = [t for t, n in zip(times, s.gpu_util_n) if n]
+    ys = [u / n for u, n in zip(s.gpu_util_sum, s.gpu_util_n) if n]
+    if xs:
+        out.append(line_chart("GPU utilization, % (mean of the job's GPUs)", [("mean", xs, ys)],
+                              marks, s.start_s, s.end_s, WIDTH, 16, ylim=(0, 100)))
+    worst = next((x for x in summary.data["devices"] if x["await_ms"] is not None), None)
+    if worst is not None:
+        disk = s.disks[worst["name"]]
+        xs = [t for t, n in zip(times, disk.buckets_ios) if n > 0]
+        ys = [w / n for w, n in zip(disk.buckets_wait, disk.buckets_ios) if n > 0]
+        if xs:
+            out.append("")
+            out.append(line_chart(f"{worst['display_name']} await, ms (worst device)",
+                                  [(worst["name"], xs, ys)], marks, s.start_s, s.end_s, WIDTH, 14))
+    if legend:
+        out.append(f"episodes along the top: {legend}")
+    return out

@@ -1,0 +1,57 @@
+"""What report and export share: the recording to open, the --from/--to window, -a/-d."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpudisk_top.errors import UsageError
+
+
+def add_window_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="a recording made by `gpudisk-top record`")
+    p.add_argument("--from", dest="time_from", metavar="T",
+                   help="start of the window: ISO 8601 (2026-01-01T03:00, local time without a "
+                        "zone), HH:MM, '2h ago', '+5m' after the recording's start, '-5m' "
+                        "before its end, @EPOCH; default: the start")
+    p.add_argument("--to", dest="time_to", metavar="T", help="end of the window, same forms; "
+                   "default: the end")
+    p.add_argument("-a", "--all-devices", action="store_true",
+                   help="every block device: partitions, loop, idle devices too")
+    p.add_argument("-d", "--devices", metavar="GLOBS",
+                   help="only devices whose name matches one of these comma-separated globs")
+
+
+def open_window(args, warn=True):
+    """(recording, start_s, end_s) for args.file and --from/--to.  Raises UsageError (one
+    line) for a file that is not a readable recording, a recording without samples, a time
+    that cannot be read, or a window with no sample in it.  The recording's warnings (a
+    torn tail, damage) go to stderr when warn is set."""
+    from gpudisk_top.record import Recording
+    from gpudisk_top.record.header import iso
+    from gpudisk_top.timeparse import Span, TimeParseError, parse_time
+
+    rec = Recording.open(args.file)
+    if warn:
+        for w in rec.warnings:
+            print(f"gpudisk-top: warning: {w}", file=sys.stderr)
+    if not len(rec):
+        rec.close()
+        raise UsageError(f"{args.file}: the recording holds no samples")
+    span = Span(rec.start_s, rec.end_s)
+    try:
+        start = parse_time(args.time_from, span) if args.time_from else None
+        end = parse_time(args.time_to, span) if args.time_to else None
+    except TimeParseError as err:
+        rec.close()
+        raise UsageError(str(err)) from None
+    if start is not None and end is not None and end < start:
+        rec.close()
+        raise UsageError(f"--to {args.time_to} is before --from {args.time_from}")
+    lo = rec.seek(start) if start is not None else 0
+    if lo >= len(rec) or (end is not None and rec.wall_s(lo) > end):
+        rec.close()
+        raise UsageError(f"no samples between {iso(start) if start is not None else 'the start'} "
+                         f"and {iso(end) if end is not None else 'the end'}; the recording spans "
+                         f"{iso(rec.start_s)} to {iso(rec.end_s)}")
+    return rec, start, end
