@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true",
                    help="take two samples --interval apart, print one report and exit (no TTY needed)")
     p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
+    p.add_argument("--no-mouse", action="store_true",
+                   help="dashboard: leave the mouse to the terminal (select and copy text)")
     add_interval_option(p)
     add_source_options(p)
     p.add_argument("--list-scenarios", action="store_true",
@@ -95,9 +97,17 @@ def run_once(args) -> int:
 
 def run_dashboard(args) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError("the dashboard needs a terminal; for a report without one use "
-                         "`gpudisk-top --once` (or --once --json)")
-    raise UsageError("the live dashboard is not in this build yet; use `gpudisk-top --once`")
+        raise UsageError("the dashboard needs a terminal; without one use "
+                         "`gpudisk-top --once` (or --once --json) for a snapshot, or "
+                         "`gpudisk-top record -o FILE` to record")
+    thresholds = thresholds_from(args)
+    source, _virtual, origin = open_source(args)
+    from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
+
+    app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
+                     dev_filter=device_filter(args))
+    app.run(mouse=not args.no_mouse)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

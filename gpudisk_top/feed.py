@@ -31,6 +31,7 @@ class Update:
     sample_ms: float = 0.0         # how long reading the sources took
     self_cpu_pct: float | None = None
     self_rss_mb: float | None = None
+    pending_intervals: int = 0     # how long the raw starved state has held so far
 
 
 class SelfStats:
@@ -128,9 +129,11 @@ class Feed:
             self.history.append(model, verdict)
         self._seq += 1
         cpu, rss = self._self.read()
+        pending = self.detector.pending
         update = Update(seq=self._seq, model=model, verdict=verdict,
                         episodes=list(self.detector.episodes), sample_ms=sample_ms,
-                        self_cpu_pct=cpu, self_rss_mb=rss)
+                        self_cpu_pct=cpu, self_rss_mb=rss,
+                        pending_intervals=pending[1] if pending else 0)
         self.last_update_mono = time.monotonic()
         return update
 

@@ -36,7 +36,9 @@ class History:
     """The latest `capacity` intervals."""
 
     def __init__(self, capacity: int = 3600) -> None:
+        self.capacity = capacity
         self.columns: deque[Column] = deque(maxlen=capacity)
+        self.total = 0  # columns ever appended: the absolute index of the next one
 
     def append(self, model, verdict) -> Column:
         col = Column(wall_s=model.wall_s, interval_s=model.interval_s, state=verdict.state,
@@ -48,6 +50,7 @@ class History:
             col.disk[name] = (r.util_pct, r.r_await_ms, r.r_s + r.w_s,
                               (r.rkb_s + r.wkb_s) / 1024, r.aqu_sz)
         self.columns.append(col)
+        self.total += 1
         return col
 
     def __len__(self) -> int:
@@ -61,3 +64,9 @@ class History:
 
     def clear(self) -> None:
         self.columns.clear()
+        self.total = 0
+
+    @property
+    def first(self) -> int:
+        """The absolute index of the oldest column kept."""
+        return self.total - len(self.columns)

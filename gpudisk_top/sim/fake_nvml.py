@@ -98,6 +98,8 @@ class FakeNvml:
         self.idle_samples = idle_samples
         self.driver_version = driver_version
         self.missing = set(missing)
+        if self.missing and type(self) is FakeNvml:
+            self.__class__ = _FakeNvmlMissing
         self.init_error = init_error    # raised by nvmlInit while set
         self.count_error: type | None = None  # raised by nvmlDeviceGetCount while set
         self.init_count = 0             # NVML's init reference count
@@ -196,12 +198,6 @@ class FakeNvml:
 
     def _sample_ts(self, k: int) -> int:
         return self._sample_origin_us + round(k * 1e6 / self.samples_per_s)
-
-    def __getattribute__(self, name: str):
-        # `missing` plays an older nvidia-ml-py that lacks a function altogether.
-        if not name.startswith("_") and name in object.__getattribute__(self, "missing"):
-            raise AttributeError(f"module 'pynvml' has no attribute '{name}'")
-        return object.__getattribute__(self, name)
 
     # ------------------------------------------------------------------ checks
     def _library(self, function: str, index: int | None = None) -> None:
@@ -357,3 +353,13 @@ for _name in dir(pynvml):
 if hasattr(pynvml, "NVMLLibraryMismatchError"):  # raised by nvidia-ml-py >= 12.535 only
     FakeNvml.NVMLLibraryMismatchError = pynvml.NVMLLibraryMismatchError
 del _name
+
+
+class _FakeNvmlMissing(FakeNvml):
+    """A FakeNvml with `missing` functions: it plays an older nvidia-ml-py that lacks them
+    altogether.  A subclass, so that the check costs nothing when nothing is missing."""
+
+    def __getattribute__(self, name: str):
+        if not name.startswith("_") and name in object.__getattribute__(self, "missing"):
+            raise AttributeError(f"module 'pynvml' has no attribute '{name}'")
+        return object.__getattribute__(self, name)

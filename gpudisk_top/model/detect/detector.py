@@ -103,6 +103,11 @@ class Detector:
         self._clear_start_s = 0.0
         self._calm = "idle"
 
+    @property
+    def pending(self) -> tuple[str, int] | None:
+        """(state, consecutive intervals) of the starved state building up, if any."""
+        return (self._run.state, self._run.count) if self._run is not None else None
+
     # ------------------------------------------------------------------ per interval
     def assess_devices(self, model: Model) -> dict[str, Saturation]:
         h = model.host

@@ -22,6 +22,7 @@ BASELINE_ALPHA = 0.1       # EWMA weight of a new light-load latency observation
 BASELINE_MIN_OBS = 10      # light-load intervals before the learned baseline is trusted
 LIGHT_QUEUE = 1.0          # aqu-sz under which a device is "lightly loaded"
 LIGHT_MIN_IOPS = 5.0       # and doing at least this many requests per second
+BUSY_QUEUE = 0.9           # aqu-sz of a device with a request in flight nearly all the time
 
 
 @dataclass
@@ -112,7 +113,7 @@ class SaturationTracker:
         queue = r.aqu_sz >= t.for_class("queue_size", dev_class)
         # peak, pressure and %util speak of this device only while it has requests in
         # flight: PSI is host-wide, and a trickle is always "at its peak"
-        busy = r.aqu_sz >= 1.0
+        busy = r.aqu_sz >= BUSY_QUEUE
         at_peak = busy and h.intervals >= 3 and (
             kb_s >= t.peak_fraction * max(h.peak_kb_s, kb_s)
             and iops >= t.peak_fraction * max(h.peak_iops, iops))
@@ -125,10 +126,13 @@ class SaturationTracker:
             if flag:
                 sat.signals.append(label)
         slow = await_ms >= 1.5 * baseline
-        sat.saturated = (latency and (queue or at_peak or pressure or util
-                                      or await_ms >= 2 * t.latency_factor * baseline)) \
-            or (queue and (at_peak or pressure or util or slow)) \
-            or (util and slow)
+        # a device without a request in flight most of the time is not saturated, however
+        # slow its few requests are (a trickle of flushed writes at 1 ms)
+        sat.saturated = r.aqu_sz >= BUSY_QUEUE and (
+            (latency and (queue or at_peak or pressure or util
+                          or await_ms >= 2 * t.latency_factor * baseline))
+            or (queue and (at_peak or pressure or util or slow))
+            or (util and slow))
         self._learn(h, r, await_ms, kb_s, iops)
         return sat
 

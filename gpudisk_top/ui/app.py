@@ -1,0 +1,258 @@
+"""The dashboard: panels fed by the sampling thread (gpudisk_top.feed.Feed).
+
+The app only reads Updates; sampling never happens on the UI thread, so a hung NVML call
+shows as STALE in the header, not as a frozen screen.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from gpudisk_top.feed import Feed, Update
+from gpudisk_top.model.select import DeviceFilter
+from gpudisk_top.ui.screens.episodes import EpisodesScreen
+from gpudisk_top.ui.screens.filter import FilterScreen
+from gpudisk_top.ui.screens.help import HelpScreen
+from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
+from gpudisk_top.ui.widgets.gpus import GpuPanel
+from gpudisk_top.ui.widgets.header import HeaderBar
+from gpudisk_top.ui.widgets.hostline import HostLine
+from gpudisk_top.ui.widgets.timeline import Timeline
+from gpudisk_top.ui.widgets.verdict import VerdictBanner
+
+STALE_AFTER = 2.5  # intervals without a sample before the header says STALE
+
+
+class SampleReady(Message):
+    def __init__(self, update: Update) -> None:
+        super().__init__()
+        self.update = update
+
+
+class GpuDiskApp(App):
+    TITLE = "gpudisk-top"
+    CSS = """
+    Screen { layout: vertical; overflow: hidden; }
+    Screen.short DiskPanel { max-height: 7; }
+    Screen.short VerdictBanner { max-height: 2; }
+    Screen.short GpuPanel { max-height: 5; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("space", "pause", "Pause"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("tab", "focus_next", "Panel", show=False),
+        Binding("s", "sort", "Sort"),
+        Binding("a", "all_devices", "All"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("m", "metric", "Metric"),
+        Binding("e", "episodes", "Episodes"),
+        Binding("p", "processes", "Procs", show=False),
+        Binding("plus,equals_sign", "slower", "Slower", key_display="+", show=False),
+        Binding("minus", "faster", "Faster", key_display="-", show=False),
+        Binding("up", "scroll(-1)", show=False),
+        Binding("down", "scroll(1)", show=False),
+        Binding("left", "time(5)", show=False),
+        Binding("right", "time(-5)", show=False),
+    ]
+
+    def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
+                 dev_filter: DeviceFilter | None = None, on_sample=None,
+                 autostart: bool = True, show_self: bool = True) -> None:
+        super().__init__()
+        self.origin = origin
+        self.feed = Feed(source, interval_s, self._from_feed, thresholds=thresholds,
+                         on_sample=on_sample)
+        self.thresholds = self.feed.detector.t
+        self.autostart = autostart
+        self.show_self = show_self
+        self.paused = False
+        self.latest: Update | None = None
+        self.shown: Update | None = None
+        self._initial_filter = dev_filter or DeviceFilter()
+        self._first_frame_at: float | None = None
+        self._last_flags: list[str] = []
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        yield VerdictBanner(id="verdict")
+        yield GpuPanel(id="gpus")
+        yield DiskPanel(id="disks")
+        yield HostLine(id="host")
+        yield Timeline(id="timeline")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(DiskPanel).filter = self._initial_filter
+        self._render_header()
+        if self.autostart:
+            self.feed.start()
+            self.set_interval(1.0, self._check_stale)  # the STALE flag needs a clock
+
+    def on_resize(self, event) -> None:
+        height = event.size.height
+        self.screen.set_class(height < 32, "short")
+        self.query_one(GpuPanel).max_rows = 2 if height < 32 else (4 if height < 50 else 8)
+        self._rerender()
+
+    def on_unmount(self) -> None:
+        self.feed.stop()
+
+    # ------------------------------------------------------------------ updates
+    def _from_feed(self, update: Update) -> None:
+        """Called on the sampling thread: hand the update to the UI thread."""
+        self.post_message(SampleReady(update))
+
+    def on_sample_ready(self, message: SampleReady) -> None:
+        self.apply(message.update)
+
+    def apply(self, update: Update) -> None:
+        self.latest = update
+        if not self.paused:
+            self.render_update(update)
+
+    def advance(self, n: int = 1) -> None:
+        """Take n samples now, on this thread (tests, screenshots, replay stepping)."""
+        for _ in range(n):
+            self.apply(self.feed.step())
+
+    def render_update(self, update: Update) -> None:
+        self.shown = update
+        self._render_header()
+        self.query_one(VerdictBanner).show(update, self.thresholds.enter_intervals)
+        self.query_one(GpuPanel).show(update)
+        disks = self.query_one(DiskPanel)
+        disks.show(update)
+        self.query_one(HostLine).show(update)
+        self._render_timeline()
+
+    def _render_timeline(self) -> None:
+        update = self.shown
+        if update is None:
+            return
+        model = update.model
+        # the timeline's disk rows put what matters first: the devices the verdict names,
+        # then the busiest; the disk table keeps its own sort
+        named = set(update.verdict.devices) if update.verdict is not None else set()
+        shown = self.query_one(DiskPanel).selected(model)
+        shown.sort(key=lambda n: (n not in named, -model.disks[n].util_pct))
+        disk_rows = [(n, model.devices[n].display_name) for n in shown]
+        self.query_one(Timeline).show(self.feed.history, [g.index for g in model.gpus], disk_rows)
+
+    def flags(self) -> list[str]:
+        out = []
+        if self.origin.get("source", "live") != "live":
+            out.append("DEMO" if self.origin["source"].startswith("simulated") else "REPLAY")
+        if self.paused:
+            out.append("PAUSED")
+        last = self.feed.last_update_mono
+        if self.autostart and last is not None:
+            late = time.monotonic() - last
+            if late > STALE_AFTER * self.feed.interval_s:
+                out.append(f"STALE {late:.0f}s")
+        return out
+
+    def _check_stale(self) -> None:
+        flags = self.flags()
+        if flags != self._last_flags:
+            self._render_header()
+
+    def _render_header(self) -> None:
+        u = self.shown or self.latest
+        self._last_flags = self.flags()
+        self.query_one(HeaderBar).show(
+            self.origin, self.feed.interval_s, u.model.wall_s if u else None,
+            u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
+            self._last_flags, show_self=self.show_self)
+
+    # ------------------------------------------------------------------ actions
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if not self.paused and self.latest is not None:
+            self.render_update(self.latest)
+        else:
+            self._render_header()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_sort(self) -> None:
+        panel = self.query_one(DiskPanel)
+        panel.sort = SORTS[(SORTS.index(panel.sort) + 1) % len(SORTS)]
+        self._rerender()
+        self.notify(f"disks sorted by {panel.sort}", timeout=2)
+
+    def action_all_devices(self) -> None:
+        panel = self.query_one(DiskPanel)
+        panel.filter = DeviceFilter(all_devices=not panel.filter.all_devices,
+                                    patterns=panel.filter.patterns)
+        self._rerender()
+
+    def action_filter(self) -> None:
+        panel = self.query_one(DiskPanel)
+
+        def done(pattern: str | None) -> None:
+            if pattern is None:
+                return
+            panel.filter = DeviceFilter.from_option(panel.filter.all_devices, pattern)
+            self._rerender()
+
+        self.push_screen(FilterScreen(",".join(panel.filter.patterns)), done)
+
+    def action_metric(self) -> None:
+        metric = self.query_one(Timeline).cycle_metric()
+        self.notify(f"timeline disk rows: {metric}", timeout=2)
+
+    def action_episodes(self) -> None:
+        update = self.shown or self.latest
+        now = update.model.wall_s if update else time.time()
+        self.push_screen(EpisodesScreen(self.feed.detector.episodes, now))
+
+    def action_processes(self) -> None:
+        panel = self.query_one(GpuPanel)
+        panel.show_processes = not panel.show_processes
+        self._rerender()
+
+    def action_slower(self) -> None:
+        self.notify(f"interval {self.feed.step_interval(+1):g} s", timeout=2)
+        self._render_header()
+
+    def action_faster(self) -> None:
+        self.notify(f"interval {self.feed.step_interval(-1):g} s", timeout=2)
+        self._render_header()
+
+    def action_scroll(self, delta: int) -> None:
+        focused = self.focused
+        if isinstance(focused, (GpuPanel, DiskPanel, Timeline)):
+            focused.scroll_lines(delta)
+
+    def action_time(self, delta: int) -> None:
+        self.query_one(Timeline).scroll_time(delta)
+
+    def _rerender(self) -> None:
+        if self.shown is not None:
+            self.render_update(self.shown)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for title, help_text, action in (
+            ("Pause or resume", "Freeze the screen; sampling goes on", self.action_pause),
+            ("Sort disks", "Cycle the disk sort: name, %util, r_await, IOPS, throughput", self.action_sort),
+            ("All or active devices", "Show every block device, or the active disks", self.action_all_devices),
+            ("Filter devices", "Show devices matching globs", self.action_filter),
+            ("Timeline disk metric", "Cycle %util, r_await, IOPS, MB/s, aqu-sz", self.action_metric),
+            ("Episode list", "Starvation episodes and their evidence", self.action_episodes),
+            ("GPU processes", "Show or hide the GPU process list", self.action_processes),
+            ("Longer interval", "Sample less often", self.action_slower),
+            ("Shorter interval", "Sample more often", self.action_faster),
+            ("Keys and glyphs", "The help screen", self.action_help),
+        ):
+            yield SystemCommand(title, help_text, action)

@@ -1,0 +1,47 @@
+"""Numbers as a terminal dashboard shows them: short, with units, n/a for unknown."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+def na(value, fmt: str = "{:.0f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def si(value: float | None, unit: str = "") -> str:
+    """1234567 -> '1.2M'."""
+    if value is None:
+        return "n/a"
+    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= div:
+            v = value / div
+            return f"{v:.1f}{suffix}{unit}" if v < 100 else f"{v:.0f}{suffix}{unit}"
+    return f"{value:.0f}{unit}" if value >= 10 or value == 0 else f"{value:.1f}{unit}"
+
+
+def ms(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def mib(value_mib: float | None) -> str:
+    if value_mib is None:
+        return "n/a"
+    return f"{value_mib / 1024:.0f}G" if value_mib >= 10240 else f"{value_mib / 1024:.1f}G"
+
+
+def clock(wall_s: float) -> str:
+    return dt.datetime.fromtimestamp(wall_s).strftime("%H:%M:%S")
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -1,0 +1,60 @@
+"""`e`: the starvation episodes; the highlighted one's evidence is shown below the list."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from gpudisk_top.ui.format import clock, duration
+
+
+def _describe(ep, now_s: float) -> str:
+    end = "open" if ep.open else clock(ep.end_wall_s)
+    return (f"#{ep.id} {ep.state}  {clock(ep.start_wall_s)}–{end}  "
+            f"({duration(ep.duration_s(now_s))})  GPU {','.join(map(str, ep.gpus)) or '-'}  "
+            f"{','.join(ep.devices) or ''}")
+
+
+def evidence(ep, now_s: float) -> str:
+    lines = [f"[b]{ep.state}[/b]  episode #{ep.id}, {duration(ep.duration_s(now_s))}"
+             + ("  (still open)" if ep.open else ""),
+             "", ep.reason or "(no evidence)"]
+    if ep.advice:
+        lines += ["", f"advice: {ep.advice}"]
+    lines += ["", f"GPUs: {', '.join(map(str, ep.gpus)) or '-'}   devices: "
+              f"{', '.join(ep.devices) or '-'}   processes: {', '.join(map(str, ep.processes)) or '-'}"]
+    return "\n".join(lines)
+
+
+class EpisodesScreen(ModalScreen):
+    DEFAULT_CSS = """
+    EpisodesScreen { align: center middle; }
+    EpisodesScreen > Vertical { width: 100; max-width: 100%; height: 90%;
+                                border: round $accent; background: $surface; }
+    EpisodesScreen OptionList { height: 1fr; }
+    EpisodesScreen #evidence { height: auto; max-height: 50%; padding: 0 1; border-top: solid $accent; }
+    """
+    BINDINGS = [Binding("escape,e,q", "dismiss", "Close")]
+
+    def __init__(self, episodes, now_s: float) -> None:
+        super().__init__()
+        self.episodes = list(reversed(episodes))  # newest first
+        self.now_s = now_s
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            if self.episodes:
+                yield OptionList(*[Option(_describe(ep, self.now_s), id=str(ep.id))
+                                   for ep in self.episodes])
+                yield Static(evidence(self.episodes[0], self.now_s), id="evidence")
+            else:
+                yield Static("No starvation episode yet: a state must hold for a few "
+                             "intervals to open one.  escape closes.", id="evidence")
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        ep = next(e for e in self.episodes if str(e.id) == event.option.id)
+        self.query_one("#evidence", Static).update(evidence(ep, self.now_s))

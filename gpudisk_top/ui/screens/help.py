@@ -1,0 +1,58 @@
+"""`?`: every key, and what the glyphs mean."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+HELP = """\
+[b]gpudisk-top[/b]  GPUs and the disks that feed them, on one timeline
+
+[b]Keys[/b]
+  q             quit
+  space         pause / resume the screen (sampling and recording go on)
+  ?             this help
+  tab           next panel (GPUs, disks, timeline); shift+tab: previous
+  ↑ ↓           scroll the focused panel;  ← →  scroll the timeline back in time
+  p             show / hide the GPU process list (pid, GPU memory, read rate)
+  s             sort disks: name, %util, r_await, IOPS, throughput
+  a             all devices (partitions, loop, idle) or active ones
+  /             filter devices by name (globs, comma-separated; empty clears)
+  m             timeline disk metric: %util, r_await, IOPS, MB/s, aqu-sz
+  e             episode list; choose one to see its evidence
+  + -           sampling interval longer / shorter
+  ctrl+p        command palette (every action by name)
+
+[b]States[/b] (timeline letters; lower case while building up, before an episode opens)
+  D  disk-starved       GPUs low while a device the job reads from is saturated
+  C  cpu-starved        GPUs low while the job's loaders or the host CPUs are saturated
+  K  checkpoint-stall   GPUs dip together while the job writes a burst
+  S  straggler          one GPU starved while its peers spin in NCCL
+  ?  undiagnosed-stall  GPUs low with a job, and nothing saturated
+  ·  healthy            blank: idle (no job on the GPUs)
+
+[b]Disk marks[/b]
+  ▲  the device named by the current verdict     !  saturated (not the job's cause)
+  Disk numbers are iostat -x's; saturation is never %util alone.
+
+[b]Flags[/b] in the header: DEMO (simulated node), REPLAY, PAUSED, STALE (sampling is
+waiting on a slow NVML call or disk read; the screen shows the last good sample).
+
+escape or ? closes this screen.
+"""
+
+
+class HelpScreen(ModalScreen):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90; max-width: 100%; height: auto; max-height: 100%;
+                                  border: round $accent; background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(HELP)

@@ -1,0 +1,56 @@
+"""Glyphs and styles.  Meaning never by colour alone: every starved column also carries a
+letter, so NO_COLOR and 16-colour terminals still show it."""
+
+from __future__ import annotations
+
+from rich.style import Style
+
+# one letter per state for the timeline's state row; pending (not yet an episode) in lower case
+STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
+               "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?"}
+STATE_BADGE = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
+               "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT-STALL",
+               "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED STALL"}
+BARS = " ▁▂▃▄▅▆▇█"
+
+PLAIN = Style()
+DIM = Style(dim=True)
+BOLD = Style(bold=True)
+HEAD = Style(bold=True, reverse=True)
+LABEL = Style(bold=True)
+GOOD = Style(color="green")
+WARN = Style(color="yellow")
+BAD = Style(color="red", bold=True)
+STARVED_BG = Style(bgcolor="red", color="white", bold=True)
+PENDING_BG = Style(bgcolor="yellow", color="black")
+BANNER = {"idle": Style(reverse=True), "healthy": Style(bgcolor="green", color="black", bold=True)}
+BANNER_STARVED = Style(bgcolor="red", color="white", bold=True)
+SELECTED = Style(reverse=True)
+FOCUS_MARK = Style(color="cyan", bold=True)
+
+
+def level_style(pct: float | None) -> Style:
+    if pct is None:
+        return DIM
+    if pct >= 70:
+        return GOOD
+    return WARN if pct >= 30 else BAD
+
+
+def bar(value: float | None, top: float) -> str:
+    """One cell: the value as a block of 0-8 eighths of `top`."""
+    if value is None or top <= 0:
+        return " "
+    i = int(round(min(max(value / top, 0.0), 1.0) * (len(BARS) - 1)))
+    return BARS[i]
+
+
+def hbar(pct: float | None, width: int) -> str:
+    """A horizontal bar of `width` cells for 0-100 %."""
+    if pct is None:
+        return "?" * 0 + " " * width
+    full = pct / 100 * width
+    n = int(full)
+    rest = full - n
+    partial = " ▏▎▍▌▋▊▉"[int(rest * 8)] if n < width else ""
+    return ("█" * n + partial).ljust(width)[:width]

@@ -1,0 +1,1 @@
+"""Dashboard panels, one module each; every panel draws with the Line API."""

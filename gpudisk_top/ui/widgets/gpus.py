@@ -1,0 +1,107 @@
+"""GPUs: per GPU a utilization bar, memory, power, temperature, PCIe and process count;
+cells flow into as many columns as the width allows.  `p` expands the process list, with
+each GPU process's read rate (summed over its DataLoader workers)."""
+
+from __future__ import annotations
+
+from gpudisk_top.ui import theme
+from gpudisk_top.ui.format import mib, si
+from gpudisk_top.ui.widgets.base import LinesPanel
+
+CELL_W = 46          # full cell: bar, util, memory, power, temperature, PCIe, processes
+COMPACT_W = 26       # small terminals: bar, util, memory used, power, temperature
+BAR_W = 10
+
+
+class GpuPanel(LinesPanel):
+    DEFAULT_CSS = "GpuPanel { height: auto; max-height: 45%; }"
+    can_focus = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.show_processes = False
+        self.max_rows = 4      # GPU rows before cells switch to the compact form
+        self._update = None
+
+    def redraw(self) -> None:
+        if self._update is not None:
+            self.show(self._update)
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def show(self, update) -> None:
+        self._update = update
+        model = update.model
+        width = max(40, self.size.width or 80)
+        mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
+        if not model.gpus:
+            self.set_lines([[mark, ("GPUs: ", theme.LABEL), (model.gpu_status, theme.WARN),
+                             ("   (disks and host below are live)", theme.DIM)]])
+            return
+        names = {g.name for g in model.gpus if g.name}
+        title = [mark, (f"GPUs ({len(model.gpus)})", theme.LABEL),
+                 (f"  {', '.join(sorted(names))}", theme.DIM),
+                 ("   p: processes" if not self.show_processes else "   p: hide processes", theme.DIM)]
+        lines = [title]
+        per_line = max(1, (width + 2) // (CELL_W + 2))
+        compact = -(-len(model.gpus) // per_line) > self.max_rows
+        if compact:
+            per_line = max(1, (width + 2) // (COMPACT_W + 2))
+        cells = [self._compact(g) if compact else self._cell(g) for g in model.gpus]
+        for i in range(0, len(cells), per_line):
+            row = []
+            for cell in cells[i:i + per_line]:
+                row.extend(cell)
+                row.append(("  ", theme.PLAIN))
+            lines.append(row)
+        if self.show_processes:
+            lines.extend(self._process_lines(update, width))
+        self.set_lines(lines)
+
+    def _cell(self, g) -> list:
+        if g.lost:
+            return [(f"{g.index:>2} ", theme.BOLD), (f"LOST: {g.error or 'GPU is lost'}"[:CELL_W - 4].ljust(CELL_W - 3), theme.BAD)]
+        util = g.util_pct
+        style = theme.level_style(util) if g.processes else theme.DIM
+        mem = f"{mib(g.mem_used_mib)}/{mib(g.mem_total_mib)}"
+        power = "n/a" if g.power_w is None else f"{g.power_w:.0f}W"
+        temp = "n/a" if g.temp_c is None else f"{g.temp_c}C"
+        pcie = f"↓{si(None if g.pcie_rx_kb_s is None else g.pcie_rx_kb_s * 1024)}"
+        util_s = "n/a" if util is None else f"{util:3.0f}%"
+        return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, BAR_W), style),
+                (f" {util_s:>4} ", style), (f"{mem:>9} {power:>5} {temp:>4} {pcie:>6} ", theme.PLAIN),
+                (f"{len(g.processes)}p", theme.DIM)]
+
+    def _compact(self, g) -> list:
+        if g.lost:
+            return [(f"{g.index:>2} ", theme.BOLD), ("LOST".ljust(COMPACT_W - 5), theme.BAD)]
+        util = g.util_pct
+        style = theme.level_style(util) if g.processes else theme.DIM
+        used = mib(g.mem_used_mib)
+        power = "n/a" if g.power_w is None else f"{g.power_w:.0f}W"
+        temp = "n/a" if g.temp_c is None else f"{g.temp_c}C"
+        util_s = "n/a" if util is None else f"{util:3.0f}%"
+        return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, 4), style),
+                (f" {util_s:>4}", style), (f" {used:>4} {power:>4} {temp:>3}", theme.PLAIN)]
+
+    def _process_lines(self, update, width: int) -> list:
+        model = update.model
+        lines = [[("   GPU      pid name                 GPU mem  read/s  rchar/s procs  devices", theme.DIM)]]
+        for g in model.gpus:
+            for p in g.processes:
+                io = model.gpu_proc_io.get(p.pid) or {}
+                pid = f"{p.pid}" + ("" if p.mapped else "*")
+                read = io.get("read_kb_s")
+                rchar = io.get("rchar_kb_s")
+                devs = ",".join(io.get("devices") or ()) or "-"
+                text = (f"   {g.index:>3} {pid:>8} {(p.name or '?')[:20]:<20} "
+                        f"{mib(p.gpu_mem_mib):>7} {si(None if read is None else read * 1024, 'B'):>7} "
+                        f"{si(None if rchar is None else rchar * 1024, 'B'):>8} "
+                        f"{io.get('nprocs') or 0:>5}  {devs}")
+                lines.append([(text[:width], theme.PLAIN)])
+        if any(not p.mapped for g in model.gpus for p in g.processes):
+            lines.append([("   * not visible from this PID namespace: its I/O cannot be read", theme.DIM)])
+        if len(lines) == 1:
+            lines.append([("   no compute processes", theme.DIM)])
+        return lines

@@ -1,0 +1,52 @@
+"""Host: CPU user/system/iowait, pressure (PSI) for io, cpu and memory, page cache, Dirty."""
+
+from __future__ import annotations
+
+from gpudisk_top.ui import theme
+from gpudisk_top.ui.widgets.base import LinesPanel
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None else f"{v:.0f}%"
+
+
+def _psi(some, full) -> str:
+    if some is None:
+        return "n/a"
+    return f"{some:.0f}/{full:.0f}%" if full is not None else f"{some:.0f}%"
+
+
+def _size_kb(kb) -> str:
+    if kb is None:
+        return "n/a"
+    if kb >= 1048576:
+        return f"{kb / 1048576:.1f}G"
+    return f"{kb / 1024:.0f}M"
+
+
+class HostLine(LinesPanel):
+    DEFAULT_CSS = "HostLine { height: auto; }"
+
+    def show(self, update) -> None:
+        h = update.model.host
+        if h is None:
+            self.set_lines([[(" host: n/a", theme.DIM)]])
+            return
+        psi_io = h.psi_io_some_pct
+        io_style = theme.BAD if psi_io is not None and psi_io >= 20 else theme.PLAIN
+        line = [(" CPU ", theme.LABEL),
+                (f"usr {_pct(h.cpu_user_pct)} sys {_pct(h.cpu_system_pct)} "
+                 f"iow {_pct(h.cpu_iowait_pct)} idle {_pct(h.cpu_idle_pct)}", theme.PLAIN),
+                ("  PSI ", theme.LABEL), ("io ", theme.PLAIN),
+                (_psi(h.psi_io_some_pct, h.psi_io_full_pct), io_style),
+                (f" cpu {_psi(h.psi_cpu_some_pct, h.psi_cpu_full_pct)}"
+                 f" mem {_psi(h.psi_memory_some_pct, h.psi_memory_full_pct)}", theme.PLAIN),
+                ("  MEM ", theme.LABEL),
+                (f"cache {_size_kb(h.cached_kb)} dirty {_size_kb(h.dirty_kb)} "
+                 f"wb {_size_kb(h.writeback_kb)}", theme.PLAIN)]
+        if h.cgroup_path:
+            line.append((f"  cgroup io {_psi(h.cgroup_io_some_pct, h.cgroup_io_full_pct)}", theme.DIM))
+        if sum(len(t) for t, _ in line) <= (self.size.width or 80):
+            self.set_lines([line])
+        else:  # narrow: memory on a line of its own
+            self.set_lines([line[:6], [(" ", theme.PLAIN)] + line[7:]])

@@ -1,0 +1,227 @@
+"""The timeline: one column per sample and the same x-axis for every row.
+
+Rows: the detector's state (a letter per starved column: D disk, C cpu, K checkpoint,
+S straggler, ? undiagnosed; lower case while it builds up), one row per GPU's utilization,
+one row per selected disk in the switchable metric (m), and a time axis.  Starved columns
+are shaded on every row and carry their letter on the state row, so the meaning survives
+NO_COLOR.  When focused: up/down scroll rows, left/right scroll back in time.
+
+Each row keeps its glyphs as columns arrive (a column never changes once sampled), so a
+new sample costs one glyph per row, not a redraw of the whole history.  Scales are fixed
+(0-100 % for utilization, logarithmic for the others) for the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from rich.style import Style
+
+from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.model.history import METRIC_LABELS, DISK_METRICS, Column, History
+from gpudisk_top.ui import theme
+from gpudisk_top.ui.format import clock, ms
+from gpudisk_top.ui.widgets.base import LinesPanel
+
+LABEL_W = 13
+STARVED_SHADE = Style(bgcolor="dark_red")
+PENDING_SHADE = Style(bgcolor="grey35")
+# logarithmic ranges (low, high) of the metrics that are not percentages
+LOG_RANGES = {"r_await_ms": (0.01, 1000.0), "iops": (1.0, 1e6), "mb_s": (0.01, 1e4),
+              "aqu_sz": (0.01, 1000.0)}
+
+
+def _mean(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _glyph(value: float | None, metric: str) -> str:
+    if value is None:
+        return " "
+    if metric == "util_pct":
+        return theme.bar(value, 100.0)
+    low, high = LOG_RANGES[metric]
+    if value <= low:
+        return theme.BARS[1] if value > 0 else " "
+    return theme.bar(math.log10(value / low), math.log10(high / low))
+
+
+class _Row:
+    """The glyphs of one row, one per history column, kept as columns arrive."""
+
+    def __init__(self, capacity: int, value_of, metric: str) -> None:
+        self.glyphs: deque[str] = deque(maxlen=capacity)
+        self.upto = 0          # absolute index of the next column to add
+        self.value_of, self.metric = value_of, metric
+
+    def sync(self, history: History) -> None:
+        start = max(self.upto, history.first)
+        if start > self.upto:
+            self.glyphs.clear()
+        cols = history.columns
+        for i in range(start - history.first, len(cols)):
+            self.glyphs.append(_glyph(self.value_of(cols[i]), self.metric))
+        self.upto = history.total
+
+    def text(self, end: int, n: int) -> str:
+        """n glyphs ending `end` columns from the newest one."""
+        g = self.glyphs
+        stop = len(g) - end
+        return "".join(g[i] for i in range(max(0, stop - n), max(0, stop)))
+
+
+class Timeline(LinesPanel):
+    DEFAULT_CSS = "Timeline { height: 1fr; min-height: 4; }"
+    can_focus = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.metric = "util_pct"
+        self.back = 0          # columns scrolled back from the newest
+        self._args = None
+        self._rows: dict[tuple, _Row] = {}
+
+    def redraw(self) -> None:
+        if self._args is not None:
+            self.show(*self._args)
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def _row(self, history: History, key: tuple, value_of, metric: str) -> _Row:
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = _Row(history.capacity, value_of, metric)
+        row.sync(history)
+        return row
+
+    def show(self, history: History, gpus: list[int], disks: list[tuple[str, str]]) -> None:
+        """disks: (kernel name, display name), most important first."""
+        self._args = (history, gpus, disks)
+        width = max(LABEL_W + 10, self.size.width or 80)
+        ncols = width - LABEL_W
+        cols_all = history.columns
+        end_i = max(0, len(cols_all) - self.back)
+        first_i = max(0, end_i - ncols)
+        cols = [cols_all[i] for i in range(first_i, end_i)]
+        mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
+        back = f" · {self.back} back (←/→)" if self.back else ""
+        scale = "" if self.metric == "util_pct" else " log scale"
+        lines = [[mark, ("Timeline", theme.LABEL),
+                  (f"  disk rows: {METRIC_LABELS[self.metric]}{scale} (m){back}"
+                   "  · D disk C cpu K checkpoint S straggler ? undiagnosed", theme.DIM)]]
+        if not cols:
+            lines.append([(" " * LABEL_W + "collecting…", theme.DIM)])
+            self.set_lines(lines)
+            return
+        spans = self._spans(cols)
+        lines.append(self._state_line(cols, spans))
+        room = (self.size.height or 24) - 3
+        if len(gpus) > 2 and room < len(gpus) + min(3, len(disks)):
+            # too short for one row per GPU and a few disks: the GPUs share two rows,
+            # their mean and the lowest one (where a straggler shows)
+            gpu_rows = [("GPU avg", ("gpu-avg",), lambda c: _mean(c.gpu_util.values())),
+                        ("GPU min", ("gpu-min",),
+                         lambda c: min((v for v in c.gpu_util.values() if v is not None), default=None))]
+        else:
+            gpu_rows = [(f"GPU{i}", ("gpu", i), lambda c, i=i: c.gpu_util.get(i)) for i in gpus]
+        last = cols[-1]
+        for name, key, value_of in gpu_rows:
+            row = self._row(history, key, value_of, "util_pct")
+            now = value_of(last)
+            label = f"{name} {'n/a' if now is None else f'{now:.0f}%'}"
+            lines.append(self._line(label, row.text(self.back, len(cols)), spans))
+        for name, display in disks:
+            row = self._row(history, ("disk", name, self.metric),
+                            lambda c, n=name, m=self.metric: c.metric(n, m), self.metric)
+            label = f"{display[:6]} {self._fmt(last.metric(name, self.metric))}"
+            lines.append(self._line(label, row.text(self.back, len(cols)), spans))
+        # the time axis stays on the last visible line; rows that do not fit scroll (↑/↓)
+        height = self.size.height or len(lines) + 1
+        if len(lines) + 1 > height and not self.has_focus:
+            lines = lines[:max(2, height - 1)]
+        lines.append(self._axis(cols))
+        self.set_lines(lines)
+
+    @staticmethod
+    def _spans(cols: list[Column]) -> list[tuple[int, int, Style]]:
+        """(start, end, shade) runs over the visible columns: starved, building, plain."""
+        spans: list[tuple[int, int, Style]] = []
+        for i, c in enumerate(cols):
+            if c.state in STARVED_STATES:
+                shade = STARVED_SHADE
+            elif c.raw_state in STARVED_STATES:
+                shade = PENDING_SHADE
+            else:
+                shade = theme.PLAIN
+            if spans and spans[-1][2] is shade:
+                spans[-1] = (spans[-1][0], i + 1, shade)
+            else:
+                spans.append((i, i + 1, shade))
+        return spans
+
+    @staticmethod
+    def _line(label: str, text: str, spans) -> list:
+        pad = len(text) - spans[-1][1] if spans else 0  # a row shorter than the window
+        out = [(f"{label:<{LABEL_W - 1}} ", theme.LABEL)]
+        for a, b, shade in spans:
+            out.append((text[a + pad:b + pad] if pad >= 0 else text[a:b], shade))
+        return out
+
+    @staticmethod
+    def _state_line(cols: list[Column], spans) -> list:
+        chars = []
+        for c in cols:
+            if c.state in STARVED_STATES:
+                chars.append(theme.STATE_GLYPH.get(c.state, "?"))
+            elif c.raw_state in STARVED_STATES:
+                chars.append(theme.STATE_GLYPH.get(c.raw_state, "?").lower())
+            else:
+                chars.append(theme.STATE_GLYPH.get(c.state, " "))
+        text = "".join(chars)
+        out = [(f"{'state':<{LABEL_W - 1}} ", theme.LABEL)]
+        for a, b, shade in spans:
+            style = theme.STARVED_BG if shade is STARVED_SHADE else (
+                theme.PENDING_BG if shade is PENDING_SHADE else theme.DIM)
+            out.append((text[a:b], style))
+        return out
+
+    def _fmt(self, value: float | None) -> str:
+        if value is None:
+            return "n/a"
+        if self.metric == "r_await_ms":
+            return ms(value)
+        if self.metric == "util_pct":
+            return f"{value:.0f}%"
+        if value >= 1000:
+            return f"{value / 1000:.0f}k"
+        return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+    @staticmethod
+    def _axis(cols) -> list:
+        cells = [" "] * len(cols)
+        step = 20
+        i = len(cols) - 1
+        while i >= 0:
+            label = "|" + clock(cols[i].wall_s)
+            start = i - len(label) + 1
+            if start < 0:
+                break
+            cells[start:i + 1] = list(label)
+            i -= step
+        return [(" " * LABEL_W, theme.PLAIN), ("".join(cells), theme.DIM)]
+
+    def cycle_metric(self) -> str:
+        i = DISK_METRICS.index(self.metric)
+        self.metric = DISK_METRICS[(i + 1) % len(DISK_METRICS)]
+        self.redraw()
+        return self.metric
+
+    def scroll_time(self, delta: int) -> None:
+        if self._args is None:
+            return
+        history = self._args[0]
+        self.back = min(max(0, self.back + delta), max(0, len(history) - 1))
+        self.redraw()
