@@ -19,6 +19,7 @@ import bisect
 import json
 import mmap
 import os
+import stat
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -114,7 +115,9 @@ class Recording:
             raise UsageError(f"{path}: {err.strerror or err}") from None
         try:
             st = os.fstat(fd)
-            if not os.path.stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
+                raise UsageError(f"{path}: is a directory, not a recording")
+            if not stat.S_ISREG(st.st_mode):
                 raise UsageError(f"{path}: not a regular file")
             size = st.st_size
             head = os.pread(fd, frames.PREAMBLE.size, 0)
