@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""CPU cost of serving Prometheus metrics: `gpudisk-top serve --demo` (8 GPUs, 16 disks,
+sampling every second) with and without scrapes.
+
+Three measures, each of the serve process's own CPU over the measured window (user +
+system of all its threads, exited ones included, from /proc/PID/stat; after a 5 s warm-up):
+  idle      no scrape for --duration seconds
+  every-15s a scrape every 15 s (Prometheus's default interval) for --duration seconds
+  burst     a scrape every 0.25 s for --burst seconds: the cost of one scrape, precisely
+The figure that matters is the added share of one core at a 15 s scrape interval:
+  per-scrape CPU / 15 s (from the burst), and (every-15s - idle) / duration directly (the
+  direct difference is a few scrapes' worth, so it is noisier).
+Scrapes send Prometheus 2.42's own headers (it prefers OpenMetrics and gzip; serve answers
+with the text format, uncompressed, which is cheaper to produce).
+
+usage: python bench/bench_serve.py [--duration S] [--burst S] [--repeat N] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SERVE = ("import sys\n"
+         "from gpudisk_top.commands import serve\n"
+         "sys.exit(serve.run(serve.build_parser('gpudisk-top serve').parse_args(sys.argv[1:])))\n")
+PROMETHEUS_HEADERS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+              "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "Accept-Encoding": "gzip",
+    "User-Agent": "Prometheus/2.42.0",
+    "X-Prometheus-Scrape-Timeout-Seconds": "10",
+}
+WARMUP_S = 5.0
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a live process (all its threads, dead ones included), seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def scrape(url: str) -> int:
+    req = urllib.request.Request(url, headers=PROMETHEUS_HEADERS)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return len(r.read())
+
+
+def run(duration_s: float, scrape_every_s: float | None) -> dict:
+    """One serve process: warm up, then measure its CPU over duration_s."""
+    port = free_port()
+    count = int(WARMUP_S + duration_s) + 3
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo", "--listen",
+                             f"127.0.0.1:{port}", "--count", str(count)],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    proc.stderr.readline()   # "serving ..."
+    url = f"http://127.0.0.1:{port}/metrics"
+    time.sleep(WARMUP_S)
+    scrape(url) if scrape_every_s else None   # first scrape's one-time costs: not measured
+    time.sleep(0.5)
+    cpu0 = proc_cpu_s(proc.pid)
+    t0 = time.monotonic()
+    scrapes, size = 0, 0
+    if scrape_every_s:
+        next_at = t0
+        while time.monotonic() - t0 < duration_s:
+            size = scrape(url)
+            scrapes += 1
+            next_at += scrape_every_s
+            time.sleep(max(0.0, next_at - time.monotonic()))
+    else:
+        time.sleep(duration_s)
+    measured_s = time.monotonic() - t0
+    cpu1 = proc_cpu_s(proc.pid)
+    proc.terminate()
+    _, status, _ = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {"seconds": measured_s, "cpu_s": cpu1 - cpu0, "scrapes": scrapes,
+            "scrape_bytes": size, "exit": proc.returncode}
+
+
+def render_cost_us(repeat: int = 200) -> dict:
+    """In-process: one exposition of the demo node (what a scrape renders), microseconds."""
+    from prometheus_client import generate_latest
+
+    from gpudisk_top.exporter import MetricsServer
+    from gpudisk_top.model.detect import Detector
+    from gpudisk_top.model.snapshot import Model
+    from gpudisk_top.sim import Simulator, builtin
+
+    sim = Simulator(builtin("demo"), seed=0)
+    det, last = Detector(), None
+    server = MetricsServer(None)
+    for _ in range(3):
+        s = sim.sample()
+        m = Model.new(s, last)
+        last = s
+        server.update(m, det.feed(m), det.episodes)
+    encoder = generate_latest          # what /metrics serves (the text format)
+    fresh, cached = [], []
+    for _ in range(repeat):
+        server.update(m, det.feed(m), det.episodes)      # a new frame: render from scratch
+        t0 = time.perf_counter_ns()
+        text = encoder(server.registry)
+        fresh.append(time.perf_counter_ns() - t0)
+        t0 = time.perf_counter_ns()
+        encoder(server.registry)                          # the same frame again
+        cached.append(time.perf_counter_ns() - t0)
+    t0 = time.perf_counter_ns()
+    for _ in range(repeat):
+        server.update(m, None, det.episodes)
+    update_us = (time.perf_counter_ns() - t0) / repeat / 1000
+    return {"render_us": statistics.median(fresh) / 1000,
+            "render_same_frame_us": statistics.median(cached) / 1000,
+            "update_us": update_us, "bytes": len(text),
+            "series": sum(1 for line in text.decode().splitlines() if line and line[0] != "#")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds per idle/every-15s run")
+    ap.add_argument("--burst", type=float, default=30.0, help="seconds of the 4/s scrape run")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each of idle and every-15s")
+    ap.add_argument("--json", metavar="OUT")
+    args = ap.parse_args()
+
+    inproc = render_cost_us()
+    print(f"in-process: render one scrape {inproc['render_us']:.0f} us "
+          f"({inproc['series']} series, {inproc['bytes']} bytes); same frame again "
+          f"{inproc['render_same_frame_us']:.0f} us; update() {inproc['update_us']:.1f} us")
+    idle = [run(args.duration, None) for _ in range(args.repeat)]
+    every = [run(args.duration, 15.0) for _ in range(args.repeat)]
+    burst = run(args.burst, 0.25)
+
+    def core_pct(r):
+        return r["cpu_s"] / r["seconds"] * 100
+
+    idle_pct = statistics.mean(core_pct(r) for r in idle)
+    every_pct = statistics.mean(core_pct(r) for r in every)
+    burst_extra_s = burst["cpu_s"] - idle_pct / 100 * burst["seconds"]
+    per_scrape_ms = burst_extra_s / burst["scrapes"] * 1000
+    added_15s_pct = per_scrape_ms / 1000 / 15 * 100
+    for name, runs in (("idle", idle), ("every-15s", every), ("burst", [burst])):
+        for r in runs:
+            print(f"{name:10} {r['seconds']:6.1f} s  cpu {r['cpu_s'] * 1000:7.0f} ms  "
+                  f"= {core_pct(r):.3f}% of a core  scrapes {r['scrapes']}")
+    print(f"serve --demo without scrapes:        {idle_pct:.3f}% of a core")
+    print(f"serve --demo, a scrape every 15 s:    {every_pct:.3f}% of a core "
+          f"(direct difference {every_pct - idle_pct:+.3f} points; +/- {TICK_S * 2 / args.duration * 100:.3f} "
+          "from clock-tick accounting)")
+    print(f"one scrape (burst of {burst['scrapes']}):           {per_scrape_ms:.2f} ms CPU, "
+          f"{burst['scrape_bytes']} bytes")
+    print(f"added by scraping every 15 s:         {added_15s_pct:.4f}% of a core "
+          f"(budget 0.1%)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"in_process": inproc, "idle": idle, "every_15s": every, "burst": burst,
+                       "idle_core_pct": idle_pct, "every_15s_core_pct": every_pct,
+                       "per_scrape_cpu_ms": per_scrape_ms,
+                       "added_core_pct_at_15s": added_15s_pct}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

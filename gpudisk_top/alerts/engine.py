@@ -1,0 +1,271 @@
+"""The alert engine: fed one Model (with its verdict and free space) per sample.
+
+    engine = AlertEngine(rules)
+    fired = engine.update(model, verdict, free_space)   # in the sampler thread
+    for alert in fired:                                  # the dashboard: banner and bell
+        show(alert.message, bell=alert.bell)
+    engine.close()
+
+Each rule is judged per subject (a device, a GPU, a path; the node for host metrics and
+verdicts).  A hold is the run of consecutive samples in which the condition is true for
+that subject; it fires once, when it reaches for_samples, and the same subject fires again
+only `cooldown_s` after its last firing: a new hold that reaches for_samples during the
+cooldown fires when the cooldown ends, if it still holds then.  Cooldowns are measured on
+the samples' monotonic clock, so a replay or the simulator behaves as a live node does.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from dataclasses import dataclass, field
+
+from gpudisk_top.alerts import catalog
+from gpudisk_top.alerts.actions import (CommandRunner, append_line, expand_argv, iso_time,
+                                        log_line, needs_pids, write_details)
+from gpudisk_top.alerts.rules import AlertRule
+from gpudisk_top.model.detect.job import device_stack
+
+GB = 1000**3
+
+
+@dataclass(frozen=True)
+class Fired:
+    """One alert that fired now.  `message` is one line, ready for a banner."""
+
+    rule: str
+    kind: str                  # "metric" | "verdict" | "free_space"
+    subject: str               # device, GPU index, path; "" for the node
+    value: object              # the observed number, or the verdict's state
+    message: str
+    wall_s: float
+    samples: int               # samples the condition has held
+    bell: bool = False
+    banner: bool = True
+    env: dict[str, str] = field(default_factory=dict)   # GDT_ALERT_* as the command gets it
+
+
+@dataclass
+class _Hold:
+    count: int = 0
+    fired: Fired | None = None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+class AlertEngine:
+    """rules: parsed [[alerts]].  stderr: where `log = "stderr"` lines go (None: nowhere;
+    the dashboard shows Fired.message instead).  warn: gets one line per problem with an
+    action (a command that failed, a log file that cannot be written); by default they go
+    to stderr prefixed "gpudisk-top: warning: ".  source and host_name go to the commands'
+    environment."""
+
+    def __init__(self, rules=(), stderr=sys.stderr, warn=None, source: str = "live",
+                 host_name: str | None = None, popen=None) -> None:
+        self.rules: tuple[AlertRule, ...] = tuple(rules)
+        self.stderr = stderr
+        self.warn = warn if warn is not None else _default_warn
+        self.source = source
+        self.host_name = host_name or socket.gethostname()
+        self.commands = CommandRunner(self.warn, **({"popen": popen} if popen else {}))
+        self._holds: dict[tuple[str, str], _Hold] = {}
+        self._last_fired_mono: dict[tuple[str, str], float] = {}
+        self.fired_total: dict[str, int] = {r.name: 0 for r in self.rules}
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Paths the free_space rules need read (give their FreeSpace to update())."""
+        return tuple(dict.fromkeys(r.free_space for r in self.rules if r.free_space))
+
+    # ------------------------------------------------------------------ per sample
+    def update(self, model, verdict=None, free_space=()) -> list[Fired]:
+        """Judge every rule on this sample, run the actions of those that fire, and return
+        them.  Never raises for a failed action (that is a warning)."""
+        self.commands.poll()
+        if not self.rules:
+            return []
+        now_mono = model.sample.mono_s
+        fs_by_path = {fs.path: fs for fs in free_space or ()}
+        fired: list[Fired] = []
+        for rule in self.rules:
+            seen = set()
+            for subject, value in self._observe(rule, model, verdict, fs_by_path):
+                key = (rule.name, subject)
+                seen.add(key)
+                if not rule.holds(value):
+                    self._holds.pop(key, None)
+                    continue
+                hold = self._holds.setdefault(key, _Hold())
+                hold.count += 1
+                if hold.fired is not None or hold.count < rule.for_samples:
+                    continue
+                last = self._last_fired_mono.get(key)
+                if last is not None and now_mono - last < rule.cooldown_s:
+                    continue
+                alert = self._fire(rule, subject, value, hold.count, model, verdict, fs_by_path)
+                hold.fired = alert
+                self._last_fired_mono[key] = now_mono
+                fired.append(alert)
+            for key in [k for k in self._holds if k[0] == rule.name and k not in seen]:
+                del self._holds[key]     # a subject that is gone (a device removed)
+        return fired
+
+    def active(self) -> list[Fired]:
+        """Alerts that fired and whose condition still holds: what a banner keeps up."""
+        return [h.fired for h in self._holds.values() if h.fired is not None]
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Wait for commands still running (then kill them)."""
+        self.commands.close(wait_s)
+
+    # ------------------------------------------------------------------ conditions
+    def _observe(self, rule: AlertRule, model, verdict, fs_by_path):
+        if rule.kind == "metric":
+            return catalog.observe(model, rule.metric, rule.devices, rule.mountpoints, rule.gpus)
+        if rule.kind == "verdict":
+            return [("", verdict.state)] if verdict is not None else []
+        fs = fs_by_path.get(rule.free_space)
+        if fs is None:
+            return []
+        return [(rule.free_space, (fs.avail_gb, fs.avail_pct) if fs.ok else None)]
+
+    # ------------------------------------------------------------------ firing
+    def _fire(self, rule, subject, value, count, model, verdict, fs_by_path) -> Fired:
+        details = self._details(rule, subject, value, count, model, verdict, fs_by_path)
+        message = details["message"]
+        env = {f"GDT_ALERT_{k.upper()}": v for k, v in details.items()}
+        alert = Fired(rule=rule.name, kind=rule.kind, subject=subject,
+                      value=value[0] if rule.kind == "free_space" else value,
+                      message=message, wall_s=model.wall_s, samples=count,
+                      bell=rule.bell, banner=rule.banner, env=env)
+        self.fired_total[rule.name] = self.fired_total.get(rule.name, 0) + 1
+        self._act(rule, alert, details)
+        return alert
+
+    def _details(self, rule, subject, value, count, model, verdict, fs_by_path) -> dict:
+        """Every GDT_ALERT_* field (lower case, without the prefix), as strings."""
+        d = {k: "" for k in ("name", "kind", "message", "value", "threshold", "op", "metric",
+                             "subject", "device", "mountpoint", "gpu", "path", "state",
+                             "reason", "samples", "time", "wall_s", "pid", "pids", "host",
+                             "source")}
+        d.update(name=rule.name, kind=rule.kind, subject=subject, samples=str(count),
+                 time=iso_time(model.wall_s), wall_s=f"{model.wall_s:.3f}",
+                 host=self.host_name, source=self.source)
+        held = f"for {_plural(count, 'sample')}"
+        pids: list[int]
+        if rule.kind == "metric":
+            d.update(metric=rule.metric, op=rule.op, threshold=_fmt(rule.value),
+                     value=_fmt(value))
+            family = catalog.family(rule.metric)
+            if family == "disk":
+                info = model.devices.get(subject)
+                mounts = ",".join(info.mountpoints) if info else ""
+                d.update(device=subject, mountpoint=mounts)
+                where = f"{subject} ({mounts})" if mounts else subject
+                pids = _pids(model, device=subject)
+            elif family == "gpu":
+                d["gpu"] = subject
+                where = f"GPU {subject}"
+                pids = _pids(model, gpu=int(subject))
+            else:
+                where = "host"
+                pids = _pids(model)
+            d["message"] = (f"{rule.name}: {where} {rule.metric} {_fmt(value)} {rule.op} "
+                            f"{_fmt(rule.value)} {held}")
+        elif rule.kind == "verdict":
+            reason = getattr(verdict, "reason", "") or getattr(verdict, "raw_reason", "")
+            d.update(state=value, value=value, reason=reason,
+                     threshold="|".join(rule.states))
+            pids = _pids(model, host_pids=getattr(verdict, "processes", None))
+            d["message"] = f"{rule.name}: {value} {held}" + (f": {reason}" if reason else "")
+        else:
+            fs = fs_by_path[subject]
+            dev = next((i for i in model.devices.values()
+                        if (i.major, i.minor) == (fs.dev_major, fs.dev_minor)), None)
+            gb = fs.avail_gb
+            limits = " or ".join(x for x in (
+                f"{rule.below_gb:g} GB" if rule.below_gb is not None else "",
+                f"{rule.below_pct:g}%" if rule.below_pct is not None else "") if x)
+            d.update(path=subject, value=f"{gb:.2f}", metric="free_space_gb", op="<",
+                     threshold=limits, device=dev.name if dev else "",
+                     mountpoint=",".join(dev.mountpoints) if dev else "")
+            size_gb = fs.size_bytes / GB if fs.size_bytes is not None else None
+            of = f" of {size_gb:.1f} GB" if size_gb is not None else ""
+            d["message"] = (f"{rule.name}: {subject} has {gb:.1f} GB free{of} "
+                            f"(below {limits}) {held}")
+            pids = _pids(model)
+        d["pids"] = " ".join(map(str, pids))
+        d["pid"] = str(pids[0]) if pids else ""
+        return d
+
+    def _act(self, rule: AlertRule, alert: Fired, details: dict) -> None:
+        line = log_line(alert.wall_s, alert.message)
+        if rule.log == "stderr":
+            if self.stderr is not None:
+                try:
+                    self.stderr.write(line + "\n")
+                    self.stderr.flush()
+                except (OSError, ValueError):
+                    pass
+        elif rule.log is not None:
+            try:
+                append_line(rule.log, line)
+            except OSError as err:
+                self.warn(f"alert {rule.name}: cannot write {rule.log}: {err.strerror or err}")
+        if rule.touch is not None:
+            try:
+                write_details(rule.touch, {k: v for k, v in details.items()})
+            except OSError as err:
+                self.warn(f"alert {rule.name}: cannot write {rule.touch}: {err.strerror or err}")
+        if rule.command:
+            pids = [int(p) for p in details["pids"].split()]
+            if needs_pids(rule.command) and not pids:
+                self.warn(f"alert {rule.name}: no GPU process to give its command; not run")
+                return
+            argv = expand_argv(rule.command, details, pids)
+            output = rule.log if rule.log not in (None, "stderr") else None
+            self.commands.start(rule.name, argv, _command_env(alert.env), rule.timeout_s,
+                                output=output)
+
+
+def _command_env(alert_env: dict[str, str]) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.update(alert_env)
+    return env
+
+
+def _pids(model, gpu: int | None = None, device: str | None = None,
+          host_pids=None) -> list[int]:
+    """The PIDs (as this PID namespace sees them, so kill(1) works on them) of the GPU
+    compute processes an alert concerns: those on `gpu`, those in `host_pids`, or those
+    with files on `device`; every GPU process when none is selected or none matches."""
+    procs = []
+    for g in model.gpus:
+        for p in g.processes:
+            if p.mapped and p.local_pid is not None and all(p.pid != q.pid for _, q in procs):
+                procs.append((g.index, p))
+    chosen = procs
+    if gpu is not None:
+        chosen = [(i, p) for i, p in procs if i == gpu]
+    elif host_pids:
+        chosen = [(i, p) for i, p in procs if p.pid in set(host_pids)] or procs
+    elif device is not None:
+        def uses(p) -> bool:
+            devs = (model.gpu_proc_io.get(p.pid) or {}).get("devices") or ()
+            return any(device in device_stack(model.devices, d) for d in devs)
+        chosen = [(i, p) for i, p in procs if uses(p)] or procs
+    return [p.local_pid for _, p in chosen]
+
+
+def _default_warn(line: str) -> None:
+    print(f"gpudisk-top: warning: {line}", file=sys.stderr, flush=True)

@@ -1,0 +1,331 @@
+"""Alert rules: the [[alerts]] entries of the config file.
+
+A rule is one condition, held for `for_samples` consecutive samples, then actions; it
+fires again for the same subject only after `cooldown_s`.  No expression is evaluated:
+a condition is one of three fixed forms.
+
+    [[alerts]]                      # a metric against a threshold, per device or GPU
+    name = "disk-busy"
+    metric = "disk_util_pct"        # see gpudisk_top.alerts.catalog.METRICS
+    device = "nvme*"                # optional: globs (or a list); also mountpoint = "/data*"
+    op = ">"                        # > >= < <= == !=
+    value = 90
+    for_samples = 3
+    cooldown_s = 300
+
+    [[alerts]]                      # the starvation detector's verdict
+    name = "starving"
+    verdict = "starved"             # any starved state, or one of them, or a list
+
+    [[alerts]]                      # free space of a path (watched automatically)
+    name = "checkpoint-space"
+    free_space = "/checkpoints"
+    below_gb = 10                   # or below_pct = 5
+    touch = "/checkpoints/PAUSE"    # actions: log, bell, banner, command, touch
+
+Actions: `log = "stderr"` (the default) or a file path, or false; `bell = true` and
+`banner = true` (the dashboard's); `command = ["argv", ...]`, run without a shell, with
+the alert's details in GDT_ALERT_* environment variables and {name}-style placeholders in
+its arguments; `touch = PATH`, a file (re)written with the alert's details as JSON.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+
+from gpudisk_top.alerts import catalog
+from gpudisk_top.model.detect import STARVED_STATES, STATES
+
+OPS = {
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+ANY_STARVED = "starved"
+# placeholders a command's arguments may hold; "{pids}" as a whole argument becomes one
+# argument per PID
+PLACEHOLDERS = ("name", "value", "threshold", "op", "metric", "subject", "device",
+                "mountpoint", "gpu", "path", "state", "pid", "pids", "message")
+_PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+KEYS = ("name", "metric", "op", "value", "device", "mountpoint", "gpu", "verdict",
+        "free_space", "below_gb", "below_pct", "for_samples", "cooldown_s", "log", "bell",
+        "banner", "command", "touch", "timeout_s")
+CONDITIONS = ("metric", "verdict", "free_space")
+DEFAULT_COOLDOWN_S = 300.0
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    kind: str                               # "metric" | "verdict" | "free_space"
+    metric: str | None = None
+    op: str | None = None
+    value: float | None = None
+    devices: tuple[str, ...] = ()           # globs on device names
+    mountpoints: tuple[str, ...] = ()       # globs on mountpoints
+    gpus: tuple[int, ...] | None = None     # None: every GPU
+    states: tuple[str, ...] = ()            # verdict states that satisfy the rule
+    free_space: str | None = None
+    below_gb: float | None = None
+    below_pct: float | None = None
+    for_samples: int = 1
+    cooldown_s: float = DEFAULT_COOLDOWN_S
+    log: str | None = "stderr"              # "stderr", a file path, or None
+    bell: bool = False
+    banner: bool = True
+    command: tuple[str, ...] = ()
+    touch: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    line: int | None = None                 # the [[alerts]] line in the config file
+
+    def holds(self, value) -> bool:
+        """The condition on one observed value (None, n/a, never holds)."""
+        if value is None:
+            return False
+        if self.kind == "metric":
+            return OPS[self.op](value, self.value)
+        if self.kind == "verdict":
+            return value in self.states
+        gb, pct = value
+        return ((self.below_gb is not None and gb is not None and gb < self.below_gb)
+                or (self.below_pct is not None and pct is not None and pct < self.below_pct))
+
+    def condition(self) -> str:
+        """'disk_util_pct > 90', 'verdict disk-starved', 'free space of /x < 10 GB'."""
+        if self.kind == "metric":
+            return f"{self.metric} {self.op} {self.value:g}"
+        if self.kind == "verdict":
+            shown = ANY_STARVED if set(self.states) == STARVED_STATES else "|".join(self.states)
+            return f"verdict {shown}"
+        limits = [f"{self.below_gb:g} GB" if self.below_gb is not None else None,
+                  f"{self.below_pct:g}%" if self.below_pct is not None else None]
+        return f"free space of {self.free_space} < " + " or ".join(x for x in limits if x)
+
+
+# ---------------------------------------------------------------------------- config lines
+def entry_line(text: str, table: str, index: int, key: str | None) -> int | None:
+    """The line (1-based) where `key` is set in the index-th (0-based) [[table]] entry, or
+    where that entry's [[table]] header is; None when the file has no such entry."""
+    header = re.compile(r"^\[\[\s*" + re.escape(table) + r"\s*\]\]")
+    key_re = re.compile(r"""^\s*["']?""" + re.escape(key) + r"""["']?\s*=""") if key else None
+    seen = -1
+    inside = False
+    header_line = None
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if header.match(stripped):
+            seen += 1
+            inside = seen == index
+            if inside:
+                header_line = n
+            continue
+        if stripped.startswith("["):
+            if inside:
+                break
+            continue
+        if inside and key_re is not None and key_re.match(line):
+            return n
+    return header_line
+
+
+def fail_entry(ctx, table: str, index: int, key: str | None, message: str):
+    """Raise a ConfigError naming the line of `key` in the index-th [[table]] entry.
+    Uses ctx.fail_entry where config.Context has it, else the same rule here."""
+    hook = getattr(ctx, "fail_entry", None)
+    if hook is not None:
+        hook(table, index, key, message)
+    from gpudisk_top.config import ConfigError   # late: config.py imports this module
+
+    line = entry_line(ctx.text, table, index, key)
+    where = f"{ctx.path}: line {line}" if line else ctx.path
+    raise ConfigError(f"{where}: {message}")
+
+
+# ---------------------------------------------------------------------------- parsing
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _globs(v) -> tuple[str, ...] | None:
+    if isinstance(v, str) and v:
+        return (v,)
+    if isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
+        return tuple(v)
+    return None
+
+
+def parse_alerts(value, ctx) -> tuple[AlertRule, ...]:
+    """SECTION_PARSERS["alerts"]: the [[alerts]] array of tables -> rules, in file order.
+    Raises ConfigError (through ctx) naming the line of the offending key."""
+    if value == {}:
+        return ()      # no [[alerts]] at all
+    if not isinstance(value, list):
+        ctx.fail("alerts", None, "alerts must be an array of tables: write each rule under "
+                                 "its own [[alerts]] line")
+    rules: list[AlertRule] = []
+    names: set[str] = set()
+    for i, entry in enumerate(value):
+        rule = _parse_rule(entry, i, ctx)
+        if rule.name in names:
+            fail_entry(ctx, "alerts", i, "name", f"alerts: a second rule is named {rule.name!r}")
+        names.add(rule.name)
+        rules.append(rule)
+    return tuple(rules)
+
+
+def _parse_rule(entry, i: int, ctx) -> AlertRule:
+    def fail(key, message):
+        fail_entry(ctx, "alerts", i, key, message)
+
+    if not isinstance(entry, dict):
+        fail(None, "each [[alerts]] entry must be a table")
+    for key in entry:
+        if key not in KEYS:
+            fail(key, f"alerts: unknown setting {key!r} (known: {', '.join(KEYS)})")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        fail("name" if "name" in entry else None,
+             "alerts: every rule needs a name of letters, digits, '_', '-', '.' or ':', "
+             'e.g. name = "disk-busy"')
+    label = f"alerts {name!r}"
+    given = [k for k in CONDITIONS if k in entry]
+    if len(given) != 1:
+        fail(given[1] if len(given) > 1 else None,
+             f"{label}: give exactly one condition: metric = ..., verdict = ... or "
+             f"free_space = ...")
+    kind = given[0]
+    fields: dict = {"name": name, "kind": kind, "line": entry_line(ctx.text, "alerts", i, None)}
+
+    allowed = {"metric": {"metric", "op", "value", "device", "mountpoint", "gpu"},
+               "verdict": {"verdict"},
+               "free_space": {"free_space", "below_gb", "below_pct"}}[kind]
+    for key in ("metric", "op", "value", "device", "mountpoint", "gpu", "verdict",
+                "free_space", "below_gb", "below_pct"):
+        if key in entry and key not in allowed:
+            fail(key, f"{label}: {key!r} does not go with a {kind} condition")
+
+    if kind == "metric":
+        metric = entry["metric"]
+        if metric not in catalog.METRICS:
+            fail("metric", f"{label}: unknown metric {metric!r}; metrics are disk_<iostat "
+                           "attribute> (disk_util_pct, disk_r_await_ms, ...), gpu_<attribute> "
+                           "(gpu_util_pct, ...) or host_<attribute> (host_psi_io_some_pct, ...)")
+        op = entry.get("op")
+        if op not in OPS:
+            fail("op" if "op" in entry else "metric",
+                 f"{label}: op must be one of {' '.join(OPS)}")
+        if not _number(entry.get("value")):
+            fail("value" if "value" in entry else "metric",
+                 f"{label}: value must be a number (the threshold, in the metric's own unit)")
+        fields.update(metric=metric, op=op, value=float(entry["value"]))
+        family = catalog.family(metric)
+        for key in ("device", "mountpoint"):
+            if key in entry:
+                if family != "disk":
+                    fail(key, f"{label}: {key} selects disks; {metric} is not a disk metric")
+                globs = _globs(entry[key])
+                if globs is None:
+                    fail(key, f"{label}: {key} must be a glob or a list of globs")
+                fields["devices" if key == "device" else "mountpoints"] = globs
+        if "gpu" in entry:
+            if family != "gpu":
+                fail("gpu", f"{label}: gpu selects GPUs; {metric} is not a GPU metric")
+            g = entry["gpu"]
+            gpus = [g] if isinstance(g, int) and not isinstance(g, bool) else g
+            if not (isinstance(gpus, list) and gpus and all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in gpus)):
+                fail("gpu", f"{label}: gpu must be a GPU index or a list of them, e.g. [0, 1]")
+            fields["gpus"] = tuple(gpus)
+    elif kind == "verdict":
+        v = entry["verdict"]
+        wanted = [v] if isinstance(v, str) else v
+        if not (isinstance(wanted, list) and wanted and all(isinstance(x, str) for x in wanted)):
+            fail("verdict", f"{label}: verdict must be a state or a list of states")
+        states: list[str] = []
+        for s in wanted:
+            if s == ANY_STARVED:
+                states += [x for x in STATES if x in STARVED_STATES]
+            elif s in STATES:
+                states.append(s)
+            else:
+                fail("verdict", f"{label}: unknown state {s!r} (known: {ANY_STARVED}, "
+                                f"{', '.join(STATES)})")
+        fields["states"] = tuple(dict.fromkeys(states))
+    else:
+        path = entry["free_space"]
+        if not isinstance(path, str) or not os.path.isabs(path):
+            fail("free_space", f"{label}: free_space must be an absolute path")
+        fields["free_space"] = os.path.normpath(path)
+        limits = [k for k in ("below_gb", "below_pct") if k in entry]
+        if not limits:
+            fail("free_space", f"{label}: say when: below_gb = 10 (GB, 10^9 bytes) or "
+                               "below_pct = 5")
+        for key in limits:
+            if not _number(entry[key]) or entry[key] <= 0:
+                fail(key, f"{label}: {key} must be a number above 0")
+            if key == "below_pct" and entry[key] > 100:
+                fail(key, f"{label}: below_pct must be at most 100")
+            fields[key] = float(entry[key])
+
+    n = entry.get("for_samples", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        fail("for_samples", f"{label}: for_samples must be a whole number >= 1")
+    fields["for_samples"] = n
+    for key in ("cooldown_s", "timeout_s"):
+        if key in entry:
+            v = entry[key]
+            if not _number(v) or v < 0 or (key == "timeout_s" and v == 0):
+                fail(key, f"{label}: {key} must be a number of seconds"
+                          + (" above 0" if key == "timeout_s" else " >= 0"))
+            fields[key] = float(v)
+
+    _parse_actions(entry, fields, fail, label)
+    return AlertRule(**fields)
+
+
+def _parse_actions(entry, fields, fail, label) -> None:
+    if "log" in entry:
+        log = entry["log"]
+        if log is False:
+            fields["log"] = None
+        elif log is True or log == "stderr":
+            fields["log"] = "stderr"
+        elif isinstance(log, str) and os.path.isabs(log):
+            fields["log"] = log
+        else:
+            fail("log", f'{label}: log must be "stderr", an absolute file path, or false')
+    for key in ("bell", "banner"):
+        if key in entry:
+            if not isinstance(entry[key], bool):
+                fail(key, f"{label}: {key} must be true or false")
+            fields[key] = entry[key]
+    if "command" in entry:
+        argv = entry["command"]
+        if isinstance(argv, str):
+            fail("command", f"{label}: command must be a list of arguments, run without a "
+                            f'shell, e.g. ["kill", "-USR1", "{{pid}}"]')
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+                and argv[0]):
+            fail("command", f"{label}: command must be a non-empty list of strings")
+        for arg in argv:
+            for word in _PLACEHOLDER_RE.findall(arg):
+                if word not in PLACEHOLDERS:
+                    fail("command", f"{label}: unknown placeholder {{{word}}} in command "
+                                    f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
+            if "{pids}" in arg and arg != "{pids}":
+                fail("command", f"{label}: {{pids}} must be an argument of its own")
+        fields["command"] = tuple(argv)
+    if "touch" in entry:
+        path = entry["touch"]
+        if not isinstance(path, str) or not os.path.isabs(path):
+            fail("touch", f"{label}: touch must be an absolute file path")
+        fields["touch"] = path

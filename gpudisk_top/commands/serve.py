@@ -1,0 +1,121 @@
+"""`gpudisk-top serve`: headless; samples every interval, runs the alert rules, and serves
+Prometheus metrics (and/or pushes them to a Pushgateway) until SIGTERM or Ctrl-C.
+
+    gpudisk-top serve [--listen 127.0.0.1:9425] [--push URL [--push-interval S]]
+                      [-i S] [--count N] [sources] [--config PATH] [detector options]
+
+Output is an API: one line on stderr when serving starts ("gpudisk-top: serving
+http://127.0.0.1:9425/metrics"), alert log lines and warnings on stderr, nothing on
+stdout.  Exit status 0 when stopped by SIGTERM, SIGINT or --count; 1 when the port is in
+use or nothing can be read; 2 for bad usage or a bad config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
+                                         add_source_options, device_filter, load_config,
+                                         open_source, thresholds_from)
+from gpudisk_top.errors import UsageError
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    from gpudisk_top.exporter.hooks import add_export_options
+
+    p = Parser(prog=prog, description="Serve Prometheus metrics and run the config file's "
+                                      "alert rules, headless (no terminal needed).")
+    add_export_options(p, serve=True)
+    add_interval_option(p)
+    p.add_argument("--count", type=_count, metavar="N",
+                   help="stop after N samples (default: run until SIGTERM or Ctrl-C)")
+    add_source_options(p)
+    add_detector_options(p)
+    return p
+
+
+def run(args) -> int:
+    """Serve until stopped.  Raises UsageError (bad options or config) and RuntimeFailure
+    (the port is in use, nothing can be read), each one line."""
+    from gpudisk_top.exporter.hooks import SampleHooks, ensure_config_sections
+    from gpudisk_top.model.detect import Detector
+    from gpudisk_top.model.snapshot import Model
+
+    ensure_config_sections()
+    cfg = load_config(args)
+    thresholds = thresholds_from(args, cfg)
+    dev_filter = device_filter(args)
+    source, _virtual, origin = open_source(args)
+    try:
+        hooks = SampleHooks.from_args(args, cfg, origin, dev_filter, serve=True).start()
+    except BaseException:
+        source.close()
+        raise
+    stop = threading.Event()
+    previous = _install_stop_handlers(stop)
+    try:
+        if hooks.server is not None and hooks.server.url is not None:
+            print(f"gpudisk-top: serving {hooks.server.url} ({origin['source']})",
+                  file=sys.stderr, flush=True)
+        if hooks.pusher is not None:
+            print(f"gpudisk-top: pushing to {hooks.pusher.url} every "
+                  f"{hooks.pusher.interval_s:g} s", file=sys.stderr, flush=True)
+        detector = Detector(thresholds)
+        last = None
+        taken = 0
+        next_at = time.monotonic()
+        warned: set[str] = set()
+        while not stop.is_set():
+            sample = source.sample()
+            taken += 1
+            for warning in sample.warnings:
+                if warning not in warned:      # a warning a second is noise; say it once
+                    warned.add(warning)
+                    print(f"gpudisk-top: warning: {warning}", file=sys.stderr, flush=True)
+            model = Model.new(sample, last)
+            verdict = detector.feed(model)
+            hooks.on_sample(model, verdict, detector.episodes)
+            last = sample
+            if args.count is not None and taken >= args.count:
+                break
+            # monotonic deadlines: a slow sample shortens the next wait, never shifts the grid
+            next_at += args.interval
+            delay = next_at - time.monotonic()
+            if delay < 0:
+                next_at = time.monotonic()
+                delay = 0
+            stop.wait(delay)
+    finally:
+        _restore_handlers(previous)
+        hooks.close()
+        source.close()
+    return 0
+
+
+def _install_stop_handlers(stop: threading.Event):
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        stop.set()
+
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _restore_handlers(previous) -> None:
+    for sig, old in (previous or {}).items():
+        signal.signal(sig, old)

@@ -1,0 +1,81 @@
+"""Crafted Models for exporter and alert tests: a node whose every number the test sets."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from gpudisk_top.collect.diskstats import DiskCounters
+from gpudisk_top.collect.sample import DeviceInfo, GpuSnapshot, Sample
+from gpudisk_top.model.disk import RATE_FIELDS, DiskRates
+from gpudisk_top.model.gpu import GpuProcessView, GpuView
+from gpudisk_top.model.host import HostView
+from gpudisk_top.model.snapshot import Model
+
+START_WALL_S = 1767225600.0
+START_MONO_S = 1000.0
+
+DEVICES = {
+    "nvme0n1": DeviceInfo("nvme0n1", "nvme0n1", 259, 0, "disk", dev_class="NVMe",
+                          rotational=False, mountpoints=("/checkpoints",)),
+    "nvme0n1p1": DeviceInfo("nvme0n1p1", "nvme0n1p1", 259, 1, "partition", parent="nvme0n1",
+                            dev_class="NVMe", rotational=False, mountpoints=("/checkpoints",)),
+    "sda": DeviceInfo("sda", "sda", 8, 0, "disk", dev_class="SSD", rotational=False,
+                      mountpoints=("/datasets",)),
+    "dm-0": DeviceInfo("dm-0", "vg-data", 253, 0, "dm", slaves=("sda",), dev_class="SSD",
+                       mountpoints=("/data",)),
+}
+
+
+def rates(**values) -> DiskRates:
+    fields = {name: 0.0 for name in RATE_FIELDS}
+    fields.update(values)
+    return DiskRates(**fields)
+
+
+def gpu(index: int, util_pct: float | None = 95.0, pids=(), **kw) -> GpuView:
+    procs = [GpuProcessView(pid=p, local_pid=p, ns_pid=p, name="python", cmdline="python train.py",
+                            gpu_mem_mib=1000.0, mapped=True) for p in pids]
+    base = dict(index=index, name="NVIDIA H100 80GB HBM3", uuid=f"GPU-{index:08d}",
+                pci_bus_id=f"00000000:{index + 0x18:02X}:00.0", lost=False, error=None,
+                util_pct=util_pct, mem_util_pct=30.0, mem_used_mib=30000.0,
+                mem_total_mib=81559.0, power_w=500.0, power_limit_w=700.0, temp_c=60,
+                sm_clock_mhz=1980, pcie_rx_kb_s=1000, pcie_tx_kb_s=10, processes=procs)
+    base.update(kw)
+    return GpuView(**base)
+
+
+def model(i: int, disk_util: dict[str, float] | None = None, gpus=None, interval_s: float = 1.0,
+          host: HostView | None = None, proc_devices: dict[int, tuple[str, ...]] | None = None,
+          **disk_values) -> Model:
+    """The i-th interval (1-based) of a crafted node: every device in DEVICES did I/O, and
+    disk_util sets %util per device (others 1 %)."""
+    wall = START_WALL_S + i * interval_s
+    mono = START_MONO_S + i * interval_s
+    counters = {name: DiskCounters(info.major, info.minor, 20, 100 * i, 0, 800 * i, 10 * i,
+                                   0, 0, 0, 0, 0, 10 * i, 10 * i)
+                for name, info in DEVICES.items()}
+    sample = Sample(mono_s=mono, wall_s=wall, disks=counters, devices=dict(DEVICES),
+                    gpu=GpuSnapshot(status="ok"))
+    disks = {name: rates(util_pct=(disk_util or {}).get(name, 1.0), r_s=100.0, rkb_s=51200.0,
+                         r_await_ms=0.2, aqu_sz=0.5, **disk_values)
+             for name in DEVICES}
+    m = Model(wall_s=wall, interval_s=interval_s, sample=sample, disks=disks,
+              devices=dict(DEVICES), gpu_status="ok",
+              gpus=gpus if gpus is not None else [gpu(0), gpu(1)],
+              host=host or HostView(ncpu=8, cpu_user_pct=10.0, cpu_nice_pct=0.0,
+                                    cpu_system_pct=5.0, cpu_iowait_pct=2.0, cpu_steal_pct=0.0,
+                                    cpu_idle_pct=83.0, psi_io_some_pct=1.5,
+                                    psi_io_full_pct=0.5, mem_total_kb=1024, dirty_kb=8))
+    for g in m.gpus:
+        for p in g.processes:
+            m.gpu_proc_io[p.pid] = {"read_kb_s": 100.0, "rchar_kb_s": 200.0, "write_kb_s": 0.0,
+                                    "wchar_kb_s": 0.0, "cpu_pct": 50.0,
+                                    "devices": (proc_devices or {}).get(p.pid, ("sda",)),
+                                    "nprocs": 1}
+    return m
+
+
+def verdict(state: str, wall_s: float = 0.0, processes=(), reason: str = ""):
+    """What the engine and the exporter read of a Verdict."""
+    return SimpleNamespace(state=state, wall_s=wall_s, processes=list(processes), reason=reason,
+                           raw_reason=reason, saturation={})

@@ -1,0 +1,29 @@
+"""The exporter, the alert engine and the free-space watch are headless, and only the
+exporter loads prometheus_client: --once and the alert engine never pay for it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def loaded(modules: list[str], prefix: str) -> list[str]:
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}: importlib.import_module(m)\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] == {prefix!r}))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return eval(proc.stdout)
+
+
+def test_new_modules_do_not_import_textual():
+    modules = ["gpudisk_top.exporter", "gpudisk_top.exporter.hooks", "gpudisk_top.alerts",
+               "gpudisk_top.watch", "gpudisk_top.commands.serve"]
+    assert loaded(modules, "textual") == []
+
+
+def test_prometheus_client_is_loaded_only_by_the_exporter():
+    assert loaded(["gpudisk_top.cli", "gpudisk_top.alerts", "gpudisk_top.watch"],
+                  "prometheus_client") == []
+    assert loaded(["gpudisk_top.exporter"], "prometheus_client") != []
+

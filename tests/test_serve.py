@@ -1,0 +1,65 @@
+"""`gpudisk-top serve` as a process: alert rules from the config file run their command
+once per hold, log lines go to stderr, and SIGTERM stops it cleanly with a last push."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from test_exporter import SERVE
+from test_push import Recorder
+
+
+def test_an_alert_rule_runs_its_command_once(tmp_path):
+    out = tmp_path / "fired.jsonl"
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(textwrap.dedent(f"""\
+        [[alerts]]
+        name = "disk-busy"
+        metric = "disk_util_pct"
+        device = "nvme*"
+        op = ">"
+        value = 90
+        for_samples = 3
+        cooldown_s = 300
+        command = [{json.dumps(sys.executable)}, "-c", "import json, os, sys; open(sys.argv[1], 'a').write(json.dumps(dict(os.environ)) + chr(10))", "{out}"]
+        """))
+    proc = subprocess.run([sys.executable, "-c", SERVE, "--demo", "healthy-nvme-busy",
+                           "--config", str(cfg), "--listen", "127.0.0.1:0", "-i", "0.05",
+                           "--count", "12"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("gpudisk-top: serving http://127.0.0.1:")
+    alerts = [x for x in lines if " gpudisk-top alert " in x]
+    assert len(alerts) == 1, lines
+    assert alerts[0].split(" ", 1)[1].startswith("gpudisk-top alert disk-busy: nvme")
+    assert alerts[0].endswith("for 3 samples")
+    runs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(runs) == 1
+    env = runs[0]
+    assert env["GDT_ALERT_NAME"] == "disk-busy" and env["GDT_ALERT_DEVICE"].startswith("nvme")
+    assert float(env["GDT_ALERT_VALUE"]) > 90 and env["GDT_ALERT_HOST"] == "demo-node"
+    assert env["GDT_ALERT_SOURCE"] == "simulated, scenario healthy-nvme-busy, seed 0"
+    assert env["GDT_ALERT_PIDS"]     # the simulated job's GPU processes
+
+
+def test_sigterm_stops_cleanly_after_a_last_push():
+    gateway = Recorder()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo", "--listen",
+                                 "127.0.0.1:0", "--push", gateway.url, "--push-interval", "600",
+                                 "-i", "0.1"], stderr=subprocess.PIPE, text=True)
+        assert proc.stderr.readline().startswith("gpudisk-top: serving ")
+        time.sleep(0.5)
+        assert gateway.pushes == []
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert len(gateway.pushes) == 1
+        assert "gpudisk_top_samples_total" in gateway.pushes[0][2]
+    finally:
+        gateway.shutdown()
+        gateway.server_close()
