@@ -49,8 +49,8 @@ def parse_duration(text: str) -> float:
         if not m or m.end() == pos:
             raise TimeParseError(f"not a duration: {text!r} (e.g. 90s, 5m, 1h30m, 2d)")
         unit = (m.group(2) or "s").lower()
-        if m.group(2) is None and m.end() != len(s):
-            raise TimeParseError(f"not a duration: {text!r} (a unit is needed between parts)")
+        if m.group(2) is None and (pos > 0 or m.end() != len(s)):
+            raise TimeParseError(f"not a duration: {text!r} (give every part a unit: s, m, h, d)")
         total += float(m.group(1)) * _UNITS[unit]
         pos = m.end()
     if not math.isfinite(total):

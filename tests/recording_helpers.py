@@ -54,9 +54,9 @@ def origin(scenario: str = "demo", seed: int = 0) -> dict:
             "kernel": "simulated"}
 
 
-def write_recording(path, samples, scenario: str = "demo", **kwargs) -> str:
+def write_recording(path, samples, scenario: str = "demo", seed: int = 0, **kwargs) -> str:
     kwargs.setdefault("sync_interval_s", None)
-    with Recorder(path, make_header(origin(scenario), 1.0), **kwargs) as rec:
+    with Recorder(path, make_header(origin(scenario, seed), 1.0), **kwargs) as rec:
         for s in samples:
             rec.append(s)
     return os.fspath(path)

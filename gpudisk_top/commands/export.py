@@ -11,15 +11,15 @@ import argparse
 import os
 import sys
 
-from gpudisk_top.commands.common import Parser, add_detector_options, device_filter, thresholds_from
+from gpudisk_top.commands.common import add_detector_options, device_filter, thresholds_from
 from gpudisk_top.errors import RuntimeFailure, UsageError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     from gpudisk_top.report.export import FORMATS
-    from gpudisk_top.report.window import add_window_options
+    from gpudisk_top.report.window import WindowParser, add_window_options
 
-    p = Parser(prog=prog, description=(
+    p = WindowParser(prog=prog, description=(
         "Write a recording's per-interval rates: csv (one row per interval and GPU, disk "
         "and host), jsonl (one object per interval), or perfetto (Chrome trace-event JSON "
         "for ui.perfetto.dev, beside a PyTorch profiler trace)."))

@@ -10,13 +10,13 @@ import argparse
 import json
 import sys
 
-from gpudisk_top.commands.common import Parser, add_detector_options, device_filter, thresholds_from
+from gpudisk_top.commands.common import add_detector_options, device_filter, thresholds_from
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from gpudisk_top.report.window import add_window_options
+    from gpudisk_top.report.window import WindowParser, add_window_options
 
-    p = Parser(prog=prog, description=(
+    p = WindowParser(prog=prog, description=(
         "The postmortem of a recording: its span, each GPU's time in each state, the "
         "starvation episodes with their evidence, the devices with the worst await, and "
         "charts of GPU utilization and disk latency with the episodes marked."))

@@ -26,8 +26,11 @@ GPU_COLUMNS = ("util_pct", "mem_util_pct", "mem_used_mib", "mem_total_mib", "pow
                "power_avg_w", "temp_c", "sm_clock_mhz", "pcie_rx_kb_s", "pcie_tx_kb_s")
 HOST_COLUMNS = tuple(f.name for f in fields(HostView)
                      if f.name not in ("cgroup_path", "cgroup_io"))
+# GPU, disk and host columns share names ("util_pct"), so each has its kind as a prefix
 CSV_COLUMNS = (("time", "wall_s", "interval_s", "state", "kind", "name")
-               + GPU_COLUMNS + RATE_FIELDS + HOST_COLUMNS)
+               + tuple(f"gpu_{c}" for c in GPU_COLUMNS) + tuple(f"disk_{c}" for c in RATE_FIELDS)
+               + tuple(f"host_{c}" for c in HOST_COLUMNS))
+assert len(set(CSV_COLUMNS)) == len(CSV_COLUMNS)
 
 
 def _intervals(rec, start_s, end_s, thresholds):
@@ -38,8 +41,9 @@ def _intervals(rec, start_s, end_s, thresholds):
 
 def write_csv(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
               dev_filter: DeviceFilter | None = None) -> int:
-    """One row per interval and GPU, disk and host (`kind`), columns CSV_COLUMNS, empty
-    where a column does not apply or the value is n/a.  Returns the number of rows."""
+    """One row per interval and GPU, disk and host (`kind`), columns CSV_COLUMNS (gpu_*,
+    disk_* and host_* hold the attributes of the JSON output of that name), empty where a
+    column does not apply or the value is n/a.  Returns the number of rows."""
     dev_filter = dev_filter or DeviceFilter()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -52,20 +56,20 @@ def write_csv(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
         if host is not None:
             row = dict(blank, **base, kind="host", name=rec.header.get("host_name") or "")
             for c in HOST_COLUMNS:
-                row[c] = _cell(getattr(host, c))
+                row[f"host_{c}"] = _cell(getattr(host, c))
             w.writerow(row.values())
             rows += 1
         for g in model.gpus:
             row = dict(blank, **base, kind="gpu", name=str(g.index))
             for c in GPU_COLUMNS:
-                row[c] = _cell(getattr(g, c))
+                row[f"gpu_{c}"] = _cell(getattr(g, c))
             w.writerow(row.values())
             rows += 1
         for name in selected_disks(model, dev_filter):
             r = model.disks[name]
             row = dict(blank, **base, kind="disk", name=name)
             for c in RATE_FIELDS:
-                row[c] = repr(getattr(r, c))
+                row[f"disk_{c}"] = repr(getattr(r, c))
             w.writerow(row.values())
             rows += 1
     return rows

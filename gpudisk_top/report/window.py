@@ -5,7 +5,30 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpudisk_top.commands.common import Parser
 from gpudisk_top.errors import UsageError
+
+_TIME_OPTIONS = ("--from", "--to")
+
+
+class WindowParser(Parser):
+    """Lets `--to -5m` mean five minutes before the end: argparse would take "-5m" for an
+    option, so a time option's value that starts with "-" is joined to it first."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args is not None:
+            args = list(args)
+            joined = []
+            i = 0
+            while i < len(args):
+                if args[i] in _TIME_OPTIONS and i + 1 < len(args) and args[i + 1].startswith("-"):
+                    joined.append(f"{args[i]}={args[i + 1]}")
+                    i += 2
+                    continue
+                joined.append(args[i])
+                i += 1
+            args = joined
+        return super().parse_known_args(args, namespace)
 
 
 def add_window_options(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,89 @@
+"""Replay: seeking by time, and Models and Verdicts recomputed by the current model."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpudisk_top.model.detect import Detector
+from gpudisk_top.model.snapshot import Model
+from gpudisk_top.record import Recording, Replay
+from recording_helpers import sim_samples, write_recording
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    samples = sim_samples("checkpoint-stalls", 250)
+    path = write_recording(tmp_path_factory.mktemp("r") / "c.gdtrec", samples,
+                           scenario="checkpoint-stalls", segment_samples=50)
+    return path, samples
+
+
+def test_seek_and_index_at(recorded):
+    path, samples = recorded
+    with Recording.open(path) as rec:
+        t0 = samples[0].wall_s
+        assert rec.start_s == t0 and rec.end_s == samples[-1].wall_s
+        assert rec.duration_s == 249.0
+        assert rec.seek(t0 + 99.5) == 100 and rec.index_at(t0 + 99.5) == 99
+        assert rec.seek(t0 + 100) == 100 and rec.index_at(t0 + 100) == 100
+        assert rec.seek(t0 - 5) == 0 and rec.seek(t0 + 1e6) == len(rec)
+        assert rec.sample(rec.seek(t0 + 173)) == samples[173]
+        assert [i for i, _ in rec.between(t0 + 10, t0 + 12)] == [10, 11, 12]
+
+
+def test_models_are_the_live_models_and_verdicts(recorded):
+    """From the start, replay feeds Model.new and a fresh Detector exactly as live mode
+    does: the same models, the same verdicts, the same episodes."""
+    path, samples = recorded
+    det = Detector()
+    live = []
+    last = None
+    for s in samples:
+        m = Model.new(s, last)
+        live.append((m, det.feed(m)))
+        last = s
+    det.close(samples[-1].wall_s)
+    with Recording.open(path) as rec:
+        replay = Replay(rec)
+        got = list(replay.models())
+        assert len(got) == len(live)
+        for (m1, v1), (m2, v2) in zip(got, live):
+            assert m1.disks == m2.disks and m1.gpus == m2.gpus and m1.host == m2.host
+            assert m1.procs == m2.procs and m1.interval_s == m2.interval_s
+            assert v1.as_json() == v2.as_json()
+        assert [e.as_json() for e in replay.episodes] == [e.as_json() for e in det.episodes]
+        assert [e.state for e in replay.episodes] == ["checkpoint-stall"] * 4
+
+
+def test_a_window_yields_its_samples_with_full_intervals(recorded):
+    path, samples = recorded
+    with Recording.open(path) as rec:
+        t0 = rec.start_s
+        got = list(Replay(rec).models(t0 + 100, t0 + 130))
+        assert [m.wall_s for m, _ in got] == [samples[i].wall_s for i in range(100, 131)]
+        assert all(m.interval_s == 1.0 for m, _ in got)        # the first one too
+        # the detector warmed up before the window: the stall at 110-120 s is one episode
+        replay = Replay(rec)
+        list(replay.models(t0 + 112, t0 + 130))
+        assert [(e.state, e.start_wall_s - t0) for e in replay.episodes] == [("checkpoint-stall", 109.0)]
+
+
+def test_sessions_start_without_an_interval(tmp_path):
+    samples = sim_samples("healthy-cached", 30)
+    path = tmp_path / "s.gdtrec"
+    write_recording(path, samples[:10])
+    write_recording(path, samples[15:30])     # restarted 5 s later
+    with Recording.open(path) as rec:
+        intervals = [m.interval_s for m, _ in Replay(rec).models()]
+        assert intervals[0] == 0.0 and intervals[10] == 0.0
+        assert set(intervals[1:10] + intervals[11:]) == {1.0}
+
+
+def test_replay_of_an_empty_recording_yields_nothing(tmp_path):
+    from gpudisk_top.record import frames
+    from gpudisk_top.record.header import FORMAT_VERSION
+
+    path = tmp_path / "e.gdtrec"
+    path.write_bytes(frames.preamble(FORMAT_VERSION))
+    with Recording.open(path) as rec:
+        assert list(Replay(rec).models()) == []

@@ -1,0 +1,139 @@
+"""`gpudisk-top report`: JSON on scenarios with known episodes, the text report, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpudisk_top.commands import report as report_cmd
+from gpudisk_top.errors import UsageError
+from gpudisk_top.model.detect import STATES
+from gpudisk_top.record import frames
+from gpudisk_top.record.header import FORMAT_VERSION
+from gpudisk_top.sim import Simulator, builtin
+from recording_helpers import call, run_command, sim_samples, write_recording
+
+
+@pytest.fixture(scope="module")
+def stalls(tmp_path_factory):
+    """One pass of checkpoint-stalls: 4 x (50 s training, 10 s checkpoint)."""
+    sim = Simulator(builtin("checkpoint-stalls"), seed=1)
+    labels = sim.labels()
+    samples = [sim.sample() for _ in range(len(labels) + 1)]
+    path = write_recording(tmp_path_factory.mktemp("rep") / "stalls.gdtrec", samples,
+                           scenario="checkpoint-stalls", seed=1)
+    return path, samples, labels
+
+
+def _report_json(capsys, *args) -> dict:
+    assert call(report_cmd, *args, "--json") == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_report_json_on_checkpoint_stalls(stalls, capsys):
+    path, samples, labels = stalls
+    d = _report_json(capsys, path)
+    assert d["samples"] == len(samples) == 241
+    assert d["start_s"] == samples[0].wall_s and d["end_s"] == samples[-1].wall_s
+    assert d["start"].startswith("2026-01-01T") and d["duration_s"] == 240.0
+    assert d["simulated"] is True and d["source"] == "simulated, scenario checkpoint-stalls, seed 1"
+    eps = d["episodes"]
+    assert [e["state"] for e in eps] == ["checkpoint-stall"] * 4       # 4 per pass
+    stall_starts = [i for i, l in enumerate(labels) if l == "checkpoint-stall" and labels[i - 1] != l]
+    for e, i in zip(eps, stall_starts):
+        assert e["start_s"] == pytest.approx(samples[0].wall_s + i, abs=1.0)
+        assert e["duration_s"] == pytest.approx(10.0, abs=1.0)
+        assert e["end_s"] - e["start_s"] == pytest.approx(e["duration_s"], abs=1e-3)
+        assert e["gpus"] == list(range(8)) and e["devices"] == ["nvme2n1"]
+        assert 4242 in e["processes"] and "writing" in e["reason"]
+        assert set(e) >= {"state", "start", "end", "duration_s", "gpus", "devices", "processes", "reason"}
+    assert sorted(d["states"]) == [str(i) for i in range(8)]
+    for per in d["states"].values():
+        assert set(per) >= set(STATES)
+        assert sum(per.values()) == pytest.approx(240.0)
+        assert per["checkpoint-stall"] == pytest.approx(40.0, abs=4.0)
+        assert per["healthy"] == pytest.approx(200.0, abs=4.0)
+    assert d["devices"][0]["name"] == "nvme2n1"                          # the worst await
+    assert d["devices"][0]["w_await_ms"] > d["devices"][-1]["await_ms"]
+
+
+def test_report_window_with_relative_times(stalls, capsys):
+    path, samples, _ = stalls
+    d = _report_json(capsys, path, "--from", "+1m", "--to", "-1m")
+    assert d["start_s"] == samples[60].wall_s and d["end_s"] == samples[180].wall_s
+    assert d["samples"] == 121 and d["duration_s"] == 120.0
+    assert len(d["episodes"]) == 2
+    d = _report_json(capsys, path, "--from", "@%d" % samples[100].wall_s, "--to", "end")
+    assert d["samples"] == 141
+
+
+def test_report_on_the_demo_finds_every_kind_of_episode(tmp_path, capsys):
+    sim = Simulator(builtin("demo"), seed=0)
+    n = len(sim.labels())
+    path = write_recording(tmp_path / "demo.gdtrec", [sim.sample() for _ in range(n + 1)])
+    d = _report_json(capsys, path)
+    assert [e["state"] for e in d["episodes"]] == ["disk-starved", "checkpoint-stall", "cpu-starved"]
+    disk = d["episodes"][0]
+    assert "sdb" in disk["devices"] and disk["duration_s"] == pytest.approx(60, abs=3)
+    assert all(per["idle"] == pytest.approx(30, abs=3) for per in d["states"].values())
+
+
+def test_text_report_has_charts_and_episodes(stalls, capsys):
+    path, _, _ = stalls
+    assert call(report_cmd, path) == 0
+    out = capsys.readouterr().out
+    assert "(SIMULATED: simulated, scenario checkpoint-stalls, seed 1)" in out
+    assert "Episodes (4):" in out and "checkpoint-stall" in out
+    assert "GPU utilization, %" in out and "nvme2n1 await, ms" in out
+    assert "episodes along the top: C checkpoint-stall" in out
+    assert "\x1b[" not in out                                   # no colour codes to paste
+    assert call(report_cmd, path, "--no-charts") == 0
+    assert "GPU utilization" not in capsys.readouterr().out
+
+
+def test_report_runs_as_a_command(stalls):
+    path, _, _ = stalls
+    out = run_command("report", path, "--json", "--to", "+30s")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["samples"] == 31
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "empty file, not a gpudisk-top recording"),
+    (b"not a recording at all", "not a gpudisk-top recording"),
+    (frames.PREAMBLE.pack(frames.MAGIC, 99, 0), "recording format version 99 is newer"),
+    (frames.preamble(FORMAT_VERSION), "the recording holds no samples"),
+])
+def test_bad_files_are_one_line_errors(tmp_path, content, message):
+    path = tmp_path / "bad.gdtrec"
+    path.write_bytes(content)
+    out = run_command("report", str(path))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("gpudisk-top: error: ") and message in out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+def test_truncated_file_is_a_warning_and_the_readable_part(tmp_path, capsys):
+    samples = sim_samples("checkpoint-stalls", 30)
+    path = write_recording(tmp_path / "t.gdtrec", samples, scenario="checkpoint-stalls")
+    data = open(path, "rb").read()
+    found, _ = frames.scan(data, frames.PREAMBLE.size)
+    last = [f for f in found if f.kind in frames.SAMPLE_TYPES][-1]
+    open(path, "wb").write(data[:last.end - 3])
+    out = run_command("report", path, "--json")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["samples"] == 29
+    assert out.stderr.startswith("gpudisk-top: warning: ") and "torn" in out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--from", "yesterday"], "not a time: 'yesterday'"),
+    (["--from", "+10m"], "no samples between"),
+    (["--from", "+20s", "--to", "+10s"], "is before --from"),
+])
+def test_bad_windows(stalls, args, message):
+    path, _, _ = stalls
+    with pytest.raises(UsageError, match=message):
+        call(report_cmd, path, *args)
