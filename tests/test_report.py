@@ -137,3 +137,27 @@ def test_bad_windows(stalls, args, message):
     path, _, _ = stalls
     with pytest.raises(UsageError, match=message):
         call(report_cmd, path, *args)
+
+
+def test_chunks_and_processes_do_not_change_the_report(stalls):
+    """The report replays its window in fixed pieces (an hour by default), each with the
+    detector warmed up before it, so any number of processes gives the same numbers, and
+    an episode cut by a boundary comes out whole."""
+    from gpudisk_top.record import Recording
+    from gpudisk_top.report import summary
+
+    path, _, _ = stalls
+    with Recording.open(path) as rec:
+        whole = summary.build(rec).data
+        cut = summary.build(rec, chunk_s=37.0).data          # boundaries inside stalls
+        forked = summary.build(rec, chunk_s=37.0, jobs=3).data
+    assert cut == forked
+    assert len(summary.chunks_of(Recording.open(path), None, None, 37.0)) == 7
+    assert [(e["state"], e["start_s"], e["end_s"]) for e in cut["episodes"]] == \
+        [(e["state"], e["start_s"], e["end_s"]) for e in whole["episodes"]]
+    assert [e["id"] for e in cut["episodes"]] == [1, 2, 3, 4]
+    assert cut["samples"] == whole["samples"] and cut["duration_s"] == whole["duration_s"]
+    for gpu, per in whole["states"].items():
+        for state, seconds in per.items():
+            assert cut["states"][gpu][state] == pytest.approx(seconds, abs=2.0)
+    assert [d["name"] for d in cut["devices"]] == [d["name"] for d in whole["devices"]]

@@ -11,6 +11,7 @@ import json
 import sys
 
 from gpudisk_top.commands.common import add_detector_options, device_filter, thresholds_from
+from gpudisk_top.errors import UsageError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -23,6 +24,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add_window_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object (schema in README)")
     p.add_argument("--no-charts", action="store_true", help="text report without the charts")
+    p.add_argument("-j", "--jobs", type=int, metavar="N",
+                   help="processes to replay with (default: one per CPU); the window is replayed "
+                        "in one-hour pieces, so the numbers are the same whatever N")
     add_detector_options(p)
     return p
 
@@ -34,7 +38,10 @@ def run(args) -> int:
     thresholds = thresholds_from(args)
     rec, start, end = open_window(args)
     try:
-        result = summary.build(rec, start, end, thresholds, device_filter(args))
+        jobs = args.jobs if args.jobs is not None else summary.default_jobs()
+        if jobs < 1:
+            raise UsageError(f"--jobs {jobs}: must be at least 1")
+        result = summary.build(rec, start, end, thresholds, device_filter(args), jobs=jobs)
     finally:
         rec.close()
     if args.json:

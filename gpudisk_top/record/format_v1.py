@@ -66,8 +66,11 @@ def _is_int(x) -> bool:
     return type(x) is int
 
 
+_INT = {int}
+
+
 def _all_ints(values: list) -> bool:
-    return all(type(x) is int for x in values)
+    return set(map(type, values)) <= _INT
 
 
 def _delta(cur: list, prev: list | None) -> list:
@@ -136,9 +139,14 @@ def _last_ts(samples) -> int:
 
 
 # ---------------------------------------------------------------------------- host
+_CPU_FIELDS = _names(CpuTimes)
+_DEVICE_FIELDS = _names(DeviceInfo)
+_GPU_PROCESS_FIELDS = _names(GpuProcessRaw)
+
+
 def _host_tree(h: HostRaw) -> dict:
     return {
-        "cpu": list(dataclasses.astuple(h.cpu)) if h.cpu is not None else None,
+        "cpu": [getattr(h.cpu, n) for n in _CPU_FIELDS] if h.cpu is not None else None,
         "ncpu": h.ncpu,
         "psi": {k: [v.some_us, v.full_us] for k, v in h.psi.items()},
         "mem": dict(h.meminfo_kb),
@@ -147,9 +155,6 @@ def _host_tree(h: HostRaw) -> dict:
             None if h.cgroup.io_pressure is None
             else [h.cgroup.io_pressure.some_us, h.cgroup.io_pressure.full_us]],
     }
-
-
-_CPU_FIELDS = _names(CpuTimes)
 
 
 def _host_from_tree(t: dict) -> HostRaw:
@@ -171,7 +176,7 @@ def _host_from_tree(t: dict) -> HostRaw:
 
 # ---------------------------------------------------------------------------- records
 def _device_list(d: DeviceInfo) -> list:
-    return [list(v) if isinstance(v, tuple) else v for v in dataclasses.astuple(d)]
+    return [list(v) if isinstance(v, tuple) else v for v in (getattr(d, n) for n in _DEVICE_FIELDS)]
 
 
 def _maker(cls, recorded: list[str], tuple_fields=(), required_default=None):
@@ -213,6 +218,7 @@ class Encoder:
     begins a new deflate stream (the next payload is a keyframe)."""
 
     def __init__(self, level: int = 6) -> None:
+        # level 6: 4 % larger than 9 at half its CPU (bench: 0.48 vs 0.97 ms a sample)
         self.level = level
         self.start_segment()
 
@@ -259,7 +265,8 @@ class Encoder:
         for i, g in enumerate(s.gpu.gpus):
             dyn = [getattr(g, n) for n in GPU_DYNAMIC]
             static = [getattr(g, n) for n in GPU_STATIC]
-            procs = None if g.processes is None else [list(dataclasses.astuple(p)) for p in g.processes]
+            procs = None if g.processes is None else [[getattr(p, n) for n in _GPU_PROCESS_FIELDS]
+                                                      for p in g.processes]
             p = prev_gpus[i] if prev_gpus is not None else None
             rec = [_delta(dyn, p[0] if p else None),
                    _samples_enc(g.util_samples, p[3] if p else 0),

@@ -38,7 +38,7 @@ class Recorder:
 
     def __init__(self, path, header: dict | None = None, *, max_size_mb: float | None = None,
                  retain_days: float | None = None, segment_samples: int = SEGMENT_SAMPLES,
-                 sync_interval_s: float | None = SYNC_INTERVAL_S, level: int = 9) -> None:
+                 sync_interval_s: float | None = SYNC_INTERVAL_S, level: int = 6) -> None:
         self.path = os.fspath(path)
         self.header = dict(header if header is not None else make_header())
         self.header.setdefault("segment_samples", segment_samples)
