@@ -1,0 +1,98 @@
+"""What `gpudisk-top record` costs, beside `iostat -x 1` in the same run.
+
+    python bench/bench_record.py [--seconds 60] [--scenario demo] [--warmup 5]
+
+Starts `record --demo SCENARIO -i 1` (8 simulated GPUs and every simulated disk with the
+demo scenario) and `iostat -x 1` at the same moment, lets both run --seconds, and compares
+their CPU time from /proc/PID/stat (utime + stime, in clock ticks): over the whole run
+(interpreter start-up included) and in steady state (from --warmup seconds on).  iostat
+must be installed (Debian: sysstat); without it only the recorder is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def record_argv(out: str, scenario: str) -> list[str]:
+    sys.path.insert(0, ROOT)
+    from gpudisk_top.commands import COMMANDS
+
+    args = ["-o", out, "--demo", scenario, "-i", "1", "-q"]
+    if "record" in COMMANDS:
+        return [sys.executable, "-m", "gpudisk_top", "record", *args]
+    runner = ("import sys; from gpudisk_top.commands import record as r; "
+              "sys.exit(r.run(r.build_parser('gpudisk-top record').parse_args(sys.argv[1:])))")
+    return [sys.executable, "-c", runner, *args]
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of pid so far, in seconds (fields 14 and 15 of /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--scenario", default="demo")
+    args = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="gpudisk-top-bench-")
+    out = os.path.join(tmp, "bench.gdtrec")
+    procs = {"record": subprocess.Popen(record_argv(out, args.scenario), cwd=ROOT,
+                                        stdout=subprocess.DEVNULL)}
+    iostat = shutil.which("iostat")
+    if iostat:
+        procs["iostat -x 1"] = subprocess.Popen([iostat, "-x", "1"], stdout=subprocess.DEVNULL)
+    else:
+        print("iostat not found (install sysstat): measuring the recorder alone", file=sys.stderr)
+    t0 = time.monotonic()
+    time.sleep(args.warmup)
+    warm = {name: cpu_s(pr.pid) for name, pr in procs.items()}
+    t_warm = time.monotonic()
+    time.sleep(max(0.0, args.seconds - args.warmup))
+    end = {name: cpu_s(pr.pid) for name, pr in procs.items()}
+    t_end = time.monotonic()
+    for pr in procs.values():
+        pr.send_signal(signal.SIGTERM)
+    for pr in procs.values():
+        pr.wait(timeout=30)
+    from gpudisk_top.record import Recording
+
+    with Recording.open(out) as rec:
+        samples = len(rec)
+    size = os.path.getsize(out)
+    shutil.rmtree(tmp, ignore_errors=True)
+    total_s, steady_s = t_end - t0, t_end - t_warm
+    print(f"{args.seconds:.0f} s side by side, CPU time from /proc/PID/stat "
+          f"(resolution {TICK_S * 1000:.0f} ms); record wrote {samples} samples, {size / 1024:.0f} KiB")
+    print(f"{'process':<14} {'whole run':>22} {'steady state':>22}")
+    rows = {}
+    for name in procs:
+        whole = end[name] / total_s * 100
+        steady = (end[name] - warm[name]) / steady_s * 100
+        rows[name] = (whole, steady)
+        print(f"{name:<14} {end[name]:>7.2f} s = {whole:>6.3f} % {end[name] - warm[name]:>7.2f} s = "
+              f"{steady:>6.3f} %   (% of one core)")
+    if "iostat -x 1" in rows:
+        rw, rs = rows["record"]
+        iw, is_ = rows["iostat -x 1"]
+        print(f"ratio record / iostat: whole run {rw / iw if iw else float('inf'):.1f}x, "
+              f"steady state {rs / is_ if is_ else float('inf'):.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
