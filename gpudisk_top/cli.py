@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dashboard: leave the mouse to the terminal (select and copy text)")
     add_interval_option(p)
     add_source_options(p)
+    p.add_argument("--demo-start", type=float, default=0.0, metavar="S",
+                   help="with --demo: start S simulated seconds into the scenario, with that "
+                        "history on the timeline (the demo's first disk starvation is at 60 s)")
     p.add_argument("--list-scenarios", action="store_true",
                    help="list the simulator's built-in scenarios and exit")
     add_detector_options(p)
@@ -105,7 +108,8 @@ def run_dashboard(args) -> int:
     from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
 
     app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
-                     dev_filter=device_filter(args))
+                     dev_filter=device_filter(args),
+                     prefill=int(args.demo_start / args.interval) if args.demo_start else 0)
     app.run(mouse=not args.no_mouse)
     return 0
 
@@ -122,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             return list_scenarios()
         if args.json and not args.once:
             raise UsageError("--json needs --once")
+        if args.demo_start and not args.demo:
+            raise UsageError("--demo-start needs --demo")
         if args.once:
             return run_once(args)
         return run_dashboard(args)

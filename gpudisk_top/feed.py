@@ -75,6 +75,8 @@ class Feed:
         self.detector = Detector(thresholds)
         self.history = History(history_capacity)
         self.last_update_mono: float | None = None
+        self.last_error: str | None = None   # the latest sampling failure, for the screen
+        self.errors = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -140,7 +142,11 @@ class Feed:
     def _run(self) -> None:
         deadline = time.monotonic()
         while not self._stop.is_set():
-            self.on_update(self.step())
+            try:
+                self.on_update(self.step())
+            except Exception as err:  # noqa: BLE001 - the loop must outlive any one bad sample
+                self.last_error = f"{type(err).__name__}: {err}"
+                self.errors += 1
             deadline += self.interval_s
             if deadline < time.monotonic():  # fell behind (a slow read): no burst to catch up
                 deadline = time.monotonic() + self.interval_s

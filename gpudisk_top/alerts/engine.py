@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 from dataclasses import dataclass, field
 
 from gpudisk_top.alerts import catalog
@@ -48,7 +49,7 @@ class Fired:
 @dataclass
 class _Hold:
     count: int = 0
-    fired: Fired | None = None
+    fired: object = None           # None; True while its actions run; then the Fired
 
 
 def _plural(n: int, word: str) -> str:
@@ -77,6 +78,7 @@ class AlertEngine:
         self.host_name = host_name or socket.gethostname()
         self.commands = CommandRunner(self.warn, **({"popen": popen} if popen else {}))
         self._holds: dict[tuple[str, str], _Hold] = {}
+        self._lock = threading.Lock()     # active() may be called from the UI thread
         self._last_fired_mono: dict[tuple[str, str], float] = {}
         self.fired_total: dict[str, int] = {r.name: 0 for r in self.rules}
 
@@ -95,6 +97,17 @@ class AlertEngine:
         now_mono = model.sample.mono_s
         fs_by_path = {fs.path: fs for fs in free_space or ()}
         fired: list[Fired] = []
+        with self._lock:
+            todo = self._judge(model, verdict, fs_by_path, now_mono)
+        for rule, subject, value, count, hold in todo:
+            alert = self._fire(rule, subject, value, count, model, verdict, fs_by_path)
+            hold.fired = alert
+            fired.append(alert)
+        return fired
+
+    def _judge(self, model, verdict, fs_by_path, now_mono) -> list:
+        """Advance every hold; (rule, subject, value, count, hold) for each that fires."""
+        todo = []
         for rule in self.rules:
             seen = set()
             for subject, value in self._observe(rule, model, verdict, fs_by_path):
@@ -110,17 +123,17 @@ class AlertEngine:
                 last = self._last_fired_mono.get(key)
                 if last is not None and now_mono - last < rule.cooldown_s:
                     continue
-                alert = self._fire(rule, subject, value, hold.count, model, verdict, fs_by_path)
-                hold.fired = alert
+                hold.fired = True        # the Fired object replaces this marker below
                 self._last_fired_mono[key] = now_mono
-                fired.append(alert)
+                todo.append((rule, subject, value, hold.count, hold))
             for key in [k for k in self._holds if k[0] == rule.name and k not in seen]:
                 del self._holds[key]     # a subject that is gone (a device removed)
-        return fired
+        return todo
 
     def active(self) -> list[Fired]:
         """Alerts that fired and whose condition still holds: what a banner keeps up."""
-        return [h.fired for h in self._holds.values() if h.fired is not None]
+        with self._lock:
+            return [h.fired for h in self._holds.values() if isinstance(h.fired, Fired)]
 
     def close(self, wait_s: float = 5.0) -> None:
         """Wait for commands still running (then kill them)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import json
 import mmap
+import operator
 import os
 import stat
 from array import array
@@ -186,7 +187,7 @@ class Recording:
         self._report_damage(damage, skipped, unknown)
         # sessions that hold no sample (a recorder stopped before its first) are kept for
         # their headers, but samples map to the last session that starts at their index
-        if any(walls[i] > walls[i + 1] for i in range(len(walls) - 1)):
+        if not all(map(operator.le, walls[:-1], walls[1:])):
             self._order = sorted(range(len(walls)), key=walls.__getitem__)
             self.warnings.append(f"{self.path}: the clock went backwards during the recording; "
                                  "seeking by time uses the samples in time order")

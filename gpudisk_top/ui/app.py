@@ -65,7 +65,7 @@ class GpuDiskApp(App):
 
     def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
                  dev_filter: DeviceFilter | None = None, on_sample=None,
-                 autostart: bool = True, show_self: bool = True) -> None:
+                 autostart: bool = True, show_self: bool = True, prefill: int = 0) -> None:
         super().__init__()
         self.origin = origin
         self.feed = Feed(source, interval_s, self._from_feed, thresholds=thresholds,
@@ -79,6 +79,7 @@ class GpuDiskApp(App):
         self._initial_filter = dev_filter or DeviceFilter()
         self._first_frame_at: float | None = None
         self._last_flags: list[str] = []
+        self.prefill = prefill  # samples to take at once before going live (--demo-start)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -93,6 +94,10 @@ class GpuDiskApp(App):
     def on_mount(self) -> None:
         self.query_one(DiskPanel).filter = self._initial_filter
         self._render_header()
+        if self.prefill:
+            for _ in range(self.prefill - 1):
+                self.feed.step()
+            self.apply(self.feed.step())
         if self.autostart:
             self.feed.start()
             self.set_interval(1.0, self._check_stale)  # the STALE flag needs a clock
@@ -153,6 +158,8 @@ class GpuDiskApp(App):
             out.append("DEMO" if self.origin["source"].startswith("simulated") else "REPLAY")
         if self.paused:
             out.append("PAUSED")
+        if self.feed.last_error is not None:
+            out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
         last = self.feed.last_update_mono
         if self.autostart and last is not None:
             late = time.monotonic() - last

@@ -12,9 +12,13 @@ from textual.widget import Widget
 Line = list[tuple[str, Style]]  # runs of text with one style each
 
 
+_PAD = Style()
+
+
 def strip(line: Line, width: int) -> Strip:
-    segments = [Segment(text, style) for text, style in line if text]
-    return Strip(segments).crop_extend(0, width, None)
+    # never a None style: Textual's NO_COLOR (monochrome) filter cannot take one
+    segments = [Segment(text, style or _PAD) for text, style in line if text]
+    return Strip(segments).crop_extend(0, width, _PAD)
 
 
 class LinesPanel(Widget):
@@ -33,11 +37,8 @@ class LinesPanel(Widget):
     def redraw(self) -> None:
         """Rebuild the lines from the panel's last input (after focus or size changes)."""
 
-    def on_focus(self) -> None:
+    def watch_has_focus(self, _focused: bool) -> None:
         self.redraw()  # the focus mark moves
-
-    def on_blur(self) -> None:
-        self.redraw()
 
     def set_lines(self, lines: list[Line]) -> None:
         """Replace the lines; repaint only those that changed (a 1 Hz screen where most

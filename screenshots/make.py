@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Make the README's screenshots from the simulator at a fixed seed.
+
+Each shot drives the real dashboard (GpuDiskApp) through Textual's test harness: the demo
+scenario, N samples, some keys, then the screen is saved as SVG and as plain text.  The
+snapshot tests (tests/test_ui_snapshots.py) regenerate every shot and compare: the text
+always, the SVG when the installed Textual is the one that made it (screenshots/meta.json).
+
+usage: python screenshots/make.py            # rewrite every shot
+       python screenshots/make.py --check    # exit 1 if any differs
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+# name -> (width, height, scenario, samples, keys, caption)
+SHOTS = {
+    "overview": (120, 40, "demo", 100, [],
+                 "The simulated 8-GPU node 40 s into a disk-starvation episode"),
+    "episode": (120, 40, "demo", 130, ["e"],
+                "The episode list (e) with the selected episode's evidence"),
+    "small-80x24": (80, 24, "demo", 100, [], "The same moment at 80x24"),
+    "help": (120, 40, "demo", 30, ["question_mark"], "The help screen (?)"),
+    "large-160x48": (160, 48, "demo", 230, ["p"],
+                     "160x48 with the GPU process list (p) in a cpu-starved episode"),
+}
+ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
+          "kernel": "simulated"}
+
+
+def _fixed_zone() -> None:
+    os.environ["TZ"] = "UTC"  # the clock labels must not depend on where this runs
+    time.tzset()
+
+
+async def _shoot(width: int, height: int, scenario: str, samples: int, keys: list[str]):
+    from gpudisk_top.sim import Simulator, builtin
+    from gpudisk_top.ui.app import GpuDiskApp
+
+    app = GpuDiskApp(Simulator(builtin(scenario), seed=0), 1.0, ORIGIN, autostart=False,
+                     show_self=False)
+    async with app.run_test(size=(width, height)) as pilot:
+        app.advance(samples)
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        svg = app.export_screenshot(title=f"gpudisk-top --demo  ({width}x{height})")
+        strips = app.screen._compositor.render_strips()
+        text = "\n".join("".join(seg.text for seg in s).rstrip() for s in strips) + "\n"
+    return svg, text
+
+
+def render(name: str) -> tuple[str, str]:
+    """(svg, text) of one shot."""
+    _fixed_zone()
+    width, height, scenario, samples, keys, _ = SHOTS[name]
+    return asyncio.run(_shoot(width, height, scenario, samples, keys))
+
+
+def textual_version() -> str:
+    from importlib.metadata import version
+    return version("textual")
+
+
+def main() -> int:
+    check = "--check" in sys.argv[1:]
+    differ = []
+    for name in SHOTS:
+        svg, text = render(name)
+        for ext, content in (("svg", svg), ("txt", text)):
+            path = os.path.join(HERE, f"{name}.{ext}")
+            old = open(path).read() if os.path.exists(path) else None
+            if old != content:
+                differ.append(path)
+                if not check:
+                    with open(path, "w") as f:
+                        f.write(content)
+    if not check:
+        with open(os.path.join(HERE, "meta.json"), "w") as f:
+            json.dump({"textual": textual_version(), "shots": {n: s[5] for n, s in SHOTS.items()}},
+                      f, indent=2)
+            f.write("\n")
+    for path in differ:
+        print(("differs: " if check else "wrote: ") + os.path.relpath(path))
+    return 1 if check and differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

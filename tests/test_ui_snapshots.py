@@ -1,0 +1,43 @@
+"""Snapshot tests: regenerate every README screenshot (screenshots/make.py) and compare.
+
+The screen's text is compared always; the SVG too when the installed Textual made the
+committed one (an SVG's markup changes between Textual releases, its text does not)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "screenshots"))
+
+import make  # noqa: E402
+
+REGENERATE = "run `python screenshots/make.py` and review the diff if the change is intended"
+
+
+@pytest.mark.parametrize("name", list(make.SHOTS))
+def test_screenshot_matches(name):
+    svg, text = make.render(name)
+    with open(os.path.join(ROOT, "screenshots", f"{name}.txt")) as f:
+        assert text == f.read(), f"{name}: the screen changed; {REGENERATE}"
+    with open(os.path.join(ROOT, "screenshots", "meta.json")) as f:
+        meta = json.load(f)
+    if meta["textual"] == make.textual_version():
+        with open(os.path.join(ROOT, "screenshots", f"{name}.svg")) as f:
+            assert svg == f.read(), f"{name}.svg differs; {REGENERATE}"
+
+
+def test_sizes_cover_80x24_and_160x48():
+    sizes = {(w, h) for w, h, *_ in make.SHOTS.values()}
+    assert {(80, 24), (160, 48)} <= sizes
+
+
+def test_readme_shows_every_screenshot():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    for name in make.SHOTS:
+        assert f"screenshots/{name}.svg" in readme, name
