@@ -3,8 +3,8 @@
 sampling every second) with and without scrapes.
 
 Three measures, each of the serve process's own CPU over the measured window (user +
-system of all its threads, exited ones included, from /proc/PID/stat; after a 5 s warm-up):
-  idle      no scrape for --duration seconds
+system of all its threads, exited ones included, from /proc/PID/stat), in phases of one process after a 5 s warm-up:
+  idle      no scrape for --duration seconds (--repeat times, alternating, and once at the end)
   every-15s a scrape every 15 s (Prometheus's default interval) for --duration seconds
   burst     a scrape every 0.25 s for --burst seconds: the cost of one scrape, precisely
 The figure that matters is the added share of one core at a 15 s scrape interval:
@@ -64,37 +64,39 @@ def scrape(url: str) -> int:
         return len(r.read())
 
 
-def run(duration_s: float, scrape_every_s: float | None) -> dict:
-    """One serve process: warm up, then measure its CPU over duration_s."""
+def run_phases(phases: list[tuple[str, float, float | None]]) -> list[dict]:
+    """One serve process through (name, seconds, scrape every N s or None) phases, back to
+    back, after a warm-up: the CPU of each phase, so every comparison is within one
+    process (no start-up cost, no difference between processes)."""
     port = free_port()
-    count = int(WARMUP_S + duration_s) + 3
     proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo", "--listen",
-                             f"127.0.0.1:{port}", "--count", str(count)],
-                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+                             f"127.0.0.1:{port}"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
     proc.stderr.readline()   # "serving ..."
     url = f"http://127.0.0.1:{port}/metrics"
     time.sleep(WARMUP_S)
-    scrape(url) if scrape_every_s else None   # first scrape's one-time costs: not measured
-    time.sleep(0.5)
-    cpu0 = proc_cpu_s(proc.pid)
-    t0 = time.monotonic()
-    scrapes, size = 0, 0
-    if scrape_every_s:
-        next_at = t0
-        while time.monotonic() - t0 < duration_s:
-            size = scrape(url)
-            scrapes += 1
-            next_at += scrape_every_s
-            time.sleep(max(0.0, next_at - time.monotonic()))
-    else:
-        time.sleep(duration_s)
-    measured_s = time.monotonic() - t0
-    cpu1 = proc_cpu_s(proc.pid)
-    proc.terminate()
-    _, status, _ = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return {"seconds": measured_s, "cpu_s": cpu1 - cpu0, "scrapes": scrapes,
-            "scrape_bytes": size, "exit": proc.returncode}
+    scrape(url)              # the first scrape's one-time costs (imports): not measured
+    time.sleep(1.0)
+    out = []
+    try:
+        for name, duration_s, every_s in phases:
+            cpu0, t0 = proc_cpu_s(proc.pid), time.monotonic()
+            scrapes, size = 0, 0
+            if every_s:
+                next_at = t0
+                while time.monotonic() - t0 < duration_s:
+                    size = scrape(url)
+                    scrapes += 1
+                    next_at += every_s
+                    time.sleep(max(0.0, min(next_at, t0 + duration_s) - time.monotonic()))
+            else:
+                time.sleep(duration_s)
+            out.append({"phase": name, "seconds": time.monotonic() - t0,
+                        "cpu_s": proc_cpu_s(proc.pid) - cpu0, "scrapes": scrapes,
+                        "scrape_bytes": size})
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return out
 
 
 def render_cost_us(repeat: int = 200) -> dict:
@@ -146,9 +148,14 @@ def main() -> int:
     print(f"in-process: render one scrape {inproc['render_us']:.0f} us "
           f"({inproc['series']} series, {inproc['bytes']} bytes); same frame again "
           f"{inproc['render_same_frame_us']:.0f} us; update() {inproc['update_us']:.1f} us")
-    idle = [run(args.duration, None) for _ in range(args.repeat)]
-    every = [run(args.duration, 15.0) for _ in range(args.repeat)]
-    burst = run(args.burst, 0.25)
+    plan = []
+    for _ in range(args.repeat):
+        plan += [("idle", args.duration, None), ("every-15s", args.duration, 15.0)]
+    plan += [("burst", args.burst, 0.25), ("idle", args.duration, None)]
+    results = run_phases(plan)
+    idle = [r for r in results if r["phase"] == "idle"]
+    every = [r for r in results if r["phase"] == "every-15s"]
+    (burst,) = [r for r in results if r["phase"] == "burst"]
 
     def core_pct(r):
         return r["cpu_s"] / r["seconds"] * 100
@@ -158,10 +165,9 @@ def main() -> int:
     burst_extra_s = burst["cpu_s"] - idle_pct / 100 * burst["seconds"]
     per_scrape_ms = burst_extra_s / burst["scrapes"] * 1000
     added_15s_pct = per_scrape_ms / 1000 / 15 * 100
-    for name, runs in (("idle", idle), ("every-15s", every), ("burst", [burst])):
-        for r in runs:
-            print(f"{name:10} {r['seconds']:6.1f} s  cpu {r['cpu_s'] * 1000:7.0f} ms  "
-                  f"= {core_pct(r):.3f}% of a core  scrapes {r['scrapes']}")
+    for r in results:
+        print(f"{r['phase']:10} {r['seconds']:6.1f} s  cpu {r['cpu_s'] * 1000:7.0f} ms  "
+              f"= {core_pct(r):.3f}% of a core  scrapes {r['scrapes']}")
     print(f"serve --demo without scrapes:        {idle_pct:.3f}% of a core")
     print(f"serve --demo, a scrape every 15 s:    {every_pct:.3f}% of a core "
           f"(direct difference {every_pct - idle_pct:+.3f} points; +/- {TICK_S * 2 / args.duration * 100:.3f} "
@@ -172,7 +178,7 @@ def main() -> int:
           f"(budget 0.1%)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"in_process": inproc, "idle": idle, "every_15s": every, "burst": burst,
+            json.dump({"in_process": inproc, "phases": results,
                        "idle_core_pct": idle_pct, "every_15s_core_pct": every_pct,
                        "per_scrape_cpu_ms": per_scrape_ms,
                        "added_core_pct_at_15s": added_15s_pct}, f, indent=2)

@@ -1,0 +1,62 @@
+"""SampleHooks: what the dashboard and the recorder call from their sampler thread."""
+
+from __future__ import annotations
+
+import argparse
+import urllib.request
+
+import pytest
+
+from model_factory import model, verdict
+from gpudisk_top.alerts import AlertRule
+from gpudisk_top.errors import UsageError
+from gpudisk_top.exporter import DeviceLabels, SampleHooks, add_export_options
+from gpudisk_top.watch import WatchConfig
+
+
+def test_one_sample_through_watch_alerts_and_metrics(tmp_path):
+    rule = AlertRule(name="space", kind="free_space", free_space=str(tmp_path),
+                     below_pct=100.0, log=None, bell=True)
+    sections = {"alerts": (rule,), "watch": WatchConfig(paths=("/",)),
+                "devices": DeviceLabels((("sda", (("purpose", "data"),)),))}
+    hooks = SampleHooks(sections, listen="127.0.0.1:0", stderr=None, host_name="node-17").start()
+    try:
+        fired = hooks.on_sample(model(1), verdict("healthy"), [])
+        assert [a.rule for a in fired] == ["space"] and fired[0].bell
+        assert [fs.path for fs in hooks.free_space] == ["/", str(tmp_path)]
+        assert all(fs.ok for fs in hooks.free_space)
+        assert [a.rule for a in hooks.engine.active()] == ["space"]
+        text = urllib.request.urlopen(hooks.server.url, timeout=10).read().decode()
+        assert 'gpudisk_top_alerts_fired_total{alert="space"} 1.0' in text
+        assert [x for x in text.splitlines()
+                if x.startswith("gpudisk_top_path_up{") and f'path="{tmp_path}"' in x]
+        assert 'purpose="data"' in text
+        assert hooks.on_sample(model(2), verdict("healthy"), []) == []   # held: once
+    finally:
+        hooks.close()
+
+
+def dashboard_args(*argv):
+    p = argparse.ArgumentParser()
+    add_export_options(p)
+    return p.parse_args(list(argv))
+
+
+class Cfg:
+    sections: dict = {}
+
+
+ORIGIN = {"source": "live", "host_name": "node-17"}
+
+
+def test_the_dashboard_serves_only_when_asked():
+    hooks = SampleHooks.from_args(dashboard_args(), Cfg(), ORIGIN)
+    assert hooks.server is None and hooks.pusher is None
+    assert hooks.on_sample(model(1)) == []          # no rules: nothing, and no endpoint
+    hooks.close()
+    hooks = SampleHooks.from_args(dashboard_args("--listen", "127.0.0.1:0"), Cfg(), ORIGIN)
+    assert hooks.server.address == ("127.0.0.1", 0)
+    hooks = SampleHooks.from_args(dashboard_args("--push", "http://gw:9091"), Cfg(), ORIGIN)
+    assert hooks.pusher.grouping == {"instance": "node-17"} and hooks.server.url is None
+    with pytest.raises(UsageError, match="--push-interval needs --push URL"):
+        SampleHooks.from_args(dashboard_args("--push-interval", "5"), Cfg(), ORIGIN)
