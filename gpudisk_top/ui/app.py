@@ -6,6 +6,7 @@ shows as STALE in the header, not as a frozen screen.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Iterable
 
@@ -130,6 +131,8 @@ class GpuDiskApp(App):
             self.apply(self.feed.step())
 
     def render_update(self, update: Update) -> None:
+        if self.shown is None and os.environ.get("GPUDISK_TOP_FIRST_FRAME_FILE"):
+            self.call_after_refresh(self._note_first_frame)
         self.shown = update
         self._render_header()
         self.query_one(VerdictBanner).show(update, self.thresholds.enter_intervals)
@@ -151,6 +154,14 @@ class GpuDiskApp(App):
         shown.sort(key=lambda n: (n not in named, -model.disks[n].util_pct))
         disk_rows = [(n, model.devices[n].display_name) for n in shown]
         self.query_one(Timeline).show(self.feed.history, [g.index for g in model.gpus], disk_rows)
+
+    def _note_first_frame(self) -> None:
+        """For bench/: seconds from process start to the first painted frame with data."""
+        import psutil
+
+        elapsed = time.time() - psutil.Process().create_time()
+        with open(os.environ["GPUDISK_TOP_FIRST_FRAME_FILE"], "w") as f:
+            f.write(f"{elapsed:.3f}\n")
 
     def flags(self) -> list[str]:
         out = []
