@@ -15,6 +15,7 @@ torn tail a crash left is cut off; a file that is not a recording is never writt
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import threading
 import time
@@ -103,11 +104,18 @@ class Recorder:
         if version != FORMAT_VERSION:
             raise UsageError(f"{self.path} is a recording of format version {version}; this "
                              f"recorder writes version {FORMAT_VERSION}: record to another file")
-        buf = _pread_all(fd, size)
-        found, _ = frames.scan(buf, frames.PREAMBLE.size)
+        try:
+            buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)  # no copy of a big file
+        except (OSError, ValueError):
+            buf = _pread_all(fd, size)
+        try:
+            found, _ = frames.scan(buf, frames.PREAMBLE.size)
+        finally:
+            if isinstance(buf, mmap.mmap):
+                buf.close()
         good_end = found[-1].end if found else frames.PREAMBLE.size
-        samples = [f for f in found if f.kind in frames.SAMPLE_TYPES]
-        self._file_first_wall_s = samples[0].wall_s if samples else None
+        first = next((f for f in found if f.kind in frames.SAMPLE_TYPES), None)
+        self._file_first_wall_s = first.wall_s if first is not None else None
         if good_end < size:
             os.ftruncate(fd, good_end)
             self.warnings.append(f"{self.path}: cut off a torn tail of {size - good_end} bytes "
