@@ -8,4 +8,9 @@ pay for the dashboard's imports.
 """
 
 # name -> (module, one-line summary for --help)
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "record": ("gpudisk_top.commands.record", "record raw samples to a file, headless, until stopped"),
+    "replay": ("gpudisk_top.commands.replay", "the dashboard driven by a recording: seek, step, speed"),
+    "report": ("gpudisk_top.commands.report", "the postmortem of a recording: states, episodes, worst devices, charts"),
+    "export": ("gpudisk_top.commands.export", "a recording's per-interval rates as CSV, JSON Lines or a Perfetto trace"),
+}

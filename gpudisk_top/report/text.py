@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import textwrap
 
-from gpudisk_top.model.detect.classify import gpu_ranges
+from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
-# one letter per starved state, for the charts' episode marks
-STATE_LETTERS = {"disk-starved": "D", "checkpoint-stall": "C", "cpu-starved": "P",
-                 "straggler": "S", "undiagnosed-stall": "U"}
+# one letter per starved state for the charts' episode marks: the dashboard's letters
+STATE_LETTERS = {s: g for s, g in STATE_GLYPH.items() if s not in ("idle", "healthy")}
 WIDTH = 100
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from rich.style import Style
 
 # one letter per state for the timeline's state row; pending (not yet an episode) in lower case
-STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
-               "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?"}
+from gpudisk_top.model.detect import STATE_GLYPH  # noqa: E402,F401 - shared with the report
 STATE_BADGE = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
                "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT-STALL",
                "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED STALL"}

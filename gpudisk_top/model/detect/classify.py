@@ -19,6 +19,9 @@ from gpudisk_top.model.snapshot import Model
 STATES = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
           "undiagnosed-stall")
 STARVED_STATES = frozenset(STATES[2:])
+# one glyph per state, the same on the dashboard's timeline and in the report's charts
+STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
+               "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?"}
 _PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
 
 
