@@ -66,11 +66,13 @@ class GpuDiskApp(App):
 
     def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
                  dev_filter: DeviceFilter | None = None, on_sample=None,
-                 autostart: bool = True, show_self: bool = True, prefill: int = 0) -> None:
+                 autostart: bool = True, show_self: bool = True, prefill: int = 0,
+                 feed=None) -> None:
         super().__init__()
         self.origin = origin
-        self.feed = Feed(source, interval_s, self._from_feed, thresholds=thresholds,
-                         on_sample=on_sample)
+        # a live Feed over `source`, or a ready-made feed (replay)
+        self.feed = feed or Feed(source, interval_s, self._from_feed, thresholds=thresholds,
+                                 on_sample=on_sample)
         self.thresholds = self.feed.detector.t
         self.autostart = autostart
         self.show_self = show_self
@@ -165,8 +167,11 @@ class GpuDiskApp(App):
 
     def flags(self) -> list[str]:
         out = []
-        if self.origin.get("source", "live") != "live":
-            out.append("DEMO" if self.origin["source"].startswith("simulated") else "REPLAY")
+        source = self.origin.get("source", "live")
+        if source.startswith("replay"):
+            out.append("REPLAY")
+        if "simulated" in source:
+            out.append("DEMO")
         if self.paused:
             out.append("PAUSED")
         if self.feed.last_error is not None:

@@ -1,0 +1,54 @@
+"""`gpudisk-top replay FILE`: the dashboard driven by a recording."""
+
+from __future__ import annotations
+
+import sys
+
+from gpudisk_top.commands.common import Parser, add_detector_options, device_filter, thresholds_from
+from gpudisk_top.errors import UsageError
+
+
+def build_parser(prog: str) -> Parser:
+    p = Parser(prog=prog, description="Replay a recording in the dashboard: space play/pause, "
+               ", and . step, f speed (x1/x10/x60), g go to a time, n/N next/previous episode.")
+    p.add_argument("file", help="a recording made by `gpudisk-top record` or `--record`")
+    p.add_argument("--from", dest="start", metavar="T",
+                   help="start at T (ISO 8601, 03:12, +5m, -5m, 10m ago; default: the start)")
+    p.add_argument("-a", "--all-devices", action="store_true", help="every block device")
+    p.add_argument("-d", "--devices", metavar="GLOBS", help="only devices matching these globs")
+    p.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal")
+    add_detector_options(p)
+    return p
+
+
+def run(args) -> int:
+    from gpudisk_top.record import Recording
+    from gpudisk_top.timeparse import Span, TimeParseError, parse_time
+
+    thresholds = thresholds_from(args)
+    rec = Recording.open(args.file)
+    for warning in rec.warnings:
+        print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
+    if len(rec) < 2:
+        raise UsageError(f"{args.file}: fewer than two samples, nothing to replay")
+    start = 0
+    if args.start:
+        try:
+            start = rec.index_at(parse_time(args.start, Span(rec.start_s, rec.end_s)))
+        except TimeParseError as err:
+            raise UsageError(f"--from: {err}") from None
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("replay needs a terminal; without one use "
+                         f"`gpudisk-top report {args.file}` or `gpudisk-top export`")
+    header = rec.header
+    origin = {"source": f"replay of {args.file}" + (" (simulated)" if header.get("simulated") else ""),
+              "host_name": header.get("host_name") or "?", "kernel": header.get("kernel") or "?"}
+    from gpudisk_top.ui.replay_app import ReplayApp  # only the dashboard loads Textual
+
+    app = ReplayApp(rec, origin, thresholds=thresholds, dev_filter=device_filter(args),
+                    start_index=start)
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:
+        rec.close()
+    return 0

@@ -1,0 +1,150 @@
+"""The dashboard driven by a recording: play and pause, step, x1/x10/x60, jump to a time,
+next and previous episode, and a position bar.  Verdicts are recomputed from the raw
+counters by the current model (ReplayFeed)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer
+
+from gpudisk_top.replay_feed import SPEEDS, ReplayFeed
+from gpudisk_top.timeparse import Span, TimeParseError, parse_time
+from gpudisk_top.ui.app import GpuDiskApp
+from gpudisk_top.ui.screens.jump import JumpScreen
+from gpudisk_top.ui.widgets.position import PositionBar
+
+FRAME_S = 0.1  # at x10 and x60 the screen repaints 10 times a second, several samples a time
+
+
+class ReplayApp(GpuDiskApp):
+    BINDINGS = [
+        Binding("space", "pause", "Play/pause"),
+        Binding("comma", "back", "Back", key_display=","),
+        Binding("full_stop", "forward", "Fwd", key_display="."),
+        Binding("f", "speed", "Speed"),
+        Binding("1", "set_speed(1)", show=False),
+        Binding("2", "set_speed(10)", show=False),
+        Binding("3", "set_speed(60)", show=False),
+        Binding("g", "jump", "Go to"),
+        Binding("n", "episode(1)", "Next ep"),
+        Binding("N", "episode(-1)", "Prev ep", key_display="N"),
+        Binding("home", "jump_to('start')", show=False),
+        Binding("end", "jump_to('end')", show=False),
+    ]
+
+    def __init__(self, recording, origin: dict, thresholds=None, dev_filter=None,
+                 start_index: int = 0, show_self: bool = True) -> None:
+        feed = ReplayFeed(recording, thresholds)
+        super().__init__(None, feed.interval_s, origin, thresholds=thresholds,
+                         dev_filter=dev_filter, autostart=False, show_self=show_self, feed=feed)
+        self.rec = recording
+        self.start_index = start_index
+        self.playing = False
+        self.speed = 1
+        self._timer = None
+        self._carry = 0.0
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if isinstance(widget, Footer):
+                yield PositionBar(id="position")
+            yield widget
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.apply(self.feed.seek(self.start_index))
+
+    # ------------------------------------------------------------------ display
+    def render_update(self, update) -> None:
+        super().render_update(update)
+        self._render_position()
+
+    def _render_position(self) -> None:
+        rec = self.rec
+        starts = [e.start_wall_s for e in self.feed.detector.episodes]
+        self.query_one(PositionBar).show(self.playing, self.speed, self.feed.index, len(rec),
+                                         rec.wall_s(self.feed.index), rec.start_s, rec.end_s, starts)
+
+    def flags(self) -> list[str]:
+        return [f for f in super().flags() if f != "PAUSED"]
+
+    # ------------------------------------------------------------------ playback
+    def _tick(self) -> None:
+        # samples due this frame at this speed; fractions carry to the next frame
+        self._carry += FRAME_S * self.speed / self.feed.interval_s
+        n, self._carry = int(self._carry), self._carry - int(self._carry)
+        update = None
+        for _ in range(n):
+            step = self.feed.step()
+            if step is None:
+                self._set_playing(False)
+                self.notify("end of the recording", timeout=3)
+                break
+            update = step
+        if update is not None:
+            self.apply(update)
+
+    def _set_playing(self, playing: bool) -> None:
+        self.playing = playing
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        if playing:
+            self._carry = 0.0
+            self._timer = self.set_interval(FRAME_S, self._tick)
+        if self.latest is not None:
+            self._render_position()
+
+    def action_pause(self) -> None:
+        self._set_playing(not self.playing)
+
+    def action_back(self) -> None:
+        self._set_playing(False)
+        self.apply(self.feed.back())
+
+    def action_forward(self) -> None:
+        self._set_playing(False)
+        update = self.feed.step()
+        if update is not None:
+            self.apply(update)
+
+    def action_speed(self) -> None:
+        self.action_set_speed(SPEEDS[(SPEEDS.index(self.speed) + 1) % len(SPEEDS)])
+
+    def action_set_speed(self, speed: int) -> None:
+        self.speed = speed
+        self._render_position()
+        self.notify(f"speed x{speed}", timeout=2)
+
+    def action_jump(self) -> None:
+        def done(text: str | None) -> None:
+            if text:
+                self.jump_to(text)
+        self.push_screen(JumpScreen(), done)
+
+    def action_jump_to(self, text: str) -> None:
+        self.jump_to(text)
+
+    def jump_to(self, text: str) -> None:
+        try:
+            wall_s = parse_time(text, Span(self.rec.start_s, self.rec.end_s))
+        except TimeParseError as err:
+            self.notify(str(err), severity="error", timeout=4)
+            return
+        self.apply(self.feed.seek(self.rec.index_at(wall_s)))
+
+    def action_episode(self, direction: int) -> None:
+        i = self.feed.next_episode_index(direction)
+        if i is None:
+            self.notify("no " + ("later" if direction > 0 else "earlier") + " episode", timeout=3)
+            return
+        self._set_playing(False)
+        # land where the episode is confirmed (it opens `enter_intervals` after its onset)
+        self.apply(self.feed.seek(min(len(self.rec) - 1, i + self.thresholds.enter_intervals)))
+
+    def action_slower(self) -> None:
+        self.notify("a recording's interval is fixed; f changes the speed", timeout=2)
+
+    def action_faster(self) -> None:
+        self.action_slower()

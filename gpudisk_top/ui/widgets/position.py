@@ -1,0 +1,32 @@
+"""Replay's position bar: play state, speed, where in the recording, and the episodes."""
+
+from __future__ import annotations
+
+from gpudisk_top.ui import theme
+from gpudisk_top.ui.format import duration
+from gpudisk_top.ui.widgets.base import LinesPanel
+
+import datetime as dt
+
+
+def _stamp(wall_s: float) -> str:
+    return dt.datetime.fromtimestamp(wall_s).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class PositionBar(LinesPanel):
+    DEFAULT_CSS = "PositionBar { height: 1; background: $panel; }"
+
+    def show(self, playing: bool, speed: int, index: int, total: int, wall_s: float,
+             start_s: float, end_s: float, episode_starts: list[float]) -> None:
+        width = max(40, self.size.width or 80)
+        state = ("▶ " if playing else "❚❚") + f" x{speed}"
+        where = f" {_stamp(wall_s)}  {index + 1}/{total}  {duration(wall_s - start_s)} in "
+        bar_w = max(10, width - len(state) - len(where) - 3)
+        cells = ["─"] * bar_w
+        span = max(end_s - start_s, 1e-9)
+        for s in episode_starts:  # episode starts as the current model finds them
+            cells[min(bar_w - 1, int((s - start_s) / span * bar_w))] = "▲"
+        pos = min(bar_w - 1, int((wall_s - start_s) / span * bar_w))
+        line = [(state, theme.HEAD), (where, theme.PLAIN), ("".join(cells[:pos]), theme.DIM),
+                ("█", theme.BOLD), ("".join(cells[pos + 1:]), theme.DIM)]
+        self.set_lines([line])

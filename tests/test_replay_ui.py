@@ -1,0 +1,136 @@
+"""Replay's keys through Pilot, on a recording the test makes from the simulator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpudisk_top.record import Recording
+from gpudisk_top.record.header import make_header
+from gpudisk_top.record.writer import Recorder
+from gpudisk_top.sim import Simulator, builtin
+from gpudisk_top.ui.replay_app import ReplayApp
+from gpudisk_top.ui.widgets.header import HeaderBar
+from gpudisk_top.ui.widgets.position import PositionBar
+from gpudisk_top.ui.widgets.verdict import VerdictBanner
+
+ORIGIN = {"source": "simulated, scenario disk-starved-sata, seed 0", "host_name": "demo-node",
+          "kernel": "simulated"}
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rec") / "sata.gdtrec"
+    sim = Simulator(builtin("disk-starved-sata"), seed=0)
+    rec = Recorder(str(path), make_header(ORIGIN, 1.0))
+    for _ in range(150):   # healthy 30 s, disk-starved 90 s, healthy again
+        rec.append(sim.sample())
+    rec.close("test")
+    return str(path)
+
+
+def text_of(widget) -> str:
+    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
+
+
+def make_app(path, start=0):
+    rec = Recording.open(path)
+    return ReplayApp(rec, {"source": f"replay of {path} (simulated)", "host_name": "demo-node",
+                           "kernel": "simulated"}, start_index=start, show_self=False)
+
+
+async def test_opens_at_the_start_labelled_replay(recording):
+    app = make_app(recording)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.feed.index == 0
+        header = text_of(app.query_one(HeaderBar))
+        assert "REPLAY" in header and "DEMO" in header
+        assert "1/150" in text_of(app.query_one(PositionBar))
+
+
+async def test_step_forward_and_back(recording):
+    app = make_app(recording, start=40)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("full_stop")
+        await pilot.press("full_stop")
+        assert app.feed.index == 42
+        await pilot.press("comma")
+        assert app.feed.index == 41
+        # a step back recomputes from raw counters: the same verdict as going forward
+        forward = Recording.open(recording)
+        from gpudisk_top.replay_feed import ReplayFeed
+        assert ReplayFeed(forward).seek(41).verdict.raw_state == app.latest.verdict.raw_state
+
+
+async def test_play_pause_and_speeds(recording):
+    app = make_app(recording)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3")             # x60
+        await pilot.press("space")
+        assert app.playing
+        await pilot.pause(0.6)
+        await pilot.press("space")
+        assert not app.playing
+        moved = app.feed.index
+        assert moved >= 20, moved          # about 36 samples in 0.6 s at x60
+        assert "❚❚ x60" in text_of(app.query_one(PositionBar))
+        await pilot.press("f")             # x60 -> x1
+        assert app.speed == 1
+        await pilot.press("f")
+        assert app.speed == 10
+
+
+async def test_next_and_previous_episode(recording):
+    app = make_app(recording)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("n")
+        await pilot.pause()
+        # the disk starvation starts at 30 s; replay lands where it is confirmed
+        assert 30 <= app.feed.index <= 35
+        assert app.latest.verdict.state == "disk-starved"
+        assert "DISK-STARVED" in text_of(app.query_one(VerdictBanner))
+        await pilot.press("end")
+        await pilot.press("N")
+        await pilot.pause()
+        assert 30 <= app.feed.index <= 35
+
+
+async def test_jump_to_a_time(recording):
+    app = make_app(recording)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("g")
+        for key in ("plus", "1", "m", "enter"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.feed.index == 60        # one minute after the start
+        await pilot.press("g")
+        for key in ("minus", "1", "0", "s", "enter"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.feed.index == 139       # ten seconds before the end
+        await pilot.press("g")
+        for key in ("x", "y", "z", "enter"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.feed.index == 139       # a time that cannot be read changes nothing
+
+
+def test_replay_without_a_terminal_and_bad_files(tmp_path, recording):
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gpudisk_top", "replay", *a],  # noqa: E731
+                                    capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = run(recording)
+    assert proc.returncode == 2 and "report" in proc.stderr and "Traceback" not in proc.stderr
+    junk = tmp_path / "junk.gdtrec"
+    junk.write_bytes(b"not a recording at all")
+    proc = run(str(junk))
+    assert proc.returncode == 2 and "not a gpudisk-top recording" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    proc = run(str(tmp_path / "missing.gdtrec"))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
