@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
     p.add_argument("--no-mouse", action="store_true",
                    help="dashboard: leave the mouse to the terminal (select and copy text)")
+    p.add_argument("--record", metavar="FILE",
+                   help="dashboard: also record every raw sample to FILE (as `record` does)")
     add_interval_option(p)
     add_source_options(p)
     p.add_argument("--demo-start", type=float, default=0.0, metavar="S",
@@ -107,10 +109,21 @@ def run_dashboard(args) -> int:
     source, _virtual, origin = open_source(args)
     from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
 
+    recorder = None
+    if args.record:
+        from gpudisk_top.record.header import make_header
+        from gpudisk_top.record.writer import Recorder
+
+        recorder = Recorder(args.record, make_header(origin, args.interval))
     app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
                      dev_filter=device_filter(args),
-                     prefill=int(args.demo_start / args.interval) if args.demo_start else 0)
-    app.run(mouse=not args.no_mouse)
+                     prefill=int(args.demo_start / args.interval) if args.demo_start else 0,
+                     on_sample=recorder.append if recorder else None)
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:
+        if recorder is not None:
+            recorder.close("dashboard quit")
     return 0
 
 

@@ -211,3 +211,20 @@ def test_non_root_without_sys(tmux):
         assert disk_row.search(screen), screen
         assert "Traceback" not in screen
         t.keys("q")
+
+
+def test_dashboard_records_while_it_runs(tmux, tmp_path):
+    from gpudisk_top.record import Recording
+
+    path = tmp_path / "dash.gdtrec"
+    t = tmux(f"{EXE} --demo --record {path}", env={"TERM": "xterm-256color"})
+    t.wait_for("DEMO", "Timeline", "Quit")
+    time.sleep(3)
+    t.keys("q")
+    deadline = time.monotonic() + 5
+    while t.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with Recording.open(str(path)) as rec:
+        assert len(rec) >= 3 and rec.header["simulated"] is True
+        assert rec.sessions[-1].end is not None   # closed cleanly on quit
+        assert len(rec.sample(len(rec) - 1).gpu.gpus) == 8
