@@ -25,5 +25,14 @@ def test_new_modules_do_not_import_textual():
 def test_prometheus_client_is_loaded_only_by_the_exporter():
     assert loaded(["gpudisk_top.cli", "gpudisk_top.alerts", "gpudisk_top.watch"],
                   "prometheus_client") == []
-    assert loaded(["gpudisk_top.exporter"], "prometheus_client") != []
+    assert loaded(["gpudisk_top.exporter.server"], "prometheus_client") != []
 
+
+
+def test_the_config_sections_load_without_prometheus_client():
+    """config.py registers parse_alerts, parse_devices and parse_watch: loading the config
+    (as --once does) must not load prometheus_client or textual."""
+    modules = ["gpudisk_top.config", "gpudisk_top.alerts.rules", "gpudisk_top.exporter.labels",
+               "gpudisk_top.watch.config"]
+    assert loaded(modules, "prometheus_client") == []
+    assert loaded(modules, "textual") == []

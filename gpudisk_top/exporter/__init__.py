@@ -6,14 +6,24 @@
 
 SampleHooks bundles what the dashboard, the recorder and `serve` run after each sample:
 the free-space watch, the alert engine, the metrics endpoint and the pusher.
+
+Names are imported on first use, so the config file's [devices] parser
+(gpudisk_top.exporter.labels) loads without prometheus_client: `--once` never pays for it.
 """
 
-from gpudisk_top.exporter.families import Frame, Renderer, episode_counts
-from gpudisk_top.exporter.hooks import SampleHooks, add_export_options
-from gpudisk_top.exporter.labels import DeviceLabels, parse_devices
-from gpudisk_top.exporter.push import Pusher
-from gpudisk_top.exporter.server import DEFAULT_LISTEN, MetricsServer, parse_listen
+from importlib import import_module
 
-__all__ = ["DEFAULT_LISTEN", "DeviceLabels", "Frame", "MetricsServer", "Pusher", "Renderer",
-           "SampleHooks", "add_export_options", "episode_counts", "parse_devices",
-           "parse_listen"]
+_WHERE = {
+    "Frame": "families", "Renderer": "families", "episode_counts": "families",
+    "SampleHooks": "hooks", "add_export_options": "hooks",
+    "DeviceLabels": "labels", "parse_devices": "labels",
+    "Pusher": "push",
+    "DEFAULT_LISTEN": "server", "MetricsServer": "server", "parse_listen": "server",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(import_module(f"gpudisk_top.exporter.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'gpudisk_top.exporter' has no attribute {name!r}")
