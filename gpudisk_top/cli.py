@@ -47,21 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _roots(args):
-    from gpudisk_top.collect.roots import Roots
-    from gpudisk_top.collect.sampler import SourceError, check_sources
-
-    roots = Roots(procfs=args.procfs, sysfs=args.sysfs)
-    try:
-        check_sources(roots)
-    except SourceError as err:
-        raise RuntimeFailure(str(err)) from None
-    if not os.path.isdir(roots.sysfs):
-        print(f"gpudisk-top: warning: --sysfs {roots.sysfs}: no such directory; "
-              "device classes and mountpoints will be unknown", file=sys.stderr)
-    return roots
-
-
 def list_scenarios() -> int:
     from gpudisk_top.sim import BUILTIN_NAMES, builtin
 

@@ -33,9 +33,19 @@ class LinesPanel(Widget):
         self._lines: list[Line] = []
         self._strips: dict[int, Strip] = {}
         self._scroll = 0  # first line shown, when the panel is shorter than its lines
+        self._input: tuple | None = None  # show()'s arguments, to rebuild on resize and focus
 
     def redraw(self) -> None:
         """Rebuild the lines from the panel's last input (after focus or size changes)."""
+        if self._input is not None:
+            self.show(*self._input)
+
+    def show(self, *args) -> None:
+        """Build the lines from `args`; panels that redraw keep them in self._input."""
+        raise NotImplementedError
+
+    def on_resize(self) -> None:
+        self.redraw()
 
     def watch_has_focus(self, _focused: bool) -> None:
         self.redraw()  # the focus mark moves

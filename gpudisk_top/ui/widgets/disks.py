@@ -26,14 +26,6 @@ class DiskPanel(LinesPanel):
         super().__init__(*args, **kwargs)
         self.sort = "name"
         self.filter = DeviceFilter()
-        self._update = None
-
-    def redraw(self) -> None:
-        if self._update is not None:
-            self.show(self._update)
-
-    def on_resize(self) -> None:
-        self.redraw()
 
     def selected(self, model) -> list[str]:
         names = [n for n in model.disks if n in model.devices
@@ -48,7 +40,7 @@ class DiskPanel(LinesPanel):
         return sorted(names, key=key)
 
     def show(self, update) -> None:
-        self._update = update
+        self._input = (update,)
         model = update.model
         width = max(40, self.size.width or 80)
         wide = width >= 110

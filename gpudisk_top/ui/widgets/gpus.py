@@ -21,17 +21,9 @@ class GpuPanel(LinesPanel):
         super().__init__(*args, **kwargs)
         self.show_processes = False
         self.max_rows = 4      # GPU rows before cells switch to the compact form
-        self._update = None
-
-    def redraw(self) -> None:
-        if self._update is not None:
-            self.show(self._update)
-
-    def on_resize(self) -> None:
-        self.redraw()
 
     def show(self, update) -> None:
-        self._update = update
+        self._input = (update,)
         model = update.model
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)

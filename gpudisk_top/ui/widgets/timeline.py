@@ -80,15 +80,7 @@ class Timeline(LinesPanel):
         super().__init__(*args, **kwargs)
         self.metric = "util_pct"
         self.back = 0          # columns scrolled back from the newest
-        self._args = None
         self._rows: dict[tuple, _Row] = {}
-
-    def redraw(self) -> None:
-        if self._args is not None:
-            self.show(*self._args)
-
-    def on_resize(self) -> None:
-        self.redraw()
 
     def _row(self, history: History, key: tuple, value_of, metric: str) -> _Row:
         row = self._rows.get(key)
@@ -99,7 +91,7 @@ class Timeline(LinesPanel):
 
     def show(self, history: History, gpus: list[int], disks: list[tuple[str, str]]) -> None:
         """disks: (kernel name, display name), most important first."""
-        self._args = (history, gpus, disks)
+        self._input = (history, gpus, disks)
         width = max(LABEL_W + 10, self.size.width or 80)
         ncols = width - LABEL_W
         cols_all = history.columns
@@ -220,8 +212,8 @@ class Timeline(LinesPanel):
         return self.metric
 
     def scroll_time(self, delta: int) -> None:
-        if self._args is None:
+        if self._input is None:
             return
-        history = self._args[0]
+        history = self._input[0]
         self.back = min(max(0, self.back + delta), max(0, len(history) - 1))
         self.redraw()
