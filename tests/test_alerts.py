@@ -6,12 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
-import pytest
 
 from model_factory import gpu, model, verdict
 from gpudisk_top.alerts import AlertEngine, AlertRule

@@ -36,3 +36,10 @@ def test_the_config_sections_load_without_prometheus_client():
                "gpudisk_top.watch.config"]
     assert loaded(modules, "prometheus_client") == []
     assert loaded(modules, "textual") == []
+
+
+def test_the_options_load_without_prometheus_client():
+    """record and the dashboard add --listen/--push to their parsers; building one must
+    not load prometheus_client."""
+    assert loaded(["gpudisk_top.exporter.options", "gpudisk_top.commands.serve"],
+                  "prometheus_client") == []

@@ -50,17 +50,17 @@ def test_a_hung_mount_does_not_stall_the_sampler():
             release.wait(30)
         return FreeSpace(path, size_bytes=100 * GB, avail_bytes=50 * GB, free_bytes=55 * GB)
 
-    watch = FreeSpaceWatch(["/local", "/nfs/hung", "/after"], timeout_s=0.2, reader=reader)
+    watch = FreeSpaceWatch(["/local", "/nfs/hung", "/after"], timeout_s=1.0, reader=reader)
     try:
         t0 = time.monotonic()
         first = watch.read()
-        assert time.monotonic() - t0 < 2
+        assert time.monotonic() - t0 < 5
         assert first[0].ok and first[0].avail_gb == 50
         assert first[1].error.startswith("no answer for ") and first[1].error.endswith(" s (a hung mount?)")
         assert first[2].error == "not read: waiting on another path"
         t0 = time.monotonic()
         second = watch.read()           # still stuck: answers at once, queues nothing
-        assert time.monotonic() - t0 < 0.1
+        assert time.monotonic() - t0 < 0.5     # not the 1 s timeout
         assert not second[1].ok and calls == ["/local", "/nfs/hung"]
         release.set()
         deadline = time.monotonic() + 5

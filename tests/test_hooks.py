@@ -10,7 +10,7 @@ import pytest
 from model_factory import model, verdict
 from gpudisk_top.alerts import AlertRule
 from gpudisk_top.errors import UsageError
-from gpudisk_top.exporter import DeviceLabels, SampleHooks, add_export_options
+from gpudisk_top.exporter import DeviceLabels, SampleHooks, add_export_options, wants_hooks
 from gpudisk_top.watch import WatchConfig
 
 
@@ -60,3 +60,14 @@ def test_the_dashboard_serves_only_when_asked():
     assert hooks.pusher.grouping == {"instance": "node-17"} and hooks.server.url is None
     with pytest.raises(UsageError, match="--push-interval needs --push URL"):
         SampleHooks.from_args(dashboard_args("--push-interval", "5"), Cfg(), ORIGIN)
+
+
+def test_wants_hooks_only_when_something_is_asked():
+    class With:
+        sections = {"alerts": (), "watch": WatchConfig()}
+
+    assert not wants_hooks(dashboard_args(), With())
+    assert wants_hooks(dashboard_args("--listen", "9425"), With())
+    assert wants_hooks(dashboard_args("--push", "http://gw:9091"), With())
+    With.sections = {"watch": WatchConfig(paths=("/x",))}
+    assert wants_hooks(dashboard_args(), With())

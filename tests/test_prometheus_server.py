@@ -4,7 +4,6 @@ on loopback; the test finds our series through Prometheus's HTTP API."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess

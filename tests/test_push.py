@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -74,10 +73,10 @@ def test_push_puts_the_group_of_this_node(gateway):
 
 def test_pushes_every_interval_and_once_more_at_close(gateway):
     pusher = Pusher(gateway.url, fed_registry(), interval_s=0.2, job="train-42").start()
-    time.sleep(0.9)
+    time.sleep(1.0)
     pusher.close()
     n = len(gateway.pushes)
-    assert n >= 4 and pusher.pushes == n
+    assert n >= 3 and pusher.pushes == n     # ~5; fewer on a loaded machine
     assert all(p[1] == "/metrics/job/train-42" for p in gateway.pushes)
 
 

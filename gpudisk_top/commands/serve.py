@@ -21,7 +21,6 @@ import time
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
-from gpudisk_top.errors import UsageError
 
 
 def _count(text: str) -> int:
@@ -35,7 +34,7 @@ def _count(text: str) -> int:
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from gpudisk_top.exporter.hooks import add_export_options
+    from gpudisk_top.exporter.options import add_export_options
 
     p = Parser(prog=prog, description="Serve Prometheus metrics and run the config file's "
                                       "alert rules, headless (no terminal needed).")

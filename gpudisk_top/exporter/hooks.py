@@ -14,19 +14,21 @@ the same registry.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from gpudisk_top.alerts import AlertEngine, parse_alerts
 from gpudisk_top.errors import UsageError
 from gpudisk_top.exporter.labels import parse_devices
-from gpudisk_top.exporter.push import DEFAULT_JOB, Pusher, check_push_url
-from gpudisk_top.exporter.server import DEFAULT_LISTEN, MetricsServer, parse_listen
+from gpudisk_top.exporter.options import (DEFAULT_JOB, DEFAULT_PUSH_INTERVAL_S,
+                                          add_export_options, wants_hooks)
+from gpudisk_top.exporter.push import Pusher, check_push_url
+from gpudisk_top.exporter.server import MetricsServer, parse_listen
 from gpudisk_top.watch import FreeSpaceWatch, parse_watch, watched_paths
 
 # the config sections these features read; config.SECTION_PARSERS registers them
 CONFIG_SECTIONS = {"alerts": parse_alerts, "devices": parse_devices, "watch": parse_watch}
-DEFAULT_PUSH_INTERVAL_S = 15.0
+__all__ = ["CONFIG_SECTIONS", "SampleHooks", "add_export_options", "ensure_config_sections",
+           "wants_hooks"]
 
 
 def ensure_config_sections() -> None:
@@ -36,37 +38,6 @@ def ensure_config_sections() -> None:
 
     for name, parser in CONFIG_SECTIONS.items():
         config.SECTION_PARSERS.setdefault(name, parser)
-
-
-def _push_interval(text: str) -> float:
-    from gpudisk_top.commands.common import interval_s
-
-    return interval_s(text)
-
-
-def add_export_options(p: argparse.ArgumentParser, serve: bool = False) -> None:
-    """--listen, --push, --push-interval, --push-job.  For `serve`, --listen defaults to
-    127.0.0.1:9425 and --no-listen turns the endpoint off; elsewhere there is no endpoint
-    unless --listen asks for one."""
-    g = p.add_argument_group("Prometheus")
-    if serve:
-        g.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
-                       help=f"serve metrics at http://HOST:PORT/metrics (default "
-                            f"{DEFAULT_LISTEN}, this node only; 0.0.0.0:PORT for every "
-                            "interface)")
-        g.add_argument("--no-listen", action="store_true",
-                       help="no HTTP endpoint (for --push from a node that cannot be scraped)")
-    else:
-        g.add_argument("--listen", metavar="HOST:PORT",
-                       help="also serve Prometheus metrics at http://HOST:PORT/metrics "
-                            "(127.0.0.1:9425 for this node only)")
-    g.add_argument("--push", metavar="URL",
-                   help="push metrics to this Prometheus Pushgateway (e.g. "
-                        "http://pushgateway:9091) every --push-interval, and at exit")
-    g.add_argument("--push-interval", type=_push_interval, metavar="S",
-                   help=f"seconds between pushes (default {DEFAULT_PUSH_INTERVAL_S:g})")
-    g.add_argument("--push-job", default=DEFAULT_JOB, metavar="NAME",
-                   help=f"the Pushgateway's job label (default {DEFAULT_JOB})")
 
 
 class SampleHooks:

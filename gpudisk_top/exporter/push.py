@@ -14,8 +14,7 @@ import urllib.parse
 from prometheus_client import push_to_gateway
 
 from gpudisk_top.errors import UsageError
-
-DEFAULT_JOB = "gpudisk-top"
+from gpudisk_top.exporter.options import DEFAULT_JOB
 
 
 def check_push_url(url: str) -> str:

@@ -25,11 +25,9 @@ from prometheus_client.process_collector import ProcessCollector
 from gpudisk_top.errors import RuntimeFailure, UsageError
 from gpudisk_top.exporter.families import Frame, Renderer, episode_counts
 from gpudisk_top.exporter.labels import DeviceLabels
+from gpudisk_top.exporter.options import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
 from gpudisk_top.model.select import DeviceFilter
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 9425
-DEFAULT_LISTEN = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 # The classic text format, whatever the scraper prefers: every Prometheus reads it, and
 # prometheus_client encodes it in half the time of OpenMetrics (whose extras, exemplars
 # and _created series, we do not use).  Not gzipped either: ~60 kB every 15 s costs the
