@@ -5,6 +5,9 @@
     enter_intervals = 3
     [detector.queue_size]      # per device class: NVMe, SSD, HDD, virtual, unknown
     NVMe = 32
+    [[alerts]] ...             # alert rules (gpudisk_top/alerts/rules.py)
+    [devices."nvme0n1"] ...    # labels on a device's metrics (gpudisk_top/exporter/labels.py)
+    [watch] paths = [...]      # free space to watch (gpudisk_top/watch/config.py)
 
 A bad file is a ConfigError whose message names the file and the line.
 """
@@ -16,7 +19,10 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields
 
+from gpudisk_top.alerts.rules import entry_line, parse_alerts
+from gpudisk_top.exporter.labels import parse_devices
 from gpudisk_top.model.detect.thresholds import FIELD_NAMES, PER_CLASS_FIELDS, Thresholds
+from gpudisk_top.watch.config import parse_watch
 
 class ConfigError(Exception):
     """The config file cannot be used; str() is one line naming the file and the line."""
@@ -43,6 +49,13 @@ class Context:
     def line_of(self, table: str, key: str | None) -> int | None:
         return _line_of(self.text, table, key)
 
+    def fail_entry(self, table: str, index: int, key: str | None, message: str):
+        """Like fail(), inside the index-th (0-based) [[table]] entry: names the line where
+        `key` is set in that entry, or the entry's own [[table]] line."""
+        line = entry_line(self.text, table, index, key)
+        where = f"{self.path}: line {line}" if line else self.path
+        raise ConfigError(f"{where}: {message}")
+
 
 def _detector_section(value, ctx: Context) -> Thresholds:
     if not isinstance(value, dict):
@@ -51,7 +64,8 @@ def _detector_section(value, ctx: Context) -> Thresholds:
 
 
 # section name -> parser(value, ctx) -> parsed object; an absent section is parsed from {}
-SECTION_PARSERS = {"detector": _detector_section}
+SECTION_PARSERS = {"detector": _detector_section, "alerts": parse_alerts,
+                   "devices": parse_devices, "watch": parse_watch}
 
 
 def default_path() -> str:

@@ -13,4 +13,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("gpudisk_top.commands.replay", "the dashboard driven by a recording: seek, step, speed"),
     "report": ("gpudisk_top.commands.report", "the postmortem of a recording: states, episodes, worst devices, charts"),
     "export": ("gpudisk_top.commands.export", "a recording's per-interval rates as CSV, JSON Lines or a Perfetto trace"),
+    "serve": ("gpudisk_top.commands.serve", "Prometheus metrics and alert rules, headless: serve /metrics, push, act"),
 }
