@@ -15,8 +15,8 @@ import time
 from gpudisk_top import __version__
 from gpudisk_top.commands import COMMANDS
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
-                                         add_source_options, device_filter, open_source,
-                                         thresholds_from)
+                                         add_source_options, device_filter, load_config,
+                                         open_source, thresholds_from)
 from gpudisk_top.errors import RuntimeFailure, UsageError
 
 
@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-scenarios", action="store_true",
                    help="list the simulator's built-in scenarios and exit")
     add_detector_options(p)
+    from gpudisk_top.exporter.options import add_export_options
+
+    add_export_options(p)
     return p
 
 
@@ -90,8 +93,14 @@ def run_dashboard(args) -> int:
         raise UsageError("the dashboard needs a terminal; without one use "
                          "`gpudisk-top --once` (or --once --json) for a snapshot, or "
                          "`gpudisk-top record -o FILE` to record")
-    thresholds = thresholds_from(args)
+    cfg = load_config(args)
+    thresholds = thresholds_from(args, cfg)
     source, _virtual, origin = open_source(args)
+    from gpudisk_top.exporter.hooks import SampleHooks
+
+    # alerts (banner, bell), watched free space, and --listen/--push; alert lines do not
+    # go to stderr, which is the screen
+    hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args), stderr=None).start()
     from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
 
     recorder = None
@@ -103,7 +112,7 @@ def run_dashboard(args) -> int:
     app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
                      dev_filter=device_filter(args),
                      prefill=int(args.demo_start / args.interval) if args.demo_start else 0,
-                     on_sample=recorder.append if recorder else None)
+                     on_sample=recorder.append if recorder else None, hooks=hooks)
     try:
         app.run(mouse=not args.no_mouse)
     finally:
@@ -126,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--json needs --once")
         if args.demo_start and not args.demo:
             raise UsageError("--demo-start needs --demo")
+        if args.once and (args.listen or args.push or args.record):
+            raise UsageError("--listen, --push and --record need the dashboard (or `serve`, "
+                             "`record`), not --once")
         if args.once:
             return run_once(args)
         return run_dashboard(args)

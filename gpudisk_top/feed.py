@@ -32,6 +32,9 @@ class Update:
     self_cpu_pct: float | None = None
     self_rss_mb: float | None = None
     pending_intervals: int = 0     # how long the raw starved state has held so far
+    fired: list = field(default_factory=list)       # alerts fired by this sample
+    active_alerts: list = field(default_factory=list)  # alerts still holding
+    free_space: list = field(default_factory=list)  # watched paths (gpudisk_top.watch)
 
 
 class SelfStats:
@@ -62,16 +65,19 @@ class Feed:
     """Samples `source` every interval_s on a thread and calls on_update(Update) there.
 
     source: anything with sample() -> Sample and close() (the live Sampler, the simulator).
-    on_sample: called with each raw Sample first (the recorder, the metrics exporter).
+    on_sample: called with each raw Sample first (the recorder).
+    hooks: gpudisk_top.exporter.hooks.SampleHooks (metrics, alerts, free space), fed each
+    Model and Verdict on this thread.
     """
 
     def __init__(self, source, interval_s: float, on_update: Callable[[Update], None],
                  thresholds: Thresholds | None = None, on_sample=None,
-                 history_capacity: int = 3600) -> None:
+                 history_capacity: int = 3600, hooks=None) -> None:
         self.source = source
         self.interval_s = interval_s
         self.on_update = on_update
         self.on_sample = on_sample
+        self.hooks = hooks
         self.detector = Detector(thresholds)
         self.history = History(history_capacity)
         self.last_update_mono: float | None = None
@@ -94,10 +100,12 @@ class Feed:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        try:
-            self.source.close()
-        except Exception:  # noqa: BLE001 - closing must not mask the reason we stop
-            pass
+        for closing in (self.source, self.hooks):
+            try:
+                if closing is not None:
+                    closing.close()
+            except Exception:  # noqa: BLE001 - closing must not mask the reason we stop
+                pass
 
     def set_interval(self, interval_s: float) -> None:
         self.interval_s = interval_s
@@ -136,6 +144,10 @@ class Feed:
                         episodes=list(self.detector.episodes), sample_ms=sample_ms,
                         self_cpu_pct=cpu, self_rss_mb=rss,
                         pending_intervals=pending[1] if pending else 0)
+        if self.hooks is not None and verdict is not None:
+            update.fired = self.hooks.on_sample(model, verdict, self.detector.episodes)
+            update.active_alerts = self.hooks.engine.active()
+            update.free_space = list(self.hooks.free_space)
         self.last_update_mono = time.monotonic()
         return update
 

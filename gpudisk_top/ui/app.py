@@ -67,12 +67,12 @@ class GpuDiskApp(App):
     def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
                  dev_filter: DeviceFilter | None = None, on_sample=None,
                  autostart: bool = True, show_self: bool = True, prefill: int = 0,
-                 feed=None) -> None:
+                 feed=None, hooks=None) -> None:
         super().__init__()
         self.origin = origin
         # a live Feed over `source`, or a ready-made feed (replay)
         self.feed = feed or Feed(source, interval_s, self._from_feed, thresholds=thresholds,
-                                 on_sample=on_sample)
+                                 on_sample=on_sample, hooks=hooks)
         self.thresholds = self.feed.detector.t
         self.autostart = autostart
         self.show_self = show_self
@@ -124,6 +124,9 @@ class GpuDiskApp(App):
 
     def apply(self, update: Update) -> None:
         self.latest = update
+        for alert in update.fired:
+            if alert.bell:
+                self.bell()
         if not self.paused:
             self.render_update(update)
 
@@ -137,7 +140,9 @@ class GpuDiskApp(App):
             self.call_after_refresh(self._note_first_frame)
         self.shown = update
         self._render_header()
-        self.query_one(VerdictBanner).show(update, self.thresholds.enter_intervals)
+        banners = [a.message for a in update.active_alerts if a.banner]
+        self.query_one(VerdictBanner).show(update, self.thresholds.enter_intervals,
+                                           alert=" · ".join(banners) or None)
         self.query_one(GpuPanel).show(update)
         disks = self.query_one(DiskPanel)
         disks.show(update)

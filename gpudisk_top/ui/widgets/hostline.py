@@ -47,6 +47,11 @@ class HostLine(LinesPanel):
         if h.cgroup_path:
             line.append((f"  cgroup io {_psi(h.cgroup_io_some_pct, h.cgroup_io_full_pct)}", theme.DIM))
         if sum(len(t) for t, _ in line) <= (self.size.width or 80):
-            self.set_lines([line])
+            lines = [line]
         else:  # narrow: memory on a line of its own
-            self.set_lines([line[:6], [(" ", theme.PLAIN)] + line[7:]])
+            lines = [line[:6], [(" ", theme.PLAIN)] + line[7:]]
+        if update.free_space:  # the config file's watched paths ([watch], free_space rules)
+            from gpudisk_top.watch.freespace import format_free_space
+            lines.append([(" FREE ", theme.LABEL),
+                          ("   ".join(format_free_space(fs) for fs in update.free_space), theme.PLAIN)])
+        self.set_lines(lines)
