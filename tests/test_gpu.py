@@ -371,3 +371,31 @@ def test_gpu_modules_never_import_textual():
     code = ("import sys, gpudisk_top.collect.gpu, gpudisk_top.model.gpu, gpudisk_top.sim.fake_nvml; "
             "sys.exit('textual' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_slow_driver_calls_are_read_side_by_side():
+    """nvmlDeviceGetPcieThroughput blocks 20 ms in the driver: 8 GPUs one after the other
+    would keep the sampler 320 ms in NVML; after one slow round the GPUs are read in
+    parallel."""
+    import time as _time
+
+    from gpudisk_top.collect.gpu import GpuCollector
+    from gpudisk_top.sim.fake_nvml import FakeNvml
+
+    class SlowPcie(FakeNvml):
+        def nvmlDeviceGetPcieThroughput(self, handle, counter):
+            _time.sleep(0.02)
+            return super().nvmlDeviceGetPcieThroughput(handle, counter)
+
+    collector = GpuCollector(nvml=SlowPcie.with_gpus(8))
+    t0 = _time.monotonic()
+    first = collector.collect()
+    serial_s = _time.monotonic() - t0
+    t0 = _time.monotonic()
+    second = collector.collect()
+    parallel_s = _time.monotonic() - t0
+    collector.close()
+    assert serial_s >= 0.3
+    assert parallel_s < serial_s / 3
+    assert [g.index for g in second.gpus] == list(range(8))
+    assert [g.uuid for g in second.gpus] == [g.uuid for g in first.gpus]
