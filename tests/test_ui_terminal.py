@@ -61,8 +61,27 @@ class Tmux:
         return subprocess.run(["tmux", "has-session", "-t", self.name],
                               capture_output=True).returncode == 0
 
-    def close(self) -> None:
+    def processes(self) -> list[int]:
+        """The pane's process and all its descendants."""
+        out = subprocess.run(["tmux", "display", "-p", "-t", self.name, "#{pane_pid}"],
+                             capture_output=True, text=True).stdout.strip()
+        todo, seen = ([int(out)] if out.isdigit() else []), []
+        while todo:
+            pid = todo.pop()
+            seen.append(pid)
+            for task in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else ():
+                try:
+                    with open(f"/proc/{pid}/task/{task}/children") as f:
+                        todo.extend(int(c) for c in f.read().split())
+                except OSError:
+                    pass
+        return seen
+
+    def close(self) -> list[int]:
+        """Kill the session (its terminal hangs up); returns the processes it had."""
+        pids = self.processes() if self.alive() else []
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        return pids
 
 
 @pytest.fixture
@@ -75,8 +94,15 @@ def tmux():
         return s
 
     yield start
-    for s in sessions:
-        s.close()
+    pids = [pid for s in sessions for pid in s.close()]
+    # a dashboard whose terminal went away must leave (it checks once a second)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+        time.sleep(0.2)
+    left = [p for p in pids if os.path.exists(f"/proc/{p}")]
+    for p in left:
+        subprocess.run(["kill", "-9", str(p)], capture_output=True)
+    assert not left, f"processes left running after their terminal closed: {left}"
 
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -173,8 +199,11 @@ def test_dashboard_in_gnu_screen(tmp_path):
 
 def _as_nobody_command(tmpdir: str) -> list[str] | None:
     """argv prefix that runs this checkout as user nobody with the system's Python of the
-    same version and this environment's packages; None where that cannot be arranged."""
-    if os.geteuid() != 0 or shutil.which("runuser") is None:
+    same version and this environment's packages; None where that cannot be arranged.
+
+    setpriv changes the user and execs, nothing else: the process stays in the foreground
+    of the terminal, as in `docker exec -it -u user` (runuser would open a PAM session)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
         return None
     py = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     if not os.path.exists(py):
@@ -184,9 +213,8 @@ def _as_nobody_command(tmpdir: str) -> list[str] | None:
                                  "gpudisk_top"), os.path.join(pkg, "gpudisk_top"))
     os.chmod(tmpdir, 0o755)
     path = f"{pkg}:{sysconfig.get_paths()['purelib']}:{sysconfig.get_paths()['platlib']}"
-    argv = ["runuser", "-u", "nobody", "--", "env", "HOME=/tmp", f"PYTHONPATH={path}", py]
-    # (in `docker exec -it -u user` the terminal belongs to that user; the test gives the
-    # tmux pane's terminal to nobody the same way)
+    argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+            "env", "HOME=/tmp", f"PYTHONPATH={path}", py]
     probe = subprocess.run(argv + ["-c", "import textual, psutil, pynvml, gpudisk_top"],
                            capture_output=True, text=True)
     return argv if probe.returncode == 0 else None
@@ -199,7 +227,7 @@ def test_non_root_without_sys(tmux):
         if argv is None:
             pytest.skip("cannot run as nobody here (not root, or no system Python that "
                         "can read this environment's packages)")
-        cmd = "chown nobody $(tty); " + " ".join(argv + ["-m", "gpudisk_top", "--sysfs", "/nonexistent"])
+        cmd = " ".join(argv + ["-m", "gpudisk_top", "--sysfs", "/nonexistent"])
         t = tmux(cmd, env={"TERM": "xterm-256color"})
         screen = t.wait_for("Timeline", "GPUs: unavailable", "Device", "Quit", timeout_s=20)
         # the disks are live (from /proc) even though their class cannot be known
@@ -211,6 +239,10 @@ def test_non_root_without_sys(tmux):
         assert disk_row.search(screen), screen
         assert "Traceback" not in screen
         t.keys("q")
+        deadline = time.monotonic() + 5
+        while t.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not t.alive(), "q did not quit"
 
 
 def test_dashboard_records_while_it_runs(tmux, tmp_path):

@@ -7,6 +7,7 @@ shows as STALE in the header, not as a frozen screen.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Iterable
 
@@ -188,7 +189,25 @@ class GpuDiskApp(App):
                 out.append(f"STALE {late:.0f}s")
         return out
 
+    def _terminal_gone(self) -> str | None:
+        """Why this process cannot use its terminal any more (hung up, or not in its
+        foreground, where every read fails at once); None while all is well."""
+        try:
+            fd = sys.__stdin__.fileno()
+            if not os.isatty(fd):
+                return None  # not a terminal at all: the test harness, a pipe
+            if os.tcgetpgrp(fd) != os.getpgrp():
+                return "not in the foreground of its terminal"
+        except (OSError, ValueError, AttributeError):
+            return "its terminal is gone"
+        return None
+
     def _check_stale(self) -> None:
+        gone = self._terminal_gone()
+        if gone is not None:
+            # Textual's input thread would spin on a dead terminal: leave instead
+            self.exit(return_code=1, message=f"gpudisk-top: {gone}; exiting")
+            return
         flags = self.flags()
         if flags != self._last_flags:
             self._render_header()
