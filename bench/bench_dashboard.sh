@@ -38,13 +38,17 @@ if [ -n "$glances" ]; then
         'BEGIN {printf "ratio gpudisk-top / glances: %.2f\n", a / b}'
 fi
 
-# first frame: seconds from process start to the first painted frame with data
+# first frame: seconds from launching it (tmux included) to its first painted frame with data
 frames=""
 for _ in $(seq "$runs"); do
     f=$(mktemp); rm -f "$f"
+    launched=$(date +%s.%N)
     tmux new-session -d -s gdtff$$ -x 120 -y 40 "GPUDISK_TOP_FIRST_FRAME_FILE=$f $gdt --demo"
-    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.1; done
+    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
     tmux kill-session -t gdtff$$ 2>/dev/null || true
-    frames="$frames$(cat "$f" 2>/dev/null || echo nan)"$'\n'; rm -f "$f"
+    if [ -s "$f" ]; then
+        frames="$frames$(awk -v a="$launched" '{printf "%.3f", $1 - a}' "$f")"$'\n'
+    fi
+    rm -f "$f"
 done
 printf 'first frame: %s s (median of %s)\n' "$(printf '%s' "$frames" | grep -v '^$' | median)" "$runs"
