@@ -445,3 +445,36 @@ def test_maps_count_data_files_but_not_code():
         "7f3000000000-7f3000001000 rw-p 00000000 00:00 0 ",
     ])
     assert parse_maps_devices(maps) == {(0x103, 0x01)}
+
+
+def test_descendants_are_looked_for_afresh_every_few_seconds(monkeypatch):
+    """Finding descendants may read every /proc/PID/stat: done at most every
+    TREES_REFRESH_S, except that a new GPU process or an exited member triggers it."""
+    import subprocess
+    import sys
+    import time
+
+    from gpudisk_top.collect import procio
+    from gpudisk_top.collect.roots import Roots
+
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time\n"
+                               "time.sleep(0.5)\n"
+                               "subprocess.Popen(['sleep', '30'])\n"
+                               "time.sleep(30)\n"])
+    try:
+        collector = procio.ProcIoCollector(Roots())
+        first = collector.collect({parent.pid: parent.pid})
+        assert set(first) == {parent.pid}
+        time.sleep(1.0)                       # the child now exists
+        cached = collector.collect({parent.pid: parent.pid})
+        assert set(cached) == {parent.pid}    # not looked for yet
+        monkeypatch.setattr(procio, "TREES_REFRESH_S", 0.0)
+        fresh = collector.collect({parent.pid: parent.pid})
+        assert len(fresh) == 2                # found on the next search
+        child = next(pid for pid in fresh if pid != parent.pid)
+        assert fresh[child].root_pid == parent.pid and fresh[child].name == "sleep"
+    finally:
+        subprocess.run(["pkill", "-P", str(parent.pid)], capture_output=True)
+        parent.kill()
+        parent.wait()

@@ -173,10 +173,17 @@ def parse_checked(text: str) -> tuple[dict[str, DiskCounters], list[str]]:
 _FGETS_CHARS = 255
 
 
-def read(roots: Roots) -> tuple[dict[str, DiskCounters], list[str]]:
+def read(roots: Roots, files=None) -> tuple[dict[str, DiskCounters], list[str]]:
     """Read and parse <procfs>/diskstats; returns the counters and the parse warnings.
+    files: a roots.FileCache that keeps the file open between samples.
 
     Raises OSError when the file cannot be read; the sampler turns that into a status.
     """
-    with open(roots.proc("diskstats"), encoding="ascii", errors="replace") as f:
+    path = roots.proc("diskstats")
+    if files is not None:
+        text = files.read(path)
+        if text is None:
+            raise OSError(f"cannot read {path}")
+        return parse_checked(text)
+    with open(path, encoding="ascii", errors="replace") as f:
         return parse_checked(f.read())

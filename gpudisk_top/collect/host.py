@@ -18,7 +18,7 @@ import re
 import threading
 import time
 
-from gpudisk_top.collect.roots import Roots, read_text
+from gpudisk_top.collect.roots import FileCache, Roots, read_text
 from gpudisk_top.collect.sample import CgroupIo, CpuTimes, HostRaw, PsiTotals
 
 CGROUP_RESOLVE_S = 30.0
@@ -55,12 +55,9 @@ def parse_stat_cpu(lines) -> tuple[CpuTimes | None, int]:
     return cpu, ncpu
 
 
-def _read_stat(roots: Roots) -> tuple[CpuTimes | None, int]:
-    try:
-        with open(roots.proc("stat"), encoding="ascii", errors="replace") as f:
-            return parse_stat_cpu(f)
-    except OSError:
-        return None, 0
+def _read_stat(roots: Roots, read=read_text) -> tuple[CpuTimes | None, int]:
+    text = read(roots.proc("stat"))
+    return parse_stat_cpu(text.splitlines()) if text is not None else (None, 0)
 
 
 # ---------------------------------------------------------------------------- PSI
@@ -93,11 +90,11 @@ def parse_psi(text: str) -> PsiTotals | None:
     return PsiTotals(some_us=some_us, full_us=full_us)
 
 
-def _read_psi(roots: Roots) -> dict[str, PsiTotals]:
+def _read_psi(roots: Roots, read=read_text) -> dict[str, PsiTotals]:
     psi: dict[str, PsiTotals] = {}
     for resource in PSI_RESOURCES:
         # a kernel booted with psi=0 has the files, but reading them fails (EOPNOTSUPP)
-        text = read_text(roots.proc("pressure", resource))
+        text = read(roots.proc("pressure", resource))
         totals = parse_psi(text) if text is not None else None
         if totals is not None:
             psi[resource] = totals
@@ -245,16 +242,16 @@ def _cached_cgroup(roots: Roots) -> tuple[str | None, str | None]:
     return path, directory
 
 
-def _read_cgroup(roots: Roots) -> CgroupIo | None:
+def _read_cgroup(roots: Roots, read=read_text) -> CgroupIo | None:
     path, directory = _cached_cgroup(roots)
     if path is None:
         return None
-    io_text = read_text(os.path.join(directory, "io.stat")) if directory else None
+    io_text = read(os.path.join(directory, "io.stat")) if directory else None
     # The root cgroup of a hybrid host has no io.stat (the io controller is on v1), and
     # its io.pressure is /proc/pressure/io again: nothing worth a row.
     if path == "/" and io_text is None:
         return None
-    pressure_text = read_text(os.path.join(directory, "io.pressure")) if directory else None
+    pressure_text = read(os.path.join(directory, "io.pressure")) if directory else None
     return CgroupIo(
         path=path,
         io_stat=parse_io_stat(io_text) if io_text is not None else {},
@@ -263,14 +260,16 @@ def _read_cgroup(roots: Roots) -> CgroupIo | None:
 
 
 # ---------------------------------------------------------------------------- host
-def read_host(roots: Roots) -> HostRaw:
-    """One host sample.  Never raises: an unreadable source is None or an absent key."""
-    cpu, ncpu = _read_stat(roots)
-    meminfo = read_text(roots.proc("meminfo"))
+def read_host(roots: Roots, files: FileCache | None = None) -> HostRaw:
+    """One host sample.  Never raises: an unreadable source is None or an absent key.
+    files: keep the files open between samples (the sampler's FileCache)."""
+    read = files.read if files is not None else read_text
+    cpu, ncpu = _read_stat(roots, read)
+    meminfo = read(roots.proc("meminfo"))
     return HostRaw(
         cpu=cpu,
         ncpu=ncpu or 1,
-        psi=_read_psi(roots),
+        psi=_read_psi(roots, read),
         meminfo_kb=parse_meminfo(meminfo) if meminfo is not None else {},
-        cgroup=_read_cgroup(roots),
+        cgroup=_read_cgroup(roots, read),
     )

@@ -20,10 +20,11 @@ import time
 from dataclasses import dataclass
 
 from gpudisk_top.collect.pidmap import read_cmdline
-from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.roots import FileCache, Roots
 from gpudisk_top.collect.sample import ProcIoRaw
 
 DEVICES_REFRESH_S = 5.0
+TREES_REFRESH_S = 5.0   # how often GPU processes' descendants are looked for afresh
 DEV_NAMES_REFRESH_S = 30.0
 FD_SCAN_LIMIT = 8192
 
@@ -117,9 +118,12 @@ class _Known:
 class ProcIoCollector:
     """Collects ProcIoRaw for GPU process trees; keeps per-PID caches between calls."""
 
-    def __init__(self, roots: Roots, devices_refresh_s: float = DEVICES_REFRESH_S) -> None:
+    def __init__(self, roots: Roots, devices_refresh_s: float = DEVICES_REFRESH_S,
+                 files: FileCache | None = None) -> None:
         self.roots = roots
         self.devices_refresh_s = devices_refresh_s
+        self.files = files or FileCache()
+        self._trees_cache: tuple[float, dict, dict] | None = None  # (when, gpu_pids, members)
         self._known: dict[int, _Known] = {}
         self._dev_names: dict[tuple[int, int], str | None] = {}
         self._dev_names_at = 0.0
@@ -138,20 +142,38 @@ class ProcIoCollector:
             self._dev_names.clear()  # a hot-plugged disk may reuse a MAJ:MIN
             self._dev_names_at = now
 
-        trees = self._trees(gpu_pids)
+        trees = self._cached_trees(gpu_pids, now)
         out: dict[int, ProcIoRaw] = {}
         for pid, (root_host_pid, st) in trees.items():
             raw = self._one(pid, root_host_pid, st, now)
             if raw is not None:
                 out[pid] = raw
+        if len(out) < len(trees):
+            self._trees_cache = None  # a member exited: look for its replacement next time
         for pid in list(self._known):
             if pid not in out:
                 del self._known[pid]  # exited, or no longer under a GPU process
+                self.files.forget(self.roots.proc(str(pid)) + os.sep)
         return out
 
+    def _cached_trees(self, gpu_pids: dict[int, int], now: float):
+        """The GPU process trees, found afresh at most every TREES_REFRESH_S: finding a
+        process's descendants may read every /proc/PID/stat, and DataLoader workers come
+        and go at epoch boundaries, not every second.  A new GPU process or a member that
+        exited triggers a new search at once."""
+        cached = self._trees_cache
+        if cached is not None and cached[1] == gpu_pids and now - cached[0] < TREES_REFRESH_S:
+            return {pid: (root, None) for pid, (root, _st) in cached[2].items()}
+        trees = self._trees(gpu_pids)
+        self._trees_cache = (now, dict(gpu_pids), trees)
+        return trees
+
     # ------------------------------------------------------------------ trees
-    def _stat(self, pid: int) -> PidStat | None:
-        text = _read(self.roots.proc(str(pid), "stat"))
+    def _stat(self, pid: int, keep_open: bool = True) -> PidStat | None:
+        """keep_open: a member read every sample keeps its file open; the scan of every
+        process does not (it would hold a file of every process on the node)."""
+        path = self.roots.proc(str(pid), "stat")
+        text = self.files.read(path) if keep_open else _read(path)
         return parse_pid_stat(text) if text is not None else None
 
     def _trees(self, gpu_pids: dict[int, int]) -> dict[int, tuple[int, PidStat | None]]:
@@ -215,7 +237,7 @@ class ProcIoCollector:
         for name in names:
             if not name.isdigit():
                 continue
-            st = self._stat(int(name))
+            st = self._stat(int(name), keep_open=False)
             if st is not None:
                 children.setdefault(st.ppid, []).append((int(name), st))
         return children
@@ -235,7 +257,7 @@ class ProcIoCollector:
             known.devices = self._devices(pid)
             known.devices_at = now
 
-        io_text = _read(self.roots.proc(str(pid), "io"))
+        io_text = self.files.read(self.roots.proc(str(pid), "io"))
         io = parse_pid_io(io_text) if io_text is not None else {}
         return ProcIoRaw(
             pid=pid,

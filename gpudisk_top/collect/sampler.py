@@ -16,7 +16,7 @@ from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
 from gpudisk_top.collect.procio import ProcIoCollector
-from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.roots import FileCache, Roots
 from gpudisk_top.collect.sample import DeviceInfo, Sample
 
 DEVICE_REFRESH_S = 10.0
@@ -34,7 +34,9 @@ class Sampler:
         self._blockdevs = BlockDevices(self.roots)
         self._pidmap = PidMapper(self.roots)
         self.gpu = gpu or GpuCollector(nvml=nvml, resolve_pid=self._pidmap.resolve)
-        self._procio = ProcIoCollector(self.roots)
+        # the files read every sample stay open between samples (see FileCache)
+        self._files = FileCache()
+        self._procio = ProcIoCollector(self.roots, files=self._files)
         self._devices: dict[str, DeviceInfo] = {}
         self._devices_at = float("-inf")
 
@@ -50,13 +52,13 @@ class Sampler:
         mono = time.monotonic()
         sample = Sample(mono_s=mono, wall_s=time.time())
         try:
-            sample.disks, warnings = diskstats.read(self.roots)
+            sample.disks, warnings = diskstats.read(self.roots, self._files)
             sample.warnings.extend(warnings)
         except OSError as err:
             sample.warnings.append(f"cannot read {self.roots.proc('diskstats')}: {err.strerror or err}")
         sample.devices = self._device_info(sample.disks, mono)
         sample.gpu = self.gpu.collect()
-        sample.host = read_host(self.roots)
+        sample.host = read_host(self.roots, self._files)
         gpu_pids = {
             p.local_pid: p.pid
             for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
@@ -66,6 +68,7 @@ class Sampler:
 
     def close(self) -> None:
         self.gpu.close()
+        self._files.close()
 
 
 def check_sources(roots: Roots) -> None:
