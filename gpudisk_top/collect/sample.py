@@ -34,6 +34,16 @@ class DeviceInfo:
 
 
 # ---------------------------------------------------------------------------- GPUs
+@dataclass(slots=True, frozen=True)
+class UtilWindow:
+    """NVML utilization samples of one interval as a recording keeps them (format v2):
+    the sum and number of the samples model.gpu.window_mean() averages for that interval,
+    which gives back the same mean.  The collector never makes one; a reader does."""
+
+    sum_pct: float
+    count: int
+
+
 @dataclass(slots=True)
 class GpuProcessRaw:
     """One compute process on a GPU, as NVML reports it, mapped into our PID namespace."""
@@ -59,9 +69,10 @@ class GpuRaw:
     lost: bool = False             # NVMLError_GpuIsLost (or a reset-required error)
     error: str | None = None       # why this GPU could not be read, when lost
     # nvmlDeviceGetSamples: (timestamp_us, value_pct) pairs since the previous read;
-    # None when the driver does not support sampling (then *_util_now_pct is used)
-    util_samples: list[tuple[int, float]] | None = None
-    mem_util_samples: list[tuple[int, float]] | None = None
+    # None when the driver does not support sampling (then *_util_now_pct is used).
+    # Read from a recording of format v2: a UtilWindow (or [] when there were none).
+    util_samples: list[tuple[int, float]] | UtilWindow | None = None
+    mem_util_samples: list[tuple[int, float]] | UtilWindow | None = None
     # nvmlDeviceGetUtilizationRates: NVML's own last sample period
     util_now_pct: float | None = None
     mem_util_now_pct: float | None = None

@@ -1,1 +1,7 @@
 """The model: rates and verdicts derived from two raw samples. Never imports Textual."""
+
+# The version of what the model and the detector make of raw samples.  Raise it with any
+# change that can change a rate, a verdict or an episode: recordings carry summaries made
+# by the model of their day (record/derived.py), and `report` uses them only while they
+# are this version's; older ones are recomputed from the raw samples.
+MODEL_VERSION = "1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.sample import GpuRaw, GpuSnapshot
+from gpudisk_top.collect.sample import GpuRaw, GpuSnapshot, UtilWindow
 
 MIB = 2**20  # nvidia-smi's memory.used is in MiB
 
@@ -66,12 +66,15 @@ class GpuView:
     power_avg_w: float | None = None  # from the energy counter over the window
 
 
-def window_mean(samples: list[tuple[int, float]] | None,
+def window_mean(samples: list[tuple[int, float]] | UtilWindow | None,
                 window_us: tuple[int, int] | None) -> float | None:
     """The mean of the samples stamped in (start, end] µs; of all of them when none is
-    (or when there is no window); None when there are no samples."""
+    (or when there is no window); None when there are no samples.  A UtilWindow (read
+    from a recording) already holds the sum and number of the samples of its interval."""
     if not samples:
         return None
+    if type(samples) is UtilWindow:
+        return samples.sum_pct / samples.count
     if window_us is not None:
         start_us, end_us = window_us
         inside = [value for ts, value in samples if start_us < ts <= end_us]
