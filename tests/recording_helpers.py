@@ -60,3 +60,55 @@ def write_recording(path, samples, scenario: str = "demo", seed: int = 0, **kwar
         for s in samples:
             rec.append(s)
     return os.fspath(path)
+
+
+def canonical(samples):
+    """The samples of one session as a recording of this version gives them back: NVML
+    samples as the UtilWindow of each interval, processes' I/O counters rebuilt from their
+    trees' exact increases (format_v2's docstring says what is kept)."""
+    from gpudisk_top.record import format_v2
+
+    return format_v2.canonical(samples)
+
+
+def abandon(rec) -> None:
+    """Leave a Recorder as kill -9 would: what it wrote stays, nothing more is written
+    (no block for its rows, no end frame), and its lock is released."""
+    rec._stop.set()
+    if rec._syncer is not None:
+        rec._syncer.join()
+    rec.closed = True
+    os.close(rec._fd)
+    rec._fd = None
+
+
+def assert_same_for_the_model(originals, decoded) -> None:
+    """What the model and the detector use is the same from decoded samples as from the
+    originals: every GPU, disk and host figure, every process's CPU, devices and whether
+    it read or wrote, and each process tree's I/O; and every verdict."""
+    from gpudisk_top.model.detect import Detector
+    from gpudisk_top.model.snapshot import Model
+
+    assert len(originals) == len(decoded)
+    det_a, det_b = Detector(), Detector()
+    last_a = last_b = None
+    for a, b in zip(originals, decoded):
+        ma, mb = Model.new(a, last_a), Model.new(b, last_b)
+        assert (a.mono_s, a.wall_s, a.disks, a.devices, a.host, a.warnings) == \
+            (b.mono_s, b.wall_s, b.disks, b.devices, b.host, b.warnings)
+        assert ma.gpus == mb.gpus and ma.disks == mb.disks and ma.host == mb.host
+        assert ma.procs.keys() == mb.procs.keys()
+        for pid, va in ma.procs.items():
+            vb = mb.procs[pid]
+            assert (va.root_pid, va.name, va.cmdline, va.devices, va.cpu_pct) == \
+                (vb.root_pid, vb.name, vb.cmdline, vb.devices, vb.cpu_pct)
+            for f in ("read_kb_s", "write_kb_s", "rchar_kb_s", "wchar_kb_s"):
+                x, y = getattr(va, f), getattr(vb, f)
+                assert (x is None) == (y is None) and bool(x) == bool(y), (pid, f, x, y)
+        assert ma.gpu_proc_io.keys() == mb.gpu_proc_io.keys()
+        for root, ta in ma.gpu_proc_io.items():
+            tb = mb.gpu_proc_io[root]
+            for f in ("read_kb_s", "write_kb_s", "rchar_kb_s", "wchar_kb_s"):
+                assert ta[f] == tb[f] or abs(ta[f] - tb[f]) <= 1e-9 * abs(ta[f]), (root, f)
+        assert det_a.feed(ma).as_json() == det_b.feed(mb).as_json()
+        last_a, last_b = a, b

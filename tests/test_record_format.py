@@ -1,4 +1,4 @@
-"""The recording format: exact round trips, damage (torn tails, flipped bytes), bad files."""
+"""The recording format: round trips, damage (torn tails, flipped bytes), bad files."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import pytest
 
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, GpuProcessRaw, GpuRaw,
-                                        GpuSnapshot, HostRaw, ProcIoRaw, PsiTotals, Sample)
+                                        GpuSnapshot, HostRaw, ProcIoRaw, PsiTotals, Sample,
+                                        UtilWindow)
 from gpudisk_top.errors import UsageError
-from gpudisk_top.record import Recording, format_v1, frames
+from gpudisk_top.record import Recorder, Recording, format_v2, frames, make_header
 from gpudisk_top.record.header import FORMAT_VERSION
-from recording_helpers import sim_samples, write_recording
+from recording_helpers import (abandon, assert_same_for_the_model, canonical, origin,
+                               sim_samples, write_recording)
 
 
 @pytest.fixture(scope="module")
@@ -23,17 +25,20 @@ def demo_samples():
     return sim_samples("demo", 70)
 
 
-def test_round_trip_is_exact_across_segments_and_job_restarts(tmp_path, demo_samples):
-    # segments of 16 samples: keyframes, deltas, and the demo's processes that come and go
+def test_round_trip_across_blocks_and_job_restarts(tmp_path, demo_samples):
+    # blocks of 16 samples, and the demo's processes that come and go
     more = sim_samples("demo", 300)[240:]  # the idle phase and the job starting again
     samples = demo_samples + more
     path = write_recording(tmp_path / "r.gdtrec", samples, segment_samples=16)
     with Recording.open(path) as rec:
         assert len(rec) == len(samples) and rec.warnings == []
-        assert [s for _, s in rec.samples()] == samples
+        got = [s for _, s in rec.samples()]
+        assert got == canonical(samples)
         # random access in any order gives the same samples
         for i in (99, 3, 64, 16, 15, 0, len(samples) - 1):
-            assert rec.sample(i) == samples[i]
+            assert rec.sample(i) == got[i]
+    # what differs from the samples taken changes nothing the model or the detector uses
+    assert_same_for_the_model(samples, got)
 
 
 def _odd_sample(i: int) -> Sample:
@@ -44,16 +49,19 @@ def _odd_sample(i: int) -> Sample:
                "nvme0n1": DiskCounters(259, 0, 20, *[2**64 - 5 + i] * 3, 2**32 - 1, *[i] * 13)},
         devices={"sda": DeviceInfo("sda", "sda", 8, 0, mountpoints=("/", "/boot"), rotational=None)},
         gpu=GpuSnapshot(status="ok", driver_version="550.54", gpus=[
-            GpuRaw(index=0, name="A100", uuid="GPU-0", util_samples=[(10 + i, 50.5), (20 + i, 51)],
+            GpuRaw(index=0, name="A100", uuid="GPU-0",
+                   util_samples=[(int((1.7e9 + i * 0.25) * 1e6) - 100, 50.5), (20 + i, 51)],
                    mem_util_samples=None, util_now_pct=None if i % 2 else 7.5,
                    power_mw=100_000 + i, energy_mj=None, throttle_reasons=0x4,
                    processes=[GpuProcessRaw(pid=4, used_gpu_mem_bytes=None, name="py", mapped=False)]),
-            GpuRaw(index=1, lost=True, error="GPU is lost", processes=None)]),
+            GpuRaw(index=1, lost=True, error="GPU is lost", util_samples=[], processes=None)]),
         host=HostRaw(cpu=CpuTimes(user=100 + i, idle=5000 + 3 * i) if i != 2 else None, ncpu=4,
                      psi={"io": PsiTotals(10 * i, None)}, meminfo_kb={"MemTotal": 1000, "Dirty": i},
                      cgroup=CgroupIo("/x", {"8:0": {"rbytes": 4096 * i}}, PsiTotals(i, i))),
         procs={7: ProcIoRaw(7, ppid=1, root_pid=4, name="w", rchar=None if i == 1 else 100 * i,
-                            read_bytes=4096 * i, cpu_ticks=i, devices=("sda",)),
+                            read_bytes=4096 * i if i != 4 else 3, cpu_ticks=i, devices=("sda",)),
+               5: ProcIoRaw(5, ppid=1, root_pid=4, name="v", rchar=7 * i, read_bytes=4096 * i,
+                            write_bytes=0, cpu_ticks=None),
                8 + (i > 2): ProcIoRaw(8 + (i > 2), devices=None)},
         warnings=["cannot read x"] if i == 1 else [])
 
@@ -62,22 +70,68 @@ def test_round_trip_of_none_floats_lost_gpus_and_wrapping_counters(tmp_path):
     samples = [_odd_sample(i) for i in range(6)]
     path = write_recording(tmp_path / "odd.gdtrec", samples)
     with Recording.open(path) as rec:
-        assert [s for _, s in rec.samples()] == samples
+        got = [s for _, s in rec.samples()]
+    assert got == canonical(samples)
+    assert_same_for_the_model(samples, got)
+    # NVML samples: the sum and number of those the model averages for each interval
+    assert got[0].gpu.gpus[0].util_samples == UtilWindow(101.5, 2)      # no window yet: all
+    assert got[3].gpu.gpus[0].util_samples == UtilWindow(50.5, 1)       # the one inside
+    assert got[3].gpu.gpus[1].util_samples == [] and got[3].gpu.gpus[0].mem_util_samples is None
+    # counters: None stays None; a counter that went down (a reused PID) goes down
+    assert got[1].procs[7].rchar is None and got[2].procs[7].rchar is not None
+    assert got[4].procs[7].read_bytes < got[3].procs[7].read_bytes
 
 
-def test_fields_are_read_by_the_names_in_the_header():
-    """A recording whose schema differs from this code (a field added later, one dropped)
-    is read by name: unknown fields are ignored, missing ones take their defaults."""
+def test_a_util_window_gives_window_means_exactly():
+    """What v2 keeps of an interval's NVML samples gives model.gpu.window_mean() the same
+    float, whatever window the reader passes."""
+    from gpudisk_top.model.gpu import window_mean
+
+    samples = [(10, 30.0), (15, 40.0), (25, 55.5), (26, 0.1)]
+    for window in ((10, 20), (14, 26), (100, 200), (0, 5), None):
+        kept = format_v2.util_window(samples, window)
+        assert isinstance(kept, UtilWindow)
+        assert window_mean(kept, None) == window_mean(kept, (0, 1)) == window_mean(samples, window)
+    assert format_v2.util_window([], (0, 1)) == [] and format_v2.util_window(None, None) is None
+
+
+def test_processes_io_is_kept_per_tree_exactly():
+    """Each tree's increase is exact; a member's is within about 1/255 of its tree's, zero
+    exactly when the real one was, and never negative."""
+    samples = sim_samples("demo", 40)
+    got = canonical(samples)
+    checked = 0
+    for prev_a, a, prev_b, b in zip(samples, samples[1:], got, got[1:]):
+        trees: dict = {}
+        for pid, p in a.procs.items():
+            q, qb, pb = prev_a.procs.get(pid), prev_b.procs.get(pid), b.procs[pid]
+            if q is None or q.root_pid != p.root_pid:
+                continue
+            for f in format_v2.IO_FIELDS:
+                d, db = getattr(p, f) - getattr(q, f), getattr(pb, f) - getattr(qb, f)
+                assert db >= 0 and (db == 0) == (d == 0)
+                trees.setdefault((p.root_pid, f), []).append((d, db))
+        for key, members in trees.items():
+            total = sum(d for d, _ in members)
+            assert total == sum(db for _, db in members), key
+            for d, db in members:
+                assert abs(db - d) <= total / 255 + len(members), (key, d, db)
+                checked += 1
+    assert checked > 1000
+
+
+def test_fields_are_read_by_the_names_in_the_layout():
+    """A layout with a field this code does not know (added later) is read without it; a
+    field the recording lacks takes its default."""
     samples = [_odd_sample(i) for i in range(3)]
-    enc = format_v1.Encoder()
-    payloads = [enc.encode(s) for s in samples]
-    schema = format_v1.schema()
-    renamed = dict(schema, proc_counters=[("rchar_old" if n == "rchar" else n)
-                                          for n in schema["proc_counters"]])
-    dec = format_v1.Decoder(renamed)
-    out = [dec.decode(p) for p in payloads]
-    assert all(p.rchar is None for s in out for p in s.procs.values())
-    assert [s.procs[7].read_bytes for s in out] == [s.procs[7].read_bytes for s in samples]
+    fl = format_v2.Flattener()
+    layout, vals = fl.flatten(samples[0])
+    extra = [k for k in layout if k.startswith("d/sda/")]
+    new_layout = tuple(k for k in layout if k != "d/sda/rq_ticks") + ("d/sda/future_field", "x/new")
+    new_vals = [v for k, v in zip(layout, vals) if k != "d/sda/rq_ticks"] + [123, {"a": 1}]
+    s = format_v2.Unflattener().sample(new_layout, json.loads(json.dumps(new_vals)))
+    assert extra and s.disks["sda"].rq_ticks == 0
+    assert s.disks["sda"].rd_ios == samples[0].disks["sda"].rd_ios
 
 
 def test_frame_layout_is_what_the_docs_say():
@@ -87,40 +141,77 @@ def test_frame_layout_is_what_the_docs_say():
     assert frame[20:] == b"xyz" and len(frames.preamble(1)) == 12
 
 
-def test_truncation_at_every_byte_of_the_last_frame(tmp_path, demo_samples):
+def test_truncation_at_every_byte_of_the_last_row(tmp_path, demo_samples):
+    """A recorder killed while writing: its tail is rows, one sample each, and a row cut
+    anywhere costs only itself."""
     samples = demo_samples[:12]
-    data = open(write_recording(tmp_path / "full.gdtrec", samples), "rb").read()
+    path = tmp_path / "full.gdtrec"
+    rec = Recorder(path, make_header(origin(), 1.0), sync_interval_s=None)
+    for s in samples:
+        rec.append(s)
+    abandon(rec)
+    data = path.read_bytes()
     found, _ = frames.scan(data, frames.PREAMBLE.size)
-    assert found[-1].kind == frames.END  # closed cleanly; a kill -9 leaves no end frame
-    last = [f for f in found if f.kind in frames.SAMPLE_TYPES][-1]
+    assert [f.kind for f in found] == [frames.SESSION] + [frames.ROW] * 12
+    last = found[-1]
+    expected = canonical(samples)
     cut = tmp_path / "cut.gdtrec"
     for end in range(last.offset, len(data) + 1):
         cut.write_bytes(data[:end])
         with Recording.open(cut) as rec:
             assert len(rec) == (12 if end >= last.end else 11), end
-            assert [s for _, s in rec.samples()] == samples[:len(rec)]
+            assert [s for _, s in rec.samples()] == expected[:len(rec)]
             torn = [w for w in rec.warnings if "torn" in w]
-            clean = end in (last.offset, last.end, len(data))
+            clean = end in (last.offset, last.end)
             assert len(torn) == (0 if clean else 1), (end, rec.warnings)
             assert all("\n" not in w for w in rec.warnings)
-            assert (rec.sessions[0].end is not None) == (end == len(data))
+            assert rec.sessions[0].end is None
 
 
-def test_a_damaged_frame_in_the_middle_costs_its_segment_only(tmp_path, demo_samples):
+def test_a_file_cut_inside_a_block_loses_that_block(tmp_path, demo_samples):
+    samples = demo_samples[:30]
+    data = open(write_recording(tmp_path / "b.gdtrec", samples, segment_samples=10), "rb").read()
+    found, _ = frames.scan(data, frames.PREAMBLE.size)
+    assert [f.kind for f in found] == [frames.SESSION] + [frames.BLOCK] * 3 + [frames.END]
+    cut = tmp_path / "cut.gdtrec"
+    cut.write_bytes(data[:found[3].offset + 100])
+    with Recording.open(cut) as rec:
+        assert [s for _, s in rec.samples()] == canonical(samples)[:20]
+        assert len([w for w in rec.warnings if "torn" in w]) == 1
+
+
+def test_a_damaged_block_in_the_middle_costs_itself_only(tmp_path, demo_samples):
     samples = demo_samples[:40]
     path = write_recording(tmp_path / "d.gdtrec", samples, segment_samples=10)
     data = bytearray(open(path, "rb").read())
     found, _ = frames.scan(bytes(data), frames.PREAMBLE.size)
-    sample_frames = [f for f in found if f.kind in frames.SAMPLE_TYPES]
-    hit = sample_frames[13]                      # in the second segment (samples 10..19)
-    data[hit.start + 5] ^= 0xFF
+    hit = [f for f in found if f.kind == frames.BLOCK][1]      # samples 10..19
+    data[hit.start + 50] ^= 0xFF
     bad = tmp_path / "bad.gdtrec"
     bad.write_bytes(bytes(data))
+    expected = canonical(samples)
     with Recording.open(bad) as rec:
         got = [s for _, s in rec.samples()]
-        assert got == samples[:13] + samples[20:]
-        assert any("damaged" in w for w in rec.warnings)
-        assert any("6 samples after damage" in w for w in rec.warnings)
+        assert got == expected[:10] + expected[20:]     # the next block has its own start
+        assert [w for w in rec.warnings if "damaged" in w]
+
+
+def test_a_damaged_row_costs_the_rows_after_it_up_to_the_next_block(tmp_path, demo_samples):
+    samples = demo_samples[:25]
+    path = tmp_path / "r.gdtrec"
+    rec = Recorder(path, make_header(origin(), 1.0), segment_samples=10, sync_interval_s=None)
+    for s in samples:
+        rec.append(s)
+    abandon(rec)
+    data = bytearray(path.read_bytes())
+    found, _ = frames.scan(bytes(data), frames.PREAMBLE.size)
+    rows = [f for f in found if f.kind == frames.ROW]
+    assert len(rows) == 5                                # 20..24: their block never came
+    data[rows[2].start + 6] ^= 0xFF                      # sample 22
+    path.write_bytes(bytes(data))
+    with Recording.open(path) as rec:
+        assert [s for _, s in rec.samples()] == canonical(samples)[:22]
+        assert any("2 samples after damage" in w for w in rec.warnings)
 
 
 def test_appended_garbage_and_unknown_frames(tmp_path, demo_samples):
@@ -192,9 +283,19 @@ def test_fixture_recordings_of_every_version_stay_readable(name):
             assert list(s.disks[check["disk"]]) == check["disk_counters"]
             assert dataclasses.asdict(s.host.cpu) == check["cpu"]
             g = s.gpu.gpus[check["gpu"]]
-            assert [list(x) for x in g.util_samples] == check["util_samples"]
+            if "util_window" in check:          # version 2 keeps each interval's sum
+                assert [g.util_samples.sum_pct, g.util_samples.count] == check["util_window"]
+            else:
+                assert [list(x) for x in g.util_samples] == check["util_samples"]
             assert g.power_mw == check["power_mw"]
             p = s.procs[check["pid"]]
             assert [p.rchar, p.read_bytes, p.cpu_ticks, p.cmdline] == check["proc"]
             assert s.devices[check["disk"]].mountpoints == tuple(check["mountpoints"])
         assert rec.warnings == expected["warnings"]
+        if "summary_blocks" in expected:        # version 2: its summaries stay readable
+            assert [[g, b.n] for g, b, _ in rec.summaries()] == expected["summary_blocks"]
+        if "report" in expected:
+            from gpudisk_top.report import summary
+
+            data = summary.build(rec).data
+            assert {k: data[k] for k in expected["report"]} == expected["report"]

@@ -1,5 +1,6 @@
-"""The recorder stays light: record imports neither Textual nor the model (it stores raw
-samples); report and export never import Textual."""
+"""The recorder stays light: record imports no Textual, and the model only to write the
+summaries beside the raw samples (never with --no-summaries, never to read); report and
+export never import Textual."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ def test_record_command_and_recorder_load_no_textual_and_no_model():
     assert not {m for m in mods if m.split(".")[0] == "textual"}
     assert not {m for m in mods if m.startswith("gpudisk_top.model")}
     assert "plotext" not in mods
+
+
+def test_a_recorder_without_summaries_and_a_reader_load_no_model(tmp_path):
+    path = tmp_path / "x.gdtrec"
+    mods = _loaded(
+        "from gpudisk_top.collect.sample import Sample\n"
+        "from gpudisk_top.record import Recorder, Recording\n"
+        f"rec = Recorder({str(path)!r}, summaries=False, sync_interval_s=None)\n"
+        "rec.append(Sample(1.0, 2.0)); rec.append(Sample(2.0, 3.0)); rec.close()\n"
+        f"r = Recording.open({str(path)!r}); assert len(r) == 2; r.sample(1); r.close()")
+    assert not {m for m in mods if m.startswith("gpudisk_top.model")}
+    assert not {m for m in mods if m.split(".")[0] == "textual"}
 
 
 def test_report_and_export_load_no_textual():

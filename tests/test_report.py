@@ -12,7 +12,7 @@ from gpudisk_top.model.detect import STATES
 from gpudisk_top.record import frames
 from gpudisk_top.record.header import FORMAT_VERSION
 from gpudisk_top.sim import Simulator, builtin
-from recording_helpers import call, run_command, sim_samples, write_recording
+from recording_helpers import abandon, call, origin, run_command, sim_samples, write_recording
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,8 @@ def test_text_report_has_charts_and_episodes(stalls, capsys):
     assert "(SIMULATED: simulated, scenario checkpoint-stalls, seed 1)" in out
     assert "Episodes (4):" in out and "checkpoint-stall" in out
     assert "GPU utilization, %" in out and "nvme2n1 await, ms" in out
-    assert "episodes along the top: C checkpoint-stall" in out
+    assert "episodes along the top: K checkpoint-stall" in out
+    assert "verdicts: recorded summaries, model v" in out
     assert "\x1b[" not in out                                   # no colour codes to paste
     assert call(report_cmd, path, "--no-charts") == 0
     assert "GPU utilization" not in capsys.readouterr().out
@@ -115,8 +116,14 @@ def test_bad_files_are_one_line_errors(tmp_path, content, message):
 
 
 def test_truncated_file_is_a_warning_and_the_readable_part(tmp_path, capsys):
+    from gpudisk_top.record import Recorder, make_header
+
     samples = sim_samples("checkpoint-stalls", 30)
-    path = write_recording(tmp_path / "t.gdtrec", samples, scenario="checkpoint-stalls")
+    path = str(tmp_path / "t.gdtrec")
+    rec = Recorder(path, make_header(origin("checkpoint-stalls"), 1.0), sync_interval_s=None)
+    for s in samples:
+        rec.append(s)
+    abandon(rec)                                # killed: its tail is rows
     data = open(path, "rb").read()
     found, _ = frames.scan(data, frames.PREAMBLE.size)
     last = [f for f in found if f.kind in frames.SAMPLE_TYPES][-1]
@@ -148,9 +155,9 @@ def test_chunks_and_processes_do_not_change_the_report(stalls):
 
     path, _, _ = stalls
     with Recording.open(path) as rec:
-        whole = summary.build(rec).data
-        cut = summary.build(rec, chunk_s=37.0).data          # boundaries inside stalls
-        forked = summary.build(rec, chunk_s=37.0, jobs=3).data
+        whole = summary.build(rec, recompute=True).data
+        cut = summary.build(rec, chunk_s=37.0, recompute=True).data     # boundaries inside stalls
+        forked = summary.build(rec, chunk_s=37.0, jobs=3, recompute=True).data
     assert cut == forked
     assert len(summary.chunks_of(Recording.open(path), None, None, 37.0)) == 7
     assert [(e["state"], e["start_s"], e["end_s"]) for e in cut["episodes"]] == \
@@ -161,3 +168,114 @@ def test_chunks_and_processes_do_not_change_the_report(stalls):
         for state, seconds in per.items():
             assert cut["states"][gpu][state] == pytest.approx(seconds, abs=2.0)
     assert [d["name"] for d in cut["devices"]] == [d["name"] for d in whole["devices"]]
+
+
+# ------------------------------------------------------------------------------ summaries
+def _without_how(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k not in ("derived", "replayed_samples")}
+
+
+@pytest.mark.parametrize("window", [(None, None), (37.5, -20.2), (100.0, None), (None, 61.0),
+                                    (59.0, 61.0)])
+def test_recorded_summaries_give_the_report_a_replay_gives(stalls, window):
+    """The recorder's summaries (whole minutes added up, the window's cut intervals
+    replayed one by one) give the same JSON as replaying every sample."""
+    from gpudisk_top.record import Recording
+    from gpudisk_top.report import summary
+
+    path, _, _ = stalls
+    with Recording.open(path) as rec:
+        a, b = window
+        start = None if a is None else rec.start_s + a
+        end = None if b is None else (rec.end_s + b if b < 0 else rec.start_s + b)
+        fast = summary.build(rec, start, end).data
+        slow = summary.build(rec, start, end, recompute=True).data
+    assert fast["derived"].startswith("recorded summaries, model v")
+    assert slow["derived"] == "recomputed"
+    assert _without_how(fast) == _without_how(slow)
+    if window == (None, None):
+        assert fast["replayed_samples"] == 0
+
+
+@pytest.mark.parametrize("args", [{"all_devices": True}, {"devices": "nvme2*,sd?"},
+                                  {"devices": "nvme0n1p1"}])
+def test_device_filters_read_the_summaries_as_a_replay(stalls, args):
+    from gpudisk_top.model.select import DeviceFilter
+    from gpudisk_top.record import Recording
+    from gpudisk_top.report import summary
+
+    path, _, _ = stalls
+    f = DeviceFilter.from_option(args.get("all_devices", False), args.get("devices"))
+    with Recording.open(path) as rec:
+        fast = summary.build(rec, rec.start_s + 30, None, dev_filter=f).data
+        slow = summary.build(rec, rec.start_s + 30, None, dev_filter=f, recompute=True).data
+    assert fast["derived"] != slow["derived"]
+    assert _without_how(fast) == _without_how(slow)
+    assert fast["devices"]
+
+
+def test_recorded_summaries_over_sessions_and_a_killed_recorder(tmp_path):
+    """Three runs of a recorder, the last killed before its last block: the samples
+    without summaries are replayed, the rest is read from the summaries."""
+    from gpudisk_top.record import Recorder, Recording, make_header
+    from gpudisk_top.report import summary
+
+    sim = Simulator(builtin("demo"), seed=2)
+    samples = [sim.sample() for _ in range(690)]
+    path = tmp_path / "k.gdtrec"
+    for part in (samples[:250], samples[250:520]):
+        with Recorder(path, make_header(origin(), 1.0), segment_samples=120,
+                      sync_interval_s=None) as rec:
+            for s in part:
+                rec.append(s)
+    rec = Recorder(path, make_header(origin(), 1.0), segment_samples=120, sync_interval_s=None)
+    for s in samples[520:]:
+        rec.append(s)
+    abandon(rec)
+    with Recording.open(path) as r:
+        assert len(r) == 690 and len(r.sessions) == 3
+        fast = summary.build(r).data
+        slow = summary.build(r, recompute=True).data
+    # the last run's rows after its last summary block (of SUMMARY_SAMPLES samples)
+    assert fast["replayed_samples"] == 690 - 520 - 120 == 50
+    assert fast["samples"] == slow["samples"] == 690
+    assert fast["states"] == slow["states"] and fast["devices"] == slow["devices"]
+    assert fast["duration_s"] == slow["duration_s"]
+    # the detector starts afresh with each recorder run, a replay does not: episodes agree
+    # where that does not matter (here: all but what straddles a restart)
+    key = [(e["state"], e["start_s"]) for e in fast["episodes"]]
+    assert len(key) >= 5 and set(key) & {(e["state"], e["start_s"]) for e in slow["episodes"]}
+
+
+@pytest.mark.parametrize("args", [["--recompute"], ["--enter", "4"], ["--gpu-low-pct", "60"]])
+def test_summaries_are_used_only_when_they_fit(stalls, capsys, args):
+    """--recompute, or thresholds other than the recorder's, replay the samples."""
+    path, _, _ = stalls
+    d = _report_json(capsys, path, *args)
+    assert d["derived"] == "recomputed" and "replayed_samples" not in d
+
+
+def test_summaries_of_another_model_are_not_used(stalls, capsys, monkeypatch):
+    from gpudisk_top.record import derived
+
+    path, _, _ = stalls
+    monkeypatch.setattr(derived, "MODEL_VERSION", "a later one")
+    d = _report_json(capsys, path)
+    assert d["derived"] == "recomputed"
+
+
+def test_a_version_1_recording_is_recomputed(capsys):
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "recordings",
+                        "v1-demo-simulated.gdtrec")
+    d = _report_json(capsys, path)
+    assert d["derived"] == "recomputed" and d["format_version"] == 1 and d["samples"] == 33
+
+
+def test_a_recording_without_summaries_is_recomputed(tmp_path, capsys):
+    samples = sim_samples("checkpoint-stalls", 40)
+    path = write_recording(tmp_path / "n.gdtrec", samples, scenario="checkpoint-stalls",
+                           summaries=False)
+    d = _report_json(capsys, path)
+    assert d["derived"] == "recomputed" and d["samples"] == 40

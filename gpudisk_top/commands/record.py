@@ -1,7 +1,8 @@
 """`gpudisk-top record -o FILE`: record raw samples, headless, until stopped.
 
 No terminal and no Textual: this module imports only the collectors (or the simulator for
---demo) and the recorder.  SIGINT and SIGTERM stop it cleanly: the sample being written
+--demo), the recorder and, for the summaries it writes beside the samples, the model and
+the detector.  SIGINT and SIGTERM stop it cleanly: the sample being written
 is finished, the session is closed with an end frame, and the file is synced.
 """
 
@@ -16,7 +17,8 @@ import sys
 import threading
 import time
 
-from gpudisk_top.commands.common import Parser, add_interval_option, add_source_options, open_source
+from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
+                                         add_source_options, open_source, thresholds_from)
 from gpudisk_top.errors import UsageError
 
 
@@ -62,7 +64,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                       help="rotate FILE at local midnight (FILE.1 is yesterday) and delete "
                            "generations older than DAYS days")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line when stopping")
+    p.add_argument("--no-summaries", action="store_true",
+                   help="record raw samples only, not what the detector made of them (report "
+                        "then replays the samples: slower on long recordings)")
     add_source_options(p)
+    add_detector_options(p)
     return p
 
 
@@ -116,11 +122,13 @@ def run(args) -> int:
 
     if os.path.isdir(args.output):
         raise UsageError(f"-o {args.output}: is a directory")
+    thresholds = None if args.no_summaries else thresholds_from(args)
     source, _virtual, origin = open_source(args)
     try:
         header = make_header(origin, args.interval, argv=sys.argv[1:] or None)
         recorder = Recorder(args.output, header, max_size_mb=args.max_size,
-                            retain_days=args.retain)
+                            retain_days=args.retain, thresholds=thresholds,
+                            summaries=not args.no_summaries)
     except BaseException:
         source.close()
         raise

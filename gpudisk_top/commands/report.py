@@ -1,7 +1,10 @@
 """`gpudisk-top report FILE`: the postmortem of a recording, as text or JSON.
 
-Verdicts are recomputed from the raw counters by this version's model and detector;
-the JSON layout is an API (README, "Report JSON"): keys are added, never renamed.
+Verdicts come from the summaries the recorder wrote (format v2) when this version's model
+and detector made them with the same thresholds, else they are recomputed from the raw
+counters by this version's model and detector; "derived" in the JSON (and the text's
+header) says which.  The JSON layout is an API (README, "Report JSON"): keys are added,
+never renamed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, metavar="N",
                    help="processes to replay with (default: one per CPU); the window is replayed "
                         "in one-hour pieces, so the numbers are the same whatever N")
+    p.add_argument("--recompute", action="store_true",
+                   help="replay the raw samples through this version's model and detector even "
+                        "when the recording holds summaries they made")
     add_detector_options(p)
     return p
 
@@ -41,7 +47,8 @@ def run(args) -> int:
         jobs = args.jobs if args.jobs is not None else summary.default_jobs()
         if jobs < 1:
             raise UsageError(f"--jobs {jobs}: must be at least 1")
-        result = summary.build(rec, start, end, thresholds, device_filter(args), jobs=jobs)
+        result = summary.build(rec, start, end, thresholds, device_filter(args), jobs=jobs,
+                               recompute=args.recompute)
     finally:
         rec.close()
     if args.json:

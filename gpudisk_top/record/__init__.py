@@ -9,8 +9,9 @@
         r.header, len(r), r.start_s, r.end_s, r.seek(t), r.sample(i), r.samples()
         for model, verdict in Replay(r).models(start_s, end_s): ...
 
-The format is in docs/recording-format.md.  Writing and reading import only the
-collection layer (raw Samples); Replay brings in the model.
+The format is in docs/recording-format.md.  Reading imports only the collection layer
+(raw Samples); Replay brings in the model, and so does a Recorder that writes summaries
+(the default; summaries=False records raw samples only).
 """
 
 from gpudisk_top.record.header import FORMAT_VERSION, SEGMENT_SAMPLES, make_header

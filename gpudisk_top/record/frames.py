@@ -28,11 +28,14 @@ _CRC_PART = struct.Struct("<BBId")  # what the CRC covers before the payload
 
 # Frame types
 SESSION = ord("H")    # JSON: who recorded what (host, GPUs, devices, schema); starts a session
-KEYFRAME = ord("K")   # a sample that starts a new compressed segment
-DELTA = ord("D")      # a sample coded against the previous one in the same segment
 END = ord("E")        # JSON: the session ended cleanly (why, how many samples)
-KNOWN = frozenset((SESSION, KEYFRAME, DELTA, END))
-SAMPLE_TYPES = frozenset((KEYFRAME, DELTA))
+KEYFRAME = ord("K")   # v1: a sample that starts a new compressed segment
+DELTA = ord("D")      # v1: a sample coded against the previous one in the same segment
+ROW = ord("R")        # v2: one sample as soon as it is taken (the crash-safe tail)
+BLOCK = ord("B")      # v2: a block of samples, column by column, with their summaries
+SUMMARY = ord("s")    # v2: summaries of the tail's samples (derived: may be skipped)
+KNOWN = frozenset((SESSION, KEYFRAME, DELTA, END, ROW, BLOCK, SUMMARY))
+SAMPLE_TYPES = frozenset((KEYFRAME, DELTA, ROW, BLOCK))
 
 MAX_PAYLOAD = 64 * 2**20  # no frame is this large; a bigger length is damage, not data
 

@@ -9,11 +9,11 @@ import platform
 
 from gpudisk_top import __version__
 from gpudisk_top.collect.sample import Sample
-from gpudisk_top.record import format_v1
+from gpudisk_top.record import format_v2
 
 FORMAT_NAME = "gpudisk-top recording"
-FORMAT_VERSION = 1        # the version this code writes; reader.py reads every version up to it
-SEGMENT_SAMPLES = 600     # a keyframe every this many samples: the longest decode for a seek
+FORMAT_VERSION = 2        # the version this code writes; reader.py reads every version up to it
+SEGMENT_SAMPLES = 600     # samples per block: the longest decode for a seek
 
 
 def iso(wall_s: float) -> str:
@@ -63,7 +63,7 @@ def complete_header(header: dict, first: Sample) -> dict:
         "devices": [{k: (list(v) if isinstance(v, tuple) else v)
                      for k, v in dataclasses.asdict(d).items()} for d in first.devices.values()],
         "segment_samples": header.get("segment_samples", SEGMENT_SAMPLES),
-        "compression": "raw deflate per segment, Z_SYNC_FLUSH per sample",
-        "schema": format_v1.schema(),
+        "compression": "rows: JSON; blocks: columns, LZMA2 (raw) per block",
+        "schema": format_v2.schema(),
     })
     return out

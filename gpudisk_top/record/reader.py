@@ -3,14 +3,17 @@
     with Recording.open("node17.gdtrec") as rec:
         print(len(rec), rec.start_s, rec.end_s, rec.header["host_name"])
         i = rec.seek(rec.start_s + 3600)          # first sample at or after that time
-        for i, sample in rec.samples(i, i + 60):  # raw Samples, as the Sampler made them
+        for i, sample in rec.samples(i, i + 60):  # raw Samples, as a recording keeps them
             ...
+        rec.summaries()                           # format v2: what the recorder's detector made of them
 
-Opening reads the preamble, then walks every frame header and checks every CRC (about
-0.1 s for a day at 1 Hz); the index holds each sample's time and offset, so seek() is a
-bisection and sample(i) decodes at most one segment (SEGMENT_SAMPLES samples) from its
-keyframe.  A torn tail or a damaged stretch becomes a warning in `warnings`, and every
-good frame around it is still read.
+Opening reads the preamble, then walks every frame and checks every CRC (about 0.1 s for
+a day at 1 Hz); the index holds each sample's time and where it is, so seek() is a
+bisection and sample(i) decodes at most one segment or block (SEGMENT_SAMPLES samples).
+Version 1 files are mapped; version 2 files are read into memory, since their recorder
+cuts their end as it turns rows into blocks (index_v2.py reads them).  A torn tail or a
+damaged stretch becomes a warning in `warnings`, and every good frame around it is
+still read.
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
-from gpudisk_top.record import format_v1, frames
+from gpudisk_top.record import format_v1, format_v2, frames
 from gpudisk_top.record.header import FORMAT_VERSION, iso
 
-# A reader for every format version, forever: version -> the module with its Decoder.
-DECODERS = {1: format_v1}
+# A reader for every format version, forever: version -> the module that codes its samples.
+DECODERS = {1: format_v1, 2: format_v2}
 
 
 class CorruptRecording(RuntimeFailure):
@@ -97,7 +100,11 @@ class Recording:
         self._idx = _Index()
         self._cursor = _Cursor()
         self._order: list[int] | None = None   # samples by time, when the clock went backwards
-        self._build_index()
+        self._v2 = None
+        if version == 1:
+            self._build_index()
+        else:
+            self._build_index_v2()
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -123,11 +130,17 @@ class Recording:
             size = st.st_size
             head = os.pread(fd, frames.PREAMBLE.size, 0)
             version = check_preamble(path, head, size)
-            try:
-                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-                buf = mm
-            except (OSError, ValueError):
-                mm = None
+            mm = None
+            if version == 1:
+                try:
+                    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                    buf = mm
+                except (OSError, ValueError):
+                    buf = _read_all(fd, size)
+            else:
+                # a version 2 recorder rewrites and cuts the end of the file as it goes
+                # (rows become a block): a mapping would fault on bytes cut off, a copy
+                # of what is there now does not
                 buf = _read_all(fd, size)
         except IsADirectoryError:
             raise UsageError(f"{path}: is a directory, not a recording") from None
@@ -191,6 +204,37 @@ class Recording:
             self._order = sorted(range(len(walls)), key=walls.__getitem__)
             self.warnings.append(f"{self.path}: the clock went backwards during the recording; "
                                  "seeking by time uses the samples in time order")
+
+    def _build_index_v2(self) -> None:
+        from gpudisk_top.record.index_v2 import V2Index
+
+        v2 = self._v2 = V2Index(self.path, self._buf, self.warnings, Session)
+        idx = self._idx
+        idx.walls.extend(v2.walls)
+        idx.session_firsts.extend(v2.session_firsts)
+        self.sessions.extend(v2.sessions)
+        for sess in self.sessions:
+            sess.decoder_module = format_v2
+        walls = idx.walls
+        if not all(map(operator.le, walls[:-1], walls[1:])):
+            self._order = sorted(range(len(walls)), key=walls.__getitem__)
+            self.warnings.append(f"{self.path}: the clock went backwards during the recording; "
+                                 "seeking by time uses the samples in time order")
+
+    def global_index(self, session: int, number: int) -> int | None:
+        """The index of sample `number` (counted from 0 in its session) of a session, or
+        None when it is not readable (format v2)."""
+        if self._v2 is None:
+            return None
+        return self._v2._numbers[session].get(number)
+
+    def summaries(self) -> list:
+        """(index of its first sample, derived.SummaryBlock, session number) for every
+        summary block the recording holds whose samples are all readable (format v2;
+        none for version 1)."""
+        if self._v2 is None:
+            return []
+        return self._v2.summaries()
 
     def _json(self, fr: frames.Frame) -> dict:
         try:
@@ -320,6 +364,14 @@ class Recording:
         c = self._cursor
         if c.index == i and c.sample is not None:
             return c.sample
+        if self._v2 is not None:
+            try:
+                sample = self._v2.sample(i)
+            except format_v2.FormatError as err:
+                self._cursor = _Cursor()
+                raise CorruptRecording(f"{self.path}: sample {i} cannot be decoded: {err}") from None
+            c.index, c.sample = i, sample
+            return sample
         k = self._keyframe_of(i)
         if not (c.keyframe == k and c.index < i and c.decoder is not None):
             c.decoder = self._decoder(k)
@@ -347,6 +399,10 @@ class Recording:
             try:
                 s = self.sample(i)
             except CorruptRecording as err:
+                if self._v2 is not None:
+                    self.warnings.append(f"{err}; skipped to the next block")
+                    i = min(stop, self._v2.unit_end(i))
+                    continue
                 self.warnings.append(f"{err}; skipped to the next keyframe")
                 kf = self._idx.keyframes
                 j = bisect.bisect_right(kf, i)

@@ -4,16 +4,28 @@
     rec.append(sampler.sample())      # e.g. from the dashboard's sampler thread
     rec.close("SIGTERM")
 
-Durability: each sample is one write() of whole frames as soon as it is taken, so a kill -9
-loses nothing already appended; a background thread calls fdatasync() once a second when
-something was written, so after a power loss every sample older than about a second (two
-at most, with a slow disk) is on disk.  The sampler never waits for the disk to sync.
-An existing recording is appended to (a new session: header, then a keyframe), after any
-torn tail a crash left is cut off; a file that is not a recording is never written over.
+Durability: each sample is one write() of a row (an R frame) as soon as it is taken, so a
+kill -9 loses nothing already appended; a background thread calls fdatasync() once a
+second when something was written, so after a power loss every sample older than about
+a second (two at most, with a slow disk) is on disk.  The sampler never waits for a sync.
+
+Every SEGMENT_SAMPLES samples the rows become one block (a B frame: the samples column by
+column, LZMA-compressed, with their summaries), written in three steps so that no moment
+loses a sample: the block is appended after the rows and synced, then copied over the
+first rows and synced, then the file is cut after the copy.  A reader that meets the
+rows and the block at once keeps the block.
+
+Summaries (record/derived.py): the recorder feeds its samples to the model and the
+detector, a summary block at a time, so that `report` need not replay them.
+
+An existing recording is appended to (a new session: header, then rows), after any torn
+tail a crash left is cut off; a file that is not a recording of this version is never
+written over, and two recorders never write one file (an exclusive lock).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import mmap
 import os
@@ -22,42 +34,55 @@ import time
 
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
-from gpudisk_top.record import frames
-from gpudisk_top.record.format_v1 import Encoder
+from gpudisk_top.record import format_v2, frames
 from gpudisk_top.record.header import (FORMAT_VERSION, SEGMENT_SAMPLES, complete_header, iso,
                                        make_header)
 from gpudisk_top.record.rotate import Rotation
 
 SYNC_INTERVAL_S = 1.0
+LZMA_PRESET = 6           # blocks: 6 is 10 % smaller than 0 for a few ms a block (bench)
 
 
 class Recorder:
     """Appends Samples to `path`.  Raises UsageError from the constructor when path
-    exists and is not a recording of this format version (nothing is written then), and
-    RuntimeFailure from append() when the disk refuses a write (the partial frame is cut
-    off; the next append starts a new segment, so the file stays readable)."""
+    exists and is not a recording of this format version, or another recorder writes it
+    (nothing is written then), and RuntimeFailure from append() when the disk refuses a
+    write (the partial frame is cut off and the sample dropped; the file stays readable).
+
+    thresholds: the detector's, for the summaries (default: Thresholds()); summaries=False
+    records raw samples only (report then replays them)."""
 
     def __init__(self, path, header: dict | None = None, *, max_size_mb: float | None = None,
                  retain_days: float | None = None, segment_samples: int = SEGMENT_SAMPLES,
-                 sync_interval_s: float | None = SYNC_INTERVAL_S, level: int = 6) -> None:
+                 sync_interval_s: float | None = SYNC_INTERVAL_S, level: int = LZMA_PRESET,
+                 thresholds=None, summaries: bool = True) -> None:
         self.path = os.fspath(path)
         self.header = dict(header if header is not None else make_header())
         self.header.setdefault("segment_samples", segment_samples)
-        self.segment_samples = segment_samples
+        self.segment_samples = max(1, segment_samples)
+        self.level = level
+        self.thresholds = thresholds
+        self.summaries = summaries
         self.rotation = (Rotation(self.path, max_size_mb, retain_days)
                          if max_size_mb is not None or retain_days is not None else None)
         self.warnings: list[str] = []     # what opening found (a torn tail cut off, ...)
         self.removed: list[str] = []      # generations the retention policy deleted
         self.samples = 0                  # appended by this recorder, all files together
         self.closed = False
-        self._enc = Encoder(level)
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._size = 0
-        self._in_segment = 0              # samples in the current segment
-        self._session_samples = 0         # samples since this file's H frame (0: none yet)
         self._file_first_wall_s: float | None = None
         self._dirty = False
+        self._bytes_per_sample = 400.0    # of a block, for --max-size before the first one
+        if summaries:
+            from gpudisk_top.record import derived  # the model: only when summaries are made
+            from gpudisk_top.model.detect import Thresholds
+
+            self._derived = derived
+            if self.thresholds is None:
+                self.thresholds = Thresholds()
+            self.header["derived"] = derived.meta(self.thresholds)
         self._open_file()
         self._stop = threading.Event()
         self._syncer = None
@@ -66,19 +91,39 @@ class Recorder:
                                             name="gpudisk-top-recorder-sync", daemon=True)
             self._syncer.start()
 
+    # ------------------------------------------------------------------ sessions
+    def _new_session(self) -> None:
+        self._flat = format_v2.Flattener()
+        self._rowcoder = format_v2.RowCoder()
+        self._session_samples = 0         # samples since this file's H frame (0: none yet)
+        self._block_first = 0             # session number of the block's first sample
+        self._rows: list[tuple[int, list]] = []
+        self._layouts: list[tuple] = []
+        self._layout_ids: dict = {}
+        self._block_wall_s: float | None = None
+        self._state: dict = {}            # processes' rebuilt counters before the block
+        self._summary_blocks: list = []
+        self._deriver = self._derived.Deriver(self.thresholds) if self.summaries else None
+        self._tail_start = self._size     # where the rows of the current block begin
+        self._commit_retry = 0
+
     # ------------------------------------------------------------------ the file
     def _open_file(self) -> None:
         path = self.path
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except IsADirectoryError:
             raise UsageError(f"{path}: is a directory") from None
         except OSError as err:
             raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
         try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise UsageError(f"{path}: another gpudisk-top recorder is writing it") from None
             size = os.fstat(fd).st_size
             if size == 0:
-                os.write(fd, frames.preamble(FORMAT_VERSION))
+                os.pwrite(fd, frames.preamble(FORMAT_VERSION), 0)
                 size = frames.PREAMBLE.size
             else:
                 size = self._resume(fd, size)
@@ -89,11 +134,11 @@ class Recorder:
             os.close(fd)
             raise RuntimeFailure(f"cannot write {path}: {err.strerror or err}") from None
         self._fd, self._size = fd, size
-        self._in_segment = 0
-        self._session_samples = 0
+        self._new_session()
 
     def _resume(self, fd: int, size: int) -> int:
-        """Check that fd holds a recording we may append to; cut off a torn tail."""
+        """Check that fd holds a recording we may append to; cut off a torn tail, and
+        finish a block copy a crash interrupted."""
         from gpudisk_top.record.reader import check_preamble
 
         head = os.pread(fd, frames.PREAMBLE.size, 0)
@@ -110,16 +155,27 @@ class Recorder:
             buf = _pread_all(fd, size)
         try:
             found, _ = frames.scan(buf, frames.PREAMBLE.size)
+            good_end = found[-1].end if found else frames.PREAMBLE.size
+            unfinished = _unfinished_copy(buf, found)
         finally:
             if isinstance(buf, mmap.mmap):
                 buf.close()
-        good_end = found[-1].end if found else frames.PREAMBLE.size
         first = next((f for f in found if f.kind in frames.SAMPLE_TYPES), None)
         self._file_first_wall_s = first.wall_s if first is not None else None
         if good_end < size:
             os.ftruncate(fd, good_end)
-            self.warnings.append(f"{self.path}: cut off a torn tail of {size - good_end} bytes "
-                                 "left by a recorder that was stopped while writing")
+            self.warnings.append(f"{self.path}: cut off a torn tail of {size - good_end} "
+                                 "bytes left by a recorder that was stopped while writing")
+        if unfinished is not None:
+            # finish the block copy a crash interrupted (steps 2 and 3 of _commit)
+            at, frame = unfinished
+            if frame is not None:
+                os.pwrite(fd, frame, at)
+                os.fdatasync(fd)
+                at += len(frame)
+            os.ftruncate(fd, at)
+            os.fdatasync(fd)
+            good_end = at
         return good_end
 
     def _rotate(self) -> None:
@@ -130,6 +186,7 @@ class Recorder:
         self._fd = None
         self.rotation.rotate()
         self._file_first_wall_s = None
+        self._size = 0
         self._open_file()
 
     # ------------------------------------------------------------------ writing
@@ -138,48 +195,140 @@ class Recorder:
         with self._lock:
             if self.closed:
                 raise RuntimeFailure(f"{self.path}: the recorder is closed")
-            if self._in_segment == 0 or self._in_segment >= self.segment_samples:
-                self._enc.start_segment()
-                self._in_segment = 0
-            payload = self._enc.encode(sample)
-            kind = frames.KEYFRAME if self._in_segment == 0 else frames.DELTA
-            frame = frames.pack(kind, payload, sample.wall_s)
             rot = self.rotation
-            if rot is not None and rot.due(self._size, len(frame), self._file_first_wall_s, sample.wall_s):
-                try:
-                    self._rotate()
-                    self.removed += rot.prune(sample.wall_s)
-                except OSError as err:
-                    raise RuntimeFailure(f"cannot rotate {self.path}: {err.strerror or err}") from None
-                if kind == frames.DELTA:  # the new file must start with a keyframe
-                    self._enc.start_segment()
-                    self._in_segment = 0
-                    frame = frames.pack(frames.KEYFRAME, self._enc.encode(sample), sample.wall_s)
-            data = frame
-            if self._session_samples == 0:
-                hdr = json.dumps(complete_header(self.header, sample), allow_nan=False,
-                                 default=str).encode()
-                data = frames.pack(frames.SESSION, hdr) + frame
+            if rot is not None and self._session_samples:
+                est = int(self._tail_start + (len(self._rows) + 1) * self._bytes_per_sample)
+                if rot.due(est, 0, self._file_first_wall_s, sample.wall_s):
+                    try:
+                        self._rotate()
+                        self.removed += rot.prune(sample.wall_s)
+                    except OSError as err:
+                        raise RuntimeFailure(f"cannot rotate {self.path}: {err.strerror or err}") from None
+            number = self._session_samples
+            layout, vals = self._flat.flatten(sample)
+            payload, token = self._rowcoder.encode(number, layout, vals)
+            data = frames.pack(frames.ROW, payload, sample.wall_s)
+            tail_start = self._tail_start
+            if number == 0:
+                hdr = frames.pack(frames.SESSION, json.dumps(
+                    complete_header(self.header, sample), allow_nan=False, default=str).encode())
+                data = hdr + data
+                tail_start = self._size + len(hdr)   # a block never goes over the header
             self._write(data)
+            self._tail_start = tail_start
+            self._rowcoder.accepted(token)
+            self._flat.accept(sample)
+            lid = self._layout_ids.get(layout)
+            if lid is None:
+                lid = self._layout_ids[layout] = len(self._layouts)
+                self._layouts.append(layout)
+            self._rows.append((lid, vals))
+            if self._block_wall_s is None:
+                self._block_wall_s = sample.wall_s
             if self._file_first_wall_s is None:
                 self._file_first_wall_s = sample.wall_s
-            self._in_segment += 1
             self._session_samples += 1
             self.samples += 1
+            deriver = self._deriver
+            if deriver is not None:
+                try:
+                    if deriver.add(sample):
+                        self._write_summaries(deriver.take())
+                except Exception as err:  # noqa: BLE001 - never lose a sample to a summary
+                    self._stop_summaries(err)
+            if len(self._rows) >= self.segment_samples + self._commit_retry:
+                self._commit()
+
+    def _stop_summaries(self, err: Exception) -> None:
+        """The model or the detector failed on a sample: record raw samples only for the
+        rest of the session (report replays what has no summary)."""
+        self._deriver = None
+        self.warnings.append(f"{self.path}: no more summaries in this session "
+                             f"({type(err).__name__}: {err}); the samples are recorded")
+
+    def _write_summaries(self, blocks: list) -> None:
+        """Summaries of the tail go out as s frames (the block will carry them too)."""
+        self._summary_blocks += blocks
+        try:
+            self._write(frames.pack(frames.SUMMARY, self._derived.encode_blocks(blocks)))
+        except RuntimeFailure:
+            pass  # derived data: the block carries it, and report can replay the rows
+
+    def _commit(self) -> None:
+        """The rows of the current block become one B frame (see the module's doc)."""
+        rows = self._rows
+        if not rows:
+            return
+        n = len(rows)
+        summaries = b""
+        blocks = self._summary_blocks
+        if self._deriver is not None:
+            try:
+                self._deriver.finish()
+                blocks = blocks + self._deriver.take()
+            except Exception as err:  # noqa: BLE001
+                self._stop_summaries(err)
+        if blocks:
+            summaries = self._derived.encode_blocks(blocks)
+        payload = format_v2.encode_block(self._block_first, rows, self._layouts, self._state,
+                                         self.level, summaries)
+        frame = frames.pack(frames.BLOCK, payload, self._block_wall_s or 0.0)
+        start, end = self._tail_start, self._size
+        try:
+            self._pwrite_all(frame, end)            # 1: after the rows, then synced
+            os.fdatasync(self._fd)
+        except OSError as err:
+            try:
+                os.ftruncate(self._fd, end)
+            except OSError:
+                pass
+            # the rows are safe; try again after a while
+            self._commit_retry += max(1, self.segment_samples // 10)
+            self.warnings.append(f"cannot write a block to {self.path}: {err.strerror or err}; "
+                                 "its samples stay as rows")
+            return
+        size = end + len(frame)
+        if len(frame) <= end - start:
+            try:
+                self._pwrite_all(frame, start)      # 2: over the rows, synced
+                os.fdatasync(self._fd)
+                os.ftruncate(self._fd, start + len(frame))   # 3: cut after the copy
+                size = start + len(frame)
+            except OSError:
+                pass  # the file holds rows then the block: readers keep the block
+        self._size = size
+        self._dirty = True
+        # the processes' counters as a reader rebuilds them after this block
+        un = format_v2.Unflattener(self._state)
+        layouts = self._layouts
+        for lid, vals in rows:
+            un.advance(layouts[lid], vals)
+        self._state = un.counters
+        self._bytes_per_sample = len(frame) / n
+        self._block_first += n
+        self._rows, self._layouts, self._layout_ids = [], [], {}
+        self._summary_blocks = []
+        self._block_wall_s = None
+        self._tail_start = self._size
+        self._rowcoder.reset()
+        self._commit_retry = 0
+
+    def _pwrite_all(self, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self._fd, view, offset)
+            view = view[n:]
+            offset += n
 
     def _write(self, data: bytes) -> None:
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
+            self._pwrite_all(data, self._size)
         except OSError as err:
-            # cut off what part of the frame got out, and start over with a keyframe
+            # cut off what part of the frame got out
             try:
                 os.ftruncate(self._fd, self._size)
             except OSError:
                 pass
-            self._in_segment = 0
             raise RuntimeFailure(f"cannot write {self.path}: {err.strerror or err}") from None
         self._size += len(data)
         self._dirty = True
@@ -187,12 +336,13 @@ class Recorder:
     def _end_session(self, reason: str) -> None:
         if self._fd is None or self._session_samples == 0:
             return
+        self._commit()
         end = {"reason": reason, "samples": self._session_samples, "ended": iso(time.time())}
         try:
             self._write(frames.pack(frames.END, json.dumps(end).encode()))
         except RuntimeFailure:
             pass  # the samples are safe; only the note that we ended cleanly is missing
-        self._session_samples = 0
+        self._new_session()
 
     # ------------------------------------------------------------------ syncing, closing
     def _sync_loop(self, interval_s: float) -> None:
@@ -219,7 +369,8 @@ class Recorder:
         return self._size
 
     def close(self, reason: str = "closed") -> None:
-        """End the session (an E frame saying why), sync and close.  Idempotent."""
+        """Write the last block, end the session (an E frame saying why), sync and close.
+        Idempotent."""
         self._stop.set()
         if self._syncer is not None and self._syncer is not threading.current_thread():
             self._syncer.join()
@@ -242,6 +393,41 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _unfinished_copy(buf, found: list) -> tuple[int, bytes | None] | None:
+    """A block whose copy over its rows (writer._commit, steps 2 and 3) a crash cut short:
+    the file ends in that block, and before it (back to the previous block, header or end
+    frame) lie only rows it holds, summaries and damage.  Returns (where the block goes,
+    the block's frame, or None when its copy is already there: cut after it), or None
+    when there is nothing to finish."""
+    if not found or found[-1].kind != frames.BLOCK:
+        return None
+    last = found[-1]
+    frame = bytes(buf[last.offset:last.end])
+    try:
+        first, n, _ = format_v2.block_info(buf[last.start:last.end])
+    except format_v2.FormatError:
+        return None
+    start = None
+    for fr in reversed(found[:-1]):
+        if fr.kind == frames.BLOCK:
+            if bytes(buf[fr.offset:fr.end]) == frame:
+                return fr.end, None               # step 2 was done: cut after the copy
+            start = fr.end
+            break
+        if fr.kind == frames.ROW:
+            (number,) = format_v2.ROW.unpack_from(buf, fr.start)
+            if not first <= number < first + n:
+                return None
+            continue
+        if fr.kind == frames.SUMMARY:
+            continue
+        start = fr.end                            # a header or an end frame
+        break
+    if start is None or last.offset - start <= len(frame):
+        return None                               # nothing to win, or no room: leave it
+    return start, frame
 
 
 def _pread_all(fd: int, size: int) -> bytes:

@@ -1,41 +1,50 @@
-"""The postmortem of a recording window, in one pass over Replay.models().
+"""The postmortem of a recording window.
 
 build() returns a Summary: `data` is the JSON report (an API: keys are added, never
 renamed or removed; README "Report JSON"), `series` what the text report charts.
+
+Two ways to the same numbers:
+  - recorded summaries (format v2, record/derived.py): what the recorder's model and
+    detector made of every interval, summed by the minute.  Used when they were made by
+    this version's model and detector with the thresholds asked for: a day reads in well
+    under a second.  Intervals at the edges of the window are replayed one by one, and
+    samples without summaries (a recorder killed before writing its last ones) are
+    replayed as below;
+  - replaying the raw samples through Replay (the model and the detector), in fixed
+    one-hour pieces that several processes can share (--jobs).
+Both add intervals up with derived.add_interval, so their device and state figures agree;
+their episodes can differ where the detector's learned baselines matter: the summaries
+hold what the recorder's detector decided from its session's start, a replay warms its
+detector up WARMUP_S before each piece.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 from dataclasses import dataclass, field
 
 from gpudisk_top import __version__
-from gpudisk_top.model.detect import STARVED_STATES, STATES, Episode
+from gpudisk_top.model import MODEL_VERSION
+from gpudisk_top.model.detect import STATES, Episode, Thresholds
 from gpudisk_top.model.detect.classify import gpu_ranges
-from gpudisk_top.model.select import DeviceFilter
+from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
+from gpudisk_top.model.snapshot import Model
+from gpudisk_top.record import derived
+from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
 from gpudisk_top.record.header import iso
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.record.replay import Replay
 
-GPU_STATES = STATES + ("lost",)
 BUCKETS = 240          # chart resolution: time buckets over the window
 CHUNK_S = 3600.0       # the report replays the window in pieces this long (see build())
+RECORDED = f"recorded summaries, model v{MODEL_VERSION}"
+RECOMPUTED = "recomputed"
 
 
 @dataclass
-class _Disk:
-    name: str
-    r_ios: float = 0.0         # requests over the window (rate x seconds)
-    w_ios: float = 0.0
-    r_wait: float = 0.0        # sum of await x requests: iostat's await over the window
-    w_wait: float = 0.0
-    rkb: float = 0.0
-    wkb: float = 0.0
-    util: float = 0.0          # sum of %util x seconds
-    seconds: float = 0.0
-    worst_ms: float = 0.0
-    worst_at: float | None = None
+class _DiskChart:
     buckets_wait: list[float] = field(default_factory=lambda: [0.0] * BUCKETS)
     buckets_ios: list[float] = field(default_factory=lambda: [0.0] * BUCKETS)
 
@@ -49,7 +58,7 @@ class Series:
     gpu_util_sum: list[float] = field(default_factory=lambda: [0.0] * BUCKETS)
     gpu_util_n: list[int] = field(default_factory=lambda: [0] * BUCKETS)
     gpu_util_min: list[float | None] = field(default_factory=lambda: [None] * BUCKETS)
-    disks: dict[str, _Disk] = field(default_factory=dict)
+    disks: dict[str, _DiskChart] = field(default_factory=dict)
 
     def bucket(self, wall_s: float) -> int:
         span = self.end_s - self.start_s
@@ -61,6 +70,35 @@ class Series:
         span = self.end_s - self.start_s
         return [self.start_s + (i + 0.5) * span / BUCKETS for i in range(BUCKETS)]
 
+    def add_util(self, wall_s: float, total: float, n: int, low: float | None, b: int | None = None) -> None:
+        b = self.bucket(wall_s) if b is None else b
+        self.gpu_util_sum[b] += total
+        self.gpu_util_n[b] += n
+        if low is not None:
+            cur = self.gpu_util_min[b]
+            self.gpu_util_min[b] = low if cur is None else min(cur, low)
+
+    def add_disk(self, name: str, wall_s: float, wait_ms: float, ios: float, b: int | None = None) -> None:
+        d = self.disks.get(name)
+        if d is None:
+            d = self.disks[name] = _DiskChart()
+        b = self.bucket(wall_s) if b is None else b
+        d.buckets_wait[b] += wait_ms
+        d.buckets_ios[b] += ios
+
+    def merge(self, other: "Series") -> None:
+        for b in range(BUCKETS):
+            self.gpu_util_sum[b] += other.gpu_util_sum[b]
+            self.gpu_util_n[b] += other.gpu_util_n[b]
+            low = other.gpu_util_min[b]
+            if low is not None:
+                cur = self.gpu_util_min[b]
+                self.gpu_util_min[b] = low if cur is None else min(cur, low)
+        for name, d in other.disks.items():
+            into = self.disks.setdefault(name, _DiskChart())
+            into.buckets_wait = [a + b for a, b in zip(into.buckets_wait, d.buckets_wait)]
+            into.buckets_ios = [a + b for a, b in zip(into.buckets_ios, d.buckets_ios)]
+
 
 @dataclass
 class Summary:
@@ -68,15 +106,6 @@ class Summary:
     series: Series
     episodes: list[Episode]
     warnings: list[str]
-
-
-def _gpu_state(g, verdict) -> str:
-    if g.lost:
-        return "lost"
-    if verdict.state in STARVED_STATES:
-        if g.index in verdict.gpus or (not verdict.gpus and g.processes):
-            return verdict.state
-    return "healthy" if g.processes else "idle"
 
 
 def episode_json(e: Episode) -> dict:
@@ -95,19 +124,42 @@ def episode_json(e: Episode) -> dict:
 
 @dataclass
 class _Partial:
-    """What one chunk's pass accumulates; partials are summed in chunk order."""
+    """What one piece of the window accumulates; pieces are summed in order."""
 
-    samples: int = 0
-    first_s: float | None = None
-    last_s: float | None = None
-    covered_s: float = 0.0
-    gpu_info: dict = field(default_factory=dict)
-    states: dict = field(default_factory=dict)
+    stretch: Stretch = field(default_factory=Stretch)
     series: Series | None = None
     episodes: list[Episode] = field(default_factory=list)
-    open_at_end: bool = False           # its last episode was still open at the chunk's end
-    devices: dict = field(default_factory=dict)
+    open_at_end: bool = False           # its last episode was still open at the piece's end
     warnings: list[str] = field(default_factory=list)
+    replayed: int = 0                   # samples replayed from raw counters
+
+
+class _Selector:
+    """The device filter, applied interval by interval: (selected at all, only in the
+    intervals in which the device had done I/O), per device identity."""
+
+    def __init__(self, dev_filter: DeviceFilter) -> None:
+        self.f = dev_filter
+        self._cache: dict = {}
+
+    def rule(self, info) -> tuple[bool, bool]:
+        key = id(info)
+        got = self._cache.get(key)
+        if got is None or got[0] is not info:
+            f = self.f
+            if f.patterns:
+                r = (f.matches_name(info), False)
+            elif f.all_devices:
+                r = (True, False)
+            else:
+                # model.select.DeviceFilter.selected(): iostat's "has done I/O" rule
+                r = (info.kind in DEFAULT_KINDS and not info.hidden, True)
+            got = self._cache[key] = (info, r)
+        return got[1]
+
+    def __call__(self, name, info, did_io: bool) -> bool:
+        ok, io_only = self.rule(info)
+        return ok and (did_io or not io_only)
 
 
 def _pass(rec: Recording, start_s, end_s, clip_s, series: Series, thresholds,
@@ -115,90 +167,36 @@ def _pass(rec: Recording, start_s, end_s, clip_s, series: Series, thresholds,
     """Replay [start_s, end_s] (detector warmed up before start_s) into a _Partial;
     intervals that begin before clip_s count only from clip_s."""
     part = _Partial(series=series)
-    states, gpu_info, disks = part.states, part.gpu_info, series.disks
-    selected: dict[str, bool] = {}
-    devices_seen: dict = {}
+    s = part.stretch
+    select = _Selector(dev_filter)
     known_warnings = len(rec.warnings)
     replay = Replay(rec, thresholds)
     for model, verdict in replay.models(start_s, end_s, close=False):
-        part.samples += 1
-        wall = model.wall_s
-        if part.first_s is None:
-            part.first_s = wall
-        part.last_s = wall
-        for g in model.gpus:
-            if g.index not in gpu_info:
-                gpu_info[g.index] = {"index": g.index, "name": g.name, "uuid": g.uuid}
-                states[g.index] = dict.fromkeys(GPU_STATES, 0.0)
-        if model.interval_s <= 0:
-            continue
-        dt_s = model.interval_s
-        if clip_s is not None and wall - dt_s < clip_s:
-            dt_s = max(0.0, wall - clip_s)
-        part.covered_s += dt_s
-        for g in model.gpus:
-            states[g.index][_gpu_state(g, verdict)] += dt_s
-        b = series.bucket(wall)
-        utils = [g.util_pct for g in model.gpus if g.util_pct is not None and not g.lost
-                 and (g.processes or verdict.state == "idle")]
-        if utils:
-            series.gpu_util_sum[b] += sum(utils)
-            series.gpu_util_n[b] += len(utils)
-            low = min(utils)
-            cur = series.gpu_util_min[b]
-            series.gpu_util_min[b] = low if cur is None else min(cur, low)
-        devices = model.devices
-        if devices is not devices_seen:
-            devices_seen = devices
-            selected.clear()
-        for name, r in model.disks.items():
-            ok = selected.get(name)
-            if ok is None:
-                info = devices.get(name)
-                ok = info is not None and dev_filter.selected(info, model.sample.disks.get(name))
-                selected[name] = ok
-            if not ok:
-                continue
-            d = disks.get(name)
-            if d is None:
-                d = disks[name] = _Disk(name)
-            rios, wios = r.r_s * dt_s, r.w_s * dt_s
-            d.r_ios += rios
-            d.w_ios += wios
-            d.r_wait += r.r_await_ms * rios
-            d.w_wait += r.w_await_ms * wios
-            d.rkb += r.rkb_s * dt_s
-            d.wkb += r.wkb_s * dt_s
-            d.util += r.util_pct * dt_s
-            d.seconds += dt_s
-            worst = max(r.r_await_ms if r.r_s > 0 else 0.0, r.w_await_ms if r.w_s > 0 else 0.0)
-            if worst > d.worst_ms:
-                d.worst_ms, d.worst_at = worst, wall
-            d.buckets_wait[b] += r.r_await_ms * rios + r.w_await_ms * wios
-            d.buckets_ios[b] += rios + wios
+        add_interval(s, model, verdict.state, verdict.gpus, clip_s=clip_s, selected=select,
+                     series=series)
+    part.replayed = s.samples
     det = replay.detector
-    if det is not None and part.last_s is not None:
+    if det is not None and s.last_s is not None:
         part.open_at_end = bool(det.episodes) and det.episodes[-1].end_wall_s is None
-        det.close(part.last_s)
+        det.close(s.last_s)
         first = start_s if start_s is not None else float("-inf")
         part.episodes = [e for e in det.episodes if e.end_wall_s >= first]
-    part.devices = devices_seen or {}
     part.warnings = rec.warnings[known_warnings:]
     return part
 
 
 def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]:
-    """Episodes of consecutive chunks as one list.  A chunk's detector was warmed up before
-    its start, so an episode that went on across a boundary shows in both chunks: the
+    """Episodes of consecutive pieces as one list.  A piece's detector was warmed up before
+    its start, so an episode that went on across a boundary shows in both pieces: the
     earlier one closed at its last sample, the later one begun before the boundary.  They
-    are joined; an episode that ended within the warm-up belongs to the chunk before."""
+    are joined; an episode that ended within the warm-up belongs to the piece before."""
     merged: list[Episode] = []
     carried_open = False
     for k, part in enumerate(parts):
         boundary = bounds[k]
         for e in part.episodes:
             if k > 0 and e.end_wall_s is not None and e.end_wall_s < boundary:
-                continue                                   # the chunk before reported it
+                continue                                   # the piece before reported it
             if k > 0 and e.start_wall_s < boundary:
                 last = merged[-1] if merged else None
                 if carried_open and last is not None and last.state == e.state:
@@ -215,7 +213,7 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
                             else min(last.min_util_pct, e.min_util_pct)
                     carried_open = False
                     continue
-                # the chunk before had not opened it yet (too few intervals before its end):
+                # the piece before had not opened it yet (too few intervals before its end):
                 # keep the start the warmed-up detector found, after what is already listed
                 if last is not None and last.end_wall_s is not None:
                     e.start_wall_s = max(e.start_wall_s, last.end_wall_s)
@@ -264,17 +262,27 @@ def default_jobs() -> int:
 
 def build(rec: Recording, start_s: float | None = None, end_s: float | None = None,
           thresholds=None, dev_filter: DeviceFilter | None = None, jobs: int = 1,
-          chunk_s: float = CHUNK_S) -> Summary:
-    """The report over [start_s, end_s].  The window is cut into chunk_s pieces, each
-    replayed with the detector warmed up WARMUP_S before it (the same numbers whatever
-    `jobs`); with jobs > 1 the pieces are computed by that many processes.  The caller
-    checks that the window holds samples."""
-    global _FORK_STATE
+          chunk_s: float = CHUNK_S, recompute: bool = False) -> Summary:
+    """The report over [start_s, end_s], from the recorded summaries when they fit (see
+    the module's doc), else (or with recompute) by replaying the raw samples: the window
+    is cut into chunk_s pieces, each replayed with the detector warmed up WARMUP_S before
+    it (the same numbers whatever `jobs`); with jobs > 1 the pieces are computed by that
+    many processes.  The caller checks that the window holds samples."""
     dev_filter = dev_filter or DeviceFilter()
     lo = rec.seek(start_s) if start_s is not None else 0
     win_start = start_s if start_s is not None else rec.wall_s(lo)
     win_end = rec.end_s if end_s is None else min(end_s, rec.end_s)
     bounds = (win_start, win_end)
+    if not recompute:
+        plan = _fast_plan(rec, start_s, end_s, thresholds)
+        if plan is not None:
+            return _build_fast(rec, plan, start_s, bounds, thresholds, dev_filter)
+    return _build_replay(rec, start_s, end_s, bounds, thresholds, dev_filter, jobs, chunk_s)
+
+
+def _build_replay(rec, start_s, end_s, bounds, thresholds, dev_filter, jobs, chunk_s) -> Summary:
+    global _FORK_STATE
+    win_start = bounds[0]
     chunks = chunks_of(rec, start_s, end_s, chunk_s)
     work = [(s, e, start_s if k == 0 else None) for k, (s, e) in enumerate(chunks)]
     jobs = max(1, min(jobs, len(work)))
@@ -291,47 +299,258 @@ def build(rec: Recording, start_s: float | None = None, end_s: float | None = No
             _FORK_STATE = None
     boundaries = [s if s is not None else win_start for s, _ in chunks]
     episodes = _merge_episodes(parts, boundaries)
-    return _summary(rec, parts, episodes, bounds)
+    return _summary(rec, parts, episodes, bounds, RECOMPUTED)
 
 
-def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bounds) -> Summary:
+# ---------------------------------------------------------------------------- recorded summaries
+def _last_index(rec: Recording, end_s: float | None) -> int:
+    if end_s is None:
+        return len(rec) - 1
+    return bisect.bisect_right(rec._idx.walls, end_s) - 1
+
+
+def _fast_plan(rec: Recording, start_s, end_s, thresholds) -> list | None:
+    """The window as pieces: ("sum", [(first index, SummaryBlock, session)...]) where
+    summaries cover it, ("replay", first, last) where they do not; None when summaries
+    cannot be used (format v1, another model or thresholds, a clock that went back)."""
+    if rec.version < 2 or rec._order is not None:
+        return None
+    lo = rec.seek(start_s) if start_s is not None else 0
+    hi = _last_index(rec, end_s)
+    if hi < lo:
+        return None
+    t = thresholds if thresholds is not None else Thresholds()
+    for k in range(rec.session_index(lo), rec.session_index(hi) + 1):
+        if not derived.usable(rec.sessions[k].header.get("derived"), t):
+            return None
+    blocks = [(g, b, sno) for g, b, sno in rec.summaries() if g + b.n > lo and g <= hi]
+    if not blocks:
+        return None
+    pieces: list = []
+    i = lo
+    for g, b, sno in blocks:
+        if g > i:
+            pieces.append(("replay", i, g - 1))
+        if pieces and pieces[-1][0] == "sum":
+            pieces[-1][1].append((g, b, sno))
+        else:
+            pieces.append(("sum", [(g, b, sno)]))
+        i = g + b.n
+    if i <= hi:
+        pieces.append(("replay", i, hi))
+    return pieces
+
+
+def _build_fast(rec, plan, start_s, bounds, thresholds, dev_filter) -> Summary:
+    parts: list[_Partial] = []
+    boundaries: list[float] = []
+    hi_global = _last_index(rec, None if bounds[1] >= rec.end_s else bounds[1])
+    lo_global = rec.seek(start_s) if start_s is not None else 0
+    for k, piece in enumerate(plan):
+        if piece[0] == "replay":
+            _, a, z = piece
+            # a replay that starts where the window does keeps its clip and warm-up
+            s_a = start_s if a == lo_global else rec.wall_s(a)
+            part = _pass(rec, s_a, rec.wall_s(z), start_s if a == lo_global else None,
+                         Series(*bounds), thresholds, dev_filter)
+            boundaries.append(rec.wall_s(a) if s_a is None else s_a)
+        else:
+            first_g = piece[1][0][0]
+            a = max(first_g, lo_global)
+            part = _sum_piece(rec, piece[1], lo_global, hi_global, start_s, bounds, dev_filter)
+            boundaries.append(start_s if a == lo_global and start_s is not None else rec.wall_s(a))
+        parts.append(part)
+    episodes = _merge_episodes(parts, boundaries)
+    replayed = sum(p.replayed for p in parts)
+    return _summary(rec, parts, episodes, bounds, RECORDED, replayed)
+
+
+def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, bounds,
+               dev_filter: DeviceFilter) -> _Partial:
+    """A run of summary blocks, cut to [lo, hi]: whole blocks are added as they are,
+    intervals of a block the window cuts are replayed one by one (the model only: their
+    verdicts are the recorded ones)."""
+    series = Series(*bounds)
+    part = _Partial(series=series)
+    s = part.stretch
+    select = _Selector(dev_filter)
+    records: dict[tuple, tuple] = {}   # (session, episode id) -> (record, block, first index)
+    last_block = None
+    for g, b, sno in blocks:
+        a, z = max(g, lo), min(g + b.n - 1, hi)
+        for r in b.episodes:
+            records[(sno, r["id"])] = (r, b, g, sno)
+        if a > z:
+            continue
+        last_block = (g, b, sno)
+        whole = a == g and z == g + b.n - 1 and not (start_s is not None and a == lo)
+        if whole:
+            _add_block(s, series, rec, g, b, select)
+            continue
+        part.replayed += z - a + 1
+        for i in range(a, z + 1):
+            j = i - g
+            last = rec.sample(i - 1) if i > 0 and not rec.starts_session(i) else None
+            model = Model.new(rec.sample(i), last)
+            state = STATES[b.state[j]] if b.state[j] < len(STATES) else "idle"
+            gpus = [k for k in range(b.gpus[j].bit_length()) if b.gpus[j] >> k & 1]
+            add_interval(s, model, state, gpus, clip_s=start_s if i == lo else None,
+                         selected=select, series=series)
+    if last_block is not None:
+        part.episodes, part.open_at_end = _episodes(rec, records, last_block, lo, hi, start_s)
+    return part
+
+
+def _add_block(s: Stretch, series: Series, rec: Recording, g: int, b, select: _Selector) -> None:
+    """Add a whole summary block; its chart values are spread over the buckets its
+    intervals fall in."""
+    t = b.sums
+    s.samples += t.samples
+    if s.first_s is None:
+        s.first_s = rec.wall_s(g)
+    s.last_s = rec.wall_s(g + b.n - 1)
+    for idx, info in t.gpu_info.items():
+        if idx not in s.gpu_info:
+            s.gpu_info[idx] = info
+            s.states[idx] = {}
+    for idx, per in t.states.items():
+        into = s.states.setdefault(idx, {})
+        for st, sec in per.items():
+            into[st] = into.get(st, 0.0) + sec
+    s.covered_s += t.covered_s
+    s.devices = t.devices or s.devices
+    # the buckets of the block's intervals (most blocks fall in one)
+    b0, b1 = series.bucket(rec.wall_s(g)), series.bucket(rec.wall_s(g + b.n - 1))
+    if b0 == b1:
+        shares = [(b0, 1.0)]
+    else:
+        counts: dict[int, int] = {}
+        for i in range(g, g + b.n):
+            k = series.bucket(rec.wall_s(i))
+            counts[k] = counts.get(k, 0) + 1
+        shares = [(k, c / b.n) for k, c in counts.items()]
+    if t.util_n:
+        s.util_sum += t.util_sum
+        s.util_n += t.util_n
+        s.util_min = t.util_min if s.util_min is None else min(s.util_min, t.util_min)
+        for k, f in shares:
+            series.add_util(0.0, t.util_sum * f, round(t.util_n * f), t.util_min, b=k)
+    for name, d in t.disks.items():
+        info = t.devices.get(name)
+        if info is None:
+            continue
+        ok, io_only = select.rule(info)
+        if not ok or (io_only and not d.io_intervals):
+            continue
+        into = s.disks.get(name)
+        if into is None:
+            into = s.disks[name] = DiskSums()
+        worst_at = d.worst_at
+        d = DiskSums(**{**d.__dict__})
+        if worst_at is not None:
+            d.worst_at = rec.wall_s(g + int(worst_at))
+        into.merge(d, io_only)
+        wait, ios = d.r_wait_ms + d.w_wait_ms, d.r_ios + d.w_ios
+        for k, f in shares:
+            series.add_disk(name, 0.0, wait * f, ios * f, b=k)
+
+
+def _episodes(rec: Recording, records: dict, last_block, lo: int, hi: int, start_s):
+    """The recorded episodes that reach into [lo, hi], as a replay of that window shows
+    them: one still open at hi ends there.  Returns (episodes, last one open at hi)."""
+    g_hi, b_hi, sno_hi = last_block
+    j_hi = hi - g_hi
+    open_id = b_hi.episode[j_hi] if 0 <= j_hi < b_hi.n else 0
+    first_wall = start_s if start_s is not None else float("-inf")
+    out = []
+    open_at_end = False
+    for (sno, eid), (r, b, g, _) in records.items():
+        opened = rec.global_index(sno, r["opened_at"])
+        if opened is None or opened > hi:
+            continue
+        e = derived.episode_from(r)
+        if sno == sno_hi and eid == open_id:
+            # open at the window's end: close it there, count its intervals so far
+            e.end_wall_s = rec.wall_s(hi)
+            e.intervals, last_i = _intervals_until(rec, records, sno, eid, e.state, r, hi)
+            e.last_wall_s = rec.wall_s(last_i)
+            open_at_end = True
+        elif e.end_wall_s is None:
+            # its session ended (a recorder stopped) with it open: it ends there
+            last_i = _session_last(rec, sno, hi)
+            e.end_wall_s = rec.wall_s(last_i)
+        if e.end_wall_s < first_wall:
+            continue
+        out.append(e)
+    out.sort(key=lambda e: (e.start_wall_s, e.id))
+    if open_at_end and out and out[-1].end_wall_s != rec.wall_s(hi):
+        open_at_end = False
+    return out, open_at_end
+
+
+def _intervals_until(rec, records, sno, eid, state, r, hi):
+    """An episode's interval count up to index hi, and the last interval in its state."""
+    n = r["intervals_at_open"]
+    opened = rec.global_index(sno, r["opened_at"])
+    last_i = opened
+    for g, b, s in _blocks_of(rec, sno):
+        for j in range(b.n):
+            i = g + j
+            if i <= opened or i > hi:
+                continue
+            if b.episode[j] == eid and STATES[b.raw[j]] == state:
+                n += 1
+                last_i = i
+    return n, last_i
+
+
+def _blocks_of(rec, sno):
+    return [(g, b, s) for g, b, s in rec.summaries() if s == sno]
+
+
+def _session_last(rec: Recording, sno: int, hi: int) -> int:
+    firsts = rec._idx.session_firsts
+    nxt = firsts[sno + 1] - 1 if sno + 1 < len(firsts) else len(rec) - 1
+    return min(nxt, hi)
+
+
+# ---------------------------------------------------------------------------- the JSON
+def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bounds,
+             how: str, replayed: int = 0) -> Summary:
     series = Series(*bounds)
     states: dict[int, dict[str, float]] = {}
     gpu_info: dict[int, dict] = {}
     samples, covered = 0, 0.0
     first_s = last_s = None
     devices: dict = {}
+    disks: dict[str, DiskSums] = {}
     for part in parts:
-        samples += part.samples
-        covered += part.covered_s
-        if part.first_s is not None and first_s is None:
-            first_s = part.first_s
-        if part.last_s is not None:
-            last_s = part.last_s
-        for i, info in part.gpu_info.items():
+        t = part.stretch
+        samples += t.samples
+        covered += t.covered_s
+        if t.first_s is not None and first_s is None:
+            first_s = t.first_s
+        if t.last_s is not None:
+            last_s = t.last_s
+        for i, info in t.gpu_info.items():
             gpu_info.setdefault(i, info)
             per = states.setdefault(i, dict.fromkeys(GPU_STATES, 0.0))
-            for k, v in part.states[i].items():
-                per[k] += v
-        ps = part.series
-        for b in range(BUCKETS):
-            series.gpu_util_sum[b] += ps.gpu_util_sum[b]
-            series.gpu_util_n[b] += ps.gpu_util_n[b]
-            if ps.gpu_util_min[b] is not None:
-                cur = series.gpu_util_min[b]
-                series.gpu_util_min[b] = ps.gpu_util_min[b] if cur is None else min(cur, ps.gpu_util_min[b])
-        for name, d in ps.disks.items():
-            into = series.disks.setdefault(name, _Disk(name))
-            for attr in ("r_ios", "w_ios", "r_wait", "w_wait", "rkb", "wkb", "util", "seconds"):
-                setattr(into, attr, getattr(into, attr) + getattr(d, attr))
+            for k, v in t.states.get(i, {}).items():
+                per[k] = per.get(k, 0.0) + v
+        series.merge(part.series)
+        for name, d in t.disks.items():
+            into = disks.setdefault(name, DiskSums())
+            for f in ("r_ios", "w_ios", "r_wait_ms", "w_wait_ms", "r_sectors", "w_sectors",
+                      "busy_ms", "seconds", "intervals"):
+                setattr(into, f, getattr(into, f) + getattr(d, f))
             if d.worst_ms > into.worst_ms:
                 into.worst_ms, into.worst_at = d.worst_ms, d.worst_at
-            into.buckets_wait = [a + b for a, b in zip(into.buckets_wait, d.buckets_wait)]
-            into.buckets_ios = [a + b for a, b in zip(into.buckets_ios, d.buckets_ios)]
-        devices = part.devices or devices
+        devices = t.devices or devices
         for w in part.warnings:
             if w not in rec.warnings:
                 rec.warnings.append(w)
+    for name in disks:
+        series.disks.setdefault(name, _DiskChart())
     header = rec.header
     data = {
         "version": __version__,
@@ -342,6 +561,7 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bou
         "host_name": header.get("host_name"),
         "kernel": header.get("kernel"),
         "recorded_by": header.get("tool_version"),
+        "derived": how,
         "samples": samples,
         "start": iso(first_s) if first_s is not None else None,
         "end": iso(last_s) if last_s is not None else None,
@@ -352,9 +572,11 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bou
         "gpus": [gpu_info[i] for i in sorted(gpu_info)],
         "states": {str(i): {k: round(v, 3) for k, v in states[i].items()} for i in sorted(states)},
         "episodes": [episode_json(e) for e in episodes],
-        "devices": _devices_json(series.disks, devices),
+        "devices": _devices_json(disks, devices),
         "warnings": list(rec.warnings),
     }
+    if how == RECORDED:
+        data["replayed_samples"] = replayed
     return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings))
 
 
@@ -362,26 +584,26 @@ def _mean(total: float, n: float) -> float | None:
     return round(total / n, 3) if n > 0 else None
 
 
-def _devices_json(disks: dict[str, _Disk], infos: dict) -> list[dict]:
+def _devices_json(disks: dict[str, DiskSums], infos: dict) -> list[dict]:
     out = []
-    for d in disks.values():
+    for name, d in disks.items():
         ios = d.r_ios + d.w_ios
-        info = infos.get(d.name)
+        info = infos.get(name)
         out.append({
-            "name": d.name,
-            "display_name": info.display_name if info else d.name,
+            "name": name,
+            "display_name": info.display_name if info else name,
             "class": info.dev_class if info else "unknown",
             "mountpoints": list(info.mountpoints) if info else [],
-            "await_ms": _mean(d.r_wait + d.w_wait, ios),
-            "r_await_ms": _mean(d.r_wait, d.r_ios),
-            "w_await_ms": _mean(d.w_wait, d.w_ios),
+            "await_ms": _mean(d.r_wait_ms + d.w_wait_ms, ios),
+            "r_await_ms": _mean(d.r_wait_ms, d.r_ios),
+            "w_await_ms": _mean(d.w_wait_ms, d.w_ios),
             "worst_await_ms": round(d.worst_ms, 3),
             "worst_at": iso(d.worst_at) if d.worst_at is not None else None,
             "r_s": _mean(d.r_ios, d.seconds),
             "w_s": _mean(d.w_ios, d.seconds),
-            "rkb_s": _mean(d.rkb, d.seconds),
-            "wkb_s": _mean(d.wkb, d.seconds),
-            "util_pct": _mean(d.util, d.seconds),
+            "rkb_s": _mean(d.r_sectors / 2, d.seconds),
+            "wkb_s": _mean(d.w_sectors / 2, d.seconds),
+            "util_pct": _mean(d.busy_ms / 10, d.seconds),
         })
     # worst first: iostat's await over the window, then the worst interval
     out.sort(key=lambda x: (-(x["await_ms"] or 0.0), -x["worst_await_ms"], x["name"]))

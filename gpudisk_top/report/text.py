@@ -40,6 +40,12 @@ def render(summary: Summary, charts: bool = True) -> str:
                f"{d['recorded_by'] or '?'} (format {d['format_version']}), read by {d['version']}")
     out.append(f"span {_short(d['start'])} to {_short(d['end'])} ({_dur(d['duration_s'])}, "
                f"{d['samples']} samples, interval {_f(d['interval_s'])} s)")
+    derived = d.get("derived")
+    if derived:
+        line = f"verdicts: {derived}"
+        if d.get("replayed_samples"):
+            line += f" ({d['replayed_samples']} samples replayed)"
+        out.append(line)
     out.append("")
     out += _states(d)
     out.append("")

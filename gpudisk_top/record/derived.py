@@ -1,0 +1,397 @@
+"""The derived stream of a recording (format v2): what the model and the detector made of
+every interval, summed by the minute, so that `report` need not replay a day.
+
+The recorder feeds each sample to Model.new and a Detector, as the live screen does, and
+keeps per summary block (SUMMARY_SAMPLES consecutive samples of one session):
+
+  - per interval: the detector's state, its raw state, the open episode's id and the
+    GPUs its verdict names (runs of small integers; nearly free);
+  - the block's sums: covered seconds, seconds of each GPU in each state, GPU utilization
+    (sum, count, minimum) for the chart, and per device the interval sums `report` needs
+    (requests, milliseconds waited, sectors, busy milliseconds: integers, so any window of
+    whole blocks adds up exactly to what replaying it gives) with the worst await;
+  - the GPUs and devices it saw, and every episode open during it, as of the block's end.
+
+Everything here is derived: a summary is used only when it was made by this model and
+detector (gpudisk_top.model.MODEL_VERSION, DERIVED_LAYOUT) with the thresholds `report`
+is asked to use; otherwise `report` replays the raw samples.  The same per-interval
+accumulation (Window.add) serves the recorder and `report`'s replay, so the two agree.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass, field, fields
+
+from gpudisk_top.model import MODEL_VERSION
+from gpudisk_top.model.detect import STARVED_STATES, STATES, Detector, Episode
+from gpudisk_top.model.snapshot import Model
+
+DERIVED_LAYOUT = 1        # the layout of a summary block; raised when it changes
+SUMMARY_SAMPLES = 60      # samples per summary block
+GPU_STATES = STATES + ("lost",)
+_STATE_INDEX = {s: i for i, s in enumerate(STATES)}
+
+
+def gpu_state(g, state: str, gpus) -> str:
+    """The state one GPU spent an interval in, given the detector's verdict."""
+    if g.lost:
+        return "lost"
+    if state in STARVED_STATES:
+        if g.index in gpus or (not gpus and g.processes):
+            return state
+    return "healthy" if g.processes else "idle"
+
+
+def disk_ints(r, interval_s: float) -> tuple[int, int, int, int, int, int, int]:
+    """(read requests, write requests, ms reads waited, ms writes waited, sectors read,
+    sectors written, ms busy) of one interval: the counter differences model.disk.rates()
+    derived its rates from, read back from the rates (exact: each is a small integer)."""
+    k = interval_s
+    r_ios = round(r.r_s * k)
+    w_ios = round(r.w_s * k)
+    return (r_ios, w_ios, round(r.r_await_ms * r_ios), round(r.w_await_ms * w_ios),
+            round(r.rkb_s * k * 2), round(r.wkb_s * k * 2), round(r.util_pct * k * 10))
+
+
+def worst_await_ms(r) -> float:
+    return max(r.r_await_ms if r.r_s > 0 else 0.0, r.w_await_ms if r.w_s > 0 else 0.0)
+
+
+@dataclass
+class DiskSums:
+    """One device over a stretch of intervals.  Requests, waits, sectors and busy time
+    are sums of integers (scaled only for an interval a window cuts)."""
+
+    r_ios: float = 0
+    w_ios: float = 0
+    r_wait_ms: float = 0
+    w_wait_ms: float = 0
+    r_sectors: float = 0
+    w_sectors: float = 0
+    busy_ms: float = 0
+    seconds: float = 0.0
+    intervals: int = 0
+    worst_ms: float = 0.0
+    worst_at: float | None = None   # wall time, or (in a summary block) the interval offset
+    # intervals in which the device had done I/O since boot (the default device filter)
+    io_seconds: float = 0.0
+    io_intervals: int = 0
+
+    def add(self, ints, scale: float = 1.0) -> None:
+        if scale == 1.0:
+            self.r_ios += ints[0]
+            self.w_ios += ints[1]
+            self.r_wait_ms += ints[2]
+            self.w_wait_ms += ints[3]
+            self.r_sectors += ints[4]
+            self.w_sectors += ints[5]
+            self.busy_ms += ints[6]
+        else:
+            self.r_ios += ints[0] * scale
+            self.w_ios += ints[1] * scale
+            self.r_wait_ms += ints[2] * scale
+            self.w_wait_ms += ints[3] * scale
+            self.r_sectors += ints[4] * scale
+            self.w_sectors += ints[5] * scale
+            self.busy_ms += ints[6] * scale
+
+    def merge(self, other: "DiskSums", io_only: bool) -> None:
+        """Add a summary block's sums; io_only: count only the intervals in which the
+        device had done I/O (what the default device filter selects)."""
+        for f in ("r_ios", "w_ios", "r_wait_ms", "w_wait_ms", "r_sectors", "w_sectors", "busy_ms"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.seconds += other.io_seconds if io_only else other.seconds
+        self.intervals += other.io_intervals if io_only else other.intervals
+        if other.worst_ms > self.worst_ms:
+            self.worst_ms, self.worst_at = other.worst_ms, other.worst_at
+
+    def as_list(self) -> list:
+        return [self.r_ios, self.w_ios, self.r_wait_ms, self.w_wait_ms, self.r_sectors,
+                self.w_sectors, self.busy_ms, self.seconds, self.intervals, self.worst_ms,
+                self.worst_at, self.io_seconds, self.io_intervals]
+
+    @classmethod
+    def from_list(cls, v: list) -> "DiskSums":
+        return cls(*v)
+
+
+@dataclass
+class Stretch:
+    """Intervals added up: a summary block in the recorder, a piece of a report window."""
+
+    samples: int = 0
+    first_s: float | None = None
+    last_s: float | None = None
+    covered_s: float = 0.0
+    gpu_info: dict = field(default_factory=dict)      # index -> {"index", "name", "uuid"}
+    states: dict = field(default_factory=dict)        # index -> {state: seconds}
+    util_sum: float = 0.0
+    util_n: int = 0
+    util_min: float | None = None
+    disks: dict = field(default_factory=dict)         # name -> DiskSums
+    devices: dict = field(default_factory=dict)       # name -> DeviceInfo, as last seen
+
+
+def interval_facts(model: Model, state: str, gpus):
+    """What one interval contributes: (GPU states, chart utilizations, per device
+    (ints, worst await, has done I/O)).  Shared by the recorder and report's replay."""
+    gstates = [(g.index, gpu_state(g, state, gpus)) for g in model.gpus]
+    utils = [g.util_pct for g in model.gpus if g.util_pct is not None and not g.lost
+             and (g.processes or state == "idle")]
+    disks = []
+    if model.interval_s > 0:
+        k = model.interval_s
+        devices = model.devices
+        counters = model.sample.disks
+        for name, r in model.disks.items():
+            if name not in devices:
+                continue
+            c = counters.get(name)
+            disks.append((name, disk_ints(r, k), worst_await_ms(r),
+                          c is not None and c.total_ios() > 0))
+    return gstates, utils, disks
+
+
+# ---------------------------------------------------------------------------- summary blocks
+def _runs(values) -> list:
+    out: list = []
+    for v in values:
+        if out and out[-1][0] == v:
+            out[-1][1] += 1
+        else:
+            out.append([v, 1])
+    return out
+
+
+def _expand(runs) -> list:
+    out: list = []
+    for v, n in runs:
+        out += [v] * n
+    return out
+
+
+def episode_record(e: Episode, opened_at: int, intervals_at_open: int) -> dict:
+    d = asdict(e)
+    d["opened_at"] = opened_at
+    d["intervals_at_open"] = intervals_at_open
+    return d
+
+
+def episode_from(d: dict) -> Episode:
+    return Episode(id=d["id"], state=d["state"], start_wall_s=d["start_wall_s"],
+                   end_wall_s=d["end_wall_s"], last_wall_s=d["last_wall_s"],
+                   gpus=list(d["gpus"]), devices=list(d["devices"]),
+                   processes=list(d["processes"]), reason=d["reason"], advice=d["advice"],
+                   intervals=d["intervals"], min_util_pct=d["min_util_pct"])
+
+
+@dataclass
+class SummaryBlock:
+    """SUMMARY_SAMPLES (or fewer) consecutive samples of one session, summed."""
+
+    first: int                     # session-relative number of its first sample
+    n: int
+    state: list[int]               # per interval: STATES index of the reported state
+    raw: list[int]                 # and of the raw state
+    episode: list[int]             # id of the open episode, 0 for none
+    gpus: list[int]                # bit mask of the GPUs the verdict names
+    sums: Stretch
+    episodes: list[dict]           # every episode open during the block, as of its end
+
+    def to_json(self) -> dict:
+        s = self.sums
+        return {
+            "first": self.first, "n": self.n,
+            "codes": [_runs(self.state), _runs(self.raw), _runs(self.episode), _runs(self.gpus)],
+            "samples": s.samples, "covered": s.covered_s,
+            "gpu_info": [[i["index"], i["name"], i["uuid"]] for i in s.gpu_info.values()],
+            "states": [[idx, per] for idx, per in s.states.items()],
+            "util": [s.util_sum, s.util_n, s.util_min],
+            "disks": [[name, d.as_list()] for name, d in s.disks.items()],
+            "devices": [[name, _device_list(info)] for name, info in s.devices.items()],
+            "episodes": self.episodes,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SummaryBlock":
+        from gpudisk_top.collect.sample import DeviceInfo
+
+        s = Stretch(samples=d["samples"], covered_s=d["covered"])
+        s.gpu_info = {i: {"index": i, "name": n, "uuid": u} for i, n, u in d["gpu_info"]}
+        s.states = {idx: dict(per) for idx, per in d["states"]}
+        s.util_sum, s.util_n, s.util_min = d["util"]
+        s.disks = {name: DiskSums.from_list(v) for name, v in d["disks"]}
+        known = {f.name for f in fields(DeviceInfo)}
+        s.devices = {name: DeviceInfo(**{k: tuple(v) if isinstance(v, list) else v
+                                         for k, v in rec.items() if k in known})
+                     for name, rec in d["devices"]}
+        state, raw, episode, gpus = (_expand(c) for c in d["codes"])
+        return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"])
+
+
+def _device_list(info) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(info).items()}
+
+
+def encode_blocks(blocks: list[SummaryBlock]) -> bytes:
+    return zlib.compress(json.dumps([b.to_json() for b in blocks], separators=(",", ":"),
+                                    allow_nan=False).encode(), 9)
+
+
+def decode_blocks(data) -> list[SummaryBlock]:
+    """Raises ValueError (zlib.error, JSON, missing keys) for a payload it cannot read."""
+    try:
+        return [SummaryBlock.from_json(d) for d in json.loads(zlib.decompress(bytes(data)))]
+    except (zlib.error, KeyError, TypeError, IndexError) as err:
+        raise ValueError(f"{type(err).__name__}: {err}") from None
+
+
+def meta(thresholds) -> dict:
+    """The session header's "derived" entry: what made the summaries."""
+    return {"model_version": MODEL_VERSION, "layout": DERIVED_LAYOUT,
+            "summary_samples": SUMMARY_SAMPLES, "thresholds": asdict(thresholds)}
+
+
+def usable(header_meta: dict | None, thresholds) -> bool:
+    """Were these summaries made by this model, in this layout, with these thresholds?"""
+    return (isinstance(header_meta, dict)
+            and header_meta.get("model_version") == MODEL_VERSION
+            and header_meta.get("layout") == DERIVED_LAYOUT
+            and header_meta.get("thresholds") == json.loads(json.dumps(asdict(thresholds))))
+
+
+# ---------------------------------------------------------------------------- the recorder's side
+class Deriver:
+    """Feeds a session's samples to Model.new and a Detector and sums them into summary
+    blocks.  Samples wait in a batch and are derived SUMMARY_SAMPLES at a time (a warm
+    loop once a minute, not a call on cold caches every second); finish() derives what
+    is left."""
+
+    def __init__(self, thresholds=None, block_samples: int = SUMMARY_SAMPLES) -> None:
+        from gpudisk_top.model.detect import Thresholds
+
+        self.thresholds = thresholds if thresholds is not None else Thresholds()
+        self.block_samples = block_samples
+        self.detector = Detector(self.thresholds)
+        self._last = None            # the previous sample of the session
+        self._pending: list = []     # samples not derived yet
+        self._first = 0              # session number of the first pending sample
+        self._opened: dict[int, tuple[int, int]] = {}   # episode id -> (opened at, intervals)
+        self.done: list[SummaryBlock] = []              # blocks not yet taken by the writer
+
+    def add(self, sample) -> bool:
+        """Queue one sample; True when a summary block was completed (in `done`)."""
+        self._pending.append(sample)
+        if len(self._pending) >= self.block_samples:
+            self._derive()
+            return True
+        return False
+
+    def finish(self) -> bool:
+        """Derive the pending samples as a (short) block; True if there were any."""
+        if self._pending:
+            self._derive()
+            return True
+        return False
+
+    def take(self) -> list[SummaryBlock]:
+        out, self.done = self.done, []
+        return out
+
+    def _derive(self) -> None:
+        det = self.detector
+        first = self._first
+        n = len(self._pending)
+        codes_state, codes_raw, codes_ep, codes_gpus = [], [], [], []
+        s = Stretch()
+        # every episode open at some point of the block: the one open before it (it may
+        # close in the block's first intervals) and those its verdicts name
+        touched: dict[int, Episode] = {}
+        if det._open is not None:
+            touched[det._open.id] = det._open
+        last = self._last
+        index = _STATE_INDEX
+        for j, sample in enumerate(self._pending):
+            model = Model.new(sample, last)
+            last = sample
+            v = det.feed(model)
+            ep = v.episode
+            codes_state.append(index.get(v.state, 255))
+            codes_raw.append(index.get(v.raw_state, 255))
+            mask = 0
+            for i in v.gpus:
+                mask |= 1 << i
+            codes_gpus.append(mask)
+            if ep is None:
+                codes_ep.append(0)
+            else:
+                codes_ep.append(ep.id)
+                if ep.id not in touched:
+                    touched[ep.id] = ep
+                if ep.id not in self._opened:
+                    self._opened[ep.id] = (first + j, ep.intervals)
+            add_interval(s, model, v.state, v.gpus, offset=j)
+        self._last = last
+        records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)))
+                   for e in touched.values()]
+        self.done.append(SummaryBlock(first, n, codes_state, codes_raw, codes_ep, codes_gpus,
+                                      s, records))
+        self._first += n
+        self._pending = []
+
+
+def add_interval(s: Stretch, model: Model, state: str, gpus, offset=None, clip_s=None,
+                 selected=None, series=None) -> None:
+    """Add one interval to a stretch.  `offset` (in a summary block) is stored as the
+    worst await's time instead of the wall time; clip_s cuts an interval that begins
+    before it; `selected(name, info, counters)` chooses devices (None: every device with
+    an identity, counting its I/O intervals apart); `series` gets the chart buckets."""
+    s.samples += 1
+    wall = model.wall_s
+    if s.first_s is None:
+        s.first_s = wall
+    s.last_s = wall
+    for g in model.gpus:
+        if g.index not in s.gpu_info:
+            s.gpu_info[g.index] = {"index": g.index, "name": g.name, "uuid": g.uuid}
+            s.states[g.index] = {}
+    s.devices = model.devices
+    if model.interval_s <= 0:
+        return
+    dt = model.interval_s
+    scale = 1.0
+    if clip_s is not None and wall - dt < clip_s:
+        clipped = max(0.0, wall - clip_s)
+        scale = clipped / dt
+        dt = clipped
+    s.covered_s += dt
+    gstates, utils, disks = interval_facts(model, state, gpus)
+    for idx, st in gstates:
+        per = s.states[idx]
+        per[st] = per.get(st, 0.0) + dt
+    if utils:
+        total, low = sum(utils), min(utils)
+        s.util_sum += total
+        s.util_n += len(utils)
+        s.util_min = low if s.util_min is None else min(s.util_min, low)
+        if series is not None:
+            series.add_util(wall, total, len(utils), low)
+    at = offset if offset is not None else wall
+    for name, ints, worst, did_io in disks:
+        if selected is not None and not selected(name, model.devices[name], did_io):
+            continue
+        d = s.disks.get(name)
+        if d is None:
+            d = s.disks[name] = DiskSums()
+        d.add(ints, scale)
+        d.seconds += dt
+        d.intervals += 1
+        if did_io:
+            d.io_seconds += dt
+            d.io_intervals += 1
+        if worst > d.worst_ms:
+            d.worst_ms, d.worst_at = worst, at
+        if series is not None:
+            series.add_disk(name, wall, (ints[2] + ints[3]) * scale, (ints[0] + ints[1]) * scale)
