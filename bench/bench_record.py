@@ -1,12 +1,19 @@
 """What `gpudisk-top record` costs, beside `iostat -x 1` in the same run.
 
-    python bench/bench_record.py [--seconds 60] [--scenario demo] [--warmup 5]
+    python bench/bench_record.py [--seconds 60] [--scenario demo] [--warmup 5] [--no-summaries]
+    python bench/bench_record.py --breakdown [--seconds 120]
 
 Starts `record --demo SCENARIO -i 1` (8 simulated GPUs and every simulated disk with the
 demo scenario) and `iostat -x 1` at the same moment, lets both run --seconds, and compares
 their CPU time from /proc/PID/stat (utime + stime, in clock ticks): over the whole run
 (interpreter start-up included) and in steady state (from --warmup seconds on).  iostat
 must be installed (Debian: sysstat); without it only the recorder is measured.
+With --no-summaries the recorder writes raw samples only (no model, no detector).
+
+--breakdown runs what `record` runs (the simulator, then Recorder.append, once a second)
+in this process instead, and splits the CPU time: the simulator (which stands in for the
+collectors), the rows written as each sample is taken, the summaries (model and detector,
+derived a minute at a time), and the blocks (every 10 minutes).
 """
 
 from __future__ import annotations
@@ -24,11 +31,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
-def record_argv(out: str, scenario: str) -> list[str]:
+def record_argv(out: str, scenario: str, extra=()) -> list[str]:
     sys.path.insert(0, ROOT)
     from gpudisk_top.commands import COMMANDS
 
-    args = ["-o", out, "--demo", scenario, "-i", "1", "-q"]
+    args = ["-o", out, "--demo", scenario, "-i", "1", "-q", *extra]
     if "record" in COMMANDS:
         return [sys.executable, "-m", "gpudisk_top", "record", *args]
     runner = ("import sys; from gpudisk_top.commands import record as r; "
@@ -48,10 +55,15 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--scenario", default="demo")
+    p.add_argument("--no-summaries", action="store_true")
+    p.add_argument("--breakdown", action="store_true")
     args = p.parse_args()
+    if args.breakdown:
+        return breakdown(args)
     tmp = tempfile.mkdtemp(prefix="gpudisk-top-bench-")
     out = os.path.join(tmp, "bench.gdtrec")
-    procs = {"record": subprocess.Popen(record_argv(out, args.scenario), cwd=ROOT,
+    extra = ["--no-summaries"] if args.no_summaries else []
+    procs = {"record": subprocess.Popen(record_argv(out, args.scenario, extra), cwd=ROOT,
                                         stdout=subprocess.DEVNULL)}
     iostat = shutil.which("iostat")
     if iostat:
@@ -91,6 +103,57 @@ def main() -> int:
         iw, is_ = rows["iostat -x 1"]
         print(f"ratio record / iostat: whole run {rw / iw if iw else float('inf'):.1f}x, "
               f"steady state {rs / is_ if is_ else float('inf'):.1f}x")
+    return 0
+
+
+def breakdown(args) -> int:
+    sys.path.insert(0, ROOT)
+    from gpudisk_top.record import Recorder, derived, format_v2, make_header, writer
+    from gpudisk_top.sim import Simulator, builtin
+
+    spent: dict[str, float] = {}
+
+    def measure(cls, name: str, label: str) -> None:
+        real = getattr(cls, name)
+
+        def timed(*a, **kw):
+            t = time.thread_time()
+            try:
+                return real(*a, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.thread_time() - t
+        setattr(cls, name, timed)
+
+    measure(format_v2.Flattener, "flatten", "rows: flatten")
+    measure(format_v2.RowCoder, "encode", "rows: encode")
+    measure(writer.Recorder, "_write", "rows: write")
+    measure(derived.Deriver, "_derive", "summaries (model + detector)")
+    measure(writer.Recorder, "_commit", "blocks (columns, LZMA, sync)")
+    tmp = tempfile.mkdtemp(prefix="gpudisk-top-bench-")
+    sim = Simulator(builtin(args.scenario), seed=0)
+    rec = Recorder(os.path.join(tmp, "b.gdtrec"), make_header(None, 1.0))
+    n = int(args.seconds)
+    sim_s = append_s = 0.0
+    t0 = time.monotonic()
+    for k in range(n):
+        a = time.thread_time()
+        s = sim.sample()
+        b = time.thread_time()
+        rec.append(s)
+        c = time.thread_time()
+        sim_s += b - a
+        append_s += c - b
+        time.sleep(max(0.0, t0 + k + 1 - time.monotonic()))
+    rec.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{n} samples at 1 Hz, thread CPU time (blocks come every 600 samples: run "
+          f"--seconds 600 or more to see them)")
+    print(f"  {'simulator (stands in for the collectors)':<40} {sim_s / n * 1e6:8.0f} us/sample "
+          f"{sim_s / n * 100:7.3f} % of a core")
+    print(f"  {'Recorder.append, all of it':<40} {append_s / n * 1e6:8.0f} us/sample "
+          f"{append_s / n * 100:7.3f} % of a core")
+    for label, v in spent.items():
+        print(f"    {label:<38} {v / n * 1e6:8.0f} us/sample {v / n * 100:7.3f} %")
     return 0
 
 

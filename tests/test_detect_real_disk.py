@@ -149,9 +149,11 @@ def test_the_same_load_from_another_process_is_not_blamed(data_file):
     for m, v in judged:
         assert v.raw_state != "disk-starved", v.raw_reason
         assert device not in v.devices
-    # the disk really was saturated meanwhile (most intervals: its throughput wobbles
-    # around the 85 %-of-peak mark), and the evidence says it is not the job's
-    sats = [v.saturation[device].saturated for m, v in judged]
-    assert sum(sats) >= len(sats) / 2
-    assert judged[-1][1].raw_state == "undiagnosed-stall"
-    assert "does not read from it" in judged[-1][1].raw_reason
+    # the disk really was saturated meanwhile (in some intervals at least: on a virtual
+    # disk its throughput wobbles around the 85 %-of-peak mark), and in each of those the
+    # verdict says that the job does not read from it
+    saturated = [v for m, v in judged if v.saturation[device].saturated]
+    assert saturated, [(m.disks[device].aqu_sz, m.disks[device].r_await_ms) for m, v in judged]
+    for v in saturated:
+        assert v.raw_state == "undiagnosed-stall", v.raw_reason
+        assert "does not read from it" in v.raw_reason, v.raw_reason

@@ -279,3 +279,69 @@ def test_a_recording_without_summaries_is_recomputed(tmp_path, capsys):
                            summaries=False)
     d = _report_json(capsys, path)
     assert d["derived"] == "recomputed" and d["samples"] == 40
+
+
+def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys):
+    """Summaries are derived: a block whose summaries cannot be read is replayed, with a
+    warning, and the report is the same."""
+    import struct
+
+    from gpudisk_top.record import format_v2
+
+    samples = sim_samples("checkpoint-stalls", 130)
+    path = write_recording(tmp_path / "s.gdtrec", samples, scenario="checkpoint-stalls",
+                           segment_samples=60)
+    data = open(path, "rb").read()
+    found, _ = frames.scan(data, frames.PREAMBLE.size)
+    b = [f for f in found if f.kind == frames.BLOCK][1]
+    payload = data[b.start:b.end]
+    first, n, wl, rl, sl = format_v2.BLOCK_HEAD.unpack_from(payload)
+    junk = b"x\x9c" + b"not a summary" * 3
+    payload = (format_v2.BLOCK_HEAD.pack(first, n, wl, rl, len(junk))
+               + payload[format_v2.BLOCK_HEAD.size:format_v2.BLOCK_HEAD.size + wl + rl] + junk)
+    frame = frames.pack(frames.BLOCK, payload, struct.unpack_from("<d", data, b.offset + 8)[0])
+    open(path, "wb").write(data[:b.offset] + frame + data[b.end:])
+    fast = _report_json(capsys, path)
+    slow = _report_json(capsys, path, "--recompute")
+    assert fast["replayed_samples"] == 60
+    assert any("summaries of a block" in w for w in fast["warnings"])
+    assert _without_how(fast)["episodes"] == _without_how(slow)["episodes"]
+    assert fast["states"] == slow["states"] and fast["devices"] == slow["devices"]
+
+
+def test_summaries_with_gaps_and_any_window(tmp_path):
+    """Blocks without summaries between blocks with them, and windows that cut episodes:
+    the figures and the episodes' spans and interval counts are those of a replay (an
+    episode cut by the window's end shows evidence from up to a minute later)."""
+    import random
+    import struct
+
+    from gpudisk_top.record import Recording, format_v2
+    from gpudisk_top.report import summary
+
+    sim = Simulator(builtin("demo"), seed=3)
+    path = write_recording(tmp_path / "g.gdtrec", [sim.sample() for _ in range(600)],
+                           segment_samples=120)
+    data = open(path, "rb").read()
+    found, _ = frames.scan(data, frames.PREAMBLE.size)
+    for b in [f for f in found if f.kind == frames.BLOCK][3:0:-2]:     # blocks 3 and 1
+        payload = data[b.start:b.end]
+        first, n, wl, rl, _ = format_v2.BLOCK_HEAD.unpack_from(payload)
+        payload = format_v2.BLOCK_HEAD.pack(first, n, wl, rl, 0) + \
+            payload[format_v2.BLOCK_HEAD.size:format_v2.BLOCK_HEAD.size + wl + rl]
+        frame = frames.pack(frames.BLOCK, payload, struct.unpack_from("<d", data, b.offset + 8)[0])
+        data = data[:b.offset] + frame + data[b.end:]
+    open(path, "wb").write(data)
+    rng = random.Random(4)
+    spans = lambda d: [(e["state"], e["start_s"], e["end_s"], e["intervals"]) for e in d["episodes"]]  # noqa: E731
+    with Recording.open(path) as rec:
+        t0 = rec.start_s
+        for a, b in [(None, None)] + [sorted(rng.uniform(0, 600) for _ in range(2)) for _ in range(6)]:
+            start = None if a is None else t0 + a
+            end = None if b is None else t0 + b
+            fast = summary.build(rec, start, end).data
+            slow = summary.build(rec, start, end, recompute=True).data
+            assert fast["replayed_samples"] >= 1 and slow["derived"] == "recomputed"
+            for k in ("samples", "start_s", "end_s", "duration_s", "states", "devices", "gpus"):
+                assert fast[k] == slow[k], (a, b, k)
+            assert spans(fast) == spans(slow), (a, b)

@@ -241,10 +241,11 @@ def encode_blocks(blocks: list[SummaryBlock]) -> bytes:
 
 
 def decode_blocks(data) -> list[SummaryBlock]:
-    """Raises ValueError (zlib.error, JSON, missing keys) for a payload it cannot read."""
+    """Raises ValueError for a payload it cannot read (then report replays its samples:
+    summaries are derived, nothing is lost)."""
     try:
         return [SummaryBlock.from_json(d) for d in json.loads(zlib.decompress(bytes(data)))]
-    except (zlib.error, KeyError, TypeError, IndexError) as err:
+    except (zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
         raise ValueError(f"{type(err).__name__}: {err}") from None
 
 

@@ -130,6 +130,9 @@ class _Partial:
     series: Series | None = None
     episodes: list[Episode] = field(default_factory=list)
     open_at_end: bool = False           # its last episode was still open at the piece's end
+    # per episode (by its place in `episodes`): its intervals inside the piece, for one
+    # that a piece before already counted up to this piece's start
+    inside: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     replayed: int = 0                   # samples replayed from raw counters
 
@@ -171,9 +174,13 @@ def _pass(rec: Recording, start_s, end_s, clip_s, series: Series, thresholds,
     select = _Selector(dev_filter)
     known_warnings = len(rec.warnings)
     replay = Replay(rec, thresholds)
+    inside: dict[int, int] = {}
     for model, verdict in replay.models(start_s, end_s, close=False):
         add_interval(s, model, verdict.state, verdict.gpus, clip_s=clip_s, selected=select,
                      series=series)
+        ep = verdict.episode
+        if ep is not None and verdict.raw_state == ep.state:
+            inside[id(ep)] = inside.get(id(ep), 0) + 1
     part.replayed = s.samples
     det = replay.detector
     if det is not None and s.last_s is not None:
@@ -181,6 +188,7 @@ def _pass(rec: Recording, start_s, end_s, clip_s, series: Series, thresholds,
         det.close(s.last_s)
         first = start_s if start_s is not None else float("-inf")
         part.episodes = [e for e in det.episodes if e.end_wall_s >= first]
+        part.inside = {k: inside.get(id(e), 0) for k, e in enumerate(part.episodes)}
     part.warnings = rec.warnings[known_warnings:]
     return part
 
@@ -194,15 +202,25 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
     carried_open = False
     for k, part in enumerate(parts):
         boundary = bounds[k]
-        for e in part.episodes:
+        for place, e in enumerate(part.episodes):
             if k > 0 and e.end_wall_s is not None and e.end_wall_s < boundary:
+                last = merged[-1] if merged else None
+                if carried_open and last is not None and last.state == e.state \
+                        and e.start_wall_s <= last.end_wall_s and e.end_wall_s >= last.start_wall_s:
+                    # the piece before closed it at its last sample, still open there; this
+                    # piece's detector saw it end, just before the boundary: it ended then
+                    last.end_wall_s = e.end_wall_s
+                    last.intervals += part.inside.get(place, 0)
+                    carried_open = False
                 continue                                   # the piece before reported it
             if k > 0 and e.start_wall_s < boundary:
                 last = merged[-1] if merged else None
                 if carried_open and last is not None and last.state == e.state:
                     last.end_wall_s = e.end_wall_s
                     last.last_wall_s = e.last_wall_s
-                    last.intervals += e.intervals
+                    # the piece's detector, warmed up before its start, counted the
+                    # intervals before it too: add only those inside the piece
+                    last.intervals += part.inside.get(place, e.intervals)
                     for attr in ("gpus", "devices", "processes"):
                         have = getattr(last, attr)
                         have.extend(x for x in getattr(e, attr) if x not in have)
@@ -397,8 +415,27 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, bounds,
             add_interval(s, model, state, gpus, clip_s=start_s if i == lo else None,
                          selected=select, series=series)
     if last_block is not None:
-        part.episodes, part.open_at_end = _episodes(rec, records, last_block, lo, hi, start_s)
+        g, b, _ = last_block
+        piece_hi = min(hi, g + b.n - 1)        # where this piece ends (a replay may follow)
+        part.episodes, sessions, part.open_at_end = _episodes(rec, records, last_block, lo,
+                                                              piece_hi, start_s)
+        first = max(lo, blocks[0][0])
+        for place, (e, sno) in enumerate(zip(part.episodes, sessions)):
+            if e.start_wall_s < rec.wall_s(first):
+                part.inside[place] = _count_inside(blocks, e, sno, first, piece_hi)
     return part
+
+
+def _count_inside(blocks, e: Episode, sno: int, a: int, z: int) -> int:
+    """An episode's intervals in its state among samples a..z of a run of summary blocks."""
+    n = 0
+    for g, b, s in blocks:
+        if s != sno:
+            continue
+        for j in range(max(0, a - g), min(b.n, z - g + 1)):
+            if b.episode[j] == e.id and b.raw[j] < len(STATES) and STATES[b.raw[j]] == e.state:
+                n += 1
+    return n
 
 
 def _add_block(s: Stretch, series: Series, rec: Recording, g: int, b, select: _Selector) -> None:
@@ -457,7 +494,8 @@ def _add_block(s: Stretch, series: Series, rec: Recording, g: int, b, select: _S
 
 def _episodes(rec: Recording, records: dict, last_block, lo: int, hi: int, start_s):
     """The recorded episodes that reach into [lo, hi], as a replay of that window shows
-    them: one still open at hi ends there.  Returns (episodes, last one open at hi)."""
+    them: one still open at hi ends there.  Returns (episodes, the session of each, whether
+    the last one is open at hi)."""
     g_hi, b_hi, sno_hi = last_block
     j_hi = hi - g_hi
     open_id = b_hi.episode[j_hi] if 0 <= j_hi < b_hi.n else 0
@@ -481,11 +519,11 @@ def _episodes(rec: Recording, records: dict, last_block, lo: int, hi: int, start
             e.end_wall_s = rec.wall_s(last_i)
         if e.end_wall_s < first_wall:
             continue
-        out.append(e)
-    out.sort(key=lambda e: (e.start_wall_s, e.id))
-    if open_at_end and out and out[-1].end_wall_s != rec.wall_s(hi):
+        out.append((e, sno))
+    out.sort(key=lambda x: (x[0].start_wall_s, x[1], x[0].id))
+    if open_at_end and out and out[-1][0].end_wall_s != rec.wall_s(hi):
         open_at_end = False
-    return out, open_at_end
+    return [e for e, _ in out], [sno for _, sno in out], open_at_end
 
 
 def _intervals_until(rec, records, sno, eid, state, r, hi):
