@@ -13,7 +13,10 @@ The figure that matters is the added share of one core at a 15 s scrape interval
 Scrapes send Prometheus 2.42's own headers (it prefers OpenMetrics and gzip; serve answers
 with the text format, uncompressed, which is cheaper to produce).
 
-usage: python bench/bench_serve.py [--duration S] [--burst S] [--repeat N] [--json OUT]
+With --record the process measured is `gpudisk-top record --demo --listen` instead (the
+recorder writing to a temporary file while it serves): the issue's budget is for that one.
+
+usage: python bench/bench_serve.py [--record] [--duration S] [--burst S] [--repeat N] [--json OUT]
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ import argparse
 import json
 import os
 import socket
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -64,13 +69,21 @@ def scrape(url: str) -> int:
         return len(r.read())
 
 
-def run_phases(phases: list[tuple[str, float, float | None]]) -> list[dict]:
+RECORD = ("import sys\n"
+          "from gpudisk_top.commands import record\n"
+          "sys.exit(record.run(record.build_parser('gpudisk-top record').parse_args(sys.argv[1:])))\n")
+
+
+def run_phases(phases: list[tuple[str, float, float | None]], recorder: bool = False) -> list[dict]:
     """One serve process through (name, seconds, scrape every N s or None) phases, back to
     back, after a warm-up: the CPU of each phase, so every comparison is within one
     process (no start-up cost, no difference between processes)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo", "--listen",
-                             f"127.0.0.1:{port}"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    tmp = tempfile.mkdtemp(prefix="gpudisk-top-bench-")
+    argv = ([sys.executable, "-c", RECORD, "-o", os.path.join(tmp, "b.gdtrec"), "-q"]
+            if recorder else [sys.executable, "-c", SERVE])
+    proc = subprocess.Popen(argv + ["--demo", "--listen", f"127.0.0.1:{port}"], cwd=ROOT,
+                            stderr=subprocess.PIPE, text=True)
     proc.stderr.readline()   # "serving ..."
     url = f"http://127.0.0.1:{port}/metrics"
     time.sleep(WARMUP_S)
@@ -96,6 +109,7 @@ def run_phases(phases: list[tuple[str, float, float | None]]) -> list[dict]:
     finally:
         proc.terminate()
         proc.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -142,7 +156,10 @@ def main() -> int:
     ap.add_argument("--burst", type=float, default=30.0, help="seconds of the 4/s scrape run")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each of idle and every-15s")
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--record", action="store_true",
+                    help="measure `record --listen` (the recorder) instead of `serve`")
     args = ap.parse_args()
+    what = "record --demo --listen" if args.record else "serve --demo"
 
     inproc = render_cost_us()
     print(f"in-process: render one scrape {inproc['render_us']:.0f} us "
@@ -152,7 +169,7 @@ def main() -> int:
     for _ in range(args.repeat):
         plan += [("idle", args.duration, None), ("every-15s", args.duration, 15.0)]
     plan += [("burst", args.burst, 0.25), ("idle", args.duration, None)]
-    results = run_phases(plan)
+    results = run_phases(plan, recorder=args.record)
     idle = [r for r in results if r["phase"] == "idle"]
     every = [r for r in results if r["phase"] == "every-15s"]
     (burst,) = [r for r in results if r["phase"] == "burst"]
@@ -168,8 +185,8 @@ def main() -> int:
     for r in results:
         print(f"{r['phase']:10} {r['seconds']:6.1f} s  cpu {r['cpu_s'] * 1000:7.0f} ms  "
               f"= {core_pct(r):.3f}% of a core  scrapes {r['scrapes']}")
-    print(f"serve --demo without scrapes:        {idle_pct:.3f}% of a core")
-    print(f"serve --demo, a scrape every 15 s:    {every_pct:.3f}% of a core "
+    print(f"{what} without scrapes: {idle_pct:.3f}% of a core")
+    print(f"{what}, a scrape every 15 s: {every_pct:.3f}% of a core "
           f"(direct difference {every_pct - idle_pct:+.3f} points; +/- {TICK_S * 2 / args.duration * 100:.3f} "
           "from clock-tick accounting)")
     print(f"one scrape (burst of {burst['scrapes']}):           {per_scrape_ms:.2f} ms CPU, "

@@ -109,3 +109,60 @@ def test_not_a_recording_is_left_alone(tmp_path):
     assert out.stderr == (f"gpudisk-top: error: {path} exists and is not a gpudisk-top "
                           "recording; not writing over it\n")
     assert path.read_text() == "keep me\n"
+
+
+def test_listen_serves_the_recorders_samples_and_alerts_run(tmp_path):
+    """record --listen: a scrape sees the same samples the file gets (the verdict, the
+    disks), an [[alerts]] rule runs once, and SIGTERM still ends the session cleanly."""
+    import json
+    import sys
+    import textwrap
+    import urllib.request
+
+    fired = tmp_path / "fired.jsonl"
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(textwrap.dedent(f"""\
+        [[alerts]]
+        name = "disk-busy"
+        metric = "disk_util_pct"
+        device = "nvme*"
+        op = ">"
+        value = 90
+        for_samples = 3
+        cooldown_s = 300
+        command = [{json.dumps(sys.executable)}, "-c", "import sys; open(sys.argv[1], 'a').write('x' + chr(10))", "{fired}"]
+        """))
+    path = tmp_path / "l.gdtrec"
+    proc = subprocess.Popen(command("record", "-o", str(path), "--demo", "healthy-nvme-busy",
+                                    "-i", "0.05", "--listen", "127.0.0.1:0", "--config", str(cfg)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("gpudisk-top: serving http://127.0.0.1:"), line
+        url = line.split()[2]
+        _wait_for_samples(path, 10, proc)
+        body = urllib.request.urlopen(url, timeout=10).read().decode()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert 'gpudisk_top_state{state="healthy"} 1.0' in body
+    assert "gpudisk_top_disk_utilization_ratio{" in body and 'device="nvme' in body
+    assert fired.read_text() == "x\n"
+    with Recording.open(path) as rec:
+        assert rec.sessions[-1].end is not None and len(rec) >= 10
+
+
+def test_record_without_listen_never_loads_the_exporter(tmp_path):
+    path = tmp_path / "q.gdtrec"
+    code = ("import sys; from gpudisk_top.cli import main; "
+            f"rc = main(['record', '-o', {str(path)!r}, '--demo', '-i', '0.05', '--duration', '0.2', '-q']); "
+            "assert 'prometheus_client' not in sys.modules and 'textual' not in sys.modules; "
+            "sys.exit(rc)")
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr

@@ -4,6 +4,10 @@ No terminal and no Textual: this module imports only the collectors (or the simu
 --demo), the recorder and, for the summaries it writes beside the samples, the model and
 the detector.  SIGINT and SIGTERM stop it cleanly: the sample being written
 is finished, the session is closed with an end frame, and the file is synced.
+
+With --listen or --push (or [[alerts]] / [watch] in the config file) each sample also goes
+through the model and the detector at once and on to the exporter and the alert rules,
+as in `serve`; prometheus_client is loaded only then.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import threading
 import time
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
-                                         add_source_options, open_source, thresholds_from)
+                                         add_source_options, device_filter, load_config,
+                                         open_source, thresholds_from)
 from gpudisk_top.errors import UsageError
 
 
@@ -69,6 +74,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         "then replays the samples: slower on long recordings)")
     add_source_options(p)
     add_detector_options(p)
+    from gpudisk_top.exporter.options import add_export_options
+
+    add_export_options(p)
     return p
 
 
@@ -117,19 +125,53 @@ class _StopSignals:
             self._rfd = self._wfd = None
 
 
+class _Live:
+    """The model, the detector and the hooks (--listen, --push, alerts), fed one sample
+    at a time; only when something asks for them."""
+
+    def __init__(self, hooks, thresholds) -> None:
+        from gpudisk_top.model.detect import Detector
+        from gpudisk_top.model.snapshot import Model
+
+        self.hooks = hooks
+        self._new = Model.new
+        self.detector = Detector(thresholds)
+        self.last = None
+
+    def feed(self, sample) -> None:
+        model = self._new(sample, self.last)
+        verdict = self.detector.feed(model)
+        self.hooks.on_sample(model, verdict, self.detector.episodes)
+        self.last = sample
+
+
 def run(args) -> int:
+    from gpudisk_top.exporter.options import wants_hooks
     from gpudisk_top.record import Recorder, make_header
 
     if os.path.isdir(args.output):
         raise UsageError(f"-o {args.output}: is a directory")
-    thresholds = None if args.no_summaries else thresholds_from(args)
+    cfg = load_config(args)          # [detector], and [[alerts]], [devices.*], [watch]
+    thresholds = thresholds_from(args, cfg)
+    live_wanted = wants_hooks(args, cfg)
     source, _virtual, origin = open_source(args)
+    live = None
     try:
+        if live_wanted:
+            from gpudisk_top.exporter.hooks import SampleHooks
+
+            hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args)).start()
+            live = _Live(hooks, thresholds)
+            if hooks.server is not None and hooks.server.url is not None:
+                print(f"gpudisk-top: serving {hooks.server.url}", file=sys.stderr, flush=True)
         header = make_header(origin, args.interval, argv=sys.argv[1:] or None)
         recorder = Recorder(args.output, header, max_size_mb=args.max_size,
-                            retain_days=args.retain, thresholds=thresholds,
+                            retain_days=args.retain,
+                            thresholds=None if args.no_summaries else thresholds,
                             summaries=not args.no_summaries)
     except BaseException:
+        if live is not None:
+            live.hooks.close()
         source.close()
         raise
     for warning in recorder.warnings:
@@ -140,7 +182,10 @@ def run(args) -> int:
     try:
         k = 0
         while stop.reason is None:
-            recorder.append(source.sample())
+            sample = source.sample()
+            recorder.append(sample)      # first: nothing recorded waits on the exporter
+            if live is not None:
+                live.feed(sample)
             k += 1
             now = time.monotonic()
             if now < t0 + k * args.interval - args.interval:
@@ -155,6 +200,8 @@ def run(args) -> int:
     finally:
         stop.restore()
         recorder.close(reason)
+        if live is not None:
+            live.hooks.close()
         source.close()
     if not args.quiet:
         print(f"gpudisk-top: recorded {recorder.samples} samples to {args.output} "
