@@ -1,10 +1,16 @@
 """What `gpudisk-top record` costs, beside `iostat -x 1` in the same run.
 
-    python bench/bench_record.py [--seconds 60] [--scenario demo] [--warmup 5] [--no-summaries]
+    python bench/bench_record.py [--seconds 60] [--source live|demo] [--scenario demo]
+                                 [--warmup 5] [--no-summaries]
     python bench/bench_record.py --breakdown [--seconds 120]
 
-Starts `record --demo SCENARIO -i 1` (8 simulated GPUs and every simulated disk with the
-demo scenario) and `iostat -x 1` at the same moment, lets both run --seconds, and compares
+--source live (the default): `record -i 1` as a user runs it on a GPU node, reading this
+machine's /proc and /sys (every disk, the host, process I/O) through the real collectors,
+with 8 simulated GPUs (the NVML fake, in place of the driver this machine lacks) whose
+compute process is a job of 4 worker processes.  --source demo: `record --demo SCENARIO`
+(the simulator stands in for the collectors too: 16 disks, 57 processes; it costs more
+than the collectors it replaces).
+Starts the recorder and `iostat -x 1` at the same moment, lets both run --seconds, and compares
 their CPU time from /proc/PID/stat (utime + stime, in clock ticks): over the whole run
 (interpreter start-up included) and in steady state (from --warmup seconds on).  iostat
 must be installed (Debian: sysstat); without it only the recorder is measured.
@@ -31,6 +37,42 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
+LIVE_RUNNER = """
+import os, sys, time
+from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.sampler import Sampler
+from gpudisk_top.commands import record
+from gpudisk_top.output.once import live_origin
+from gpudisk_top.sim.fake_nvml import FakeNvml
+
+job = int(os.environ["GDT_BENCH_JOB_PID"])
+
+
+class LiveWithFakeGpus:
+    def __init__(self):
+        self.nvml = FakeNvml.with_gpus(8)
+        for i in range(8):
+            self.nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
+                                power_limit_mw=700_000, processes=[(job, 30 * 2**30)])
+        self.sampler = Sampler(Roots(), nvml=self.nvml)
+
+    def sample(self):
+        self.nvml.advance_to(time.time())
+        return self.sampler.sample()
+
+    def close(self):
+        self.sampler.close()
+
+
+record.open_source = lambda args: (LiveWithFakeGpus(), False, live_origin())
+sys.exit(record.run(record.build_parser("gpudisk-top record").parse_args(sys.argv[1:])))
+"""
+
+
+def live_argv(out: str, extra=()) -> list[str]:
+    return [sys.executable, "-c", LIVE_RUNNER, "-o", out, "-i", "1", "-q", *extra]
+
+
 def record_argv(out: str, scenario: str, extra=()) -> list[str]:
     sys.path.insert(0, ROOT)
     from gpudisk_top.commands import COMMANDS
@@ -54,6 +96,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--source", choices=("live", "demo"), default="live")
     p.add_argument("--scenario", default="demo")
     p.add_argument("--no-summaries", action="store_true")
     p.add_argument("--breakdown", action="store_true")
@@ -63,8 +106,15 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="gpudisk-top-bench-")
     out = os.path.join(tmp, "bench.gdtrec")
     extra = ["--no-summaries"] if args.no_summaries else []
-    procs = {"record": subprocess.Popen(record_argv(out, args.scenario, extra), cwd=ROOT,
-                                        stdout=subprocess.DEVNULL)}
+    job = None
+    if args.source == "live":
+        # the GPU job: a parent and 4 DataLoader-like workers
+        job = subprocess.Popen(["sh", "-c", "for i in 1 2 3 4; do sleep 100000 & done; wait"])
+        env = dict(os.environ, GDT_BENCH_JOB_PID=str(job.pid), PYTHONPATH=ROOT)
+        argv = live_argv(out, extra)
+    else:
+        env, argv = None, record_argv(out, args.scenario, extra)
+    procs = {"record": subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)}
     iostat = shutil.which("iostat")
     if iostat:
         procs["iostat -x 1"] = subprocess.Popen([iostat, "-x", "1"], stdout=subprocess.DEVNULL)
@@ -81,6 +131,10 @@ def main() -> int:
         pr.send_signal(signal.SIGTERM)
     for pr in procs.values():
         pr.wait(timeout=30)
+    if job is not None:
+        subprocess.run(["pkill", "-P", str(job.pid)])
+        job.terminate()
+        job.wait()
     from gpudisk_top.record import Recording
 
     with Recording.open(out) as rec:
@@ -88,6 +142,9 @@ def main() -> int:
     size = os.path.getsize(out)
     shutil.rmtree(tmp, ignore_errors=True)
     total_s, steady_s = t_end - t0, t_end - t_warm
+    what = ("record -i 1: this machine's disks, host and processes, 8 simulated GPUs"
+            if args.source == "live" else f"record --demo {args.scenario} -i 1")
+    print(what)
     print(f"{args.seconds:.0f} s side by side, CPU time from /proc/PID/stat "
           f"(resolution {TICK_S * 1000:.0f} ms); record wrote {samples} samples, {size / 1024:.0f} KiB")
     print(f"{'process':<14} {'whole run':>22} {'steady state':>22}")

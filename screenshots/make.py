@@ -31,6 +31,10 @@ SHOTS = {
     "help": (120, 40, "demo", 30, ["question_mark"], "The help screen (?)"),
     "large-160x48": (160, 48, "demo", 230, ["p"],
                      "160x48 with the GPU process list (p) in a cpu-starved episode"),
+    # a replay: "scenario" is the recording, "samples" where it starts, keys as typed
+    "replay": (120, 40, "replay:examples/demo-simulated.gdtrec", 0, ["n", "n", "full_stop"],
+               "gpudisk-top replay examples/demo-simulated.gdtrec, n twice: the second "
+               "episode, one step in"),
 }
 ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
           "kernel": "simulated"}
@@ -41,19 +45,36 @@ def _fixed_zone() -> None:
     time.tzset()
 
 
-async def _shoot(width: int, height: int, scenario: str, samples: int, keys: list[str]):
+def _app(scenario: str, samples: int):
+    """The dashboard on the simulator, or (scenario "replay:FILE") replay of a recording as
+    `gpudisk-top replay FILE` opens it."""
+    if scenario.startswith("replay:"):
+        from gpudisk_top.record import Recording
+        from gpudisk_top.ui.replay_app import ReplayApp
+
+        name = scenario.split(":", 1)[1]
+        rec = Recording.open(os.path.join(os.path.dirname(HERE), name))
+        origin = {"source": f"replay of {name} (simulated)",
+                  "host_name": rec.header.get("host_name"), "kernel": rec.header.get("kernel")}
+        return ReplayApp(rec, origin, start_index=samples, show_self=False), f"replay {name}"
     from gpudisk_top.sim import Simulator, builtin
     from gpudisk_top.ui.app import GpuDiskApp
 
     app = GpuDiskApp(Simulator(builtin(scenario), seed=0), 1.0, ORIGIN, autostart=False,
                      show_self=False)
+    return app, "--demo"
+
+
+async def _shoot(width: int, height: int, scenario: str, samples: int, keys: list[str]):
+    app, title = _app(scenario, samples)
     async with app.run_test(size=(width, height)) as pilot:
-        app.advance(samples)
+        if title == "--demo":
+            app.advance(samples)
         await pilot.pause()
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
-        svg = app.export_screenshot(title=f"gpudisk-top --demo  ({width}x{height})")
+        svg = app.export_screenshot(title=f"gpudisk-top {title}  ({width}x{height})")
         strips = app.screen._compositor.render_strips()
         text = "\n".join("".join(seg.text for seg in s).rstrip() for s in strips) + "\n"
     return svg, text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -32,3 +33,46 @@ def test_ci_runs_readmes_test_command_verbatim():
     out = subprocess.run(["bash", "-c", extract], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == quick_start_commands()[1]
     assert 'eval "$test_cmd"' in script
+
+
+def test_every_subcommand_and_its_options_are_in_readme():
+    from gpudisk_top.commands import COMMANDS
+
+    from gpudisk_top import cli
+
+    text = readme()
+    parsers = [("", cli.build_parser())]
+    for name, (module, *_rest) in COMMANDS.items():
+        assert f"`gpudisk-top {name}" in text, name
+        parsers.append((name, importlib.import_module(module).build_parser(f"gpudisk-top {name}")))
+    for name, parser in parsers:
+        for action in parser._actions:
+            opts = action.option_strings
+            if opts and "--help" not in opts:
+                # named as an option (in a synopsis or in backticks), long or short form
+                assert any(re.search(r"[\s\[`]" + re.escape(o) + r"[\s\]`=]", text)
+                           for o in opts), f"{name} {opts}"
+
+
+def _key_names(bindings) -> list[str]:
+    shown = {"question_mark": "?", "slash": "/", "comma": ",", "full_stop": ".",
+             "plus": "+", "minus": "-", "equals_sign": "+", "up": "↑", "down": "↓",
+             "left": "←", "right": "→"}
+    out = []
+    for b in bindings:
+        for key in b.key.split(","):
+            out.append(shown.get(key, key))
+    return out
+
+
+def test_every_key_of_the_dashboard_and_replay_is_in_readme():
+    from gpudisk_top.ui.app import GpuDiskApp
+    from gpudisk_top.ui.replay_app import ReplayApp
+
+    text = readme()
+    dashboard = text.split("## The dashboard", 1)[1].split("\n## ", 1)[0]
+    replay = text.split("**replay**", 1)[1].split("**report**", 1)[0]
+    for key in _key_names(GpuDiskApp.BINDINGS):
+        assert f"`{key}`" in dashboard, key
+    for key in _key_names(ReplayApp.BINDINGS):
+        assert f"`{key}`" in replay, key
