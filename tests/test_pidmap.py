@@ -57,6 +57,32 @@ def test_real_child_process_and_exited_pid():
     assert mapper.resolve(0) == UNMAPPED and mapper.resolve(-5) == UNMAPPED
 
 
+def test_real_resolved_process_is_kept_while_it_lives_and_re_read():
+    """NVML lists the same processes every sample: the answer is kept (no file read), but
+    a process that execs is renamed within refresh_s, and one that exits is gone at once."""
+    if os.readlink("/proc/self/ns/pid") != f"pid:[{PROC_PID_INIT_INO}]":
+        pytest.skip("this test process is not in the initial PID namespace")
+    mapper = PidMapper(Roots(), refresh_s=0.5)
+    child = subprocess.Popen(["sh", "-c", "read line; exec sleep 30"], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 5
+        while _read(f"/proc/{child.pid}/comm").strip() != "sh" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert mapper.resolve(child.pid)[2] == "sh"
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+        while _read(f"/proc/{child.pid}/comm").strip() != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert mapper.resolve(child.pid)[2] == "sh"          # kept: not re-read yet
+        time.sleep(0.6)
+        assert mapper.resolve(child.pid)[2:4] == ("sleep", "sleep 30")
+    finally:
+        child.kill()
+        child.wait()
+    assert mapper.resolve(child.pid) == UNMAPPED
+    mapper.close()
+
+
 UNSHARED = textwrap.dedent("""
     import json, sys
     from gpudisk_top.collect.pidmap import PidMapper

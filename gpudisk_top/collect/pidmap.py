@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from gpudisk_top.collect.roots import Roots, read_text
 
@@ -22,6 +23,12 @@ _NS_LINK = re.compile(r"^pid:\[(\d+)\]$")
 
 Resolved = tuple[int | None, int | None, str | None, str | None, bool]
 _UNMAPPED: Resolved = (None, None, None, None, False)
+
+# A resolved process is kept while it lives and re-read this often (its name and command
+# line change only with exec or setproctitle): NVML lists the same processes every sample,
+# 8 or more of them, and three file reads each were a third of a sample's cost.
+RESOLVE_REFRESH_S = 10.0
+MAX_CACHED = 1024
 
 
 def _ns_inode(path: str) -> int | None:
@@ -70,11 +77,17 @@ class PidMapper:
     """Resolves host PIDs against one procfs.  Whether that procfs is the host's is
     decided on first use and kept: a mounted procfs never changes namespace."""
 
-    def __init__(self, roots: Roots) -> None:
+    def __init__(self, roots: Roots, refresh_s: float = RESOLVE_REFRESH_S) -> None:
         self.roots = roots
         self._host_ns: bool | None = None
         self._decided = False
         self.reason: str | None = None  # why PIDs are not mapped, once decided
+        self.refresh_s = refresh_s
+        # host_pid -> (fd of its /proc/PID/stat, when resolved, the answer).  The open fd
+        # is the process's identity: once that process is reaped, reading it fails
+        # (ESRCH), even when the PID is reused, so a new process is never shown under an
+        # old one's name.
+        self._known: dict[int, tuple[int, float, Resolved]] = {}
 
     @property
     def host_namespace(self) -> bool | None:
@@ -112,6 +125,25 @@ class PidMapper:
         """
         if self.host_namespace is not True or host_pid <= 0:
             return _UNMAPPED
+        now = time.monotonic()
+        known = self._known.get(host_pid)
+        if known is not None:
+            fd, at, answer = known
+            if now - at < self.refresh_s and _alive(fd):
+                return answer
+            self._forget(host_pid)
+        answer = self._read(host_pid)
+        if answer[4]:
+            try:
+                fd = os.open(self.roots.proc(str(host_pid), "stat"), os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return answer
+            if len(self._known) >= MAX_CACHED:
+                self._forget(next(iter(self._known)))
+            self._known[host_pid] = (fd, now, answer)
+        return answer
+
+    def _read(self, host_pid: int) -> Resolved:
         status = read_text(self.roots.proc(str(host_pid), "status"))
         if status is None and not os.path.isdir(self.roots.proc(str(host_pid))):
             return _UNMAPPED  # exited
@@ -123,3 +155,22 @@ class PidMapper:
             read_cmdline(self.roots, host_pid),
             True,
         )
+
+    def _forget(self, host_pid: int) -> None:
+        fd, _, _ = self._known.pop(host_pid)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for pid in list(self._known):
+            self._forget(pid)
+
+
+def _alive(fd: int) -> bool:
+    """Whether the process whose /proc/PID/stat fd is open still exists (a zombie does)."""
+    try:
+        return bool(os.pread(fd, 1, 0))
+    except OSError:
+        return False

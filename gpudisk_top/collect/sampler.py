@@ -69,6 +69,7 @@ class Sampler:
     def close(self) -> None:
         self.gpu.close()
         self._files.close()
+        self._pidmap.close()
 
 
 def check_sources(roots: Roots) -> None:
