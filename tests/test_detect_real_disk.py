@@ -131,29 +131,28 @@ def test_disk_starved_names_the_real_device_and_the_job(data_file):
 
 
 def test_the_same_load_from_another_process_is_not_blamed(data_file):
+    """The first test's load and history (a light phase, then flat out), from a process
+    that is not the GPU job: the disk is saturated as before, and not blamed."""
     device = real_device(data_file)
     job = subprocess.Popen(["sleep", "60"])  # the GPU job: reads nothing
-    fio = subprocess.Popen(
-        ["fio", "--name=other", "--filename=" + data_file, "--direct=1", "--rw=randread",
-         "--bs=4k", "--ioengine=libaio", "--iodepth=32", "--time_based", "--runtime=14"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    fio = fio_two_phases(data_file)
     try:
-        results = run_detector(job.pid, 13, lambda elapsed, model: 30.0)
+        results = run_detector(job.pid, LIGHT_S + HEAVY_S - 1, lambda elapsed, model: 30.0)
     finally:
         fio.kill()
         job.kill()
         fio.wait()
         job.wait()
-    judged = [(m, v) for t, m, v in results if t >= 4]
+    judged = [(m, v) for t, m, v in results if t >= LIGHT_S + 4]
     assert judged
     for m, v in judged:
         assert v.raw_state != "disk-starved", v.raw_reason
         assert device not in v.devices
-    # the disk really was saturated meanwhile (in some intervals at least: on a virtual
-    # disk its throughput wobbles around the 85 %-of-peak mark), and in each of those the
-    # verdict says that the job does not read from it
+    # the disk really was saturated meanwhile, and each such verdict says it is not the
+    # job's: the job does not read from it
     saturated = [v for m, v in judged if v.saturation[device].saturated]
-    assert saturated, [(m.disks[device].aqu_sz, m.disks[device].r_await_ms) for m, v in judged]
+    assert len(saturated) >= len(judged) / 2, \
+        [(m.disks[device].aqu_sz, m.disks[device].r_await_ms) for m, v in judged]
     for v in saturated:
         assert v.raw_state == "undiagnosed-stall", v.raw_reason
         assert "does not read from it" in v.raw_reason, v.raw_reason
