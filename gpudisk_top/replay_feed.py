@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from gpudisk_top.feed import INTERVALS_S, Update
+from gpudisk_top.feed import INTERVALS_S, SelfStats, Update
 from gpudisk_top.model.detect import Detector, Thresholds
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
@@ -34,6 +34,7 @@ class ReplayFeed:
         self.history = History(history_capacity)
         self._last = None
         self._seq = 0
+        self._self = SelfStats()   # the header's "self": this replaying process's cost
 
     def __len__(self) -> int:
         return len(self.rec)
@@ -79,7 +80,7 @@ class ReplayFeed:
         update = None
         for j in range(start, i + 1):
             update = self._feed(j)
-        return update
+        return self._with_self(update)
 
     def seek_time(self, wall_s: float) -> Update:
         return self.seek(self.rec.index_at(wall_s))
@@ -88,7 +89,11 @@ class ReplayFeed:
         """One sample forward; None at the end of the recording."""
         if self.index + 1 >= len(self.rec):
             return None
-        return self._feed(self.index + 1)
+        return self._with_self(self._feed(self.index + 1))
+
+    def _with_self(self, update: Update) -> Update:
+        update.self_cpu_pct, update.self_rss_mb = self._self.read()
+        return update
 
     def back(self, n: int = 1) -> Update:
         return self.seek(self.index - n)
