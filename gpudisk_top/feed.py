@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gpudisk_top.collect.roots import FileCache
 from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
@@ -38,27 +39,33 @@ class Update:
 
 
 class SelfStats:
-    """This process's own CPU % (of one core) and RSS, from /proc/self."""
+    """This process's own CPU % (of one core) and RSS, from /proc/self.  The two files stay
+    open and are re-read with pread (this runs every sample, beside costly jobs)."""
 
     def __init__(self) -> None:
         self._ticks = os.sysconf("SC_CLK_TCK")
+        self._page_mb = os.sysconf("SC_PAGE_SIZE") / 2**20
         self._last: tuple[float, float] | None = None
+        self._files = FileCache(max_files=2)
 
     def read(self) -> tuple[float | None, float | None]:
         now = time.monotonic()
+        stat = self._files.read("/proc/self/stat")
+        statm = self._files.read("/proc/self/statm")
         try:
-            with open("/proc/self/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = stat.rsplit(")", 1)[1].split()
             cpu_s = (int(fields[11]) + int(fields[12])) / self._ticks
-            with open("/proc/self/statm") as f:
-                rss_mb = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-        except (OSError, ValueError, IndexError):
+            rss_mb = int(statm.split()[1]) * self._page_mb
+        except (AttributeError, ValueError, IndexError):
             return None, None
         pct = None
         if self._last is not None and now > self._last[0]:
             pct = (cpu_s - self._last[1]) / (now - self._last[0]) * 100
         self._last = (now, cpu_s)
         return pct, rss_mb
+
+    def close(self) -> None:
+        self._files.close()
 
 
 class Feed:
@@ -100,7 +107,7 @@ class Feed:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        for closing in (self.source, self.hooks):
+        for closing in (self.source, self.hooks, self._self):
             try:
                 if closing is not None:
                     closing.close()

@@ -105,6 +105,7 @@ class FakeNvml:
         self.init_count = 0             # NVML's init reference count
         self.calls: Counter[tuple[str, int | None]] = Counter()
         self._buffer_len = buffer_len
+        self._pushed = False            # push_samples used: buffers may be out of order
         self._buffers: list[dict[int, deque[tuple[int, float]]]] = []
         # Sample k is stamped origin + k/samples_per_s, rounded to a µs (no drift).
         self._sample_origin_us = self.now_us
@@ -170,6 +171,7 @@ class FakeNvml:
                      mem_util: list[tuple[int, float]] | None = None) -> None:
         """Put exact (timestamp_us, value) samples into GPU `index`'s buffers."""
         buffers = self._buffers[index]
+        self._pushed = True
         for kind, samples in ((pynvml.NVML_GPU_UTILIZATION_SAMPLES, util),
                               (pynvml.NVML_MEMORY_UTILIZATION_SAMPLES, mem_util)):
             for sample in sorted(samples or ()):
@@ -288,7 +290,16 @@ class FakeNvml:
         buffer = self._buffers[device.index].get(sampling_type)
         if buffer is None:
             raise pynvml.NVMLError_NotSupported()
-        newer = [(ts, value) for ts, value in buffer if ts > timeStamp]
+        if self._pushed:
+            newer = [(ts, value) for ts, value in buffer if ts > timeStamp]
+        else:
+            # only the clock filled the buffers: oldest first, so the newer ones are its tail
+            newer = []
+            for ts, value in reversed(buffer):
+                if ts <= timeStamp:
+                    break
+                newer.append((ts, value))
+            newer.reverse()
         if not newer:
             raise pynvml.NVMLError_NotFound()
         samples = []
