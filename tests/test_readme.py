@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,10 +28,9 @@ def test_quick_start_has_exactly_two_commands():
 
 def test_ci_runs_readmes_test_command_verbatim():
     script = open(os.path.join(ROOT, ".ci", "run")).read()
-    extract = re.search(r"test_cmd=\$\((.*)\)\n", script).group(1)
-    out = subprocess.run(["bash", "-c", extract], cwd=ROOT, capture_output=True, text=True)
-    assert out.stdout.strip() == quick_start_commands()[1]
-    assert 'eval "$test_cmd"' in script
+    command = quick_start_commands()[1]
+    assert command in [line.strip() for line in script.splitlines()]   # run as a line
+    assert f"grep -qxF '{command}' README.md" in script                # and checked
 
 
 def test_every_subcommand_and_its_options_are_in_readme():

@@ -114,27 +114,16 @@ def test_not_a_recording_is_left_alone(tmp_path):
 def test_listen_serves_the_recorders_samples_and_alerts_run(tmp_path):
     """record --listen: a scrape sees the same samples the file gets (the verdict, the
     disks), an [[alerts]] rule runs once, and SIGTERM still ends the session cleanly."""
-    import json
-    import sys
-    import textwrap
     import urllib.request
 
+    from test_serve import disk_busy_config
+
     fired = tmp_path / "fired.jsonl"
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(textwrap.dedent(f"""\
-        [[alerts]]
-        name = "disk-busy"
-        metric = "disk_util_pct"
-        device = "nvme*"
-        op = ">"
-        value = 90
-        for_samples = 3
-        cooldown_s = 300
-        command = [{json.dumps(sys.executable)}, "-c", "import sys; open(sys.argv[1], 'a').write('x' + chr(10))", "{fired}"]
-        """))
+    cfg = disk_busy_config(tmp_path, "import sys; open(sys.argv[1], 'a').write('x' + chr(10))",
+                           fired)
     path = tmp_path / "l.gdtrec"
     proc = subprocess.Popen(command("record", "-o", str(path), "--demo", "healthy-nvme-busy",
-                                    "-i", "0.05", "--listen", "127.0.0.1:0", "--config", str(cfg)),
+                                    "-i", "0.05", "--listen", "127.0.0.1:0", "--config", cfg),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         line = proc.stderr.readline()

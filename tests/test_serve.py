@@ -14,8 +14,9 @@ from test_exporter import SERVE
 from test_push import Recorder
 
 
-def test_an_alert_rule_runs_its_command_once(tmp_path):
-    out = tmp_path / "fired.jsonl"
+def disk_busy_config(tmp_path, code: str, out) -> str:
+    """A config file whose one rule, nvme* above 90 % util for 3 samples (cooldown 300 s),
+    runs `python -c code out`.  Returns its path."""
     cfg = tmp_path / "config.toml"
     cfg.write_text(textwrap.dedent(f"""\
         [[alerts]]
@@ -26,10 +27,17 @@ def test_an_alert_rule_runs_its_command_once(tmp_path):
         value = 90
         for_samples = 3
         cooldown_s = 300
-        command = [{json.dumps(sys.executable)}, "-c", "import json, os, sys; open(sys.argv[1], 'a').write(json.dumps(dict(os.environ)) + chr(10))", "{out}"]
+        command = [{json.dumps(sys.executable)}, "-c", {json.dumps(code)}, "{out}"]
         """))
+    return str(cfg)
+
+
+def test_an_alert_rule_runs_its_command_once(tmp_path):
+    out = tmp_path / "fired.jsonl"
+    cfg = disk_busy_config(tmp_path, "import json, os, sys; open(sys.argv[1], 'a')"
+                           ".write(json.dumps(dict(os.environ)) + chr(10))", out)
     proc = subprocess.run([sys.executable, "-c", SERVE, "--demo", "healthy-nvme-busy",
-                           "--config", str(cfg), "--listen", "127.0.0.1:0", "-i", "0.05",
+                           "--config", cfg, "--listen", "127.0.0.1:0", "-i", "0.05",
                            "--count", "12"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()

@@ -15,6 +15,8 @@ PNG does with its chunks.  docs/recording-format.md describes the whole format.
 
 from __future__ import annotations
 
+import json
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -115,3 +117,25 @@ def _resync(buf, view, pos: int, size: int) -> int:
                 view[pos + HEADER_SIZE:end], zlib.crc32(_CRC_PART.pack(kind, flags, length, wall_s))) == crc:
             return pos
         pos += 1
+
+
+def read_all(fd: int, size: int) -> bytes:
+    """The first `size` bytes of an open file (fewer if it is shorter), in pieces of 16 MiB."""
+    chunks, got = [], 0
+    while got < size:
+        chunk = os.pread(fd, min(1 << 24, size - got), got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def frame_json(buf, fr: Frame, path: str, warnings: list[str]) -> dict:
+    """A session header or end frame's JSON object; {} with a warning when unreadable."""
+    try:
+        value = json.loads(bytes(buf[fr.start:fr.end]))
+        return value if isinstance(value, dict) else {}
+    except ValueError:
+        warnings.append(f"{path}: a session header at byte {fr.offset} could not be read")
+        return {}

@@ -11,7 +11,6 @@ their processes' counters as shares of what came before.
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass, field
 
 from gpudisk_top.record import format_v2, frames
@@ -74,12 +73,12 @@ class V2Index:
             if kind != frames.SESSION:
                 self._frame_session[fr.offset] = len(sessions) - 1 if cur is not None else len(sessions)
             if kind == frames.SESSION:
-                cur = _Session(self._json(fr))
+                cur = _Session(frames.frame_json(self.buf, fr, self.path, self.warnings))
                 sessions.append(cur)
                 continue
             if kind == frames.END:
                 if cur is not None:
-                    cur.end = self._json(fr)
+                    cur.end = frames.frame_json(self.buf, fr, self.path, self.warnings)
                 continue
             if kind in (frames.BLOCK, frames.ROW, frames.SUMMARY) and cur is None:
                 cur = _Session({})          # its header was lost: this version's schema
@@ -158,15 +157,6 @@ class V2Index:
             run.numbers.append(num)
             expected = num + 1
         return skipped
-
-    def _json(self, fr) -> dict:
-        try:
-            value = json.loads(bytes(self.buf[fr.start:fr.end]))
-            return value if isinstance(value, dict) else {}
-        except ValueError:
-            self.warnings.append(f"{self.path}: a session header at byte {fr.offset} "
-                                 "could not be read")
-            return {}
 
     def _report(self, damage, found, sessions, skipped: int, unknown: set, bad: int) -> None:
         starts = [f.offset for f in found]

@@ -19,7 +19,6 @@ still read.
 from __future__ import annotations
 
 import bisect
-import json
 import mmap
 import operator
 import os
@@ -136,12 +135,12 @@ class Recording:
                     mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
                     buf = mm
                 except (OSError, ValueError):
-                    buf = _read_all(fd, size)
+                    buf = frames.read_all(fd, size)
             else:
                 # a version 2 recorder rewrites and cuts the end of the file as it goes
                 # (rows become a block): a mapping would fault on bytes cut off, a copy
                 # of what is there now does not
-                buf = _read_all(fd, size)
+                buf = frames.read_all(fd, size)
         except IsADirectoryError:
             raise UsageError(f"{path}: is a directory, not a recording") from None
         except OSError as err:
@@ -185,13 +184,14 @@ class Recording:
                 starts.append(fr.start)
                 ends.append(fr.end)
             elif kind == frames.SESSION:
-                session = Session(self._json(fr), len(walls), decoder_module=module)
+                header = frames.frame_json(self._buf, fr, self.path, self.warnings)
+                session = Session(header, len(walls), decoder_module=module)
                 self.sessions.append(session)
                 idx.session_firsts.append(len(walls))
                 chain = False
             elif kind == frames.END:
                 if session is not None:
-                    session.end = self._json(fr)
+                    session.end = frames.frame_json(self._buf, fr, self.path, self.warnings)
                 chain = False
             elif chr(kind).isupper() or kind not in range(32, 127):
                 unknown.add(kind)
@@ -235,15 +235,6 @@ class Recording:
         if self._v2 is None:
             return []
         return self._v2.summaries()
-
-    def _json(self, fr: frames.Frame) -> dict:
-        try:
-            value = json.loads(bytes(self._buf[fr.start:fr.end]))
-            return value if isinstance(value, dict) else {}
-        except ValueError:
-            self.warnings.append(f"{self.path}: a session header at byte {fr.offset} "
-                                 "could not be read")
-            return {}
 
     def _report_damage(self, damage: list[frames.Damage], skipped: int, unknown: set[int]) -> None:
         for d in damage:
@@ -423,14 +414,3 @@ class Recording:
             if start_s is not None and s.wall_s < start_s:
                 continue
             yield i, s
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    chunks, got = [], 0
-    while got < size:
-        chunk = os.pread(fd, min(1 << 24, size - got), got)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)

@@ -152,7 +152,7 @@ class Recorder:
         try:
             buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)  # no copy of a big file
         except (OSError, ValueError):
-            buf = _pread_all(fd, size)
+            buf = frames.read_all(fd, size)
         try:
             found, _ = frames.scan(buf, frames.PREAMBLE.size)
             good_end = found[-1].end if found else frames.PREAMBLE.size
@@ -428,14 +428,3 @@ def _unfinished_copy(buf, found: list) -> tuple[int, bytes | None] | None:
     if start is None or last.offset - start <= len(frame):
         return None                               # nothing to win, or no room: leave it
     return start, frame
-
-
-def _pread_all(fd: int, size: int) -> bytes:
-    chunks, got = [], 0
-    while got < size:
-        chunk = os.pread(fd, min(1 << 24, size - got), got)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
