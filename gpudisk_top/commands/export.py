@@ -31,29 +31,34 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from gpudisk_top import outfile
     from gpudisk_top.report.export import WRITERS
     from gpudisk_top.report.window import open_window
 
     thresholds = thresholds_from(args)
-    if args.output != "-" and os.path.abspath(args.output) == os.path.abspath(args.file):
+    if args.output != "-" and _same_file(args.output, args.file):
         raise UsageError("-o would overwrite the recording itself")
     rec, start, end = open_window(args)
     try:
         if args.output == "-":
             WRITERS[args.format](sys.stdout, rec, start, end, thresholds, device_filter(args))
             return 0
-        tmp = f"{args.output}.tmp-{os.getpid()}"
         try:
-            with open(tmp, "w", encoding="utf-8", newline="") as out:
+            # as private as the recording it comes from (command lines are in jsonl)
+            mode = os.stat(args.file).st_mode & 0o666
+            with outfile.replaced(args.output, mode=mode) as out:
                 n = WRITERS[args.format](out, rec, start, end, thresholds, device_filter(args))
-            os.replace(tmp, args.output)  # never a half-written OUT
-        except OSError as err:
-            raise RuntimeFailure(f"cannot write {args.output}: {err.strerror or err}") from None
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        except outfile.OutputError as err:
+            raise RuntimeFailure(str(err)) from None
     finally:
         rec.close()
     print(f"gpudisk-top: wrote {n} {'rows' if args.format == 'csv' else 'lines' if args.format == 'jsonl' else 'events'} "
           f"to {args.output}", file=sys.stderr)
     return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
