@@ -176,7 +176,7 @@ def test_sync_thread_fdatasyncs_within_a_second(tmp_path, samples, monkeypatch):
         rec.close()
 
 
-def test_a_failed_write_leaves_a_readable_file(tmp_path, samples, monkeypatch):
+def test_a_refused_write_compacts_the_tail_and_writes_the_sample_again(tmp_path, samples, monkeypatch):
     path = tmp_path / "f.gdtrec"
     rec = Recorder(path, make_header(origin(), 1.0), sync_interval_s=None)
     for s in samples[:5]:
@@ -192,13 +192,41 @@ def test_a_failed_write_leaves_a_readable_file(tmp_path, samples, monkeypatch):
         return real_write(fd, data, offset)
 
     monkeypatch.setattr(writer.os, "pwrite", flaky)
-    with pytest.raises(RuntimeFailure, match="No space left on device"):
-        rec.append(samples[5])
-    rec.append(samples[6])                     # space again: sample 5 is simply missing
+    rec.append(samples[5])                     # the tail became a block, then the row went in
+    rec.append(samples[6])
     rec.close()
+    assert rec.dropped == 0 and rec.warnings == []
     with Recording.open(path) as r:
         assert r.warnings == []
-        assert [s for _, s in r.samples()] == canonical(samples[:5] + [samples[6]])
+        assert [s for _, s in r.samples()] == canonical(samples[:7])
+
+
+def test_writes_refused_for_good_drop_only_those_samples_and_say_so_once(tmp_path, samples, monkeypatch):
+    path = tmp_path / "f.gdtrec"
+    lines = []
+    rec = Recorder(path, make_header(origin(), 1.0), sync_interval_s=None, warn=lines.append)
+    for s in samples[:5]:
+        rec.append(s)
+    real_write = os.pwrite
+    full = {"on": True}
+
+    def refusing(fd, data, offset):
+        if full["on"]:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data, offset)
+
+    monkeypatch.setattr(writer.os, "pwrite", refusing)
+    for s in samples[5:8]:
+        rec.append(s)                          # never raises: recording goes on
+    full["on"] = False
+    rec.append(samples[8])                     # room again
+    rec.close()
+    assert rec.dropped == 3
+    assert len(lines) == 2, lines              # the block that could not be made, the drops: once each
+    assert any("No space left on device" in line and "dropped" in line for line in lines)
+    with Recording.open(path) as r:
+        assert r.warnings == []
+        assert [s for _, s in r.samples()] == canonical(samples[:5] + [samples[8]])
 
 
 def test_max_size_rotates_and_keeps_the_total_under_the_budget(tmp_path):

@@ -24,7 +24,8 @@ import time
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
-from gpudisk_top.errors import UsageError
+from gpudisk_top.errors import UsageError, warn
+from gpudisk_top.textsafe import printable
 
 
 def _positive(kind: str):
@@ -168,14 +169,14 @@ def run(args) -> int:
         recorder = Recorder(args.output, header, max_size_mb=args.max_size,
                             retain_days=args.retain,
                             thresholds=None if args.no_summaries else thresholds,
-                            summaries=not args.no_summaries)
+                            summaries=not args.no_summaries, warn=warn)
     except BaseException:
         if live is not None:
             live.hooks.close()
         source.close()
         raise
     for warning in recorder.warnings:
-        print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
+        warn(warning)
     stop = _StopSignals()
     reason = "duration reached" if args.duration is not None else "stopped"
     t0 = time.monotonic()
@@ -204,8 +205,9 @@ def run(args) -> int:
             live.hooks.close()
         source.close()
     if not args.quiet:
-        print(f"gpudisk-top: recorded {recorder.samples} samples to {args.output} "
-              f"({recorder.bytes_written / 1024:.0f} KiB); {reason}", file=sys.stderr)
+        dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
+        print(f"gpudisk-top: recorded {recorder.samples} samples to {printable(args.output)} "
+              f"({recorder.bytes_written / 1024:.0f} KiB{dropped}); {reason}", file=sys.stderr)
         for path in recorder.removed:
             print(f"gpudisk-top: retention removed {path}", file=sys.stderr)
     return 0

@@ -136,6 +136,6 @@ def frame_json(buf, fr: Frame, path: str, warnings: list[str]) -> dict:
     try:
         value = json.loads(bytes(buf[fr.start:fr.end]))
         return value if isinstance(value, dict) else {}
-    except ValueError:
+    except (ValueError, RecursionError):   # RecursionError: JSON nested beyond reason
         warnings.append(f"{path}: a session header at byte {fr.offset} could not be read")
         return {}

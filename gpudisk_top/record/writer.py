@@ -19,12 +19,26 @@ Summaries (record/derived.py): the recorder feeds its samples to the model and t
 detector, a summary block at a time, so that `report` need not replay them.
 
 An existing recording is appended to (a new session: header, then rows), after any torn
-tail a crash left is cut off; a file that is not a recording of this version is never
-written over, and two recorders never write one file (an exclusive lock).
+tail a crash left is cut off; a file that is not a recording of this version, a session
+of another source (a simulated node's samples into a live node's recording, or another
+host's), a symbolic link, a device or a FIFO is never written, and two recorders never
+write one file (an exclusive lock).  New files are created 0o640 less the umask: they
+hold the GPU processes' command lines.
+
+A full disk (or any write the disk refuses) never stops recording and never costs a
+sample already written.  Before the disk fills, the rows are compacted early: while the
+free space left could not hold the next block, the tail becomes a block at once (blocks
+are about a tenth of their rows).  When a write fails anyway, the partial frame is cut
+off, the tail is compacted (in place, over its own rows, when there is no room after
+them: a crash in the milliseconds of that write costs those rows, which the block
+replaces), the sample is written again, and only if that fails too is it dropped.  Each
+kind of failure is reported once a minute with a count, and recording goes on; a
+recorder started on a full disk waits for room the same way.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import mmap
@@ -32,30 +46,38 @@ import os
 import threading
 import time
 
+from gpudisk_top import outfile
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.ratelimit import OncePer
 from gpudisk_top.record import format_v2, frames
 from gpudisk_top.record.header import (FORMAT_VERSION, SEGMENT_SAMPLES, complete_header, iso,
                                        make_header)
 from gpudisk_top.record.rotate import Rotation
 
 SYNC_INTERVAL_S = 1.0
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room: compacting may make some
+ROOM_MARGIN_BYTES = 64 * 1024   # free space kept beyond the next block's estimate
+MIN_EARLY_BLOCK = 8             # rows at least, before the tail is compacted early
 LZMA_PRESET = 6           # blocks: 6 is 10 % smaller than 0 for a few ms a block (bench)
 
 
 class Recorder:
     """Appends Samples to `path`.  Raises UsageError from the constructor when path
-    exists and is not a recording of this format version, or another recorder writes it
-    (nothing is written then), and RuntimeFailure from append() when the disk refuses a
-    write (the partial frame is cut off and the sample dropped; the file stays readable).
+    cannot be a recording (a symbolic link, a device, a FIFO, a directory), exists and is
+    not a recording of this format version or holds another source's sessions, or another
+    recorder writes it (nothing is written then).  append() raises only once closed: a
+    write the disk refuses costs at most that sample (see the module's doc), reported
+    through `warn` once a minute per kind.
 
     thresholds: the detector's, for the summaries (default: Thresholds()); summaries=False
-    records raw samples only (report then replays them)."""
+    records raw samples only (report then replays them).  warn(line): where problems
+    found while recording go (default: kept in .warnings)."""
 
     def __init__(self, path, header: dict | None = None, *, max_size_mb: float | None = None,
                  retain_days: float | None = None, segment_samples: int = SEGMENT_SAMPLES,
                  sync_interval_s: float | None = SYNC_INTERVAL_S, level: int = LZMA_PRESET,
-                 thresholds=None, summaries: bool = True) -> None:
+                 thresholds=None, summaries: bool = True, warn=None) -> None:
         self.path = os.fspath(path)
         self.header = dict(header if header is not None else make_header())
         self.header.setdefault("segment_samples", segment_samples)
@@ -66,6 +88,8 @@ class Recorder:
         self.rotation = (Rotation(self.path, max_size_mb, retain_days)
                          if max_size_mb is not None or retain_days is not None else None)
         self.warnings: list[str] = []     # what opening found (a torn tail cut off, ...)
+        self._warn = OncePer(warn if warn is not None else self.warnings.append)
+        self.dropped = 0                  # samples the disk refused, all files together
         self.removed: list[str] = []      # generations the retention policy deleted
         self.samples = 0                  # appended by this recorder, all files together
         self.closed = False
@@ -111,21 +135,16 @@ class Recorder:
     def _open_file(self) -> None:
         path = self.path
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except IsADirectoryError:
-            raise UsageError(f"{path}: is a directory") from None
-        except OSError as err:
-            raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
+            fd = outfile.open_regular(path, mode=outfile.PRIVATE_MODE)
+        except outfile.OutputError as err:
+            raise UsageError(str(err)) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise UsageError(f"{path}: another gpudisk-top recorder is writing it") from None
             size = os.fstat(fd).st_size
-            if size == 0:
-                os.pwrite(fd, frames.preamble(FORMAT_VERSION), 0)
-                size = frames.PREAMBLE.size
-            else:
+            if size:
                 size = self._resume(fd, size)
         except UsageError:
             os.close(fd)
@@ -133,7 +152,7 @@ class Recorder:
         except OSError as err:
             os.close(fd)
             raise RuntimeFailure(f"cannot write {path}: {err.strerror or err}") from None
-        self._fd, self._size = fd, size
+        self._fd, self._size = fd, size   # size 0: the preamble goes before the first frame
         self._new_session()
 
     def _resume(self, fd: int, size: int) -> int:
@@ -157,6 +176,7 @@ class Recorder:
             found, _ = frames.scan(buf, frames.PREAMBLE.size)
             good_end = found[-1].end if found else frames.PREAMBLE.size
             unfinished = _unfinished_copy(buf, found)
+            self._check_source(buf, found)
         finally:
             if isinstance(buf, mmap.mmap):
                 buf.close()
@@ -167,31 +187,76 @@ class Recorder:
             self.warnings.append(f"{self.path}: cut off a torn tail of {size - good_end} "
                                  "bytes left by a recorder that was stopped while writing")
         if unfinished is not None:
-            # finish the block copy a crash interrupted (steps 2 and 3 of _commit)
+            # finish the block copy a crash interrupted (steps 2 and 3 of _commit); the
+            # copy goes over rows the block holds, so it needs no room: if it fails all
+            # the same, the file stays as it is (readers keep the block)
             at, frame = unfinished
-            if frame is not None:
-                os.pwrite(fd, frame, at)
+            try:
+                if frame is not None:
+                    os.pwrite(fd, frame, at)
+                    os.fdatasync(fd)
+                    at += len(frame)
+                os.ftruncate(fd, at)
                 os.fdatasync(fd)
-                at += len(frame)
-            os.ftruncate(fd, at)
-            os.fdatasync(fd)
-            good_end = at
+                good_end = at
+            except OSError as err:
+                self.warnings.append(f"{self.path}: could not finish compacting the last "
+                                     f"block ({err.strerror or err}); it is read as it is")
+                good_end = os.fstat(fd).st_size
         return good_end
 
-    def _rotate(self) -> None:
-        """Close this file's session, move it to FILE.1 and start a fresh FILE."""
+    def _check_source(self, buf, found: list) -> None:
+        """Refuse to add a session of another source: a simulated node's samples in a live
+        node's recording, another scenario's or another host's.  Readers would have to
+        tell them apart sample by sample; one file holds one source."""
+        for fr in reversed(found):
+            if fr.kind != frames.SESSION:
+                continue
+            theirs = frames.frame_json(buf, fr, self.path, [])
+            if not theirs:
+                continue                          # unreadable: look at an earlier session
+            ours = self.header
+            if (theirs.get("source"), theirs.get("host_name")) != (ours.get("source"),
+                                                                    ours.get("host_name")):
+                raise UsageError(
+                    f"{self.path} holds {_describe_source(theirs)}; these samples are "
+                    f"{_describe_source(ours)}: record to another file")
+            return
+
+    def _rotate(self, newest_wall_s: float) -> None:
+        """Close this file's session, move it to FILE.1, start a fresh FILE and delete the
+        generations the policy drops.  A failure is a warning: recording goes on, in FILE
+        as it is if it could not be moved."""
         self._end_session("rotated")
-        os.fdatasync(self._fd)
+        try:
+            os.fdatasync(self._fd)
+        except OSError:
+            pass
         os.close(self._fd)
         self._fd = None
-        self.rotation.rotate()
-        self._file_first_wall_s = None
-        self._size = 0
-        self._open_file()
+        try:
+            self.rotation.rotate()
+        except OSError as err:
+            self._warn("rotate", f"cannot rotate {self.path}: {err.strerror or err}; "
+                       "recording goes on in it")
+        else:
+            self._file_first_wall_s = None
+        try:
+            self._open_file()
+        except (UsageError, RuntimeFailure) as err:
+            self._warn("reopen", f"{err}")
+            return
+        try:
+            self.removed += self.rotation.prune(newest_wall_s)
+        except OSError as err:
+            self._warn("prune", f"cannot delete an old generation of {self.path}: "
+                       f"{err.strerror or err}")
 
     # ------------------------------------------------------------------ writing
-    def append(self, sample: Sample) -> None:
-        """Write one sample (and the session header before the first).  Thread-safe."""
+    def append(self, sample: Sample) -> str | None:
+        """Write one sample (and the session header before the first).  Thread-safe.
+        Returns None, or why the sample was dropped (the disk refused it).  Raises
+        RuntimeFailure only when the recorder is closed."""
         with self._lock:
             if self.closed:
                 raise RuntimeFailure(f"{self.path}: the recorder is closed")
@@ -199,11 +264,10 @@ class Recorder:
             if rot is not None and self._session_samples:
                 est = int(self._tail_start + (len(self._rows) + 1) * self._bytes_per_sample)
                 if rot.due(est, 0, self._file_first_wall_s, sample.wall_s):
-                    try:
-                        self._rotate()
-                        self.removed += rot.prune(sample.wall_s)
-                    except OSError as err:
-                        raise RuntimeFailure(f"cannot rotate {self.path}: {err.strerror or err}") from None
+                    self._rotate(sample.wall_s)
+            if self._fd is None:
+                return self._drop("cannot-open", f"cannot write {self.path}: it could not be "
+                                  "opened again after rotating")
             number = self._session_samples
             layout, vals = self._flat.flatten(sample)
             payload, token = self._rowcoder.encode(number, layout, vals)
@@ -214,8 +278,15 @@ class Recorder:
                     complete_header(self.header, sample), allow_nan=False, default=str).encode())
                 data = hdr + data
                 tail_start = self._size + len(hdr)   # a block never goes over the header
-            self._write(data)
-            self._tail_start = tail_start
+            if self._size == 0:                      # a new file: the preamble first
+                pre = frames.preamble(FORMAT_VERSION)
+                data = pre + data
+                tail_start += len(pre)
+            dropped = self._write_sample(data)
+            if dropped is not None:
+                return dropped
+            if number == 0:
+                self._tail_start = tail_start
             self._rowcoder.accepted(token)
             self._flat.accept(sample)
             lid = self._layout_ids.get(layout)
@@ -236,8 +307,48 @@ class Recorder:
                         self._write_summaries(deriver.take())
                 except Exception as err:  # noqa: BLE001 - never lose a sample to a summary
                     self._stop_summaries(err)
-            if len(self._rows) >= self.segment_samples + self._commit_retry:
+            if (len(self._rows) >= self.segment_samples + self._commit_retry
+                    or self._short_of_room()):
                 self._commit()
+            return None
+
+    def _write_sample(self, data: bytes) -> str | None:
+        """Append a sample's frames; on a refused write, compact the tail and try once
+        more.  None when written, else why the sample was dropped (said once a minute)."""
+        try:
+            self._write(data)
+            return None
+        except OSError as err:
+            first = err
+        if first.errno in FULL_ERRNOS and self._rows:
+            self._commit(in_place=True)
+            try:
+                self._write(data)
+                return None
+            except OSError as err:
+                first = err
+        return self._drop(f"write-{first.errno}",
+                          f"cannot write {self.path}: {first.strerror or first}; samples are "
+                          "dropped until the disk takes them again (those recorded are kept)")
+
+    def _drop(self, kind: str, line: str) -> str:
+        self.dropped += 1
+        self._warn(kind, line)
+        return line
+
+    def _short_of_room(self) -> bool:
+        """True while the free space left could not take a block of the tail beside its
+        rows: compact now, while a block can still be written safely (see the module's
+        doc).  One fstatvfs, only once the tail has a few rows."""
+        if len(self._rows) < MIN_EARLY_BLOCK or self._fd is None:
+            return False
+        try:
+            st = os.fstatvfs(self._fd)
+        except OSError:
+            return False
+        free = st.f_bavail * st.f_frsize
+        need = 2 * self._bytes_per_sample * len(self._rows) + ROOM_MARGIN_BYTES
+        return free < need
 
     def _stop_summaries(self, err: Exception) -> None:
         """The model or the detector failed on a sample: record raw samples only for the
@@ -251,11 +362,13 @@ class Recorder:
         self._summary_blocks += blocks
         try:
             self._write(frames.pack(frames.SUMMARY, self._derived.encode_blocks(blocks)))
-        except RuntimeFailure:
+        except OSError:
             pass  # derived data: the block carries it, and report can replay the rows
 
-    def _commit(self) -> None:
-        """The rows of the current block become one B frame (see the module's doc)."""
+    def _commit(self, in_place: bool = False) -> None:
+        """The rows of the current block become one B frame (see the module's doc).
+        in_place: when the disk has no room for the block after the rows, write it over
+        them directly (a full disk; the only way to make room without losing a sample)."""
         rows = self._rows
         if not rows:
             return
@@ -282,20 +395,23 @@ class Recorder:
                 os.ftruncate(self._fd, end)
             except OSError:
                 pass
-            # the rows are safe; try again after a while
-            self._commit_retry += max(1, self.segment_samples // 10)
-            self.warnings.append(f"cannot write a block to {self.path}: {err.strerror or err}; "
-                                 "its samples stay as rows")
-            return
-        size = end + len(frame)
-        if len(frame) <= end - start:
-            try:
-                self._pwrite_all(frame, start)      # 2: over the rows, synced
-                os.fdatasync(self._fd)
-                os.ftruncate(self._fd, start + len(frame))   # 3: cut after the copy
-                size = start + len(frame)
-            except OSError:
-                pass  # the file holds rows then the block: readers keep the block
+            if not (in_place and err.errno in FULL_ERRNOS and self._overwrite_rows(frame)):
+                # the rows are safe; try again after a while
+                self._commit_retry += max(1, self.segment_samples // 10)
+                self._warn(f"block-{err.errno}", f"cannot write a block to {self.path}: "
+                           f"{err.strerror or err}; its samples stay as rows")
+                return
+            size = start + len(frame)               # over its rows: steps 2 and 3 done
+        else:
+            size = end + len(frame)
+            if len(frame) <= end - start:
+                try:
+                    self._pwrite_all(frame, start)  # 2: over the rows, synced
+                    os.fdatasync(self._fd)
+                    os.ftruncate(self._fd, start + len(frame))   # 3: cut after the copy
+                    size = start + len(frame)
+                except OSError:
+                    pass  # the file holds rows then the block: readers keep the block
         self._size = size
         self._dirty = True
         # the processes' counters as a reader rebuilds them after this block
@@ -313,6 +429,27 @@ class Recorder:
         self._rowcoder.reset()
         self._commit_retry = 0
 
+    def _overwrite_rows(self, frame: bytes) -> bool:
+        """Write the block over the first of its own rows and cut the file after it.  On a
+        copy-on-write filesystem even an overwrite can fail for want of room: the bytes
+        it covered are then put back.  True when the block replaced its rows."""
+        start, end = self._tail_start, self._size
+        if len(frame) > end - start:
+            return False
+        saved = os.pread(self._fd, len(frame), start)
+        try:
+            self._pwrite_all(frame, start)
+            os.fdatasync(self._fd)
+            os.ftruncate(self._fd, start + len(frame))
+        except OSError:
+            try:
+                self._pwrite_all(saved, start)
+                os.ftruncate(self._fd, end)
+            except OSError:
+                pass
+            return False
+        return True
+
     def _pwrite_all(self, data: bytes, offset: int) -> None:
         view = memoryview(data)
         while view:
@@ -321,15 +458,16 @@ class Recorder:
             offset += n
 
     def _write(self, data: bytes) -> None:
+        """Append data at the end.  Raises OSError, after cutting off what part of it got
+        out (the file ends in whole frames)."""
         try:
             self._pwrite_all(data, self._size)
-        except OSError as err:
-            # cut off what part of the frame got out
+        except OSError:
             try:
                 os.ftruncate(self._fd, self._size)
             except OSError:
                 pass
-            raise RuntimeFailure(f"cannot write {self.path}: {err.strerror or err}") from None
+            raise
         self._size += len(data)
         self._dirty = True
 
@@ -340,7 +478,7 @@ class Recorder:
         end = {"reason": reason, "samples": self._session_samples, "ended": iso(time.time())}
         try:
             self._write(frames.pack(frames.END, json.dumps(end).encode()))
-        except RuntimeFailure:
+        except OSError:
             pass  # the samples are safe; only the note that we ended cleanly is missing
         self._new_session()
 
@@ -393,6 +531,13 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _describe_source(header: dict) -> str:
+    source = header.get("source") or "live"
+    if source == "live":
+        return f"live samples of host {header.get('host_name') or '?'}"
+    return f"simulated samples ({source})"
 
 
 def _unfinished_copy(buf, found: list) -> tuple[int, bytes | None] | None:
