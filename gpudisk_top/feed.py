@@ -72,7 +72,8 @@ class Feed:
     """Samples `source` every interval_s on a thread and calls on_update(Update) there.
 
     source: anything with sample() -> Sample and close() (the live Sampler, the simulator).
-    on_sample: called with each raw Sample first (the recorder).
+    on_sample: called with each raw Sample first (the recorder); what it returns (None, or
+    why the sample could not be kept) or raises is shown as sink_error.
     hooks: gpudisk_top.exporter.hooks.SampleHooks (metrics, alerts, free space), fed each
     Model and Verdict on this thread.
     """
@@ -89,6 +90,7 @@ class Feed:
         self.history = History(history_capacity)
         self.last_update_mono: float | None = None
         self.last_error: str | None = None   # the latest sampling failure, for the screen
+        self.sink_error: str | None = None   # why on_sample (the recorder) lost the last sample
         self.errors = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -137,7 +139,10 @@ class Feed:
         sample = self.source.sample()
         sample_ms = (time.monotonic() - t0) * 1000
         if self.on_sample is not None:
-            self.on_sample(sample)
+            try:                  # a recorder that fails must not stop the screen
+                self.sink_error = self.on_sample(sample)
+            except Exception as err:  # noqa: BLE001
+                self.sink_error = f"{type(err).__name__}: {err}"
         last, self._last_sample = self._last_sample, sample
         model = Model.new(sample, last)
         verdict = None
@@ -163,6 +168,7 @@ class Feed:
         while not self._stop.is_set():
             try:
                 self.on_update(self.step())
+                self.last_error = None
             except Exception as err:  # noqa: BLE001 - the loop must outlive any one bad sample
                 self.last_error = f"{type(err).__name__}: {err}"
                 self.errors += 1

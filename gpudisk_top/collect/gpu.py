@@ -9,9 +9,10 @@ GPU does not support is remembered and never made again.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import GpuProcessRaw, GpuRaw, GpuSnapshot
@@ -67,6 +68,46 @@ class _Gpu:
     error: str | None = None       # why the GPU could not be read last time
     lost: bool = False
     retry_at_s: float = 0.0        # while error is set, the handle is not retried before this
+    in_call: str | None = None     # the NVML function being called now (a hung driver's)
+
+
+class _DaemonPool:
+    """Reads GPUs side by side on daemon threads.  Not concurrent.futures: its workers are
+    joined at interpreter exit, so one NVML call that never returns would keep the
+    process from ever exiting."""
+
+    def __init__(self, workers: int) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        for n in range(workers):
+            threading.Thread(target=self._work, name=f"gpudisk-top-nvml-{n}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, item, out, i, done = job
+            try:
+                out[i] = fn(item)
+            except BaseException as err:  # noqa: BLE001 - handed back to map()'s caller
+                out[i] = err
+            done.release()
+
+    def map(self, fn, items: list) -> list:
+        out: list = [None] * len(items)
+        done = threading.Semaphore(0)
+        for i, item in enumerate(items):
+            self._jobs.put((fn, item, out, i, done))
+        for _ in items:
+            done.acquire()
+        for result in out:
+            if isinstance(result, BaseException):
+                raise result
+        return out
+
+    def shutdown(self, workers: int) -> None:
+        for _ in range(workers):
+            self._jobs.put(None)
 
 
 class GpuCollector:
@@ -86,7 +127,9 @@ class GpuCollector:
         self._gpus: dict[int, _Gpu] = {}
         self._lost_errors: tuple[type, ...] = ()
         self._unsupported_errors: tuple[type, ...] = ()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _DaemonPool | None = None
+        self._pool_size = 0
+        self._global_call: str | None = None   # nvmlInit / nvmlDeviceGetCount in progress
 
     # ------------------------------------------------------------------ public
     def collect(self) -> GpuSnapshot:
@@ -94,6 +137,7 @@ class GpuCollector:
         if not self._ensure_init():
             return GpuSnapshot(status=self._status)
         nvml = self._nvml
+        self._global_call = "nvmlDeviceGetCount"
         try:
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as err:
@@ -101,6 +145,8 @@ class GpuCollector:
             self._retry_init_at_s = self._clock() + RETRY_S
             self._status = "unavailable: " + self._init_reason(err)
             return GpuSnapshot(status=self._status)
+        finally:
+            self._global_call = None
         slots = [self._gpus.setdefault(i, _Gpu(i)) for i in range(count)]
         started = time.monotonic()
         if self._pool is not None:
@@ -112,14 +158,25 @@ class GpuCollector:
         # seen to take that long, read the GPUs side by side (NVML is thread-safe and
         # ctypes calls release the GIL); while they are quick, threads would only cost CPU.
         if self._pool is None and count > 1 and time.monotonic() - started > SLOW_READ_S:
-            self._pool = ThreadPoolExecutor(max_workers=min(count, 16),
-                                            thread_name_prefix="gpudisk-top-nvml")
+            self._pool_size = min(count, 16)
+            self._pool = _DaemonPool(self._pool_size)
         return GpuSnapshot(status="ok", driver_version=self._driver_version, gpus=gpus)
+
+    def stuck_call(self) -> str | None:
+        """The NVML call in progress now, as 'nvmlDeviceGetPowerUsage on GPU 3' (for a
+        call that does not return), or None.  Safe to call from another thread."""
+        if self._global_call is not None:
+            return self._global_call
+        for gpu in list(self._gpus.values()):
+            call = gpu.in_call
+            if call is not None:
+                return f"{call} on GPU {gpu.index}"
+        return None
 
     def close(self) -> None:
         """nvmlShutdown, if initialised.  Raises nothing."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(self._pool_size)
             self._pool = None
         self._shutdown()
 
@@ -145,11 +202,14 @@ class GpuCollector:
         # older driver, which means "this driver cannot give it".
         self._unsupported_errors = _classes(nvml, "NVMLError_NotSupported", "NVMLError_FunctionNotFound",
                                             "NVMLError_NoPermission", "NVMLLibraryMismatchError")
+        self._global_call = "nvmlInit"
         try:
             nvml.nvmlInit()
         except Exception as err:  # noqa: BLE001 - a foreign library's load: any failure is "unavailable"
             self._status = "unavailable: " + self._init_reason(err)
             return False
+        finally:
+            self._global_call = None
         self._initialised = True
         self._retry_init_at_s = None
         self._status = "ok"
@@ -206,10 +266,13 @@ class GpuCollector:
 
     def _handle(self, gpu: _Gpu):
         """Raises _Lost, or NVMLError when the GPU cannot be opened (e.g. no permission)."""
+        gpu.in_call = "nvmlDeviceGetHandleByIndex"
         try:
             return self._nvml.nvmlDeviceGetHandleByIndex(gpu.index)
         except self._lost_errors as err:
             raise _Lost(self._lost_reason(err)) from err
+        finally:
+            gpu.in_call = None
 
     def _read_static(self, gpu: _Gpu, raw: GpuRaw) -> None:
         # Read once; a transient failure (None, not unsupported) is tried again next time.
@@ -309,6 +372,7 @@ class GpuCollector:
         if fn is None:  # this nvidia-ml-py predates the function
             gpu.unsupported.add(key)
             return None
+        gpu.in_call = function
         try:
             return fn(gpu.handle, *args)
         except self._lost_errors as err:
@@ -320,6 +384,8 @@ class GpuCollector:
             return not_found
         except nvml.NVMLError:
             return None  # transient (timeout, busy): try again next second
+        finally:
+            gpu.in_call = None
 
     def _lost_reason(self, err: Exception) -> str:
         nvml = self._nvml

@@ -1,7 +1,8 @@
 """The sampler: one call reads every source once and returns a raw Sample.
 
 Sources are independent: one that fails becomes a warning or a status in the sample, and
-the others are still read.  Device identity (sysfs, mountinfo) is re-read only every
+the others are still read.  NVML runs on a thread of its own with a deadline
+(collect/gpu_deadline.py): a driver call that hangs never delays the disks.  Device identity (sysfs, mountinfo) is re-read only every
 DEVICE_REFRESH_S seconds or when the set of devices changes, not on every sample.
 """
 
@@ -13,6 +14,7 @@ import time
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.gpu import GpuCollector
+from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
 from gpudisk_top.collect.procio import ProcIoCollector
@@ -29,16 +31,31 @@ class SourceError(Exception):
 class Sampler:
     """Reads disks, GPUs, host and GPU-process I/O into one Sample per call."""
 
-    def __init__(self, roots: Roots | None = None, nvml=None, gpu: GpuCollector | None = None) -> None:
+    def __init__(self, roots: Roots | None = None, nvml=None, gpu: GpuCollector | None = None,
+                 interval_s: float = 1.0) -> None:
         self.roots = roots or Roots()
         self._blockdevs = BlockDevices(self.roots)
         self._pidmap = PidMapper(self.roots)
-        self.gpu = gpu or GpuCollector(nvml=nvml, resolve_pid=self._pidmap.resolve)
+        self._interval_s = interval_s
+        self.gpu = DeadlineGpuCollector(
+            gpu or GpuCollector(nvml=nvml, resolve_pid=self._pidmap.resolve),
+            timeout_s=timeout_for(interval_s))
         # the files read every sample stay open between samples (see FileCache)
         self._files = FileCache()
         self._procio = ProcIoCollector(self.roots, files=self._files)
         self._devices: dict[str, DeviceInfo] = {}
         self._devices_at = float("-inf")
+
+    @property
+    def interval_s(self) -> float:
+        return self._interval_s
+
+    @interval_s.setter
+    def interval_s(self, value: float) -> None:
+        """The sampling interval changed (the dashboard's + and -): so does how long a
+        sample waits for NVML."""
+        self._interval_s = value
+        self.gpu.timeout_s = timeout_for(value)
 
     def _device_info(self, counters, now: float) -> dict[str, DeviceInfo]:
         if now - self._devices_at >= DEVICE_REFRESH_S or counters.keys() != self._devices.keys():

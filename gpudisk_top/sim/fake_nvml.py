@@ -24,12 +24,15 @@ Failures to reproduce:
         exist (AttributeError), like an older nvidia-ml-py
     FakeNvml(idle_samples=False): an idle GPU produces no samples, as real drivers do;
         nvmlDeviceGetSamples then raises NVMLError_NotFound
+    nvml.hang("nvmlDeviceGetPowerUsage"): that call (any function name, nvmlInit too)
+        blocks, as a wedged driver's does, until nvml.unhang(); hang(..., gpu=3) on one GPU
 
 `calls` counts every call by (function name, GPU index or None); `call_count()` sums it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid as uuidlib
 from collections import Counter, deque
@@ -104,6 +107,9 @@ class FakeNvml:
         self.count_error: type | None = None  # raised by nvmlDeviceGetCount while set
         self.init_count = 0             # NVML's init reference count
         self.calls: Counter[tuple[str, int | None]] = Counter()
+        self._hangs: set[tuple[str, int | None]] = set()
+        self._unhung = threading.Event()
+        self._unhung.set()
         self._buffer_len = buffer_len
         self._pushed = False            # push_samples used: buffers may be out of order
         self._buffers: list[dict[int, deque[tuple[int, float]]]] = []
@@ -201,15 +207,32 @@ class FakeNvml:
     def _sample_ts(self, k: int) -> int:
         return self._sample_origin_us + round(k * 1e6 / self.samples_per_s)
 
+    # ------------------------------------------------------------------ hangs
+    def hang(self, function: str, gpu: int | None = None) -> None:
+        """Make `function` (on GPU `gpu`, or on every GPU) block until unhang()."""
+        self._hangs.add((function, gpu))
+        self._unhung.clear()
+
+    def unhang(self) -> None:
+        """Release every call that hangs, and make none hang again."""
+        self._hangs.clear()
+        self._unhung.set()
+
+    def _maybe_hang(self, function: str, index: int | None) -> None:
+        if self._hangs and ((function, None) in self._hangs or (function, index) in self._hangs):
+            self._unhung.wait()
+
     # ------------------------------------------------------------------ checks
     def _library(self, function: str, index: int | None = None) -> None:
         self.calls[(function, index)] += 1
+        self._maybe_hang(function, index)
         if self.init_count == 0:
             raise pynvml.NVMLError_Uninitialized()
 
     def _device(self, function: str, handle: FakeHandle) -> FakeGpu:
         """The GPU behind `handle`, after the checks the driver would make."""
         self.calls[(function, handle.index)] += 1
+        self._maybe_hang(function, handle.index)
         if self.init_count == 0:
             raise pynvml.NVMLError_Uninitialized()
         gpu = self.gpus[handle.index]
@@ -224,6 +247,7 @@ class FakeNvml:
     # ------------------------------------------------------------------ library
     def nvmlInit(self) -> None:
         self.calls[("nvmlInit", None)] += 1
+        self._maybe_hang("nvmlInit", None)
         if self.init_error is not None:
             raise self.init_error()
         self.init_count += 1

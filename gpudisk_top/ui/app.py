@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from gpudisk_top.collect.gpu_deadline import hung
 from gpudisk_top.feed import Feed, Update
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
@@ -181,6 +182,10 @@ class GpuDiskApp(App):
             out.append("PAUSED")
         if self.feed.last_error is not None:
             out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
+        if self.latest is not None and hung(self.latest.model.gpu_status):
+            out.append("NVML HUNG")
+        if self.feed.sink_error is not None:
+            out.append(f"NOT RECORDING: {self.feed.sink_error[:60]}")
         last = self.feed.last_update_mono
         if self.autostart and last is not None:
             late = time.monotonic() - last
