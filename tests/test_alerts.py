@@ -247,13 +247,28 @@ def test_placeholders_are_substituted_without_a_shell(tmp_path):
             str(out), "{name}", "{device}", "{value}", "{pids}", "$(touch /tmp/pwned) {subject};")
     eng, warns = engine(disk_rule(for_samples=1, command=argv))
     eng.update(model(1, {"nvme0n1": 99.5}, gpus=[gpu(0, pids=[7]), gpu(1, pids=[8])],
-                     proc_devices={7: ("sda",), 8: ("sda",)}))
+                     proc_devices={7: ("nvme0n1p1",), 8: ("sda",)}))
     eng.close()
     args = json.loads(out.read_text())
-    # no process uses nvme0n1, so every GPU process is named
-    assert args == [str(out), "disk-busy", "nvme0n1", "99.5", "7", "8",
+    # only the process with files on nvme0n1 is named, never the one on sda
+    assert args == [str(out), "disk-busy", "nvme0n1", "99.5", "7",
                     "$(touch /tmp/pwned) nvme0n1;"]
     assert warns == []
+
+
+def test_a_device_rule_never_widens_to_processes_that_do_not_use_the_device(tmp_path):
+    """README's `kill -USR1 {pids}` on a disk rule: when no GPU process reads the busy
+    device, nobody is signalled (the old fallback named every job on the node)."""
+    out = tmp_path / "argv.json"
+    argv = (sys.executable, "-c", "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))",
+            str(out), "{pids}")
+    eng, warns = engine(disk_rule(for_samples=1, command=argv))
+    eng.update(model(1, {"nvme0n1": 99.5}, gpus=[gpu(0, pids=[7]), gpu(1, pids=[8])],
+                     proc_devices={7: ("sda",), 8: ("sda",)}))
+    eng.close()
+    assert not out.exists() and eng.commands.started == 0
+    assert warns == ["alert disk-busy: no GPU process with files on nvme0n1 to give its "
+                     "command; not run"]
 
 
 def test_pause_training_with_a_signal_to_the_gpu_process(tmp_path):
@@ -295,7 +310,8 @@ def test_a_pid_command_without_a_gpu_process_is_not_run(tmp_path):
     eng, warns = engine(rule)
     eng.update(model(1, {"nvme0n1": 99}, gpus=[gpu(0)]))
     assert eng.commands.started == 0
-    assert warns == ["alert disk-busy: no GPU process to give its command; not run"]
+    assert warns == ["alert disk-busy: no GPU process with files on nvme0n1 to give its "
+                     "command; not run"]
 
 
 def test_failing_missing_and_slow_commands_are_warnings(tmp_path):
@@ -320,8 +336,11 @@ def test_a_rule_does_not_pile_up_commands():
     eng.update(model(1, {"nvme0n1": 99}))
     eng.update(model(2, {"nvme0n1": 10}))
     eng.update(model(3, {"nvme0n1": 99}))          # fires again (no cooldown)
-    assert eng.commands.started == 1
-    assert warns and "still runs; not started again" in warns[0]
+    assert eng.commands.started == 1 and eng.commands.waiting == 1
+    assert warns and "still runs; this one starts when it ends" in warns[0]
+    eng.update(model(4, {"nvme0n1": 10}))
+    eng.update(model(5, {"nvme0n1": 99}))          # a third: it replaces the one waiting
+    assert eng.commands.started == 1 and eng.commands.waiting == 1
     eng.close(wait_s=0.1)
 
 

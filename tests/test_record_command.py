@@ -123,7 +123,8 @@ def test_listen_serves_the_recorders_samples_and_alerts_run(tmp_path):
                            fired)
     path = tmp_path / "l.gdtrec"
     proc = subprocess.Popen(command("record", "-o", str(path), "--demo", "healthy-nvme-busy",
-                                    "-i", "0.05", "--listen", "127.0.0.1:0", "--config", cfg),
+                                    "--demo-actions", "-i", "0.05", "--listen", "127.0.0.1:0",
+                                    "--config", cfg),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         line = proc.stderr.readline()

@@ -37,22 +37,37 @@ def test_an_alert_rule_runs_its_command_once(tmp_path):
     cfg = disk_busy_config(tmp_path, "import json, os, sys; open(sys.argv[1], 'a')"
                            ".write(json.dumps(dict(os.environ)) + chr(10))", out)
     proc = subprocess.run([sys.executable, "-c", SERVE, "--demo", "healthy-nvme-busy",
-                           "--config", cfg, "--listen", "127.0.0.1:0", "-i", "0.05",
-                           "--count", "12"], capture_output=True, text=True, timeout=60)
+                           "--demo-actions", "--config", cfg, "--listen", "127.0.0.1:0",
+                           "-i", "0.05", "--count", "12"], capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("gpudisk-top: serving http://127.0.0.1:")
     alerts = [x for x in lines if " gpudisk-top alert " in x]
     assert len(alerts) == 1, lines
     assert alerts[0].split(" ", 1)[1].startswith("gpudisk-top alert disk-busy: nvme")
-    assert alerts[0].endswith("for 3 samples")
+    assert alerts[0].endswith("for 3 samples (simulated)")
     runs = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(runs) == 1
     env = runs[0]
     assert env["GDT_ALERT_NAME"] == "disk-busy" and env["GDT_ALERT_DEVICE"].startswith("nvme")
     assert float(env["GDT_ALERT_VALUE"]) > 90 and env["GDT_ALERT_HOST"] == "demo-node"
     assert env["GDT_ALERT_SOURCE"] == "simulated, scenario healthy-nvme-busy, seed 0"
-    assert env["GDT_ALERT_PIDS"]     # the simulated job's GPU processes
+    assert env["GDT_ALERT_PIDS"] == ""    # simulated PIDs name nobody on this machine
+
+
+def test_under_demo_alert_rules_run_nothing_real_unless_asked(tmp_path):
+    out = tmp_path / "fired.jsonl"
+    cfg = disk_busy_config(tmp_path, "import sys; open(sys.argv[1], 'a').write('x')", out)
+    proc = subprocess.run([sys.executable, "-c", SERVE, "--demo", "healthy-nvme-busy",
+                           "--config", cfg, "--listen", "127.0.0.1:0", "-i", "0.05",
+                           "--count", "12"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len([x for x in lines if " gpudisk-top alert disk-busy" in x]) == 1   # said
+    assert not out.exists()                                                      # not run
+    assert ("gpudisk-top: warning: alerts on simulated data (--demo) run no command and "
+            "write no touch or log file; --demo-actions runs them") in lines
 
 
 def test_sigterm_stops_cleanly_after_a_last_push():

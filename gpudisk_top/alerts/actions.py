@@ -2,21 +2,30 @@
 
 Commands are started and never waited for in the sampler thread: the engine polls them on
 each update, reports a non-zero exit status or a timeout as a warning, and kills one that
-runs past its rule's timeout_s.  A rule whose previous command still runs does not start
-another.
+runs past its rule's timeout_s.  At most MAX_RUNNING commands run at once; the others
+wait in a queue and start as those end, so sixteen devices that fire together run
+sixteen commands, not three.  Per rule and subject at most one command runs and one
+waits (the newest): a rule cannot pile up commands.
+
+Files (log, touch) are written through gpudisk_top.outfile: never through a symbolic link
+another user planted, with the permissions the umask allows.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import os
 import re
 import subprocess
-import tempfile
 import time
 
+from gpudisk_top import outfile
 from gpudisk_top.alerts.rules import _PLACEHOLDER_RE
+
+MAX_RUNNING = 8       # commands running at once, all rules together
+MAX_WAITING = 256     # commands waiting to start; beyond this the oldest is dropped
 
 
 def iso_time(wall_s: float) -> str:
@@ -29,28 +38,16 @@ def log_line(wall_s: float, message: str) -> str:
 
 
 def append_line(path: str, line: str) -> None:
-    """Append one line to a file.  Raises OSError."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    """Append one line to a file.  Raises OSError (outfile.OutputError)."""
+    outfile.append_text(path, line + "\n")
 
 
 def write_details(path: str, details: dict) -> None:
-    """(Re)write `path` atomically with one JSON object: a reader never sees half a file.
-    Raises OSError."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".gpudisk-top-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(details, f, sort_keys=True)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """(Re)write `path` whole with one JSON object: a reader never sees half a file.
+    Raises OSError (outfile.OutputError)."""
+    with outfile.replaced(path) as f:
+        json.dump(details, f, sort_keys=True)
+        f.write("\n")
 
 
 def expand_argv(argv: tuple[str, ...], values: dict[str, str], pids: list[int]) -> list[str]:
@@ -70,73 +67,115 @@ def needs_pids(argv: tuple[str, ...]) -> bool:
 
 
 class CommandRunner:
-    """Starts alert commands and keeps track of them until they exit."""
+    """Starts alert commands and keeps track of them until they exit.  `warn(kind, line)`
+    gets one line per problem; kind groups repeats (the engine says them once a minute)."""
 
-    def __init__(self, warn, popen=subprocess.Popen, clock=time.monotonic) -> None:
+    def __init__(self, warn, popen=subprocess.Popen, clock=time.monotonic,
+                 max_running: int = MAX_RUNNING, max_waiting: int = MAX_WAITING) -> None:
         self.warn = warn
         self._popen = popen
         self._clock = clock
-        self._running: dict[str, tuple] = {}   # rule -> (process, started, timeout_s, argv0)
+        self.max_running = max_running
+        self.max_waiting = max_waiting
+        # (rule, subject) -> (process, started, timeout_s, argv0)
+        self._running: dict[tuple[str, str], tuple] = {}
+        # (rule, subject) -> (argv, env, timeout_s, output), oldest first
+        self._waiting: collections.OrderedDict = collections.OrderedDict()
         self.started = 0
 
     def start(self, rule: str, argv: list[str], env: dict[str, str], timeout_s: float,
-              output: str | None = None) -> bool:
-        """Start argv (no shell) with env; output appended to the file `output` if given,
-        else discarded.  False (and a warning) when it cannot start or still runs."""
+              output: str | None = None, subject: str = "") -> bool:
+        """Start argv (no shell) with env, or queue it; output appended to the file
+        `output` if given, else discarded.  True when it started now."""
+        key = (rule, subject)
         self.poll()
-        if rule in self._running:
-            self.warn(f"alert {rule}: its previous command ({self._running[rule][3]}) still "
-                      "runs; not started again")
-            return False
+        if key in self._running:
+            self.warn(f"{rule}:busy", f"alert {rule}: its previous command "
+                      f"({self._running[key][3]}) for {subject or 'the node'} still runs; "
+                      "this one starts when it ends")
+        self._waiting.pop(key, None)              # the newest replaces one still waiting
+        self._waiting[key] = (argv, env, timeout_s, output)
+        while len(self._waiting) > self.max_waiting:
+            (old_rule, old_subject), _ = self._waiting.popitem(last=False)
+            self.warn(f"{old_rule}:dropped", f"alert {old_rule}: more than "
+                      f"{self.max_waiting} commands wait; the oldest (for "
+                      f"{old_subject or 'the node'}) is not run")
+        self._start_waiting()
+        return key in self._running and key not in self._waiting
+
+    def _spawn(self, key, argv, env, timeout_s, output) -> bool:
+        rule = key[0]
         out = subprocess.DEVNULL
         try:
             if output is not None:
-                out = open(output, "ab")
+                out = os.fdopen(outfile.open_append(output), "ab")
             proc = self._popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                stderr=subprocess.STDOUT if output is not None else out,
                                close_fds=True, start_new_session=True)
         except OSError as err:
-            self.warn(f"alert {rule}: cannot run {argv[0]}: {err.strerror or err}")
+            self.warn(f"{rule}:start", f"alert {rule}: cannot run {argv[0]}: "
+                      f"{err.strerror or err}")
             return False
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
-        self._running[rule] = (proc, self._clock(), timeout_s, os.path.basename(argv[0]))
+        self._running[key] = (proc, self._clock(), timeout_s, os.path.basename(argv[0]))
         self.started += 1
         return True
 
+    def _start_waiting(self) -> None:
+        for key in list(self._waiting):
+            if len(self._running) >= self.max_running:
+                return
+            if key in self._running:
+                continue
+            argv, env, timeout_s, output = self._waiting.pop(key)
+            self._spawn(key, argv, env, timeout_s, output)
+
     def poll(self) -> None:
-        """Reap commands that ended; kill those past their timeout."""
+        """Reap commands that ended; kill those past their timeout; start waiting ones."""
         now = self._clock()
-        for rule, (proc, started, timeout_s, name) in list(self._running.items()):
+        for key, (proc, started, timeout_s, name) in list(self._running.items()):
+            rule = key[0]
             rc = proc.poll()
             if rc is None:
                 if now - started > timeout_s:
                     proc.kill()
                     proc.wait()
-                    del self._running[rule]
-                    self.warn(f"alert {rule}: command {name} killed after {timeout_s:g} s")
+                    del self._running[key]
+                    self.warn(f"{rule}:timeout", f"alert {rule}: command {name} killed after "
+                              f"{timeout_s:g} s")
                 continue
-            del self._running[rule]
+            del self._running[key]
             if rc != 0:
                 how = f"signal {-rc}" if rc < 0 else f"status {rc}"
-                self.warn(f"alert {rule}: command {name} exited with {how}")
+                self.warn(f"{rule}:status", f"alert {rule}: command {name} exited with {how}")
+        if self._waiting:
+            self._start_waiting()
 
     @property
     def running(self) -> int:
         self.poll()
         return len(self._running)
 
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
     def close(self, wait_s: float = 5.0) -> None:
-        """Wait up to wait_s for commands still running, then kill them."""
+        """Start what waits, wait up to wait_s for every command, then kill the rest."""
         deadline = self._clock() + wait_s
-        for rule, (proc, _, _, name) in list(self._running.items()):
-            try:
-                proc.wait(max(0.0, deadline - self._clock()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                del self._running[rule]
-                self.warn(f"alert {rule}: command {name} still ran at exit; killed")
-        self.poll()
+        while (self._running or self._waiting) and self._clock() < deadline:
+            self.poll()
+            if self._running or self._waiting:
+                time.sleep(0.02)
+        for key, (proc, _, _, name) in list(self._running.items()):
+            proc.kill()
+            proc.wait()
+            self.warn(f"{key[0]}:exit", f"alert {key[0]}: command {name} still ran at exit; "
+                      "killed")
+        for key in self._waiting:
+            self.warn(f"{key[0]}:exit", f"alert {key[0]}: a command for {key[1] or 'the node'} "
+                      "was still waiting at exit; not run")
         self._running.clear()
+        self._waiting.clear()

@@ -12,6 +12,14 @@ that subject; it fires once, when it reaches for_samples, and the same subject f
 only `cooldown_s` after its last firing: a new hold that reaches for_samples during the
 cooldown fires when the cooldown ends, if it still holds then.  Cooldowns are measured on
 the samples' monotonic clock, so a replay or the simulator behaves as a live node does.
+
+The processes an alert gives its command ({pid}, {pids}) are resolved exactly, never
+widened: those on the GPU, those whose files live on the device, the verdict's own; every
+GPU process only for a rule about the node (a host metric, free space).  None found: a
+command that needs them is not run.  On simulated data (--demo) nothing real happens:
+no command, no touch, no log file, unless the user asks with demo_actions, and even then
+no PIDs (simulated PIDs name nobody here).  Problems with actions are said once a minute
+per rule and kind, with a count.
 """
 
 from __future__ import annotations
@@ -25,7 +33,11 @@ from gpudisk_top.alerts import catalog
 from gpudisk_top.alerts.actions import (CommandRunner, append_line, expand_argv, iso_time,
                                         log_line, needs_pids, write_details)
 from gpudisk_top.alerts.rules import AlertRule
+from gpudisk_top.outfile import OutputError
+from gpudisk_top.textsafe import printable
+from gpudisk_top.errors import warn as warn_line
 from gpudisk_top.model.detect.job import device_stack
+from gpudisk_top.ratelimit import OncePer
 
 GB = 1000**3
 
@@ -70,13 +82,16 @@ class AlertEngine:
     environment."""
 
     def __init__(self, rules=(), stderr=sys.stderr, warn=None, source: str = "live",
-                 host_name: str | None = None, popen=None) -> None:
+                 host_name: str | None = None, popen=None, demo_actions: bool = False) -> None:
         self.rules: tuple[AlertRule, ...] = tuple(rules)
         self.stderr = stderr
-        self.warn = warn if warn is not None else _default_warn
+        self.warn = warn if warn is not None else warn_line
+        self._say = OncePer(self.warn)
         self.source = source
+        self.simulated = source != "live"
+        self.real_actions = not self.simulated or demo_actions
         self.host_name = host_name or socket.gethostname()
-        self.commands = CommandRunner(self.warn, **({"popen": popen} if popen else {}))
+        self.commands = CommandRunner(self._say, **({"popen": popen} if popen else {}))
         self._holds: dict[tuple[str, str], _Hold] = {}
         self._lock = threading.Lock()     # active() may be called from the UI thread
         self._last_fired_mono: dict[tuple[str, str], float] = {}
@@ -183,11 +198,11 @@ class AlertEngine:
                 mounts = ",".join(info.mountpoints) if info else ""
                 d.update(device=subject, mountpoint=mounts)
                 where = f"{subject} ({mounts})" if mounts else subject
-                pids = _pids(model, device=subject)
+                pids = _pids(model, lambda gpu, p: _uses(model, p, subject))
             elif family == "gpu":
                 d["gpu"] = subject
                 where = f"GPU {subject}"
-                pids = _pids(model, gpu=int(subject))
+                pids = _pids(model, lambda gpu, p: gpu == int(subject))
             else:
                 where = "host"
                 pids = _pids(model)
@@ -197,7 +212,8 @@ class AlertEngine:
             reason = getattr(verdict, "reason", "") or getattr(verdict, "raw_reason", "")
             d.update(state=value, value=value, reason=reason,
                      threshold="|".join(rule.states))
-            pids = _pids(model, host_pids=getattr(verdict, "processes", None))
+            job = set(getattr(verdict, "processes", None) or ())
+            pids = _pids(model, lambda gpu, p: p.pid in job)
             d["message"] = f"{rule.name}: {value} {held}" + (f": {reason}" if reason else "")
         else:
             fs = fs_by_path[subject]
@@ -215,38 +231,48 @@ class AlertEngine:
             d["message"] = (f"{rule.name}: {subject} has {gb:.1f} GB free{of} "
                             f"(below {limits}) {held}")
             pids = _pids(model)
+        if self.simulated:
+            pids = []                 # simulated PIDs name nobody on this machine
         d["pids"] = " ".join(map(str, pids))
         d["pid"] = str(pids[0]) if pids else ""
         return d
 
     def _act(self, rule: AlertRule, alert: Fired, details: dict) -> None:
         line = log_line(alert.wall_s, alert.message)
+        if self.simulated:
+            line += " (simulated)"
         if rule.log == "stderr":
             if self.stderr is not None:
                 try:
-                    self.stderr.write(line + "\n")
+                    self.stderr.write(printable(line) + "\n")
                     self.stderr.flush()
                 except (OSError, ValueError):
                     pass
-        elif rule.log is not None:
+        if not self.real_actions:
+            if rule.command or rule.touch is not None or rule.log not in (None, "stderr"):
+                self._say("demo", "alerts on simulated data (--demo) run no command and "
+                          "write no touch or log file; --demo-actions runs them")
+            return
+        if rule.log not in (None, "stderr"):
             try:
                 append_line(rule.log, line)
             except OSError as err:
-                self.warn(f"alert {rule.name}: cannot write {rule.log}: {err.strerror or err}")
+                self._say(f"{rule.name}:log", f"alert {rule.name}: {_why(err, rule.log)}")
         if rule.touch is not None:
             try:
                 write_details(rule.touch, {k: v for k, v in details.items()})
             except OSError as err:
-                self.warn(f"alert {rule.name}: cannot write {rule.touch}: {err.strerror or err}")
+                self._say(f"{rule.name}:touch", f"alert {rule.name}: {_why(err, rule.touch)}")
         if rule.command:
             pids = [int(p) for p in details["pids"].split()]
             if needs_pids(rule.command) and not pids:
-                self.warn(f"alert {rule.name}: no GPU process to give its command; not run")
+                self._say(f"{rule.name}:pids", f"alert {rule.name}: no GPU process "
+                          f"{_whose(rule, alert.subject)} to give its command; not run")
                 return
             argv = expand_argv(rule.command, details, pids)
             output = rule.log if rule.log not in (None, "stderr") else None
             self.commands.start(rule.name, argv, _command_env(alert.env), rule.timeout_s,
-                                output=output)
+                                output=output, subject=alert.subject)
 
 
 def _command_env(alert_env: dict[str, str]) -> dict[str, str]:
@@ -257,28 +283,37 @@ def _command_env(alert_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _pids(model, gpu: int | None = None, device: str | None = None,
-          host_pids=None) -> list[int]:
+def _pids(model, chosen=None) -> list[int]:
     """The PIDs (as this PID namespace sees them, so kill(1) works on them) of the GPU
-    compute processes an alert concerns: those on `gpu`, those in `host_pids`, or those
-    with files on `device`; every GPU process when none is selected or none matches."""
-    procs = []
+    compute processes for which chosen(gpu_index, process) is true, every one when chosen
+    is None.  Only processes mapped into this namespace: an unmapped host PID names nobody
+    here, or somebody else."""
+    out: list[int] = []
     for g in model.gpus:
         for p in g.processes:
-            if p.mapped and p.local_pid is not None and all(p.pid != q.pid for _, q in procs):
-                procs.append((g.index, p))
-    chosen = procs
-    if gpu is not None:
-        chosen = [(i, p) for i, p in procs if i == gpu]
-    elif host_pids:
-        chosen = [(i, p) for i, p in procs if p.pid in set(host_pids)] or procs
-    elif device is not None:
-        def uses(p) -> bool:
-            devs = (model.gpu_proc_io.get(p.pid) or {}).get("devices") or ()
-            return any(device in device_stack(model.devices, d) for d in devs)
-        chosen = [(i, p) for i, p in procs if uses(p)] or procs
-    return [p.local_pid for _, p in chosen]
+            if p.mapped and p.local_pid is not None and p.local_pid not in out:
+                if chosen is None or chosen(g.index, p):
+                    out.append(p.local_pid)
+    return out
 
 
-def _default_warn(line: str) -> None:
-    print(f"gpudisk-top: warning: {line}", file=sys.stderr, flush=True)
+def _uses(model, p, device: str) -> bool:
+    """Whether the GPU process's tree has files on `device` (through partitions, dm, md)."""
+    devs = (model.gpu_proc_io.get(p.pid) or {}).get("devices") or ()
+    return any(device in device_stack(model.devices, d) for d in devs)
+
+
+def _whose(rule: AlertRule, subject: str) -> str:
+    if rule.kind == "verdict":
+        return "of the verdict's job"
+    if rule.kind == "metric" and catalog.family(rule.metric) == "disk":
+        return f"with files on {subject}"
+    if rule.kind == "metric" and catalog.family(rule.metric) == "gpu":
+        return f"on GPU {subject}"
+    return "on this node"
+
+
+def _why(err: OSError, path: str) -> str:
+    if isinstance(err, OutputError):
+        return str(err)
+    return f"cannot write {path}: {err.strerror or err}"

@@ -18,6 +18,7 @@ import sys
 
 from gpudisk_top.alerts import AlertEngine, parse_alerts
 from gpudisk_top.errors import UsageError
+from gpudisk_top.errors import warn as warn_line
 from gpudisk_top.exporter.labels import parse_devices
 from gpudisk_top.exporter.options import (DEFAULT_JOB, DEFAULT_PUSH_INTERVAL_S,
                                           add_export_options, wants_hooks)
@@ -51,12 +52,12 @@ class SampleHooks:
     def __init__(self, sections: dict, listen: str | None = None, push: str | None = None,
                  push_interval_s: float = DEFAULT_PUSH_INTERVAL_S, push_job: str = DEFAULT_JOB,
                  dev_filter=None, source: str = "live", host_name: str | None = None,
-                 stderr=sys.stderr, warn=None) -> None:
-        warn = warn if warn is not None else _default_warn
+                 stderr=sys.stderr, warn=None, demo_actions: bool = False) -> None:
+        warn = warn if warn is not None else warn_line
         rules = sections.get("alerts") or ()
         self.watch = FreeSpaceWatch(watched_paths(sections))
         self.engine = AlertEngine(rules, stderr=stderr, warn=warn, source=source,
-                                  host_name=host_name)
+                                  host_name=host_name, demo_actions=demo_actions)
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
         if listen is not None or push is not None:
@@ -90,7 +91,7 @@ class SampleHooks:
                    push_interval_s=interval or DEFAULT_PUSH_INTERVAL_S,
                    push_job=getattr(args, "push_job", DEFAULT_JOB), dev_filter=dev_filter,
                    source=origin.get("source", "live"), host_name=origin.get("host_name"),
-                   **kwargs)
+                   demo_actions=getattr(args, "demo_actions", False), **kwargs)
 
     def start(self) -> "SampleHooks":
         """Bind the endpoint and start pushing.  Raises UsageError/RuntimeFailure (one
@@ -119,6 +120,3 @@ class SampleHooks:
             self.server.close()
         self.watch.close()
 
-
-def _default_warn(line: str) -> None:
-    print(f"gpudisk-top: warning: {line}", file=sys.stderr, flush=True)
