@@ -17,7 +17,8 @@ from gpudisk_top.commands import COMMANDS
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
-from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.errors import RuntimeFailure, UsageError, warn
+from gpudisk_top.textsafe import printable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +81,7 @@ def run_once(args) -> int:
     model = Model.new(second, first)
     verdict = one_interval(model, thresholds)
     for warning in second.warnings:
-        print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
+        warn(warning)
     if args.json:
         sys.stdout.write(once.render_json(model, dev_filter, origin, verdict) + "\n")
     else:
@@ -121,8 +122,77 @@ def run_dashboard(args) -> int:
     return 0
 
 
+class _Stdout:
+    """sys.stdout while a command runs: a write the system refuses (a full disk behind a
+    redirect, /dev/full, a hung-up terminal) becomes a one-line RuntimeFailure instead of
+    an internal error.  A reader that left (BrokenPipeError) stays what it is."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def _refused(self, err: OSError) -> RuntimeFailure:
+        return RuntimeFailure(f"cannot write to standard output: {err.strerror or err}")
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise self._refused(err) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise self._refused(err) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so that the interpreter's own flush at exit finds nowhere
+    to fail (else it prints "Exception ignored ..." after our one line)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def _error(err: Exception) -> None:
+    try:
+        print(f"gpudisk-top: error: {printable(str(err))}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    real_stdout = sys.stdout
+    sys.stdout = _Stdout(real_stdout)
+    try:
+        status = _main(argv)
+        sys.stdout.flush()
+        return status
+    except RuntimeFailure as err:
+        if "standard output" in str(err):
+            _silence_stdout()
+        _error(err)
+        return 1
+    except BrokenPipeError:
+        # `gpudisk-top --once | head`: the reader left; nothing to report
+        _silence_stdout()
+        return 0
+    finally:
+        sys.stdout = real_stdout
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv and argv[0] in COMMANDS:
             module = importlib.import_module(COMMANDS[argv[0]][0])
@@ -142,20 +212,18 @@ def main(argv: list[str] | None = None) -> int:
             return run_once(args)
         return run_dashboard(args)
     except UsageError as err:
-        print(f"gpudisk-top: error: {err}", file=sys.stderr)
+        _error(err)
         return 2
-    except RuntimeFailure as err:
-        print(f"gpudisk-top: error: {err}", file=sys.stderr)
-        return 1
+    except (RuntimeFailure, BrokenPipeError):
+        raise
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # `gpudisk-top --once | head`: the reader left; nothing to report
-        sys.stderr.close()
-        return 0
     except Exception as err:  # never a traceback for the user
         if os.environ.get("GPUDISK_TOP_DEBUG"):
             raise
-        print(f"gpudisk-top: internal error: {type(err).__name__}: {err} "
-              "(run with GPUDISK_TOP_DEBUG=1 for details)", file=sys.stderr)
+        try:
+            print(f"gpudisk-top: internal error: {type(err).__name__}: {printable(str(err))} "
+                  "(run with GPUDISK_TOP_DEBUG=1 for details)", file=sys.stderr)
+        except (OSError, ValueError):
+            pass
         return 1

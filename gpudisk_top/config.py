@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field, fields
 
@@ -34,6 +35,7 @@ class Config:
     thresholds: Thresholds = field(default_factory=Thresholds)
     # other top-level sections, each as its SECTION_PARSERS entry returned it
     sections: dict[str, object] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)   # a default file that could not be read
 
 
 class Context:
@@ -102,27 +104,34 @@ def _fail(path: str, text: str, table: str, key: str | None, message: str):
     raise ConfigError(f"{where}: {message}")
 
 
+MAX_CONFIG_BYTES = 1 << 20   # a config file is a few hundred lines; more is not one
+
+
 def load(path: str | None = None, required: bool = False) -> Config:
-    """Read the config file.  With no path, the XDG default is read if it exists.
-    Raises ConfigError for a file that is missing (when required), unreadable, not TOML,
-    or holds an unknown key or a bad value."""
+    """Read the config file.  With no path, the XDG default is read if it exists, and
+    one that cannot be read (another user's HOME, as with `su` or `docker exec -u`) gives
+    the defaults and a line in Config.warnings.  Raises ConfigError for a file that is
+    missing (when required), unreadable (when required), not a regular file, too large,
+    not TOML, or holds an unknown key or a bad value."""
     path = path or default_path()
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read(path)
     except FileNotFoundError:
         if required:
             raise ConfigError(f"{path}: no such config file") from None
-        config = Config()
-        ctx = Context(path, "")
-        config.sections = {name: parse({}, ctx) for name, parse in SECTION_PARSERS.items()}
-        config.thresholds = config.sections["detector"]
-        return config
+        return _defaults(path)
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+        if required:
+            raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+        config = _defaults(path)
+        config.warnings.append(f"cannot read the config file {path} ({err.strerror or err}); "
+                               "using the default settings")
+        return config
     text = data.decode("utf-8", errors="replace")
     try:
         doc = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     except tomllib.TOMLDecodeError as err:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(err))
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(err))
@@ -138,6 +147,39 @@ def load(path: str | None = None, required: bool = False) -> Config:
         config.sections[name] = parse_section(doc.get(name, {}), ctx)
     config.thresholds = config.sections["detector"]
     return config
+
+
+def _defaults(path: str) -> Config:
+    config = Config()
+    ctx = Context(path, "")
+    config.sections = {name: parse({}, ctx) for name, parse in SECTION_PARSERS.items()}
+    config.thresholds = config.sections["detector"]
+    return config
+
+
+def _read(path: str) -> bytes:
+    """The file's bytes.  Raises OSError (FileNotFoundError when there is none; ENOTDIR
+    counts as none), or ConfigError for a FIFO, device or directory (never opened to
+    block) or a file too large to be a config."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except NotADirectoryError:
+        raise FileNotFoundError(path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {st.st_size} bytes is too large for a config file")
+        chunks, total = [], 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{path}: too large for a config file")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _thresholds(path: str, text: str, table: dict) -> Thresholds:

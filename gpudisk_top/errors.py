@@ -1,8 +1,12 @@
-"""The two failures a user sees, each printed as one line by cli.main().
+"""The two failures a user sees, each printed as one line by cli.main(), and warnings.
 
 Exit status (an API): 0 success; 1 RuntimeFailure (nothing could be read or done, or an
 internal error); 2 UsageError (bad usage or bad input).
 """
+
+import sys
+
+from gpudisk_top.textsafe import printable
 
 
 class UsageError(Exception):
@@ -11,3 +15,12 @@ class UsageError(Exception):
 
 class RuntimeFailure(Exception):
     """Nothing could be read or done: printed as one line, exit status 1."""
+
+
+def warn(line: str) -> None:
+    """One warning line on stderr ("gpudisk-top: warning: ..."), made printable.  Never
+    raises: a closed or full stderr loses the warning, not the work."""
+    try:
+        print(f"gpudisk-top: warning: {printable(str(line))}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass

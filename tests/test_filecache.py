@@ -31,7 +31,7 @@ def test_a_regular_file_rewritten_in_place(tmp_path):
 
 def test_large_files_are_read_whole(tmp_path):
     path = tmp_path / "big"
-    text = "x" * (FileCache.CHUNK * 2 + 17)
+    text = "x" * (65536 * 2 + 17)
     path.write_text(text)
     assert FileCache().read(str(path)) == text
 
@@ -49,12 +49,21 @@ def test_a_file_that_goes_away_is_none_then_reopened(tmp_path):
     assert path not in cache._fds
 
 
-def test_open_files_are_bounded(tmp_path):
+def test_open_files_are_bounded():
     cache = FileCache(max_files=3)
-    for i in range(6):
-        p = tmp_path / f"f{i}"
-        p.write_text(str(i))
-        assert cache.read(str(p)) == str(i)
+    names = ("stat", "statm", "status", "io", "cmdline", "comm")
+    for name in names:
+        assert cache.read(f"/proc/self/{name}") is not None
     assert len(cache._fds) == 3
-    cache.forget(str(tmp_path))
+    cache.forget("/proc/self/")
     assert cache._fds == {}
+
+
+def test_only_pseudo_files_stay_open(tmp_path):
+    """A file on a disk (a --procfs copy) may be replaced by a rename: it is opened on
+    every read, so the new one is read; /proc files stay open."""
+    path = tmp_path / "f"
+    path.write_text("one\n")
+    cache = FileCache()
+    assert cache.read(str(path)) == "one\n" and cache._fds == {}
+    assert cache.read("/proc/self/stat") is not None and len(cache._fds) == 1

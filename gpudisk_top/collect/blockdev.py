@@ -11,7 +11,7 @@ import os
 import re
 
 from gpudisk_top.collect.diskstats import DiskCounters
-from gpudisk_top.collect.roots import Roots, read_first_line
+from gpudisk_top.collect.roots import Roots, read_first_line, read_text
 from gpudisk_top.collect.sample import DeviceInfo
 
 # Kernel names that are never real storage a job reads from.
@@ -132,11 +132,10 @@ class BlockDevices:
         path = self._mountinfo_path()
         own_namespace = path.endswith(os.path.join("self", "mountinfo"))
         out = []
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
+        text = read_text(path)
+        if text is None:
             return out
+        lines = text.splitlines()
         for line in lines:
             left, sep, right = line.partition(" - ")
             fields = left.split()

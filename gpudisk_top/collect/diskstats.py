@@ -11,9 +11,10 @@ they wrap at 2**32; every other counter is an `unsigned long` (64 bits on 64-bit
 
 from __future__ import annotations
 
+import errno
 from typing import NamedTuple
 
-from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.roots import Roots, read_bytes
 
 MASK32 = 0xFFFFFFFF
 MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -183,7 +184,6 @@ def read(roots: Roots, files=None) -> tuple[dict[str, DiskCounters], list[str]]:
     if files is not None:
         text = files.read(path)
         if text is None:
-            raise OSError(f"cannot read {path}")
+            raise OSError(errno.EIO, files.errors.get(path) or "cannot be read", path)
         return parse_checked(text)
-    with open(path, encoding="ascii", errors="replace") as f:
-        return parse_checked(f.read())
+    return parse_checked(read_bytes(path).decode("ascii", errors="replace"))

@@ -14,7 +14,7 @@ import os
 import re
 import time
 
-from gpudisk_top.collect.roots import Roots, read_text
+from gpudisk_top.collect.roots import Roots, open_source_file, read_bytes, read_text
 
 # include/linux/proc_ns.h: the inode number of the initial PID namespace, fixed since 3.8
 PROC_PID_INIT_INO = 0xEFFFFFFC
@@ -65,8 +65,7 @@ def read_cmdline(roots: Roots, pid: int) -> str | None:
     """The command line, NULs turned into spaces; None for a kernel thread, a zombie or
     an unreadable file."""
     try:
-        with open(roots.proc(str(pid), "cmdline"), "rb") as f:
-            raw = f.read()
+        raw = read_bytes(roots.proc(str(pid), "cmdline"))
     except OSError:
         return None
     text = raw.replace(b"\0", b" ").decode("utf-8", errors="replace").strip()
@@ -135,7 +134,7 @@ class PidMapper:
         answer = self._read(host_pid)
         if answer[4]:
             try:
-                fd = os.open(self.roots.proc(str(host_pid), "stat"), os.O_RDONLY | os.O_CLOEXEC)
+                fd = open_source_file(self.roots.proc(str(host_pid), "stat"))
             except OSError:
                 return answer
             if len(self._known) >= MAX_CACHED:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from gpudisk_top.collect.pidmap import read_cmdline
-from gpudisk_top.collect.roots import FileCache, Roots
+from gpudisk_top.collect.roots import FileCache, Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import ProcIoRaw
 
 DEVICES_REFRESH_S = 5.0
@@ -99,14 +99,6 @@ def parse_maps_devices(text: str) -> set[tuple[int, int]]:
     return {dev for key, dev in data.items() if key not in code}
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 @dataclass(slots=True)
 class _Known:
     start_ticks: int
@@ -173,7 +165,7 @@ class ProcIoCollector:
         """keep_open: a member read every sample keeps its file open; the scan of every
         process does not (it would hold a file of every process on the node)."""
         path = self.roots.proc(str(pid), "stat")
-        text = self.files.read(path) if keep_open else _read(path)
+        text = self.files.read(path) if keep_open else read_text(path)
         return parse_pid_stat(text) if text is not None else None
 
     def _trees(self, gpu_pids: dict[int, int]) -> dict[int, tuple[int, PidStat | None]]:
@@ -215,8 +207,8 @@ class ProcIoCollector:
         kids: list[int] = []
         for tid in tids:
             try:
-                with open(os.path.join(task_dir, tid, "children"), encoding="ascii") as f:
-                    kids.extend(int(v) for v in f.read().split())
+                children = read_bytes(os.path.join(task_dir, tid, "children"))
+                kids.extend(int(v) for v in children.split())
             except FileNotFoundError:
                 if not os.path.isdir(os.path.join(task_dir, tid)):
                     continue  # the thread exited meanwhile
@@ -299,7 +291,7 @@ class ProcIoCollector:
             if stat_mod.S_ISBLK(s.st_mode):
                 # a block device opened directly: its data lives on that device itself
                 devs.add((os.major(s.st_rdev), os.minor(s.st_rdev)))
-        maps = _read(self.roots.proc(str(pid), "maps"))
+        maps = read_text(self.roots.proc(str(pid), "maps"))
         if maps is not None:
             readable = True
             devs |= parse_maps_devices(maps)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 
-from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.errors import RuntimeFailure, UsageError, warn
 
 
 class Parser(argparse.ArgumentParser):
@@ -46,6 +45,10 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
                        help="read a simulated node instead of this one (default scenario: demo, "
                             "8 GPUs and 16 disks with starvation episodes); see --list-scenarios")
         g.add_argument("--seed", type=int, default=0, help="with --demo: the simulator's seed")
+        g.add_argument("--demo-actions", action="store_true",
+                       help="with --demo: let alert rules run their commands and write their "
+                            "touch and log files (never with PIDs: simulated PIDs name "
+                            "nobody here); by default nothing real happens under --demo")
 
 
 def add_detector_options(p: argparse.ArgumentParser) -> None:
@@ -65,10 +68,13 @@ def load_config(args):
     from gpudisk_top import config
 
     try:
-        return config.load(getattr(args, "config", None),
-                           required=getattr(args, "config", None) is not None)
+        cfg = config.load(getattr(args, "config", None),
+                          required=getattr(args, "config", None) is not None)
     except config.ConfigError as err:
         raise UsageError(f"config: {err}") from None
+    for line in cfg.warnings:
+        warn(line)
+    return cfg
 
 
 def thresholds_from(args, cfg=None):
@@ -102,8 +108,8 @@ def roots_from(args):
     except SourceError as err:
         raise RuntimeFailure(str(err)) from None
     if not os.path.isdir(roots.sysfs):
-        print(f"gpudisk-top: warning: --sysfs {roots.sysfs}: no such directory; "
-              "device classes and mountpoints will be unknown", file=sys.stderr)
+        warn(f"--sysfs {roots.sysfs}: no such directory; "
+             "device classes and mountpoints will be unknown")
     return roots
 
 
@@ -111,6 +117,8 @@ def open_source(args):
     """(source, virtual, origin): the live Sampler, or the simulator for --demo.  Both have
     sample() and close(); `virtual` says the source keeps its own clock (no need to sleep
     between samples); `origin` says where the numbers come from, for every output."""
+    if getattr(args, "demo_actions", False) and not getattr(args, "demo", None):
+        raise UsageError("--demo-actions needs --demo")
     if getattr(args, "demo", None):
         from gpudisk_top.sim import BUILTIN_NAMES, Simulator, builtin
 
@@ -124,4 +132,4 @@ def open_source(args):
     from gpudisk_top.collect.sampler import Sampler
     from gpudisk_top.output.once import live_origin
 
-    return Sampler(roots_from(args)), False, live_origin()
+    return Sampler(roots_from(args), interval_s=args.interval), False, live_origin()

@@ -12,6 +12,7 @@ import platform
 import re
 
 from gpudisk_top import __version__
+from gpudisk_top.textsafe import printable
 from gpudisk_top.model.disk import RATE_FIELDS
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.host import host_as_json
@@ -217,4 +218,4 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
              "", *_disk_lines(model, dev_filter)]
     if model.sample.warnings:
         parts += ["", *(f"warning: {w}" for w in model.sample.warnings)]
-    return "\n".join(parts) + "\n"
+    return printable("\n".join(parts) + "\n", newlines=True)
