@@ -112,6 +112,12 @@ def _add(fam, labels, value, factor=1):
         fam.add_metric(labels, float(value) * factor)
 
 
+def sample_age(age_s: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(P + "sample_age_seconds", "Seconds since the latest sample was "
+                             "handed to the exporter; past 3 intervals the data series are "
+                             "left out (sampling stalled).", value=age_s)
+
+
 class Renderer:
     """Frame -> metric families.  `labels` adds user labels to disk series; `dev_filter`
     chooses the disks, as the disk table does (whole disks and dm/md that did I/O)."""
@@ -123,10 +129,11 @@ class Renderer:
         self.alert_names = tuple(alert_names)
         self.source = source
 
-    def render(self, frame: Frame | None) -> list:
-        """Every family; before the first update, only build_info."""
+    def render(self, frame: Frame | None, stalled: bool = False) -> list:
+        """Every family; before the first update, only build_info; for a frame too old to
+        be served as now (stalled), only the meta families."""
         out = self._meta(frame)
-        if frame is None:
+        if frame is None or stalled:
             return out
         out += self._gpus(frame.model)
         out += self._disks(frame.model, frame.verdict)

@@ -18,11 +18,19 @@ from gpudisk_top.exporter.options import DEFAULT_JOB
 
 
 def check_push_url(url: str) -> str:
-    """The URL, if it is an http(s) URL with a host.  Raises UsageError otherwise."""
-    parts = urllib.parse.urlparse(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"--push {url!r}: give the Pushgateway's URL, e.g. "
-                         "http://pushgateway:9091")
+    """The URL, if it is an http(s) URL with a host and, if any, a port that exists.
+    Raises UsageError otherwise."""
+    hint = "give the Pushgateway's URL, e.g. http://pushgateway:9091"
+    try:
+        parts = urllib.parse.urlparse(url)
+        port = parts.port                       # ValueError past 65535 or not a number
+        host = parts.hostname
+    except ValueError as err:                   # 'http://[::1' (an unclosed bracket), ...
+        raise UsageError(f"--push {url!r}: {err}; {hint}") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise UsageError(f"--push {url!r}: {hint}")
+    if port == 0:
+        raise UsageError(f"--push {url!r}: port 0 is not a port to push to; {hint}")
     return url
 
 

@@ -14,16 +14,18 @@ never waits on sampling.  prometheus_client's global REGISTRY is not touched.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 import threading
+import time
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.process_collector import ProcessCollector
 
-from gpudisk_top.errors import RuntimeFailure, UsageError
-from gpudisk_top.exporter.families import Frame, Renderer, episode_counts
+from gpudisk_top.errors import RuntimeFailure, UsageError, warn
+from gpudisk_top.exporter.families import Frame, Renderer, episode_counts, sample_age
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.exporter.options import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
 from gpudisk_top.model.select import DeviceFilter
@@ -59,29 +61,48 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-class ModelCollector:
-    """A prometheus_client collector over the latest Frame; thread-safe."""
+STALE_INTERVALS = 3       # a frame older than this many intervals is not served as now
+MIN_STALE_S = 5.0
 
-    def __init__(self, renderer: Renderer) -> None:
+
+class ModelCollector:
+    """A prometheus_client collector over the latest Frame; thread-safe.
+
+    Every scrape also gets gpudisk_top_sample_age_seconds.  When sampling stalls (a
+    source that blocks), a frame older than STALE_INTERVALS intervals is not served as
+    if it were now: only the meta series and the age remain, so the data series go
+    stale in Prometheus instead of repeating old numbers."""
+
+    def __init__(self, renderer: Renderer, clock=time.monotonic) -> None:
         self.renderer = renderer
+        self._clock = clock
         self._lock = threading.Lock()
         self._frame: Frame | None = None
+        self._frame_at: float | None = None
         self._rendered_for: Frame | None = None
         self._rendered: list = renderer.render(None)
 
     def set_frame(self, frame: Frame) -> None:
         with self._lock:
             self._frame = frame
+            self._frame_at = self._clock()
 
     def collect(self):
         with self._lock:
-            frame = self._frame
-            if frame is self._rendered_for and frame is not None:
-                return list(self._rendered)
+            frame, at = self._frame, self._frame_at
+        if frame is None:
+            return list(self._rendered)
+        age_s = self._clock() - at
+        interval_s = getattr(frame.model, "interval_s", 0.0) or 1.0
+        if age_s > max(MIN_STALE_S, STALE_INTERVALS * interval_s):
+            return self.renderer.render(frame, stalled=True) + [sample_age(age_s)]
+        with self._lock:
+            if frame is self._rendered_for:
+                return list(self._rendered) + [sample_age(age_s)]
         families = self.renderer.render(frame)
         with self._lock:
             self._rendered_for, self._rendered = frame, families
-        return list(families)
+        return list(families) + [sample_age(age_s)]
 
 
 def metrics_app(registry):
@@ -112,6 +133,9 @@ class _QuietHandler(WSGIRequestHandler):
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    # socketserver's default backlog of 5 made scrapes from 20 clients at once wait a
+    # second (SYN retransmits) at the 99th percentile; the kernel caps this at somaxconn
+    request_queue_size = 128
 
 
 class MetricsServer:
@@ -163,6 +187,10 @@ class MetricsServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.5},
                                         name="gpudisk-top metrics", daemon=True)
         self._thread.start()
+        if not _loopback(host):
+            warn(f"--listen {self.listen}: every host that can reach this one can read its "
+                 "metrics (GPU process names, devices, mountpoints); 127.0.0.1 keeps them "
+                 "on this node")
         return self
 
     @property
@@ -205,6 +233,15 @@ class MetricsServer:
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry).decode("utf-8")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False              # a name: it may resolve to any interface
 
 
 def _bind_error(listen: str, host: str, port: int, err: OSError) -> Exception:

@@ -58,7 +58,8 @@ from gpudisk_top.record.rotate import Rotation
 SYNC_INTERVAL_S = 1.0
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room: compacting may make some
 ROOM_MARGIN_BYTES = 64 * 1024   # free space kept beyond the next block's estimate
-MIN_EARLY_BLOCK = 8             # rows at least, before the tail is compacted early
+MIN_EARLY_BLOCK = 8             # rows at least, before the tail is compacted early: a block
+                                # of fewer is larger than its rows (its own process table)
 LZMA_PRESET = 6           # blocks: 6 is 10 % smaller than 0 for a few ms a block (bench)
 
 
@@ -99,6 +100,7 @@ class Recorder:
         self._file_first_wall_s: float | None = None
         self._dirty = False
         self._bytes_per_sample = 400.0    # of a block, for --max-size before the first one
+        self._largest_write = 0           # the largest row or summary frame of the session
         if summaries:
             from gpudisk_top.record import derived  # the model: only when summaries are made
             from gpudisk_top.model.detect import Thresholds
@@ -262,8 +264,18 @@ class Recorder:
                 raise RuntimeFailure(f"{self.path}: the recorder is closed")
             rot = self.rotation
             if rot is not None and self._session_samples:
-                est = int(self._tail_start + (len(self._rows) + 1) * self._bytes_per_sample)
-                if rot.due(est, 0, self._file_first_wall_s, sample.wall_s):
+                # the next frame (a row, or a minute's summaries), and the block the tail
+                # becomes (written beside the rows before it replaces them): the most the
+                # file can take up before it shrinks again
+                peak = self._size + self._largest_write + self._block_bytes(1)
+                if (rot.part_bytes is not None and peak > rot.part_bytes
+                        and len(self._rows) >= MIN_EARLY_BLOCK):
+                    # rows take several times the room of their block: compact before the
+                    # file outgrows its part of --max-size, not only every SEGMENT_SAMPLES
+                    # (fewer rows than MIN_EARLY_BLOCK would make a block larger than them)
+                    self._commit()
+                    peak = self._size + self._largest_write + self._block_bytes(1)
+                if rot.due(peak, 0, self._file_first_wall_s, sample.wall_s):
                     self._rotate(sample.wall_s)
             if self._fd is None:
                 return self._drop("cannot-open", f"cannot write {self.path}: it could not be "
@@ -336,6 +348,10 @@ class Recorder:
         self._warn(kind, line)
         return line
 
+    def _block_bytes(self, more: int = 0) -> int:
+        """What a block of the tail (and `more` samples) would take, from the last one."""
+        return int((len(self._rows) + more) * self._bytes_per_sample) + frames.HEADER_SIZE
+
     def _short_of_room(self) -> bool:
         """True while the free space left could not take a block of the tail beside its
         rows: compact now, while a block can still be written safely (see the module's
@@ -347,7 +363,7 @@ class Recorder:
         except OSError:
             return False
         free = st.f_bavail * st.f_frsize
-        need = 2 * self._bytes_per_sample * len(self._rows) + ROOM_MARGIN_BYTES
+        need = 2 * self._block_bytes() + ROOM_MARGIN_BYTES
         return free < need
 
     def _stop_summaries(self, err: Exception) -> None:
@@ -469,6 +485,7 @@ class Recorder:
                 pass
             raise
         self._size += len(data)
+        self._largest_write = max(self._largest_write, len(data))
         self._dirty = True
 
     def _end_session(self, reason: str) -> None:

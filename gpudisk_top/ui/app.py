@@ -184,8 +184,9 @@ class GpuDiskApp(App):
             out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
         if self.latest is not None and hung(self.latest.model.gpu_status):
             out.append("NVML HUNG")
-        if self.feed.sink_error is not None:
-            out.append(f"NOT RECORDING: {self.feed.sink_error[:60]}")
+        sink_error = getattr(self.feed, "sink_error", None)   # a live feed's recorder
+        if sink_error is not None:
+            out.append(f"NOT RECORDING: {sink_error[:60]}")
         last = self.feed.last_update_mono
         if self.autostart and last is not None:
             late = time.monotonic() - last

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -9,25 +10,28 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from gpudisk_top.textsafe import printable
 from gpudisk_top.ui.format import clock, duration
 
 
-def _describe(ep, now_s: float) -> str:
+def _describe(ep, now_s: float) -> Text:
     end = "open" if ep.open else clock(ep.end_wall_s)
-    return (f"#{ep.id} {ep.state}  {clock(ep.start_wall_s)}–{end}  "
-            f"({duration(ep.duration_s(now_s))})  GPU {','.join(map(str, ep.gpus)) or '-'}  "
-            f"{','.join(ep.devices) or ''}")
+    # Text, not a str: a str would be read as markup, and evidence quotes command lines
+    # ("python train.py --tags [a,b]") that must show as they are
+    return Text(printable(f"#{ep.id} {ep.state}  {clock(ep.start_wall_s)}–{end}  "
+                          f"({duration(ep.duration_s(now_s))})  "
+                          f"GPU {','.join(map(str, ep.gpus)) or '-'}  {','.join(ep.devices) or ''}"))
 
 
-def evidence(ep, now_s: float) -> str:
-    lines = [f"[b]{ep.state}[/b]  episode #{ep.id}, {duration(ep.duration_s(now_s))}"
-             + ("  (still open)" if ep.open else ""),
-             "", ep.reason or "(no evidence)"]
+def evidence(ep, now_s: float) -> Text:
+    lines = ["", ep.reason or "(no evidence)"]
     if ep.advice:
         lines += ["", f"advice: {ep.advice}"]
     lines += ["", f"GPUs: {', '.join(map(str, ep.gpus)) or '-'}   devices: "
               f"{', '.join(ep.devices) or '-'}   processes: {', '.join(map(str, ep.processes)) or '-'}"]
-    return "\n".join(lines)
+    head = f"  episode #{ep.id}, {duration(ep.duration_s(now_s))}" + ("  (still open)" if ep.open else "")
+    return Text.assemble((ep.state, "bold"), head, "\n",
+                         printable("\n".join(lines), newlines=True))
 
 
 class EpisodesScreen(ModalScreen):

@@ -9,6 +9,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gpudisk_top.textsafe import printable
+
 Line = list[tuple[str, Style]]  # runs of text with one style each
 
 
@@ -16,8 +18,10 @@ _PAD = Style()
 
 
 def strip(line: Line, width: int) -> Strip:
-    # never a None style: Textual's NO_COLOR (monochrome) filter cannot take one
-    segments = [Segment(text, style or _PAD) for text, style in line if text]
+    # never a None style: Textual's NO_COLOR (monochrome) filter cannot take one; text
+    # from the machine (a process's name, a device's) may hold escape sequences: a
+    # Segment goes to the terminal as it is, so every one is made printable here
+    segments = [Segment(printable(text), style or _PAD) for text, style in line if text]
     return Strip(segments).crop_extend(0, width, _PAD)
 
 
