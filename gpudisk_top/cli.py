@@ -80,7 +80,7 @@ def run_once(args) -> int:
                              + "; ".join(second.warnings or ["no diskstats, no stat"]))
     model = Model.new(second, first)
     verdict = one_interval(model, thresholds)
-    for warning in second.warnings:
+    for warning in [*second.warnings, *model.warnings]:
         warn(warning)
     if args.json:
         sys.stdout.write(once.render_json(model, dev_filter, origin, verdict) + "\n")

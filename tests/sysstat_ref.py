@@ -11,10 +11,40 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
+
+
+# An iostat from sysstat 12.7.3 or later (which prints 0 for a counter that went down),
+# for the comparison that Debian's package (12.6.1) cannot give: build one from sysstat's
+# git tag (./configure && make iostat, in a copy outside this tree) and name it here.
+NEWER_ENV = "GPUDISK_TOP_IOSTAT_12_7"
+
+
+def version(binary: str) -> tuple[int, ...] | None:
+    """sysstat's version of an iostat binary, e.g. (12, 6, 1), or None."""
+    try:
+        out = subprocess.run([binary, "-V"], capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    m = re.search(r"sysstat version (\d+)\.(\d+)\.(\d+)", out.stdout + out.stderr)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def newer_iostat() -> tuple[str | None, str]:
+    """(path of an iostat >= 12.7.3, "") or (None, why there is none)."""
+    path = os.environ.get(NEWER_ENV)
+    if not path:
+        return None, (f"set {NEWER_ENV} to an iostat built from sysstat >= 12.7.3 (e.g. git tag "
+                      "v12.7.9: ./configure && make iostat); Debian's package is 12.6.1")
+    v = version(path)
+    if v is None or v < (12, 7, 3):
+        return None, f"{NEWER_ENV}={path} is not an iostat >= 12.7.3 (version {v})"
+    return path, ""
 
 
 def available() -> str | None:
@@ -31,8 +61,9 @@ def available() -> str | None:
     return None
 
 
-def run_iostat(snapshots: list[str], uptimes_cs: list[int]) -> list[dict[str, dict]]:
-    """iostat -x -p ALL's report for each interval of the sequence.
+def run_iostat(snapshots: list[str], uptimes_cs: list[int],
+               binary: str = "iostat") -> list[dict[str, dict]]:
+    """iostat -x -p ALL's report for each interval of the sequence (binary: which iostat).
 
     snapshots[i] is the diskstats text at uptime uptimes_cs[i] (centiseconds).  Returns
     len(snapshots) - 1 reports, each {device: {iostat JSON field: value}}.
@@ -53,7 +84,7 @@ def run_iostat(snapshots: list[str], uptimes_cs: list[int]) -> list[dict[str, di
         put(0)
         script = (f"mount --bind {up_path} /proc/uptime && "
                   f"mount --bind {disk_path} /proc/diskstats && "
-                  f"exec iostat -x -d -p ALL -y -o JSON 1 {len(snapshots) - 1}")
+                  f"exec {shlex.quote(binary)} -x -d -p ALL -y -o JSON 1 {len(snapshots) - 1}")
         proc = subprocess.Popen(["unshare", "-m", "sh", "-c", script],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # iostat reads sample 0 at once, then one sample a second; write each next

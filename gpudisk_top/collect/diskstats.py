@@ -132,19 +132,35 @@ def _parse_line(line: str) -> tuple[str, DiskCounters, int] | None:
 
 
 def parse(text: str) -> dict[str, DiskCounters]:
-    """Parse /proc/diskstats text into {device name: DiskCounters}.
+    """Parse /proc/diskstats text into {device name: DiskCounters}, reading it as iostat
+    does (sysstat 12.6.1 iostat.c read_diskstats_stat_work).
 
     A malformed line (too few fields, a garbled number before the 14th field) is skipped
-    and parsing goes on; this function never raises on bad text.
+    and parsing goes on; a name on two lines keeps the last one, as iostat does.  This
+    function never raises on bad text.
     """
     return parse_checked(text)[0]
 
 
-def parse_checked(text: str) -> tuple[dict[str, DiskCounters], list[str]]:
-    """Like parse(), and also one warning per line that was skipped or read only in part."""
+def parse_checked(text: str,
+                  whole_lines: bool = False) -> tuple[dict[str, DiskCounters], list[str]]:
+    """Like parse(), and also one warning per line that was skipped, read only in part,
+    repeated, or cut off without its newline.
+
+    whole_lines: also skip a last line that has no newline.  The kernel ends every line
+    of /proc/diskstats with one, so such a line was cut mid-number (a partial read, or a
+    file that someone rewrites in place while we read it) and its last counter may have
+    lost digits.  iostat's fgets() reads it anyway, so parse() does too; the sampler
+    (read()) does not, so a cut number never reaches the model.
+    """
     out: dict[str, DiskCounters] = {}
+    line_of: dict[str, int] = {}
     warnings: list[str] = []
-    for lineno, full_line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    # splitlines() also splits at \r, \v and other separators the kernel never prints;
+    # only "\n" counts as the end of the last line
+    cut_last = bool(lines) and not text.endswith("\n") and bool(lines[-1].strip())
+    for lineno, full_line in enumerate(lines, 1):
         # iostat reads lines with fgets(line, 256, fp): a line of 255 characters or more
         # (only possible with counters near 2**64) is read as 255-character pieces, each
         # parsed on its own.  Do the same so both tools see the same devices.
@@ -162,11 +178,27 @@ def parse_checked(text: str) -> tuple[dict[str, DiskCounters], list[str]]:
                                     f"{line.strip()[:60]!r}")
                 continue
             name, counters, ntokens = parsed
+            if cut_last and lineno == len(lines):
+                if whole_lines:
+                    warnings.append(f"diskstats line {lineno} ({name}) has no newline: the file "
+                                    "was cut mid-line (a partial read or a rewrite in place); "
+                                    "the line was not used")
+                    continue
+                warnings.append(f"diskstats line {lineno} ({name}) has no newline: the file was "
+                                "cut mid-line, so its last counter may have lost digits")
             if counters.nfields < min(ntokens, 20):
                 warnings.append(
                     f"diskstats line {lineno} ({name}) is garbled after field {counters.nfields}; "
                     f"read the first {counters.nfields} fields, as iostat does")
+            if name in out:
+                # iostat's add_list_device() finds the name already in its list ("Device
+                # found in list") and read_diskstats_stat_work() overwrites its stats with
+                # this line's: the last line wins.  A kernel never prints a name twice, so
+                # say so: the text is not one consistent read.
+                warnings.append(f"diskstats lines {line_of[name]} and {lineno} both name {name}; "
+                                "the last one is used, as iostat does")
             out[name] = counters
+            line_of[name] = lineno
     return out, warnings
 
 
@@ -185,5 +217,5 @@ def read(roots: Roots, files=None) -> tuple[dict[str, DiskCounters], list[str]]:
         text = files.read(path)
         if text is None:
             raise OSError(errno.EIO, files.errors.get(path) or "cannot be read", path)
-        return parse_checked(text)
-    return parse_checked(read_bytes(path).decode("ascii", errors="replace"))
+        return parse_checked(text, whole_lines=True)
+    return parse_checked(read_bytes(path).decode("ascii", errors="replace"), whole_lines=True)

@@ -1,16 +1,40 @@
-"""Disk rates from two diskstats samples, with sysstat 12.x `iostat -x` semantics.
+"""Disk rates from two diskstats samples: `iostat -x` formulas, and a check that drops an
+interval no device could have produced.
 
-Every formula below is the one in sysstat's iostat.c (write_ext_stat, write_plain_ext_stat)
-and common.c (compute_ext_disk_stats), with `itv` the interval in 1/100 s and
-S_VALUE(m, n, p) = (n - m) / p * 100.  Differences are taken in the counter's own C type,
-so a wrapped counter gives the same number iostat prints:
+Formulas.  Every formula below is the one in sysstat 12.6.1 (the Debian/Ubuntu package
+that tests/test_iostat_reference.py runs): iostat.c write_ext_stat() and
+write_json_ext_stat(), and rd_stats.c compute_ext_disk_stats(), with `itv` the interval in
+1/100 s and S_VALUE(m, n, p) = (n - m) / p * 100 (common.h).  Differences are taken in the
+counter's own C type, so a wrapped counter gives the number 12.6.1 prints:
   - the *_ticks fields are `unsigned int`: differences are modulo 2**32;
   - ios, merges and sectors are `unsigned long`: differences are modulo 2**64.
+rates() and device_rates() are exactly that, for every input (the public API).
+
+Where sysstat >= 12.7.3 differs.  Commits c43167c and 3442cec ("iostat: Try to avoid
+negative values", sysstat issue #355, in 12.7.3 and every later release) print 0.0 for a
+column whose counter went down, e.g. iostat.c write_json_ext_stat():
+    ioi->rd_ios < ioj->rd_ios ? 0.0 : S_VALUE(ioj->rd_ios, ioi->rd_ios, itv)
+and rd_stats.c compute_ext_disk_stats():
+    xds->util = sdc->tot_ticks < sdp->tot_ticks ? 0.0 : S_VALUE(sdp->tot_ticks, sdc->tot_ticks, itv);
+That is applied to r/s w/s d/s f/s, the kB/s and rqm/s columns, aqu-sz and %util, while
+%rrqm, the awaits and the request sizes still take the wrapped difference (only their
+`ios - ios ?` test became `ios > ios ?`).  So 12.7.3+ prints a mix of zeros and garbage
+for a counter that went down, and prints %util and aqu-sz 0.00 when a 32-bit tick
+counter wraps for real (after 49.7 days of busy time), where 12.6.1 is right.  We follow
+12.6.1's arithmetic and do not copy the zeros.
+
+Flag and drop (our own rule).  A zero is as wrong as 9.2e18 for an interval whose
+counters cannot be trusted, and would reach the detector, alerts and Prometheus as a
+real value.  implausible() says, in one line, why one device's interval is physically
+impossible (a counter went down, more busy time than wall time, more requests or bytes
+than any device moves); checked_rates() leaves such a device out of the rates and returns
+the reason, and the Model shows it as n/a with that reason (model/snapshot.py).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, fields
 
 from gpudisk_top.collect.diskstats import MASK32, MASK64, DiskCounters
@@ -79,11 +103,23 @@ def _rqm_pct(merges: int, ios: int) -> float:
     return merges / total * 100.0 if total else 0.0
 
 
-def device_rates(cur: DiskCounters, prev: DiskCounters | None, interval_s: float) -> DiskRates:
-    """Rates of one device.  prev None (a device that just appeared) compares against
-    zeros, as sysstat does for a device it has not seen before (its stats start zeroed)."""
+def _base(cur: DiskCounters, prev: DiskCounters | None) -> DiskCounters:
+    """What cur is compared against: prev, or zeros for a device that just appeared (iostat
+    starts a device it has not seen with zeroed stats: add_list_device() memsets them)
+    or one that was removed and created again (is_reset)."""
     if prev is None or is_reset(cur, prev):
-        prev = _ZERO
+        return _ZERO
+    return prev
+
+
+def device_rates(cur: DiskCounters, prev: DiskCounters | None, interval_s: float) -> DiskRates:
+    """Rates of one device, as iostat 12.6.1 prints them.  prev None (a device that just
+    appeared) compares against zeros, as sysstat does for a device it has not seen before."""
+    return _rates_from(cur, _base(cur, prev), interval_s)
+
+
+def _rates_from(cur: DiskCounters, prev: DiskCounters, interval_s: float) -> DiskRates:
+    """device_rates() against prev as it is (already _base()'s choice)."""
     itv = _itv_cs(interval_s)
     # S_VALUE(m, n, itv) = (n - m) / itv * 100, written out below for each counter
     rd_ios = (cur.rd_ios - prev.rd_ios) & MASK64
@@ -137,7 +173,8 @@ _ZERO = DiskCounters.zero()
 
 def rates(prev: dict[str, DiskCounters], cur: dict[str, DiskCounters],
           interval_s: float) -> dict[str, DiskRates]:
-    """Rates for every device in `cur` over `interval_s` seconds.
+    """Rates for every device in `cur` over `interval_s` seconds, as iostat 12.6.1 prints
+    them, impossible intervals included (checked_rates() drops those).
 
     A device missing from `cur` (it vanished) has no entry, as iostat skips a device that
     no longer exists; one missing from `prev` (it appeared) is compared against zeros.
@@ -145,3 +182,137 @@ def rates(prev: dict[str, DiskCounters], cur: dict[str, DiskCounters],
     and non-negative.
     """
     return {name: device_rates(c, prev.get(name), interval_s) for name, c in cur.items()}
+
+
+# ------------------------------------------------------------------ what a device can do
+# Requests (or merges) per second, per kind (read, write, discard, flush).  The fastest
+# block devices complete about 1e7 requests a second (a PCIe 5.0 NVMe drive about 3e6
+# 4 KiB reads; null_blk, which completes in memory, about 1e7 on a large machine), and
+# a dm or md stripe over a dozen of them stays under 1e8.  A merge is a bio the block
+# layer folded into a request, which costs it as much as a request, so merges get the
+# same ceiling.  Ten times anything measured: a real interval never comes near it.
+MAX_OPS_S = 1e8
+# Bytes read, or written, per second.  Data read or written crosses PCIe and memory: a
+# PCIe 5.0 x16 link carries 6.3e10 B/s and a two-socket server has about ten of them,
+# below its memory bandwidth (~1e12 B/s).  Discards get no byte ceiling: they move no
+# data, and one request can trim a whole device in milliseconds (their d/s is still
+# bounded by MAX_OPS_S).  Writes include REQ_OP_WRITE_ZEROES (the kernel's
+# op_stat_group() counts it as a write); a device that zeroes by offload faster than
+# this would see that interval dropped, with this ceiling as the reason.
+MAX_DATA_BYTES_S = 1e12
+# %util: io_ticks (tot_ticks) counts the time with at least one request in flight, so it
+# cannot grow by more than the wall time.  Two things let it look a little longer than
+# our interval: the kernel counts it in jiffies (jiffies_to_msecs(), 10 ms at HZ=100),
+# so each of the two reads may be up to a jiffy late or early (20 ms); and we stamp
+# each sample's clock just before reading diskstats (collect/sampler.py), so a sampler
+# thread delayed between the two in one sample and not in the other sees a longer
+# kernel interval than it measured (10 %: 100 ms at 1 s, 25 ms at the dashboard's
+# shortest 0.25 s).  Beyond that, the kernel's own accounting added time from before the
+# interval (update_io_ticks() adds the whole time since its last stamp when a request
+# completes: on kernels that do not also bring io_ticks up to date when diskstats is
+# read, a request in flight across our read lands whole in the next interval, and a race
+# on that stamp reported on LKML in February 2026 gave %util 100.30 on a nearly idle
+# disk), or the read was not one consistent snapshot; either way %util means nothing
+# for that interval.
+BUSY_SLACK_FACTOR = 1.1
+BUSY_SLACK_MS = 20.0
+# A 32-bit tick counter's modular difference above 2**31 is a decrease, not a wrap: to
+# advance that far for real, requests completing in one interval would need 24.8 days
+# of summed time (rd_ticks adds each request's whole duration when it completes).
+TICK_HALF_RANGE = 1 << 31
+
+_FIELD_INDEX = {f: i for i, f in enumerate(DiskCounters._fields)}
+# ios, merges and sectors: `unsigned long`, 64 bits on the 64-bit kernels GPU nodes run.
+# Going down is never a wrap: 2**64 sectors is 9.4e21 bytes, 300 years at
+# MAX_DATA_BYTES_S, and 2**64 requests take 5,800 years at MAX_OPS_S.  (A 32-bit
+# kernel's counters wrap at 2**32, which this rule would flag; sysstat >= 12.7.3 prints
+# 0 for those too.)
+_U64_NAMES = ("rd_ios", "rd_merges", "rd_sectors", "wr_ios", "wr_merges", "wr_sectors",
+              "dc_ios", "dc_merges", "dc_sectors", "fl_ios")
+# the millisecond counters; ios_pgr (requests in flight) is a reading, not a counter
+_TICK_NAMES = ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks", "tot_ticks", "rq_ticks")
+# (these run for every device every second: C-level getters, then Python only to word
+# the reason of an interval that fails)
+_u64_of = operator.itemgetter(*(_FIELD_INDEX[f] for f in _U64_NAMES))
+_ticks_of = operator.itemgetter(*(_FIELD_INDEX[f] for f in _TICK_NAMES))
+_ops_of = operator.attrgetter("r_s", "w_s", "d_s", "f_s", "rrqm_s", "wrqm_s", "drqm_s")
+_data_of = operator.attrgetter("rkb_s", "wkb_s")
+# (attribute, iostat column, ceiling in the attribute's unit)
+_CEILINGS = (
+    ("r_s", "r/s", MAX_OPS_S), ("w_s", "w/s", MAX_OPS_S), ("d_s", "d/s", MAX_OPS_S),
+    ("f_s", "f/s", MAX_OPS_S), ("rrqm_s", "rrqm/s", MAX_OPS_S),
+    ("wrqm_s", "wrqm/s", MAX_OPS_S), ("drqm_s", "drqm/s", MAX_OPS_S),
+    ("rkb_s", "rkB/s", MAX_DATA_BYTES_S / 1024), ("wkb_s", "wkB/s", MAX_DATA_BYTES_S / 1024),
+)
+
+
+def implausible(cur: DiskCounters, prev: DiskCounters | None, interval_s: float,
+                r: DiskRates) -> str | None:
+    """None, or one line saying why this device's interval is physically impossible.
+
+    cur and prev are the device's counters (prev None: it just appeared), r the rates
+    device_rates() made of them.  A device that appeared, or that sysstat's reset test
+    says was created again, is compared against zeros as iostat does; the same ceilings
+    then catch one that appears with counters it gathered since boot (a line that a torn
+    read lost and the next read has again).  Never raises.
+    """
+    return _implausible(cur, prev, _base(cur, prev), interval_s, r)
+
+
+def _implausible(cur: DiskCounters, prev: DiskCounters | None, base: DiskCounters,
+                 interval_s: float, r: DiskRates) -> str | None:
+    if prev is not None and cur.nfields != prev.nfields:
+        # a running kernel prints every line of a device with the same number of fields
+        return (f"its diskstats line had {cur.nfields} fields, {prev.nfields} the sample "
+                "before: one of the two reads was cut or garbled")
+    if base is not _ZERO:
+        if any(map(operator.lt, _u64_of(cur), _u64_of(base))):
+            name, was, now = next(x for x in zip(_U64_NAMES, _u64_of(base), _u64_of(cur))
+                                  if x[2] < x[1])
+            return (f"{name} went down from {was} to {now} and the device was not "
+                    "created again (sysstat's test)")
+        for name, was, now in zip(_TICK_NAMES, _ticks_of(base), _ticks_of(cur)):
+            if (now - was) & MASK32 > TICK_HALF_RANGE:
+                return (f"{name} went down from {was} to {now} (a 32-bit wrap cannot "
+                        "advance 2^31 ms in one interval)")
+        fresh = ""
+    else:
+        # compared against zeros: nothing can be below zero, but a device created within
+        # the interval cannot have gathered more than the interval allows either
+        fresh = ("; compared against zeros, as a device that appeared or was created "
+                 "again, so these counts are older than the interval")
+    interval_ms = _itv_cs(interval_s) * 10.0
+    busy_ms = (cur.tot_ticks - base.tot_ticks) & MASK32
+    if busy_ms > interval_ms * BUSY_SLACK_FACTOR + BUSY_SLACK_MS:
+        return (f"%util {r.util_pct:.6g}: {busy_ms} ms busy in a {interval_ms:.0f} ms "
+                f"interval{fresh}")
+    if fresh:
+        for name, now in zip(_TICK_NAMES, _ticks_of(cur)):
+            if now > TICK_HALF_RANGE:
+                return f"{name} is {now} ms, more than 2^31 ms in one interval{fresh}"
+    if max(_ops_of(r)) > MAX_OPS_S or max(_data_of(r)) > MAX_DATA_BYTES_S / 1024:
+        for attr, column, ceiling in _CEILINGS:
+            value = getattr(r, attr)
+            if value > ceiling:
+                return (f"{column} {value:.3g} is more than any device can do "
+                        f"({ceiling:.3g}){fresh}")
+    return None
+
+
+def checked_rates(prev: dict[str, DiskCounters], cur: dict[str, DiskCounters],
+                  interval_s: float) -> tuple[dict[str, DiskRates], dict[str, str]]:
+    """rates(), less the devices whose interval is physically impossible: returns
+    (rates, {device: one-line reason}), every device of `cur` in exactly one of the two.
+    Never raises."""
+    out: dict[str, DiskRates] = {}
+    dropped: dict[str, str] = {}
+    for name, c in cur.items():
+        p = prev.get(name)
+        base = _base(c, p)
+        r = _rates_from(c, base, interval_s)
+        why = _implausible(c, p, base, interval_s, r)
+        if why is None:
+            out[name] = r
+        else:
+            dropped[name] = why
+    return out, dropped

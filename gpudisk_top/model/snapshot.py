@@ -2,6 +2,11 @@
 
 Live mode and replay both build Models this way, so the screens, the report and the
 exporters cannot tell them apart.
+
+A device whose interval is physically impossible (model/disk.py implausible(): a counter
+went down, more busy time than wall time, ...) is in `devices` but not in `disks`; its
+reason is in `disk_dropped` and a line in `warnings`.  Every reader of `disks` therefore
+shows such a device as n/a (never 0) for that interval.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import DeviceInfo, Sample
-from gpudisk_top.model.disk import DiskRates, rates
+from gpudisk_top.model.disk import DiskRates, checked_rates
 from gpudisk_top.model.gpu import GpuView, gpu_views
 from gpudisk_top.model.host import HostView, host_view
 from gpudisk_top.model.procs import ProcView, proc_views, tree_totals
@@ -30,6 +35,11 @@ class Model:
     procs: dict[int, ProcView] = field(default_factory=dict)
     # per GPU process (host PID): its own and its descendants' I/O, summed
     gpu_proc_io: dict[int, dict] = field(default_factory=dict)
+    # device -> why its rates were dropped this interval (in `devices`, not in `disks`)
+    disk_dropped: dict[str, str] = field(default_factory=dict)
+    # what the model found wrong in this interval, one line each; what the collectors
+    # could not read is in sample.warnings
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def new(cls, sample: Sample, last: Sample | None) -> "Model":
@@ -39,7 +49,9 @@ class Model:
         model = cls(wall_s=sample.wall_s, interval_s=interval_s, sample=sample,
                     devices=sample.devices, gpu_status=sample.gpu.status)
         if last is not None:
-            model.disks = rates(last.disks, sample.disks, interval_s)
+            model.disks, model.disk_dropped = checked_rates(last.disks, sample.disks, interval_s)
+            model.warnings.extend(f"{name}: no disk rates this interval: {why}"
+                                  for name, why in model.disk_dropped.items())
         window_us = (int(last.wall_s * 1e6), int(sample.wall_s * 1e6)) if last is not None else None
         model.gpus = gpu_views(sample.gpu, last.gpu if last is not None else None, window_us)
         model.host = host_view(sample.host, last.host if last is not None else None, interval_s)

@@ -31,6 +31,14 @@ def selected_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
     return sorted(names, key=_natural_key)
 
 
+def shown_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
+    """selected_disks() and the selected devices whose rates the model dropped this
+    interval (model.disk_dropped): those are shown too, as n/a with the reason."""
+    dropped = [n for n in model.disk_dropped if n in model.devices
+               and dev_filter.selected(model.devices[n], model.sample.disks.get(n))]
+    return sorted(selected_disks(model, dev_filter) + dropped, key=_natural_key)
+
+
 def _natural_key(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
@@ -38,7 +46,10 @@ def _natural_key(name: str):
 def disk_json(model: Model, name: str) -> dict:
     info = model.devices[name]
     out = {"name": name, "display_name": info.display_name, "kind": info.kind}
-    out.update(model.disks[name].as_dict())
+    rates = model.disks.get(name)
+    # a device whose interval was impossible: every rate null, and why (never 0)
+    out.update(rates.as_dict() if rates is not None else dict.fromkeys(RATE_FIELDS))
+    out["dropped"] = model.disk_dropped.get(name)
     out.update({
         "mountpoints": list(info.mountpoints),
         "rotational": info.rotational,
@@ -89,10 +100,10 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
         "kernel": origin["kernel"],
         "gpu_status": model.gpu_status,
         "gpus": gpus_json(model),
-        "disks": [disk_json(model, n) for n in selected_disks(model, dev_filter)],
+        "disks": [disk_json(model, n) for n in shown_disks(model, dev_filter)],
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
-        "warnings": list(model.sample.warnings),
+        "warnings": [*model.sample.warnings, *model.warnings],
     }
 
 
@@ -182,16 +193,20 @@ def _host_lines(model: Model) -> list[str]:
 
 
 def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
-    names = selected_disks(model, dev_filter)
+    names = shown_disks(model, dev_filter)
     width = max([len("Device")] + [len(model.devices[n].display_name) for n in names])
     head = f"{'Device':<{width}} {'class':<5}" + "".join(
         f" {label:>{max(7, len(label))}}" for label, _ in _TEXT_COLUMNS) + "  mountpoints"
     lines = [head]
     for n in names:
-        info, r = model.devices[n], model.disks[n]
+        info, r = model.devices[n], model.disks.get(n)
         row = f"{info.display_name:<{width}} {_CLASS_TAG.get(info.dev_class, '?'):<5}" + "".join(
-            f" {getattr(r, attr):>{max(7, len(label))}.2f}" for label, attr in _TEXT_COLUMNS)
-        lines.append(row + "  " + (",".join(info.mountpoints) or "-"))
+            f" {_f(None if r is None else getattr(r, attr)):>{max(7, len(label))}}"
+            for label, attr in _TEXT_COLUMNS)
+        row += "  " + (",".join(info.mountpoints) or "-")
+        if r is None:
+            row += f"  (dropped: {model.disk_dropped.get(n, '?')})"
+        lines.append(row)
     if not names:
         lines.append("(no device selected: none has done I/O, or the filter matched none)")
     return lines
@@ -216,6 +231,7 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
         head = f"DEMO ({origin['source']}): " + head
     parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model), "", *_host_lines(model),
              "", *_disk_lines(model, dev_filter)]
-    if model.sample.warnings:
-        parts += ["", *(f"warning: {w}" for w in model.sample.warnings)]
+    warnings = [*model.sample.warnings, *model.warnings]
+    if warnings:
+        parts += ["", *(f"warning: {w}" for w in warnings)]
     return printable("\n".join(parts) + "\n", newlines=True)

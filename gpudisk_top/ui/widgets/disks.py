@@ -49,7 +49,11 @@ class DiskPanel(LinesPanel):
         # the devices the verdict names come first, whatever the sort: in plain sight
         names = sorted(self.selected(model), key=lambda n: n not in blamed)
         sats = update.verdict.saturation if update.verdict is not None else {}
-        dev_w = max([6] + [len(model.devices[n].display_name) for n in names])
+        # a device whose interval was impossible (model.disk_dropped) is n/a, never 0
+        dropped = sorted((n for n in model.disk_dropped if n in model.devices
+                          and self.filter.selected(model.devices[n], model.sample.disks.get(n))),
+                         key=natural)
+        dev_w = max([6] + [len(model.devices[n].display_name) for n in names + dropped])
         dev_w = min(dev_w, 16)
         cols = "     r/s     w/s   rMB/s   wMB/s r_await w_await  aqu-sz  %util"
         if wide:
@@ -59,9 +63,9 @@ class DiskPanel(LinesPanel):
         head = [mark, (f"{'Device':<{dev_w}} class{cols}  mount", theme.HEAD),
                 (f"  sort: {self.sort} · {what}", theme.DIM)]
         lines = [head]
-        if not model.disks:
+        if not model.disks and not dropped:
             lines.append([(" collecting: rates need two samples", theme.DIM)])
-        elif not names:
+        elif not names and not dropped:
             lines.append([(" no device selected (a: all devices, /: filter)", theme.DIM)])
         for n in names:
             info, r = model.devices[n], model.disks[n]
@@ -75,4 +79,10 @@ class DiskPanel(LinesPanel):
                 text += f"{r.rareq_kb:9.1f}{r.rrqm_pct:6.1f}{r.f_s:5.0f}"
             mounts = ",".join(info.mountpoints) or "-"
             lines.append([(glyph, style), (text, style), ("  " + mounts, theme.DIM)])
+        for n in dropped:
+            info = model.devices[n]
+            text = (f"{info.display_name[:dev_w]:<{dev_w}} {CLASS_TAG.get(info.dev_class, '?'):<5}"
+                    + "     n/a" * 7 + "    n/a" + ("      n/a   n/a  n/a" if wide else ""))
+            lines.append([("?", theme.WARN), (text, theme.DIM),
+                          (f"  no rates: {model.disk_dropped[n]}", theme.WARN)])
         self.set_lines(lines)
