@@ -47,20 +47,25 @@ def gpu(index: int, util_pct: float | None = 95.0, pids=(), **kw) -> GpuView:
 def model(i: int, disk_util: dict[str, float] | None = None, gpus=None, interval_s: float = 1.0,
           host: HostView | None = None, proc_devices: dict[int, tuple[str, ...]] | None = None,
           **disk_values) -> Model:
-    """The i-th interval (1-based) of a crafted node: every device in DEVICES did I/O, and
-    disk_util sets %util per device (others 1 %)."""
+    """The i-th interval (1-based) of a crafted node: every device in DEVICES (and every
+    other one disk_util names, as an NVMe disk) did I/O, and disk_util sets %util per
+    device (others 1 %)."""
     wall = START_WALL_S + i * interval_s
     mono = START_MONO_S + i * interval_s
+    devices = dict(DEVICES)
+    for n, name in enumerate(sorted(set(disk_util or ()) - set(DEVICES))):
+        devices[name] = DeviceInfo(name, name, 259, 100 + n, "disk", dev_class="NVMe",
+                                   rotational=False, mountpoints=(f"/{name}",))
     counters = {name: DiskCounters(info.major, info.minor, 20, 100 * i, 0, 800 * i, 10 * i,
                                    0, 0, 0, 0, 0, 10 * i, 10 * i)
-                for name, info in DEVICES.items()}
-    sample = Sample(mono_s=mono, wall_s=wall, disks=counters, devices=dict(DEVICES),
+                for name, info in devices.items()}
+    sample = Sample(mono_s=mono, wall_s=wall, disks=counters, devices=dict(devices),
                     gpu=GpuSnapshot(status="ok"))
     disks = {name: rates(util_pct=(disk_util or {}).get(name, 1.0), r_s=100.0, rkb_s=51200.0,
                          r_await_ms=0.2, aqu_sz=0.5, **disk_values)
-             for name in DEVICES}
+             for name in devices}
     m = Model(wall_s=wall, interval_s=interval_s, sample=sample, disks=disks,
-              devices=dict(DEVICES), gpu_status="ok",
+              devices=devices, gpu_status="ok",
               gpus=gpus if gpus is not None else [gpu(0), gpu(1)],
               host=host or HostView(ncpu=8, cpu_user_pct=10.0, cpu_nice_pct=0.0,
                                     cpu_system_pct=5.0, cpu_iowait_pct=2.0, cpu_steal_pct=0.0,

@@ -36,8 +36,8 @@ def timeout_for(interval_s: float) -> float:
 class DeadlineGpuCollector:
     """Wraps a GpuCollector (anything with collect(), close() and stuck_call()).
 
-    collect() returns within timeout_s (init_timeout_s for the first call, which loads the
-    library); raises nothing."""
+    collect() returns within timeout_s (init_timeout_s while nvmlInit loads the library);
+    raises nothing."""
 
     def __init__(self, collector, timeout_s: float = MIN_TIMEOUT_S,
                  init_timeout_s: float = INIT_TIMEOUT_S,
@@ -52,7 +52,6 @@ class DeadlineGpuCollector:
         self._result: GpuSnapshot | None = None
         self._busy_since: float | None = None   # when the call in progress was asked for
         self._closing = False
-        self._first = True
         self._thread = threading.Thread(target=self._run, name="gpudisk-top-gpu", daemon=True)
         self._thread.start()
 
@@ -84,9 +83,10 @@ class DeadlineGpuCollector:
             self._result = None
             self._answered.clear()
         self._asked.set()
-        wait_s = self.init_timeout_s if self._first else self.timeout_s
-        self._first = False
-        if self._answered.wait(wait_s):
+        answered = self._answered.wait(self.timeout_s)
+        if not answered and self._loading():
+            answered = self._answered.wait(max(0.0, self.init_timeout_s - self.timeout_s))
+        if answered:
             with self._lock:
                 if self._result is not None:
                     return self._result
@@ -94,6 +94,12 @@ class DeadlineGpuCollector:
             if self._busy_since is None and self._result is not None:
                 return self._result      # answered just as the wait ended
             return self._late(self._clock() - (self._busy_since or now))
+
+    def _loading(self) -> bool:
+        """Whether the call in progress is nvmlInit, which may take seconds on a node
+        without persistence mode: it gets init_timeout_s, not timeout_s."""
+        stuck = getattr(self.collector, "stuck_call", None)
+        return stuck is not None and stuck() == "nvmlInit"
 
     def _late(self, waited_s: float) -> GpuSnapshot:
         call = self.collector.stuck_call() if hasattr(self.collector, "stuck_call") else None

@@ -339,9 +339,16 @@ class Recorder:
                 return None
             except OSError as err:
                 first = err
+        if first.errno in FULL_ERRNOS:
+            return self._drop("full", self._full_line(first))
         return self._drop(f"write-{first.errno}",
                           f"cannot write {self.path}: {first.strerror or first}; samples are "
                           "dropped until the disk takes them again (those recorded are kept)")
+
+    def _full_line(self, err: OSError) -> str:
+        return (f"cannot write {self.path}: {err.strerror or err}; compacting, and samples "
+                "the disk refuses are dropped until it takes them again (those recorded are "
+                "kept)")
 
     def _drop(self, kind: str, line: str) -> str:
         self.dropped += 1
@@ -414,8 +421,11 @@ class Recorder:
             if not (in_place and err.errno in FULL_ERRNOS and self._overwrite_rows(frame)):
                 # the rows are safe; try again after a while
                 self._commit_retry += max(1, self.segment_samples // 10)
-                self._warn(f"block-{err.errno}", f"cannot write a block to {self.path}: "
-                           f"{err.strerror or err}; its samples stay as rows")
+                if err.errno in FULL_ERRNOS:
+                    self._warn("full", self._full_line(err))
+                else:
+                    self._warn(f"block-{err.errno}", f"cannot write a block to {self.path}: "
+                               f"{err.strerror or err}; its samples stay as rows")
                 return
             size = start + len(frame)               # over its rows: steps 2 and 3 done
         else:

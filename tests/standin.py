@@ -1,0 +1,107 @@
+"""Stand-in GPUs for running gpudisk-top's real command line on this GPU-less machine.
+
+The project's one NVML fake (gpudisk_top/sim/fake_nvml.py) is put where `import pynvml`
+finds it, in a fresh interpreter that then runs `gpudisk_top.cli.main(argv)`: every
+collector, the sampler, the model and the outputs are the real ones, only the driver is
+not.  The fake's clock follows the wall clock, advanced on each utilization read.
+
+    proc = standin.popen(["record", "-o", path], gpus=2,
+                         processes={0: [os.getpid()]},        # NVML's compute processes
+                         hang={"function": "nvmlDeviceGetPowerUsage", "after_s": 2.0},
+                         progress="/tmp/job.progress", healthy_steps_s=20.0)
+
+`progress`: a file a real job rewrites with "<steps done> <time.time()>"; each GPU's
+utilization is then the job's step rate over the last second against its healthy rate
+(the GPU is busy exactly while the job makes progress), as a training job's GPU is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_CODE = r'''
+import json, os, sys, threading, time
+from gpudisk_top.sim.fake_nvml import FakeNvml
+
+cfg = json.loads(os.environ["GDT_STANDIN"])
+
+
+class LiveFake(FakeNvml):
+    """The fake, following the wall clock; utilization from a job's progress file."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._lock = threading.Lock()
+        self._history = []          # (time, steps) read from the progress file
+
+    def _util_from_progress(self):
+        try:
+            with open(cfg["progress"]) as f:
+                steps, at = (float(x) for x in f.read().split()[:2])
+        except (OSError, ValueError):
+            return None
+        now = time.time()
+        self._history.append((now, steps))
+        self._history = [(t, s) for t, s in self._history if now - t <= 1.5]
+        t0, s0 = self._history[0]
+        if now - t0 < 0.5:
+            return None
+        rate = (steps - s0) / (now - t0)
+        return max(0.0, min(100.0, 100.0 * rate / cfg["healthy_steps_s"]))
+
+    def nvmlDeviceGetSamples(self, device, sampling_type, timeStamp):
+        with self._lock:
+            if cfg.get("progress") and device.index == 0:
+                util = self._util_from_progress()
+                if util is not None:
+                    for i in range(len(self.gpus)):
+                        self.set_state(i, util_pct=util, mem_util_pct=util / 2,
+                                       power_mw=int(100_000 + 5_000 * util))
+            self.advance_to(time.time())
+            return super().nvmlDeviceGetSamples(device, sampling_type, timeStamp)
+
+
+nvml = LiveFake(idle_samples=True)
+for i in range(cfg["gpus"]):
+    from gpudisk_top.sim.fake_nvml import FakeGpu
+    nvml.add_gpu(FakeGpu())
+    pids = cfg.get("processes", {}).get(str(i), [])
+    nvml.set_state(i, util_pct=cfg.get("util_pct", 0.0),
+                   processes=[(pid, 2 * 2**30) for pid in pids])
+hang = cfg.get("hang")
+if hang:
+    def start_hang():
+        time.sleep(hang.get("after_s", 0.0))
+        nvml.hang(hang["function"], hang.get("gpu"))
+    threading.Thread(target=start_hang, daemon=True).start()
+sys.modules["pynvml"] = nvml
+from gpudisk_top.cli import main
+sys.exit(main(cfg["argv"]))
+'''
+
+
+def command(argv: list[str], *, gpus: int = 1, processes: dict[int, list[int]] | None = None,
+            util_pct: float = 0.0, hang: dict | None = None, progress: str | None = None,
+            healthy_steps_s: float | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) for subprocess: gpudisk-top `argv` with stand-in GPUs."""
+    cfg = {"argv": list(argv), "gpus": gpus, "util_pct": util_pct,
+           "processes": {str(k): v for k, v in (processes or {}).items()},
+           "hang": hang, "progress": progress, "healthy_steps_s": healthy_steps_s}
+    env = dict(os.environ, GDT_STANDIN=json.dumps(cfg))
+    return [sys.executable, "-c", _CODE], env
+
+
+def run(argv: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    cmd, env = command(argv, **kw)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def popen(argv: list[str], **kw) -> subprocess.Popen:
+    cmd, env = command(argv, **kw)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)

@@ -1,0 +1,107 @@
+"""Fault round (issue 9, item 3): an NVML call that never returns stops nothing else.
+
+The real command line runs with stand-in GPUs whose driver call hangs (tests/standin.py):
+--once answers, record goes on recording the disks on time and stops promptly on SIGTERM,
+and /metrics says the GPUs cannot be read instead of repeating old numbers."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+import urllib.request
+
+import standin
+from gpudisk_top.exporter.families import Frame, Renderer
+from gpudisk_top.exporter.server import ModelCollector
+from gpudisk_top.record import Recording
+from model_factory import model
+
+HANG = {"function": "nvmlDeviceGetPowerUsage"}
+
+
+def test_once_answers_with_a_driver_call_that_never_returns():
+    t0 = time.monotonic()
+    proc = standin.run(["--once", "--json", "-i", "1"], gpus=2, hang=dict(HANG, after_s=0),
+                       timeout=30)
+    took_s = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["gpu_status"].startswith("unavailable: NVML has not answered for")
+    assert "nvmlDeviceGetPowerUsage on GPU" in out["gpu_status"]
+    assert out["disks"] and out["host"]["cpu_idle_pct"] is not None
+    # one interval, plus at most the half-second deadline of each sample, plus start-up
+    assert took_s < 8, took_s
+
+
+def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp_path):
+    path = tmp_path / "hung.gdtrec"
+    proc = standin.popen(["record", "-o", str(path), "-i", "0.5"], gpus=2,
+                         hang=dict(HANG, after_s=2.0))
+    try:
+        time.sleep(7.0)                    # 2 s healthy, then 5 s with the call hung
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(10)
+        stop_s = time.monotonic() - t0
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0, err
+    assert stop_s < 3.0, stop_s            # not held until the driver answers
+    with Recording.open(path) as rec:
+        assert rec.sessions[-1].end is not None
+        walls = [rec.wall_s(i) for i in range(len(rec))]
+        statuses = [rec.sample(i).gpu.status for i in range(len(rec))]
+        disks = [len(rec.sample(i).disks) for i in range(len(rec))]
+    hung = [i for i, s in enumerate(statuses) if s.startswith("unavailable: NVML has not")]
+    assert statuses[0] == "ok" and len(hung) >= 6
+    # the disks were read on every sample, at the interval, while NVML hung
+    assert all(d > 0 for d in disks)
+    gaps = [b - a for a, b in zip(walls[hung[0]:], walls[hung[0] + 1:])]
+    assert max(gaps) < 1.2, gaps
+
+
+def test_metrics_say_the_gpus_cannot_be_read_while_nvml_hangs():
+    proc = standin.popen(["serve", "--listen", "127.0.0.1:0", "-i", "0.5"], gpus=1,
+                         processes={0: [1]}, util_pct=90.0, hang=dict(HANG, after_s=2.5))
+    try:
+        line = proc.stderr.readline()
+        url = re.search(r"http://\S+", line).group(0)
+        time.sleep(1.5)
+        before = urllib.request.urlopen(url, timeout=10).read().decode()
+        time.sleep(3.0)
+        during = urllib.request.urlopen(url, timeout=10).read().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert "gpudisk_top_gpus_available 1.0" in before
+    assert "gpudisk_top_gpu_utilization_ratio{" in before
+    assert "gpudisk_top_gpus_available 0.0" in during
+    assert "gpudisk_top_gpu_utilization_ratio{" not in during   # no stale GPU numbers
+    assert "gpudisk_top_disk_reads_per_second{" in during        # the disks still fresh
+    age = float(re.search(r"^gpudisk_top_sample_age_seconds (\S+)$", during, re.M).group(1))
+    assert age < 1.5
+
+
+def test_a_stalled_sampler_is_not_served_as_now():
+    clock = {"now": 100.0}
+    collector = ModelCollector(Renderer(), clock=lambda: clock["now"])
+    collector.set_frame(Frame(model=model(1, {"nvme0n1": 50.0}), samples=1))
+    names = lambda: {f.name for f in collector.collect()}  # noqa: E731
+    assert "gpudisk_top_disk_utilization_ratio" in names()
+    clock["now"] += 2.9                 # under 3 intervals (and the 5 s floor): fresh
+    assert "gpudisk_top_disk_utilization_ratio" in names()
+    clock["now"] += 3.0
+    stale = {f.name: f for f in collector.collect()}
+    assert "gpudisk_top_disk_utilization_ratio" not in stale
+    assert "gpudisk_top_last_sample_timestamp_seconds" in stale
+    assert abs(stale["gpudisk_top_sample_age_seconds"].samples[0].value - 5.9) < 1e-9
