@@ -1,0 +1,214 @@
+"""Fault round (issue 9, items 8-10): hostile source files, paths and arguments give a
+correct result or one clear line, never a hang, a flood or a raw escape sequence."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from recording_helpers import ROOT
+
+CLI = "import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def gdt(*args: str, timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, **kw)
+
+
+def diskstats_line(name: str, reads: int, ticks: int = 0, nfields: int = 20) -> str:
+    counters = [reads, 0, reads * 8, ticks, 0, 0, 0, 0, 0, ticks, ticks, 0, 0, 0, 0, 0, 0]
+    return " ".join(["8", "0", name, *map(str, counters[:nfields - 3])]) + "\n"
+
+
+@pytest.fixture
+def procfs(tmp_path):
+    """A procfs directory of copies: the machine's stat (CPU), and a diskstats the test
+    writes."""
+    root = tmp_path / "proc"
+    root.mkdir()
+    shutil.copy("/proc/stat", root / "stat")
+    return root
+
+
+# ---------------------------------------------------------------------------- item 8
+def test_a_diskstats_replaced_by_rename_is_read_anew(procfs):
+    """A file replaced by rename (as a collector that rewrites it atomically does) must be
+    read from the new file: the old code kept the first one open and read 0 for ever."""
+    (procfs / "diskstats").write_text(diskstats_line("sdz", 1000))
+
+    def replace_later():
+        time.sleep(1.0)
+        tmp = procfs / "diskstats.new"
+        tmp.write_text(diskstats_line("sdz", 1000 + 300 * 2, ticks=600))
+        os.replace(tmp, procfs / "diskstats")
+
+    t = threading.Thread(target=replace_later)
+    t.start()
+    proc = gdt("--once", "--json", "-i", "2", "--procfs", str(procfs), "-d", "sdz")
+    t.join()
+    assert proc.returncode == 0, proc.stderr
+    (disk,) = json.loads(proc.stdout)["disks"]
+    assert disk["name"] == "sdz" and disk["r_s"] == pytest.approx(300, rel=0.05)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "too-large"])
+def test_a_source_that_would_block_or_flood_is_a_warning(procfs, kind):
+    path = procfs / "diskstats"
+    if kind == "fifo":
+        os.mkfifo(path)                      # open() for reading would wait for a writer
+        why = "not a regular file (a FIFO)"
+    elif kind == "dev-zero":
+        os.symlink("/dev/zero", path)        # read() would never end
+        why = "not a regular file (a character device)"
+    else:
+        with open(path, "wb") as f:          # a sparse 17 MiB file
+            f.truncate(17 * 2**20)
+        why = "larger than 16 MiB"
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "--once", "--json", "-i", "0.2",
+                             "--procfs", str(procfs)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    peak_rss_kb = 0
+    while proc.poll() is None and time.monotonic() - t0 < 20:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                rss = re.search(r"VmRSS:\s+(\d+)", f.read())
+            peak_rss_kb = max(peak_rss_kb, int(rss.group(1)) if rss else 0)
+        except OSError:
+            pass
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.kill()
+    out, err = proc.communicate()
+    assert time.monotonic() - t0 < 20, "it hung"
+    assert proc.returncode == 0, err
+    assert f"cannot read {path}: {why}" in err or why in err, err
+    assert json.loads(out)["disks"] == []
+    assert peak_rss_kb < 200 * 1024, peak_rss_kb
+
+
+def test_escape_sequences_in_names_never_reach_the_terminal(procfs):
+    evil = "sd\x1b]2;pwned\x07\x1b[2J"
+    (procfs / "diskstats").write_text(diskstats_line(evil, 1000))
+    proc = gdt("--once", "-a", "-i", "0.2", "--procfs", str(procfs))
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "sd\\x1b]2;pwned\\x07\\x1b[2J" in proc.stdout
+    as_json = gdt("--once", "--json", "-a", "-i", "0.2", "--procfs", str(procfs))
+    assert evil in [d["name"] for d in json.loads(as_json.stdout)["disks"]]  # JSON escapes
+
+
+# ---------------------------------------------------------------------------- item 9
+def test_an_unreadable_default_config_path_is_a_warning_not_an_error(tmp_path):
+    """`su` without `-`, or `docker exec -u 1000`: HOME is still /root, which this user
+    cannot read.  The default config then cannot be known to exist: defaults and a
+    warning, not "Permission denied" for every command."""
+    if os.geteuid() != 0:
+        pytest.skip("dropping to another user needs root")
+    code = ("import os, sys\n"
+            "from gpudisk_top.cli import main\n"
+            "main(['--once', '--demo', '--json', '-i', '0.1'])   # every import done as root\n"
+            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+            "os.environ['HOME'] = '/root'; os.environ.pop('XDG_CONFIG_HOME', None)\n"
+            "sys.exit(main(['--once', '--demo', '--json', '-i', '0.1']))\n")
+    env = {k: v for k, v in os.environ.items() if k != "XDG_CONFIG_HOME"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert ("gpudisk-top: warning: cannot read the config file "
+            "/root/.config/gpudisk-top/config.toml (Permission denied); using the default "
+            "settings") in proc.stderr
+    # and an explicit --config that cannot be read is still an error
+    code2 = code.replace("sys.exit(main(['--once'", "sys.exit(main(['--config', "
+                         "'/root/x.toml', '--once'")
+    proc = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env=env)
+    assert proc.returncode == 2 and "Permission denied" in proc.stderr
+
+
+# ---------------------------------------------------------------------------- item 10
+def test_a_config_nested_beyond_reason_is_one_line(tmp_path):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    proc = gdt("--once", "--demo", "--config", str(deep))
+    assert proc.returncode == 2
+    assert proc.stderr == f"gpudisk-top: error: config: {deep}: not valid TOML: nested too deeply\n"
+
+
+def test_a_full_stdout_is_one_line():
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-c", CLI, "--once", "--demo", "--json"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=30,
+                              cwd=ROOT)
+    assert proc.returncode == 1
+    assert proc.stderr == ("gpudisk-top: error: cannot write to standard output: "
+                           "No space left on device\n")
+
+
+@pytest.mark.parametrize("url, why", [
+    ("http://[::1", "Invalid IPv6 URL"),
+    ("http://127.0.0.1:99999", "Port out of range"),
+    ("http://127.0.0.1:0", "port 0 is not a port to push to"),
+    ("ftp://gateway:9091", "give the Pushgateway's URL"),
+])
+def test_bad_push_urls_are_usage_errors(url, why):
+    proc = gdt("serve", "--demo", "--push", url, "--no-listen", "--count", "1")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and why in proc.stderr, proc.stderr
+
+
+def test_listening_beyond_loopback_is_said_and_the_backlog_takes_a_crowd():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--demo", "-i", "0.2",
+                             "--listen", f"0.0.0.0:{port}"], stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    try:
+        first, second = proc.stderr.readline(), proc.stderr.readline()
+        ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    lines = first + second
+    assert f"gpudisk-top: warning: --listen 0.0.0.0:{port}: every host that can reach" in lines
+    if ss.returncode == 0 and ss.stdout.strip():
+        # for a listening socket ss shows the backlog as Send-Q: 128 (or somaxconn if less),
+        # not socketserver's 5, which made 20 scrapers at once wait a second for a retry
+        with open("/proc/sys/net/core/somaxconn") as f:
+            somaxconn = int(f.read())
+        assert int(ss.stdout.split()[2]) == min(128, somaxconn)
+
+
+def test_max_size_is_a_budget_not_a_hint(tmp_path):
+    from gpudisk_top.record import Recorder, Recording, make_header
+    from gpudisk_top.sim import Simulator, builtin
+    from recording_helpers import origin
+
+    budget_bytes = 2**20
+    sim = Simulator(builtin("demo"), seed=0, interval_s=1.0)
+    rec = Recorder(tmp_path / "r.gdtrec", make_header(origin(), 1.0), max_size_mb=1,
+                   sync_interval_s=None)
+    peak = 0
+    for _ in range(3000):
+        rec.append(sim.sample())
+        peak = max(peak, sum(p.stat().st_size for p in tmp_path.iterdir()))
+    rec.close()
+    assert peak <= budget_bytes, peak          # was 37 % over
+    kept = 0
+    for p in tmp_path.iterdir():
+        with Recording.open(p) as r:
+            assert r.warnings == []
+            kept += len(r)
+    assert kept > 300
