@@ -37,6 +37,8 @@ class PidStat:
     ppid: int
     cpu_ticks: int      # utime + stime
     start_ticks: int    # starttime: tells a reused PID from the process we cached
+    state: str = "?"    # R running, S sleeping, D uninterruptible (mostly: waiting on I/O)
+    blkio_ticks: int | None = None   # delayacct_blkio_ticks (field 42; kernels >= 2.6.18)
 
 
 def parse_pid_stat(text: str) -> PidStat | None:
@@ -47,14 +49,27 @@ def parse_pid_stat(text: str) -> PidStat | None:
     if open_paren < 0 or close_paren < open_paren:
         return None
     rest = text[close_paren + 1:].split()
-    # rest[0] is state (field 3); ppid is field 4, utime 14, stime 15, starttime 22
+    # rest[0] is state (field 3); ppid is field 4, utime 14, stime 15, starttime 22,
+    # delayacct_blkio_ticks 42 (proc(5))
     try:
         return PidStat(
             comm=text[open_paren + 1:close_paren],
             ppid=int(rest[1]),
             cpu_ticks=int(rest[11]) + int(rest[12]),
             start_ticks=int(rest[19]),
+            state=rest[0],
+            blkio_ticks=int(rest[39]) if len(rest) > 39 else None,
         )
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_schedstat(text: str) -> int | None:
+    """run_delay (ns spent runnable, waiting for a CPU) from /proc/PID/schedstat:
+    "<on-CPU ns> <run-queue ns> <timeslices>" (Documentation/scheduler/sched-stats.rst)."""
+    parts = text.split()
+    try:
+        return int(parts[1])
     except (IndexError, ValueError):
         return None
 
@@ -121,6 +136,17 @@ class ProcIoCollector:
         self._dev_names_at = 0.0
         self._children_files: bool | None = None  # None: not yet known
 
+    def delayacct(self) -> bool:
+        """Whether the kernel accounts the time tasks spend blocked on block I/O now.
+        Linux 5.14+ has the switch kernel.task_delayacct (off by default); before it,
+        accounting is on unless the kernel was booted with `nodelayacct`.  Unknown (a
+        --procfs copy with neither file) counts as off: field 42 then means nothing."""
+        text = self.files.read(self.roots.proc("sys", "kernel", "task_delayacct"))
+        if text is not None:
+            return text.strip() == "1"
+        cmdline = self.files.read(self.roots.proc("cmdline"))
+        return cmdline is not None and "nodelayacct" not in cmdline.split()
+
     # ------------------------------------------------------------------ public
     def collect(self, gpu_pids: dict[int, int]) -> dict[int, ProcIoRaw]:
         """ProcIoRaw of every GPU process and every descendant, keyed by local PID.
@@ -136,8 +162,9 @@ class ProcIoCollector:
 
         trees = self._cached_trees(gpu_pids, now)
         out: dict[int, ProcIoRaw] = {}
+        delayacct = self.delayacct() if trees else False
         for pid, (root_host_pid, st) in trees.items():
-            raw = self._one(pid, root_host_pid, st, now)
+            raw = self._one(pid, root_host_pid, st, now, delayacct)
             if raw is not None:
                 out[pid] = raw
         if len(out) < len(trees):
@@ -236,7 +263,7 @@ class ProcIoCollector:
 
     # ------------------------------------------------------------------ one process
     def _one(self, pid: int, root_host_pid: int, st: PidStat | None,
-             now: float) -> ProcIoRaw | None:
+             now: float, delayacct: bool = False) -> ProcIoRaw | None:
         if st is None:
             st = self._stat(pid)
         if st is None:
@@ -251,6 +278,7 @@ class ProcIoCollector:
 
         io_text = self.files.read(self.roots.proc(str(pid), "io"))
         io = parse_pid_io(io_text) if io_text is not None else {}
+        sched = self.files.read(self.roots.proc(str(pid), "schedstat"))
         return ProcIoRaw(
             pid=pid,
             ppid=st.ppid,
@@ -263,6 +291,11 @@ class ProcIoCollector:
             write_bytes=io.get("write_bytes"),
             cpu_ticks=st.cpu_ticks,
             devices=known.devices,
+            state=st.state,
+            run_delay_ns=parse_schedstat(sched) if sched is not None else None,
+            # field 42 reads 0 while delay accounting is off: that is "not measured"
+            blkio_ticks=st.blkio_ticks if delayacct else None,
+            syscr=io.get("syscr"),
         )
 
     # ------------------------------------------------------------------ devices

@@ -144,7 +144,10 @@ class HostRaw:
 # ---------------------------------------------------------------------------- processes
 @dataclass(slots=True)
 class ProcIoRaw:
-    """/proc/PID/io and CPU time of one GPU process or one of its descendants."""
+    """/proc/PID/io, CPU time and where the time went, of one GPU process or one of its
+    descendants.  The time counters are those of the process's leading thread (a
+    DataLoader worker's loop, the training loop) except cpu_ticks, which is the whole
+    process's: per-thread files would cost a read per thread per sample."""
 
     pid: int                       # the PID under --procfs
     ppid: int | None = None
@@ -157,6 +160,11 @@ class ProcIoRaw:
     write_bytes: int | None = None
     cpu_ticks: int | None = None   # utime + stime, clock ticks
     devices: tuple[str, ...] | None = None  # block devices its open files and mappings live on
+    state: str | None = None       # R, S, D, ... at the sample (/proc/PID/stat field 3)
+    run_delay_ns: int | None = None  # time runnable, waiting for a CPU (schedstat field 2)
+    blkio_ticks: int | None = None   # time blocked on block I/O, clock ticks (stat field 42);
+                                     # None while kernel.task_delayacct is off
+    syscr: int | None = None       # read system calls (/proc/PID/io)
 
 
 # ---------------------------------------------------------------------------- sample

@@ -5,6 +5,11 @@ rchar/wchar count every read()/write() byte, page cache hits included; read_byte
 write_bytes count what the process made the block layer fetch or write back.  A
 DataLoader whose rchar_kb_s is high and read_kb_s low reads from the page cache.
 cpu_pct is pidstat's %CPU: 100 is one CPU fully busy, so a process can exceed 100.
+
+Where the time of a process's leading thread went, in % of the interval: cpu_wait_pct
+runnable but waiting for a CPU (schedstat's run_delay; pidstat -w's and perf sched's
+"wait time"), io_wait_pct blocked on block I/O (delay accounting's blkio delay, what
+iotop calls IO>; None while kernel.task_delayacct is off).
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ class ProcView:
     wchar_kb_s: float | None
     cpu_pct: float | None
     devices: tuple[str, ...] | None
+    cpu_wait_pct: float | None = None
+    io_wait_pct: float | None = None
+    reads_s: float | None = None          # read system calls a second
+    state: str | None = None              # at the end of the interval: R, S, D, ...
 
 
 def _rate(cur: int | None, prev: int | None, interval_s: float,
@@ -65,7 +74,7 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             p = None  # a PID reused, or a process that moved to another GPU tree
         if p is None:
             out[pid] = ProcView(pid, c.root_pid, c.name, c.cmdline,
-                                None, None, None, None, None, c.devices)
+                                None, None, None, None, None, c.devices, state=c.state)
             continue
         out[pid] = ProcView(
             pid=pid,
@@ -78,6 +87,10 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             wchar_kb_s=_rate(c.wchar, p.wchar, interval_s, 1024.0),
             cpu_pct=_rate(c.cpu_ticks, p.cpu_ticks, interval_s, clk_tck / 100.0),
             devices=c.devices,
+            cpu_wait_pct=_rate(c.run_delay_ns, p.run_delay_ns, interval_s, 1e7),
+            io_wait_pct=_rate(c.blkio_ticks, p.blkio_ticks, interval_s, clk_tck / 100.0),
+            reads_s=_rate(c.syscr, p.syscr, interval_s, 1.0),
+            state=c.state,
         )
     return out
 

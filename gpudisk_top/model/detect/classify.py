@@ -3,7 +3,18 @@
 The order of the questions matters: no job -> idle; a minority of GPUs starved while the
 rest spin in NCCL -> straggler; every job GPU busy -> healthy; otherwise the GPUs wait on
 something: a checkpoint write burst, then the storage that feeds the job, then the CPU,
-and when nothing is saturated the stall is undiagnosed.
+and when nothing explains it the stall is undiagnosed.
+
+Where the job's loaders' time goes (job.LoaderTime) decides between storage and CPU: a
+job whose loaders are blocked on reads most of the time is starved by storage whether or
+not the device is saturated.  The device says which kind: *saturated* (at its ceiling:
+latency over baseline, a queue, throughput at its peak; the cure is faster storage or a
+cache) or *latency-bound* (headroom left: few synchronous small reads each wait r_await;
+the cure is more or larger or parallel reads).  Loaders on a CPU or waiting for one are
+starved by the CPU: by their own work (more workers, lighter decoding) or by other
+processes taking the CPUs (named).  Without the loaders' time (processes not visible)
+the device's saturation and the host's CPU decide, as before.  iowait is idle time
+everywhere here: a CPU waiting on I/O runs nothing (top, vmstat and mpstat count it so).
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ _PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
 class IntervalState:
     state: str
     gpus: list[int] = field(default_factory=list)
+    kind: str | None = None             # disk: saturated | latency-bound; cpu: own | others
     devices: list[str] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
     gpu_util_pct: float | None = None   # mean utilization of `gpus`
@@ -194,16 +206,39 @@ class Classifier:
 
     def _disk(self, model: Model, job: Job, sats) -> IntervalState | None:
         if job.visible:
+            t = self.t
+            lt = job.time
+            io = lt.io_wait_pct if lt is not None else None
             feeding = self._feeding_devices(model, job, sats)
-            if not feeding:
+            # a saturated device the job reads from is the cause unless the loaders' time
+            # says they are busy on CPUs instead (then reads are not what they wait on)
+            cpu_bound = (lt is not None and lt.cpu_share_pct >= 50
+                         and lt.cpu_share_pct > (io or 0.0))
+            if feeding and not cpu_bound:
+                kind, s = "saturated", feeding[0]
+            elif io is not None and io >= t.loader_io_wait_pct and io >= lt.cpu_share_pct:
+                kind, s = "latency-bound", self._device_of(model, lt.device, sats)
+            else:
                 return None
-            s = feeding[0]
-            share = min(100.0, job.read_kb_s / s.read_kb_s * 100) if s.read_kb_s else 0.0
-            detail = (f"{s.evidence(self._display(model, s.name))}; {share:.0f}% of its reads "
-                      f"from {job.describe()}")
-            others = self._other_loaders(model, s.name)
-            if others and share < 90:
-                detail += f"; also read by {others}"
+            if s is None:
+                detail = f"{lt.describe()}; {job.describe()}"
+            else:
+                share = min(100.0, job.read_kb_s / s.read_kb_s * 100) if s.read_kb_s else 0.0
+                evidence = (s.evidence(self._display(model, s.name)) if kind == "saturated"
+                            else self._headroom(model, s, lt))
+                detail = f"{evidence}; {share:.0f}% of its reads from {job.describe()}"
+                others = self._other_loaders(model, s.name)
+                if others and share < 90:
+                    detail += f"; also read by {others}"
+                if lt is not None and lt.io_wait_pct is not None:
+                    detail += f"; {lt.describe()}"
+            advice = (self._disk_advice(model, job) if kind == "saturated" else
+                      "the device has headroom: more DataLoader workers (num_workers), larger "
+                      "or parallel reads (bigger files or chunks, a thread pool or io_uring "
+                      "per worker), and prefetch (prefetch_factor)")
+            return IntervalState("disk-starved", kind=kind,
+                                 devices=[s.name] if s is not None else [], detail=detail,
+                                 advice=advice)
         else:
             busy = [s for s in sats.values() if s.saturated and s.read_kb_s > 0]
             if not busy:
@@ -212,8 +247,27 @@ class Classifier:
             detail = (f"{s.evidence(self._display(model, s.name))}; the job's processes cannot "
                       f"be seen from here (another PID namespace, or no permission), so this "
                       f"is the busiest saturated disk, not a proven cause")
-        return IntervalState("disk-starved", devices=[s.name], detail=detail,
+        return IntervalState("disk-starved", kind="saturated", devices=[s.name], detail=detail,
                              advice=self._disk_advice(model, job))
+
+    def _device_of(self, model: Model, leaf: str | None, sats) -> Saturation | None:
+        """The disk (or dm/md device) a partition belongs to, as the disk table shows it."""
+        if leaf is None:
+            return None
+        stack = [n for n in device_stack(model.devices, leaf) if n in sats]
+        preferred = [n for n in stack if model.devices.get(n) is not None
+                     and model.devices[n].kind in _PREFERRED_KINDS]
+        pick = (preferred or stack or [None])[0]
+        return sats.get(pick) if pick is not None else None
+
+    def _headroom(self, model: Model, s: Saturation, lt) -> str:
+        """'vda at 30752 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.2: headroom left;
+        each read of 4 KiB waits 0.07 ms'."""
+        ceiling = f" (peak seen {s.peak_iops:.0f})" if s.peak_iops > s.iops * 1.1 else ""
+        size = f" of {lt.read_kb:.0f} KiB" if lt.read_kb else ""
+        return (f"{self._display(model, s.name)} at {s.r_s:.0f} r/s{ceiling}, r_await "
+                f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f}: not saturated, so each "
+                f"synchronous read{size} waits {fmt_ms(s.await_ms)} ms")
 
     def _other_loaders(self, model: Model, device: str) -> str | None:
         stack_of = {name: device_stack(model.devices, name) for name in model.devices}
@@ -243,30 +297,71 @@ class Classifier:
         t = self.t
         h = model.host
         details = []
+        lt = job.time if job.visible else None
+        if lt is not None and lt.io_wait_pct is not None and lt.io_wait_pct > lt.cpu_share_pct:
+            return None          # the loaders wait on reads more than on CPUs
+        taken = False            # the loaders wait for CPUs that others hold
+        hot_loaders = False
         if job.visible:
-            loaders = job.workers or [v for v in job.members]
-            hot = [v for v in loaders if (v.cpu_pct or 0) >= t.loader_cpu_pct]
+            loaders = [v for v in (job.workers or job.members) if v.cpu_pct is not None]
+            hot = [v for v in loaders
+                   if (v.cpu_pct or 0) + (v.cpu_wait_pct or 0) >= t.loader_cpu_pct]
             if loaders and len(hot) >= max(1, math.ceil(0.75 * len(loaders))):
+                hot_loaders = True
                 kind = "DataLoader worker" if job.workers else "process"
                 cpu = _mean([v.cpu_pct for v in hot])
-                details.append(f"{len(hot)} {kind}{'s' if len(hot) != 1 else ''} of "
-                               f"{job.describe().split(' and ')[0]} at {cpu:.0f}% CPU"
-                               f"{' each' if len(hot) > 1 else ''}")
-        if h is not None:
-            if h.cpu_idle_pct is not None and h.cpu_idle_pct < t.host_idle_pct:
-                details.append(f"host CPU {100 - h.cpu_idle_pct:.0f}% busy")
-            if h.psi_cpu_some_pct is not None and h.psi_cpu_some_pct >= t.cpu_pressure_pct:
-                details.append(f"cpu pressure {h.psi_cpu_some_pct:.0f}%")
+                waits = [v.cpu_wait_pct for v in hot if v.cpu_wait_pct is not None]
+                wait = _mean(waits) if waits else None
+                taken = wait is not None and wait >= t.loader_cpu_wait_pct
+                line = (f"{len(hot)} {kind}{'s' if len(hot) != 1 else ''} of "
+                        f"{job.describe().split(' and ')[0]} at {cpu:.0f}% CPU"
+                        f"{' each' if len(hot) > 1 else ''}")
+                if wait is not None:
+                    line += f", waiting {wait:.0f}% of the time for a CPU"
+                details.append(line)
+        host_busy = self._host_busy_pct(h)
+        host_full = host_busy is not None and 100 - host_busy < t.host_idle_pct
+        if host_full:
+            details.append(f"host CPU {host_busy:.0f}% busy (iowait counted as idle)")
+        if h is not None and h.psi_cpu_some_pct is not None and h.psi_cpu_some_pct >= t.cpu_pressure_pct:
+            details.append(f"cpu pressure {h.psi_cpu_some_pct:.0f}%")
         if not details:
             return None
+        if taken or (host_full and not hot_loaders):
+            others = self._top_others(model, job)
+            if others:
+                details.append(f"the CPUs are taken by {others}")
+            taken = True
         quiet = self._quietest_storage(model, job, sats)
         if quiet:
             details.append(quiet)
-        advice = ("more DataLoader workers (num_workers) or lighter decoding and augmentation"
-                  if job.workers or not (h and h.cpu_idle_pct is not None and h.cpu_idle_pct < t.host_idle_pct)
-                  else "the host's CPUs are taken: fewer competing processes, or move "
-                       "decoding to the GPU (DALI) or offline")
-        return IntervalState("cpu-starved", detail="; ".join(details), advice=advice)
+        if lt is not None and lt.io_wait_pct is not None:
+            details.append(lt.describe())
+        advice = ("the host's CPUs are taken by other processes: fewer or lower-priority "
+                  "competing processes (nice), CPU pinning for the job, or a larger node"
+                  if taken else
+                  "the job's own loaders are busy: more DataLoader workers (num_workers) if "
+                  "CPUs are free, or lighter decoding and augmentation (or on the GPU: DALI)")
+        return IntervalState("cpu-starved", kind="others" if taken else "own",
+                             detail="; ".join(details), advice=advice)
+
+    @staticmethod
+    def _host_busy_pct(h) -> float | None:
+        """The host's CPUs running something, in %: iowait is idle time."""
+        if h is None or h.cpu_idle_pct is None:
+            return None
+        return max(0.0, 100.0 - h.cpu_idle_pct - (h.cpu_iowait_pct or 0.0))
+
+    def _top_others(self, model: Model, job: Job, n: int = 3) -> str | None:
+        """'pid 812 (ffmpeg) 180% CPU, pid 90 (tar) 95%': the busiest processes outside
+        the job, as the collector follows them (model.procs without a GPU root)."""
+        mine = {v.pid for v in job.members}
+        others = sorted((v for v in model.procs.values()
+                         if v.root_pid is None and v.pid not in mine and (v.cpu_pct or 0) >= 5),
+                        key=lambda v: -(v.cpu_pct or 0))[:n]
+        if not others:
+            return None
+        return ", ".join(f"pid {v.pid} ({v.name or '?'}) {v.cpu_pct:.0f}% CPU" for v in others)
 
     def _quietest_storage(self, model: Model, job: Job, sats) -> str | None:
         names = [n for dev in job.device_readers for n in device_stack(model.devices, dev)
@@ -297,9 +392,12 @@ class Classifier:
         if elsewhere:
             names = ", ".join(sorted(self._display(model, s.name) for s in elsewhere))
             parts.append(f"{names} saturated, but the job does not read from it")
-        h = model.host
-        if h is not None and h.cpu_idle_pct is not None:
-            parts.append(f"CPU idle {h.cpu_idle_pct:.0f}%")
+        busy = self._host_busy_pct(model.host)
+        if busy is not None:
+            parts.append(f"CPU idle {100 - busy:.0f}% (iowait counted as idle)")
+        lt = job.time if job.visible else None
+        if lt is not None:
+            parts.append(lt.describe())
         if not job.visible:
             parts.append("the job's processes cannot be seen from here")
         return IntervalState("undiagnosed-stall", detail="; ".join(parts),

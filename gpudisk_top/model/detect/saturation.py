@@ -50,6 +50,9 @@ class Saturation:
     write_kb_s: float = 0.0
     iops: float = 0.0
     pressure_pct: float | None = None
+    peak_iops: float = 0.0         # the most this device has done in one interval so far
+    r_s: float = 0.0
+    rareq_kb: float = 0.0
 
     def write_evidence(self, display_name: str) -> str:
         return (f"{display_name} writing {self.write_kb_s / 1024:.0f} MB/s, "
@@ -107,7 +110,8 @@ class SaturationTracker:
         sat = Saturation(name=name, saturated=False, await_ms=await_ms,
                          w_await_ms=r.w_await_ms, baseline_ms=baseline,
                          aqu_sz=r.aqu_sz, util_pct=r.util_pct, read_kb_s=r.rkb_s,
-                         write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct)
+                         write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct,
+                         peak_iops=max(h.peak_iops, iops), r_s=r.r_s, rareq_kb=r.rareq_kb)
         floor = t.for_class("latency_floor_ms", dev_class)
         latency = await_ms >= t.latency_factor * baseline and await_ms >= floor
         queue = r.aqu_sz >= t.for_class("queue_size", dev_class)

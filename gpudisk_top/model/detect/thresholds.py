@@ -38,8 +38,11 @@ class Thresholds:
     peak_fraction: float = 0.85         # throughput at this share of the highest seen
     io_pressure_pct: float = 20.0       # PSI io "some" (host or container)
     hdd_util_pct: float = 95.0          # %util means saturation only on a rotating disk
+    # --- the job's loaders (DataLoader workers, else the GPU processes)
+    loader_io_wait_pct: float = 40.0    # loaders blocked on reads this share of the time: storage-bound
     # --- CPU
-    loader_cpu_pct: float = 90.0        # a DataLoader worker at this % of one CPU is saturated
+    loader_cpu_pct: float = 90.0        # a DataLoader worker on a CPU (or waiting for one) this % of the time is CPU-bound
+    loader_cpu_wait_pct: float = 20.0   # loaders waiting this % for a CPU: the CPUs are taken by others
     host_idle_pct: float = 10.0         # host CPU idle below this: the CPU is saturated
     cpu_pressure_pct: float = 40.0      # PSI cpu "some" at or above this: the CPU is saturated
     # --- checkpoints
