@@ -10,6 +10,9 @@
     parse_time("start", span), parse_time("end", span)
 
 Durations are a number with a unit (s, m, h, d; "1h30m"; a bare number is seconds).
+A time is between 0001-01-02 and 9999-12-30 (what every time zone can write as a date);
+anything else, @1e20 or "1e11d ago", is a TimeParseError like any other bad time, never
+an overflow further on.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|min|m|h|d)?", re.I)
 
 class TimeParseError(ValueError):
     """A time that cannot be read; the message is one line, fit for the user."""
+
+
+# the first and last moments every time zone can write as a date (years 1 and 9999)
+MIN_S = dt.datetime(1, 1, 2, tzinfo=dt.timezone.utc).timestamp()
+MAX_S = dt.datetime(9999, 12, 30, tzinfo=dt.timezone.utc).timestamp()
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,23 @@ def parse_duration(text: str) -> float:
 
 
 def parse_time(text: str, span: Span) -> float:
-    """Wall time in seconds since the epoch.  Raises TimeParseError with a one-line reason."""
+    """Wall time in seconds since the epoch, between MIN_S and MAX_S.  Raises
+    TimeParseError with a one-line reason."""
+    try:
+        value = _parse_time(text, span)
+    except (OverflowError, OSError):
+        value = math.inf        # a date arithmetic cannot hold: out of range below
+    except ValueError as err:
+        if isinstance(err, TimeParseError):
+            raise
+        value = math.inf
+    if not (math.isfinite(value) and MIN_S <= value <= MAX_S):
+        raise TimeParseError(f"out of range: {text.strip()!r} "
+                             "(a time must be between 0001-01-02 and 9999-12-30)")
+    return value
+
+
+def _parse_time(text: str, span: Span) -> float:
     s = text.strip()
     low = s.lower()
     if not s:

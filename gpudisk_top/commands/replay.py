@@ -17,16 +17,32 @@ def build_parser(prog: str) -> Parser:
     p.add_argument("-a", "--all-devices", action="store_true", help="every block device")
     p.add_argument("-d", "--devices", metavar="GLOBS", help="only devices matching these globs")
     p.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal")
+    from gpudisk_top.report.window import add_source_option
+
+    add_source_option(p)
     add_detector_options(p)
     return p
 
 
+def replay_origin(rec, path: str) -> dict:
+    """The dashboard's origin for a replay of `rec`: the dashboard flags DEMO when
+    "simulated" is in the source, and ReplayApp SOURCE? for source_kind "unknown", so a
+    damaged session header never makes a replay look live."""
+    header = rec.header
+    source = rec.source
+    label = {"simulated": " (simulated)", "unknown": " (source unknown: session header damaged)"}
+    return {"source": f"replay of {path}" + label.get(source.kind, ""),
+            "source_kind": source.kind,
+            "host_name": source.host_name or header.get("host_name") or "?",
+            "kernel": header.get("kernel") or "?"}
+
+
 def run(args) -> int:
-    from gpudisk_top.record import Recording
+    from gpudisk_top.report.window import open_recording
     from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 
     thresholds = thresholds_from(args)
-    rec = Recording.open(args.file)
+    rec = open_recording(args)
     for warning in rec.warnings:
         print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
     if len(rec) < 2:
@@ -40,9 +56,7 @@ def run(args) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("replay needs a terminal; without one use "
                          f"`gpudisk-top report {args.file}` or `gpudisk-top export`")
-    header = rec.header
-    origin = {"source": f"replay of {args.file}" + (" (simulated)" if header.get("simulated") else ""),
-              "host_name": header.get("host_name") or "?", "kernel": header.get("kernel") or "?"}
+    origin = replay_origin(rec, args.file)
     from gpudisk_top.ui.replay_app import ReplayApp  # only the dashboard loads Textual
 
     app = ReplayApp(rec, origin, thresholds=thresholds, dev_filter=device_filter(args),

@@ -6,14 +6,21 @@ in a row (R frame).  A crash while a block was being copied over its rows can le
 rows and the block, or the block twice: the first block wins, and rows a block covers are
 ignored.  Rows after a gap (damage) cannot be decoded until the next block: they carry
 their processes' counters as shares of what came before.
+
+A session header that fails its CRC still starts a session (record/sources.py salvages
+what it can of it): without that, the samples after it would be taken for the session
+before's, and those whose numbers it already holds would be dropped as copies.  Damage
+followed by samples numbered from 0 again, when the session being read already holds a
+sample 0, is a session whose header was lost with the damage.
 """
 
 from __future__ import annotations
 
 import bisect
+import struct
 from dataclasses import dataclass, field
 
-from gpudisk_top.record import format_v2, frames
+from gpudisk_top.record import format_v2, frames, sources
 
 _B, _R = 0, 1
 
@@ -21,6 +28,8 @@ _B, _R = 0, 1
 @dataclass
 class _Session:
     header: dict
+    damaged: bool = False                           # its header failed its CRC or was lost
+    offset: int | None = None                       # where its header is (or was)
     end: dict | None = None
     blocks: dict = field(default_factory=dict)      # first number -> (frame, n, walls)
     rows: dict = field(default_factory=dict)        # number -> frame
@@ -36,14 +45,18 @@ class _Unit:
     session: int
     frames: list                 # the B frame, or the R frames of the run
     numbers: list[int]           # session numbers of its samples
+    schema: object = None        # its session header's record schema (None: this version's)
     prev_block: "_Unit | None" = None   # a run of rows: the block before it
 
 
 class V2Index:
     """The index of a v2 recording and its decoder.  Fills `walls`, `session_firsts`
-    (global indexes), `sessions` (header, end), and reports damage in `warnings`."""
+    (global indexes), `sessions` (header, end, source), and reports damage in `warnings`.
+    `keep`: the numbers (in the file, from 0) of the sessions to index; None: all.  The
+    others are still walked, so damage is reported the same either way."""
 
-    def __init__(self, path: str, buf, warnings: list[str], session_cls) -> None:
+    def __init__(self, path: str, buf, warnings: list[str], session_cls,
+                 keep: set[int] | None = None) -> None:
         self.path = path
         self.buf = buf
         self.warnings = warnings
@@ -52,8 +65,11 @@ class V2Index:
         self.sessions = []
         self.refs: list[tuple] = []          # per sample: (unit, position in unit)
         self.units: list[_Unit] = []
-        self._numbers: list[dict] = []      # per session: number -> global index
+        self._keep = keep
+        self._numbers: list[dict] = []      # per indexed session: number -> global index
+        self._raw_numbers: list[dict] = []  # per session in the file (-1: not indexed)
         self._raw_sessions: list[_Session] = []
+        self._kept: list[int] = []          # file numbers of the indexed sessions
         self._cursor = None                 # (unit, next position, Unflattener, RowDecoder)
         self._end_states: dict[int, dict] = {}   # id(block unit) -> processes' counters after it
         self._block_cache: tuple | None = None
@@ -63,26 +79,53 @@ class V2Index:
     # ------------------------------------------------------------------ indexing
     def _build(self, session_cls) -> None:
         found, damage = frames.scan(self.buf, frames.PREAMBLE.size)
+        # damage that ends where a good frame starts: a session header in it starts a session
+        after_damage: dict[int, tuple] = {}
+        for d in damage:
+            if not d.torn_tail:
+                after_damage[d.end] = (d, sources.damaged_header(self.buf, d))
         sessions: list[_Session] = []
         cur: _Session | None = None
         unknown: set[int] = set()
         bad = 0
+        lost_headers: list[_Session] = []
+        watch_restart = False               # damage before: does a sample number 0 follow?
         self._frame_session: dict[int, int] = {}    # frame offset -> session number
         for fr in found:
             kind = fr.kind
+            hit = after_damage.get(fr.offset)
+            if hit is not None:
+                d, raw = hit
+                if raw is not None and kind != frames.SESSION:
+                    cur = _Session(sources.salvage(raw), damaged=True, offset=d.start)
+                    sessions.append(cur)
+                    lost_headers.append(cur)
+                else:
+                    watch_restart = True
+            if kind in (frames.BLOCK, frames.ROW) and watch_restart:
+                watch_restart = False
+                number = _number(self.buf, fr)
+                if number == 0 and cur is not None and _holds_first(cur):
+                    # a session began inside the damage, its header lost with it
+                    cur = _Session(sources.salvage(b""), damaged=True, offset=fr.offset)
+                    sessions.append(cur)
+                    lost_headers.append(cur)
             if kind != frames.SESSION:
                 self._frame_session[fr.offset] = len(sessions) - 1 if cur is not None else len(sessions)
             if kind == frames.SESSION:
-                cur = _Session(frames.frame_json(self.buf, fr, self.path, self.warnings))
+                header = frames.frame_json(self.buf, fr, self.path, self.warnings)
+                cur = _Session(header, damaged=not header, offset=fr.offset)
                 sessions.append(cur)
+                watch_restart = False
                 continue
             if kind == frames.END:
                 if cur is not None:
                     cur.end = frames.frame_json(self.buf, fr, self.path, self.warnings)
                 continue
             if kind in (frames.BLOCK, frames.ROW, frames.SUMMARY) and cur is None:
-                cur = _Session({})          # its header was lost: this version's schema
+                cur = _Session({}, damaged=True, offset=frames.PREAMBLE.size)  # header lost
                 sessions.append(cur)
+                lost_headers.append(cur)
             if kind == frames.BLOCK:
                 try:
                     first, n, walls = format_v2.block_info(self.buf[fr.start:fr.end])
@@ -105,18 +148,39 @@ class V2Index:
                 unknown.add(kind)
         skipped = 0
         self._raw_sessions = sessions
-        for s in sessions:
-            skipped += self._index_session(s, session_cls)
+        for sno, s in enumerate(sessions):
+            skipped += self._index_session(sno, s, session_cls,
+                                           self._keep is None or sno in self._keep)
         self._report(damage, found, sessions, skipped, unknown, bad)
+        for s in lost_headers:
+            sno = sessions.index(s)
+            n = len(self._raw_numbers[sno])
+            if not n:
+                continue
+            src = sources.source_of(s.header, damaged=True)
+            what = ("what remains of it says simulated" if src.kind == sources.SIMULATED else
+                    "what remains of it says live" if src.kind == sources.LIVE else
+                    "whether it is live or simulated cannot be told: labelled 'unknown source'")
+            self.warnings.append(
+                f"{self.path}: the header of session {sno + 1} (byte {s.offset}) is damaged or "
+                f"lost; its {n} samples are read with this version's schema, and {what}")
 
-    def _index_session(self, s: _Session, session_cls) -> int:
-        """Add a session's samples in number order; returns rows that cannot be read."""
-        first_global = len(self.walls)
-        session_no = len(self.sessions)
-        self.sessions.append(session_cls(s.header, first_global, end=s.end))
-        self.session_firsts.append(first_global)
+    def _index_session(self, sno: int, s: _Session, session_cls, keep: bool) -> int:
+        """Add a session's samples in number order (only their numbers when not `keep`);
+        returns rows that cannot be read."""
         numbers: dict[int, int] = {}
-        self._numbers.append(numbers)
+        self._raw_numbers.append(numbers)
+        if keep:
+            first_global = len(self.walls)
+            session_no = len(self.sessions)
+            sess = session_cls(s.header, first_global, end=s.end)
+            sess.number = sno
+            sess.source = sources.source_of(s.header, s.damaged)
+            self.sessions.append(sess)
+            self.session_firsts.append(first_global)
+            self._numbers.append(numbers)
+            self._kept.append(sno)
+            schema = s.header.get("schema") if not s.damaged else None
         covered = set()
         for first, (fr, n, walls) in s.blocks.items():
             covered.update(range(first, first + n))
@@ -130,7 +194,11 @@ class V2Index:
         for num, kind, item in events:
             if kind == _B:
                 fr, n, walls = item
-                unit = _Unit(_B, session_no, [fr], list(range(num, num + n)))
+                if not keep:
+                    numbers.update(dict.fromkeys(range(num, num + n), -1))
+                    last_block, run, expected = None, None, num + n
+                    continue
+                unit = _Unit(_B, session_no, [fr], list(range(num, num + n)), schema)
                 self.units.append(unit)
                 for j, w in enumerate(walls):
                     numbers[num + j] = len(self.walls)
@@ -143,12 +211,19 @@ class V2Index:
             if num != expected:
                 skipped += 1       # a gap before it: its chain is broken
                 continue
+            if not keep:
+                if num == 0 or num - 1 in numbers:
+                    numbers[num] = -1
+                    expected = num + 1
+                else:
+                    skipped += 1
+                continue
             if run is None:
                 prev = last_block if last_block is not None and last_block.numbers[-1] == num - 1 else None
                 if num != 0 and prev is None:
                     skipped += 1
                     continue
-                run = _Unit(_R, session_no, [], [], prev_block=prev)
+                run = _Unit(_R, session_no, [], [], schema, prev_block=prev)
                 self.units.append(run)
             numbers[num] = len(self.walls)
             self.walls.append(fr.wall_s)
@@ -156,6 +231,8 @@ class V2Index:
             run.frames.append(fr)
             run.numbers.append(num)
             expected = num + 1
+        if keep:
+            sess.samples = len(numbers)
         return skipped
 
     def _report(self, damage, found, sessions, skipped: int, unknown: set, bad: int) -> None:
@@ -166,13 +243,18 @@ class V2Index:
             if not d.torn_tail:
                 k = bisect.bisect_left(starts, d.end)
                 sno = self._frame_session.get(starts[k]) if k < len(starts) else None
-                if sno is not None and sno < len(self._numbers) and self._complete(sno):
+                if sno is not None and sno < len(self._raw_numbers) and self._complete(sno) \
+                        and not self._raw_sessions[sno].damaged:
                     continue
             if d.torn_tail:
                 self.warnings.append(
                     f"{self.path}: the last {d.end - d.start} bytes (from byte {d.start}) are a torn "
                     "or damaged frame, skipped (the recorder was stopped while writing: kill -9, "
                     f"power loss or a full disk); the {len(self.walls)} samples before it are read")
+            elif d.end - d.start == frames.PREAMBLE.size and \
+                    bytes(self.buf[d.start:d.start + len(frames.MAGIC)]) == frames.MAGIC:
+                self.warnings.append(f"{self.path}: bytes {d.start}-{d.end} are another recording's "
+                                     "preamble (files concatenated?); what follows is read")
             else:
                 self.warnings.append(f"{self.path}: bytes {d.start}-{d.end} are damaged and were skipped")
         if skipped:
@@ -185,18 +267,15 @@ class V2Index:
                                  "(written by a newer gpudisk-top?)")
 
     def _complete(self, sno: int) -> bool:
-        """Does session sno hold every sample from its first to its last (and as many
-        as its end frame says)?"""
-        numbers = self._numbers[sno]
+        """Does session sno (in the file) hold every sample from its first to its last
+        (and as many as its end frame says)?"""
+        numbers = self._raw_numbers[sno]
         if not numbers or max(numbers) != len(numbers) - 1:
             return False
         end = self._raw_sessions[sno].end if sno < len(self._raw_sessions) else None
         return end is None or end.get("samples") in (None, len(numbers))
 
     # ------------------------------------------------------------------ decoding
-    def _schema(self, unit: _Unit):
-        return self._raw_sessions[unit.session].header.get("schema")
-
     def _block(self, unit: _Unit) -> format_v2.Block:
         c = self._block_cache
         if c is not None and c[0] is unit:
@@ -214,7 +293,7 @@ class V2Index:
         state = self._end_states.get(key)
         if state is None:
             blk = self._block(unit)
-            un = format_v2.Unflattener(blk.state, self._schema(unit))
+            un = format_v2.Unflattener(blk.state, unit.schema)
             for j in range(len(blk.rows)):
                 un.advance(*blk.values(j))
             state = self._end_states[key] = un.counters
@@ -227,10 +306,10 @@ class V2Index:
         if c is None or c[0] is not unit or c[1] > pos:
             if unit.kind == _B:
                 blk = self._block(unit)
-                c = [unit, 0, format_v2.Unflattener(blk.state, self._schema(unit)), None]
+                c = [unit, 0, format_v2.Unflattener(blk.state, unit.schema), None]
             else:
                 base = self._end_state(unit.prev_block) if unit.prev_block is not None else {}
-                c = [unit, 0, format_v2.Unflattener(base, self._schema(unit)),
+                c = [unit, 0, format_v2.Unflattener(base, unit.schema),
                      format_v2.RowDecoder()]
             self._cursor = c
         un = c[2]
@@ -276,7 +355,8 @@ class V2Index:
         from gpudisk_top.record import derived
 
         out = []
-        for sno, s in enumerate(self._raw_sessions):
+        for sno, raw in enumerate(self._kept):
+            s = self._raw_sessions[raw]
             numbers = self._numbers[sno]
             have: dict[int, object] = {}
             for first, (fr, n, walls) in s.blocks.items():
@@ -312,3 +392,17 @@ class V2Index:
                 kept.append((g, b, sno))
                 end = g + b.n
         return kept
+
+
+def _number(buf, fr) -> int | None:
+    """The session number of a row's sample or of a block's first one."""
+    try:
+        if fr.kind == frames.ROW:
+            return format_v2.ROW.unpack_from(buf, fr.start)[0]
+        return format_v2.BLOCK_HEAD.unpack_from(buf, fr.start)[0]
+    except struct.error:       # a frame too short to say: not a restart
+        return None
+
+
+def _holds_first(s: _Session) -> bool:
+    return 0 in s.blocks or 0 in s.rows

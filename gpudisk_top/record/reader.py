@@ -14,6 +14,13 @@ Version 1 files are mapped; version 2 files are read into memory, since their re
 cuts their end as it turns rows into blocks (index_v2.py reads them).  A torn tail or a
 damaged stretch becomes a warning in `warnings`, and every good frame around it is
 still read.
+
+Wall clocks step (NTP after boot, a VM resumed after weeks, two files concatenated), so
+sample indexes, not wall times, are the order of a recording: `runs` are the stretches in
+which the wall clock never went back, and ranges(t0, t1) the samples of a time window as
+index ranges in recorded order, one at most per run.  Each session has a Source
+(record/sources.py: live, simulated, or unknown when its header is damaged);
+choose_source() gives a Recording of one source's sessions.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
-from gpudisk_top.record import format_v1, format_v2, frames
+from gpudisk_top.record import format_v1, format_v2, frames, sources
 from gpudisk_top.record.header import FORMAT_VERSION, iso
 
 # A reader for every format version, forever: version -> the module that codes its samples.
@@ -48,6 +55,9 @@ class Session:
     first: int                   # index of its first sample
     end: dict | None = None      # the E frame: {"reason", "samples", "ended"}; None if it never ended cleanly
     decoder_module: object = None
+    number: int = 0              # its place among the file's sessions, from 0
+    source: sources.Source | None = None
+    samples: int = 0             # readable samples
 
 
 @dataclass
@@ -88,11 +98,14 @@ def check_preamble(path: str, head: bytes, size: int) -> int:
 class Recording:
     """A recording opened for reading.  Use Recording.open(path)."""
 
-    def __init__(self, path: str, buf, version: int, mm: mmap.mmap | None = None) -> None:
+    def __init__(self, path: str, buf, version: int, mm: mmap.mmap | None = None,
+                 keep: set[int] | None = None) -> None:
         self.path = path
         self.version = version
         self.warnings: list[str] = []
         self.sessions: list[Session] = []
+        self.left_out: str | None = None       # choose_source(): what was left out, and how to choose
+        self._keep = keep                      # numbers of the sessions indexed (None: all)
         self.size = len(buf)
         self._buf = buf
         self._mm = mm
@@ -104,6 +117,7 @@ class Recording:
             self._build_index()
         else:
             self._build_index_v2()
+        self._find_runs()
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -151,21 +165,49 @@ class Recording:
 
     def _build_index(self) -> None:
         found, damage = frames.scan(self._buf, frames.PREAMBLE.size)
+        lost_header = {}       # offset after damage that held a session header -> its bytes
+        for d in damage:
+            raw = None if d.torn_tail else sources.damaged_header(self._buf, d)
+            if raw is not None:
+                lost_header[d.end] = raw
         idx = self._idx
         walls, starts, ends = idx.walls, idx.starts, idx.ends
         keyframes = idx.keyframes
         module = DECODERS[self.version]
         session: Session | None = None
+        number = -1            # the file's session being read
+        keep = True            # is it indexed?
         chain = False          # can the next D frame be decoded (its segment is intact)?
         prev_end = frames.PREAMBLE.size
         skipped = 0            # D frames that follow damage, up to the next keyframe
         unknown: set[int] = set()
+        damaged: list[Session] = []
+        seen: dict[int, int] = {}   # sample frames of each session, indexed or not
+
+        def start(header: dict, damaged_header: bool) -> None:
+            nonlocal session, number, keep
+            number += 1
+            keep = self._keep is None or number in self._keep
+            session = Session(header, len(walls), decoder_module=module, number=number,
+                              source=sources.source_of(header, damaged_header))
+            if keep:
+                self.sessions.append(session)
+                idx.session_firsts.append(len(walls))
+
         for fr in found:
             if fr.offset != prev_end:
                 chain = False  # damage in between: scan() reported it
+                raw = lost_header.get(fr.offset)
+                if raw is not None and fr.kind != frames.SESSION:
+                    start(sources.salvage(raw), True)
+                    damaged.append(session)
             prev_end = fr.end
             kind = fr.kind
+            if kind in (frames.DELTA, frames.KEYFRAME) and session is not None:
+                seen[number] = seen.get(number, 0) + 1
             if kind == frames.DELTA:
+                if not keep:
+                    continue
                 if chain:
                     walls.append(fr.wall_s)
                     starts.append(fr.start)
@@ -175,9 +217,11 @@ class Recording:
             elif kind == frames.KEYFRAME:
                 if session is None:
                     # its session header was lost: read it with this version's schema
-                    session = Session({}, len(walls), decoder_module=module)
-                    self.sessions.append(session)
-                    idx.session_firsts.append(len(walls))
+                    start({}, True)
+                    damaged.append(session)
+                    seen[number] = 1
+                if not keep:
+                    continue
                 chain = True
                 keyframes.append(len(walls))
                 walls.append(fr.wall_s)
@@ -185,9 +229,7 @@ class Recording:
                 ends.append(fr.end)
             elif kind == frames.SESSION:
                 header = frames.frame_json(self._buf, fr, self.path, self.warnings)
-                session = Session(header, len(walls), decoder_module=module)
-                self.sessions.append(session)
-                idx.session_firsts.append(len(walls))
+                start(header, not header)
                 chain = False
             elif kind == frames.END:
                 if session is not None:
@@ -197,29 +239,115 @@ class Recording:
                 unknown.add(kind)
                 chain = False
             # an unknown lower-case type is an addition this reader may ignore
+        firsts = idx.session_firsts + [len(walls)]
+        for k, sess in enumerate(self.sessions):
+            sess.samples = firsts[k + 1] - firsts[k]
         self._report_damage(damage, skipped, unknown)
+        for sess in damaged:
+            if seen.get(sess.number):
+                self.warnings.append(
+                    f"{self.path}: the header of session {sess.number + 1} is damaged or lost; "
+                    f"its samples are read with this version's schema, and "
+                    + ("what remains of it says simulated" if sess.source.kind == sources.SIMULATED else
+                       "what remains of it says live" if sess.source.kind == sources.LIVE else
+                       "whether it is live or simulated cannot be told: labelled 'unknown source'"))
         # sessions that hold no sample (a recorder stopped before its first) are kept for
         # their headers, but samples map to the last session that starts at their index
-        if not all(map(operator.le, walls[:-1], walls[1:])):
-            self._order = sorted(range(len(walls)), key=walls.__getitem__)
-            self.warnings.append(f"{self.path}: the clock went backwards during the recording; "
-                                 "seeking by time uses the samples in time order")
 
     def _build_index_v2(self) -> None:
         from gpudisk_top.record.index_v2 import V2Index
 
-        v2 = self._v2 = V2Index(self.path, self._buf, self.warnings, Session)
+        v2 = self._v2 = V2Index(self.path, self._buf, self.warnings, Session, self._keep)
         idx = self._idx
         idx.walls.extend(v2.walls)
         idx.session_firsts.extend(v2.session_firsts)
         self.sessions.extend(v2.sessions)
         for sess in self.sessions:
             sess.decoder_module = format_v2
-        walls = idx.walls
-        if not all(map(operator.le, walls[:-1], walls[1:])):
-            self._order = sorted(range(len(walls)), key=walls.__getitem__)
-            self.warnings.append(f"{self.path}: the clock went backwards during the recording; "
-                                 "seeking by time uses the samples in time order")
+
+    def _find_runs(self) -> None:
+        """The stretches of samples, in recorded order, over which the wall clock never
+        went back; a warning names the steps back."""
+        walls = self._idx.walls
+        n = len(walls)
+        self._run_starts: list[int] = [0] if n else []
+        if n and not all(map(operator.le, walls[:-1], walls[1:])):
+            self._run_starts = [0] + [i for i in range(1, n) if walls[i] < walls[i - 1]]
+            self._order = sorted(range(n), key=walls.__getitem__)
+            steps = len(self._run_starts) - 1
+            first = self._run_starts[1]
+            self.warnings.append(
+                f"{self.path}: the wall clock went back {steps} time{'s' * (steps != 1)} during the "
+                f"recording (first at sample {first}, by {walls[first - 1] - walls[first]:.0f} s); "
+                "each stretch is read in recorded order, and a time window takes its "
+                "samples from every stretch")
+
+    @property
+    def runs(self) -> list[tuple[int, int]]:
+        """(first, last) sample index of each stretch in which the wall clock never went
+        back, in recorded order."""
+        ends = self._run_starts[1:] + [len(self)]
+        return [(a, b - 1) for a, b in zip(self._run_starts, ends)]
+
+    def run_of(self, i: int) -> tuple[int, int]:
+        """The (first, last) of the stretch that holds sample i."""
+        k = bisect.bisect_right(self._run_starts, i) - 1
+        starts = self._run_starts
+        return starts[k], (starts[k + 1] - 1 if k + 1 < len(starts) else len(self) - 1)
+
+    def ranges(self, start_s: float | None = None, end_s: float | None = None) -> list[tuple[int, int]]:
+        """The samples with start_s <= wall_s <= end_s (None: no bound), as (first, last)
+        index ranges in recorded order, at most one per stretch of a clock that never went
+        back (runs), so each range's wall times are sorted.  Costs a bisection per
+        stretch, whatever the span."""
+        walls = self._idx.walls
+        out: list[tuple[int, int]] = []
+        for a, b in self.runs:
+            lo = a if start_s is None else bisect.bisect_left(walls, start_s, a, b + 1)
+            hi = b if end_s is None else bisect.bisect_right(walls, end_s, a, b + 1) - 1
+            if lo <= hi:
+                out.append((lo, hi))
+        return out
+
+    # ------------------------------------------------------------------ sources
+    @property
+    def source(self) -> sources.Source:
+        """Where the samples come from: simulated if any session with samples is, else
+        unknown if any one's header is damaged beyond telling, else live; the label of the
+        first intact header of that kind."""
+        with_samples = [s.source for s in self.sessions if s.samples and s.source is not None]
+        srcs = with_samples or [s.source for s in self.sessions if s.source is not None]
+        if not srcs:
+            return sources.Source(sources.UNKNOWN, None, sources.UNKNOWN, True)
+        kinds = {x.kind for x in srcs}
+        kind = next(k for k in (sources.SIMULATED, sources.UNKNOWN, sources.LIVE) if k in kinds)
+        of_kind = [x for x in srcs if x.kind == kind]
+        best = next((x for x in of_kind if not x.damaged), of_kind[0])
+        return sources.Source(kind, best.host_name, best.label, any(x.damaged for x in of_kind))
+
+    def choose_source(self, wanted: str | None = None) -> "Recording":
+        """This recording, or when it mixes sources (or `wanted`, a kind or a host, says
+        so) a Recording of one source's sessions that takes this one's place (this one is
+        closed); `left_out` (also a warning) says what was left out and how to choose.
+        Raises UsageError when `wanted` matches no session."""
+        counts = [s.samples for s in self.sessions]
+        keep, warning = sources.choose(self.sessions, counts, wanted, self.path)
+        numbers = {self.sessions[k].number for k in keep}
+        if warning is None and len(numbers) == len(self.sessions):
+            return self
+        view = self.only(numbers)
+        if warning is not None:
+            view.left_out = warning
+            view.warnings.append(warning)
+        return view
+
+    def only(self, numbers) -> "Recording":
+        """A Recording of the sessions numbered `numbers` (in the file, from 0), read from
+        this one's bytes; it takes this one's place (this one is closed)."""
+        view = Recording(self.path, self._buf, self.version, keep=set(numbers))
+        view._mm, self._mm = self._mm, None
+        self.close()
+        return view
 
     def global_index(self, session: int, number: int) -> int | None:
         """The index of sample `number` (counted from 0 in its session) of a session, or
@@ -273,7 +401,11 @@ class Recording:
 
     @property
     def header(self) -> dict:
-        """The first session's header (host, kernel, tool version, GPUs, devices, schema)."""
+        """The first session's header (host, kernel, tool version, GPUs, devices, schema);
+        the first intact one's when that one is damaged."""
+        for s in self.sessions:
+            if s.source is None or not s.source.damaged:
+                return s.header
         return self.sessions[0].header if self.sessions else {}
 
     @property
@@ -404,13 +536,7 @@ class Recording:
 
     def between(self, start_s: float | None = None, end_s: float | None = None
                 ) -> Iterator[tuple[int, Sample]]:
-        """(index, Sample) for the samples with start_s <= wall_s <= end_s."""
-        lo = 0 if start_s is None else self.seek(start_s)
-        for i, s in self.samples(lo):
-            if end_s is not None and s.wall_s > end_s:
-                if self._order is None:
-                    break
-                continue
-            if start_s is not None and s.wall_s < start_s:
-                continue
-            yield i, s
+        """(index, Sample) for the samples with start_s <= wall_s <= end_s, in recorded
+        order (ranges())."""
+        for lo, hi in self.ranges(start_s, end_s):
+            yield from self.samples(lo, hi + 1)

@@ -12,7 +12,8 @@ import datetime as dt
 import plotext
 
 
-def _clock(wall_s: float, span_s: float) -> str:
+def clock_label(wall_s: float, span_s: float) -> str:
+    """A tick's label: the time of day, with the date when the span is two days or more."""
     t = dt.datetime.fromtimestamp(wall_s).astimezone()
     if span_s >= 2 * 86400:
         return t.strftime("%m-%d %H:%M")
@@ -20,19 +21,15 @@ def _clock(wall_s: float, span_s: float) -> str:
 
 
 def line_chart(title: str, series: list[tuple[str, list[float], list[float]]],
-               marks: list[tuple[float, float, str]], start_s: float, end_s: float,
-               width: int = 100, height: int = 16, ylim: tuple[float, float] | None = None,
-               ylabel: str = "") -> str:
-    """A colourless chart: each series (label, times, values) as a line over [start_s,
-    end_s]; each mark (start, end, letter) a span drawn along the top of the plot (the
-    episodes).  Returns the text, one line per row."""
-    ticks = [start_s + (end_s - start_s) * k / 4 for k in range(5)]
-    labels = [_clock(t, end_s - start_s) for t in ticks]
+               marks: list[tuple[float, float, str]], x_lo: float, x_hi: float,
+               ticks: tuple[list[float], list[str]], width: int = 100, height: int = 16,
+               ylim: tuple[float, float] | None = None, ylabel: str = "") -> str:
+    """A colourless chart: each series (label, xs, values) as a line over [x_lo, x_hi];
+    each mark (x0, x1, letter) a span drawn along the top of the plot (the episodes, the
+    gaps); ticks (positions, labels) along x.  Returns the text, one line per row."""
     if hasattr(plotext, "figure") and hasattr(plotext.figure, "signal"):
-        return _plotext6(title, series, marks, start_s, end_s, width, height, ylim, ylabel,
-                         ticks, labels)
-    return _plotext5(title, series, marks, start_s, end_s, width, height, ylim, ylabel,
-                     ticks, labels)
+        return _plotext6(title, series, marks, x_lo, x_hi, width, height, ylim, ylabel, *ticks)
+    return _plotext5(title, series, marks, x_lo, x_hi, width, height, ylim, ylabel, *ticks)
 
 
 def _yticks(low: float, top: float) -> list[float]:
@@ -50,7 +47,7 @@ def _top(ylim, series) -> float:
     return max(values) if values else 1.0
 
 
-def _plotext6(title, series, marks, start_s, end_s, width, height, ylim, ylabel, ticks, labels) -> str:
+def _plotext6(title, series, marks, x_lo, x_hi, width, height, ylim, ylabel, ticks, labels) -> str:
     f = plotext.figure
     f.clear()
     f.plot_size(width, height)
@@ -66,7 +63,7 @@ def _plotext6(title, series, marks, start_s, end_s, width, height, ylim, ylabel,
     f.title(title)
     if ylabel:
         f.label(ylabel, axis="y")
-    f.ruler("x").lim(start_s, end_s)
+    f.ruler("x").lim(x_lo, x_hi)
     f.ruler("x").ticks(ticks, labels)
     f.ruler("y").lim(ylim[0] if ylim else 0, band * 1.02)
     yt = _yticks(ylim[0] if ylim else 0, top)
@@ -76,7 +73,7 @@ def _plotext6(title, series, marks, start_s, end_s, width, height, ylim, ylabel,
     return text.rstrip("\n")
 
 
-def _plotext5(title, series, marks, start_s, end_s, width, height, ylim, ylabel, ticks, labels) -> str:
+def _plotext5(title, series, marks, x_lo, x_hi, width, height, ylim, ylabel, ticks, labels) -> str:
     plt = plotext
     plt.clear_figure()
     plt.plotsize(width, height)
@@ -91,7 +88,7 @@ def _plotext5(title, series, marks, start_s, end_s, width, height, ylim, ylabel,
     plt.title(title)
     if ylabel:
         plt.ylabel(ylabel)
-    plt.xlim(start_s, end_s)
+    plt.xlim(x_lo, x_hi)
     plt.xticks(ticks, labels)
     plt.ylim(ylim[0] if ylim else 0, band * 1.02)
     yt = _yticks(ylim[0] if ylim else 0, top)

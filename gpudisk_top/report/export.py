@@ -2,7 +2,10 @@
 
 Every rate comes from Replay.models(), so the numbers are exactly what the model
 computes from the raw counters (floats are written with repr(), which reads back equal).
-The first sample of each recorder run has no interval and gives no row.
+The first sample of each recorder run has no interval and gives no row.  Intervals come
+in recorded order; where the wall clock went back, a Perfetto trace puts the stretch that
+follows on tracks of its own (a counter track's times must increase), and nothing is
+left out.  The recording given is of one source (Recording.choose_source()).
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ def write_jsonl(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
 
 # ------------------------------------------------------------------------------ perfetto
 PID_GPUS, PID_DISKS, PID_HOST, PID_EPISODES = 1, 2, 3, 4
+PID_STRETCH = 10          # the pids of the n-th stretch of a clock that went back: + 10 n
 GPU_ARGS = ("util_pct", "mem_util_pct", "power_w")
 DISK_ARGS = ("r_await_ms", "w_await_ms", "rkb_s", "wkb_s", "aqu_sz", "util_pct")
 HOST_ARGS = ("cpu_iowait_pct", "cpu_idle_pct", "psi_io_some_pct", "psi_cpu_some_pct")
@@ -120,17 +124,10 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
     wall-clock microseconds since the Unix epoch; a counter's value is the rate over the
     interval that starts at its ts.  Returns the number of events."""
     dev_filter = dev_filter or DeviceFilter()
-    host = rec.header.get("host_name") or "?"
-    label = f"gpudisk-top {host}" + (" (SIMULATED)" if rec.header.get("simulated") else "")
-    meta = []
-    for pid, what, sort in ((PID_GPUS, "GPUs", 1), (PID_DISKS, "disks", 2), (PID_HOST, "host", 3),
-                            (PID_EPISODES, "starvation episodes", 0)):
-        meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                     "args": {"name": f"{label}: {what}"}})
-        meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                     "args": {"sort_index": sort}})
-    meta.append({"ph": "M", "name": "thread_name", "pid": PID_EPISODES, "tid": 1,
-                 "args": {"name": "episodes"}})
+    source = rec.source
+    host = source.host_name or rec.header.get("host_name") or "?"
+    label = f"gpudisk-top {host}" + {"simulated": " (SIMULATED)",
+                                     "unknown": " (SOURCE UNKNOWN)"}.get(source.kind, "")
     out.write('{"traceEvents":[\n')
     count = 0
     first = True
@@ -142,38 +139,69 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
         first = False
         count += 1
 
-    for event in meta:
-        emit(event)
+    def name_processes(stretch: int, since: str | None) -> None:
+        tail = "" if stretch == 0 else f" (clock stretch {stretch + 1}, from {since})"
+        for pid, what, sort in ((PID_GPUS, "GPUs", 1), (PID_DISKS, "disks", 2),
+                                (PID_HOST, "host", 3), (PID_EPISODES, "starvation episodes", 0)):
+            emit({"ph": "M", "name": "process_name", "pid": pid + PID_STRETCH * stretch, "tid": 0,
+                  "args": {"name": f"{label}: {what}{tail}"}})
+            emit({"ph": "M", "name": "process_sort_index", "pid": pid + PID_STRETCH * stretch,
+                  "tid": 0, "args": {"sort_index": sort + 4 * stretch}})
+        emit({"ph": "M", "name": "thread_name", "pid": PID_EPISODES + PID_STRETCH * stretch,
+              "tid": 1, "args": {"name": "episodes"}})
+
+    name_processes(0, None)
     last_ts = None
+    stretch = 0               # a new one each time the clock went back
     replay = Replay(rec, thresholds)
-    for model, _verdict in replay.models(start_s, end_s):
+    ranges = rec.ranges(start_s, end_s)
+    range_starts = {lo for lo, _ in ranges}
+    new_range = False
+    ep_stretch: dict[int, int] = {}   # id(episode) -> the stretch where it was seen first
+    for i, model, verdict in replay.run(ranges, start_s):
+        new_range = new_range or i in range_starts
+        if verdict.episode is not None:
+            ep_stretch.setdefault(id(verdict.episode), stretch)
         if model.interval_s <= 0:
             continue
         ts = _us(model.wall_s - model.interval_s)
         if last_ts is not None and ts <= last_ts:
-            continue  # the clock went backwards: keep every track's ts increasing
+            if new_range:
+                # the clock went back: later intervals go on tracks of their own
+                stretch += 1
+                name_processes(stretch, iso(model.wall_s))
+                if verdict.episode is not None:
+                    ep_stretch[id(verdict.episode)] = stretch
+            else:
+                ts = last_ts + 1   # a late sample: its interval began before the last one's
+        new_range = False
         last_ts = ts
+        base = PID_STRETCH * stretch
         for g in model.gpus:
             args = {k: getattr(g, k) for k in GPU_ARGS if getattr(g, k) is not None}
             if args:
-                emit({"ph": "C", "name": f"GPU {g.index}", "pid": PID_GPUS, "tid": 0, "ts": ts,
+                emit({"ph": "C", "name": f"GPU {g.index}", "pid": PID_GPUS + base, "tid": 0, "ts": ts,
                       "args": args})
         for name in selected_disks(model, dev_filter):
             r = model.disks[name]
-            emit({"ph": "C", "name": model.devices[name].display_name, "pid": PID_DISKS, "tid": 0,
-                  "ts": ts, "args": {k: getattr(r, k) for k in DISK_ARGS}})
+            emit({"ph": "C", "name": model.devices[name].display_name, "pid": PID_DISKS + base,
+                  "tid": 0, "ts": ts, "args": {k: getattr(r, k) for k in DISK_ARGS}})
         if model.host is not None:
             args = {k: getattr(model.host, k) for k in HOST_ARGS if getattr(model.host, k) is not None}
             if args:
-                emit({"ph": "C", "name": "host", "pid": PID_HOST, "tid": 0, "ts": ts, "args": args})
+                emit({"ph": "C", "name": "host", "pid": PID_HOST + base, "tid": 0, "ts": ts,
+                      "args": args})
     for e in replay.episodes:
         ej = episode_json(e)
         start_us = _us(ej["start_s"])
-        emit({"ph": "X", "name": e.state, "cat": "starvation", "pid": PID_EPISODES, "tid": 1,
+        emit({"ph": "X", "name": e.state, "cat": "starvation",
+              "pid": PID_EPISODES + PID_STRETCH * ep_stretch.get(id(e), 0), "tid": 1,
               "ts": start_us, "dur": max(0, _us(ej["end_s"]) - start_us),
               "args": {k: ej[k] for k in ("id", "gpus", "devices", "processes", "reason", "advice")}})
-    other = {"source": rec.header.get("source"), "host_name": host,
+    other = {"source": source.label, "source_kind": source.kind, "host_name": host,
              "recording": rec.path, "ts": "wall-clock microseconds since the Unix epoch"}
+    if rec.left_out:
+        other["left_out"] = rec.left_out
     # baseTimeNanoseconds: PyTorch profiler traces (torch >= 2.4) write ts relative to it;
     # ours are absolute, so their base is 0 and tools that align traces by it line up
     out.write('\n],"displayTimeUnit":"ms","baseTimeNanoseconds":0,"otherData":'

@@ -10,8 +10,12 @@ Two ways to the same numbers:
     under a second.  Intervals at the edges of the window are replayed one by one, and
     samples without summaries (a recorder killed before writing its last ones) are
     replayed as below;
-  - replaying the raw samples through Replay (the model and the detector), in fixed
-    one-hour pieces that several processes can share (--jobs).
+  - replaying the raw samples through Replay (the model and the detector), in pieces of
+    an hour of samples that several processes can share (--jobs).
+The window is the index ranges Recording.ranges() gives (one per stretch of a wall clock
+that never went back), so the work is bounded by the samples in it, never by its span: a
+gap of months between two sessions costs nothing, and a clock that stepped back reads
+each stretch in recorded order.  Summaries are used when the window is one such stretch.
 Both add intervals up with derived.add_interval, so their device and state figures agree;
 their episodes can differ where the detector's learned baselines matter: the summaries
 hold what the recorder's detector decided from its session's start, a replay warms its
@@ -21,7 +25,9 @@ detector up WARMUP_S before each piece.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+import operator
 import os
 from dataclasses import dataclass, field
 
@@ -31,16 +37,50 @@ from gpudisk_top.model.detect import STATES, Episode, Thresholds
 from gpudisk_top.model.detect.classify import gpu_ranges
 from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.record import derived
+from gpudisk_top.record import derived, sources
 from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
 from gpudisk_top.record.header import iso
 from gpudisk_top.record.reader import Recording
-from gpudisk_top.record.replay import Replay
+from gpudisk_top.record.replay import CLOCK_STEP_S, Replay
 
-BUCKETS = 240          # chart resolution: time buckets over the window
+BUCKETS = 240          # chart resolution: buckets of the window's samples
 CHUNK_S = 3600.0       # the report replays the window in pieces this long (see build())
 RECORDED = f"recorded summaries, model v{MODEL_VERSION}"
 RECOMPUTED = "recomputed"
+GAP_MIN_S = 60.0       # the charts mark a jump forward of the clock longer than this
+GAP_INTERVALS = 10     # and than this many intervals
+
+
+class Axis:
+    """Where each sample of the window falls along the charts: by its rank among the
+    window's samples in recorded order.  For a steady recording that is its time; a gap
+    of months, or a clock that stepped back, takes no room, and bucketing costs what the
+    samples do (a bisection over the window's ranges)."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self.ranges = list(ranges)
+        self.los = [lo for lo, _ in self.ranges]
+        self.offsets = []
+        n = 0
+        for lo, hi in self.ranges:
+            self.offsets.append(n)
+            n += hi - lo + 1
+        self.n = n
+
+    def rank(self, i: int) -> int:
+        k = max(0, bisect.bisect_right(self.los, i) - 1)
+        return self.offsets[k] + i - self.los[k]
+
+    def x(self, rank: float) -> float:
+        """A rank's place on [0, BUCKETS]."""
+        return 0.0 if self.n <= 1 else rank / (self.n - 1) * BUCKETS
+
+    def bucket(self, i: int) -> int:
+        return min(BUCKETS - 1, int(self.x(self.rank(i))))
+
+    def index_of_rank(self, rank: int) -> int:
+        k = max(0, bisect.bisect_right(self.offsets, rank) - 1)
+        return self.los[k] + rank - self.offsets[k]
 
 
 @dataclass
@@ -51,27 +91,30 @@ class _DiskChart:
 
 @dataclass
 class Series:
-    """Bucketed over [start_s, end_s] for the charts."""
+    """The window's samples in BUCKETS buckets (Axis) for the charts; _summary() adds
+    where the ticks, the episodes and the gaps fall while the recording is open."""
 
-    start_s: float
-    end_s: float
+    axis: Axis
     gpu_util_sum: list[float] = field(default_factory=lambda: [0.0] * BUCKETS)
     gpu_util_n: list[int] = field(default_factory=lambda: [0] * BUCKETS)
     gpu_util_min: list[float | None] = field(default_factory=lambda: [None] * BUCKETS)
     disks: dict[str, _DiskChart] = field(default_factory=dict)
+    here: int = 0                       # the bucket of the interval being added (at())
+    ticks: list[tuple[float, float]] = field(default_factory=list)    # (x, wall time)
+    span_s: float = 0.0                 # the window's wall-clock span, for the tick labels
+    marks: list[tuple[float, float, str]] = field(default_factory=list)   # episodes: x0, x1, state
+    gaps: list[float] = field(default_factory=list)   # x of a gap or a clock step
 
-    def bucket(self, wall_s: float) -> int:
-        span = self.end_s - self.start_s
-        if span <= 0:
-            return 0
-        return min(BUCKETS - 1, max(0, int((wall_s - self.start_s) / span * BUCKETS)))
+    def at(self, i: int) -> None:
+        """The next add_util()/add_disk() are sample i's (derived.add_interval passes a
+        wall time, which does not place a sample when the clock stepped)."""
+        self.here = self.axis.bucket(i)
 
-    def times(self) -> list[float]:
-        span = self.end_s - self.start_s
-        return [self.start_s + (i + 0.5) * span / BUCKETS for i in range(BUCKETS)]
+    def xs(self) -> list[float]:
+        return [b + 0.5 for b in range(BUCKETS)]
 
     def add_util(self, wall_s: float, total: float, n: int, low: float | None, b: int | None = None) -> None:
-        b = self.bucket(wall_s) if b is None else b
+        b = self.here if b is None else b
         self.gpu_util_sum[b] += total
         self.gpu_util_n[b] += n
         if low is not None:
@@ -82,7 +125,7 @@ class Series:
         d = self.disks.get(name)
         if d is None:
             d = self.disks[name] = _DiskChart()
-        b = self.bucket(wall_s) if b is None else b
+        b = self.here if b is None else b
         d.buckets_wait[b] += wait_ms
         d.buckets_ios[b] += ios
 
@@ -135,6 +178,7 @@ class _Partial:
     inside: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     replayed: int = 0                   # samples replayed from raw counters
+    breaks_first: bool = False          # its first sample starts a session or follows a clock step
 
 
 class _Selector:
@@ -165,29 +209,30 @@ class _Selector:
         return ok and (did_io or not io_only)
 
 
-def _pass(rec: Recording, start_s, end_s, clip_s, series: Series, thresholds,
+def _pass(rec: Recording, lo: int, hi: int, clip_s, since_s, series: Series, thresholds,
           dev_filter: DeviceFilter) -> _Partial:
-    """Replay [start_s, end_s] (detector warmed up before start_s) into a _Partial;
-    intervals that begin before clip_s count only from clip_s."""
+    """Replay samples lo..hi (the detector warmed up before since_s, or before lo) into a
+    _Partial; intervals that begin before clip_s count only from clip_s."""
     part = _Partial(series=series)
     s = part.stretch
     select = _Selector(dev_filter)
     known_warnings = len(rec.warnings)
     replay = Replay(rec, thresholds)
     inside: dict[int, int] = {}
-    for model, verdict in replay.models(start_s, end_s, close=False):
+    for i, model, verdict in replay.run([(lo, hi)], since_s, close=False):
+        series.at(i)
         add_interval(s, model, verdict.state, verdict.gpus, clip_s=clip_s, selected=select,
                      series=series)
         ep = verdict.episode
         if ep is not None and verdict.raw_state == ep.state:
             inside[id(ep)] = inside.get(id(ep), 0) + 1
     part.replayed = s.samples
-    det = replay.detector
-    if det is not None and s.last_s is not None:
-        part.open_at_end = bool(det.episodes) and det.episodes[-1].end_wall_s is None
-        det.close(s.last_s)
-        first = start_s if start_s is not None else float("-inf")
-        part.episodes = [e for e in det.episodes if e.end_wall_s >= first]
+    part.breaks_first = lo in replay.breaks_at
+    if replay.detector is not None and s.last_s is not None:
+        part.open_at_end = replay.open_at_end
+        replay.close(s.last_s)
+        first = since_s if since_s is not None else float("-inf")
+        part.episodes = [e for e in replay.all_episodes if e.end_wall_s >= first]
         part.inside = {k: inside.get(id(e), 0) for k, e in enumerate(part.episodes)}
     part.warnings = rec.warnings[known_warnings:]
     return part
@@ -197,11 +242,17 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
     """Episodes of consecutive pieces as one list.  A piece's detector was warmed up before
     its start, so an episode that went on across a boundary shows in both pieces: the
     earlier one closed at its last sample, the later one begun before the boundary.  They
-    are joined; an episode that ended within the warm-up belongs to the piece before."""
+    are joined; an episode that ended within the warm-up belongs to the piece before.  A
+    piece that starts at a break (a session's start, a clock step: Replay restarts its
+    detector there) joins nothing: the piece before closed its episodes at its end."""
     merged: list[Episode] = []
     carried_open = False
     for k, part in enumerate(parts):
         boundary = bounds[k]
+        if k > 0 and part.breaks_first:
+            merged.extend(part.episodes)
+            carried_open = part.open_at_end
+            continue
         for place, e in enumerate(part.episodes):
             if k > 0 and e.end_wall_s is not None and e.end_wall_s < boundary:
                 last = merged[-1] if merged else None
@@ -244,31 +295,29 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
 
 
 def chunks_of(rec: Recording, start_s: float | None, end_s: float | None,
-              chunk_s: float) -> list[tuple[float | None, float | None]]:
-    """[start, end] of each chunk: fixed lengths from the window's start, so the result
-    does not depend on how many processes compute it."""
-    first = rec.wall_s(rec.seek(start_s)) if start_s is not None else rec.start_s
-    last = rec.end_s if end_s is None else min(end_s, rec.end_s)
-    bounds = []
-    t = first
-    while True:
-        nxt = t + chunk_s
-        if nxt >= last:
-            bounds.append((t, end_s))
-            break
-        bounds.append((t, math.nextafter(nxt, -math.inf)))
-        t = nxt
-    bounds[0] = (start_s, bounds[0][1])
-    return bounds
+              chunk_s: float) -> list[tuple[int, int, int]]:
+    """(first, last, range) of each piece of the window: its ranges (Recording.ranges)
+    cut where chunk_s has passed since the piece's first sample.  A piece starts at a
+    sample, so a gap of any length costs one bisection, and the pieces do not depend on
+    how many processes compute them."""
+    walls = rec._idx.walls
+    out = []
+    for k, (lo, hi) in enumerate(rec.ranges(start_s, end_s)):
+        a = lo
+        while a <= hi:
+            b = bisect.bisect_left(walls, walls[a] + chunk_s, a + 1, hi + 1)
+            out.append((a, b - 1, k))
+            a = b
+    return out
 
 
-_FORK_STATE: tuple | None = None     # (recording, series bounds, thresholds, filter) for workers
+_FORK_STATE: tuple | None = None     # (recording, axis, thresholds, filter) for workers
 
 
 def _chunk_worker(job: tuple) -> _Partial:
-    rec, bounds, thresholds, dev_filter = _FORK_STATE
-    start, end, clip = job
-    return _pass(rec, start, end, clip, Series(*bounds), thresholds, dev_filter)
+    rec, axis, thresholds, dev_filter = _FORK_STATE
+    lo, hi, clip, since = job
+    return _pass(rec, lo, hi, clip, since, Series(axis), thresholds, dev_filter)
 
 
 def default_jobs() -> int:
@@ -281,68 +330,77 @@ def default_jobs() -> int:
 def build(rec: Recording, start_s: float | None = None, end_s: float | None = None,
           thresholds=None, dev_filter: DeviceFilter | None = None, jobs: int = 1,
           chunk_s: float = CHUNK_S, recompute: bool = False) -> Summary:
-    """The report over [start_s, end_s], from the recorded summaries when they fit (see
-    the module's doc), else (or with recompute) by replaying the raw samples: the window
-    is cut into chunk_s pieces, each replayed with the detector warmed up WARMUP_S before
-    it (the same numbers whatever `jobs`); with jobs > 1 the pieces are computed by that
-    many processes.  The caller checks that the window holds samples."""
+    """The report over the samples with start_s <= wall_s <= end_s, from the recorded
+    summaries when they fit (see the module's doc), else (or with recompute) by
+    replaying the raw samples: the window is cut into pieces of chunk_s, each replayed
+    with the detector warmed up WARMUP_S before it (the same numbers whatever `jobs`);
+    with jobs > 1 the pieces are computed by that many processes.  The caller checks
+    that the window holds samples."""
     dev_filter = dev_filter or DeviceFilter()
-    lo = rec.seek(start_s) if start_s is not None else 0
-    win_start = start_s if start_s is not None else rec.wall_s(lo)
-    win_end = rec.end_s if end_s is None else min(end_s, rec.end_s)
-    bounds = (win_start, win_end)
-    if not recompute:
-        plan = _fast_plan(rec, start_s, end_s, thresholds)
+    ranges = rec.ranges(start_s, end_s)
+    axis = Axis(ranges)
+    if not recompute and len(ranges) == 1:
+        lo, hi = ranges[0]
+        plan = _fast_plan(rec, lo, hi, thresholds)
         if plan is not None:
-            return _build_fast(rec, plan, start_s, bounds, thresholds, dev_filter)
-    return _build_replay(rec, start_s, end_s, bounds, thresholds, dev_filter, jobs, chunk_s)
+            return _build_fast(rec, plan, lo, hi, start_s, axis, thresholds, dev_filter)
+    return _build_replay(rec, start_s, end_s, axis, thresholds, dev_filter, jobs, chunk_s)
 
 
-def _build_replay(rec, start_s, end_s, bounds, thresholds, dev_filter, jobs, chunk_s) -> Summary:
+def _build_replay(rec, start_s, end_s, axis, thresholds, dev_filter, jobs, chunk_s) -> Summary:
     global _FORK_STATE
-    win_start = bounds[0]
     chunks = chunks_of(rec, start_s, end_s, chunk_s)
-    work = [(s, e, start_s if k == 0 else None) for k, (s, e) in enumerate(chunks)]
+    work = []
+    for k, (lo, hi, r) in enumerate(chunks):
+        first_of_range = k == 0 or chunks[k - 1][2] != r
+        # the first piece of each range starts at the window's start or at a clock step
+        # back: it warms up before the window (as far as its stretch goes), and its first
+        # interval is clipped to the window unless the sample before it is in the window
+        after_step = k > 0 and chunks[k - 1][1] == lo - 1
+        clip = start_s if first_of_range and not after_step else None
+        since = start_s if first_of_range else rec.wall_s(lo)
+        work.append((lo, hi, clip, since))
     jobs = max(1, min(jobs, len(work)))
     if jobs == 1:
-        parts = [_pass(rec, s, e, clip, Series(*bounds), thresholds, dev_filter) for s, e, clip in work]
+        parts = [_pass(rec, lo, hi, clip, since, Series(axis), thresholds, dev_filter)
+                 for lo, hi, clip, since in work]
     else:
         import multiprocessing
 
-        _FORK_STATE = (rec, bounds, thresholds, dev_filter)
+        _FORK_STATE = (rec, axis, thresholds, dev_filter)
         try:
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
                 parts = pool.map(_chunk_worker, work, chunksize=1)
         finally:
             _FORK_STATE = None
-    boundaries = [s if s is not None else win_start for s, _ in chunks]
-    episodes = _merge_episodes(parts, boundaries)
-    return _summary(rec, parts, episodes, bounds, RECOMPUTED)
+    # episodes are joined across the pieces of one range; ranges are apart in time
+    episodes: list[Episode] = []
+    where: list[int] = []          # the range of each episode, for the charts
+    for r in sorted({c[2] for c in chunks}):
+        ks = [k for k, c in enumerate(chunks) if c[2] == r]
+        boundaries = [work[k][3] if work[k][3] is not None else rec.wall_s(work[k][0]) for k in ks]
+        got = _merge_episodes([parts[k] for k in ks], boundaries)
+        episodes += got
+        where += [r] * len(got)
+    for i, e in enumerate(episodes, 1):
+        e.id = i
+    return _summary(rec, parts, episodes, axis, RECOMPUTED, where=where)
 
 
 # ---------------------------------------------------------------------------- recorded summaries
-def _last_index(rec: Recording, end_s: float | None) -> int:
-    if end_s is None:
-        return len(rec) - 1
-    return bisect.bisect_right(rec._idx.walls, end_s) - 1
-
-
-def _fast_plan(rec: Recording, start_s, end_s, thresholds) -> list | None:
-    """The window as pieces: ("sum", [(first index, SummaryBlock, session)...]) where
-    summaries cover it, ("replay", first, last) where they do not; None when summaries
-    cannot be used (format v1, another model or thresholds, a clock that went back)."""
-    if rec.version < 2 or rec._order is not None:
-        return None
-    lo = rec.seek(start_s) if start_s is not None else 0
-    hi = _last_index(rec, end_s)
-    if hi < lo:
+def _fast_plan(rec: Recording, lo: int, hi: int, thresholds) -> list | None:
+    """Samples lo..hi (a window within one stretch of a steady clock) as pieces: ("sum",
+    [(first index, SummaryBlock, session)...]) where summaries cover them, ("replay",
+    first, last) where they do not; None when summaries cannot be used (format v1,
+    another model or thresholds)."""
+    if rec.version < 2 or hi < lo:
         return None
     t = thresholds if thresholds is not None else Thresholds()
     for k in range(rec.session_index(lo), rec.session_index(hi) + 1):
         if not derived.usable(rec.sessions[k].header.get("derived"), t):
             return None
     blocks = [(g, b, sno) for g, b, sno in rec.summaries() if g + b.n > lo and g <= hi]
-    if not blocks:
+    if not blocks or any(_stepped(rec, g, b) for g, b, _ in blocks):
         return None
     pieces: list = []
     i = lo
@@ -359,36 +417,42 @@ def _fast_plan(rec: Recording, start_s, end_s, thresholds) -> list | None:
     return pieces
 
 
-def _build_fast(rec, plan, start_s, bounds, thresholds, dev_filter) -> Summary:
+def _stepped(rec: Recording, g: int, b) -> bool:
+    """Did the wall clock step forward within a summary block's intervals?  Their wall
+    span against the monotonic seconds they cover: the recorder's detector ran across the
+    step, and an episode across it would last the step (the replay starts afresh)."""
+    a = g if rec.starts_session(g) else g - 1
+    return rec.wall_s(g + b.n - 1) - rec.wall_s(a) - b.sums.covered_s > CLOCK_STEP_S
+
+
+def _build_fast(rec, plan, lo_global, hi_global, start_s, axis, thresholds, dev_filter) -> Summary:
     parts: list[_Partial] = []
     boundaries: list[float] = []
-    hi_global = _last_index(rec, None if bounds[1] >= rec.end_s else bounds[1])
-    lo_global = rec.seek(start_s) if start_s is not None else 0
     for k, piece in enumerate(plan):
         if piece[0] == "replay":
             _, a, z = piece
             # a replay that starts where the window does keeps its clip and warm-up
             s_a = start_s if a == lo_global else rec.wall_s(a)
-            part = _pass(rec, s_a, rec.wall_s(z), start_s if a == lo_global else None,
-                         Series(*bounds), thresholds, dev_filter)
+            part = _pass(rec, a, z, start_s if a == lo_global else None, s_a,
+                         Series(axis), thresholds, dev_filter)
             boundaries.append(rec.wall_s(a) if s_a is None else s_a)
         else:
             first_g = piece[1][0][0]
             a = max(first_g, lo_global)
-            part = _sum_piece(rec, piece[1], lo_global, hi_global, start_s, bounds, dev_filter)
+            part = _sum_piece(rec, piece[1], lo_global, hi_global, start_s, axis, dev_filter)
             boundaries.append(start_s if a == lo_global and start_s is not None else rec.wall_s(a))
         parts.append(part)
     episodes = _merge_episodes(parts, boundaries)
     replayed = sum(p.replayed for p in parts)
-    return _summary(rec, parts, episodes, bounds, RECORDED, replayed)
+    return _summary(rec, parts, episodes, axis, RECORDED, replayed)
 
 
-def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, bounds,
+def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
                dev_filter: DeviceFilter) -> _Partial:
     """A run of summary blocks, cut to [lo, hi]: whole blocks are added as they are,
     intervals of a block the window cuts are replayed one by one (the model only: their
     verdicts are the recorded ones)."""
-    series = Series(*bounds)
+    series = Series(axis)
     part = _Partial(series=series)
     s = part.stretch
     select = _Selector(dev_filter)
@@ -412,6 +476,7 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, bounds,
             model = Model.new(rec.sample(i), last)
             state = STATES[b.state[j]] if b.state[j] < len(STATES) else "idle"
             gpus = [k for k in range(b.gpus[j].bit_length()) if b.gpus[j] >> k & 1]
+            series.at(i)
             add_interval(s, model, state, gpus, clip_s=start_s if i == lo else None,
                          selected=select, series=series)
     if last_block is not None:
@@ -457,13 +522,14 @@ def _add_block(s: Stretch, series: Series, rec: Recording, g: int, b, select: _S
     s.covered_s += t.covered_s
     s.devices = t.devices or s.devices
     # the buckets of the block's intervals (most blocks fall in one)
-    b0, b1 = series.bucket(rec.wall_s(g)), series.bucket(rec.wall_s(g + b.n - 1))
+    axis = series.axis
+    b0, b1 = axis.bucket(g), axis.bucket(g + b.n - 1)
     if b0 == b1:
         shares = [(b0, 1.0)]
     else:
         counts: dict[int, int] = {}
         for i in range(g, g + b.n):
-            k = series.bucket(rec.wall_s(i))
+            k = axis.bucket(i)
             counts[k] = counts.get(k, 0) + 1
         shares = [(k, c / b.n) for k, c in counts.items()]
     if t.util_n:
@@ -553,9 +619,11 @@ def _session_last(rec: Recording, sno: int, hi: int) -> int:
 
 
 # ---------------------------------------------------------------------------- the JSON
-def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bounds,
-             how: str, replayed: int = 0) -> Summary:
-    series = Series(*bounds)
+def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axis: Axis,
+             how: str, replayed: int = 0, where: list[int] | None = None) -> Summary:
+    """The JSON and the charts of the pieces added up; `where`: the range (of axis) each
+    episode was found in (default: the first)."""
+    series = Series(axis)
     states: dict[int, dict[str, float]] = {}
     gpu_info: dict[int, dict] = {}
     samples, covered = 0, 0.0
@@ -566,10 +634,12 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bou
         t = part.stretch
         samples += t.samples
         covered += t.covered_s
-        if t.first_s is not None and first_s is None:
-            first_s = t.first_s
+        # the earliest and the latest sample: pieces are in recorded order, and a clock
+        # that stepped back puts a later piece earlier
+        if t.first_s is not None:
+            first_s = t.first_s if first_s is None else min(first_s, t.first_s)
         if t.last_s is not None:
-            last_s = t.last_s
+            last_s = t.last_s if last_s is None else max(last_s, t.last_s)
         for i, info in t.gpu_info.items():
             gpu_info.setdefault(i, info)
             per = states.setdefault(i, dict.fromkeys(GPU_STATES, 0.0))
@@ -590,13 +660,17 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bou
     for name in disks:
         series.disks.setdefault(name, _DiskChart())
     header = rec.header
+    _place(rec, series, episodes, where or [0] * len(episodes), header.get("interval_s"))
+    source = rec.source
     data = {
         "version": __version__,
         "file": rec.path,
         "format_version": rec.version,
-        "source": header.get("source", "live"),
-        "simulated": bool(header.get("simulated", False)),
-        "host_name": header.get("host_name"),
+        "source": source.label,
+        # not known to be live: a simulated session, or one whose header is damaged
+        "simulated": source.kind != sources.LIVE,
+        "source_kind": source.kind,
+        "host_name": source.host_name if source.host_name is not None else header.get("host_name"),
         "kernel": header.get("kernel"),
         "recorded_by": header.get("tool_version"),
         "derived": how,
@@ -607,6 +681,10 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bou
         "end_s": last_s,
         "duration_s": round(covered, 3),
         "interval_s": header.get("interval_s"),
+        "segments": [{"start": iso(rec.wall_s(lo)), "end": iso(rec.wall_s(hi)),
+                      "start_s": rec.wall_s(lo), "end_s": rec.wall_s(hi), "samples": hi - lo + 1}
+                     for lo, hi in axis.ranges],
+        "left_out": rec.left_out,
         "gpus": [gpu_info[i] for i in sorted(gpu_info)],
         "states": {str(i): {k: round(v, 3) for k, v in states[i].items()} for i in sorted(states)},
         "episodes": [episode_json(e) for e in episodes],
@@ -616,6 +694,40 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], bou
     if how == RECORDED:
         data["replayed_samples"] = replayed
     return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings))
+
+
+def _place(rec: Recording, series: Series, episodes: list[Episode], where: list[int],
+           interval_s) -> None:
+    """Where the charts' ticks, episodes and gaps fall, while the recording is open.  A
+    gap is a step back of the clock, or a jump forward of more than GAP_INTERVALS
+    intervals (at least GAP_MIN_S): time is not to scale across it."""
+    axis = series.axis
+    if not axis.n:
+        return
+    walls = rec._idx.walls
+    ranks = [(axis.n - 1) * k / 4 for k in range(5)]
+    series.ticks = [(axis.x(r), walls[axis.index_of_rank(round(r))]) for r in ranks]
+    lows = [walls[lo] for lo, _ in axis.ranges]
+    highs = [walls[hi] for _, hi in axis.ranges]
+    series.span_s = max(highs) - min(lows)
+
+    def x_of(wall_s: float, r: int) -> float:
+        # an episode's times are placed in the range it was found in (its walls sorted)
+        (lo, hi), off = axis.ranges[r], axis.offsets[r]
+        i = min(hi, bisect.bisect_left(walls, wall_s, lo, hi + 1))
+        return axis.x(off + i - lo)
+
+    for e, r in zip(episodes, where):
+        end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
+        series.marks.append((x_of(e.start_wall_s, r), x_of(end, r), e.state))
+    gap_s = max(GAP_MIN_S, GAP_INTERVALS * float(interval_s or 1.0))
+    for k, ((lo, hi), off) in enumerate(zip(axis.ranges, axis.offsets)):
+        if k:
+            series.gaps.append(axis.x(off - 0.5))
+        # C-level passes over the wall times: what is left is one step per gap
+        jumps = map(gap_s.__lt__, map(operator.sub, walls[lo + 1:hi + 1], walls[lo:hi]))
+        for j in itertools.compress(range(hi - lo), jumps):
+            series.gaps.append(axis.x(off + j + 0.5))
 
 
 def _mean(total: float, n: float) -> float | None:

@@ -33,13 +33,27 @@ def render(summary: Summary, charts: bool = True) -> str:
     d = summary.data
     out: list[str] = []
     head = f"gpudisk-top report: {d['file']}"
-    if d["simulated"]:
+    kind = d.get("source_kind")
+    if kind == "unknown":
+        head += f"  (SOURCE UNKNOWN: {d['source']})"
+    elif d["simulated"]:
         head += f"  (SIMULATED: {d['source']})"
+    elif "damaged" in (d["source"] or ""):
+        head += f"  ({d['source']})"
     out.append(head)
+    if d.get("left_out"):
+        out.append(f"sources: {d['left_out']}")
     out.append(f"host {d['host_name'] or '?'}  Linux {d['kernel'] or '?'}  recorded by gpudisk-top "
                f"{d['recorded_by'] or '?'} (format {d['format_version']}), read by {d['version']}")
     out.append(f"span {_short(d['start'])} to {_short(d['end'])} ({_dur(d['duration_s'])}, "
                f"{d['samples']} samples, interval {_f(d['interval_s'])} s)")
+    segments = d.get("segments") or []
+    if len(segments) > 1:
+        out.append(f"the wall clock went back {len(segments) - 1} time{'s' * (len(segments) > 2)}: "
+                   f"{len(segments)} stretches, each read in recorded order ("
+                   + "; ".join(f"{_short(g['start'])} to {_short(g['end'])}, {g['samples']} samples"
+                               for g in segments[:4])
+                   + ("; ..." if len(segments) > 4 else "") + ")")
     derived = d.get("derived")
     if derived:
         line = f"verdicts: {derived}"
@@ -116,30 +130,37 @@ def _devices(d: dict, top: int = 5) -> list[str]:
     return lines
 
 
+GAP_GLYPH = "/"    # along the top of a chart: a gap or a clock step, time not to scale
+
+
 def _charts(summary: Summary) -> list[str]:
-    from gpudisk_top.report.charts import line_chart
+    from gpudisk_top.report.charts import clock_label, line_chart
 
     s = summary.series
-    times = s.times()
-    marks = [(e.start_wall_s, e.end_wall_s if e.end_wall_s is not None else e.last_wall_s,
-              STATE_LETTERS.get(e.state, "?")) for e in summary.episodes]
+    xs_all = s.xs()
+    x_hi = float(len(xs_all))
+    ticks = ([x for x, _ in s.ticks], [clock_label(w, s.span_s) for _, w in s.ticks])
+    marks = [(x0, x1, STATE_LETTERS.get(state, "?")) for x0, x1, state in s.marks]
+    marks += [(x, x, GAP_GLYPH) for x in s.gaps]
     legend = ", ".join(f"{v} {k}" for k, v in STATE_LETTERS.items()
                        if any(e.state == k for e in summary.episodes))
+    if s.gaps:
+        legend += (", " if legend else "") + f"{GAP_GLYPH} a gap or a clock step (time is not to scale across it)"
     out = []
-    xs = [t for t, n in zip(times, s.gpu_util_n) if n]
+    xs = [x for x, n in zip(xs_all, s.gpu_util_n) if n]
     ys = [u / n for u, n in zip(s.gpu_util_sum, s.gpu_util_n) if n]
     if xs:
         out.append(line_chart("GPU utilization, % (mean of the job's GPUs)", [("mean", xs, ys)],
-                              marks, s.start_s, s.end_s, WIDTH, 16, ylim=(0, 100)))
+                              marks, 0.0, x_hi, ticks, WIDTH, 16, ylim=(0, 100)))
     worst = next((x for x in summary.data["devices"] if x["await_ms"] is not None), None)
     if worst is not None:
         disk = s.disks[worst["name"]]
-        xs = [t for t, n in zip(times, disk.buckets_ios) if n > 0]
+        xs = [x for x, n in zip(xs_all, disk.buckets_ios) if n > 0]
         ys = [w / n for w, n in zip(disk.buckets_wait, disk.buckets_ios) if n > 0]
         if xs:
             out.append("")
             out.append(line_chart(f"{worst['display_name']} await, ms (worst device)",
-                                  [(worst["name"], xs, ys)], marks, s.start_s, s.end_s, WIDTH, 14))
+                                  [(worst["name"], xs, ys)], marks, 0.0, x_hi, ticks, WIDTH, 14))
     if legend:
-        out.append(f"episodes along the top: {legend}")
+        out.append(f"along the top: {legend}" if s.gaps else f"episodes along the top: {legend}")
     return out

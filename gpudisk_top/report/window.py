@@ -1,4 +1,5 @@
-"""What report and export share: the recording to open, the --from/--to window, -a/-d."""
+"""What report and export share: the recording to open, its source, the --from/--to
+window, -a/-d."""
 
 from __future__ import annotations
 
@@ -43,18 +44,41 @@ def add_window_options(p: argparse.ArgumentParser) -> None:
                    help="every block device: partitions, loop, idle devices too")
     p.add_argument("-d", "--devices", metavar="GLOBS",
                    help="only devices whose name matches one of these comma-separated globs")
+    add_source_option(p)
+
+
+def add_source_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", metavar="WHICH",
+                   help="a recording that mixes sources (live and simulated sessions, or two "
+                        "hosts) is read one source at a time: live, simulated, unknown (a "
+                        "session whose header is damaged) or a host name; default: the live "
+                        "sessions (of the first host recorded), with a warning")
+
+
+def open_recording(args):
+    """args.file opened and narrowed to one source (--source; Recording.choose_source).
+    Raises UsageError (one line) for a file that is not a readable recording or a
+    --source that matches no session."""
+    from gpudisk_top.record import Recording
+
+    rec = Recording.open(args.file)
+    try:
+        return rec.choose_source(getattr(args, "source", None))
+    except UsageError:
+        rec.close()
+        raise
 
 
 def open_window(args, warn=True):
-    """(recording, start_s, end_s) for args.file and --from/--to.  Raises UsageError (one
-    line) for a file that is not a readable recording, a recording without samples, a time
-    that cannot be read, or a window with no sample in it.  The recording's warnings (a
-    torn tail, damage) go to stderr when warn is set."""
-    from gpudisk_top.record import Recording
+    """(recording, start_s, end_s) for args.file, --source and --from/--to.  Raises
+    UsageError (one line) for a file that is not a readable recording, a --source that
+    matches nothing, a recording without samples, a time that cannot be read, or a window
+    with no sample in it.  The recording's warnings (a torn tail, damage, sources left
+    out) go to stderr when warn is set."""
     from gpudisk_top.record.header import iso
     from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 
-    rec = Recording.open(args.file)
+    rec = open_recording(args)
     if warn:
         for w in rec.warnings:
             print(f"gpudisk-top: warning: {w}", file=sys.stderr)
@@ -71,8 +95,7 @@ def open_window(args, warn=True):
     if start is not None and end is not None and end < start:
         rec.close()
         raise UsageError(f"--to {args.time_to} is before --from {args.time_from}")
-    lo = rec.seek(start) if start is not None else 0
-    if lo >= len(rec) or (end is not None and rec.wall_s(lo) > end):
+    if not rec.ranges(start, end):
         rec.close()
         raise UsageError(f"no samples between {iso(start) if start is not None else 'the start'} "
                          f"and {iso(end) if end is not None else 'the end'}; the recording spans "

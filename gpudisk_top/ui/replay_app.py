@@ -62,12 +62,17 @@ class ReplayApp(GpuDiskApp):
 
     def _render_position(self) -> None:
         rec = self.rec
-        starts = [e.start_wall_s for e in self.feed.detector.episodes]
+        starts = [e.start_wall_s for e in self.feed.episodes]
         self.query_one(PositionBar).show(self.playing, self.speed, self.feed.index, len(rec),
                                          rec.wall_s(self.feed.index), rec.start_s, rec.end_s, starts)
 
     def flags(self) -> list[str]:
-        return [f for f in super().flags() if f != "PAUSED"]
+        out = [f for f in super().flags() if f != "PAUSED"]
+        # a session whose header is damaged is not known to be live: say so, as DEMO does
+        # for a simulated one (commands/replay.py puts the recording's source in origin)
+        if self.origin.get("source_kind") == "unknown" and "SOURCE?" not in out:
+            out.append("SOURCE?")
+        return out
 
     # ------------------------------------------------------------------ playback
     def _tick(self) -> None:
