@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from gpudisk_top.commands.common import Parser, add_detector_options, device_filter, thresholds_from
-from gpudisk_top.errors import UsageError
+from gpudisk_top.errors import UsageError, warn
 
 
 def build_parser(prog: str) -> Parser:
@@ -44,7 +44,7 @@ def run(args) -> int:
     thresholds = thresholds_from(args)
     rec = open_recording(args)
     for warning in rec.warnings:
-        print(f"gpudisk-top: warning: {warning}", file=sys.stderr)
+        warn(warning)
     if len(rec) < 2:
         raise UsageError(f"{args.file}: fewer than two samples, nothing to replay")
     start = 0

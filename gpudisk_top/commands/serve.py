@@ -21,6 +21,7 @@ import time
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
+from gpudisk_top.errors import warn
 
 
 def _count(text: str) -> int:
@@ -84,7 +85,7 @@ def run(args) -> int:
             for warning in sample.warnings:
                 if warning not in warned:      # a warning a second is noise; say it once
                     warned.add(warning)
-                    print(f"gpudisk-top: warning: {warning}", file=sys.stderr, flush=True)
+                    warn(warning)
             model = Model.new(sample, last)
             verdict = detector.feed(model)
             hooks.on_sample(model, verdict, detector.episodes)

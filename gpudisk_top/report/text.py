@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
+from gpudisk_top.textsafe import printable
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
@@ -72,7 +73,7 @@ def render(summary: Summary, charts: bool = True) -> str:
     if d["warnings"]:
         out.append("")
         out += [f"warning: {w}" for w in d["warnings"]]
-    return "\n".join(out) + "\n"
+    return printable("\n".join(out) + "\n", newlines=True)
 
 
 def _states(d: dict) -> list[str]:

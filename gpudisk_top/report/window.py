@@ -4,10 +4,10 @@ window, -a/-d."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from gpudisk_top.commands.common import Parser
 from gpudisk_top.errors import UsageError
+from gpudisk_top.errors import warn as warn_line
 
 _TIME_OPTIONS = ("--from", "--to")
 
@@ -81,7 +81,7 @@ def open_window(args, warn=True):
     rec = open_recording(args)
     if warn:
         for w in rec.warnings:
-            print(f"gpudisk-top: warning: {w}", file=sys.stderr)
+            warn_line(w)
     if not len(rec):
         rec.close()
         raise UsageError(f"{args.file}: the recording holds no samples")

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Footer
 
 from gpudisk_top.replay_feed import SPEEDS, ReplayFeed
+from gpudisk_top.textsafe import printable
 from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.jump import JumpScreen
@@ -135,7 +136,7 @@ class ReplayApp(GpuDiskApp):
         try:
             wall_s = parse_time(text, Span(self.rec.start_s, self.rec.end_s))
         except TimeParseError as err:
-            self.notify(str(err), severity="error", timeout=4)
+            self.notify(printable(str(err)), severity="error", timeout=4, markup=False)
             return
         self.apply(self.feed.seek(self.rec.index_at(wall_s)))
 
