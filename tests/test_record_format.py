@@ -59,7 +59,9 @@ def _odd_sample(i: int) -> Sample:
                      psi={"io": PsiTotals(10 * i, None)}, meminfo_kb={"MemTotal": 1000, "Dirty": i},
                      cgroup=CgroupIo("/x", {"8:0": {"rbytes": 4096 * i}}, PsiTotals(i, i))),
         procs={7: ProcIoRaw(7, ppid=1, root_pid=4, name="w", rchar=None if i == 1 else 100 * i,
-                            read_bytes=4096 * i if i != 4 else 3, cpu_ticks=i, devices=("sda",)),
+                            read_bytes=4096 * i if i != 4 else 3, cpu_ticks=i, devices=("sda",),
+                            state="D" if i % 2 else "S", run_delay_ns=10**12 * i + 7,
+                            blkio_ticks=None if i == 3 else 5 * i, syscr=2**40 + i),
                5: ProcIoRaw(5, ppid=1, root_pid=4, name="v", rchar=7 * i, read_bytes=4096 * i,
                             write_bytes=0, cpu_ticks=None),
                8 + (i > 2): ProcIoRaw(8 + (i > 2), devices=None)},
@@ -77,6 +79,12 @@ def test_round_trip_of_none_floats_lost_gpus_and_wrapping_counters(tmp_path):
     assert got[0].gpu.gpus[0].util_samples == UtilWindow(101.5, 2)      # no window yet: all
     assert got[3].gpu.gpus[0].util_samples == UtilWindow(50.5, 1)       # the one inside
     assert got[3].gpu.gpus[1].util_samples == [] and got[3].gpu.gpus[0].mem_util_samples is None
+    # where the time went: exactly, None as None (a sample without delay accounting)
+    for s, g in zip(samples, got):
+        mine, back = s.procs[7], g.procs[7]
+        assert (back.state, back.run_delay_ns, back.blkio_ticks, back.syscr) == \
+            (mine.state, mine.run_delay_ns, mine.blkio_ticks, mine.syscr)
+        assert g.procs[5].state is None and g.procs[5].run_delay_ns is None
     # counters: None stays None; a counter that went down (a reused PID) goes down
     assert got[1].procs[7].rchar is None and got[2].procs[7].rchar is not None
     assert got[4].procs[7].read_bytes < got[3].procs[7].read_bytes

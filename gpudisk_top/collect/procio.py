@@ -24,6 +24,9 @@ from gpudisk_top.collect.roots import FileCache, Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import ProcIoRaw
 
 DEVICES_REFRESH_S = 5.0
+OTHERS_REFRESH_S = 5.0  # how often the busiest processes outside the job are looked for
+OTHERS_TOP = 5          # how many of them are followed
+OTHERS_CONTENDED = 0.10  # ... and only while tasks waited for a CPU this share of the time
 TREES_REFRESH_S = 5.0   # how often GPU processes' descendants are looked for afresh
 DEV_NAMES_REFRESH_S = 30.0
 FD_SCAN_LIMIT = 8192
@@ -135,6 +138,8 @@ class ProcIoCollector:
         self._dev_names: dict[tuple[int, int], str | None] = {}
         self._dev_names_at = 0.0
         self._children_files: bool | None = None  # None: not yet known
+        self._others: list[int] = []          # the busiest processes outside the job
+        self._others_scan: tuple[float, dict[int, int]] | None = None  # (when, pid -> ticks)
 
     def delayacct(self) -> bool:
         """Whether the kernel accounts the time tasks spend blocked on block I/O now.
@@ -170,7 +175,7 @@ class ProcIoCollector:
         if len(out) < len(trees):
             self._trees_cache = None  # a member exited: look for its replacement next time
         for pid in list(self._known):
-            if pid not in out:
+            if pid not in out and pid not in self._others:
                 del self._known[pid]  # exited, or no longer under a GPU process
                 self.files.forget(self.roots.proc(str(pid)) + os.sep)
         return out
@@ -186,6 +191,53 @@ class ProcIoCollector:
         trees = self._trees(gpu_pids)
         self._trees_cache = (now, dict(gpu_pids), trees)
         return trees
+
+    # ------------------------------------------------------------------ the others
+    def collect_others(self, job: dict[int, ProcIoRaw], contended: bool) -> dict[int, ProcIoRaw]:
+        """The processes outside the job that took the most CPU lately, as ProcIoRaw with
+        no root_pid: who the CPUs went to when the job's loaders wait for one.
+
+        Finding them reads every <procfs>/*/stat (a few ms on a busy node), so it is done
+        at most every OTHERS_REFRESH_S and only while `contended` (the caller saw tasks
+        waiting for a CPU); between searches the ones found are read like job members."""
+        now = time.monotonic()
+        if job and contended and (self._others_scan is None
+                                  or now - self._others_scan[0] >= OTHERS_REFRESH_S):
+            self._find_others(set(job), now)
+        if not job:
+            self._others = []
+        out: dict[int, ProcIoRaw] = {}
+        for pid in self._others:
+            if pid in job:
+                continue
+            raw = self._one(pid, None, None, now)
+            if raw is not None:
+                raw.root_pid = None
+                out[pid] = raw
+        return out
+
+    def _find_others(self, job: set[int], now: float) -> None:
+        ticks: dict[int, tuple[int, int]] = {}   # pid -> (cpu ticks, start ticks)
+        try:
+            names = os.listdir(self.roots.procfs)
+        except OSError:
+            return
+        for name in names:
+            if name.isdigit() and int(name) not in job:
+                st = self._stat(int(name), keep_open=False)
+                if st is not None:
+                    ticks[int(name)] = (st.cpu_ticks, st.start_ticks)
+        last = self._others_scan
+        self._others_scan = (now, ticks)
+        if last is None:
+            return            # the next search has CPU time to compare with
+        used = []
+        for pid, (cpu, start) in ticks.items():
+            before = last[1].get(pid)
+            if before is not None and before[1] == start and cpu > before[0]:
+                used.append((cpu - before[0], pid))
+        used.sort(reverse=True)
+        self._others = [pid for _, pid in used[:OTHERS_TOP]]
 
     # ------------------------------------------------------------------ trees
     def _stat(self, pid: int, keep_open: bool = True) -> PidStat | None:
@@ -262,7 +314,7 @@ class ProcIoCollector:
         return children
 
     # ------------------------------------------------------------------ one process
-    def _one(self, pid: int, root_host_pid: int, st: PidStat | None,
+    def _one(self, pid: int, root_host_pid: int | None, st: PidStat | None,
              now: float, delayacct: bool = False) -> ProcIoRaw | None:
         if st is None:
             st = self._stat(pid)

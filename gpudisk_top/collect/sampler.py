@@ -17,7 +17,7 @@ from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
-from gpudisk_top.collect.procio import ProcIoCollector
+from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
 from gpudisk_top.collect.roots import FileCache, Roots
 from gpudisk_top.collect.sample import DeviceInfo, Sample
 
@@ -45,6 +45,7 @@ class Sampler:
         self._procio = ProcIoCollector(self.roots, files=self._files)
         self._devices: dict[str, DeviceInfo] = {}
         self._devices_at = float("-inf")
+        self._last: Sample | None = None
 
     @property
     def interval_s(self) -> float:
@@ -81,7 +82,30 @@ class Sampler:
             for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
         }
         sample.procs = self._procio.collect(gpu_pids)
+        if sample.procs:
+            others = self._procio.collect_others(sample.procs, self._contended(sample))
+            sample.procs.update(others)
+        self._last = sample
         return sample
+
+    def _contended(self, sample: Sample) -> bool:
+        """Whether tasks waited for a CPU in this interval (PSI cpu "some", else the
+        share of idle time): only then is it worth naming who holds the CPUs."""
+        last = self._last
+        if last is None or last.host is None or sample.host is None:
+            return False
+        elapsed_us = (sample.mono_s - last.mono_s) * 1e6
+        now, before = sample.host.psi.get("cpu"), last.host.psi.get("cpu")
+        if now is not None and before is not None and elapsed_us > 0:
+            return (now.some_us - before.some_us) >= OTHERS_CONTENDED * elapsed_us
+        a, b = sample.host.cpu, last.host.cpu
+        if a is None or b is None:
+            return False
+        # guest time is already in user and nice (iostat's rule)
+        total = sum(getattr(a, f) - getattr(b, f) for f in
+                    ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"))
+        idle = (a.idle - b.idle) + (a.iowait - b.iowait)
+        return total > 0 and idle < 0.1 * total
 
     def close(self) -> None:
         self.gpu.close()

@@ -64,6 +64,11 @@ GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
 GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")
 GPU_PROCESS_FIELDS = _names(GpuProcessRaw)
 PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices")
+# where a process's time went (ProcIoRaw): columns "p/PID/<key>", integers with -1 for
+# None so that rows stay integer (coded as differences) and blocks pack them narrow;
+# the state letter is kept as its code point.  Recordings made before them lack the
+# columns, and read back None.
+PROC_ACCT = (("rd", "run_delay_ns"), ("bio", "blkio_ticks"), ("sr", "syscr"), ("s", "state"))
 
 
 def schema() -> dict[str, list[str]]:
@@ -79,6 +84,7 @@ def schema() -> dict[str, list[str]]:
         "gpu_process": list(GPU_PROCESS_FIELDS),
         "proc_static": list(PROC_STATIC),
         "proc_io": list(IO_FIELDS),
+        "proc_acct": [field for _, field in PROC_ACCT],
     }
 
 
@@ -169,6 +175,11 @@ _cpu = operator.attrgetter(*CPU_FIELDS)
 _proc_static = operator.attrgetter(*PROC_STATIC)
 _io = operator.attrgetter(*IO_FIELDS)
 _NO_CPU = (None,) * len(CPU_FIELDS)
+
+
+def _int_or_none(value: int | None) -> int:
+    return -1 if value is None else value
+
 _NO_IO = (None,) * 4
 _ZERO4 = (0, 0, 0, 0)
 _EMPTY: dict = {}
@@ -214,7 +225,8 @@ class Flattener:
                 keys += [f"h/cgio/{dev}/{k}" for k in stat]
             keys += ["h/cgp/some", "h/cgp/full"]
         for pid in s.procs:
-            keys += [f"p/{pid}/st", f"p/{pid}/cpu"] + [f"p/{pid}/{f}" for f in IO_FIELDS]
+            keys += ([f"p/{pid}/st", f"p/{pid}/cpu"] + [f"p/{pid}/{k}" for k, _ in PROC_ACCT]
+                     + [f"p/{pid}/{f}" for f in IO_FIELDS])
         for t in tree_keys:
             keys += [f"T/{t}/{f}" for f in IO_FIELDS]
         keys.append("px")
@@ -265,7 +277,10 @@ class Flattener:
         for pid, p in s.procs.items():
             root = p.root_pid
             roots.append(root)
-            vals += (_proc_static(p), p.cpu_ticks)
+            state = p.state
+            vals += (_proc_static(p), p.cpu_ticks, _int_or_none(p.run_delay_ns),
+                     _int_or_none(p.blkio_ticks), _int_or_none(p.syscr),
+                     ord(state[0]) if state else -1)
             key = root if root is not None else -1 - pid
             tree = trees.get(key)
             if tree is None:
@@ -347,6 +362,7 @@ class _Plan:
     cgio: list             # (dev, [(key, index)])
     cgp: tuple | None
     procs: list            # (pid, st index, cpu index, first io index, tree key)
+    acct: dict             # pid -> index per PROC_ACCT column (None: not recorded)
     trees: dict            # tree key -> first index of its 4 totals
     tree_index: dict       # root PID (or ~pid of a process without one) -> its 4 totals
     px: int | None
@@ -393,11 +409,13 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
             if parts[2] in IO_FIELDS:
                 trees[parts[1]][IO_FIELDS.index(parts[2])] = i
     proc_list = []
+    acct = {}
     for pid, f in procs.items():
         if "st" not in f:
             raise FormatError(f"process {pid} without its identity")
         io = [f.get(x) for x in IO_FIELDS]
         proc_list.append((pid, f["st"], f.get("cpu"), io))
+        acct[pid] = [f.get(k) for k, _ in PROC_ACCT]
     return _Plan(
         disks=[(n, [f.get(x) for x in DISK_FIELDS]) for n, f in disks.items()],
         devices=devices,
@@ -410,6 +428,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
         cgio=list(cgio.items()),
         cgp=(pos.get("h/cgp/some"), pos.get("h/cgp/full")),
         procs=proc_list,
+        acct=acct,
         trees={k: v for k, v in trees.items()},
         tree_index={(~int(k[1:]) if k.startswith("s") else int(k)): v for k, v in trees.items()},
         px=pos.get("px"),
@@ -651,8 +670,12 @@ class Unflattener:
         for pid, st_i, cpu_i, _io in plan.procs:
             ppid, root, name, cmd, dev = cached(vals[st_i], identity)
             c = counters[pid]
+            rd, bio, sr, st = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
+                               for i in plan.acct[pid]]
             procs[pid] = ProcIoRaw(pid, ppid, root, name, cmd, c[0], c[1], c[2], c[3],
-                                   vals[cpu_i] if cpu_i is not None else None, dev)
+                                   vals[cpu_i] if cpu_i is not None else None, dev,
+                                   state=chr(st) if st else None, run_delay_ns=rd,
+                                   blkio_ticks=bio, syscr=sr)
         return Sample(mono_s=_bits_float(vals[plan.mono]), wall_s=_bits_float(vals[plan.wall]),
                       disks=disks, devices=devices,
                       gpu=GpuSnapshot(status=_get(vals, plan.status, "unavailable: not sampled"),

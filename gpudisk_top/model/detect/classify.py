@@ -34,6 +34,10 @@ STARVED_STATES = frozenset(STATES[2:])
 STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
                "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?"}
 _PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
+# loaders blocked on reads less than this share of the time do not wait on the device,
+# however saturated it is (by others): 64 workers sharing an HDD queue of 9 are each
+# blocked 14 % of the time, and that is waiting
+HARDLY_BLOCKED_PCT = 5.0
 
 
 @dataclass
@@ -211,12 +215,15 @@ class Classifier:
             io = lt.io_wait_pct if lt is not None else None
             feeding = self._feeding_devices(model, job, sats)
             # a saturated device the job reads from is the cause unless the loaders' time
-            # says they are busy on CPUs instead (then reads are not what they wait on)
-            cpu_bound = (lt is not None and lt.cpu_share_pct >= 50
+            # says they are CPU-bound instead (then reads are not what they wait on)
+            cpu_bound = (lt is not None and lt.cpu_share_pct >= t.loader_cpu_pct
                          and lt.cpu_share_pct > (io or 0.0))
-            if feeding and not cpu_bound:
+            # ... and unless they are hardly ever blocked on reads (their reads are few,
+            # or served from the page cache: the device is busy with others' I/O)
+            waits = io is None or io >= HARDLY_BLOCKED_PCT
+            if feeding and not cpu_bound and waits:
                 kind, s = "saturated", feeding[0]
-            elif io is not None and io >= t.loader_io_wait_pct and io >= lt.cpu_share_pct:
+            elif io is not None and io >= t.loader_io_wait_pct and not cpu_bound:
                 kind, s = "latency-bound", self._device_of(model, lt.device, sats)
             else:
                 return None

@@ -139,10 +139,12 @@ def _read_device(model: Model, v: ProcView) -> str | None:
 
 
 def loader_time(model: Model, job: Job) -> LoaderTime | None:
-    """The job's LoaderTime, or None when no loader has a full interval."""
+    """The job's LoaderTime, or None when it would not describe the job's loaders: none
+    has a full interval, or more than a quarter of them are new (workers replaced at an
+    epoch boundary, a job starting), whose time this interval cannot be told."""
     pool = job.workers or job.members
     loaders = [v for v in pool if v.cpu_pct is not None]
-    if not loaders:
+    if not loaders or len(loaders) < 0.75 * len(pool):
         return None
     n = len(loaders)
     on_cpu = [min(100.0, v.cpu_pct) for v in loaders]

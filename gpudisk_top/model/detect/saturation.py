@@ -118,9 +118,12 @@ class SaturationTracker:
         # peak, pressure and %util speak of this device only while it has requests in
         # flight: PSI is host-wide, and a trickle is always "at its peak"
         busy = r.aqu_sz >= BUSY_QUEUE
+        # at its ceiling in either dimension: requests a second (small random reads) or
+        # bytes a second (large sequential ones); a device that once streamed 2 GB/s is
+        # still at its ceiling doing 4 KiB reads as fast as it ever has
         at_peak = busy and h.intervals >= 3 and (
             kb_s >= t.peak_fraction * max(h.peak_kb_s, kb_s)
-            and iops >= t.peak_fraction * max(h.peak_iops, iops))
+            or iops >= t.peak_fraction * max(h.peak_iops, iops))
         pressure = busy and pressure_pct is not None and pressure_pct >= t.io_pressure_pct
         # the rotational flag of a virtual disk means nothing (virtio often sets it)
         rotating = dev_class == "HDD" or (dev_class == "unknown" and rotational is True)
