@@ -20,7 +20,16 @@ class RuntimeFailure(Exception):
 def warn(line: str) -> None:
     """One warning line on stderr ("gpudisk-top: warning: ..."), made printable.  Never
     raises: a closed or full stderr loses the warning, not the work."""
+    _say("warning: ", line)
+
+
+def note(line: str) -> None:
+    """One line on stderr saying what the tool did ("gpudisk-top: ..."), as warn()."""
+    _say("", line)
+
+
+def _say(prefix: str, line: str) -> None:
     try:
-        print(f"gpudisk-top: warning: {printable(str(line))}", file=sys.stderr, flush=True)
+        print(f"gpudisk-top: {prefix}{printable(str(line))}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass

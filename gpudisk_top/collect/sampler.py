@@ -13,6 +13,7 @@ import time
 
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.blockdev import BlockDevices
+from gpudisk_top.collect.delayacct import DelayAccounting
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.host import read_host
@@ -32,8 +33,14 @@ class Sampler:
     """Reads disks, GPUs, host and GPU-process I/O into one Sample per call."""
 
     def __init__(self, roots: Roots | None = None, nvml=None, gpu: GpuCollector | None = None,
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, delayacct: bool = False) -> None:
         self.roots = roots or Roots()
+        self._delayacct = DelayAccounting() if delayacct else None
+        self.notes: list[str] = []     # what starting up did or could not do, one line each
+        if self._delayacct is not None:
+            note = self._delayacct.enable()
+            if note:
+                self.notes.append(note)
         self._blockdevs = BlockDevices(self.roots)
         self._pidmap = PidMapper(self.roots)
         self._interval_s = interval_s
@@ -108,6 +115,8 @@ class Sampler:
         return total > 0 and idle < 0.1 * total
 
     def close(self) -> None:
+        if self._delayacct is not None:
+            self._delayacct.restore()
         self.gpu.close()
         self._files.close()
         self._pidmap.close()

@@ -6,7 +6,7 @@ import argparse
 import math
 import os
 
-from gpudisk_top.errors import RuntimeFailure, UsageError, warn
+from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,6 +35,10 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
     g.add_argument("--procfs", default="/proc", metavar="PATH",
                    help="procfs to read (default /proc; e.g. the host's /proc mounted in a container)")
     g.add_argument("--sysfs", default="/sys", metavar="PATH", help="sysfs to read (default /sys)")
+    g.add_argument("--delayacct", action="store_true",
+                   help="as root: switch kernel.task_delayacct on while running (off again at "
+                        "exit), so the time the job's loaders are blocked on reads is measured, "
+                        "not estimated")
     g.add_argument("-a", "--all-devices", action="store_true",
                    help="show every block device: partitions, loop, idle devices too")
     g.add_argument("-d", "--devices", metavar="GLOBS",
@@ -119,6 +123,8 @@ def open_source(args):
     between samples); `origin` says where the numbers come from, for every output."""
     if getattr(args, "demo_actions", False) and not getattr(args, "demo", None):
         raise UsageError("--demo-actions needs --demo")
+    if getattr(args, "delayacct", False) and getattr(args, "demo", None):
+        raise UsageError("--delayacct reads this machine; it has no meaning with --demo")
     if getattr(args, "demo", None):
         from gpudisk_top.sim import BUILTIN_NAMES, Simulator, builtin
 
@@ -132,4 +138,8 @@ def open_source(args):
     from gpudisk_top.collect.sampler import Sampler
     from gpudisk_top.output.once import live_origin
 
-    return Sampler(roots_from(args), interval_s=args.interval), False, live_origin()
+    sampler = Sampler(roots_from(args), interval_s=args.interval,
+                      delayacct=getattr(args, "delayacct", False))
+    for line in sampler.notes:
+        note(line)
+    return sampler, False, live_origin()

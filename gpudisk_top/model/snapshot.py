@@ -17,6 +17,7 @@ from gpudisk_top.collect.sample import DeviceInfo, Sample
 from gpudisk_top.model.disk import DiskRates, checked_rates
 from gpudisk_top.model.gpu import GpuView, gpu_views
 from gpudisk_top.model.host import HostView, host_view
+from gpudisk_top.model.loaders import DELAYACCT_HINT, IO_ESTIMATED, loader_time, tree_loaders
 from gpudisk_top.model.procs import ProcView, proc_views, tree_totals
 
 
@@ -33,7 +34,8 @@ class Model:
     gpus: list[GpuView] = field(default_factory=list)
     host: HostView | None = None
     procs: dict[int, ProcView] = field(default_factory=dict)
-    # per GPU process (host PID): its own and its descendants' I/O, summed
+    # per GPU process (host PID): its own and its descendants' I/O, summed, and where its
+    # loaders' time went ("loaders": a model.loaders.LoaderTime, or None)
     gpu_proc_io: dict[int, dict] = field(default_factory=dict)
     # device -> why its rates were dropped this interval (in `devices`, not in `disks`)
     disk_dropped: dict[str, str] = field(default_factory=dict)
@@ -56,8 +58,14 @@ class Model:
         model.gpus = gpu_views(sample.gpu, last.gpu if last is not None else None, window_us)
         model.host = host_view(sample.host, last.host if last is not None else None, interval_s)
         model.procs = proc_views(sample.procs, last.procs if last is not None else None, interval_s)
+        gpu_local = {p.local_pid for g in model.gpus for p in g.processes}
         for gpu in model.gpus:
             for proc in gpu.processes:
                 if proc.pid not in model.gpu_proc_io:
-                    model.gpu_proc_io[proc.pid] = tree_totals(model.procs, proc.pid)
+                    totals = model.gpu_proc_io[proc.pid] = tree_totals(model.procs, proc.pid)
+                    pool, kind = tree_loaders(model.procs, proc.pid, gpu_local)
+                    totals["loaders"] = loader_time(model.disks, pool, kind)
+                    if (totals["loaders"] is not None and DELAYACCT_HINT not in model.warnings
+                            and totals["loaders"].io_source == IO_ESTIMATED):
+                        model.warnings.append(DELAYACCT_HINT)
         return model

@@ -12,6 +12,7 @@ import platform
 import re
 
 from gpudisk_top import __version__
+from gpudisk_top.model.loaders import IO_ESTIMATED
 from gpudisk_top.textsafe import printable
 from gpudisk_top.model.disk import RATE_FIELDS
 from gpudisk_top.model.gpu import gpu_as_json
@@ -71,6 +72,8 @@ def gpus_json(model: Model) -> list[dict]:
             proc["write_kb_s"] = io.get("write_kb_s")
             proc["tree_processes"] = io.get("nprocs")
             proc["devices"] = sorted(io.get("devices") or ())
+            loaders = io.get("loaders")
+            proc["loaders"] = loaders.as_json() if loaders is not None else None
         gpus.append(g)
     return gpus
 
@@ -85,7 +88,8 @@ def verdict_json(verdict) -> dict:
     if verdict is None:
         return None
     return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
-            "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice}
+            "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice,
+            "kind": verdict.kind}
 
 
 def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
@@ -151,14 +155,28 @@ def _gpu_lines(model: Model) -> list[str]:
     if procs:
         lines.append("")
         lines.append(f"{'GPU':>3} {'pid':>8} {'name':<16} {'GPU MiB':>8} {'read kB/s':>10} "
-                     f"{'rchar kB/s':>11} {'procs':>5}  devices")
+                     f"{'rchar kB/s':>11} {'procs':>5} {'%cpu':>5} {'%wait':>5} {'%io':>6}  devices")
+        estimated = False
         for idx, p in procs:
             io = model.gpu_proc_io.get(p.pid) or {}
             pid = f"{p.pid}" if p.mapped else f"{p.pid}*"
+            lt = io.get("loaders")
+            if lt is not None and lt.io_wait_pct is not None:
+                mark = "~" if lt.io_source == IO_ESTIMATED else ""
+                estimated |= bool(mark)
+                io_pct = f"{mark}{lt.io_wait_pct:.0f}"
+            else:
+                io_pct = "n/a"
             lines.append(f"{idx:>3} {pid:>8} {(p.name or '?')[:16]:<16} "
                          f"{_f(p.gpu_mem_mib, '{:.0f}'):>8} {_f(io.get('read_kb_s')):>10} "
-                         f"{_f(io.get('rchar_kb_s')):>11} {io.get('nprocs') or 0:>5}  "
+                         f"{_f(io.get('rchar_kb_s')):>11} {io.get('nprocs') or 0:>5} "
+                         f"{_f(lt and lt.on_cpu_pct, '{:.0f}'):>5} "
+                         f"{_f(lt and lt.cpu_wait_pct, '{:.0f}'):>5} {io_pct:>6}  "
                          f"{','.join(sorted(io.get('devices') or ())) or '-'}")
+        lines.append("  %cpu, %wait, %io: where the time of its loaders (DataLoader workers, else "
+                     "itself) went: on a CPU, waiting for one, blocked on reads; mean per loader")
+        if estimated:
+            lines.append("  ~ estimated from reads x r_await: kernel.task_delayacct is off")
         if any(not p.mapped for _, p in procs):
             lines.append("  * not visible from this PID namespace: its I/O cannot be read")
     return lines

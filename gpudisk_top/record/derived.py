@@ -184,7 +184,7 @@ def episode_from(d: dict) -> Episode:
                    end_wall_s=d["end_wall_s"], last_wall_s=d["last_wall_s"],
                    gpus=list(d["gpus"]), devices=list(d["devices"]),
                    processes=list(d["processes"]), reason=d["reason"], advice=d["advice"],
-                   intervals=d["intervals"], min_util_pct=d["min_util_pct"])
+                   kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"])
 
 
 @dataclass

@@ -159,7 +159,7 @@ def episode_json(e: Episode) -> dict:
         "start_s": e.start_wall_s, "end_s": end,
         "duration_s": round(e.duration_s(), 3),
         "gpus": list(e.gpus), "devices": list(e.devices), "processes": list(e.processes),
-        "reason": e.reason, "advice": e.advice,
+        "reason": e.reason, "advice": e.advice, "kind": e.kind,
         "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
         "intervals": e.intervals,
     }

@@ -5,7 +5,7 @@ rest spin in NCCL -> straggler; every job GPU busy -> healthy; otherwise the GPU
 something: a checkpoint write burst, then the storage that feeds the job, then the CPU,
 and when nothing explains it the stall is undiagnosed.
 
-Where the job's loaders' time goes (job.LoaderTime) decides between storage and CPU: a
+Where the job's loaders' time goes (model/loaders.py) decides between storage and CPU: a
 job whose loaders are blocked on reads most of the time is starved by storage whether or
 not the device is saturated.  The device says which kind: *saturated* (at its ceiling:
 latency over baseline, a queue, throughput at its peak; the cure is faster storage or a

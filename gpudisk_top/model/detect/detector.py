@@ -31,6 +31,7 @@ class Episode:
     processes: list[int] = field(default_factory=list)
     reason: str = ""                      # the evidence of its latest interval in state
     advice: str | None = None
+    kind: str | None = None               # disk: saturated | latency-bound; cpu: own | others
     intervals: int = 0                    # intervals in this state
     min_util_pct: float | None = None
 
@@ -46,7 +47,7 @@ class Episode:
         return {"id": self.id, "state": self.state, "start": self.start_wall_s,
                 "end": self.end_wall_s, "duration_s": self.duration_s(),
                 "gpus": self.gpus, "devices": self.devices, "processes": self.processes,
-                "reason": self.reason, "advice": self.advice}
+                "reason": self.reason, "advice": self.advice, "kind": self.kind}
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Verdict:
     reason: str = ""
     advice: str | None = None
     raw_reason: str = ""
+    kind: str | None = None               # the kind of starvation (IntervalState.kind)
     episode: Episode | None = None
     saturation: dict[str, Saturation] = field(default_factory=dict)
     raw: IntervalState | None = None
@@ -140,7 +142,8 @@ class Detector:
             return Verdict(wall_s=model.wall_s, state=ep.state, raw_state=raw.state,
                            gpus=list(ep.gpus), devices=list(ep.devices),
                            processes=list(ep.processes), reason=ep.reason, advice=ep.advice,
-                           raw_reason=raw_reason, episode=ep, saturation=sats, raw=raw)
+                           raw_reason=raw_reason, kind=ep.kind, episode=ep, saturation=sats,
+                           raw=raw)
         if raw.state not in STARVED_STATES:
             self._calm = raw.state
             return Verdict(wall_s=model.wall_s, state=raw.state, raw_state=raw.state,
@@ -186,6 +189,7 @@ class Detector:
     def _extend(ep: Episode, raw: IntervalState, end_s: float) -> None:
         ep.intervals += 1
         ep.last_wall_s = end_s
+        ep.kind = raw.kind or ep.kind
         for attr in ("gpus", "devices", "processes"):
             have = getattr(ep, attr)
             have.extend(x for x in getattr(raw, attr) if x not in have)
@@ -208,7 +212,8 @@ def one_interval(model: Model, thresholds: Thresholds | None = None) -> Verdict:
     raw = v.raw
     return Verdict(wall_s=v.wall_s, state=raw.state, raw_state=raw.state, gpus=raw.gpus,
                    devices=raw.devices, processes=raw.processes, reason=v.raw_reason,
-                   advice=raw.advice, raw_reason=v.raw_reason, saturation=v.saturation, raw=raw)
+                   advice=raw.advice, raw_reason=v.raw_reason, kind=raw.kind,
+                   saturation=v.saturation, raw=raw)
 
 
 __all__ = ["Detector", "Episode", "Verdict", "STATES", "one_interval"]

@@ -4,6 +4,7 @@ each GPU process's read rate (summed over its DataLoader workers)."""
 
 from __future__ import annotations
 
+from gpudisk_top.model.loaders import IO_ESTIMATED
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, si
 from gpudisk_top.ui.widgets.base import LinesPanel
@@ -79,7 +80,9 @@ class GpuPanel(LinesPanel):
 
     def _process_lines(self, update, width: int) -> list:
         model = update.model
-        lines = [[("   GPU      pid name                 GPU mem  read/s  rchar/s procs  devices", theme.DIM)]]
+        lines = [[("   GPU      pid name                 GPU mem  read/s  rchar/s procs  "
+                   "cpu%  wait%   io%  devices", theme.DIM)]]
+        estimated = False
         for g in model.gpus:
             for p in g.processes:
                 io = model.gpu_proc_io.get(p.pid) or {}
@@ -87,13 +90,30 @@ class GpuPanel(LinesPanel):
                 read = io.get("read_kb_s")
                 rchar = io.get("rchar_kb_s")
                 devs = ",".join(io.get("devices") or ()) or "-"
+                cpu, wait, blocked = _loader_cells(io.get("loaders"))
+                estimated |= blocked.startswith("~")
                 text = (f"   {g.index:>3} {pid:>8} {(p.name or '?')[:20]:<20} "
                         f"{mib(p.gpu_mem_mib):>7} {si(None if read is None else read * 1024, 'B'):>7} "
                         f"{si(None if rchar is None else rchar * 1024, 'B'):>8} "
-                        f"{io.get('nprocs') or 0:>5}  {devs}")
+                        f"{io.get('nprocs') or 0:>5} {cpu:>5} {wait:>6} {blocked:>5}  {devs}")
                 lines.append([(text[:width], theme.PLAIN)])
+        lines.append([("   cpu% wait% io%: where its loaders' time went (DataLoader workers, else "
+                       "itself): on a CPU, waiting for one, blocked on reads"
+                       + ("; ~ estimated (kernel.task_delayacct is off)" if estimated else ""))[:width],
+                      theme.DIM)])
         if any(not p.mapped for g in model.gpus for p in g.processes):
             lines.append([("   * not visible from this PID namespace: its I/O cannot be read", theme.DIM)])
         if len(lines) == 1:
             lines.append([("   no compute processes", theme.DIM)])
         return lines
+
+
+def _loader_cells(lt) -> tuple[str, str, str]:
+    """(on CPU, waiting for a CPU, blocked on reads) in %, '~' before an estimate."""
+    if lt is None:
+        return "n/a", "n/a", "n/a"
+    pct = lambda v: "n/a" if v is None else f"{v:.0f}"  # noqa: E731
+    blocked = pct(lt.io_wait_pct)
+    if lt.io_wait_pct is not None and lt.io_source == IO_ESTIMATED:
+        blocked = "~" + blocked
+    return pct(lt.on_cpu_pct), pct(lt.cpu_wait_pct), blocked

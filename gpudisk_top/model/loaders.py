@@ -1,0 +1,136 @@
+"""Where a job's loaders' time goes: on a CPU, waiting for one, blocked on reads, asleep.
+
+The loaders are the processes that feed the GPUs: a training job's DataLoader workers, or
+the GPU process itself when it loads its own data (num_workers=0).  Per interval each
+loader's leading thread's time is split (model/procs.py has where each number comes from):
+
+  on CPU           utime + stime                                  (every kernel)
+  waiting for CPU  schedstat run_delay                            (CONFIG_SCHED_INFO)
+  blocked on reads delay accounting's blkio delay                 (kernel.task_delayacct=1)
+                   or, where that is off, estimated: the loader's reads that reach the
+                   device times the device's r_await (each synchronous read blocks its
+                   reader for r_await, which is how DataLoader workers read; Little's
+                   law: summed over readers it is their share of the device's aqu-sz)
+  asleep           the rest (the prefetch queue is full: the trainer is the bottleneck)
+
+The detector reads one LoaderTime for the whole job (model/detect/job.py), the process view
+and --once one per GPU process; both come from loader_time() here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from gpudisk_top.model.disk import DiskRates
+from gpudisk_top.model.procs import ProcView
+
+IO_MEASURED = "delay accounting"
+IO_ESTIMATED = "estimated: reads x r_await"
+DELAYACCT_HINT = ("kernel.task_delayacct is off: time blocked on reads is estimated from "
+                  "reads x r_await; `sysctl kernel.task_delayacct=1` (or --delayacct, as "
+                  "root) measures it")
+
+
+@dataclass
+class LoaderTime:
+    """The mean share of the interval, per loader, in each place; io_source says whether
+    io_wait_pct was measured (IO_MEASURED) or estimated (IO_ESTIMATED)."""
+
+    kind: str                       # "DataLoader worker" | "process"
+    count: int                      # loaders with a full interval
+    on_cpu_pct: float
+    cpu_wait_pct: float | None
+    io_wait_pct: float | None
+    io_source: str | None
+    blocked: int = 0                # loaders blocked (state D) at the end of the interval
+    device: str | None = None       # where most of the loaders' reads go
+    reads_s: float | None = None    # the loaders' reads that reach that device, a second
+    read_kb: float | None = None    # its mean read size (rareq-sz)
+    read_wait_ms: float | None = None  # and its read latency (r_await)
+
+    @property
+    def cpu_share_pct(self) -> float:
+        """On a CPU or waiting for one: what more CPU would turn into progress."""
+        return self.on_cpu_pct + (self.cpu_wait_pct or 0.0)
+
+    @property
+    def asleep_pct(self) -> float:
+        return max(0.0, 100.0 - self.cpu_share_pct - (self.io_wait_pct or 0.0))
+
+    def describe(self) -> str:
+        """'4 DataLoader workers each: 26% on CPU, 3% waiting for a CPU, 54% blocked on
+        reads (estimated: reads x r_await)'."""
+        parts = [f"{self.on_cpu_pct:.0f}% on CPU"]
+        if self.cpu_wait_pct is not None:
+            parts.append(f"{self.cpu_wait_pct:.0f}% waiting for a CPU")
+        if self.io_wait_pct is not None:
+            parts.append(f"{self.io_wait_pct:.0f}% blocked on reads ({self.io_source})")
+        n = self.count
+        return f"{n} {self.kind}{'s' * (n != 1)}{' each' if n > 1 else ''}: " + ", ".join(parts)
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def _read_device(disks: dict[str, DiskRates], v: ProcView) -> str | None:
+    """The device under the process's files that read the most this interval."""
+    best = None
+    for name in v.devices or ():
+        r = disks.get(name)
+        if r is not None and r.r_s > 0 and (best is None or r.rkb_s > disks[best].rkb_s):
+            best = name
+    return best
+
+
+def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
+                kind: str = "DataLoader worker") -> LoaderTime | None:
+    """The LoaderTime of the loaders in `pool`, or None when it would not describe them:
+    none has a full interval, or more than a quarter of them are new (workers replaced at
+    an epoch boundary, a job starting), whose time this interval cannot be told."""
+    loaders = [v for v in pool if v.cpu_pct is not None]
+    if not loaders or len(loaders) < 0.75 * len(pool):
+        return None
+    n = len(loaders)
+    on_cpu = [min(100.0, v.cpu_pct) for v in loaders]
+    waits = [v.cpu_wait_pct for v in loaders if v.cpu_wait_pct is not None]
+    measured = [v.io_wait_pct for v in loaders if v.io_wait_pct is not None]
+    devices = [_read_device(disks, v) for v in loaders]
+    reads_kb: dict[str, float] = {}
+    for v, dev in zip(loaders, devices):
+        if dev is not None and v.read_kb_s:
+            reads_kb[dev] = reads_kb.get(dev, 0.0) + v.read_kb_s
+    io_pct = source = None
+    if len(measured) == n:
+        io_pct, source = sum(min(100.0, x) for x in measured) / n, IO_MEASURED
+    elif reads_kb:
+        estimates = []
+        for v, dev, cpu in zip(loaders, devices, on_cpu):
+            r = disks.get(dev) if dev is not None else None
+            if r is None or not v.read_kb_s or not r.rareq_kb:
+                estimates.append(0.0)
+                continue
+            # synchronous reads: each one blocks its reader for r_await; never more than
+            # the time the loader was neither on a CPU nor waiting for one
+            wait_pct = v.read_kb_s / r.rareq_kb * r.r_await_ms / 10.0
+            estimates.append(max(0.0, min(wait_pct, 100.0 - cpu - (v.cpu_wait_pct or 0.0))))
+        io_pct, source = sum(estimates) / n, IO_ESTIMATED
+    device = max(reads_kb, key=reads_kb.get) if reads_kb else None
+    r = disks.get(device) if device is not None else None
+    return LoaderTime(
+        kind=kind, count=n, on_cpu_pct=sum(on_cpu) / n,
+        cpu_wait_pct=sum(min(100.0, x) for x in waits) / len(waits) if waits else None,
+        io_wait_pct=io_pct, io_source=source,
+        blocked=sum(1 for v in loaders if v.state == "D"),
+        device=device,
+        reads_s=reads_kb[device] / r.rareq_kb if r is not None and r.rareq_kb else None,
+        read_kb=r.rareq_kb if r is not None else None,
+        read_wait_ms=r.r_await_ms if r is not None else None)
+
+
+def tree_loaders(procs: dict[int, ProcView], root_pid: int,
+                 gpu_local: set[int]) -> tuple[list[ProcView], str]:
+    """The loaders of one GPU process's tree: its descendants (DataLoader workers), or
+    the GPU process itself when it has none."""
+    members = [v for v in procs.values() if v.root_pid == root_pid]
+    workers = [v for v in members if v.pid not in gpu_local]
+    return (workers, "DataLoader worker") if workers else (members, "process")

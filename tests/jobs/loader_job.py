@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""A training job in miniature, with real DataLoader-like workers, for the real-job tests.
+
+The trainer (the process the stand-in GPU reports as its compute process) takes batches
+from worker processes through a bounded queue, as torch's DataLoader does
+(prefetch_factor 2 per worker), and spends STEP_S per batch on its "GPU step".  When the
+workers keep up it makes 1/STEP_S steps a second: its healthy rate.  It rewrites
+`--progress` with "<steps done> <time.time()>" after every step, which is what the
+stand-in GPU's utilization follows (tests/standin.py), and `--truth` with one JSON line a
+second: {"wall", "mode", "steps"}.
+
+usage: loader_job.py MODE [--workers N] [--seconds S] [--data FILE] [--progress FILE]
+                          [--truth FILE] [--reads R]
+MODE:
+  healthy     samples from memory: the workers keep up easily
+  disk        each sample is R random 4 KiB O_DIRECT reads from FILE (32 by default): the
+              workers wait on synchronous reads, as small-file datasets make them
+  cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
+  light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
+  checkpoint  healthy, plus 256 MiB written and fsynced to FILE.ckpt every 6 s
+FILE must exist (any large file; the tests make one on the real disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import mmap
+import multiprocessing as mp
+import os
+import random
+import signal
+import sys
+import time
+
+STEP_S = 0.02          # the "GPU step": 50 steps a second when data is ready
+BATCH = 8              # samples a batch
+BLOCK = 4096
+
+
+def _cpu_work(ms: float) -> None:
+    end = time.thread_time() + ms / 1000.0
+    h = b"x" * 4096
+    while time.thread_time() < end:
+        h = hashlib.sha256(h).digest() * 128
+
+
+class Reader:
+    def __init__(self, path: str, reads: int) -> None:
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        self.blocks = os.fstat(self.fd).st_size // BLOCK
+        self.buf = mmap.mmap(-1, BLOCK)
+        self.reads = reads
+
+    def sample(self) -> int:
+        total = 0
+        for _ in range(self.reads):
+            total += os.preadv(self.fd, [self.buf], random.randrange(self.blocks) * BLOCK)
+        return total
+
+
+def worker(mode: str, path: str, reads: int, out: mp.Queue) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    reader = Reader(path, reads) if mode == "disk" else None
+    while True:
+        for _ in range(BATCH):
+            if reader is not None:
+                reader.sample()
+            elif mode == "cpu":
+                _cpu_work(10)
+            elif mode == "light-cpu":
+                _cpu_work(3)
+        out.put(b"b" * 64)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["healthy", "disk", "cpu", "light-cpu", "checkpoint"])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--progress", default=None)
+    ap.add_argument("--truth", default=None)
+    ap.add_argument("--reads", type=int, default=32)
+    a = ap.parse_args()
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue(maxsize=2 * a.workers)
+    procs = [ctx.Process(target=worker, args=(a.mode, a.data, a.reads, queue), daemon=True)
+             for _ in range(a.workers)]
+    for p in procs:
+        p.start()
+    truth = open(a.truth, "a") if a.truth else None
+    t0 = last = last_ckpt = time.time()
+    steps = second_steps = 0
+    try:
+        while time.time() - t0 < a.seconds:
+            queue.get()
+            time.sleep(STEP_S)                       # the GPU step
+            steps += 1
+            second_steps += 1
+            now = time.time()
+            if a.progress:
+                tmp = a.progress + ".tmp"
+                with open(tmp, "w") as f:
+                    f.write(f"{steps} {now:.3f}\n")
+                os.replace(tmp, a.progress)
+            if a.mode == "checkpoint" and now - last_ckpt >= 6:
+                with open(a.data + ".ckpt", "wb") as f:
+                    chunk = os.urandom(1 << 20)
+                    for _ in range(256):
+                        f.write(chunk)
+                    f.flush()
+                    os.fsync(f.fileno())
+                last_ckpt = time.time()
+            if now - last >= 1 and truth is not None:
+                truth.write(json.dumps({"wall": round(now, 3), "mode": a.mode,
+                                        "steps": second_steps}) + "\n")
+                truth.flush()
+                second_steps, last = 0, now
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
