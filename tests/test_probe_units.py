@@ -163,7 +163,8 @@ def test_fio_command_is_read_only_and_bounded():
     cmd = fio.command(BY_NAME["randread_4k_qd32"], "/data/a:b.bin", 2**30, 3.3)
     for opt in ("--readonly", "--allow_file_create=0", "--invalidate=0", "--direct=1",
                 "--rw=randread", "--bs=4096", "--iodepth=32", "--time_based",
-                "--runtime=3300ms", "--ramp_time=0ms", "--output-format=json", "--size=1073741824"):
+                "--runtime=3300ms", "--ramp_time=0ms", "--output-format=json",
+                "--size=1073741824", "--offset=0"):
         assert opt in cmd, opt
     assert "--filename=/data/a\\:b.bin" in cmd    # fio's file separator escaped
     assert not any("write" in arg for arg in cmd)
@@ -262,3 +263,14 @@ def test_probe_library_imports_neither_textual_nor_the_command_line():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_builtin_reader_refuses_a_file_that_shrank(tmp_path):
+    from gpudisk_top.probe import builtin
+
+    path = tmp_path / "shrank.bin"
+    path.write_bytes(os.urandom(1 << 20))
+    # told the span is 64 MiB, as it was when the probe began; most offsets are past
+    # the end now
+    with pytest.raises(RuntimeFailure, match="short read"):
+        builtin.run(BY_NAME["randread_4k_qd1"], str(path), 64 << 20, 0.3)

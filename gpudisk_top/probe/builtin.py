@@ -29,13 +29,14 @@ class _Run:
     """State shared by one test's threads."""
 
     def __init__(self, spec: TestSpec, fd: int, span_bytes: int, seconds: float,
-                 ramp_s: float) -> None:
+                 ramp_s: float, start_bytes: int) -> None:
         self.spec, self.fd, self.seconds, self.ramp_s = spec, fd, seconds, ramp_s
         self.blocks = span_bytes // spec.block_bytes
         self.stop = threading.Event()
         self.barrier = threading.Barrier(spec.queue_depth, action=self._start)
         self.start_ns = self.measure_ns = self.deadline_ns = 0
-        self.next_block = itertools.count()   # next() is atomic under the GIL
+        # next() is atomic under the GIL: each sequential read takes the next block
+        self.next_block = itertools.count(start_bytes // spec.block_bytes)
         self.latencies: list[array] = []
         self.ends_ns: list[int] = []
         self.errors: list[OSError] = []
@@ -45,12 +46,14 @@ class _Run:
         self.measure_ns = self.start_ns + int(self.ramp_s * 1e9)
         self.deadline_ns = self.measure_ns + int(self.seconds * 1e9)
 
-    def worker(self, seed: int) -> None:
+    def worker(self) -> None:
         bs, blocks, fd = self.spec.block_bytes, self.blocks, self.fd
         buf = mmap.mmap(-1, bs)
         bufs = [buf]
         lat = array("q")
-        rnd = random.Random(seed).randrange
+        # fresh offsets on every run (fio's randrepeat=0): a repeated sequence would be
+        # served from the caches of a hypervisor or array that the last probe warmed
+        rnd = random.Random(os.urandom(16)).randrange
         sequential = self.spec.rw == "read"
         nxt, perf, preadv, stop = self.next_block, time.perf_counter_ns, os.preadv, self.stop
         try:
@@ -59,7 +62,8 @@ class _Run:
             t0 = perf()
             while t0 < deadline and not stop.is_set():
                 off = (next(nxt) % blocks if sequential else rnd(blocks)) * bs
-                preadv(fd, bufs, off)
+                if preadv(fd, bufs, off) != bs:   # only past the end: the file shrank
+                    raise OSError(f"a short read at offset {off}: did it shrink?")
                 t1 = perf()
                 if t1 >= measure:
                     lat.append(t1 - t0)
@@ -76,16 +80,18 @@ class _Run:
 
 
 def run(spec: TestSpec, path: str, span_bytes: int, seconds: float,
-        ramp_s: float = 0.0) -> TestResult:
-    """Run one test for `ramp_s` unmeasured, then `seconds` measured.  Raises
+        ramp_s: float = 0.0, start_bytes: int = 0) -> TestResult:
+    """Run one test for `ramp_s` unmeasured, then `seconds` measured; sequential reads
+    start at `start_bytes` and wrap at the end of the span.  Raises
     RuntimeFailure when the reads fail or hang; KeyboardInterrupt passes through once
     the threads have stopped."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as err:
-        raise RuntimeFailure(f"cannot open {path} for direct reads: {err.strerror or err}") from None
-    state = _Run(spec, fd, span_bytes, seconds, ramp_s)
-    threads = [threading.Thread(target=state.worker, args=(i,), daemon=True,
+        raise RuntimeFailure(f"cannot open {path} for direct reads: "
+                             f"{err.strerror or err}") from None
+    state = _Run(spec, fd, span_bytes, seconds, ramp_s, start_bytes)
+    threads = [threading.Thread(target=state.worker, daemon=True,
                                 name=f"probe-{spec.name}-{i}")
                for i in range(spec.queue_depth)]
     hung = False

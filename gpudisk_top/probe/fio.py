@@ -24,7 +24,7 @@ def available() -> str | None:
 
 
 def command(spec: TestSpec, path: str, span_bytes: int, seconds: float,
-            ramp_s: float = 0.0, fio: str = "fio") -> list[str]:
+            ramp_s: float = 0.0, start_bytes: int = 0, fio: str = "fio") -> list[str]:
     return [
         fio, "--name=gpudisk-top-probe",
         # fio splits --filename at ':' (several files); a path's own colons are escaped
@@ -33,7 +33,8 @@ def command(spec: TestSpec, path: str, span_bytes: int, seconds: float,
         # (invalidate=1 would call BLKFLSBUF on a device node, which syncs its buffers)
         "--readonly", "--allow_file_create=0", "--invalidate=0",
         "--direct=1", "--ioengine=libaio", f"--rw={spec.rw}", f"--bs={spec.block_bytes}",
-        f"--iodepth={spec.queue_depth}", f"--size={span_bytes}",
+        f"--iodepth={spec.queue_depth}",
+        f"--offset={start_bytes}", f"--size={span_bytes - start_bytes}",
         "--time_based", f"--runtime={max(1, round(seconds * 1000))}ms",
         f"--ramp_time={round(ramp_s * 1000)}ms",
         "--norandommap", "--randrepeat=0", "--lat_percentiles=1",
@@ -42,11 +43,12 @@ def command(spec: TestSpec, path: str, span_bytes: int, seconds: float,
 
 
 def run(spec: TestSpec, path: str, span_bytes: int, seconds: float,
-        ramp_s: float = 0.0, fio: str = "fio") -> TestResult:
-    """Run one test for `ramp_s` unmeasured, then `seconds` measured.  Raises
+        ramp_s: float = 0.0, start_bytes: int = 0, fio: str = "fio") -> TestResult:
+    """Run one test for `ramp_s` unmeasured, then `seconds` measured; reads fall in
+    [start_bytes, span_bytes).  Raises
     RuntimeFailure when fio fails, says nothing we can read, or overruns;
     KeyboardInterrupt passes through once fio is stopped."""
-    proc = subprocess.Popen(command(spec, path, span_bytes, seconds, ramp_s, fio),
+    proc = subprocess.Popen(command(spec, path, span_bytes, seconds, ramp_s, start_bytes, fio),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

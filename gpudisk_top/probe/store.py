@@ -112,7 +112,8 @@ class Ceiling:
         c = doc.get("ceiling") if isinstance(doc.get("ceiling"), dict) else {}
 
         def num(value):
-            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            return float(value) if ok else None
 
         return cls(device=str(doc.get("device", "")), identity=str(doc.get("identity", "")),
                    randread_qd32_iops=num(c.get("randread_qd32_iops")),
