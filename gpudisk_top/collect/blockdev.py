@@ -223,3 +223,29 @@ def _parent_from_name(name: str) -> str | None:
         return m.group(1)
     m = re.match(r"^((?:sd|vd|xvd|hd)[a-z]+)\d+$", name)
     return m.group(1) if m else None
+
+
+# A value made only of zeros (and separators) is no identity: cheap NVMe namespaces report
+# an all-zero EUI-64 or NGUID, and some hypervisors an all-zero WWN.
+_BLANK_ID = re.compile(r"^(?:[a-z0-9]+\.)?[0\s._-]*$", re.I)
+
+
+def read_identity(roots: Roots, name: str) -> tuple[str, str] | None:
+    """(kind, value) naming the hardware or volume behind the block device `name`, as
+    sysfs gives it, or None when it gives none:
+
+    - "wwid": a world-wide name (NVMe namespaces: /sys/block/X/wwid; SCSI and ATA disks
+      with VPD page 0x83: /sys/block/X/device/wwid);
+    - "serial": the drive's serial (virtio: /sys/block/X/serial; SCSI, ATA and NVMe
+      controllers: /sys/block/X/device/serial);
+    - "dm-uuid", "md-uuid": a device-mapper or md array's own UUID.
+
+    Never raises: a file that cannot be read is a missing value."""
+    base = roots.sys("class", "block", name)
+    for kind, rel in (("wwid", "wwid"), ("wwid", "device/wwid"), ("serial", "serial"),
+                      ("serial", "device/serial"), ("dm-uuid", "dm/uuid"),
+                      ("md-uuid", "md/uuid")):
+        value = read_first_line(os.path.join(base, rel))
+        if value and not _BLANK_ID.match(value):
+            return kind, value
+    return None

@@ -1,0 +1,245 @@
+"""`probe` on this machine's real disk: a loop device over a file in /var/tmp, whose reads
+are capped for the probe's cgroup (cgroup v1 blkio.throttle.read_iops_device, or v2
+io.max), so the right answer is known however busy the shared machine is: the QD32
+figure must be the cap.  Both engines; the result kept and read back by identity;
+nothing written to the device or its backing file; refusals as a user who is not root;
+SIGTERM and SIGINT stop the reads and leave no fio behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from gpudisk_top.probe import store
+from test_integration_fio import IopsCap
+
+pytestmark = pytest.mark.integration
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLI = "import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))"
+CAP_IOPS = 5000
+BACKING_MIB = 320     # above the 256 MiB that random reads need
+PROBE_S = 4.5         # 1.5 s for each test
+NOBODY = 65534
+
+
+def _need_root_and_losetup() -> str | None:
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        return "a loop device needs root and losetup"
+    return None
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """(device node, kernel name, backing file) of a loop device with direct I/O, over
+    BACKING_MIB of random data on the real disk."""
+    reason = _need_root_and_losetup()
+    if reason:
+        pytest.skip(reason)
+    path = f"/var/tmp/gdt-probe-{os.getpid()}.img"
+    with open(path, "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for i in range(BACKING_MIB):
+            f.write(chunk[i % 64:] + chunk[:i % 64])   # not one block repeated
+        f.flush()
+        os.fsync(f.fileno())
+    proc = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", path],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(path)
+        pytest.skip(f"losetup failed: {proc.stderr.strip()}")
+    dev = proc.stdout.strip()
+    try:
+        yield dev, os.path.basename(dev), path
+    finally:
+        subprocess.run(["losetup", "-d", dev])
+        os.unlink(path)
+
+
+def _writes(name: str) -> tuple[int, int]:
+    """(writes completed, sectors written) of a device since boot."""
+    with open(f"/sys/block/{name}/stat") as f:
+        fields = f.read().split()
+    return int(fields[4]), int(fields[6])
+
+
+def _reads(name: str) -> int:
+    with open(f"/sys/block/{name}/stat") as f:
+        return int(f.read().split()[0])
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _probe_capped(dev: str, name: str, engine: str, state: str) -> subprocess.CompletedProcess:
+    with open(f"/sys/block/{name}/dev") as f:
+        cap = IopsCap(f.read().strip(), CAP_IOPS)
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", CLI, "probe", dev, "--engine", engine, "--json",
+             "--seconds", str(PROBE_S)],
+            capture_output=True, text=True, timeout=PROBE_S + 60, cwd=ROOT,
+            env=dict(os.environ, XDG_STATE_HOME=state),
+            preexec_fn=lambda: cap.enter(os.getpid()))   # fio inherits the cgroup
+    finally:
+        cap.remove()
+
+
+JSON_KEYS = {"device", "identity", "identity_weak", "model", "argument", "target",
+             "target_kind", "span_bytes", "engine", "seconds", "measured_at",
+             "measured_at_s", "tests", "ceiling", "notes", "stored"}
+TEST_KEYS = {"engine", "seconds", "ios", "iops", "read_mib_s", "lat_mean_ms", "lat_p99_ms"}
+
+
+def _check_capped_probe(loop, engine: str, tmp_path) -> dict:
+    dev, name, _backing = loop
+    state = str(tmp_path / "state")
+    before = _writes(name)
+    proc = _probe_capped(dev, name, engine, state)
+    assert proc.returncode == 0, proc.stderr
+    assert _writes(name) == before, "the probe wrote to the device"
+    assert "loads " + name in proc.stderr   # the warning before it starts
+    doc = json.loads(proc.stdout)
+    assert set(doc) == JSON_KEYS
+    assert set(doc["tests"]) == {"randread_4k_qd1", "randread_4k_qd32", "read_1m_qd8"}
+    for t in doc["tests"].values():
+        assert set(t) == TEST_KEYS and t["engine"] == engine and t["ios"] > 0
+    qd32 = doc["tests"]["randread_4k_qd32"]
+    print(f"{engine}: QD32 {qd32['iops']:.0f} IOPS against a cap of {CAP_IOPS}; "
+          f"QD1 {doc['tests']['randread_4k_qd1']['iops']:.0f}")
+    assert qd32["iops"] == pytest.approx(CAP_IOPS, rel=0.10)
+    assert doc["tests"]["randread_4k_qd1"]["iops"] <= CAP_IOPS * 1.1
+    assert qd32["read_mib_s"] == pytest.approx(qd32["iops"] * 4096 / 2**20, rel=0.01)
+    assert doc["ceiling"]["randread_qd32_iops"] == pytest.approx(qd32["iops"], abs=0.1)
+    assert (doc["device"], doc["target"], doc["target_kind"]) == (name, dev, "device")
+    assert doc["span_bytes"] == BACKING_MIB * 2**20
+    # a loop device has no WWN or serial: its key is weak, and says so
+    assert doc["identity"] == f"name:{name}" and doc["identity_weak"] is True
+    stored = os.path.join(state, "gpudisk-top", "probes.json")
+    assert doc["stored"] == stored
+    ceilings = store.load_ceilings([name], path=stored)
+    assert ceilings[name].randread_qd32_iops == doc["ceiling"]["randread_qd32_iops"]
+    assert ceilings[name].engine == engine and ceilings[name].device == name
+    return doc
+
+
+def test_fio_engine_measures_the_cap_and_writes_nothing(loop, tmp_path):
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed")
+    digest = _sha256(loop[2])
+    mtime_ns = os.stat(loop[2]).st_mtime_ns
+    _check_capped_probe(loop, "fio", tmp_path)
+    assert os.stat(loop[2]).st_mtime_ns == mtime_ns
+    assert _sha256(loop[2]) == digest, "the backing file changed"
+
+
+def test_builtin_engine_measures_the_cap(loop, tmp_path):
+    _check_capped_probe(loop, "builtin", tmp_path)
+
+
+# The interpreter may live where another user cannot reach it (/root/.pyenv), so the
+# child starts as root, imports everything the probe command needs, and then gives up
+# root for good (setuid, not seteuid) before main() runs.
+AS_NOBODY = f"""
+import importlib, os, pkgutil, sys
+import gpudisk_top.cli, gpudisk_top.commands.probe, gpudisk_top.probe as p
+for m in pkgutil.walk_packages(p.__path__, 'gpudisk_top.probe.'):
+    importlib.import_module(m.name)
+import argparse, errno, fcntl, json, math, mmap, random, signal, stat, threading
+os.setgroups([]); os.setgid({NOBODY}); os.setuid({NOBODY})
+sys.exit(gpudisk_top.cli.main(sys.argv[1:]))
+"""
+
+
+def _gdt_as_nobody(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", AS_NOBODY, "probe", *args, "--no-save"],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+
+
+def test_a_device_node_is_refused_to_a_user_who_may_not_read_it(loop):
+    proc = _gdt_as_nobody(loop[0])
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"gpudisk-top: error: cannot read {loop[0]}: permission denied (reading a device "
+        "node needs root or the disk group; or give a file of 256 MiB or more on it)"]
+
+
+def test_a_directory_without_a_large_file_is_refused_when_the_device_is_unreadable():
+    if _need_root_and_losetup():
+        pytest.skip("needs root, to run as another user")
+    directory = tempfile.mkdtemp(prefix="gdt-probe-dir-", dir="/var/tmp")
+    try:
+        os.chmod(directory, 0o755)
+        with open(os.path.join(directory, "small.bin"), "wb") as f:
+            f.write(b"x" * 65536)
+        os.chmod(os.path.join(directory, "small.bin"), 0o644)
+        proc = _gdt_as_nobody(directory)
+    finally:
+        shutil.rmtree(directory)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"gpudisk-top: error: no file of 256 MiB or more under {directory}, and the device ")
+    assert "not readable here" in lines[0] and proc.stdout == ""
+
+
+def _readers_of(path: str) -> list[int]:
+    """PIDs of fio processes reading `path`."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"fio") and f"--filename={path}".encode() in argv:
+            out.append(int(pid))
+    return out
+
+
+@pytest.mark.parametrize("engine,signo", [("fio", signal.SIGTERM), ("builtin", signal.SIGINT)])
+def test_a_signal_stops_the_probe_at_once_and_leaves_no_reader(loop, tmp_path, engine, signo):
+    if engine == "fio" and shutil.which("fio") is None:
+        pytest.skip("fio is not installed")
+    dev, name, _backing = loop
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "probe", dev, "--engine", engine, "--seconds", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env=dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state")))
+    try:
+        reads = _reads(name)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _reads(name) < reads + 1000:
+            time.sleep(0.1)   # until the reads are under way
+        assert _reads(name) >= reads + 1000, "the probe did not start reading"
+        sent = time.monotonic()
+        proc.send_signal(signo)
+        out, err = proc.communicate(timeout=10)
+        stopped_s = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert stopped_s < 5, f"took {stopped_s:.1f} s to stop"
+    assert "Traceback" not in err and out == ""
+    assert _readers_of(dev) == []
+    assert not (tmp_path / "state").exists()   # an interrupted probe keeps nothing
+
