@@ -1,13 +1,18 @@
 """What `gpudisk-top record` costs, beside `iostat -x 1` in the same run.
 
     python bench/bench_record.py [--seconds 60] [--source live|demo] [--scenario demo]
-                                 [--warmup 5] [--no-summaries]
+                                 [--warmup 5] [--no-summaries] [--job-procs N]
+                                 [--against CHECKOUT]
     python bench/bench_record.py --breakdown [--seconds 120]
 
 --source live (the default): `record -i 1` as a user runs it on a GPU node, reading this
 machine's /proc and /sys (every disk, the host, process I/O) through the real collectors,
 with 8 simulated GPUs (the NVML fake, in place of the driver this machine lacks) whose
-compute process is a job of 4 worker processes.  --source demo: `record --demo SCENARIO`
+compute process is a job of --job-procs processes (default 4: a trainer's workers;
+64 for the time accounting's budget).  --against CHECKOUT runs a second recorder from
+another checkout of gpudisk-top (`git worktree add /tmp/base COMMIT`) beside this one,
+on the same job in the same run: the difference between the two is what the change
+between them costs.  --source demo: `record --demo SCENARIO`
 (the simulator stands in for the collectors too: 16 disks, 57 processes; it costs more
 than the collectors it replaces).
 Starts the recorder and `iostat -x 1` at the same moment, lets both run --seconds, and compares
@@ -100,6 +105,10 @@ def main() -> int:
     p.add_argument("--scenario", default="demo")
     p.add_argument("--no-summaries", action="store_true")
     p.add_argument("--breakdown", action="store_true")
+    p.add_argument("--job-procs", type=int, default=4,
+                   help="processes under the GPU job's process (live source)")
+    p.add_argument("--against", metavar="CHECKOUT",
+                   help="also run the recorder of another checkout, side by side")
     args = p.parse_args()
     if args.breakdown:
         return breakdown(args)
@@ -108,13 +117,21 @@ def main() -> int:
     extra = ["--no-summaries"] if args.no_summaries else []
     job = None
     if args.source == "live":
-        # the GPU job: a parent and 4 DataLoader-like workers
-        job = subprocess.Popen(["sh", "-c", "for i in 1 2 3 4; do sleep 100000 & done; wait"])
+        # the GPU job: a parent and its DataLoader-like workers
+        job = subprocess.Popen(["sh", "-c", f"for i in $(seq {args.job_procs}); do "
+                                "sleep 100000 & done; wait"])
         env = dict(os.environ, GDT_BENCH_JOB_PID=str(job.pid), PYTHONPATH=ROOT)
         argv = live_argv(out, extra)
     else:
         env, argv = None, record_argv(out, args.scenario, extra)
     procs = {"record": subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)}
+    if args.against:
+        other_env = dict(env or os.environ, PYTHONPATH=os.path.abspath(args.against))
+        other_argv = (live_argv(os.path.join(tmp, "against.gdtrec"), extra)
+                      if args.source == "live" else
+                      record_argv(os.path.join(tmp, "against.gdtrec"), args.scenario, extra))
+        procs["record (against)"] = subprocess.Popen(other_argv, cwd=args.against,
+                                                     env=other_env, stdout=subprocess.DEVNULL)
     iostat = shutil.which("iostat")
     if iostat:
         procs["iostat -x 1"] = subprocess.Popen([iostat, "-x", "1"], stdout=subprocess.DEVNULL)
@@ -147,14 +164,17 @@ def main() -> int:
     print(what)
     print(f"{args.seconds:.0f} s side by side, CPU time from /proc/PID/stat "
           f"(resolution {TICK_S * 1000:.0f} ms); record wrote {samples} samples, {size / 1024:.0f} KiB")
-    print(f"{'process':<14} {'whole run':>22} {'steady state':>22}")
+    print(f"{'process':<18} {'whole run':>22} {'steady state':>22}")
     rows = {}
     for name in procs:
         whole = end[name] / total_s * 100
         steady = (end[name] - warm[name]) / steady_s * 100
         rows[name] = (whole, steady)
-        print(f"{name:<14} {end[name]:>7.2f} s = {whole:>6.3f} % {end[name] - warm[name]:>7.2f} s = "
+        print(f"{name:<18} {end[name]:>7.2f} s = {whole:>6.3f} % {end[name] - warm[name]:>7.2f} s = "
               f"{steady:>6.3f} %   (% of one core)")
+    if "record (against)" in rows:
+        print(f"record - record (against), steady state: "
+              f"{rows['record'][1] - rows['record (against)'][1]:+.3f} % of a core")
     if "iostat -x 1" in rows:
         rw, rs = rows["record"]
         iw, is_ = rows["iostat -x 1"]

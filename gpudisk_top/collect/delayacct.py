@@ -10,6 +10,9 @@ switch it on while it runs; it is switched off again at exit if it was off befor
 from __future__ import annotations
 
 SYSCTL = "/proc/sys/kernel/task_delayacct"
+OFF_WARNING = ("kernel.task_delayacct is off: the time the job's loaders are blocked on reads "
+               "is estimated from reads x r_await; `sysctl kernel.task_delayacct=1` (or "
+               "--delayacct, as root) measures it")
 
 
 class DelayAccounting:

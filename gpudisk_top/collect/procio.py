@@ -138,6 +138,7 @@ class ProcIoCollector:
         self._dev_names: dict[tuple[int, int], str | None] = {}
         self._dev_names_at = 0.0
         self._children_files: bool | None = None  # None: not yet known
+        self.delayacct_on = False             # as the latest collect() found it
         self._others: list[int] = []          # the busiest processes outside the job
         self._others_scan: tuple[float, dict[int, int]] | None = None  # (when, pid -> ticks)
 
@@ -167,7 +168,7 @@ class ProcIoCollector:
 
         trees = self._cached_trees(gpu_pids, now)
         out: dict[int, ProcIoRaw] = {}
-        delayacct = self.delayacct() if trees else False
+        delayacct = self.delayacct_on = self.delayacct() if trees else False
         for pid, (root_host_pid, st) in trees.items():
             raw = self._one(pid, root_host_pid, st, now, delayacct)
             if raw is not None:

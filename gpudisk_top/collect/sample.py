@@ -31,6 +31,10 @@ class DeviceInfo:
     model: str | None = None
     mountpoints: tuple[str, ...] = ()  # every mountpoint whose data lives on this device
     hidden: bool = False           # NVMe multipath path device (nvmeXcYnZ), hidden in /dev
+    # its read ceiling as `gpudisk-top probe` measured it on this host (None: not probed):
+    # 4 KiB random reads a second at queue depth 32, and 1 MiB sequential MiB a second
+    ceiling_iops: float | None = None
+    ceiling_mib_s: float | None = None
 
 
 # ---------------------------------------------------------------------------- GPUs

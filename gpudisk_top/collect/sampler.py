@@ -13,7 +13,7 @@ import time
 
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.blockdev import BlockDevices
-from gpudisk_top.collect.delayacct import DelayAccounting
+from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.host import read_host
@@ -67,9 +67,19 @@ class Sampler:
 
     def _device_info(self, counters, now: float) -> dict[str, DeviceInfo]:
         if now - self._devices_at >= DEVICE_REFRESH_S or counters.keys() != self._devices.keys():
-            self._devices = self._blockdevs.describe(counters)
+            self._devices = self._with_ceilings(self._blockdevs.describe(counters))
             self._devices_at = now
         return self._devices
+
+    def _with_ceilings(self, infos: dict[str, DeviceInfo]) -> dict[str, DeviceInfo]:
+        """Each device with the ceiling `gpudisk-top probe` measured for it, if any (the
+        detector's "at 31% of its ceiling"); one stat of the results file when none."""
+        from gpudisk_top.probe.store import load_ceilings   # not needed before a refresh
+
+        for name, c in load_ceilings(infos.values(), self.roots, infos=infos).items():
+            info = infos[name]
+            info.ceiling_iops, info.ceiling_mib_s = c.randread_qd32_iops, c.seq_read_mib_s
+        return infos
 
     def sample(self) -> Sample:
         """Read everything once.  Never raises for a source that cannot be read; see
@@ -89,6 +99,8 @@ class Sampler:
             for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
         }
         sample.procs = self._procio.collect(gpu_pids)
+        if sample.procs and not self._procio.delayacct_on:
+            sample.warnings.append(OFF_WARNING)
         if sample.procs:
             others = self._procio.collect_others(sample.procs, self._contended(sample))
             sample.procs.update(others)

@@ -26,9 +26,6 @@ from gpudisk_top.model.procs import ProcView
 
 IO_MEASURED = "delay accounting"
 IO_ESTIMATED = "estimated: reads x r_await"
-DELAYACCT_HINT = ("kernel.task_delayacct is off: time blocked on reads is estimated from "
-                  "reads x r_await; `sysctl kernel.task_delayacct=1` (or --delayacct, as "
-                  "root) measures it")
 
 
 @dataclass

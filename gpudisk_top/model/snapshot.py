@@ -17,7 +17,7 @@ from gpudisk_top.collect.sample import DeviceInfo, Sample
 from gpudisk_top.model.disk import DiskRates, checked_rates
 from gpudisk_top.model.gpu import GpuView, gpu_views
 from gpudisk_top.model.host import HostView, host_view
-from gpudisk_top.model.loaders import DELAYACCT_HINT, IO_ESTIMATED, loader_time, tree_loaders
+from gpudisk_top.model.loaders import loader_time, tree_loaders
 from gpudisk_top.model.procs import ProcView, proc_views, tree_totals
 
 
@@ -65,7 +65,4 @@ class Model:
                     totals = model.gpu_proc_io[proc.pid] = tree_totals(model.procs, proc.pid)
                     pool, kind = tree_loaders(model.procs, proc.pid, gpu_local)
                     totals["loaders"] = loader_time(model.disks, pool, kind)
-                    if (totals["loaders"] is not None and DELAYACCT_HINT not in model.warnings
-                            and totals["loaders"].io_source == IO_ESTIMATED):
-                        model.warnings.append(DELAYACCT_HINT)
         return model

@@ -124,7 +124,8 @@ class Ceiling:
 
 
 def load_ceilings(devices: Iterable[str | DeviceInfo], roots: Roots | None = None,
-                  path: str | None = None) -> dict[str, Ceiling]:
+                  path: str | None = None,
+                  infos: dict[str, DeviceInfo] | None = None) -> dict[str, Ceiling]:
     """{kernel name: Ceiling} for those of `devices` (kernel names or DeviceInfo) whose
     device has been probed on this host: each is matched by the identity sysfs gives the
     device whose ceiling it has (a partition's disk, the one disk under a dm device), the
@@ -137,10 +138,11 @@ def load_ceilings(devices: Iterable[str | DeviceInfo], roots: Roots | None = Non
     if not stored:
         return {}
     roots = roots or Roots()
-    try:
-        infos = describe_devices(roots)
-    except OSError:
-        return {}
+    if infos is None:
+        try:
+            infos = describe_devices(roots)
+        except OSError:
+            return {}
     out: dict[str, Ceiling] = {}
     for dev in devices:
         name = dev.name if isinstance(dev, DeviceInfo) else str(dev)

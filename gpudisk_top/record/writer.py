@@ -100,7 +100,7 @@ class Recorder:
         self._file_first_wall_s: float | None = None
         self._dirty = False
         self._bytes_per_sample = 400.0    # of a block, for --max-size before the first one
-        self._largest_write = 0           # the largest row or summary frame of the session
+        self._largest_row = 0             # the largest sample's frames written so far
         if summaries:
             from gpudisk_top.record import derived  # the model: only when summaries are made
             from gpudisk_top.model.detect import Thresholds
@@ -264,17 +264,17 @@ class Recorder:
                 raise RuntimeFailure(f"{self.path}: the recorder is closed")
             rot = self.rotation
             if rot is not None and self._session_samples:
-                # the next frame (a row, or a minute's summaries), and the block the tail
-                # becomes (written beside the rows before it replaces them): the most the
-                # file can take up before it shrinks again
-                peak = self._size + self._largest_write + self._block_bytes(1)
+                # the next sample's frames, and the block the tail becomes (written beside
+                # the rows before it replaces them): the most the file can take up before
+                # it shrinks again (a minute's summaries are left to the block, below)
+                peak = self._size + self._largest_row + self._block_bytes(1)
                 if (rot.part_bytes is not None and peak > rot.part_bytes
                         and len(self._rows) >= MIN_EARLY_BLOCK):
                     # rows take several times the room of their block: compact before the
                     # file outgrows its part of --max-size, not only every SEGMENT_SAMPLES
                     # (fewer rows than MIN_EARLY_BLOCK would make a block larger than them)
                     self._commit()
-                    peak = self._size + self._largest_write + self._block_bytes(1)
+                    peak = self._size + self._largest_row + self._block_bytes(1)
                 if rot.due(peak, 0, self._file_first_wall_s, sample.wall_s):
                     self._rotate(sample.wall_s)
             if self._fd is None:
@@ -297,6 +297,7 @@ class Recorder:
             dropped = self._write_sample(data)
             if dropped is not None:
                 return dropped
+            self._largest_row = max(self._largest_row, len(data))
             if number == 0:
                 self._tail_start = tail_start
             self._rowcoder.accepted(token)
@@ -381,12 +382,18 @@ class Recorder:
                              f"({type(err).__name__}: {err}); the samples are recorded")
 
     def _write_summaries(self, blocks: list) -> None:
-        """Summaries of the tail go out as s frames (the block will carry them too)."""
+        """Summaries of the tail go out as s frames (the block will carry them too), but
+        under a --max-size whose parts they would crowd (they are derived data: the block
+        carries them, and report can replay the rows)."""
         self._summary_blocks += blocks
+        frame = frames.pack(frames.SUMMARY, self._derived.encode_blocks(blocks))
+        part = self.rotation.part_bytes if self.rotation is not None else None
+        if part is not None and len(frame) > part // 20:
+            return
         try:
-            self._write(frames.pack(frames.SUMMARY, self._derived.encode_blocks(blocks)))
+            self._write(frame)
         except OSError:
-            pass  # derived data: the block carries it, and report can replay the rows
+            pass
 
     def _commit(self, in_place: bool = False) -> None:
         """The rows of the current block become one B frame (see the module's doc).
@@ -446,7 +453,10 @@ class Recorder:
         for lid, vals in rows:
             un.advance(layouts[lid], vals)
         self._state = un.counters
-        self._bytes_per_sample = len(frame) / n
+        if n >= MIN_EARLY_BLOCK:
+            # a block of a few rows carries the processes' table for itself alone: its
+            # bytes a sample would predict the next blocks too large
+            self._bytes_per_sample = len(frame) / n
         self._block_first += n
         self._rows, self._layouts, self._layout_ids = [], [], {}
         self._summary_blocks = []
@@ -495,7 +505,6 @@ class Recorder:
                 pass
             raise
         self._size += len(data)
-        self._largest_write = max(self._largest_write, len(data))
         self._dirty = True
 
     def _end_session(self, reason: str) -> None:

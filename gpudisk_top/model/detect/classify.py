@@ -270,7 +270,11 @@ class Classifier:
     def _headroom(self, model: Model, s: Saturation, lt) -> str:
         """'vda at 30752 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.2: headroom left;
         each read of 4 KiB waits 0.07 ms'."""
-        ceiling = f" (peak seen {s.peak_iops:.0f})" if s.peak_iops > s.iops * 1.1 else ""
+        if s.ceiling_iops:
+            ceiling = (f" of its {s.ceiling_iops:.0f} at queue depth 32 (probe): "
+                       f"{s.iops / s.ceiling_iops * 100:.0f}% of its ceiling")
+        else:
+            ceiling = f" (peak seen {s.peak_iops:.0f})" if s.peak_iops > s.iops * 1.1 else ""
         size = f" of {lt.read_kb:.0f} KiB" if lt.read_kb else ""
         return (f"{self._display(model, s.name)} at {s.r_s:.0f} r/s{ceiling}, r_await "
                 f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f}: not saturated, so each "

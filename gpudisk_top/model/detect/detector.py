@@ -121,8 +121,9 @@ class Detector:
         for name, rates in model.disks.items():
             info = model.devices.get(name)
             dev_class = info.dev_class if info else "unknown"
-            out[name] = self.tracker.assess(name, rates, dev_class,
-                                            info.rotational if info else None, pressure)
+            out[name] = self.tracker.assess(
+                name, rates, dev_class, info.rotational if info else None, pressure,
+                info.ceiling_iops if info else None, info.ceiling_mib_s if info else None)
         return out
 
     def feed(self, model: Model) -> Verdict:

@@ -6,7 +6,9 @@ project's CI disk sits near 88 % under a load that saturates it).  So saturation
   - latency against the device's own baseline, learned while it is lightly loaded
     (defaults per class until then);
   - the queue (aqu-sz) against a per-class size;
-  - throughput against the highest this device has shown;
+  - throughput against the highest this device has shown, or against its ceiling as
+    `gpudisk-top probe` measured it (4 KiB random reads at queue depth 32, 1 MiB
+    sequential reads), when it has been probed;
   - io pressure: PSI "some" for the host, io.pressure for our container;
   - %util, only on a rotating disk, which serves one request at a time.
 """
@@ -51,6 +53,7 @@ class Saturation:
     iops: float = 0.0
     pressure_pct: float | None = None
     peak_iops: float = 0.0         # the most this device has done in one interval so far
+    ceiling_iops: float | None = None  # what `gpudisk-top probe` measured it can do
     r_s: float = 0.0
     rareq_kb: float = 0.0
 
@@ -100,7 +103,8 @@ class SaturationTracker:
         return min(h.baseline_read_ms, default * self.t.latency_factor)
 
     def assess(self, name: str, r: DiskRates, dev_class: str, rotational: bool | None,
-               pressure_pct: float | None) -> Saturation:
+               pressure_pct: float | None, ceiling_iops: float | None = None,
+               ceiling_mib_s: float | None = None) -> Saturation:
         """Judge one interval, then learn from it (so a surge is judged against the past)."""
         t = self.t
         h = self.history.setdefault(name, DeviceHistory())
@@ -111,7 +115,8 @@ class SaturationTracker:
                          w_await_ms=r.w_await_ms, baseline_ms=baseline,
                          aqu_sz=r.aqu_sz, util_pct=r.util_pct, read_kb_s=r.rkb_s,
                          write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct,
-                         peak_iops=max(h.peak_iops, iops), r_s=r.r_s, rareq_kb=r.rareq_kb)
+                         peak_iops=max(h.peak_iops, iops), r_s=r.r_s, rareq_kb=r.rareq_kb,
+                         ceiling_iops=ceiling_iops)
         floor = t.for_class("latency_floor_ms", dev_class)
         latency = await_ms >= t.latency_factor * baseline and await_ms >= floor
         queue = r.aqu_sz >= t.for_class("queue_size", dev_class)
@@ -124,6 +129,10 @@ class SaturationTracker:
         at_peak = busy and h.intervals >= 3 and (
             kb_s >= t.peak_fraction * max(h.peak_kb_s, kb_s)
             or iops >= t.peak_fraction * max(h.peak_iops, iops))
+        # or at the ceiling the probe measured, from the first interval on
+        at_peak = at_peak or (busy and (
+            (ceiling_iops is not None and iops >= t.peak_fraction * ceiling_iops)
+            or (ceiling_mib_s is not None and kb_s >= t.peak_fraction * ceiling_mib_s * 1024)))
         pressure = busy and pressure_pct is not None and pressure_pct >= t.io_pressure_pct
         # the rotational flag of a virtual disk means nothing (virtio often sets it)
         rotating = dev_class == "HDD" or (dev_class == "unknown" and rotational is True)

@@ -97,10 +97,11 @@ class GpuPanel(LinesPanel):
                         f"{si(None if rchar is None else rchar * 1024, 'B'):>8} "
                         f"{io.get('nprocs') or 0:>5} {cpu:>5} {wait:>6} {blocked:>5}  {devs}")
                 lines.append([(text[:width], theme.PLAIN)])
-        lines.append([("   cpu% wait% io%: where its loaders' time went (DataLoader workers, else "
-                       "itself): on a CPU, waiting for one, blocked on reads"
-                       + ("; ~ estimated (kernel.task_delayacct is off)" if estimated else ""))[:width],
-                      theme.DIM)])
+        if len(lines) > 1:
+            legend = ("   cpu% wait% io%: where its loaders' time went (DataLoader workers, else "
+                      "itself): on a CPU, waiting for one, blocked on reads"
+                      + ("; ~ estimated (kernel.task_delayacct is off)" if estimated else ""))
+            lines.append([(legend[:width], theme.DIM)])
         if any(not p.mapped for g in model.gpus for p in g.processes):
             lines.append([("   * not visible from this PID namespace: its I/O cannot be read", theme.DIM)])
         if len(lines) == 1:
