@@ -47,7 +47,10 @@ class LiveFake(FakeNvml):
             return None
         now = time.time()
         self._history.append((now, steps))
-        self._history = [(t, s) for t, s in self._history if now - t <= 1.5]
+        # the rate over about the last second: keep the newest reading older than that
+        older = [i for i, (t, _) in enumerate(self._history) if now - t > 1.0]
+        if older:
+            self._history = self._history[older[-1]:]
         t0, s0 = self._history[0]
         if now - t0 < 0.5:
             return None

@@ -70,12 +70,17 @@ class LoaderTime:
 
 
 def _read_device(disks: dict[str, DiskRates], v: ProcView) -> str | None:
-    """The device under the process's files that read the most this interval."""
-    best = None
+    """The device under the process's files that its reads most likely went to: the one
+    whose reads it accounts for the largest share of.  A worker holding a dataset on a
+    volume and its log on the root disk reads the volume, busy as the root disk may be."""
+    best, best_key = None, None
     for name in v.devices or ():
         r = disks.get(name)
-        if r is not None and r.r_s > 0 and (best is None or r.rkb_s > disks[best].rkb_s):
-            best = name
+        if r is None or r.r_s <= 0:
+            continue
+        key = (min(1.0, (v.read_kb_s or 0.0) / r.rkb_s) if r.rkb_s else 0.0, r.rkb_s)
+        if best_key is None or key > best_key:
+            best, best_key = name, key
     return best
 
 
@@ -107,9 +112,10 @@ def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
                 estimates.append(0.0)
                 continue
             # synchronous reads: each one blocks its reader for r_await; never more than
-            # the time the loader was neither on a CPU nor waiting for one
+            # the time the loader was not on a CPU (a read's wake-up may wait for a CPU
+            # within the device's r_await: the two are not told apart here)
             wait_pct = v.read_kb_s / r.rareq_kb * r.r_await_ms / 10.0
-            estimates.append(max(0.0, min(wait_pct, 100.0 - cpu - (v.cpu_wait_pct or 0.0))))
+            estimates.append(max(0.0, min(wait_pct, 100.0 - cpu)))
         io_pct, source = sum(estimates) / n, IO_ESTIMATED
     device = max(reads_kb, key=reads_kb.get) if reads_kb else None
     r = disks.get(device) if device is not None else None

@@ -49,7 +49,7 @@ def _cpu_work(ms: float) -> None:
 class Reader:
     def __init__(self, path: str, reads: int) -> None:
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-        self.blocks = os.fstat(self.fd).st_size // BLOCK
+        self.blocks = os.lseek(self.fd, 0, os.SEEK_END) // BLOCK   # a file or a device
         self.buf = mmap.mmap(-1, BLOCK)
         self.reads = reads
 

@@ -223,7 +223,10 @@ class Classifier:
             waits = io is None or io >= HARDLY_BLOCKED_PCT
             if feeding and not cpu_bound and waits:
                 kind, s = "saturated", feeding[0]
-            elif io is not None and io >= t.loader_io_wait_pct and not cpu_bound:
+            elif (io is not None and io >= t.loader_io_wait_pct and not cpu_bound
+                  and io >= (lt.cpu_wait_pct or 0.0)):
+                # blocked on reads more than waiting for a CPU: other processes on the
+                # CPUs slow the job less than its reads do
                 kind, s = "latency-bound", self._device_of(model, lt.device, sats)
             else:
                 return None
@@ -305,20 +308,23 @@ class Classifier:
 
     # ------------------------------------------------------------------ CPU
     def _cpu(self, model: Model, job: Job, sats) -> IntervalState | None:
+        """The loaders on a CPU or waiting for one.  When their time is known it alone
+        decides: a busy host whose CPUs the loaders do not wait for is not the job's
+        cause.  When it is not (the job cannot be seen), the host's CPU and pressure do."""
         t = self.t
         h = model.host
-        details = []
         lt = job.time if job.visible else None
-        if lt is not None and lt.io_wait_pct is not None and lt.io_wait_pct > lt.cpu_share_pct:
-            return None          # the loaders wait on reads more than on CPUs
+        details = []
         taken = False            # the loaders wait for CPUs that others hold
-        hot_loaders = False
-        if job.visible:
+        if lt is not None:
+            if lt.io_wait_pct is not None and lt.io_wait_pct > lt.cpu_share_pct:
+                return None      # the loaders wait on reads more than on CPUs
             loaders = [v for v in (job.workers or job.members) if v.cpu_pct is not None]
             hot = [v for v in loaders
                    if (v.cpu_pct or 0) + (v.cpu_wait_pct or 0) >= t.loader_cpu_pct]
-            if loaders and len(hot) >= max(1, math.ceil(0.75 * len(loaders))):
-                hot_loaders = True
+            waiting = (lt.cpu_wait_pct is not None and lt.cpu_wait_pct >= t.loader_cpu_wait_pct
+                       and lt.cpu_wait_pct >= (lt.io_wait_pct or 0.0))
+            if len(hot) >= max(1, math.ceil(0.75 * len(loaders))):
                 kind = "DataLoader worker" if job.workers else "process"
                 cpu = _mean([v.cpu_pct for v in hot])
                 waits = [v.cpu_wait_pct for v in hot if v.cpu_wait_pct is not None]
@@ -330,24 +336,30 @@ class Classifier:
                 if wait is not None:
                     line += f", waiting {wait:.0f}% of the time for a CPU"
                 details.append(line)
-        host_busy = self._host_busy_pct(h)
-        host_full = host_busy is not None and 100 - host_busy < t.host_idle_pct
-        if host_full:
-            details.append(f"host CPU {host_busy:.0f}% busy (iowait counted as idle)")
-        if h is not None and h.psi_cpu_some_pct is not None and h.psi_cpu_some_pct >= t.cpu_pressure_pct:
-            details.append(f"cpu pressure {h.psi_cpu_some_pct:.0f}%")
-        if not details:
-            return None
-        if taken or (host_full and not hot_loaders):
+            elif waiting:
+                taken = True
+                details.append(lt.describe())
+            elif lt.cpu_wait_pct is not None:
+                return None
+        if lt is None or (not details and lt.cpu_wait_pct is None):
+            # no run-queue wait to tell whether the loaders wait for CPUs (their time
+            # cannot be read, or the kernel has no schedstat): the host's CPU decides
+            host_busy = self._host_busy_pct(h)
+            if host_busy is not None and 100 - host_busy < t.host_idle_pct:
+                details.append(f"host CPU {host_busy:.0f}% busy (iowait counted as idle)")
+                taken = True
+            if h is not None and h.psi_cpu_some_pct is not None and h.psi_cpu_some_pct >= t.cpu_pressure_pct:
+                details.append(f"cpu pressure {h.psi_cpu_some_pct:.0f}%")
+                taken = True
+            if not details:
+                return None
+        if taken:
             others = self._top_others(model, job)
             if others:
                 details.append(f"the CPUs are taken by {others}")
-            taken = True
         quiet = self._quietest_storage(model, job, sats)
         if quiet:
             details.append(quiet)
-        if lt is not None and lt.io_wait_pct is not None:
-            details.append(lt.describe())
         advice = ("the host's CPUs are taken by other processes: fewer or lower-priority "
                   "competing processes (nice), CPU pinning for the job, or a larger node"
                   if taken else

@@ -1,0 +1,262 @@
+"""Verdicts on real jobs: real processes doing real work on this machine's disk and CPUs,
+with other real load beside them.
+
+The job is tests/jobs/loader_job.py: a trainer that takes batches from DataLoader-like
+worker processes (reading 4 KiB blocks with O_DIRECT, or burning CPU) and makes 50 steps
+a second when they keep up.  The one stand-in is the GPU (tests/standin.py): its compute
+process is the trainer and its utilization follows the trainer's real progress (steps a
+second against 50).  gpudisk-top runs as users run it: `record` for the whole run, a
+`--once --json` in the middle, and `report --json` of the recording afterwards.
+
+What each scenario must read, whatever else loads the machine (CI machines are shared):
+  - a few workers reading 4 KiB blocks one at a time: disk-starved, naming the disk and
+    the trainer, latency-bound unless the device was at its ceiling (then saturated),
+    and the same with every CPU taken by other processes beside it;
+  - many workers on an IOPS-capped volume: disk-starved, saturated, naming the volume;
+  - one worker decoding: cpu-starved, the job's own;
+  - workers that need a little CPU each while other processes take every CPU:
+    cpu-starved, taken by others, and one of them named;
+  - the trainer fed from memory with other disk load beside it: no starvation at all;
+  - no job: idle, no alarm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+import standin
+from recording_helpers import ROOT
+
+pytestmark = pytest.mark.integration
+
+JOB = os.path.join(ROOT, "tests", "jobs", "loader_job.py")
+HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
+RECORD_S = 16
+DATA_BYTES = 768 * 2**20
+
+
+@pytest.fixture(scope="module")
+def data_file():
+    """A file on the real disk (not tmpfs): /var/tmp."""
+    base = "/var/tmp" if os.path.isdir("/var/tmp") else "/tmp"
+    path = os.path.join(base, f"gdt-realjob-{os.getpid()}.bin")
+    with open(path, "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(DATA_BYTES >> 20):
+            f.write(chunk)
+        os.fsync(f.fileno())
+    yield path
+    for p in (path, path + ".ckpt"):
+        if os.path.exists(p):
+            os.unlink(p)
+
+
+def disk_of(path: str) -> str:
+    """The whole disk a file lives on, or a block device node names."""
+    st = os.stat(path)
+    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
+    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
+    if os.path.exists(f"/sys/class/block/{name}/partition"):
+        name = os.path.basename(os.path.dirname(os.path.realpath(f"/sys/class/block/{name}")))
+    return name
+
+
+def cpu_hogs(n: int) -> list[subprocess.Popen]:
+    """Other users' work: busy loops, as many as asked."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def disk_load(path: str) -> list[subprocess.Popen]:
+    """Another process's reads, 4 KiB random O_DIRECT at queue depth 4, from its own file."""
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed")
+    return [subprocess.Popen(["fio", "--name=other", f"--filename={path}.other", "--size=256M",
+                              "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
+                              "--iodepth=4", "--time_based", "--runtime=120"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+
+
+class Run:
+    """One scenario: the job, gpudisk-top recording it (with a --once in the middle), and
+    the report of that recording."""
+
+    def __init__(self, tmp_path, mode: str, workers: int, data: str, others=(),
+                 reads: int = 128, job: bool = True, preexec_fn=None) -> None:
+        self.tmp = tmp_path
+        progress, truth = str(tmp_path / "progress"), str(tmp_path / "truth.jsonl")
+        rec = str(tmp_path / "run.gdtrec")
+        self.others = list(others)
+        self.job = None
+        if job:
+            self.job = subprocess.Popen([sys.executable, JOB, mode, "--workers", str(workers),
+                                         "--seconds", str(RECORD_S + 8), "--data", data,
+                                         "--progress", progress, "--truth", truth,
+                                         "--reads", str(reads)], preexec_fn=preexec_fn)
+        gpu = dict(gpus=1, processes={0: [self.job.pid]} if job else {},
+                   progress=progress if job else None, healthy_steps_s=HEALTHY_STEPS_S)
+        try:
+            self.t0 = time.time()
+            recorder = standin.popen(["record", "-o", rec, "-i", "1",
+                                      "--duration", str(RECORD_S)], **gpu)
+            time.sleep(RECORD_S / 2)
+            once = standin.run(["--once", "--json", "-i", "2"], **gpu)
+            assert recorder.wait(RECORD_S + 60) == 0, recorder.stderr.read()
+        finally:
+            for p in self.others + ([self.job] if self.job else []):
+                p.kill()
+                p.wait()
+        assert once.returncode == 0, once.stderr
+        self.once = json.loads(once.stdout)
+        report = subprocess.run([sys.executable, "-m", "gpudisk_top", "report", rec, "--json"],
+                                capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert report.returncode == 0, report.stderr
+        self.report = json.loads(report.stdout)
+        self.truth = []
+        if job and os.path.exists(truth):
+            with open(truth) as f:
+                self.truth = [json.loads(line) for line in f if line.strip()]
+
+    @property
+    def pid(self) -> int:
+        return self.job.pid
+
+    def episodes(self, state: str | None = None) -> list[dict]:
+        return [e for e in self.report["episodes"] if state is None or e["state"] == state]
+
+    def starved_share(self) -> float:
+        """The share of the job's seconds in which it made under half its healthy steps."""
+        slow = [t for t in self.truth if t["steps"] < HEALTHY_STEPS_S / 2]
+        return len(slow) / len(self.truth) if self.truth else 0.0
+
+    def detected_within_s(self, state: str) -> float:
+        """Seconds from the recording's first interval to the start of the first episode of
+        `state` (the job is starved from its first step)."""
+        first = min(e["start_s"] for e in self.episodes(state))
+        return first - self.report["start_s"]
+
+    def explain(self) -> str:
+        return json.dumps({"once": self.once["verdict"],
+                           "episodes": [(e["state"], e.get("kind"), e["devices"],
+                                         e["processes"], e["reason"]) for e in self.episodes()],
+                           "truth": [t["steps"] for t in self.truth]}, indent=1)
+
+
+def assert_starved(run: Run, state: str, device: str | None = None, kinds=None) -> dict:
+    assert run.starved_share() >= 0.6, run.explain()     # the job really was starved
+    episodes = run.episodes(state)
+    assert episodes, run.explain()
+    longest = max(episodes, key=lambda e: e["duration_s"])
+    # nearly the whole run in that state, and no other starvation called
+    assert longest["duration_s"] >= RECORD_S - 6, run.explain()
+    assert all(e["state"] == state for e in run.episodes()), run.explain()
+    assert run.pid in longest["processes"], run.explain()
+    if device is not None:
+        assert device in longest["devices"], run.explain()
+    if kinds is not None:
+        assert longest["kind"] in kinds, run.explain()
+    # detected within 3 intervals of the start (the episode starts at its first interval)
+    assert run.detected_within_s(state) <= 3 + 1, run.explain()
+    # --once in the middle says the same
+    assert run.once["verdict"]["state"] == state, run.explain()
+    assert run.pid in run.once["verdict"]["processes"], run.explain()
+    return longest
+
+
+# ---------------------------------------------------------------------------- storage
+def test_few_workers_reading_small_blocks_are_disk_starved_latency_bound(tmp_path, data_file):
+    run = Run(tmp_path, "disk", 2, data_file)
+    ep = assert_starved(run, "disk-starved", disk_of(data_file),
+                        kinds=("latency-bound", "saturated"))
+    loaders = run.once["gpus"][0]["processes"][0]["loaders"]
+    assert loaders["count"] == 2 and loaders["io_wait_pct"] >= 40, run.explain()
+    if ep["kind"] == "latency-bound":
+        assert "not saturated, so each synchronous read of 4 KiB waits" in ep["reason"]
+        assert "more DataLoader workers" in ep["advice"]
+
+
+def test_disk_starved_stays_disk_starved_when_others_take_every_cpu(tmp_path, data_file):
+    """The old detector called this cpu-starved whenever anything else loaded the CPU."""
+    run = Run(tmp_path, "disk", 2, data_file, others=cpu_hogs(os.cpu_count() or 2))
+    assert_starved(run, "disk-starved", disk_of(data_file),
+                   kinds=("latency-bound", "saturated"))
+
+
+def test_many_workers_on_a_capped_volume_are_disk_starved_saturated(tmp_path, loop_volume):
+    dev, cap = loop_volume
+    run = Run(tmp_path, "disk", 8, dev, reads=32, preexec_fn=cap.enter_self)
+    assert_starved(run, "disk-starved", os.path.basename(dev), kinds=("saturated",))
+
+
+# ---------------------------------------------------------------------------- CPU
+def test_a_decoding_worker_is_cpu_starved_by_its_own_work(tmp_path, data_file):
+    run = Run(tmp_path, "cpu", 1, data_file)
+    ep = assert_starved(run, "cpu-starved", kinds=("own", "others"))
+    assert "DataLoader worker" in ep["reason"]
+
+
+def test_workers_waiting_for_cpus_others_hold_are_cpu_starved_and_the_others_named(tmp_path, data_file):
+    hogs = cpu_hogs(2 * (os.cpu_count() or 2))
+    run = Run(tmp_path, "light-cpu", 2, data_file, others=hogs)
+    ep = assert_starved(run, "cpu-starved", kinds=("others",))
+    hog_pids = {p.pid for p in hogs}
+    named = [int(w) for w in ep["reason"].replace("(", " ").split() if w.isdigit()]
+    assert hog_pids.intersection(named), run.explain()
+    assert "taken by other processes" in ep["advice"]
+
+
+# ---------------------------------------------------------------------------- no alarm
+def test_a_healthy_job_beside_other_disk_load_raises_no_alarm(tmp_path, data_file):
+    run = Run(tmp_path, "healthy", 2, data_file, others=disk_load(data_file))
+    assert run.starved_share() <= 0.2, run.explain()
+    assert run.episodes() == [], run.explain()
+    states = run.report["states"]["0"]
+    assert states["healthy"] >= RECORD_S - 3, states
+
+
+def test_no_job_is_idle_and_raises_no_alarm(tmp_path, data_file):
+    run = Run(tmp_path, "healthy", 2, data_file, others=disk_load(data_file), job=False)
+    assert run.episodes() == [], run.explain()
+    assert run.once["verdict"]["state"] == "idle"
+
+
+# ---------------------------------------------------------------------------- fixtures
+@pytest.fixture
+def loop_volume(tmp_path_factory):
+    """A loop device over a file on the real disk, its reads capped at 2000 IOPS for the
+    job's cgroup (as a cloud volume's provisioned IOPS): requests queue in it."""
+    from test_integration_fio import IopsCap, _have_loop
+
+    reason = _have_loop()
+    if reason:
+        pytest.skip(reason)
+    base = "/var/tmp" if os.path.isdir("/var/tmp") else str(tmp_path_factory.mktemp("vol"))
+    path = os.path.join(base, f"gdt-volume-{os.getpid()}.img")
+    with open(path, "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(256):
+            f.write(chunk)
+        os.fsync(f.fileno())
+    proc = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", path],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(path)
+        pytest.skip(f"losetup failed: {proc.stderr.strip()}")
+    dev = proc.stdout.strip()
+    disk = disk_of(path)
+    with open(f"/sys/block/{disk}/dev") as f:
+        cap = IopsCap(f.read().strip(), 2000)
+    cap.enter_self = lambda: cap.enter(os.getpid())
+    try:
+        yield dev, cap
+    finally:
+        subprocess.run(["losetup", "-d", dev])
+        cap.remove()
+        os.unlink(path)
