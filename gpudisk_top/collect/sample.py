@@ -35,6 +35,7 @@ class DeviceInfo:
     # 4 KiB random reads a second at queue depth 32, and 1 MiB sequential MiB a second
     ceiling_iops: float | None = None
     ceiling_mib_s: float | None = None
+    probed_read_ms: float | None = None   # a 4 KiB read at queue depth 1 (1 / its IOPS)
 
 
 # ---------------------------------------------------------------------------- GPUs

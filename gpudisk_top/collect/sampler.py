@@ -79,6 +79,8 @@ class Sampler:
         for name, c in load_ceilings(infos.values(), self.roots, infos=infos).items():
             info = infos[name]
             info.ceiling_iops, info.ceiling_mib_s = c.randread_qd32_iops, c.seq_read_mib_s
+            if c.randread_qd1_iops:
+                info.probed_read_ms = 1000.0 / c.randread_qd1_iops
         return infos
 
     def sample(self) -> Sample:

@@ -123,7 +123,8 @@ class Detector:
             dev_class = info.dev_class if info else "unknown"
             out[name] = self.tracker.assess(
                 name, rates, dev_class, info.rotational if info else None, pressure,
-                info.ceiling_iops if info else None, info.ceiling_mib_s if info else None)
+                info.ceiling_iops if info else None, info.ceiling_mib_s if info else None,
+                info.probed_read_ms if info else None)
         return out
 
     def feed(self, model: Model) -> Verdict:

@@ -93,9 +93,11 @@ class SaturationTracker:
         self.t = thresholds
         self.history: dict[str, DeviceHistory] = {}
 
-    def baseline_ms(self, name: str, dev_class: str) -> float:
+    def baseline_ms(self, name: str, dev_class: str, probed_ms: float | None = None) -> float:
+        """The device's light-load read latency: learned from its own quiet intervals,
+        else what `probe` measured at queue depth 1, else the class default."""
         h = self.history.get(name)
-        default = self.t.for_class("baseline_ms", dev_class)
+        default = probed_ms or self.t.for_class("baseline_ms", dev_class)
         if h is None or h.baseline_read_ms is None or h.baseline_obs < BASELINE_MIN_OBS:
             return default
         # a learned baseline far above the class default would hide a device that is
@@ -104,12 +106,13 @@ class SaturationTracker:
 
     def assess(self, name: str, r: DiskRates, dev_class: str, rotational: bool | None,
                pressure_pct: float | None, ceiling_iops: float | None = None,
-               ceiling_mib_s: float | None = None) -> Saturation:
+               ceiling_mib_s: float | None = None,
+               probed_read_ms: float | None = None) -> Saturation:
         """Judge one interval, then learn from it (so a surge is judged against the past)."""
         t = self.t
         h = self.history.setdefault(name, DeviceHistory())
         await_ms = _read_await(r)
-        baseline = self.baseline_ms(name, dev_class)
+        baseline = self.baseline_ms(name, dev_class, probed_read_ms)
         kb_s, iops = r.rkb_s + r.wkb_s, r.r_s + r.w_s
         sat = Saturation(name=name, saturated=False, await_ms=await_ms,
                          w_await_ms=r.w_await_ms, baseline_ms=baseline,

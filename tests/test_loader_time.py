@@ -1,0 +1,172 @@
+"""Where the job's loaders' time goes, and what the detector makes of it (issue 10), on
+crafted intervals: every number is set, so each rule is checked on its own.  The same
+rules on real jobs are in test_real_jobs.py."""
+
+from __future__ import annotations
+
+from gpudisk_top.collect.sample import DeviceInfo
+from gpudisk_top.model.detect import Detector
+from gpudisk_top.model.detect.classify import Classifier
+from gpudisk_top.model.detect.job import find_job
+from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.model.host import HostView
+from gpudisk_top.model.loaders import IO_ESTIMATED, IO_MEASURED, loader_time
+from gpudisk_top.model.procs import ProcView
+from model_factory import gpu, model, rates
+
+TRAINER = 100
+
+
+def worker(pid: int, cpu: float, wait: float | None = None, io: float | None = None,
+           read_kb_s: float = 0.0, devices=("nvme0n1",), state: str = "S") -> ProcView:
+    return ProcView(pid, TRAINER, "python", "python train.py", read_kb_s, 0.0, read_kb_s, 0.0,
+                    cpu, devices, cpu_wait_pct=wait, io_wait_pct=io, state=state)
+
+
+def job_model(workers: list[ProcView], disk=None, host=None, util: float = 20.0):
+    m = model(1, gpus=[gpu(0, util_pct=util, pids=[TRAINER])], host=host)
+    m.procs = {TRAINER: ProcView(TRAINER, TRAINER, "python", "python train.py", 0.0, 0.0, 0.0,
+                                 0.0, 5.0, ("nvme0n1",), cpu_wait_pct=0.0)}
+    m.procs.update({w.pid: w for w in workers})
+    if disk is not None:
+        m.disks["nvme0n1"] = disk
+    return m
+
+
+def verdict(m, thresholds=None):
+    from gpudisk_top.model.detect import one_interval
+
+    return one_interval(m, thresholds)
+
+
+# ---------------------------------------------------------------------------- LoaderTime
+def test_measured_blocked_time_is_used_as_measured():
+    lt = loader_time({}, [worker(1, 20.0, 5.0, 70.0), worker(2, 30.0, 5.0, 60.0)])
+    assert (lt.count, lt.on_cpu_pct, lt.cpu_wait_pct, lt.io_wait_pct, lt.io_source) == \
+        (2, 25.0, 5.0, 65.0, IO_MEASURED)
+
+
+def test_blocked_time_is_estimated_from_reads_times_r_await_without_delay_accounting():
+    # 4 KiB reads at 0.1 ms: 4000 kB/s is 1000 reads a second, 100 ms of each second
+    disk = rates(r_s=2000.0, rkb_s=8000.0, rareq_kb=4.0, r_await_ms=0.1)
+    lt = loader_time({"nvme0n1": disk}, [worker(1, 20.0, read_kb_s=4000.0),
+                                         worker(2, 20.0, read_kb_s=4000.0)])
+    assert lt.io_source == IO_ESTIMATED and abs(lt.io_wait_pct - 10.0) < 1e-9
+    assert (lt.device, lt.read_kb, lt.read_wait_ms) == ("nvme0n1", 4.0, 0.1)
+    assert abs(lt.reads_s - 2000.0) < 1e-9
+    # never more than the time off a CPU
+    lt = loader_time({"nvme0n1": rates(r_s=1e5, rkb_s=4e5, rareq_kb=4.0, r_await_ms=5.0)},
+                     [worker(1, 70.0, read_kb_s=4e5)])
+    assert lt.io_wait_pct == 30.0
+
+
+def test_a_loaders_reads_go_to_the_device_it_accounts_for_most_of():
+    busy_root = rates(r_s=50_000.0, rkb_s=400_000.0, rareq_kb=8.0, r_await_ms=0.2)
+    volume = rates(r_s=2_000.0, rkb_s=8_000.0, rareq_kb=4.0, r_await_ms=4.0)
+    w = worker(1, 5.0, read_kb_s=8_000.0, devices=("vda", "loop3"))
+    lt = loader_time({"vda": busy_root, "loop3": volume}, [w])
+    assert lt.device == "loop3" and lt.read_wait_ms == 4.0
+
+
+def test_loaders_mostly_new_have_no_time_yet():
+    new = ProcView(3, TRAINER, "python", None, None, None, None, None, None, ("nvme0n1",))
+    assert loader_time({}, [worker(1, 10.0), new, new, new]) is None
+    assert loader_time({}, [worker(1, 10.0), worker(2, 10.0), worker(4, 10.0), new]) is not None
+
+
+# ---------------------------------------------------------------------------- verdicts
+HEADROOM = rates(r_s=30_752.0, rkb_s=123_008.0, rareq_kb=4.0, r_await_ms=0.07, aqu_sz=2.2,
+                 util_pct=73.0)
+
+
+def test_loaders_blocked_on_reads_of_a_device_with_headroom_are_latency_bound():
+    m = job_model([worker(p, 26.0, 3.0, 64.0, read_kb_s=30_752.0) for p in (1, 2, 3, 4)],
+                  disk=HEADROOM)
+    v = verdict(m)
+    assert (v.state, v.kind, v.devices) == ("disk-starved", "latency-bound", ["nvme0n1"])
+    assert "not saturated, so each synchronous read of 4 KiB waits 0.07 ms" in v.reason
+    assert "4 DataLoader workers each: 26% on CPU, 3% waiting for a CPU, 64% blocked on reads" in v.reason
+    assert "more DataLoader workers" in v.advice
+
+
+def test_the_probed_ceiling_says_how_much_headroom_is_left():
+    m = job_model([worker(p, 26.0, 3.0, 64.0, read_kb_s=30_752.0) for p in (1, 2, 3, 4)],
+                  disk=HEADROOM)
+    m.devices["nvme0n1"] = DeviceInfo("nvme0n1", "nvme0n1", 259, 0, "disk", dev_class="NVMe",
+                                      ceiling_iops=100_000.0, probed_read_ms=0.06)
+    v = verdict(m)
+    assert "of its 100000 at queue depth 32 (probe): 31% of its ceiling" in v.reason
+    # at its ceiling the same device is saturated from the first interval on
+    full = rates(r_s=95_000.0, rkb_s=380_000.0, rareq_kb=4.0, r_await_ms=0.2, aqu_sz=19.0)
+    m2 = job_model([worker(p, 20.0, 3.0, 70.0, read_kb_s=95_000.0) for p in (1, 2)], disk=full)
+    m2.devices["nvme0n1"] = m.devices["nvme0n1"]
+    v2 = verdict(m2)
+    assert (v2.state, v2.kind) == ("disk-starved", "saturated")
+    assert "peak" in v2.saturation["nvme0n1"].signals
+
+
+def test_loaders_blocked_on_reads_stay_disk_starved_when_others_hold_the_cpus():
+    host = HostView(ncpu=2, cpu_user_pct=97.0, cpu_system_pct=2.0, cpu_iowait_pct=0.0,
+                    cpu_idle_pct=1.0, psi_cpu_some_pct=80.0)
+    m = job_model([worker(p, 22.0, 30.0, 48.0, read_kb_s=20_000.0) for p in (1, 2)],
+                  disk=HEADROOM, host=host)
+    assert verdict(m).state == "disk-starved"
+
+
+def test_busy_loaders_are_cpu_starved_by_their_own_work():
+    m = job_model([worker(1, 99.0, 1.0, 0.0)], disk=HEADROOM)
+    v = verdict(m)
+    assert (v.state, v.kind) == ("cpu-starved", "own")
+    assert "1 DataLoader worker of pid 100 (python train.py) at 99% CPU, waiting 1% of the time" in v.reason
+    assert "more DataLoader workers (num_workers) if CPUs are free" in v.advice
+
+
+def test_loaders_waiting_for_cpus_others_hold_are_cpu_starved_and_the_others_named():
+    m = job_model([worker(p, 35.0, 60.0, 0.0) for p in (1, 2)], disk=HEADROOM)
+    m.procs[812] = ProcView(812, None, "ffmpeg", "ffmpeg -i in.mkv", 0.0, 0.0, 0.0, 0.0,
+                            180.0, ())
+    m.procs[90] = ProcView(90, None, "tar", "tar c /", 0.0, 0.0, 0.0, 0.0, 95.0, ())
+    v = verdict(m)
+    assert (v.state, v.kind) == ("cpu-starved", "others")
+    assert "the CPUs are taken by pid 812 (ffmpeg) 180% CPU, pid 90 (tar) 95% CPU" in v.reason
+    assert "taken by other processes" in v.advice
+
+
+def test_a_busy_host_whose_cpus_the_loaders_do_not_wait_for_is_not_the_cause():
+    host = HostView(ncpu=2, cpu_user_pct=98.0, cpu_system_pct=1.0, cpu_iowait_pct=0.0,
+                    cpu_idle_pct=1.0, psi_cpu_some_pct=90.0)
+    m = job_model([worker(p, 5.0, 0.0, 0.0) for p in (1, 2)], disk=HEADROOM, host=host)
+    assert verdict(m).state == "undiagnosed-stall"
+
+
+def test_iowait_is_idle_time():
+    """The issue's --once: %iowait 46 counted as busy made a disk-starved job cpu-starved.
+    With the loaders' time unknown (not visible), the host decides, and iowait is idle."""
+    host = HostView(ncpu=2, cpu_user_pct=24.0, cpu_system_pct=28.2, cpu_iowait_pct=46.0,
+                    cpu_idle_pct=1.6, psi_cpu_some_pct=10.0)
+    m = job_model([], disk=HEADROOM, host=host)
+    m.gpus[0].processes[0].mapped = False          # the job cannot be seen from here
+    m.procs = {}
+    v = verdict(m)
+    assert v.state == "undiagnosed-stall" and "CPU idle 48% (iowait counted as idle)" in v.reason
+
+
+def test_without_run_queue_figures_the_host_decides_as_before():
+    host = HostView(ncpu=64, cpu_user_pct=98.0, cpu_system_pct=1.0, cpu_iowait_pct=0.0,
+                    cpu_idle_pct=1.0, psi_cpu_some_pct=70.0)
+    m = job_model([worker(p, 40.0, None, 0.0) for p in (1, 2)], disk=HEADROOM, host=host)
+    v = verdict(m)
+    assert (v.state, v.kind) == ("cpu-starved", "others")
+
+
+def test_the_loaders_time_reaches_the_process_view_and_the_json():
+    from gpudisk_top.model.snapshot import Model
+    from gpudisk_top.output.once import gpus_json
+    from gpudisk_top.sim import Simulator, builtin
+
+    sim = Simulator(builtin("disk-starved-sata"), seed=0)
+    a, b = sim.sample(), sim.sample()
+    m = Model.new(b, a)
+    proc = gpus_json(m)[0]["processes"][0]
+    assert proc["loaders"]["count"] > 0 and proc["loaders"]["kind"] == "DataLoader worker"
+    assert proc["loaders"]["io_source"] in (IO_ESTIMATED, IO_MEASURED, None)
