@@ -36,6 +36,23 @@ def scenarios() -> list[tuple[str, Scenario]]:
     return sorted(found, key=lambda item: item[0])
 
 
+REAL_DIR = CORPUS_DIR.parent / "fixtures" / "real"
+
+
+def real_recordings() -> list[tuple[str, str, dict]]:
+    """(name, recording path, labels object) of every real recording (record_real.py),
+    sorted by name."""
+    import json
+
+    out = []
+    for labels in sorted(REAL_DIR.glob("*.labels.json")):
+        name = labels.name[:-len(".labels.json")]
+        rec = REAL_DIR / f"{name}.gdtrec"
+        if rec.exists():
+            out.append((name, str(rec), json.loads(labels.read_text(encoding="utf-8"))))
+    return out
+
+
 def readme_labels() -> dict[str, set[str]]:
     """{scenario name: the labels its README.md row lists}.  Rows are
     `| name | what happens | label, label |`; the header and rule rows are skipped."""

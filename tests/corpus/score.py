@@ -11,7 +11,14 @@ Model.new and one Detector, then compares with the labels:
   - per scenario: every labelled starved stretch detected with the right state within 3
     intervals, and no episode of a state the labels never ask for (a false alarm).
 
-usage: python tests/corpus/score.py [--seeds N]
+The real half of the corpus (tests/fixtures/real/, made by record_real.py): recordings of
+real jobs on a real disk and CPUs, labelled from what the job itself logged.  Each is
+replayed through the same Model.new and Detector (record.replay.Replay, as report and
+replay do), scored the same way, and also checked for naming the job's process (and, for
+storage, its device) in every starved episode.  Scores are given separately: simulated,
+then real.
+
+usage: python tests/corpus/score.py [--seeds N] [--real-only | --simulated-only]
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.dirname(HERE))                    # tests/
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))   # the checkout
 
-from corpus.corpus import scenarios  # noqa: E402
+from corpus.corpus import real_recordings, scenarios  # noqa: E402
 from gpudisk_top.model.detect import STARVED_STATES, STATES, Detector  # noqa: E402
 from gpudisk_top.model.snapshot import Model  # noqa: E402
 from gpudisk_top.sim import Simulator  # noqa: E402
@@ -74,6 +81,51 @@ def run_scenario(name: str, scenario, seed: int, passes: int = 2) -> Run:
                             (live if live not in STARVED_STATES else "healthy"))
     _judge(run, walls)
     return run
+
+
+def run_real(name: str, recording: str, truth: dict) -> Run:
+    """Replay a real recording and compare with the job's own labels (the label of the
+    second each interval ends in)."""
+    from gpudisk_top.record import Recording
+    from gpudisk_top.record.replay import Replay
+
+    labels = truth["labels"]
+    walls_labels = [w for w, _ in labels]
+    run = Run(name, 0)
+    walls = []
+    with Recording.open(recording) as rec:
+        replay = Replay(rec)
+        for model, v in replay.models():
+            if model.interval_s <= 0:
+                continue
+            i = min(range(len(labels)), key=lambda k: abs(walls_labels[k] - model.wall_s))
+            if abs(walls_labels[i] - model.wall_s) > 1.0:
+                continue                    # before the job's log starts, or after it ends
+            run.labels.append(labels[i][1])
+            run.live.append(v.state)
+            walls.append((model.wall_s - model.interval_s, model.wall_s))
+        run.episodes = list(replay.episodes)
+    for (start, end), live in zip(walls, run.live):
+        mid = (start + end) / 2
+        ep = next((e for e in run.episodes if e.start_wall_s <= mid
+                   and (e.end_wall_s is None or mid < e.end_wall_s)), None)
+        run.timeline.append(ep.state if ep is not None else
+                            (live if live not in STARVED_STATES else "healthy"))
+    _judge(run, walls)
+    for ep in run.episodes:
+        if ep.state not in STARVED_STATES:
+            continue
+        if truth.get("job_pid") and truth["job_pid"] not in ep.processes:
+            run.problems.append(f"{ep.state} episode {ep.id} does not name the job's pid "
+                                f"{truth['job_pid']}: {ep.processes}")
+        if ep.state == "disk-starved" and truth.get("device") and truth["device"] not in ep.devices:
+            run.problems.append(f"disk-starved episode {ep.id} does not name {truth['device']}: "
+                                f"{ep.devices}")
+    return run
+
+
+def score_real() -> list[Run]:
+    return [run_real(name, rec, truth) for name, rec, truth in real_recordings()]
 
 
 def _stretches(labels: list[str]) -> list[tuple[str, int, int]]:
@@ -158,9 +210,20 @@ def report(runs: list[Run]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
-    runs = score(ap.parse_args().seeds)
-    print(report(runs))
-    return 1 if any(r.problems for r in runs) else 0
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--real-only", action="store_true")
+    only.add_argument("--simulated-only", action="store_true")
+    a = ap.parse_args()
+    failed = False
+    if not a.real_only:
+        runs = score(a.seeds)
+        print("simulated scenarios\n" + report(runs))
+        failed |= any(r.problems for r in runs)
+    if not a.simulated_only:
+        runs = score_real()
+        print(("\n" if not a.real_only else "") + "real recordings\n" + report(runs))
+        failed |= any(r.problems for r in runs)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

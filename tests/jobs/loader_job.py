@@ -7,7 +7,7 @@ from worker processes through a bounded queue, as torch's DataLoader does
 workers keep up it makes 1/STEP_S steps a second: its healthy rate.  It rewrites
 `--progress` with "<steps done> <time.time()>" after every step, which is what the
 stand-in GPU's utilization follows (tests/standin.py), and `--truth` with one JSON line a
-second: {"wall", "mode", "steps"}.
+second: {"wall", "mode", "steps", "checkpoint": whether it wrote one that second}.
 
 usage: loader_job.py MODE [--workers N] [--seconds S] [--data FILE] [--progress FILE]
                           [--truth FILE] [--reads R]
@@ -17,7 +17,7 @@ MODE:
               workers wait on synchronous reads, as small-file datasets make them
   cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
   light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
-  checkpoint  healthy, plus 256 MiB written and fsynced to FILE.ckpt every 6 s
+  checkpoint  healthy, plus 768 MiB written and fsynced to FILE.ckpt every 8 s
 FILE must exist (any large file; the tests make one on the real disk).
 """
 
@@ -93,6 +93,7 @@ def main() -> int:
     truth = open(a.truth, "a") if a.truth else None
     t0 = last = last_ckpt = time.time()
     steps = second_steps = 0
+    checkpointed = False        # a checkpoint was written in this second
     try:
         while time.time() - t0 < a.seconds:
             queue.get()
@@ -105,19 +106,21 @@ def main() -> int:
                 with open(tmp, "w") as f:
                     f.write(f"{steps} {now:.3f}\n")
                 os.replace(tmp, a.progress)
-            if a.mode == "checkpoint" and now - last_ckpt >= 6:
+            if a.mode == "checkpoint" and now - last_ckpt >= 8:
                 with open(a.data + ".ckpt", "wb") as f:
                     chunk = os.urandom(1 << 20)
-                    for _ in range(256):
+                    for _ in range(768):
                         f.write(chunk)
                     f.flush()
                     os.fsync(f.fileno())
                 last_ckpt = time.time()
+                checkpointed = True
             if now - last >= 1 and truth is not None:
                 truth.write(json.dumps({"wall": round(now, 3), "mode": a.mode,
-                                        "steps": second_steps}) + "\n")
+                                        "steps": second_steps,
+                                        "checkpoint": checkpointed}) + "\n")
                 truth.flush()
-                second_steps, last = 0, now
+                second_steps, last, checkpointed = 0, now, False
     finally:
         for p in procs:
             p.terminate()
