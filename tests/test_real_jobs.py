@@ -80,7 +80,7 @@ def disk_load(path: str) -> list[subprocess.Popen]:
         pytest.skip("fio is not installed")
     return [subprocess.Popen(["fio", "--name=other", f"--filename={path}.other", "--size=256M",
                               "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
-                              "--iodepth=4", "--time_based", "--runtime=120"],
+                              "--iodepth=4", "--thread", "--time_based", "--runtime=120"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
 
 

@@ -53,7 +53,7 @@ def cpu_hogs(n: int) -> list[subprocess.Popen]:
 def disk_load(path: str) -> list[subprocess.Popen]:
     return [subprocess.Popen(["fio", "--name=other", f"--filename={path}.other", "--size=256M",
                               "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
-                              "--iodepth=4", "--time_based", "--runtime=600"],
+                              "--iodepth=4", "--thread", "--time_based", "--runtime=600"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
 
 

@@ -60,10 +60,25 @@ class Reader:
         return total
 
 
-def worker(mode: str, path: str, reads: int, out: mp.Queue) -> None:
+def _die_with(parent: int) -> None:
+    """A worker must not outlive its trainer (a trainer killed with SIGKILL leaves its
+    multiprocessing children running, reading and burning CPU for ever): the kernel sends
+    SIGKILL when the parent goes (PR_SET_PDEATHSIG), and the loop checks getppid too."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def worker(mode: str, path: str, reads: int, out: mp.Queue, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with(parent)
     reader = Reader(path, reads) if mode == "disk" else None
-    while True:
+    while os.getppid() == parent:
         for _ in range(BATCH):
             if reader is not None:
                 reader.sample()
@@ -86,7 +101,8 @@ def main() -> int:
     a = ap.parse_args()
     ctx = mp.get_context("fork")
     queue = ctx.Queue(maxsize=2 * a.workers)
-    procs = [ctx.Process(target=worker, args=(a.mode, a.data, a.reads, queue), daemon=True)
+    procs = [ctx.Process(target=worker, args=(a.mode, a.data, a.reads, queue, os.getpid()),
+                         daemon=True)
              for _ in range(a.workers)]
     for p in procs:
         p.start()
