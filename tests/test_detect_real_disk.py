@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+import realdisk
+
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.model.detect import Detector
@@ -36,24 +38,12 @@ LIGHT_DEMAND, HEAVY_DEMAND = 1000.0, 400_000.0  # reads/s the "training loop" ne
 def data_file():
     if shutil.which("fio") is None:
         pytest.skip("fio is not installed")
-    path = os.path.join("/var/tmp" if os.path.isdir("/var/tmp") else "/tmp",
-                        f"gdt-detect-{os.getpid()}.img")
-    with open(path, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for _ in range(512):
-            f.write(chunk)
-        os.fsync(f.fileno())
+    path = realdisk.random_file(os.path.join(realdisk.BASE, f"gdt-detect-{os.getpid()}.img"), 512)
     yield path
     os.unlink(path)
 
 
-def real_device(path: str) -> str:
-    """The whole disk under path, as the kernel names it."""
-    st = os.stat(path)
-    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"))
-    if os.path.exists(f"/sys/class/block/{name}/partition"):
-        name = os.path.basename(os.path.dirname(os.path.realpath(f"/sys/class/block/{name}")))
-    return name
+real_device = realdisk.whole_disk
 
 
 def fio_two_phases(path: str) -> subprocess.Popen:

@@ -8,10 +8,9 @@ import json
 import os
 import stat
 import sys
-import time
 
 from model_factory import gpu, model
-from test_alerts import disk_rule, engine, read_lines, wait_for
+from test_alerts import disk_rule, engine, wait_for
 
 RECORD_ARGV = (sys.executable, "-c",
                "import os, sys; open(sys.argv[1], 'a').write(os.environ['GDT_ALERT_DEVICE'] + chr(10))")

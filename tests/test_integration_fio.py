@@ -24,6 +24,8 @@ import time
 
 import pytest
 
+import realdisk
+
 pytestmark = pytest.mark.integration
 
 CAP_IOPS = 20000
@@ -32,104 +34,25 @@ ONCE_START_S = 3
 ONCE_INTERVAL_S = 3
 
 
-def _have_loop() -> str | None:
-    if shutil.which("fio") is None:
-        return "fio is not installed"
-    if os.geteuid() != 0 or shutil.which("losetup") is None:
-        return "a loop device needs root and losetup"
-    return None
-
-
 @pytest.fixture
-def loop_device(tmp_path_factory):
-    reason = _have_loop()
-    if reason:
-        pytest.skip(reason)
-    # on the real disk (not tmpfs): /var/tmp
-    base = "/var/tmp" if os.path.isdir("/var/tmp") else str(tmp_path_factory.mktemp("fio"))
-    path = os.path.join(base, f"gdt-fio-{os.getpid()}.img")
-    with open(path, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for _ in range(512):
-            f.write(chunk)
-        f.flush()
-        os.fsync(f.fileno())
-    proc = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", path],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(path)
-        pytest.skip(f"losetup failed: {proc.stderr.strip()}")
-    dev = proc.stdout.strip()
-    try:
-        yield dev, path
-    finally:
-        subprocess.run(["losetup", "-d", dev])
-        os.unlink(path)
-
-
-class IopsCap:
-    """A cgroup whose reads from one disk are capped at `iops` (v1 blkio, else v2 io.max).
-
-    Constructing it raises pytest.skip when neither controller is usable here."""
-
-    def __init__(self, majmin: str, iops: int) -> None:
-        name = f"gdt-test-{os.getpid()}"
-        v1 = "/sys/fs/cgroup/blkio"
-        if os.path.exists(os.path.join(v1, "blkio.throttle.read_iops_device")):
-            self.path = os.path.join(v1, name)
-            os.makedirs(self.path, exist_ok=True)
-            self._write("blkio.throttle.read_iops_device", f"{majmin} {iops}")
-            return
-        v2 = "/sys/fs/cgroup"
-        try:
-            with open(os.path.join(v2, "cgroup.controllers")) as f:
-                has_io = "io" in f.read().split()
-        except OSError:
-            has_io = False
-        if not has_io:
-            pytest.skip("no block I/O throttle here (neither cgroup v1 blkio nor v2 io)")
-        with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
-            f.write("+io")
-        self.path = os.path.join(v2, name)
-        os.makedirs(self.path, exist_ok=True)
-        self._write("io.max", f"{majmin} riops={iops}")
-
-    def _write(self, name: str, text: str) -> None:
-        with open(os.path.join(self.path, name), "w") as f:
-            f.write(text)
-
-    def enter(self, pid: int) -> None:
-        self._write("cgroup.procs", str(pid))
-
-    def remove(self) -> None:
-        for _ in range(50):  # the cgroup empties once fio has been reaped
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
-
-
-def _backing_disk(path: str) -> str:
-    st = os.stat(path)
-    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"))
-    part = f"/sys/class/block/{name}/partition"
-    return os.path.basename(os.path.dirname(os.path.realpath(f"/sys/class/block/{name}"))) \
-        if os.path.exists(part) else name
+def loop_device():
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed")
+    with realdisk.loop_device(512, "fio") as dev_path:
+        yield dev_path
 
 
 def test_once_matches_fio_iops_and_latency(loop_device):
     dev, path = loop_device
     loop_name = os.path.basename(dev)
-    disk = _backing_disk(path)
-    with open(f"/sys/block/{disk}/dev") as f:
-        capped_cgroup = IopsCap(f.read().strip(), CAP_IOPS)
+    disk = realdisk.whole_disk(path)
+    capped_cgroup = realdisk.IopsCap.for_disk_of(path, CAP_IOPS)
     fio = subprocess.Popen(
         ["fio", "--name=randread", f"--filename={dev}", "--rw=randread", "--bs=4k",
          "--direct=1", "--ioengine=libaio", "--iodepth=32",
          "--time_based", f"--runtime={FIO_RUNTIME_S}", "--output-format=json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: capped_cgroup.enter(os.getpid()))
+        preexec_fn=capped_cgroup.enter_self)
     try:
         time.sleep(ONCE_START_S)
         once = subprocess.run(

@@ -5,10 +5,6 @@ rules on real jobs are in test_real_jobs.py."""
 from __future__ import annotations
 
 from gpudisk_top.collect.sample import DeviceInfo
-from gpudisk_top.model.detect import Detector
-from gpudisk_top.model.detect.classify import Classifier
-from gpudisk_top.model.detect.job import find_job
-from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.host import HostView
 from gpudisk_top.model.loaders import IO_ESTIMATED, IO_MEASURED, loader_time
 from gpudisk_top.model.procs import ProcView

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from gpudisk_top.probe import store
-from test_integration_fio import IopsCap
+import realdisk
 
 pytestmark = pytest.mark.integration
 
@@ -33,37 +33,12 @@ PROBE_S = 4.5         # 1.5 s for each test
 NOBODY = 65534
 
 
-def _need_root_and_losetup() -> str | None:
-    if os.geteuid() != 0 or shutil.which("losetup") is None:
-        return "a loop device needs root and losetup"
-    return None
-
-
 @pytest.fixture(scope="module")
 def loop():
     """(device node, kernel name, backing file) of a loop device with direct I/O, over
     BACKING_MIB of random data on the real disk."""
-    reason = _need_root_and_losetup()
-    if reason:
-        pytest.skip(reason)
-    path = f"/var/tmp/gdt-probe-{os.getpid()}.img"
-    with open(path, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for i in range(BACKING_MIB):
-            f.write(chunk[i % 64:] + chunk[:i % 64])   # not one block repeated
-        f.flush()
-        os.fsync(f.fileno())
-    proc = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", path],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(path)
-        pytest.skip(f"losetup failed: {proc.stderr.strip()}")
-    dev = proc.stdout.strip()
-    try:
+    with realdisk.loop_device(BACKING_MIB, "probe") as (dev, path):
         yield dev, os.path.basename(dev), path
-    finally:
-        subprocess.run(["losetup", "-d", dev])
-        os.unlink(path)
 
 
 def _writes(name: str) -> tuple[int, int]:
@@ -87,15 +62,14 @@ def _sha256(path: str) -> str:
 
 
 def _probe_capped(dev: str, name: str, engine: str, state: str) -> subprocess.CompletedProcess:
-    with open(f"/sys/block/{name}/dev") as f:
-        cap = IopsCap(f.read().strip(), CAP_IOPS)
+    cap = realdisk.IopsCap.for_disk_of(dev, CAP_IOPS)
     try:
         return subprocess.run(
             [sys.executable, "-c", CLI, "probe", dev, "--engine", engine, "--json",
              "--seconds", str(PROBE_S)],
             capture_output=True, text=True, timeout=PROBE_S + 60, cwd=ROOT,
             env=dict(os.environ, XDG_STATE_HOME=state),
-            preexec_fn=lambda: cap.enter(os.getpid()))   # fio inherits the cgroup
+            preexec_fn=cap.enter_self)   # fio inherits the cgroup
     finally:
         cap.remove()
 
@@ -180,7 +154,7 @@ def test_a_device_node_is_refused_to_a_user_who_may_not_read_it(loop):
 
 
 def test_a_directory_without_a_large_file_is_refused_when_the_device_is_unreadable():
-    if _need_root_and_losetup():
+    if realdisk.loop_unavailable():
         pytest.skip("needs root, to run as another user")
     directory = tempfile.mkdtemp(prefix="gdt-probe-dir-", dir="/var/tmp")
     try:

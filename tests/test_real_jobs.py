@@ -25,13 +25,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import time
 
 import pytest
 
+import realdisk
 import standin
 from recording_helpers import ROOT
 
@@ -45,28 +45,15 @@ DATA_BYTES = 768 * 2**20
 
 @pytest.fixture(scope="module")
 def data_file():
-    """A file on the real disk (not tmpfs): /var/tmp."""
-    base = "/var/tmp" if os.path.isdir("/var/tmp") else "/tmp"
-    path = os.path.join(base, f"gdt-realjob-{os.getpid()}.bin")
-    with open(path, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for _ in range(DATA_BYTES >> 20):
-            f.write(chunk)
-        os.fsync(f.fileno())
+    path = realdisk.random_file(os.path.join(realdisk.BASE, f"gdt-realjob-{os.getpid()}.bin"),
+                                DATA_BYTES >> 20)
     yield path
-    for p in (path, path + ".ckpt"):
+    for p in (path, path + ".ckpt", path + ".other"):
         if os.path.exists(p):
             os.unlink(p)
 
 
-def disk_of(path: str) -> str:
-    """The whole disk a file lives on, or a block device node names."""
-    st = os.stat(path)
-    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
-    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
-    if os.path.exists(f"/sys/class/block/{name}/partition"):
-        name = os.path.basename(os.path.dirname(os.path.realpath(f"/sys/class/block/{name}")))
-    return name
+disk_of = realdisk.whole_disk
 
 
 def cpu_hogs(n: int) -> list[subprocess.Popen]:
@@ -229,34 +216,12 @@ def test_no_job_is_idle_and_raises_no_alarm(tmp_path, data_file):
 
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture
-def loop_volume(tmp_path_factory):
+def loop_volume():
     """A loop device over a file on the real disk, its reads capped at 2000 IOPS for the
     job's cgroup (as a cloud volume's provisioned IOPS): requests queue in it."""
-    from test_integration_fio import IopsCap, _have_loop
-
-    reason = _have_loop()
-    if reason:
-        pytest.skip(reason)
-    base = "/var/tmp" if os.path.isdir("/var/tmp") else str(tmp_path_factory.mktemp("vol"))
-    path = os.path.join(base, f"gdt-volume-{os.getpid()}.img")
-    with open(path, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for _ in range(256):
-            f.write(chunk)
-        os.fsync(f.fileno())
-    proc = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", path],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(path)
-        pytest.skip(f"losetup failed: {proc.stderr.strip()}")
-    dev = proc.stdout.strip()
-    disk = disk_of(path)
-    with open(f"/sys/block/{disk}/dev") as f:
-        cap = IopsCap(f.read().strip(), 2000)
-    cap.enter_self = lambda: cap.enter(os.getpid())
-    try:
-        yield dev, cap
-    finally:
-        subprocess.run(["losetup", "-d", dev])
-        cap.remove()
-        os.unlink(path)
+    with realdisk.loop_device(256, "volume") as (dev, path):
+        cap = realdisk.IopsCap.for_disk_of(path, 2000)
+        try:
+            yield dev, cap
+        finally:
+            cap.remove()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.errors import UsageError
 from gpudisk_top.record import Recorder, Recording, format_v2, frames, make_header, writer
 from gpudisk_top.record.header import FORMAT_VERSION
 from recording_helpers import abandon, canonical, origin, sim_samples, write_recording

@@ -36,7 +36,7 @@ from gpudisk_top.alerts.rules import AlertRule
 from gpudisk_top.outfile import OutputError
 from gpudisk_top.textsafe import printable
 from gpudisk_top.errors import warn as warn_line
-from gpudisk_top.model.detect.job import device_stack
+from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.ratelimit import OncePer
 
 GB = 1000**3

@@ -180,23 +180,6 @@ class BlockDevices:
                 classes = leaf_classes(info.name, set()) or {"unknown"}
                 info.dev_class = min(classes, key=_CLASS_ORDER.index)
 
-    def _lower_devices(self, infos: dict[str, DeviceInfo], name: str) -> list[str]:
-        """name and every device below it: partition -> disk, dm/md -> slaves, recursively."""
-        out: list[str] = []
-        stack = [name]
-        while stack:
-            cur = stack.pop()
-            if cur in out:
-                continue
-            out.append(cur)
-            info = infos.get(cur)
-            if info is None:
-                continue
-            stack.extend(info.slaves)
-            if info.parent:
-                stack.append(info.parent)
-        return out
-
     def _assign_mountpoints(self, infos: dict[str, DeviceInfo]) -> None:
         by_devno = {(i.major, i.minor): i.name for i in infos.values() if i.major or i.minor}
         by_display = {i.display_name: i.name for i in infos.values()}
@@ -210,7 +193,7 @@ class BlockDevices:
                 name = base if base in infos else by_display.get(base)
             if name is None:
                 continue
-            for dev in self._lower_devices(infos, name):
+            for dev in device_stack(infos, name):
                 if dev in found and mountpoint not in found[dev]:
                     found[dev].append(mountpoint)
         for name, mps in found.items():
@@ -249,3 +232,21 @@ def read_identity(roots: Roots, name: str) -> tuple[str, str] | None:
         if value and not _BLANK_ID.match(value):
             return kind, value
     return None
+
+
+def device_stack(infos: dict[str, DeviceInfo], name: str) -> list[str]:
+    """name, then every device below it: a partition's disk, a dm/md device's members,
+    recursively (the one walker of device stacks: mountpoints, the detector, probe)."""
+    out: list[str] = []
+    todo = [name]
+    while todo:
+        cur = todo.pop(0)
+        if cur in out:
+            continue
+        out.append(cur)
+        info = infos.get(cur)
+        if info is not None:
+            todo.extend(info.slaves)
+            if info.parent:
+                todo.append(info.parent)
+    return out

@@ -8,17 +8,17 @@ and gets, within the deadline, either the snapshot or one that says why not:
     unavailable: NVML has not answered for 12.0 s (nvmlDeviceGetPowerUsage on GPU 3)
 
 While that call hangs no other is made (it would only queue behind the driver's lock);
-once it returns, the next sample asks again.  The thread is a daemon thread, so a call
-that never returns never keeps the process from exiting, and close() does not wait for it.
+once it returns, the next sample asks again (gpudisk_top/deadline.py: the thread is a
+daemon, so a call that never returns never keeps the process from exiting).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 from gpudisk_top.collect.sample import GpuSnapshot
+from gpudisk_top.deadline import DeadlineWorker
 
 HUNG_STATUS = "unavailable: NVML has not answered for"   # + " 12.0 s (call)"
 INIT_TIMEOUT_S = 10.0     # nvmlInit without persistence mode takes seconds on big nodes
@@ -45,55 +45,19 @@ class DeadlineGpuCollector:
         self.collector = collector
         self.timeout_s = timeout_s
         self.init_timeout_s = init_timeout_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._asked = threading.Event()
-        self._answered = threading.Event()
-        self._result: GpuSnapshot | None = None
-        self._busy_since: float | None = None   # when the call in progress was asked for
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="gpudisk-top-gpu", daemon=True)
-        self._thread.start()
+        self._worker = DeadlineWorker(collector.collect, "gpudisk-top-gpu", clock)
 
-    # ------------------------------------------------------------------ the thread
-    def _run(self) -> None:
-        while True:
-            self._asked.wait()
-            self._asked.clear()
-            if self._closing:
-                self.collector.close()
-                self._answered.set()
-                return
-            try:
-                snapshot = self.collector.collect()
-            except Exception as err:  # noqa: BLE001 - never lose the thread to one bad read
-                snapshot = GpuSnapshot(status=f"unavailable: {type(err).__name__}: {err}")
-            with self._lock:
-                self._result = snapshot
-                self._busy_since = None
-            self._answered.set()
-
-    # ------------------------------------------------------------------ public
     def collect(self) -> GpuSnapshot:
-        now = self._clock()
-        with self._lock:
-            if self._busy_since is not None:
-                return self._late(now - self._busy_since)
-            self._busy_since = now
-            self._result = None
-            self._answered.clear()
-        self._asked.set()
-        answered = self._answered.wait(self.timeout_s)
-        if not answered and self._loading():
-            answered = self._answered.wait(max(0.0, self.init_timeout_s - self.timeout_s))
-        if answered:
-            with self._lock:
-                if self._result is not None:
-                    return self._result
-        with self._lock:
-            if self._busy_since is None and self._result is not None:
-                return self._result      # answered just as the wait ended
-            return self._late(self._clock() - (self._busy_since or now))
+        if not self._worker.start():
+            return self._late()
+        done, result = self._worker.wait(self.timeout_s)
+        if not done and self._loading():
+            done, result = self._worker.wait(max(0.0, self.init_timeout_s - self.timeout_s))
+        if not done:
+            return self._late()
+        if isinstance(result, Exception):   # never lose the thread to one bad read
+            return GpuSnapshot(status=f"unavailable: {type(result).__name__}: {result}")
+        return result
 
     def _loading(self) -> bool:
         """Whether the call in progress is nvmlInit, which may take seconds on a node
@@ -101,28 +65,20 @@ class DeadlineGpuCollector:
         stuck = getattr(self.collector, "stuck_call", None)
         return stuck is not None and stuck() == "nvmlInit"
 
-    def _late(self, waited_s: float) -> GpuSnapshot:
+    def _late(self) -> GpuSnapshot:
         call = self.collector.stuck_call() if hasattr(self.collector, "stuck_call") else None
         where = f" ({call})" if call else ""
-        return GpuSnapshot(status=f"{HUNG_STATUS} {waited_s:.1f} s{where}")
+        return GpuSnapshot(status=f"{HUNG_STATUS} {self._worker.busy_s or 0.0:.1f} s{where}")
 
     @property
     def hung_s(self) -> float | None:
         """How long the call in progress has taken, or None when none is."""
-        with self._lock:
-            return None if self._busy_since is None else self._clock() - self._busy_since
+        return self._worker.busy_s
 
     def close(self, wait_s: float = MAX_TIMEOUT_S) -> None:
         """Shut NVML down on its thread, waiting at most wait_s; a call that hangs is left
         behind (the thread is a daemon).  Raises nothing."""
-        with self._lock:
-            busy = self._busy_since is not None
-            self._closing = True
-            self._answered.clear()
-        if busy:
-            return                      # nvmlShutdown would wait behind the hung call
-        self._asked.set()
-        self._answered.wait(wait_s)
+        self._worker.close(self.collector.close, wait_s)
 
 
 def hung(status: str) -> bool:

@@ -20,7 +20,7 @@ import stat
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect import diskstats
-from gpudisk_top.collect.blockdev import BlockDevices, read_identity
+from gpudisk_top.collect.blockdev import BlockDevices, device_stack, read_identity
 from gpudisk_top.collect.roots import Roots, read_first_line, read_text
 from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.errors import RuntimeFailure, UsageError
@@ -72,23 +72,12 @@ def ceiling_device(infos: dict[str, DeviceInfo], name: str) -> tuple[str, str | 
 
 
 def _leaf_disks(infos: dict[str, DeviceInfo], name: str) -> set[str]:
-    out: set[str] = set()
-    stack, seen = [name], set()
-    while stack:
-        cur = stack.pop()
-        if cur in seen:
-            continue
-        seen.add(cur)
-        info = infos.get(cur)
-        if info is None:
-            out.add(cur)
-        elif info.kind in ("dm", "md") and info.slaves:
-            stack.extend(info.slaves)
-        elif info.kind == "partition" and info.parent:
-            out.add(info.parent)
-        else:
-            out.add(cur)
-    return out
+    """The disks at the bottom of name's stack: neither a dm/md device over others nor a
+    partition (whose disk is in the stack too)."""
+    def stacked(info: DeviceInfo | None) -> bool:
+        return info is not None and ((info.kind in ("dm", "md") and bool(info.slaves))
+                                     or (info.kind == "partition" and bool(info.parent)))
+    return {n for n in device_stack(infos, name) if not stacked(infos.get(n))}
 
 
 def identity(roots: Roots, infos: dict[str, DeviceInfo], name: str) -> tuple[str, bool]:

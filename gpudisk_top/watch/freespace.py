@@ -18,6 +18,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from gpudisk_top.deadline import DeadlineWorker
+
 GB = 1000**3   # sizes in GB are decimal, as `df -H` prints them
 
 
@@ -78,75 +80,56 @@ def statvfs_path(path: str) -> FreeSpace:
 
 class FreeSpaceWatch:
     """Free space of `paths`, read by a worker thread so that a hung mount cannot stall
-    the caller.  read() is meant for one thread (the sampler's); close() ends the worker."""
+    the caller (gpudisk_top/deadline.py).  read() is meant for one thread (the
+    sampler's); close() ends the worker."""
 
     def __init__(self, paths, timeout_s: float = 1.0, reader=statvfs_path) -> None:
         self.paths = tuple(dict.fromkeys(paths))     # in order, without repeats
         self.timeout_s = timeout_s
         self._reader = reader
-        self._results: dict[str, FreeSpace] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._done = threading.Event()
-        self._busy_path: str | None = None           # the path the worker is inside now
-        self._busy_since = 0.0
-        self._round = 0
-        self._closed = False
-        self._thread: threading.Thread | None = None
+        self._results: dict[str, FreeSpace] = {}     # this round's, path by path
+        self._busy: tuple[str, float] | None = None  # the path the worker is inside, since
+        self._worker: DeadlineWorker | None = None
 
-    def _start(self) -> None:
-        self._thread = threading.Thread(target=self._work, name="gpudisk-top free-space",
-                                        daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closed:
-                return
-            for path in self.paths:
-                with self._lock:
-                    self._busy_path, self._busy_since = path, time.monotonic()
-                result = self._reader(path)
-                with self._lock:
-                    self._results[path] = result
-                    self._busy_path = None
-            self._done.set()
+    def _round(self) -> None:
+        for path in self.paths:
+            with self._lock:
+                self._busy = (path, time.monotonic())
+            result = self._reader(path)
+            with self._lock:
+                self._results[path] = result
+                self._busy = None
 
     def read(self) -> list[FreeSpace]:
         """Every watched path, in the configured order.  Waits at most timeout_s; a path
         whose statvfs has not returned by then carries an error ("no answer for 3 s")."""
         if not self.paths:
             return []
-        if self._thread is None:
-            self._start()
+        if self._worker is None:
+            self._worker = DeadlineWorker(self._round, "gpudisk-top free-space")
         with self._lock:
-            stuck = self._busy_path is not None
+            stuck = self._busy is not None
             if not stuck:
-                # a fresh round: forget the old answers, so none is shown as current
-                self._results = {}
-                self._done.clear()
-                self._wake.set()
+                self._results = {}   # a fresh round: no old answer is shown as current
         if not stuck:
-            self._done.wait(self.timeout_s)
+            self._worker.ask(self.timeout_s)
         with self._lock:
-            results = dict(self._results)
-            busy, since = self._busy_path, self._busy_since
+            results, busy = dict(self._results), self._busy
         out = []
         for path in self.paths:
             if path in results:
                 out.append(results[path])
-            elif path == busy:
-                waited = time.monotonic() - since
+            elif busy is not None and path == busy[0]:
+                waited = time.monotonic() - busy[1]
                 out.append(FreeSpace(path, error=f"no answer for {waited:.1f} s (a hung mount?)"))
             else:
                 out.append(FreeSpace(path, error="not read: waiting on another path"))
         return out
 
     def close(self) -> None:
-        self._closed = True
-        self._wake.set()
+        if self._worker is not None:
+            self._worker.close()
 
 
 def human_bytes(n: float | None) -> str:

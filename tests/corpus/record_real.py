@@ -38,6 +38,7 @@ ROOT = os.path.dirname(TESTS)
 OUT = os.path.join(TESTS, "fixtures", "real")
 sys.path.insert(0, TESTS)
 
+import realdisk  # noqa: E402
 import standin  # noqa: E402
 
 LOADER_JOB = os.path.join(TESTS, "jobs", "loader_job.py")
@@ -85,12 +86,7 @@ TORCH_SCENARIOS = {
 }
 
 
-def device_of(path: str) -> str:
-    st = os.stat(path)
-    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"))
-    if os.path.exists(f"/sys/class/block/{name}/partition"):
-        name = os.path.basename(os.path.dirname(os.path.realpath(f"/sys/class/block/{name}")))
-    return name
+device_of = realdisk.whole_disk
 
 
 def labels_from(truth: list[dict], starved_label: str | None, healthy: float,
@@ -194,12 +190,7 @@ def main() -> int:
     only = set(filter(None, a.only.split(",")))
     os.makedirs(OUT, exist_ok=True)
     work = tempfile.mkdtemp(prefix="gdt-real-", dir="/var/tmp")
-    data = os.path.join(work, "data.bin")
-    with open(data, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for _ in range(768):
-            f.write(chunk)
-        os.fsync(f.fileno())
+    data = realdisk.random_file(os.path.join(work, "data.bin"), 768)
     device = device_of(data)
     ncpu = os.cpu_count() or 2
     try:
@@ -256,24 +247,16 @@ def torch_healthy_rate(work: str, data: str) -> float:
 
 def capped_volume(work: str):
     """A loop device over a file on the real disk, reads capped at 2000 IOPS for the
-    job's cgroup (tests/test_integration_fio.py's IopsCap)."""
-    from test_integration_fio import IopsCap
-
-    path = os.path.join(work, "volume.img")
-    with open(path, "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for _ in range(256):
-            f.write(chunk)
-        os.fsync(f.fileno())
+    job's cgroup (realdisk.IopsCap)."""
+    path = realdisk.random_file(os.path.join(work, "volume.img"), 256)
     dev = subprocess.run(["losetup", "--direct-io=on", "--show", "-f", path],
                          capture_output=True, text=True, check=True).stdout.strip()
-    with open(f"/sys/block/{device_of(path)}/dev") as f:
-        cap = IopsCap(f.read().strip(), 2000)
+    cap = realdisk.IopsCap.for_disk_of(path, 2000)
 
     def cleanup():
         subprocess.run(["losetup", "-d", dev])
         cap.remove()
-    return dev, (lambda: cap.enter(os.getpid())), cleanup
+    return dev, cap.enter_self, cleanup
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gpudisk_top.model.detect.job import Job, device_stack
+from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.detect.job import Job
 from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.model.gpu import GpuView
 from gpudisk_top.model.loaders import LoaderTime, loader_time
 from gpudisk_top.model.procs import ProcView
@@ -83,20 +82,3 @@ def find_job(model: Model) -> Job:
         job.time = loader_time(model.disks, job.workers or job.members,
                                "DataLoader worker" if job.workers else "process")
     return job
-
-
-def device_stack(devices: dict[str, DeviceInfo], name: str) -> list[str]:
-    """name, then every device below it: a partition's disk, a dm/md device's members."""
-    out: list[str] = []
-    todo = [name]
-    while todo:
-        cur = todo.pop(0)
-        if cur in out:
-            continue
-        out.append(cur)
-        info = devices.get(cur)
-        if info is not None:
-            todo.extend(info.slaves)
-            if info.parent:
-                todo.append(info.parent)
-    return out
