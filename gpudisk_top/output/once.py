@@ -176,7 +176,7 @@ def _gpu_lines(model: Model) -> list[str]:
         lines.append("  %cpu, %wait, %io: where the time of its loaders (DataLoader workers, else "
                      "itself) went: on a CPU, waiting for one, blocked on reads; mean per loader")
         if estimated:
-            lines.append("  ~ estimated from reads x r_await: kernel.task_delayacct is off")
+            lines.append("  ~ estimated from reads x r_await (no delay accounting for these processes)")
         if any(not p.mapped for _, p in procs):
             lines.append("  * not visible from this PID namespace: its I/O cannot be read")
     return lines

@@ -100,7 +100,7 @@ class GpuPanel(LinesPanel):
         if len(lines) > 1:
             legend = ("   cpu% wait% io%: where its loaders' time went (DataLoader workers, else "
                       "itself): on a CPU, waiting for one, blocked on reads"
-                      + ("; ~ estimated (kernel.task_delayacct is off)" if estimated else ""))
+                      + ("; ~ estimated (no delay accounting)" if estimated else ""))
             lines.append([(legend[:width], theme.DIM)])
         if any(not p.mapped for g in model.gpus for p in g.processes):
             lines.append([("   * not visible from this PID namespace: its I/O cannot be read", theme.DIM)])
