@@ -118,7 +118,9 @@ def test_busy_loaders_are_cpu_starved_by_their_own_work():
 
 
 def test_loaders_waiting_for_cpus_others_hold_are_cpu_starved_and_the_others_named():
-    m = job_model([worker(p, 35.0, 60.0, 0.0) for p in (1, 2)], disk=HEADROOM)
+    host = HostView(ncpu=4, cpu_user_pct=93.0, cpu_system_pct=2.0, cpu_iowait_pct=0.0,
+                    cpu_idle_pct=5.0)
+    m = job_model([worker(p, 35.0, 60.0, 0.0) for p in (1, 2)], disk=HEADROOM, host=host)
     m.procs[812] = ProcView(812, None, "ffmpeg", "ffmpeg -i in.mkv", 0.0, 0.0, 0.0, 0.0,
                             180.0, ())
     m.procs[90] = ProcView(90, None, "tar", "tar c /", 0.0, 0.0, 0.0, 0.0, 95.0, ())
@@ -166,3 +168,14 @@ def test_the_loaders_time_reaches_the_process_view_and_the_json():
     proc = gpus_json(m)[0]["processes"][0]
     assert proc["loaders"]["count"] > 0 and proc["loaders"]["kind"] == "DataLoader worker"
     assert proc["loaders"]["io_source"] in (IO_ESTIMATED, IO_MEASURED, None)
+
+
+def test_loaders_waiting_for_cpus_the_job_itself_holds_are_cpu_starved_by_its_own():
+    """Four workers and a trainer on two CPUs: they wait for each other."""
+    host = HostView(ncpu=2, cpu_user_pct=90.0, cpu_system_pct=8.0, cpu_iowait_pct=0.0,
+                    cpu_idle_pct=2.0)
+    m = job_model([worker(p, 40.0, 55.0, 0.0) for p in (1, 2, 3, 4)], disk=HEADROOM, host=host)
+    v = verdict(m)
+    assert (v.state, v.kind) == ("cpu-starved", "own")
+    assert "the job's own 5 processes take 1.6 of the host's 2 CPUs, others 0.3" in v.reason
+    assert "no more DataLoader workers" in v.advice

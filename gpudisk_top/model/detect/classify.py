@@ -224,10 +224,10 @@ class Classifier:
             waits = io is None or io >= HARDLY_BLOCKED_PCT
             if feeding and not cpu_bound and waits:
                 kind, s = "saturated", feeding[0]
-            elif (io is not None and io >= t.loader_io_wait_pct and not cpu_bound
-                  and io >= (lt.cpu_wait_pct or 0.0)):
-                # blocked on reads more than waiting for a CPU: other processes on the
-                # CPUs slow the job less than its reads do
+            elif io is not None and io >= t.loader_io_wait_pct and not cpu_bound:
+                # blocked on reads a large share of the time, and not CPU-bound: however
+                # long they also wait for a CPU (others' load beside the job), the reads
+                # are what a job of synchronous readers waits on
                 kind, s = "latency-bound", self._device_of(model, lt.device, sats)
             else:
                 return None
@@ -354,6 +354,14 @@ class Classifier:
                 taken = True
             if not details:
                 return None
+        crowded = False          # the CPUs the loaders wait for are the job's own
+        if taken and lt is not None:
+            job_cpu, others_cpu, ncpu = self._cpu_holders(model, job)
+            if job_cpu is not None and job_cpu >= others_cpu:
+                crowded, taken = True, False
+                details.append(f"the job's own {len(job.members)} processes take "
+                               f"{job_cpu / 100:.1f} of the host's {ncpu} CPUs, others "
+                               f"{others_cpu / 100:.1f}")
         if taken:
             others = self._top_others(model, job)
             if others:
@@ -361,13 +369,30 @@ class Classifier:
         quiet = self._quietest_storage(model, job, sats)
         if quiet:
             details.append(quiet)
-        advice = ("the host's CPUs are taken by other processes: fewer or lower-priority "
-                  "competing processes (nice), CPU pinning for the job, or a larger node"
-                  if taken else
-                  "the job's own loaders are busy: more DataLoader workers (num_workers) if "
-                  "CPUs are free, or lighter decoding and augmentation (or on the GPU: DALI)")
+        if taken:
+            advice = ("the host's CPUs are taken by other processes: fewer or lower-priority "
+                      "competing processes (nice), CPU pinning for the job, or a larger node")
+        elif crowded:
+            advice = ("the job's own processes crowd the CPUs: no more DataLoader workers "
+                      "(plus the trainer's threads) than CPUs, lighter decoding and "
+                      "augmentation, or a node with more CPUs")
+        else:
+            advice = ("the job's own loaders are busy: more DataLoader workers (num_workers) "
+                      "if CPUs are free, or lighter decoding and augmentation (or on the "
+                      "GPU: DALI)")
         return IntervalState("cpu-starved", kind="others" if taken else "own",
                              detail="; ".join(details), advice=advice)
+
+    def _cpu_holders(self, model: Model, job: Job) -> tuple[float | None, float, int]:
+        """(the job's CPU, everybody else's, the host's CPUs), in % of one CPU: whose are
+        the CPUs the loaders wait for.  iowait is idle."""
+        h = model.host
+        busy = self._host_busy_pct(h)
+        known = [v.cpu_pct for v in job.members if v.cpu_pct is not None]
+        if busy is None or not known or not h.ncpu:
+            return None, 0.0, 0
+        job_cpu = sum(known)
+        return job_cpu, max(0.0, busy * h.ncpu - job_cpu), h.ncpu
 
     @staticmethod
     def _host_busy_pct(h) -> float | None:
