@@ -74,7 +74,7 @@ SCENARIOS = {
                         "every CPU", "light-cpu", 2, "cpu-starved", "cpu2"),
     "real-healthy-disk-load": ("fed from memory, beside another process's disk reads",
                                "healthy", 2, None, "disk"),
-    "real-checkpoint": ("fed from memory; 768 MiB written and fsynced every 8 s",
+    "real-checkpoint": ("fed from memory; 2 GiB written and fsynced every 10 s",
                         "checkpoint", 2, "checkpoint-stall", None),
     "real-idle-disk-load": ("no job; another process reads the disk", None, 0, None, "disk"),
 }
@@ -135,6 +135,7 @@ def record(name: str, seconds: float, job_argv, job_pid_of, healthy: float, star
         with open(truth_path) as f:
             truth = [json.loads(line) for line in f if line.strip()]
     checkpoints = [(t["wall"] - 1, t["wall"]) for t in truth if t.get("checkpoint")]
+    # (the job logs every second, those a checkpoint held it in too: steps 0)
     from gpudisk_top.record import Recording
 
     with Recording.open(rec) as r:

@@ -17,7 +17,7 @@ MODE:
               workers wait on synchronous reads, as small-file datasets make them
   cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
   light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
-  checkpoint  healthy, plus 768 MiB written and fsynced to FILE.ckpt every 8 s
+  checkpoint  healthy, plus 2 GiB written and fsynced to FILE.ckpt every 10 s
 FILE must exist (any large file; the tests make one on the real disk).
 """
 
@@ -109,7 +109,20 @@ def main() -> int:
     truth = open(a.truth, "a") if a.truth else None
     t0 = last = last_ckpt = time.time()
     steps = second_steps = 0
-    checkpointed = False        # a checkpoint was written in this second
+    ckpt: tuple[float, float] | None = None   # the latest checkpoint's (start, end)
+
+    def log_seconds(now: float) -> None:
+        """One truth line per whole second since the last one: the steps made in the
+        first, none in those a checkpoint held the trainer in."""
+        nonlocal last, second_steps
+        while truth is not None and now - last >= 1:
+            end = last + 1 if now - last >= 2 else now
+            in_ckpt = ckpt is not None and ckpt[0] < end and ckpt[1] > last
+            truth.write(json.dumps({"wall": round(end, 3), "mode": a.mode,
+                                    "steps": second_steps, "checkpoint": in_ckpt}) + "\n")
+            truth.flush()
+            second_steps, last = 0, end
+
     try:
         while time.time() - t0 < a.seconds:
             queue.get()
@@ -122,21 +135,18 @@ def main() -> int:
                 with open(tmp, "w") as f:
                     f.write(f"{steps} {now:.3f}\n")
                 os.replace(tmp, a.progress)
-            if a.mode == "checkpoint" and now - last_ckpt >= 8:
+            log_seconds(now)
+            if a.mode == "checkpoint" and now - last_ckpt >= 10:
+                start = time.time()
                 with open(a.data + ".ckpt", "wb") as f:
                     chunk = os.urandom(1 << 20)
-                    for _ in range(768):
+                    for _ in range(2048):
                         f.write(chunk)
                     f.flush()
                     os.fsync(f.fileno())
                 last_ckpt = time.time()
-                checkpointed = True
-            if now - last >= 1 and truth is not None:
-                truth.write(json.dumps({"wall": round(now, 3), "mode": a.mode,
-                                        "steps": second_steps,
-                                        "checkpoint": checkpointed}) + "\n")
-                truth.flush()
-                second_steps, last, checkpointed = 0, now, False
+                ckpt = (start, last_ckpt)
+                log_seconds(last_ckpt)
     finally:
         for p in procs:
             p.terminate()

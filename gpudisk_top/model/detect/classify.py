@@ -355,17 +355,21 @@ class Classifier:
             if not details:
                 return None
         crowded = False          # the CPUs the loaders wait for are the job's own
-        if taken and lt is not None:
-            job_cpu, others_cpu, ncpu = self._cpu_holders(model, job)
-            if job_cpu is not None and job_cpu >= others_cpu:
-                crowded, taken = True, False
-                details.append(f"the job's own {len(job.members)} processes take "
-                               f"{job_cpu / 100:.1f} of the host's {ncpu} CPUs, others "
-                               f"{others_cpu / 100:.1f}")
+        job_cpu, others_cpu, ncpu = self._cpu_holders(model, job)
+        if taken and lt is not None and job_cpu is not None and job_cpu >= others_cpu:
+            crowded, taken = True, False
+            details.append(f"the job's own {len(job.members)} processes take "
+                           f"{job_cpu / 100:.1f} of the host's {ncpu} CPUs, others "
+                           f"{others_cpu / 100:.1f}")
         if taken:
             others = self._top_others(model, job)
             if others:
                 details.append(f"the CPUs are taken by {others}")
+            elif job_cpu is not None:
+                # the busy CPUs' owners are not in our PID namespace (other containers)
+                details.append(f"the CPUs are taken by processes outside the job "
+                               f"({others_cpu / 100:.1f} of the host's {ncpu} CPUs), none "
+                               "of them visible from here")
         quiet = self._quietest_storage(model, job, sats)
         if quiet:
             details.append(quiet)
