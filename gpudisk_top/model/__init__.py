@@ -4,4 +4,4 @@
 # change that can change a rate, a verdict or an episode: recordings carry summaries made
 # by the model of their day (record/derived.py), and `report` uses them only while they
 # are this version's; older ones are recomputed from the raw samples.
-MODEL_VERSION = "3"   # 3: the loaders' time decides disk vs CPU; iowait is idle
+MODEL_VERSION = "4"   # 3: the loaders' time decides disk vs CPU; iowait is idle; 4: own vs others
