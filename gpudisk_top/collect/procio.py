@@ -78,12 +78,14 @@ def parse_schedstat(text: str) -> int | None:
 
 
 def parse_pid_io(text: str) -> dict[str, int]:
+    """/proc/PID/io: "rchar: 123" lines -> {"rchar": 123, ...}; a garbled line is skipped."""
+    parts = text.split()
     out: dict[str, int] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
+    for i in range(0, len(parts) - 1, 2):
+        key, value = parts[i], parts[i + 1]
+        if key.endswith(":"):
             try:
-                out[key.strip()] = int(value)
+                out[key[:-1]] = int(value)
             except ValueError:
                 continue
     return out
@@ -121,6 +123,7 @@ def parse_maps_devices(text: str) -> set[tuple[int, int]]:
 class _Known:
     start_ticks: int
     cmdline: str | None
+    paths: tuple[str, str]            # its io and schedstat files: built once, read every sample
     devices: tuple[str, ...] | None = None
     devices_at: float | None = None   # monotonic seconds of the last device scan
 
@@ -138,6 +141,7 @@ class ProcIoCollector:
         self._dev_names: dict[tuple[int, int], str | None] = {}
         self._dev_names_at = 0.0
         self._children_files: bool | None = None  # None: not yet known
+        self._proc_dir = os.path.join(roots.procfs, "")
         self.delayacct_on = False             # as the latest collect() found it
         self._others: list[int] = []          # the busiest processes outside the job
         self._others_scan: tuple[float, dict[int, int]] | None = None  # (when, pid -> ticks)
@@ -211,9 +215,8 @@ class ProcIoCollector:
         for pid in self._others:
             if pid in job:
                 continue
-            raw = self._one(pid, None, None, now)
+            raw = self._one(pid, None, None, now, devices=False)
             if raw is not None:
-                raw.root_pid = None
                 out[pid] = raw
         return out
 
@@ -244,7 +247,7 @@ class ProcIoCollector:
     def _stat(self, pid: int, keep_open: bool = True) -> PidStat | None:
         """keep_open: a member read every sample keeps its file open; the scan of every
         process does not (it would hold a file of every process on the node)."""
-        path = self.roots.proc(str(pid), "stat")
+        path = f"{self._proc_dir}{pid}/stat"     # not os.path.join: this runs per process
         text = self.files.read(path) if keep_open else read_text(path)
         return parse_pid_stat(text) if text is not None else None
 
@@ -316,22 +319,26 @@ class ProcIoCollector:
 
     # ------------------------------------------------------------------ one process
     def _one(self, pid: int, root_host_pid: int | None, st: PidStat | None,
-             now: float, delayacct: bool = False) -> ProcIoRaw | None:
+             now: float, delayacct: bool = False, devices: bool = True) -> ProcIoRaw | None:
+        """devices=False: not the devices its files live on (the busiest processes outside
+        the job are followed for their CPU; scanning their fds would cost more)."""
         if st is None:
             st = self._stat(pid)
         if st is None:
             return None  # exited
         known = self._known.get(pid)
         if known is None or known.start_ticks != st.start_ticks:
-            known = _Known(st.start_ticks, read_cmdline(self.roots, pid))
+            base = f"{self._proc_dir}{pid}/"
+            known = _Known(st.start_ticks, read_cmdline(self.roots, pid),
+                           (base + "io", base + "schedstat"))
             self._known[pid] = known
-        if known.devices_at is None or now - known.devices_at >= self.devices_refresh_s:
+        if devices and (known.devices_at is None or now - known.devices_at >= self.devices_refresh_s):
             known.devices = self._devices(pid)
             known.devices_at = now
 
-        io_text = self.files.read(self.roots.proc(str(pid), "io"))
+        io_text = self.files.read(known.paths[0])
         io = parse_pid_io(io_text) if io_text is not None else {}
-        sched = self.files.read(self.roots.proc(str(pid), "schedstat"))
+        sched = self.files.read(known.paths[1])
         return ProcIoRaw(
             pid=pid,
             ppid=st.ppid,

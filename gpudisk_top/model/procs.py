@@ -67,6 +67,7 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
     if clk_tck is None:
         clk_tck = _default_clk_tck()
     valid = math.isfinite(interval_s) and interval_s > 0
+    tick_scale = clk_tck / 100.0
     out: dict[int, ProcView] = {}
     for pid, c in cur.items():
         p = prev.get(pid) if prev is not None and valid else None
@@ -76,21 +77,20 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             out[pid] = ProcView(pid, c.root_pid, c.name, c.cmdline,
                                 None, None, None, None, None, c.devices, state=c.state)
             continue
+        # positional, in ProcView field order: this runs for every job process every
+        # second (the time accounting's budget is 0.1 % of a core for 64 of them)
         out[pid] = ProcView(
-            pid=pid,
-            root_pid=c.root_pid,
-            name=c.name,
-            cmdline=c.cmdline,
-            read_kb_s=_rate(c.read_bytes, p.read_bytes, interval_s, 1024.0),
-            write_kb_s=_rate(c.write_bytes, p.write_bytes, interval_s, 1024.0),
-            rchar_kb_s=_rate(c.rchar, p.rchar, interval_s, 1024.0),
-            wchar_kb_s=_rate(c.wchar, p.wchar, interval_s, 1024.0),
-            cpu_pct=_rate(c.cpu_ticks, p.cpu_ticks, interval_s, clk_tck / 100.0),
-            devices=c.devices,
-            cpu_wait_pct=_rate(c.run_delay_ns, p.run_delay_ns, interval_s, 1e7),
-            io_wait_pct=_rate(c.blkio_ticks, p.blkio_ticks, interval_s, clk_tck / 100.0),
-            reads_s=_rate(c.syscr, p.syscr, interval_s, 1.0),
-            state=c.state,
+            pid, c.root_pid, c.name, c.cmdline,
+            _rate(c.read_bytes, p.read_bytes, interval_s, 1024.0),
+            _rate(c.write_bytes, p.write_bytes, interval_s, 1024.0),
+            _rate(c.rchar, p.rchar, interval_s, 1024.0),
+            _rate(c.wchar, p.wchar, interval_s, 1024.0),
+            _rate(c.cpu_ticks, p.cpu_ticks, interval_s, tick_scale),
+            c.devices,
+            _rate(c.run_delay_ns, p.run_delay_ns, interval_s, 1e7),
+            _rate(c.blkio_ticks, p.blkio_ticks, interval_s, tick_scale),
+            _rate(c.syscr, p.syscr, interval_s, 1.0),
+            c.state,
         )
     return out
 
