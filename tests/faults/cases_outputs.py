@@ -61,8 +61,11 @@ class Target:
 def _reader(t: Target, path: str, delay_s: float = 0.0, limit: int | None = None) -> None:
     def read():
         time.sleep(delay_s)
-        with open(path, "rb") as f:
-            t.got.append(f.read(limit) if limit else f.read())
+        try:
+            with open(path, "rb") as f:
+                t.got.append(f.read(limit) if limit else f.read())
+        except OSError:
+            pass                # the case ended (and its directory went) first
     t.reader = threading.Thread(target=read, daemon=True)
     t.reader.start()
 
