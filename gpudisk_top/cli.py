@@ -21,6 +21,17 @@ from gpudisk_top.errors import RuntimeFailure, UsageError, warn
 from gpudisk_top.textsafe import printable
 
 
+def _seconds_into(text: str) -> float:
+    """--demo-start: a finite, non-negative number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     commands = "".join(f"\n  {name:<8} {summary}" for name, (_, summary) in COMMANDS.items())
     p = Parser(
@@ -39,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dashboard: also record every raw sample to FILE (as `record` does)")
     add_interval_option(p)
     add_source_options(p)
-    p.add_argument("--demo-start", type=float, default=0.0, metavar="S",
+    p.add_argument("--demo-start", type=_seconds_into, default=0.0, metavar="S",
                    help="with --demo: start S simulated seconds into the scenario, with that "
                         "history on the timeline (the demo's first disk starvation is at 60 s)")
     p.add_argument("--list-scenarios", action="store_true",
@@ -67,7 +78,10 @@ def run_once(args) -> int:
 
     dev_filter = device_filter(args)
     thresholds = thresholds_from(args)
-    source, virtual, origin = open_source(args)
+    from gpudisk_top.collect.gpu_deadline import INIT_TIMEOUT_S
+
+    # one report: worth waiting for a driver that loads slowly (no persistence mode)
+    source, virtual, origin = open_source(args, gpu_init_wait_s=INIT_TIMEOUT_S)
     try:
         first = source.sample()
         if not virtual:
@@ -134,6 +148,8 @@ class _Stdout:
         return RuntimeFailure(f"cannot write to standard output: {err.strerror or err}")
 
     def write(self, text: str) -> int:
+        if self._stream is None:            # started with stdout closed (`>&-`)
+            raise RuntimeFailure("cannot write to standard output: it is closed")
         try:
             return self._stream.write(text)
         except BrokenPipeError:
@@ -142,6 +158,8 @@ class _Stdout:
             raise self._refused(err) from None
 
     def flush(self) -> None:
+        if self._stream is None:
+            return
         try:
             self._stream.flush()
         except BrokenPipeError:

@@ -29,6 +29,8 @@ def note(line: str) -> None:
 
 
 def _say(prefix: str, line: str) -> None:
+    if sys.stderr is None:                  # started with stderr closed
+        return
     try:
         print(f"gpudisk-top: {prefix}{printable(str(line))}", file=sys.stderr, flush=True)
     except (OSError, ValueError):

@@ -18,6 +18,9 @@ checkpoint volume), so:
   is such a link.  A link planted by another user is refused.
 - New files get the mode asked for (0o666 by default) less the umask, like a shell's `>`;
   recordings ask for 0o640, because they hold the GPU processes' command lines.
+- Unattended writers (alert actions, in the sampler's thread) pass wait=False: a FIFO
+  nobody reads, or one whose reader does not keep up, is an OutputError at once, never
+  a wait; the user at a terminal (`export -o FIFO`) is told and waits, as with `>`.
 
 Every failure is an OutputError whose message is one line, fit for the user.
 """
@@ -28,11 +31,18 @@ import errno
 import io
 import os
 import stat
-import sys
 from contextlib import contextmanager
+
+from gpudisk_top.errors import note
 
 DEFAULT_MODE = 0o666
 PRIVATE_MODE = 0o640
+
+
+def is_absolute_path(value) -> bool:
+    """A path a config file may name (an alert's log or touch file, a watched path): a
+    string, absolute, without a NUL (which no path can hold: os calls raise ValueError)."""
+    return isinstance(value, str) and os.path.isabs(value) and "\0" not in value
 
 
 class OutputError(OSError):
@@ -92,24 +102,27 @@ def inspect(path: str) -> tuple[str, str]:
     return "special", path
 
 
-def _open_in_place(path: str, append: bool) -> int:
+def _open_in_place(path: str, append: bool, wait: bool = True) -> int:
     """Open an existing non-regular file (or the target of a link we follow) for writing.
-    A FIFO with no reader yet: say so once and wait for one, as a shell's `>` does."""
+    A FIFO with no reader yet: with `wait`, say so once and wait for one, as a shell's `>`
+    does; without, an OutputError.  The fd is blocking with `wait`, else non-blocking."""
     flags = os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC | (os.O_APPEND if append else 0)
     try:
-        return os.open(path, flags | os.O_NONBLOCK)
+        fd = os.open(path, flags | os.O_NONBLOCK)
     except OSError as err:
-        if err.errno != errno.ENXIO:   # ENXIO: a FIFO nobody reads yet
-            raise OutputError(f"cannot write {path}: {_reason(err)}") from None
-    print(f"gpudisk-top: waiting for a reader on {path}", file=sys.stderr, flush=True)
-    try:
-        return os.open(path, flags)
-    except OSError as err:
-        raise OutputError(f"cannot write {path}: {_reason(err)}") from None
+        if err.errno != errno.ENXIO or not wait:   # ENXIO: a FIFO nobody reads yet
+            why = "a FIFO nobody reads; not waiting" if err.errno == errno.ENXIO else _reason(err)
+            raise OutputError(f"cannot write {path}: {why}") from None
+        note(f"waiting for a reader on {path}")
+        try:
+            return _ready(os.open(path, flags), True)
+        except OSError as err2:
+            raise OutputError(f"cannot write {path}: {_reason(err2)}") from None
+    return _ready(fd, wait)
 
 
-def _blocking(fd: int) -> int:
-    os.set_blocking(fd, True)   # O_NONBLOCK was only for the open
+def _ready(fd: int, blocking: bool) -> int:
+    os.set_blocking(fd, blocking)
     st = os.fstat(fd)
     if stat.S_ISREG(st.st_mode) and not (os.O_APPEND & _flags(fd)):
         os.ftruncate(fd, 0)     # a link to a regular file: the write replaces its content
@@ -123,21 +136,26 @@ def _flags(fd: int) -> int:
 
 
 @contextmanager
-def replaced(path: str, *, text: bool = True, mode: int = DEFAULT_MODE):
+def replaced(path: str, *, text: bool = True, mode: int = DEFAULT_MODE, wait: bool = True):
     """Write `path` whole: `with replaced(p) as f: f.write(...)`.  A new or regular file
     appears only complete (a temporary file, renamed over it when the block ends without
     an exception); a device, FIFO or followed link is written in place.  Raises
     OutputError (one line)."""
     kind, target = inspect(path)
     if kind == "special":
-        fd = _open_in_place(target, append=False)
+        fd = _open_in_place(target, append=False, wait=wait)
         try:
-            f = _fdopen(_blocking(fd), text)
+            f = _fdopen(fd, text)
         except BaseException:
             os.close(fd)
             raise
-        with f:
-            yield f
+        try:
+            with f:
+                yield f
+        except OSError as err:         # a device that refuses (/dev/full), a FIFO full
+            if isinstance(err, OutputError):
+                raise
+            raise OutputError(f"cannot write {path}: {_reason(err)}") from None
         return
     directory = os.path.dirname(os.path.abspath(path))
     keep_mode = None
@@ -176,12 +194,12 @@ def _fdopen(fd: int, text: bool):
     return io.open(fd, "wb", closefd=True)
 
 
-def open_append(path: str, *, mode: int = DEFAULT_MODE) -> int:
+def open_append(path: str, *, mode: int = DEFAULT_MODE, wait: bool = True) -> int:
     """An fd that appends to `path` (created if new, never through a link we may not
-    follow).  Raises OutputError."""
+    follow); non-blocking for a device or FIFO without `wait`.  Raises OutputError."""
     kind, target = inspect(path)
     if kind == "special":
-        return _blocking(_open_in_place(target, append=True))
+        return _open_in_place(target, append=True, wait=wait)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         return os.open(path, flags, mode)   # the kernel applies the umask
@@ -189,9 +207,9 @@ def open_append(path: str, *, mode: int = DEFAULT_MODE) -> int:
         raise OutputError(f"cannot write {path}: {_reason(err)}") from None
 
 
-def append_text(path: str, text: str, *, mode: int = DEFAULT_MODE) -> None:
+def append_text(path: str, text: str, *, mode: int = DEFAULT_MODE, wait: bool = True) -> None:
     """Append `text` to `path` in one write.  Raises OutputError."""
-    fd = open_append(path, mode=mode)
+    fd = open_append(path, mode=mode, wait=wait)
     try:
         data = text.encode("utf-8", errors="replace")
         while data:

@@ -69,6 +69,8 @@ def parse_duration(text: str) -> float:
 def parse_time(text: str, span: Span) -> float:
     """Wall time in seconds since the epoch, between MIN_S and MAX_S.  Raises
     TimeParseError with a one-line reason."""
+    if not text.strip():
+        raise TimeParseError("empty time (e.g. 03:12, +5m, -1h, 2026-11-30T03:12, start)")
     try:
         value = _parse_time(text, span)
     except (OverflowError, OSError):

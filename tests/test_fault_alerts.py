@@ -141,6 +141,10 @@ def test_repeated_problems_are_said_once_a_minute():
     for k in range(100):
         high = 99.0 if k % 2 == 0 else 10.0      # a new hold every other sample
         eng.update(model(k + 1, {"nvme0n1": high}))
+    before_close = list(warns)
     eng.close()
-    assert len(warns) == 4, warns
-    assert all("cannot run /nonexistent/notify-" in w for w in warns)
+    assert len(before_close) == 4, before_close
+    assert all("cannot run /nonexistent/notify-" in w for w in before_close)
+    # at exit, what was held back is said once more per rule, with its count
+    held = warns[4:]
+    assert len(held) == 4 and all("(49 like it since the last said)" in w for w in held), held

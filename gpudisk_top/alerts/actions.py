@@ -39,13 +39,13 @@ def log_line(wall_s: float, message: str) -> str:
 
 def append_line(path: str, line: str) -> None:
     """Append one line to a file.  Raises OSError (outfile.OutputError)."""
-    outfile.append_text(path, line + "\n")
+    outfile.append_text(path, line + "\n", wait=False)   # the sampler's thread: never wait
 
 
 def write_details(path: str, details: dict) -> None:
     """(Re)write `path` whole with one JSON object: a reader never sees half a file.
     Raises OSError (outfile.OutputError)."""
-    with outfile.replaced(path) as f:
+    with outfile.replaced(path, wait=False) as f:
         json.dump(details, f, sort_keys=True)
         f.write("\n")
 
@@ -108,7 +108,7 @@ class CommandRunner:
         out = subprocess.DEVNULL
         try:
             if output is not None:
-                out = os.fdopen(outfile.open_append(output), "ab")
+                out = os.fdopen(outfile.open_append(output, wait=False), "ab")
             proc = self._popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                stderr=subprocess.STDOUT if output is not None else out,
                                close_fds=True, start_new_session=True)
@@ -172,10 +172,13 @@ class CommandRunner:
         for key, (proc, _, _, name) in list(self._running.items()):
             proc.kill()
             proc.wait()
-            self.warn(f"{key[0]}:exit", f"alert {key[0]}: command {name} still ran at exit; "
+            self.warn(f"{key[0]}:killed", f"alert {key[0]}: command {name} still ran at exit; "
                       "killed")
-        for key in self._waiting:
-            self.warn(f"{key[0]}:exit", f"alert {key[0]}: a command for {key[1] or 'the node'} "
-                      "was still waiting at exit; not run")
+        waiting: dict[str, int] = {}
+        for rule, _subject in self._waiting:
+            waiting[rule] = waiting.get(rule, 0) + 1
+        for rule, n in waiting.items():
+            self.warn(f"{rule}:not-run", f"alert {rule}: {n} command{'s' * (n != 1)} still "
+                      f"waiting at exit {'were' if n != 1 else 'was'} not run")
         self._running.clear()
         self._waiting.clear()

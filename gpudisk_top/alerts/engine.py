@@ -151,8 +151,10 @@ class AlertEngine:
             return [h.fired for h in self._holds.values() if isinstance(h.fired, Fired)]
 
     def close(self, wait_s: float = 5.0) -> None:
-        """Wait for commands still running (then kill them)."""
+        """Wait for commands still running (then kill them), and say every problem that
+        was held back."""
         self.commands.close(wait_s)
+        self._say.flush()
 
     # ------------------------------------------------------------------ conditions
     def _observe(self, rule: AlertRule, model, verdict, fs_by_path):

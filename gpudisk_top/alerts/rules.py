@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.alerts import catalog
 from gpudisk_top.model.detect import STARVED_STATES, STATES
+from gpudisk_top.outfile import is_absolute_path
 
 OPS = {
     ">": lambda a, b: a > b,
@@ -262,7 +263,7 @@ def _parse_rule(entry, i: int, ctx) -> AlertRule:
         fields["states"] = tuple(dict.fromkeys(states))
     else:
         path = entry["free_space"]
-        if not isinstance(path, str) or not os.path.isabs(path):
+        if not is_absolute_path(path):
             fail("free_space", f"{label}: free_space must be an absolute path")
         fields["free_space"] = os.path.normpath(path)
         limits = [k for k in ("below_gb", "below_pct") if k in entry]
@@ -299,7 +300,7 @@ def _parse_actions(entry, fields, fail, label) -> None:
             fields["log"] = None
         elif log is True or log == "stderr":
             fields["log"] = "stderr"
-        elif isinstance(log, str) and os.path.isabs(log):
+        elif is_absolute_path(log):
             fields["log"] = log
         else:
             fail("log", f'{label}: log must be "stderr", an absolute file path, or false')
@@ -326,6 +327,6 @@ def _parse_actions(entry, fields, fail, label) -> None:
         fields["command"] = tuple(argv)
     if "touch" in entry:
         path = entry["touch"]
-        if not isinstance(path, str) or not os.path.isabs(path):
+        if not is_absolute_path(path):
             fail("touch", f"{label}: touch must be an absolute file path")
         fields["touch"] = path

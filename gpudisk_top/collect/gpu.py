@@ -213,10 +213,13 @@ class GpuCollector:
         self._initialised = True
         self._retry_init_at_s = None
         self._status = "ok"
+        self._global_call = "nvmlSystemGetDriverVersion"
         try:
             self._driver_version = _text(nvml.nvmlSystemGetDriverVersion())
         except (nvml.NVMLError, AttributeError):
             self._driver_version = None
+        finally:
+            self._global_call = None
         return True
 
     def _init_reason(self, err: Exception) -> str:

@@ -137,7 +137,9 @@ class FileCache:
     def __init__(self, max_files: int = 512) -> None:
         self.max_files = max_files
         self._fds: dict[str, int] = {}
-        self.errors: dict[str, str] = {}   # path -> why its last read failed
+        # path -> why its last read failed, for a file that is there (a missing one, such
+        # as PSI on an old kernel, is no news)
+        self.errors: dict[str, str] = {}
 
     def read(self, path: str) -> str | None:
         """The file's text, or None when it cannot be read (a value, not an error; why
@@ -150,6 +152,9 @@ class FileCache:
                 self._drop(path)
         try:
             fd = open_source_file(path)
+        except FileNotFoundError:
+            self.errors.pop(path, None)
+            return None
         except OSError as err:
             self.errors[path] = err.strerror or str(err)
             return None

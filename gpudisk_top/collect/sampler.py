@@ -33,7 +33,11 @@ class Sampler:
     """Reads disks, GPUs, host and GPU-process I/O into one Sample per call."""
 
     def __init__(self, roots: Roots | None = None, nvml=None, gpu: GpuCollector | None = None,
-                 interval_s: float = 1.0, delayacct: bool = False) -> None:
+                 interval_s: float = 1.0, delayacct: bool = False,
+                 gpu_init_wait_s: float | None = None) -> None:
+        """gpu_init_wait_s: how long a sample may wait for nvmlInit (seconds on a node
+        without persistence mode); by default no longer than for any NVML call, so that
+        sampling the disks never waits on it (--once, which makes one report, waits)."""
         self.roots = roots or Roots()
         self._delayacct = DelayAccounting() if delayacct else None
         self.notes: list[str] = []     # what starting up did or could not do, one line each
@@ -44,9 +48,10 @@ class Sampler:
         self._blockdevs = BlockDevices(self.roots)
         self._pidmap = PidMapper(self.roots)
         self._interval_s = interval_s
+        timeout_s = timeout_for(interval_s)
         self.gpu = DeadlineGpuCollector(
             gpu or GpuCollector(nvml=nvml, resolve_pid=self._pidmap.resolve),
-            timeout_s=timeout_for(interval_s))
+            timeout_s=timeout_s, init_timeout_s=max(timeout_s, gpu_init_wait_s or 0.0))
         # the files read every sample stay open between samples (see FileCache)
         self._files = FileCache()
         self._procio = ProcIoCollector(self.roots, files=self._files)
@@ -96,6 +101,7 @@ class Sampler:
         sample.devices = self._device_info(sample.disks, mono)
         sample.gpu = self.gpu.collect()
         sample.host = read_host(self.roots, self._files)
+        sample.warnings.extend(self._host_read_errors())
         gpu_pids = {
             p.local_pid: p.pid
             for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
@@ -108,6 +114,19 @@ class Sampler:
             sample.procs.update(others)
         self._last = sample
         return sample
+
+    def _host_read_errors(self) -> list[str]:
+        """A warning for each host file that is there but could not be read (a FIFO, a
+        device, permission denied under --procfs): its numbers are n/a, and say why.
+        Processes' own files are not: processes exit, and others' are not ours to read."""
+        out = []
+        proc_dir = os.path.join(self.roots.procfs, "")
+        for path, why in self._files.errors.items():
+            rel = path[len(proc_dir):] if path.startswith(proc_dir) else ""
+            if rel.split("/", 1)[0].isdigit() or path == self.roots.proc("diskstats"):
+                continue    # a process's file; diskstats says it itself
+            out.append(f"cannot read {path}: {why}")
+        return out
 
     def _contended(self, sample: Sample) -> bool:
         """Whether tasks waited for a CPU in this interval (PSI cpu "some", else the

@@ -48,7 +48,8 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
         g.add_argument("--demo", nargs="?", const="demo", metavar="SCENARIO",
                        help="read a simulated node instead of this one (default scenario: demo, "
                             "8 GPUs and 16 disks with starvation episodes); see --list-scenarios")
-        g.add_argument("--seed", type=int, default=0, help="with --demo: the simulator's seed")
+        g.add_argument("--seed", type=int, default=None,
+                       help="with --demo: the simulator's seed (default 0)")
         g.add_argument("--demo-actions", action="store_true",
                        help="with --demo: let alert rules run their commands and write their "
                             "touch and log files (never with PIDs: simulated PIDs name "
@@ -117,7 +118,7 @@ def roots_from(args):
     return roots
 
 
-def open_source(args):
+def open_source(args, gpu_init_wait_s: float | None = None):
     """(source, virtual, origin): the live Sampler, or the simulator for --demo.  Both have
     sample() and close(); `virtual` says the source keeps its own clock (no need to sleep
     between samples); `origin` says where the numbers come from, for every output."""
@@ -125,21 +126,25 @@ def open_source(args):
         raise UsageError("--demo-actions needs --demo")
     if getattr(args, "delayacct", False) and getattr(args, "demo", None):
         raise UsageError("--delayacct reads this machine; it has no meaning with --demo")
+    if getattr(args, "seed", None) is not None and not getattr(args, "demo", None):
+        raise UsageError("--seed needs --demo")
     if getattr(args, "demo", None):
         from gpudisk_top.sim import BUILTIN_NAMES, Simulator, builtin
 
         if args.demo not in BUILTIN_NAMES:
             raise UsageError(f"no built-in scenario {args.demo!r}; "
                              f"choose one of: {', '.join(BUILTIN_NAMES)}")
-        sim = Simulator(builtin(args.demo), seed=args.seed, interval_s=args.interval)
-        origin = {"source": f"simulated, scenario {args.demo}, seed {args.seed}",
+        seed = args.seed if args.seed is not None else 0
+        sim = Simulator(builtin(args.demo), seed=seed, interval_s=args.interval)
+        origin = {"source": f"simulated, scenario {args.demo}, seed {seed}",
                   "host_name": "demo-node", "kernel": "simulated"}
         return sim, True, origin
     from gpudisk_top.collect.sampler import Sampler
     from gpudisk_top.output.once import live_origin
 
     sampler = Sampler(roots_from(args), interval_s=args.interval,
-                      delayacct=getattr(args, "delayacct", False))
+                      delayacct=getattr(args, "delayacct", False),
+                      gpu_init_wait_s=gpu_init_wait_s)
     for line in sampler.notes:
         note(line)
     return sampler, False, live_origin()

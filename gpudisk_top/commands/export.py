@@ -12,7 +12,7 @@ import os
 import sys
 
 from gpudisk_top.commands.common import add_detector_options, device_filter, thresholds_from
-from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.errors import RuntimeFailure, UsageError, note
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -52,8 +52,8 @@ def run(args) -> int:
             raise RuntimeFailure(str(err)) from None
     finally:
         rec.close()
-    print(f"gpudisk-top: wrote {n} {'rows' if args.format == 'csv' else 'lines' if args.format == 'jsonl' else 'events'} "
-          f"to {args.output}", file=sys.stderr)
+    what = {"csv": "rows", "jsonl": "lines"}.get(args.format, "events")
+    note(f"wrote {n} {what} to {args.output}")
     return 0
 
 

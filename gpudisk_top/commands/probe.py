@@ -13,7 +13,7 @@ import signal
 import sys
 
 from gpudisk_top.commands.common import Parser
-from gpudisk_top.errors import UsageError, warn
+from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.textsafe import printable
 
 MIN_SECONDS = 1.5     # half a second for each of the three tests
@@ -79,8 +79,8 @@ def run(args) -> int:
     try:
         engine = _engine(args.engine)
         target = resolve(args.target)
-        for note in target.notes:
-            print(f"gpudisk-top: {printable(note)}", file=sys.stderr)
+        for line in target.notes:
+            note(line)
         warn(f"probe reads {target.path} for about {args.seconds:g} s, up to 32 reads at "
              f"once: this loads {target.device} and slows the jobs that use it")
         result = run_probe(target, args.seconds, engine)

@@ -24,8 +24,7 @@ import time
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
-from gpudisk_top.errors import UsageError, warn
-from gpudisk_top.textsafe import printable
+from gpudisk_top.errors import UsageError, note, warn
 
 
 def _positive(kind: str):
@@ -38,6 +37,17 @@ def _positive(kind: str):
             raise argparse.ArgumentTypeError(f"must be a positive number of {kind}: {text!r}")
         return value
     return parse
+
+
+MIN_MAX_SIZE_MB = 1.0   # ten parts of 100 kB: less holds a header and a sample a file
+
+
+def _megabytes(text: str) -> float:
+    value = _positive("megabytes")(text)
+    if value < MIN_MAX_SIZE_MB:
+        raise argparse.ArgumentTypeError(f"{text!r} is too small for a recording: at least "
+                                         f"{MIN_MAX_SIZE_MB:g} MB")
+    return value
 
 
 def _duration(text: str) -> float:
@@ -63,7 +73,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--duration", type=_duration, metavar="S",
                    help="stop after this long (90, 90s, 15m, 2h, 1d); default: until stopped")
     keep = p.add_mutually_exclusive_group()
-    keep.add_argument("--max-size", type=_positive("megabytes"), metavar="MB",
+    keep.add_argument("--max-size", type=_megabytes, metavar="MB",
                       help="keep FILE and its rotated generations FILE.1, FILE.2, ... under MB "
                            "in all: FILE rotates at MB/10, the oldest generations are deleted")
     keep.add_argument("--retain", type=_positive("days"), metavar="DAYS",
@@ -164,7 +174,7 @@ def run(args) -> int:
             hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args)).start()
             live = _Live(hooks, thresholds)
             if hooks.server is not None and hooks.server.url is not None:
-                print(f"gpudisk-top: serving {hooks.server.url}", file=sys.stderr, flush=True)
+                note(f"serving {hooks.server.url}")
         header = make_header(origin, args.interval, argv=sys.argv[1:] or None)
         recorder = Recorder(args.output, header, max_size_mb=args.max_size,
                             retain_days=args.retain,
@@ -206,8 +216,10 @@ def run(args) -> int:
         source.close()
     if not args.quiet:
         dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
-        print(f"gpudisk-top: recorded {recorder.samples} samples to {printable(args.output)} "
-              f"({recorder.bytes_written / 1024:.0f} KiB{dropped}); {reason}", file=sys.stderr)
-        for path in recorder.removed:
-            print(f"gpudisk-top: retention removed {path}", file=sys.stderr)
+        note(f"recorded {recorder.samples} samples to {args.output} "
+             f"({recorder.bytes_written / 1024:.0f} KiB{dropped}); {reason}")
+        if recorder.removed:
+            note(f"retention removed {len(recorder.removed)} old generation"
+                 f"{'s' * (len(recorder.removed) != 1)}: {', '.join(recorder.removed[-3:])}"
+                 + (", ..." if len(recorder.removed) > 3 else ""))
     return 0

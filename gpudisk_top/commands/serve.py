@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import threading
 import time
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
-from gpudisk_top.errors import warn
+from gpudisk_top.errors import note, warn
 
 
 def _count(text: str) -> int:
@@ -69,11 +68,9 @@ def run(args) -> int:
     previous = _install_stop_handlers(stop)
     try:
         if hooks.server is not None and hooks.server.url is not None:
-            print(f"gpudisk-top: serving {hooks.server.url} ({origin['source']})",
-                  file=sys.stderr, flush=True)
+            note(f"serving {hooks.server.url} ({origin['source']})")
         if hooks.pusher is not None:
-            print(f"gpudisk-top: pushing to {hooks.pusher.url} every "
-                  f"{hooks.pusher.interval_s:g} s", file=sys.stderr, flush=True)
+            note(f"pushing to {hooks.pusher.url} every {hooks.pusher.interval_s:g} s")
         detector = Detector(thresholds)
         last = None
         taken = 0

@@ -15,10 +15,17 @@ DEFAULT_JOB = "gpudisk-top"
 DEFAULT_PUSH_INTERVAL_S = 15.0
 
 
+MIN_PUSH_INTERVAL_S = 1.0   # a gateway is not to be flooded: Prometheus scrapes at 15 s
+
+
 def _push_interval(text: str) -> float:
     from gpudisk_top.commands.common import interval_s
 
-    return interval_s(text)
+    value = interval_s(text)
+    if value < MIN_PUSH_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"at least {MIN_PUSH_INTERVAL_S:g} s between pushes: "
+                                         f"{text!r}")
+    return value
 
 
 def add_export_options(p: argparse.ArgumentParser, serve: bool = False) -> None:

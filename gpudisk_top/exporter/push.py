@@ -29,6 +29,8 @@ def check_push_url(url: str) -> str:
         raise UsageError(f"--push {url!r}: {err}; {hint}") from None
     if parts.scheme not in ("http", "https") or not host:
         raise UsageError(f"--push {url!r}: {hint}")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise UsageError(f"--push {url!r}: a URL holds no spaces or control characters; {hint}")
     if port == 0:
         raise UsageError(f"--push {url!r}: port 0 is not a port to push to; {hint}")
     return url

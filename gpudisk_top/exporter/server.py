@@ -137,6 +137,10 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
     # second (SYN retransmits) at the 99th percentile; the kernel caps this at somaxconn
     request_queue_size = 128
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that hung up mid-reply, or sent a request line too long to read:
+        its problem, not the node's.  socketserver would print a traceback."""
+
 
 class MetricsServer:
     """Prometheus exposition of the latest model.

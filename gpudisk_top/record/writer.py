@@ -175,10 +175,10 @@ class Recorder:
         except (OSError, ValueError):
             buf = frames.read_all(fd, size)
         try:
-            found, _ = frames.scan(buf, frames.PREAMBLE.size)
+            found, damage = frames.scan(buf, frames.PREAMBLE.size)
             good_end = found[-1].end if found else frames.PREAMBLE.size
             unfinished = _unfinished_copy(buf, found)
-            self._check_source(buf, found)
+            self._check_source(buf, found, damage)
         finally:
             if isinstance(buf, mmap.mmap):
                 buf.close()
@@ -207,23 +207,36 @@ class Recorder:
                 good_end = os.fstat(fd).st_size
         return good_end
 
-    def _check_source(self, buf, found: list) -> None:
+    def _check_source(self, buf, found: list, damage: list) -> None:
         """Refuse to add a session of another source: a simulated node's samples in a live
         node's recording, another scenario's or another host's.  Readers would have to
-        tell them apart sample by sample; one file holds one source."""
-        for fr in reversed(found):
-            if fr.kind != frames.SESSION:
-                continue
-            theirs = frames.frame_json(buf, fr, self.path, [])
-            if not theirs:
-                continue                          # unreadable: look at an earlier session
-            ours = self.header
-            if (theirs.get("source"), theirs.get("host_name")) != (ours.get("source"),
-                                                                    ours.get("host_name")):
-                raise UsageError(
-                    f"{self.path} holds {_describe_source(theirs)}; these samples are "
-                    f"{_describe_source(ours)}: record to another file")
+        tell them apart sample by sample; one file holds one source.  The file's last
+        session decides; when its header is damaged, what remains of it does
+        (record/sources.py), and a source that cannot be told is refused too."""
+        from gpudisk_top.record import sources
+
+        starts = [(fr.offset, frames.frame_json(buf, fr, self.path, []), False)
+                  for fr in found if fr.kind == frames.SESSION]
+        for d in damage:
+            raw = sources.damaged_header(buf, d)
+            if raw is not None:
+                starts.append((d.start, sources.salvage(raw), True))
+        if not starts:
             return
+        _offset, theirs, damaged = max(starts, key=lambda item: item[0])
+        src = sources.source_of(theirs, damaged=damaged or not theirs)
+        mine = sources.source_of(self.header)
+        if src.kind == sources.UNKNOWN or src.host_name is None:
+            raise UsageError(f"{self.path}: the header of its last session is damaged, so its "
+                             "source cannot be told: record to another file")
+        if damaged:
+            same = (src.kind, src.host_name) == (mine.kind, mine.host_name)
+        else:
+            same = (theirs.get("source"), theirs.get("host_name")) == (
+                self.header.get("source"), self.header.get("host_name"))
+        if not same:
+            raise UsageError(f"{self.path} holds {src.describe()}; these samples are "
+                             f"{mine.describe()}: record to another file")
 
     def _rotate(self, newest_wall_s: float) -> None:
         """Close this file's session, move it to FILE.1, start a fresh FILE and delete the
@@ -567,13 +580,6 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _describe_source(header: dict) -> str:
-    source = header.get("source") or "live"
-    if source == "live":
-        return f"live samples of host {header.get('host_name') or '?'}"
-    return f"simulated samples ({source})"
 
 
 def _unfinished_copy(buf, found: list) -> tuple[int, bytes | None] | None:

@@ -86,12 +86,15 @@ def open_window(args, warn=True):
         rec.close()
         raise UsageError(f"{args.file}: the recording holds no samples")
     span = Span(rec.start_s, rec.end_s)
-    try:
-        start = parse_time(args.time_from, span) if args.time_from else None
-        end = parse_time(args.time_to, span) if args.time_to else None
-    except TimeParseError as err:
-        rec.close()
-        raise UsageError(str(err)) from None
+    times = []
+    for option, text in (("--from", args.time_from), ("--to", args.time_to)):
+        try:
+            # "" is a time nobody meant, not "the whole recording": parse_time refuses it
+            times.append(parse_time(text, span) if text is not None else None)
+        except TimeParseError as err:
+            rec.close()
+            raise UsageError(f"{option}: {err}") from None
+    start, end = times
     if start is not None and end is not None and end < start:
         rec.close()
         raise UsageError(f"--to {args.time_to} is before --from {args.time_from}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gpudisk_top.outfile import is_absolute_path
+
 KNOWN_KEYS = ("paths",)
 
 
@@ -30,7 +32,7 @@ def parse_watch(value, ctx) -> WatchConfig:
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
         ctx.fail("watch", "paths", "watch.paths must be a list of paths, e.g. [\"/checkpoints\"]")
     for p in paths:
-        if not os.path.isabs(p):
+        if not is_absolute_path(p):
             ctx.fail("watch", "paths", f"watch.paths: {p!r} is not an absolute path")
     return WatchConfig(paths=tuple(dict.fromkeys(os.path.normpath(p) for p in paths)))
 

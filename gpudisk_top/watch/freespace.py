@@ -72,6 +72,8 @@ def statvfs_path(path: str) -> FreeSpace:
         dev = os.stat(path).st_dev
     except OSError as err:
         return FreeSpace(path, error=err.strerror or str(err))
+    except ValueError as err:               # a NUL in the path: no file has that name
+        return FreeSpace(path, error=str(err))
     frsize = st.f_frsize or st.f_bsize
     return FreeSpace(path, size_bytes=st.f_blocks * frsize, avail_bytes=st.f_bavail * frsize,
                      free_bytes=st.f_bfree * frsize, dev_major=os.major(dev),
