@@ -33,6 +33,7 @@ import pytest
 
 import realdisk
 import standin
+from gpudisk_top.model.detect import Thresholds
 from recording_helpers import ROOT
 
 pytestmark = pytest.mark.integration
@@ -119,8 +120,10 @@ class Run:
         return [e for e in self.report["episodes"] if state is None or e["state"] == state]
 
     def starved_share(self) -> float:
-        """The share of the job's seconds in which it made under half its healthy steps."""
-        slow = [t for t in self.truth if t["steps"] < HEALTHY_STEPS_S / 2]
+        """The share of the job's seconds in which it was not fed: under gpu_low_util_pct
+        (70 %) of its healthy steps, the stand-in GPU's utilization being its progress."""
+        fed_steps = HEALTHY_STEPS_S * Thresholds().gpu_low_util_pct / 100
+        slow = [t for t in self.truth if t["steps"] < fed_steps]
         return len(slow) / len(self.truth) if self.truth else 0.0
 
     def detected_within_s(self, state: str) -> float:
@@ -190,7 +193,9 @@ def test_a_decoding_worker_is_cpu_starved_by_its_own_work(tmp_path, data_file):
 
 
 def test_workers_waiting_for_cpus_others_hold_are_cpu_starved_and_the_others_named(tmp_path, data_file):
-    hogs = cpu_hogs(2 * (os.cpu_count() or 2))
+    # three busy loops a CPU: with two, a shared CI machine's faster CPUs left the job at
+    # 54 % of its healthy steps (starved, but barely)
+    hogs = cpu_hogs(3 * (os.cpu_count() or 2))
     run = Run(tmp_path, "light-cpu", 2, data_file, others=hogs)
     ep = assert_starved(run, "cpu-starved", kinds=("others",))
     hog_pids = {p.pid for p in hogs}

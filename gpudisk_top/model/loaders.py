@@ -88,8 +88,9 @@ def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
                 kind: str = "DataLoader worker") -> LoaderTime | None:
     """The LoaderTime of the loaders in `pool`, or None when it would not describe them:
     none has a full interval, or more than a quarter of them are new (workers replaced at
-    an epoch boundary, a job starting), whose time this interval cannot be told."""
-    loaders = [v for v in pool if v.cpu_pct is not None]
+    an epoch boundary, a job starting), whose time this interval cannot be told. Sums run
+    in pid order, so a replay (whose process order differs) gives the same figures."""
+    loaders = sorted((v for v in pool if v.cpu_pct is not None), key=lambda v: v.pid)
     if not loaders or len(loaders) < 0.75 * len(pool):
         return None
     n = len(loaders)
