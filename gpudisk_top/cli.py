@@ -117,6 +117,7 @@ def run_dashboard(args) -> int:
     # go to stderr, which is the screen
     hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args), stderr=None).start()
     from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
+    from gpudisk_top.ui.terminal import screen_on_terminal
 
     recorder = None
     if args.record:
@@ -129,7 +130,8 @@ def run_dashboard(args) -> int:
                      prefill=int(args.demo_start / args.interval) if args.demo_start else 0,
                      on_sample=recorder.append if recorder else None, hooks=hooks)
     try:
-        app.run(mouse=not args.no_mouse)
+        with screen_on_terminal():
+            app.run(mouse=not args.no_mouse)
     finally:
         if recorder is not None:
             recorder.close("dashboard quit")

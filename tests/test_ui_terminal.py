@@ -260,3 +260,22 @@ def test_dashboard_records_while_it_runs(tmux, tmp_path):
         assert len(rec) >= 3 and rec.header["simulated"] is True
         assert rec.sessions[-1].end is not None   # closed cleanly on quit
         assert len(rec.sample(len(rec) - 1).gpu.gpus) == 8
+
+
+@pytest.mark.parametrize("how", ["stderr-to-a-file", "setsid"])
+def test_dashboard_draws_on_the_terminal_when_stderr_is_a_file(tmux, tmp_path, how):
+    """`gpudisk-top 2>warnings.log`: Textual draws on stderr, so the screen once went into
+    the log and the terminal stayed blank.  Under setsid the terminal is not the process's
+    controlling one: the dashboard must run, not say its terminal is gone."""
+    log = tmp_path / "warnings.log"
+    prefix = "setsid -w " if how == "setsid" else ""
+    t = tmux(f"{prefix}{EXE} --demo --demo-start 90 2>{log}; echo EXITED $?; sleep 30",
+             env={"TERM": "xterm-256color"})
+    t.wait_for("DEMO", "Timeline", "DISK-STARVED", "Quit")
+    time.sleep(2.5)                      # past the once-a-second terminal check
+    assert "EXITED" not in t.capture()
+    t.keys("q")
+    t.wait_for("EXITED 0", timeout_s=10)
+    text = log.read_text(errors="replace")
+    assert "\x1b[" not in text, f"the screen went into the log: {text[:200]!r}"
+    assert "terminal is gone" not in text

@@ -58,11 +58,13 @@ def run(args) -> int:
                          f"`gpudisk-top report {args.file}` or `gpudisk-top export`")
     origin = replay_origin(rec, args.file)
     from gpudisk_top.ui.replay_app import ReplayApp  # only the dashboard loads Textual
+    from gpudisk_top.ui.terminal import screen_on_terminal
 
     app = ReplayApp(rec, origin, thresholds=thresholds, dev_filter=device_filter(args),
                     start_index=start)
     try:
-        app.run(mouse=not args.no_mouse)
+        with screen_on_terminal():
+            app.run(mouse=not args.no_mouse)
     finally:
         rec.close()
     return 0

@@ -7,7 +7,6 @@ shows as STALE in the header, not as a frozen screen.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from typing import Iterable
 
@@ -23,6 +22,7 @@ from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.filter import FilterScreen
 from gpudisk_top.ui.screens.help import HelpScreen
+from gpudisk_top.ui.terminal import terminal_gone
 from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import HeaderBar
@@ -194,21 +194,8 @@ class GpuDiskApp(App):
                 out.append(f"STALE {late:.0f}s")
         return out
 
-    def _terminal_gone(self) -> str | None:
-        """Why this process cannot use its terminal any more (hung up, or not in its
-        foreground, where every read fails at once); None while all is well."""
-        try:
-            fd = sys.__stdin__.fileno()
-            if not os.isatty(fd):
-                return None  # not a terminal at all: the test harness, a pipe
-            if os.tcgetpgrp(fd) != os.getpgrp():
-                return "not in the foreground of its terminal"
-        except (OSError, ValueError, AttributeError):
-            return "its terminal is gone"
-        return None
-
     def _check_stale(self) -> None:
-        gone = self._terminal_gone()
+        gone = terminal_gone()
         if gone is not None:
             # Textual's input thread would spin on a dead terminal: leave instead
             self.exit(return_code=1, message=f"gpudisk-top: {gone}; exiting")
