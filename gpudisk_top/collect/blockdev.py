@@ -11,7 +11,7 @@ import os
 import re
 
 from gpudisk_top.collect.diskstats import DiskCounters
-from gpudisk_top.collect.roots import Roots, read_first_line, read_text
+from gpudisk_top.collect.roots import Roots, read_bytes, read_first_line
 from gpudisk_top.collect.sample import DeviceInfo
 
 # Kernel names that are never real storage a job reads from.
@@ -54,6 +54,8 @@ class BlockDevices:
 
     def __init__(self, roots: Roots) -> None:
         self.roots = roots
+        # why the last describe() could not read a mountinfo that is there (one line each)
+        self.warnings: list[str] = []
 
     # ------------------------------------------------------------------ sysfs reads
     def _sys_dir(self, name: str) -> str | None:
@@ -118,21 +120,32 @@ class BlockDevices:
         return "HDD" if info.rotational else "SSD"
 
     # ------------------------------------------------------------------ mountinfo
-    def _mountinfo_path(self) -> str:
+    def _read_mountinfo(self, path: str, instead: str = "") -> str | None:
+        """The text, or None; a file that is there but cannot be read is a warning
+        (`instead`: what is used in its place)."""
+        try:
+            return read_bytes(path).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            self.warnings.append(f"cannot read {path}: {err.strerror or err}{instead}")
+            return None
+
+    def _mountinfo(self) -> tuple[str | None, bool]:
+        """(mountinfo text, whether it is our own mount namespace's)."""
         # With --procfs pointing at the host's /proc, "self" would be our own mount
         # namespace; the host's init process sees the host's mounts.
         if os.path.realpath(self.roots.procfs) != "/proc":
-            host = self.roots.proc("1", "mountinfo")
-            if os.access(host, os.R_OK):
-                return host
-        return self.roots.proc("self", "mountinfo")
+            text = self._read_mountinfo(self.roots.proc("1", "mountinfo"),
+                                        "; mount points are those of our own namespace")
+            if text is not None:
+                return text, False
+        return self._read_mountinfo(self.roots.proc("self", "mountinfo")), True
 
     def _mounts(self) -> list[tuple[int, int, str, str]]:
         """(major, minor, mountpoint, source) of every mount."""
-        path = self._mountinfo_path()
-        own_namespace = path.endswith(os.path.join("self", "mountinfo"))
         out = []
-        text = read_text(path)
+        text, own_namespace = self._mountinfo()
         if text is None:
             return out
         lines = text.splitlines()
@@ -157,6 +170,7 @@ class BlockDevices:
     # ------------------------------------------------------------------ public
     def describe(self, counters: dict[str, DiskCounters]) -> dict[str, DeviceInfo]:
         """DeviceInfo for every device in `counters` (a parsed /proc/diskstats)."""
+        self.warnings = []
         infos = {name: self._describe_one(name, c) for name, c in counters.items()}
         self._resolve_stack_classes(infos)
         self._assign_mountpoints(infos)

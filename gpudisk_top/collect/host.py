@@ -195,18 +195,19 @@ def _mountpoint_dir(roots: Roots, mountpoint: str) -> str:
     return mountpoint
 
 
-def resolve_cgroup(roots: Roots) -> tuple[str | None, str | None]:
+def resolve_cgroup(roots: Roots, read=read_text) -> tuple[str | None, str | None]:
     """(our cgroup v2 path, the directory that holds its files), either None when unknown.
 
     The path is relative to our cgroup namespace, and so is the root field of mountinfo:
     the cgroup's directory is the mountpoint plus the path below the mount's root.  A
-    cgroup2 mount whose root does not contain our cgroup cannot show it.
+    cgroup2 mount whose root does not contain our cgroup cannot show it.  read: how a
+    file is read (the sampler's FileCache.read, which keeps why one could not be read).
     """
-    text = read_text(roots.proc("self", "cgroup"))
+    text = read(roots.proc("self", "cgroup"))
     path = parse_self_cgroup(text) if text is not None else None
     if path is None:
         return None, None
-    mountinfo = read_text(roots.proc("self", "mountinfo"))
+    mountinfo = read(roots.proc("self", "mountinfo"))
     if mountinfo is None:
         return path, None
     for root, mountpoint in cgroup2_mounts(mountinfo):
@@ -230,20 +231,20 @@ def forget_cgroup_cache() -> None:
         _cgroup_cache.clear()
 
 
-def _cached_cgroup(roots: Roots) -> tuple[str | None, str | None]:
+def _cached_cgroup(roots: Roots, read=read_text) -> tuple[str | None, str | None]:
     now = time.monotonic()
     with _cgroup_lock:
         hit = _cgroup_cache.get(roots)
         if hit is not None and now - hit[0] < CGROUP_RESOLVE_S:
             return hit[1], hit[2]
-    path, directory = resolve_cgroup(roots)
+    path, directory = resolve_cgroup(roots, read)
     with _cgroup_lock:
         _cgroup_cache[roots] = (now, path, directory)
     return path, directory
 
 
 def _read_cgroup(roots: Roots, read=read_text) -> CgroupIo | None:
-    path, directory = _cached_cgroup(roots)
+    path, directory = _cached_cgroup(roots, read)
     if path is None:
         return None
     io_text = read(os.path.join(directory, "io.stat")) if directory else None

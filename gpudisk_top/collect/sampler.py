@@ -102,6 +102,7 @@ class Sampler:
         sample.gpu = self.gpu.collect()
         sample.host = read_host(self.roots, self._files)
         sample.warnings.extend(self._host_read_errors())
+        sample.warnings.extend(self._blockdevs.warnings)
         gpu_pids = {
             p.local_pid: p.pid
             for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
@@ -112,6 +113,7 @@ class Sampler:
         if sample.procs:
             others = self._procio.collect_others(sample.procs, self._contended(sample))
             sample.procs.update(others)
+        sample.warnings = list(dict.fromkeys(sample.warnings))  # two readers, one file
         self._last = sample
         return sample
 
