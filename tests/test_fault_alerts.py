@@ -52,6 +52,20 @@ def test_a_command_that_could_not_start_yet_is_not_lost_to_the_cooldown(tmp_path
     eng.close()
 
 
+def test_commands_still_waiting_at_exit_are_named(tmp_path):
+    """At exit the queue is not run; the warning says how many, and for which devices."""
+    slow = (sys.executable, "-c", "import time; time.sleep(30)")
+    eng, warns = engine(disk_rule(for_samples=1, timeout_s=60, command=slow))
+    eng.commands.max_running = 2
+    eng.update(model(1, many_disks(9, 99.0)))
+    assert eng.commands.running == 2 and eng.commands.waiting == 7
+    eng.close(wait_s=0.1)
+    waited = [w for w in warns if "still waiting at exit" in w]
+    never_run = sorted(many_disks(9, 0))[2:]               # the first two started
+    assert waited == ["alert disk-busy: 7 commands still waiting at exit were not run "
+                      f"(for {', '.join(never_run[:5])} and 2 more)"]
+
+
 def test_verdict_rule_signals_only_the_verdicts_job(tmp_path):
     from model_factory import verdict
 

@@ -26,6 +26,7 @@ from gpudisk_top.alerts.rules import _PLACEHOLDER_RE
 
 MAX_RUNNING = 8       # commands running at once, all rules together
 MAX_WAITING = 256     # commands waiting to start; beyond this the oldest is dropped
+NAMED_AT_EXIT = 5     # subjects named in the warning for commands never run
 
 
 def iso_time(wall_s: float) -> str:
@@ -174,11 +175,15 @@ class CommandRunner:
             proc.wait()
             self.warn(f"{key[0]}:killed", f"alert {key[0]}: command {name} still ran at exit; "
                       "killed")
-        waiting: dict[str, int] = {}
-        for rule, _subject in self._waiting:
-            waiting[rule] = waiting.get(rule, 0) + 1
-        for rule, n in waiting.items():
+        waiting: dict[str, list[str]] = {}
+        for rule, subject in self._waiting:
+            waiting.setdefault(rule, []).append(subject or "the node")
+        for rule, subjects in waiting.items():
+            n = len(subjects)
+            named = ", ".join(subjects[:NAMED_AT_EXIT])
+            if n > NAMED_AT_EXIT:
+                named += f" and {n - NAMED_AT_EXIT} more"
             self.warn(f"{rule}:not-run", f"alert {rule}: {n} command{'s' * (n != 1)} still "
-                      f"waiting at exit {'were' if n != 1 else 'was'} not run")
+                      f"waiting at exit {'were' if n != 1 else 'was'} not run (for {named})")
         self._running.clear()
         self._waiting.clear()

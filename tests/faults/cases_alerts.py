@@ -173,7 +173,7 @@ def pids_case(what: str):
     """Who a command's {pids} names, and who gets the signal."""
     def fn(ctx: Ctx) -> Result:
         w = World(ctx)
-        j0 = w.job(0)
+        w.job(0)
         jobs_on = {0}
         if what in ("gpu-all", "free-space-two-jobs", "disk-with-users-two-jobs"):
             w.job(1)
@@ -340,6 +340,7 @@ def many_case(n: int, source: str, sleep_s: float):
                           if x.startswith("gpudisk-top: warning:") and ("not run" in x or "waiting" in x)]
             said = " ".join(said_lines)
             counted = sum(int(m) for m in re.findall(r"and (\d+) more like it", said))
+            counted += sum(int(m) for m in re.findall(r"(\d+) commands? still waiting", said))
             missing = sorted(d for d in set(fires) if d not in got)
             unsaid = [d for d in missing if d not in said]
             if counted >= len(unsaid):
