@@ -98,6 +98,25 @@ def test_a_source_that_would_block_or_flood_is_a_warning(procfs, kind):
     assert peak_rss_kb < 200 * 1024, peak_rss_kb
 
 
+@pytest.mark.parametrize("rel", ["self/cgroup", "self/mountinfo", "meminfo"])
+def test_a_host_file_that_cannot_be_read_is_a_warning(procfs, rel):
+    """Host files other than diskstats: the part they feed is left out, and said."""
+    (procfs / "diskstats").write_text(diskstats_line("sdz", 1000))
+    shutil.copy("/proc/self/cgroup", procfs / "cgroup-copy")
+    (procfs / "self").mkdir()
+    shutil.copy("/proc/self/mountinfo", procfs / "self" / "mountinfo")
+    os.replace(procfs / "cgroup-copy", procfs / "self" / "cgroup")
+    shutil.copy("/proc/meminfo", procfs / "meminfo")
+    (procfs / rel).unlink()
+    (procfs / rel).mkdir()                   # there, but not a file anyone can read
+    proc = gdt("--once", "--json", "-i", "0.2", "--procfs", str(procfs))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"gpudisk-top: warning: cannot read {procfs / rel}: not a regular file (a directory)"]
+    doc = json.loads(proc.stdout)
+    assert [d["name"] for d in doc["disks"]] == ["sdz"]
+
+
 def test_escape_sequences_in_names_never_reach_the_terminal(procfs):
     evil = "sd\x1b]2;pwned\x07\x1b[2J"
     (procfs / "diskstats").write_text(diskstats_line(evil, 1000))

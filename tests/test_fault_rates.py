@@ -9,12 +9,15 @@ duplicate device names.  (tests/test_fault_rates_cli.py runs them through `--onc
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 
 import pytest
 
 import diskstats_gen
+import diskstats_lines
+from diskstats_lines import BASE, TICKS, U64, line
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.diskstats import COUNTER_FIELDS, MASK32, MASK64, parse_checked
 from gpudisk_top.collect.roots import FileCache, Roots
@@ -24,31 +27,11 @@ from gpudisk_top.model.disk import (BUSY_SLACK_FACTOR, BUSY_SLACK_MS, MAX_DATA_B
                                     MAX_OPS_S, is_reset)
 from gpudisk_top.model.snapshot import Model
 
-# a busy SSD, counters since boot (20 fields)
-BASE = dict(rd_ios=1218763, rd_merges=42867, rd_sectors=75327714, rd_ticks=1062836,
-            wr_ios=5306180, wr_merges=5962357, wr_sectors=259683648, wr_ticks=13380024,
-            ios_pgr=2, tot_ticks=4029868, rq_ticks=14457820, dc_ios=3212, dc_merges=12,
-            dc_sectors=102760432, dc_ticks=3196, fl_ios=2715811, fl_ticks=213393)
-# one plausible second of it
+# one plausible second of the busy SSD (diskstats_lines.BASE)
 STEP = dict(rd_ios=2000, rd_merges=100, rd_sectors=16000, rd_ticks=900, wr_ios=500,
             wr_merges=20, wr_sectors=8000, wr_ticks=700, tot_ticks=600, rq_ticks=1600,
             dc_ios=3, dc_merges=1, dc_sectors=2048, dc_ticks=2, fl_ios=10, fl_ticks=15)
-U64 = ("rd_ios", "rd_merges", "rd_sectors", "wr_ios", "wr_merges", "wr_sectors",
-       "dc_ios", "dc_merges", "dc_sectors", "fl_ios")
-TICKS = ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks", "tot_ticks", "rq_ticks")
-
-
-def line(name: str = "sda", minor: int = 0, nfields: int = 20, **counters) -> str:
-    values = [counters.get(f, 0) for f in COUNTER_FIELDS][: nfields - 3]
-    return f"   8 {minor:7d} {name} " + " ".join(map(str, values)) + "\n"
-
-
-def advanced(base: dict | None = None, **changes) -> dict:
-    out = dict(base or BASE)
-    for f, v in STEP.items():
-        out[f] += v
-    out.update(changes)
-    return out
+advanced = functools.partial(diskstats_lines.advanced, STEP)
 
 
 def sample(text: str, mono_s: float) -> Sample:

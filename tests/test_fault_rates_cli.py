@@ -21,22 +21,9 @@ import pytest
 import diskstats_gen
 from gpudisk_top.collect.diskstats import parse_checked
 from gpudisk_top.diskstats import RATE_FIELDS, parse, rates
-from test_fault_rates import BASE, advanced, line, within_bounds
+from diskstats_lines import BASE, SWAP_AFTER_SLEEP, line
+from test_fault_rates import advanced, within_bounds
 
-WRAPPER = """
-import sys, time
-from gpudisk_top import cli
-target, second = sys.argv[1], sys.argv[2]
-real_sleep = time.sleep
-def sleep(seconds):
-    real_sleep(seconds)
-    text = open(second).read()
-    with open(target, "r+") as f:
-        f.write(text)
-        f.truncate()
-time.sleep = sleep
-sys.exit(cli.main(sys.argv[3:]))
-"""
 # an interval long enough that a loaded machine's delays keep STEP plausible
 INTERVAL = "0.5"
 CALM = dict(tot_ticks=BASE["tot_ticks"] + 100)   # 100 ms busy: under the interval
@@ -50,7 +37,7 @@ def once(tmp_path, first: str, second: str, *args: str) -> subprocess.CompletedP
         shutil.copy(f"/proc/{name}", procfs / name)
     (tmp_path / "second").write_text(second)
     proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, str(procfs / "diskstats"), str(tmp_path / "second"),
+        [sys.executable, "-c", SWAP_AFTER_SLEEP, str(procfs / "diskstats"), str(tmp_path / "second"),
          "--once", "--interval", INTERVAL, "--procfs", str(procfs),
          "--sysfs", str(tmp_path / "nosys"), *args],
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)

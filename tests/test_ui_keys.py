@@ -137,7 +137,7 @@ async def test_m_cycles_the_timeline_metric():
         for _ in range(5):
             await pilot.press("m")
             seen.append(tl.metric)
-            assert f"disk rows: " in text_of(tl)
+            assert "disk rows: " in text_of(tl)
         assert seen == ["r_await_ms", "iops", "mb_s", "aqu_sz", "util_pct"]
 
 

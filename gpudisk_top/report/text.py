@@ -118,7 +118,7 @@ def _devices(d: dict, top: int = 5) -> list[str]:
     if not devs:
         return ["Devices: none did I/O in this window"]
     width = max(len("device"), *(len(x["display_name"]) for x in devs))
-    lines = [f"Devices with the worst await (over the window; worst single interval):",
+    lines = ["Devices with the worst await (over the window; worst single interval):",
              f"{'device':<{width}} {'class':<5} {'await':>8} {'r_await':>8} {'w_await':>8} "
              f"{'worst':>8} {'at':<8} {'r/s':>9} {'w/s':>9} {'rkB/s':>10} {'wkB/s':>10} {'%util':>6}  mountpoints"]
     for x in devs:

@@ -10,7 +10,6 @@ answers within its bound and record/serve stop within 3 s of SIGTERM.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import urllib.request

@@ -17,58 +17,24 @@ checked reference) exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import shutil
 
 import diskstats_gen
+import diskstats_lines
+from diskstats_lines import BASE, SWAP_AFTER_SLEEP, TICKS, U64, line
 from harness import PY, Case, Ctx, Result, judge, parse_json
 
 CAT = 7
 INTERVAL = "0.5"
 
-WRAPPER = r"""
-import sys, time
-from gpudisk_top import cli
-target, second = sys.argv[1], sys.argv[2]
-real_sleep = time.sleep
-def sleep(seconds):
-    real_sleep(seconds)
-    text = open(second).read()
-    with open(target, "r+") as f:
-        f.write(text)
-        f.truncate()
-time.sleep = sleep
-sys.exit(cli.main(sys.argv[3:]))
-"""
-
-FIELDS = ("rd_ios", "rd_merges", "rd_sectors", "rd_ticks", "wr_ios", "wr_merges", "wr_sectors",
-          "wr_ticks", "ios_pgr", "tot_ticks", "rq_ticks", "dc_ios", "dc_merges", "dc_sectors",
-          "dc_ticks", "fl_ios", "fl_ticks")
-U64 = ("rd_ios", "rd_merges", "rd_sectors", "wr_ios", "wr_merges", "wr_sectors", "dc_ios",
-       "dc_merges", "dc_sectors", "fl_ios")
-TICKS = ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks", "tot_ticks", "rq_ticks")
-BASE = dict(rd_ios=1218763, rd_merges=42867, rd_sectors=75327714, rd_ticks=1062836,
-            wr_ios=5306180, wr_merges=5962357, wr_sectors=259683648, wr_ticks=13380024,
-            ios_pgr=2, tot_ticks=4029868, rq_ticks=14457820, dc_ios=3212, dc_merges=12,
-            dc_sectors=102760432, dc_ticks=3196, fl_ios=2715811, fl_ticks=213393)
-# half a second of a busy SSD: 100 ms busy
+# half a second of the busy SSD (diskstats_lines.BASE): 100 ms busy
 STEP = dict(rd_ios=1000, rd_merges=50, rd_sectors=8000, rd_ticks=450, wr_ios=250,
             wr_merges=10, wr_sectors=4000, wr_ticks=350, tot_ticks=100, rq_ticks=800,
             dc_ios=2, dc_merges=1, dc_sectors=1024, dc_ticks=1, fl_ios=5, fl_ticks=8)
-
-
-def line(name: str = "sda", minor: int = 0, nfields: int = 20, **c) -> str:
-    values = [c.get(f, 0) for f in FIELDS][: nfields - 3]
-    return f"   8 {minor:7d} {name} " + " ".join(map(str, values)) + "\n"
-
-
-def advanced(base=None, **changes) -> dict:
-    out = dict(base or BASE)
-    for f, v in STEP.items():
-        out[f] += v
-    out.update(changes)
-    return out
+advanced = functools.partial(diskstats_lines.advanced, STEP)
 
 
 def within_bounds(d: dict, interval_s: float) -> list[str]:
@@ -101,7 +67,7 @@ def once(ctx: Ctx, first: str, second: str, text: bool = False):
         shutil.copy(f"/proc/{name}", os.path.join(procfs, name))
     with open(ctx.path("second"), "w") as f:
         f.write(second)
-    argv = [PY, "-c", WRAPPER, os.path.join(procfs, "diskstats"), ctx.path("second"),
+    argv = [PY, "-c", SWAP_AFTER_SLEEP, os.path.join(procfs, "diskstats"), ctx.path("second"),
             "--once", "--interval", INTERVAL, "--procfs", procfs, "--sysfs", ctx.path("nosys"), "-a"]
     if not text:
         argv.append("--json")
