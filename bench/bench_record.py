@@ -47,6 +47,11 @@ import os, sys, time
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.commands import record
+try:
+    from gpudisk_top.commands.common import probed_ceilings
+    CEILINGS = {"ceilings": probed_ceilings}
+except ImportError:      # a checkout from before Sampler took them (it read them itself)
+    CEILINGS = {}
 from gpudisk_top.output.once import live_origin
 from gpudisk_top.sim.fake_nvml import FakeNvml
 
@@ -59,7 +64,7 @@ class LiveWithFakeGpus:
         for i in range(8):
             self.nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
                                 power_limit_mw=700_000, processes=[(job, 30 * 2**30)])
-        self.sampler = Sampler(Roots(), nvml=self.nvml)
+        self.sampler = Sampler(Roots(), nvml=self.nvml, **CEILINGS)
 
     def sample(self):
         self.nvml.advance_to(time.time())

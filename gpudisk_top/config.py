@@ -20,7 +20,7 @@ import stat
 import tomllib
 from dataclasses import dataclass, field, fields
 
-from gpudisk_top.alerts.rules import entry_line, parse_alerts
+from gpudisk_top.alerts.rules import parse_alerts
 from gpudisk_top.exporter.labels import parse_devices
 from gpudisk_top.model.detect.thresholds import FIELD_NAMES, PER_CLASS_FIELDS, Thresholds
 from gpudisk_top.watch.config import parse_watch
@@ -51,6 +51,9 @@ class Context:
     def line_of(self, table: str, key: str | None) -> int | None:
         return _line_of(self.text, table, key)
 
+    def entry_line(self, table: str, index: int, key: str | None) -> int | None:
+        return entry_line(self.text, table, index, key)
+
     def fail_entry(self, table: str, index: int, key: str | None, message: str):
         """Like fail(), inside the index-th (0-based) [[table]] entry: names the line where
         `key` is set in that entry, or the entry's own [[table]] line."""
@@ -73,6 +76,31 @@ SECTION_PARSERS = {"detector": _detector_section, "alerts": parse_alerts,
 def default_path() -> str:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "gpudisk-top", "config.toml")
+
+
+def entry_line(text: str, table: str, index: int, key: str | None) -> int | None:
+    """The line (1-based) where `key` is set in the index-th (0-based) [[table]] entry, or
+    where that entry's [[table]] header is; None when the file has no such entry."""
+    header = re.compile(r"^\[\[\s*" + re.escape(table) + r"\s*\]\]")
+    key_re = re.compile(r"""^\s*["']?""" + re.escape(key) + r"""["']?\s*=""") if key else None
+    seen = -1
+    inside = False
+    header_line = None
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if header.match(stripped):
+            seen += 1
+            inside = seen == index
+            if inside:
+                header_line = n
+            continue
+        if stripped.startswith("["):
+            if inside:
+                break
+            continue
+        if inside and key_re is not None and key_re.match(line):
+            return n
+    return header_line
 
 
 def _line_of(text: str, table: str, key: str | None) -> int | None:

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from gpudisk_top import config
-from gpudisk_top.alerts import AlertRule, entry_line
-from gpudisk_top.exporter.hooks import CONFIG_SECTIONS
+from gpudisk_top.alerts import AlertRule
+from gpudisk_top.config import entry_line
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.watch import WatchConfig, watched_paths
 
@@ -58,13 +58,6 @@ name = "starving"
 verdict = "starved"
 cooldown_s = 0
 """
-
-
-@pytest.fixture(autouse=True)
-def sections(monkeypatch):
-    """The sections as config.SECTION_PARSERS will register them."""
-    for name, parser in CONFIG_SECTIONS.items():
-        monkeypatch.setitem(config.SECTION_PARSERS, name, parser)
 
 
 def write(tmp_path, text):

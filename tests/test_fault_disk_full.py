@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from gpudisk_top.feed import Feed
+from gpudisk_top.session.live import Feed
 from gpudisk_top.record import Recorder, Recording, make_header
 from gpudisk_top.sim import Simulator, builtin
 from recording_helpers import command, origin, ROOT

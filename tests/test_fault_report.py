@@ -12,7 +12,8 @@ import json
 import pytest
 
 from fault_helpers import DAY_S, concat, live, record, shifted, sim
-from gpudisk_top.record import Recording, Replay
+from gpudisk_top.record import Recording
+from gpudisk_top.session.replay import Replay
 from gpudisk_top.report import summary
 from recording_helpers import run_command
 
@@ -223,7 +224,7 @@ def test_the_replay_screen_agrees_with_replay_across_clock_steps(tmp_path):
     """The dashboard's replay (step by step) and Replay (report, export) start their
     detectors afresh at the same samples, so their verdicts are the same; n lands on
     each episode in recorded order even where the clock went back over itself."""
-    from gpudisk_top.replay_feed import ReplayFeed
+    from gpudisk_top.session.replay import ReplayFeed
 
     s = sim(300, scenario="demo", seed=2)
     steps = s[:100] + shifted(s[100:200], -30) + shifted(s[200:], 40 * DAY_S - 30)

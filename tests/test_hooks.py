@@ -10,7 +10,8 @@ import pytest
 from model_factory import model, verdict
 from gpudisk_top.alerts import AlertRule
 from gpudisk_top.errors import UsageError
-from gpudisk_top.exporter import DeviceLabels, SampleHooks, add_export_options, wants_hooks
+from gpudisk_top.commands.common import add_export_options
+from gpudisk_top.exporter import DeviceLabels, SampleHooks, wants_hooks
 from gpudisk_top.watch import WatchConfig
 
 

@@ -1,10 +1,13 @@
-"""The collection and model layers never import Textual (STYLE.md: one direction for data)."""
+"""One direction for data (STYLE.md): the collection and model layers never import
+Textual, no module imports a layer above its own, and no imports go round in a circle."""
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import gpudisk_top
 
@@ -29,3 +32,117 @@ def test_headless_layers_do_not_import_textual():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------- import direction
+# Each top-level part of the package, by layer: a module may import its own layer and the
+# layers below it, never one above (docs/architecture.md draws the same house).  Lazy
+# imports inside functions count too: they are still a dependency.
+LAYERS = (
+    ("errors", "textsafe", "deadline", "outfile", "ratelimit", "timeparse", "(package)"),
+    ("collect",),
+    ("model", "sim", "probe"),
+    ("record", "diskstats"),
+    ("session", "output", "watch", "alerts"),
+    ("report", "exporter"),
+    ("config",),
+    ("ui",),
+    ("commands",),
+    ("cli", "__main__"),
+)
+PACKAGE = Path(gpudisk_top.__file__).parent
+
+
+def module_files() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports_of(name: str, path: Path, modules) -> set[str]:
+    """The gpudisk_top modules `name` imports, anywhere in its code."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("gpudisk_top"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([node.module] if node.module else []))
+            if base.startswith("gpudisk_top"):
+                for a in node.names:      # `from pkg import module` imports the module
+                    sub = f"{base}.{a.name}"
+                    found.add(sub if sub in modules else base)
+    return {m for m in found if m in modules and m != name}
+
+
+def part_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "(package)"
+
+
+def layer_of(part: str) -> int:
+    for i, parts in enumerate(LAYERS):
+        if part in parts:
+            return i
+    raise AssertionError(f"{part}: not in any layer of tests/test_layering.py LAYERS")
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_files()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    graph = import_graph()
+    assert "gpudisk_top.session.live" in graph and "gpudisk_top.model.step" in graph
+    upward = sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
+                    if layer_of(part_of(t)) > layer_of(part_of(m)))
+    assert upward == []
+
+
+def test_no_import_cycles():
+    """No module reaches itself through its imports (Tarjan's strongly connected
+    components over the whole graph, lazy imports included)."""
+    graph = import_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
+    """imports_of finds an import inside a function and a relative one."""
+    path = tmp_path / "m.py"
+    path.write_text("def f():\n    from gpudisk_top.ui import app\nfrom . import errors\n")
+    modules = {"gpudisk_top.ui.app", "gpudisk_top.errors", "gpudisk_top.ui"}
+    assert imports_of("gpudisk_top.m", path, modules) == {"gpudisk_top.ui.app", "gpudisk_top.errors"}

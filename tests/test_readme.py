@@ -36,10 +36,10 @@ def test_ci_runs_readmes_test_command_verbatim():
 def test_every_subcommand_and_its_options_are_in_readme():
     from gpudisk_top.commands import COMMANDS
 
-    from gpudisk_top import cli
+    from gpudisk_top.commands import default
 
     text = readme()
-    parsers = [("", cli.build_parser())]
+    parsers = [("", default.build_parser())]
     for name, (module, *_rest) in COMMANDS.items():
         assert f"`gpudisk-top {name}" in text, name
         parsers.append((name, importlib.import_module(module).build_parser(f"gpudisk-top {name}")))

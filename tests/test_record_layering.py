@@ -38,5 +38,5 @@ def test_a_recorder_without_summaries_and_a_reader_load_no_model(tmp_path):
 def test_report_and_export_load_no_textual():
     mods = _loaded("import gpudisk_top.commands.report, gpudisk_top.commands.export, "
                    "gpudisk_top.report.summary, gpudisk_top.report.text, gpudisk_top.report.charts, "
-                   "gpudisk_top.report.export, gpudisk_top.record.replay, gpudisk_top.timeparse")
+                   "gpudisk_top.report.export, gpudisk_top.session.replay, gpudisk_top.timeparse")
     assert not {m for m in mods if m.split(".")[0] == "textual"}

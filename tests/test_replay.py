@@ -7,7 +7,8 @@ import pytest
 
 from gpudisk_top.model.detect import Detector
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.record import Recording, Replay
+from gpudisk_top.record import Recording
+from gpudisk_top.session.replay import Replay
 from recording_helpers import canonical, sim_samples, write_recording
 
 

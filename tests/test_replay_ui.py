@@ -62,7 +62,7 @@ async def test_step_forward_and_back(recording):
         assert app.feed.index == 41
         # a step back recomputes from raw counters: the same verdict as going forward
         forward = Recording.open(recording)
-        from gpudisk_top.replay_feed import ReplayFeed
+        from gpudisk_top.session.replay import ReplayFeed
         assert ReplayFeed(forward).seek(41).verdict.raw_state == app.latest.verdict.raw_state
 
 

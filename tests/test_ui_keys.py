@@ -50,7 +50,7 @@ async def test_space_pauses_the_screen_not_the_sampling():
         app.advance(3)
         await pilot.pause()
         assert app.shown is shown and app.latest is not shown   # frozen screen, live data
-        assert len(app.feed.history) == 7
+        assert len(app.feed.history) == 8       # every sample, the first one too (model.step)
         await pilot.press("space")
         assert not app.paused and app.shown is app.latest
         assert "PAUSED" not in text_of(app.query_one(HeaderBar))

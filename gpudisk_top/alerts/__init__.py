@@ -7,7 +7,7 @@
 
 from gpudisk_top.alerts.catalog import METRICS
 from gpudisk_top.alerts.engine import AlertEngine, Fired
-from gpudisk_top.alerts.rules import PLACEHOLDERS, AlertRule, entry_line, parse_alerts
+from gpudisk_top.alerts.rules import PLACEHOLDERS, AlertRule, parse_alerts
 
-__all__ = ["METRICS", "PLACEHOLDERS", "AlertEngine", "AlertRule", "Fired", "entry_line",
+__all__ = ["METRICS", "PLACEHOLDERS", "AlertEngine", "AlertRule", "Fired",
            "parse_alerts"]

@@ -112,45 +112,6 @@ class AlertRule:
         return f"free space of {self.free_space} < " + " or ".join(x for x in limits if x)
 
 
-# ---------------------------------------------------------------------------- config lines
-def entry_line(text: str, table: str, index: int, key: str | None) -> int | None:
-    """The line (1-based) where `key` is set in the index-th (0-based) [[table]] entry, or
-    where that entry's [[table]] header is; None when the file has no such entry."""
-    header = re.compile(r"^\[\[\s*" + re.escape(table) + r"\s*\]\]")
-    key_re = re.compile(r"""^\s*["']?""" + re.escape(key) + r"""["']?\s*=""") if key else None
-    seen = -1
-    inside = False
-    header_line = None
-    for n, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if header.match(stripped):
-            seen += 1
-            inside = seen == index
-            if inside:
-                header_line = n
-            continue
-        if stripped.startswith("["):
-            if inside:
-                break
-            continue
-        if inside and key_re is not None and key_re.match(line):
-            return n
-    return header_line
-
-
-def fail_entry(ctx, table: str, index: int, key: str | None, message: str):
-    """Raise a ConfigError naming the line of `key` in the index-th [[table]] entry.
-    Uses ctx.fail_entry where config.Context has it, else the same rule here."""
-    hook = getattr(ctx, "fail_entry", None)
-    if hook is not None:
-        hook(table, index, key, message)
-    from gpudisk_top.config import ConfigError   # late: config.py imports this module
-
-    line = entry_line(ctx.text, table, index, key)
-    where = f"{ctx.path}: line {line}" if line else ctx.path
-    raise ConfigError(f"{where}: {message}")
-
-
 # ---------------------------------------------------------------------------- parsing
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -177,7 +138,7 @@ def parse_alerts(value, ctx) -> tuple[AlertRule, ...]:
     for i, entry in enumerate(value):
         rule = _parse_rule(entry, i, ctx)
         if rule.name in names:
-            fail_entry(ctx, "alerts", i, "name", f"alerts: a second rule is named {rule.name!r}")
+            ctx.fail_entry("alerts", i, "name", f"alerts: a second rule is named {rule.name!r}")
         names.add(rule.name)
         rules.append(rule)
     return tuple(rules)
@@ -185,7 +146,7 @@ def parse_alerts(value, ctx) -> tuple[AlertRule, ...]:
 
 def _parse_rule(entry, i: int, ctx) -> AlertRule:
     def fail(key, message):
-        fail_entry(ctx, "alerts", i, key, message)
+        ctx.fail_entry("alerts", i, key, message)
 
     if not isinstance(entry, dict):
         fail(None, "each [[alerts]] entry must be a table")
@@ -204,7 +165,7 @@ def _parse_rule(entry, i: int, ctx) -> AlertRule:
              f"{label}: give exactly one condition: metric = ..., verdict = ... or "
              f"free_space = ...")
     kind = given[0]
-    fields: dict = {"name": name, "kind": kind, "line": entry_line(ctx.text, "alerts", i, None)}
+    fields: dict = {"name": name, "kind": kind, "line": ctx.entry_line("alerts", i, None)}
 
     allowed = {"metric": {"metric", "op", "value", "device", "mountpoint", "gpu"},
                "verdict": {"verdict"},

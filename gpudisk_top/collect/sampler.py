@@ -34,11 +34,14 @@ class Sampler:
 
     def __init__(self, roots: Roots | None = None, nvml=None, gpu: GpuCollector | None = None,
                  interval_s: float = 1.0, delayacct: bool = False,
-                 gpu_init_wait_s: float | None = None) -> None:
+                 gpu_init_wait_s: float | None = None, ceilings=None) -> None:
         """gpu_init_wait_s: how long a sample may wait for nvmlInit (seconds on a node
         without persistence mode); by default no longer than for any NVML call, so that
-        sampling the disks never waits on it (--once, which makes one report, waits)."""
+        sampling the disks never waits on it (--once, which makes one report, waits).
+        ceilings: load(infos, roots) -> {name: a probe's Ceiling}, what `gpudisk-top
+        probe` measured for the devices (probe.store.load_ceilings); None: none."""
         self.roots = roots or Roots()
+        self._ceilings = ceilings
         self._delayacct = DelayAccounting() if delayacct else None
         self.notes: list[str] = []     # what starting up did or could not do, one line each
         if self._delayacct is not None:
@@ -79,9 +82,9 @@ class Sampler:
     def _with_ceilings(self, infos: dict[str, DeviceInfo]) -> dict[str, DeviceInfo]:
         """Each device with the ceiling `gpudisk-top probe` measured for it, if any (the
         detector's "at 31% of its ceiling"); one stat of the results file when none."""
-        from gpudisk_top.probe.store import load_ceilings   # not needed before a refresh
-
-        for name, c in load_ceilings(infos.values(), self.roots, infos=infos).items():
+        if self._ceilings is None:
+            return infos
+        for name, c in self._ceilings(infos, self.roots).items():
             info = infos[name]
             info.ceiling_iops, info.ceiling_mib_s = c.randread_qd32_iops, c.seq_read_mib_s
             if c.randread_qd1_iops:

@@ -1,4 +1,5 @@
-"""Options and helpers that several commands share: sources, the detector's thresholds."""
+"""Options and helpers that several commands share: sources, the detector's thresholds,
+the exporter's --listen/--push."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import os
 
 from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
+from gpudisk_top.exporter.options import DEFAULT_JOB, DEFAULT_LISTEN, DEFAULT_PUSH_INTERVAL_S
 
 
 class Parser(argparse.ArgumentParser):
@@ -28,6 +30,42 @@ def interval_s(text: str) -> float:
 def add_interval_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--interval", type=interval_s, default=1.0, metavar="S",
                    help="seconds between samples (default 1)")
+
+
+MIN_PUSH_INTERVAL_S = 1.0   # a gateway is not to be flooded: Prometheus scrapes at 15 s
+
+
+def _push_interval(text: str) -> float:
+    value = interval_s(text)
+    if value < MIN_PUSH_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"at least {MIN_PUSH_INTERVAL_S:g} s between pushes: "
+                                         f"{text!r}")
+    return value
+
+
+def add_export_options(p: argparse.ArgumentParser, serve: bool = False) -> None:
+    """--listen, --push, --push-interval, --push-job.  For `serve`, --listen defaults to
+    127.0.0.1:9425 and --no-listen turns the endpoint off; elsewhere there is no endpoint
+    unless --listen asks for one."""
+    g = p.add_argument_group("Prometheus")
+    if serve:
+        g.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                       help=f"serve metrics at http://HOST:PORT/metrics (default "
+                            f"{DEFAULT_LISTEN}, this node only; 0.0.0.0:PORT for every "
+                            "interface)")
+        g.add_argument("--no-listen", action="store_true",
+                       help="no HTTP endpoint (for --push from a node that cannot be scraped)")
+    else:
+        g.add_argument("--listen", metavar="HOST:PORT",
+                       help="also serve Prometheus metrics at http://HOST:PORT/metrics "
+                            f"({DEFAULT_LISTEN} for this node only)")
+    g.add_argument("--push", metavar="URL",
+                   help="push metrics to this Prometheus Pushgateway (e.g. "
+                        "http://pushgateway:9091) every --push-interval, and at exit")
+    g.add_argument("--push-interval", type=_push_interval, metavar="S",
+                   help=f"seconds between pushes (default {DEFAULT_PUSH_INTERVAL_S:g})")
+    g.add_argument("--push-job", default=DEFAULT_JOB, metavar="NAME",
+                   help=f"the Pushgateway's job label (default {DEFAULT_JOB})")
 
 
 def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
@@ -118,6 +156,13 @@ def roots_from(args):
     return roots
 
 
+def probed_ceilings(infos, roots):
+    """The Sampler's ceilings: what `gpudisk-top probe` measured for these devices."""
+    from gpudisk_top.probe.store import load_ceilings   # not needed before a refresh
+
+    return load_ceilings(infos.values(), roots, infos=infos)
+
+
 def open_source(args, gpu_init_wait_s: float | None = None):
     """(source, virtual, origin): the live Sampler, or the simulator for --demo.  Both have
     sample() and close(); `virtual` says the source keeps its own clock (no need to sleep
@@ -144,7 +189,7 @@ def open_source(args, gpu_init_wait_s: float | None = None):
 
     sampler = Sampler(roots_from(args), interval_s=args.interval,
                       delayacct=getattr(args, "delayacct", False),
-                      gpu_init_wait_s=gpu_init_wait_s)
+                      gpu_init_wait_s=gpu_init_wait_s, ceilings=probed_ceilings)
     for line in sampler.notes:
         note(line)
     return sampler, False, live_origin()

@@ -17,7 +17,7 @@ from gpudisk_top.errors import RuntimeFailure, UsageError, note
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     from gpudisk_top.report.export import FORMATS
-    from gpudisk_top.report.window import WindowParser, add_window_options
+    from gpudisk_top.commands.window import WindowParser, add_window_options
 
     p = WindowParser(prog=prog, description=(
         "Write a recording's per-interval rates: csv (one row per interval and GPU, disk "
@@ -33,7 +33,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 def run(args) -> int:
     from gpudisk_top import outfile
     from gpudisk_top.report.export import WRITERS
-    from gpudisk_top.report.window import open_window
+    from gpudisk_top.commands.window import open_window
 
     thresholds = thresholds_from(args)
     if args.output != "-" and _same_file(args.output, args.file):

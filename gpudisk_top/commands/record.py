@@ -15,16 +15,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import select
-import signal
 import sys
-import threading
-import time
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
+from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
 def _positive(kind: str):
@@ -85,75 +82,25 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         "then replays the samples: slower on long recordings)")
     add_source_options(p)
     add_detector_options(p)
-    from gpudisk_top.exporter.options import add_export_options
+    from gpudisk_top.commands.common import add_export_options
 
     add_export_options(p)
     return p
 
 
-class _StopSignals:
-    """SIGINT and SIGTERM set `reason` and wake wait(); the previous handlers come back
-    on restore().  Only the main thread can install handlers; elsewhere nothing is."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self._old: dict[int, object] = {}
-        self._rfd = self._wfd = None
-        self._old_wakeup = -1
-        if threading.current_thread() is not threading.main_thread():
-            return
-        self._rfd, self._wfd = os.pipe()
-        os.set_blocking(self._rfd, False)
-        os.set_blocking(self._wfd, False)
-        self._old_wakeup = signal.set_wakeup_fd(self._wfd, warn_on_full_buffer=False)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum, frame) -> None:
-        self.reason = signal.Signals(signum).name
-
-    def wait(self, timeout_s: float) -> None:
-        if timeout_s <= 0 or self.reason:
-            return
-        if self._rfd is None:
-            time.sleep(timeout_s)
-            return
-        ready, _, _ = select.select([self._rfd], [], [], timeout_s)
-        if ready:
-            try:
-                while os.read(self._rfd, 512):
-                    pass
-            except BlockingIOError:
-                pass
-
-    def restore(self) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        if self._rfd is not None:
-            signal.set_wakeup_fd(self._old_wakeup)
-            os.close(self._rfd)
-            os.close(self._wfd)
-            self._rfd = self._wfd = None
-
-
 class _Live:
-    """The model, the detector and the hooks (--listen, --push, alerts), fed one sample
-    at a time; only when something asks for them."""
+    """The step (model.step.Stepper) and the hooks (--listen, --push, alerts), fed one
+    sample at a time; only when something asks for them."""
 
     def __init__(self, hooks, thresholds) -> None:
-        from gpudisk_top.model.detect import Detector
-        from gpudisk_top.model.snapshot import Model
+        from gpudisk_top.model.step import Stepper
 
         self.hooks = hooks
-        self._new = Model.new
-        self.detector = Detector(thresholds)
-        self.last = None
+        self.stepper = Stepper(thresholds)
 
     def feed(self, sample) -> None:
-        model = self._new(sample, self.last)
-        verdict = self.detector.feed(model)
-        self.hooks.on_sample(model, verdict, self.detector.episodes)
-        self.last = sample
+        model, verdict = self.stepper.step(sample)
+        self.hooks.on_sample(model, verdict, self.stepper.episodes)
 
 
 def run(args) -> int:
@@ -187,25 +134,19 @@ def run(args) -> int:
         raise
     for warning in recorder.warnings:
         warn(warning)
-    stop = _StopSignals()
+    stop = StopSignals()
     reason = "duration reached" if args.duration is not None else "stopped"
-    t0 = time.monotonic()
+    ticker = Ticker(args.interval)
     try:
-        k = 0
         while stop.reason is None:
             sample = source.sample()
             recorder.append(sample)      # first: nothing recorded waits on the exporter
             if live is not None:
                 live.feed(sample)
-            k += 1
-            now = time.monotonic()
-            if now < t0 + k * args.interval - args.interval:
-                k = int((now - t0) / args.interval) + 1  # the clock jumped back: re-anchor
-            elif now > t0 + k * args.interval:
-                k = math.ceil((now - t0) / args.interval)  # late: skip the ticks we missed
-            if args.duration is not None and k * args.interval > args.duration + 1e-9:
+            wait_s = ticker.advance()
+            if args.duration is not None and ticker.ticks * args.interval > args.duration + 1e-9:
                 break
-            stop.wait(t0 + k * args.interval - time.monotonic())
+            stop.wait(wait_s)
         if stop.reason is not None:
             reason = stop.reason
     finally:

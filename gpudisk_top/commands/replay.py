@@ -17,7 +17,7 @@ def build_parser(prog: str) -> Parser:
     p.add_argument("-a", "--all-devices", action="store_true", help="every block device")
     p.add_argument("-d", "--devices", metavar="GLOBS", help="only devices matching these globs")
     p.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal")
-    from gpudisk_top.report.window import add_source_option
+    from gpudisk_top.commands.window import add_source_option
 
     add_source_option(p)
     add_detector_options(p)
@@ -38,7 +38,7 @@ def replay_origin(rec, path: str) -> dict:
 
 
 def run(args) -> int:
-    from gpudisk_top.report.window import open_recording
+    from gpudisk_top.commands.window import open_recording
     from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 
     thresholds = thresholds_from(args)

@@ -18,7 +18,7 @@ from gpudisk_top.errors import UsageError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from gpudisk_top.report.window import WindowParser, add_window_options
+    from gpudisk_top.commands.window import WindowParser, add_window_options
 
     p = WindowParser(prog=prog, description=(
         "The postmortem of a recording: its span, each GPU's time in each state, the "
@@ -39,7 +39,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from gpudisk_top.report import summary, text
-    from gpudisk_top.report.window import open_window
+    from gpudisk_top.commands.window import open_window
 
     thresholds = thresholds_from(args)
     rec, start, end = open_window(args)

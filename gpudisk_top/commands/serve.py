@@ -13,14 +13,12 @@ use or nothing can be read; 2 for bad usage or a bad config file.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
-import time
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          open_source, thresholds_from)
 from gpudisk_top.errors import note, warn
+from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
 def _count(text: str) -> int:
@@ -34,7 +32,7 @@ def _count(text: str) -> int:
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from gpudisk_top.exporter.options import add_export_options
+    from gpudisk_top.commands.common import add_export_options
 
     p = Parser(prog=prog, description="Serve Prometheus metrics and run the config file's "
                                       "alert rules, headless (no terminal needed).")
@@ -50,11 +48,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 def run(args) -> int:
     """Serve until stopped.  Raises UsageError (bad options or config) and RuntimeFailure
     (the port is in use, nothing can be read), each one line."""
-    from gpudisk_top.exporter.hooks import SampleHooks, ensure_config_sections
-    from gpudisk_top.model.detect import Detector
-    from gpudisk_top.model.snapshot import Model
+    from gpudisk_top.exporter.hooks import SampleHooks
+    from gpudisk_top.model.step import Stepper
 
-    ensure_config_sections()
     cfg = load_config(args)
     thresholds = thresholds_from(args, cfg)
     dev_filter = device_filter(args)
@@ -64,55 +60,30 @@ def run(args) -> int:
     except BaseException:
         source.close()
         raise
-    stop = threading.Event()
-    previous = _install_stop_handlers(stop)
+    stop = StopSignals()
     try:
         if hooks.server is not None and hooks.server.url is not None:
             note(f"serving {hooks.server.url} ({origin['source']})")
         if hooks.pusher is not None:
             note(f"pushing to {hooks.pusher.url} every {hooks.pusher.interval_s:g} s")
-        detector = Detector(thresholds)
-        last = None
+        stepper = Stepper(thresholds)
+        ticker = Ticker(args.interval)
         taken = 0
-        next_at = time.monotonic()
         warned: set[str] = set()
-        while not stop.is_set():
+        while stop.reason is None:
             sample = source.sample()
             taken += 1
             for warning in sample.warnings:
                 if warning not in warned:      # a warning a second is noise; say it once
                     warned.add(warning)
                     warn(warning)
-            model = Model.new(sample, last)
-            verdict = detector.feed(model)
-            hooks.on_sample(model, verdict, detector.episodes)
-            last = sample
+            model, verdict = stepper.step(sample)
+            hooks.on_sample(model, verdict, stepper.episodes)
             if args.count is not None and taken >= args.count:
                 break
-            # monotonic deadlines: a slow sample shortens the next wait, never shifts the grid
-            next_at += args.interval
-            delay = next_at - time.monotonic()
-            if delay < 0:
-                next_at = time.monotonic()
-                delay = 0
-            stop.wait(delay)
+            stop.wait(ticker.advance())
     finally:
-        _restore_handlers(previous)
+        stop.restore()
         hooks.close()
         source.close()
     return 0
-
-
-def _install_stop_handlers(stop: threading.Event):
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        stop.set()
-
-    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-
-def _restore_handlers(previous) -> None:
-    for sig, old in (previous or {}).items():
-        signal.signal(sig, old)

@@ -16,29 +16,15 @@ from __future__ import annotations
 
 import sys
 
-from gpudisk_top.alerts import AlertEngine, parse_alerts
+from gpudisk_top.alerts import AlertEngine
 from gpudisk_top.errors import UsageError
 from gpudisk_top.errors import warn as warn_line
-from gpudisk_top.exporter.labels import parse_devices
-from gpudisk_top.exporter.options import (DEFAULT_JOB, DEFAULT_PUSH_INTERVAL_S,
-                                          add_export_options, wants_hooks)
+from gpudisk_top.exporter.options import DEFAULT_JOB, DEFAULT_PUSH_INTERVAL_S, wants_hooks
 from gpudisk_top.exporter.push import Pusher, check_push_url
 from gpudisk_top.exporter.server import MetricsServer, parse_listen
-from gpudisk_top.watch import FreeSpaceWatch, parse_watch, watched_paths
+from gpudisk_top.watch import FreeSpaceWatch, watched_paths
 
-# the config sections these features read; config.SECTION_PARSERS registers them
-CONFIG_SECTIONS = {"alerts": parse_alerts, "devices": parse_devices, "watch": parse_watch}
-__all__ = ["CONFIG_SECTIONS", "SampleHooks", "add_export_options", "ensure_config_sections",
-           "wants_hooks"]
-
-
-def ensure_config_sections() -> None:
-    """Make config.load() know [[alerts]], [devices.*] and [watch].  A no-op where
-    config.SECTION_PARSERS already lists them."""
-    from gpudisk_top import config
-
-    for name, parser in CONFIG_SECTIONS.items():
-        config.SECTION_PARSERS.setdefault(name, parser)
+__all__ = ["SampleHooks", "wants_hooks"]
 
 
 class SampleHooks:
@@ -72,8 +58,8 @@ class SampleHooks:
     @classmethod
     def from_args(cls, args, cfg, origin: dict, dev_filter=None, serve: bool = False,
                   **kwargs) -> "SampleHooks":
-        """From the options add_export_options() added.  Raises UsageError for a bad
-        --listen or --push."""
+        """From the options commands.common.add_export_options() added.  Raises
+        UsageError for a bad --listen or --push."""
         listen = getattr(args, "listen", None)
         if getattr(args, "no_listen", False):
             listen = None

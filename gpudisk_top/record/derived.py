@@ -25,8 +25,9 @@ import zlib
 from dataclasses import asdict, dataclass, field, fields
 
 from gpudisk_top.model import MODEL_VERSION
-from gpudisk_top.model.detect import STARVED_STATES, STATES, Detector, Episode
+from gpudisk_top.model.detect import STARVED_STATES, STATES, Episode
 from gpudisk_top.model.snapshot import Model
+from gpudisk_top.model.step import Stepper
 
 DERIVED_LAYOUT = 1        # the layout of a summary block; raised when it changes
 SUMMARY_SAMPLES = 60      # samples per summary block
@@ -265,8 +266,8 @@ def usable(header_meta: dict | None, thresholds) -> bool:
 
 # ---------------------------------------------------------------------------- the recorder's side
 class Deriver:
-    """Feeds a session's samples to Model.new and a Detector and sums them into summary
-    blocks.  Samples wait in a batch and are derived SUMMARY_SAMPLES at a time (a warm
+    """Feeds a session's samples through the one step (model.step.Stepper) and sums them
+    into summary blocks.  Samples wait in a batch and are derived SUMMARY_SAMPLES at a time (a warm
     loop once a minute, not a call on cold caches every second); finish() derives what
     is left."""
 
@@ -275,8 +276,7 @@ class Deriver:
 
         self.thresholds = thresholds if thresholds is not None else Thresholds()
         self.block_samples = block_samples
-        self.detector = Detector(self.thresholds)
-        self._last = None            # the previous sample of the session
+        self.stepper = Stepper(self.thresholds)
         self._pending: list = []     # samples not derived yet
         self._first = 0              # session number of the first pending sample
         self._opened: dict[int, tuple[int, int]] = {}   # episode id -> (opened at, intervals)
@@ -302,7 +302,7 @@ class Deriver:
         return out
 
     def _derive(self) -> None:
-        det = self.detector
+        det = self.stepper.detector
         first = self._first
         n = len(self._pending)
         codes_state, codes_raw, codes_ep, codes_gpus = [], [], [], []
@@ -310,14 +310,11 @@ class Deriver:
         # every episode open at some point of the block: the one open before it (it may
         # close in the block's first intervals) and those its verdicts name
         touched: dict[int, Episode] = {}
-        if det._open is not None:
-            touched[det._open.id] = det._open
-        last = self._last
+        if det.open_episode is not None:
+            touched[det.open_episode.id] = det.open_episode
         index = _STATE_INDEX
         for j, sample in enumerate(self._pending):
-            model = Model.new(sample, last)
-            last = sample
-            v = det.feed(model)
+            model, v = self.stepper.step(sample)
             ep = v.episode
             codes_state.append(index.get(v.state, 255))
             codes_raw.append(index.get(v.raw_state, 255))
@@ -334,7 +331,6 @@ class Deriver:
                 if ep.id not in self._opened:
                     self._opened[ep.id] = (first + j, ep.intervals)
             add_interval(s, model, v.state, v.gpus, offset=j)
-        self._last = last
         records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)))
                    for e in touched.values()]
         self.done.append(SummaryBlock(first, n, codes_state, codes_raw, codes_ep, codes_gpus,

@@ -429,6 +429,16 @@ class Recording:
         """Wall time of sample i, from the index (nothing is decoded)."""
         return self._idx.walls[i]
 
+    @property
+    def walls(self):
+        """Every sample's wall time, in recorded order (the index's; do not modify)."""
+        return self._idx.walls
+
+    @property
+    def session_firsts(self):
+        """The index of each session's first sample, ascending (do not modify)."""
+        return self._idx.session_firsts
+
     def describe(self) -> str:
         """'1234 samples, 2026-01-01T00:00:01+00:00 to ...' for messages."""
         if not len(self):

@@ -20,7 +20,7 @@ from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.output.once import disk_json, gpus_json, selected_disks, verdict_json
 from gpudisk_top.record.header import iso
 from gpudisk_top.record.reader import Recording
-from gpudisk_top.record.replay import Replay
+from gpudisk_top.session.replay import Replay
 from gpudisk_top.report.summary import episode_json
 
 FORMATS = ("csv", "jsonl", "perfetto")

@@ -41,7 +41,8 @@ from gpudisk_top.record import derived, sources
 from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
 from gpudisk_top.record.header import iso
 from gpudisk_top.record.reader import Recording
-from gpudisk_top.record.replay import CLOCK_STEP_S, Replay
+from gpudisk_top.model.step import CLOCK_STEP_S
+from gpudisk_top.session.replay import Replay
 
 BUCKETS = 240          # chart resolution: buckets of the window's samples
 CHUNK_S = 3600.0       # the report replays the window in pieces this long (see build())
@@ -300,7 +301,7 @@ def chunks_of(rec: Recording, start_s: float | None, end_s: float | None,
     cut where chunk_s has passed since the piece's first sample.  A piece starts at a
     sample, so a gap of any length costs one bisection, and the pieces do not depend on
     how many processes compute them."""
-    walls = rec._idx.walls
+    walls = rec.walls
     out = []
     for k, (lo, hi) in enumerate(rec.ranges(start_s, end_s)):
         a = lo
@@ -613,7 +614,7 @@ def _blocks_of(rec, sno):
 
 
 def _session_last(rec: Recording, sno: int, hi: int) -> int:
-    firsts = rec._idx.session_firsts
+    firsts = rec.session_firsts
     nxt = firsts[sno + 1] - 1 if sno + 1 < len(firsts) else len(rec) - 1
     return min(nxt, hi)
 
@@ -704,7 +705,7 @@ def _place(rec: Recording, series: Series, episodes: list[Episode], where: list[
     axis = series.axis
     if not axis.n:
         return
-    walls = rec._idx.walls
+    walls = rec.walls
     ranks = [(axis.n - 1) * k / 4 for k in range(5)]
     series.ticks = [(axis.x(r), walls[axis.index_of_rank(round(r))]) for r in ranks]
     lows = [walls[lo] for lo, _ in axis.ranges]

@@ -5,10 +5,11 @@
     sample = sim.sample()       # a raw Sample, as the live Sampler returns one
 """
 
+from gpudisk_top.sim.builtins import builtin
 from gpudisk_top.sim.scenario import (BUILTIN_NAMES, DISK_CLASSES, LABELS, DiskSpec, DiskState,
                                       GpuSpec, HostSpec, JobSpec, OtherLoad, OtherProcess, Phase,
-                                      PhaseGroup, Scenario, ScenarioError, builtin, load_toml,
-                                      loads_toml)
+                                      PhaseGroup, Scenario, ScenarioError)
+from gpudisk_top.sim.scenario_toml import load_toml, loads_toml
 from gpudisk_top.sim.simulator import Simulator
 
 __all__ = [

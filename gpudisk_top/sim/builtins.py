@@ -29,3 +29,6 @@ def build(name: str) -> Scenario:
     a shipped file that does not load (a packaging bug), OSError if it is missing."""
     source = path(name)
     return loads(source.read_text(encoding="utf-8"), source=f"built-in scenario {name}")
+
+
+builtin = build     # the name the package exports: sim.builtin("demo")

@@ -385,29 +385,6 @@ def _walk(items, prefix: str, fail):
             yield where, item
 
 
-# ---------------------------------------------------------------------------- loading
-def loads_toml(text: str, source: str = "<string>") -> Scenario:
-    """A Scenario from TOML text.  Raises ScenarioError naming the source and the problem."""
-    from gpudisk_top.sim.scenario_toml import loads
-
-    return loads(text, source)
-
-
-def load_toml(path: str) -> Scenario:
-    """A Scenario from a TOML file.  Raises ScenarioError (a bad file) or OSError."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return loads_toml(data.decode("utf-8", errors="replace"), source=path)
-
-
-def builtin(name: str) -> Scenario:
-    """A fresh copy of a built-in scenario (gpudisk_top/sim/scenarios/<name>.toml).
-    Raises KeyError for an unknown name."""
-    from gpudisk_top.sim import builtins
-
-    return builtins.build(name)
-
-
 # the built-ins' names, in the order the docs list them; each is sim/scenarios/<name>.toml
 BUILTIN_NAMES = (
     "disk-starved-sata", "cpu-starved-cached", "healthy-cached", "healthy-nvme-busy",

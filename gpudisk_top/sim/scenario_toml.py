@@ -168,3 +168,15 @@ def _key(key: str, key_type, where: str):
         except ValueError:
             raise ScenarioError(f"{where}: key {key!r} must be a GPU index") from None
     return key
+
+
+def loads_toml(text: str, source: str = "<string>") -> Scenario:
+    """A Scenario from TOML text.  Raises ScenarioError naming the source and the problem."""
+    return loads(text, source)
+
+
+def load_toml(path: str) -> Scenario:
+    """A Scenario from a TOML file.  Raises ScenarioError (a bad file) or OSError."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return loads(data.decode("utf-8", errors="replace"), source=path)

@@ -1,4 +1,4 @@
-"""The dashboard: panels fed by the sampling thread (gpudisk_top.feed.Feed).
+"""The dashboard: panels fed by the sampling thread (gpudisk_top.session.live.Feed).
 
 The app only reads Updates; sampling never happens on the UI thread, so a hung NVML call
 shows as STALE in the header, not as a frozen screen.
@@ -17,7 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gpudisk_top.collect.gpu_deadline import hung
-from gpudisk_top.feed import Feed, Update
+from gpudisk_top.session.live import Feed, Update
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.filter import FilterScreen
@@ -253,7 +253,7 @@ class GpuDiskApp(App):
     def action_episodes(self) -> None:
         update = self.shown or self.latest
         now = update.model.wall_s if update else time.time()
-        self.push_screen(EpisodesScreen(self.feed.detector.episodes, now))
+        self.push_screen(EpisodesScreen(self.feed.episodes, now))
 
     def action_processes(self) -> None:
         panel = self.query_one(GpuPanel)

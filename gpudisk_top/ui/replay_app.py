@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer
 
-from gpudisk_top.replay_feed import SPEEDS, ReplayFeed
+from gpudisk_top.session.replay import SPEEDS, ReplayFeed
 from gpudisk_top.textsafe import printable
 from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 from gpudisk_top.ui.app import GpuDiskApp

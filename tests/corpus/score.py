@@ -87,7 +87,7 @@ def run_real(name: str, recording: str, truth: dict) -> Run:
     """Replay a real recording and compare with the job's own labels (the label of the
     second each interval ends in)."""
     from gpudisk_top.record import Recording
-    from gpudisk_top.record.replay import Replay
+    from gpudisk_top.session.replay import Replay
 
     labels = truth["labels"]
     walls_labels = [w for w, _ in labels]

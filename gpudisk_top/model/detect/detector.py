@@ -106,6 +106,11 @@ class Detector:
         self._calm = "idle"
 
     @property
+    def open_episode(self) -> Episode | None:
+        """The episode still open, if any."""
+        return self._open
+
+    @property
     def pending(self) -> tuple[str, int] | None:
         """(state, consecutive intervals) of the starved state building up, if any."""
         return (self._run.state, self._run.count) if self._run is not None else None

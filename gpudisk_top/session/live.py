@@ -1,4 +1,5 @@
-"""The sampling loop: source -> Model -> Detector -> History, on its own thread.
+"""Live mode: the sampling loop, source -> Stepper (Model, Verdict) -> History and
+hooks, on its own thread, ticking on session.ticker's grid.
 
 The dashboard runs one Feed; a slow NVML call or a hung disk read blocks this thread, never
 the screen (which shows the feed as stale).  Hooks let a recorder or an exporter see every
@@ -14,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gpudisk_top.collect.roots import FileCache
-from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.model.detect import Episode, Thresholds, Verdict
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
+from gpudisk_top.model.step import Stepper, StepperViews
+from gpudisk_top.session.ticker import Ticker
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
 
@@ -27,7 +30,7 @@ class Update:
 
     seq: int
     model: Model
-    verdict: Verdict | None        # None for the very first sample (no interval yet)
+    verdict: Verdict               # the first sample's is judged on its GPUs only (model.step)
     episodes: list[Episode] = field(default_factory=list)
     sample_ms: float = 0.0         # how long reading the sources took
     self_cpu_pct: float | None = None
@@ -68,7 +71,7 @@ class SelfStats:
         self._files.close()
 
 
-class Feed:
+class Feed(StepperViews):
     """Samples `source` every interval_s on a thread and calls on_update(Update) there.
 
     source: anything with sample() -> Sample and close() (the live Sampler, the simulator).
@@ -86,7 +89,7 @@ class Feed:
         self.on_update = on_update
         self.on_sample = on_sample
         self.hooks = hooks
-        self.detector = Detector(thresholds)
+        self.stepper = Stepper(thresholds)
         self.history = History(history_capacity)
         self.last_update_mono: float | None = None
         self.last_error: str | None = None   # the latest sampling failure, for the screen
@@ -95,7 +98,6 @@ class Feed:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_sample = None
         self._seq = 0
         self._self = SelfStats()
 
@@ -143,20 +145,15 @@ class Feed:
                 self.sink_error = self.on_sample(sample)
             except Exception as err:  # noqa: BLE001
                 self.sink_error = f"{type(err).__name__}: {err}"
-        last, self._last_sample = self._last_sample, sample
-        model = Model.new(sample, last)
-        verdict = None
-        if last is not None:
-            verdict = self.detector.feed(model)
-            self.history.append(model, verdict)
+        model, verdict = self.stepper.step(sample)
+        self.history.append(model, verdict)
         self._seq += 1
         cpu, rss = self._self.read()
-        pending = self.detector.pending
         update = Update(seq=self._seq, model=model, verdict=verdict,
-                        episodes=list(self.detector.episodes), sample_ms=sample_ms,
+                        episodes=list(self.episodes), sample_ms=sample_ms,
                         self_cpu_pct=cpu, self_rss_mb=rss,
-                        pending_intervals=pending[1] if pending else 0)
-        if self.hooks is not None and verdict is not None:
+                        pending_intervals=self.stepper.pending_intervals)
+        if self.hooks is not None:
             update.fired = self.hooks.on_sample(model, verdict, self.detector.episodes)
             update.active_alerts = self.hooks.engine.active()
             update.free_space = list(self.hooks.free_space)
@@ -164,7 +161,7 @@ class Feed:
         return update
 
     def _run(self) -> None:
-        deadline = time.monotonic()
+        ticker = Ticker(self.interval_s)
         while not self._stop.is_set():
             try:
                 self.on_update(self.step())
@@ -172,11 +169,10 @@ class Feed:
             except Exception as err:  # noqa: BLE001 - the loop must outlive any one bad sample
                 self.last_error = f"{type(err).__name__}: {err}"
                 self.errors += 1
-            deadline += self.interval_s
-            if deadline < time.monotonic():  # fell behind (a slow read): no burst to catch up
-                deadline = time.monotonic() + self.interval_s
+            ticker.advance()
             self._wake.clear()
-            while not self._stop.is_set() and (remaining := deadline - time.monotonic()) > 0:
+            while not self._stop.is_set() and (remaining := ticker.due_s - time.monotonic()) > 0:
                 if self._wake.wait(remaining):  # the interval changed, or stop
                     self._wake.clear()
-                    deadline = min(deadline, time.monotonic() + self.interval_s)
+                    if self.interval_s != ticker.interval_s:
+                        ticker.retime(self.interval_s)

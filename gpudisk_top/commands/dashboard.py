@@ -1,0 +1,44 @@
+"""`gpudisk-top`: the live dashboard (the only command that loads Textual), with alerts,
+watched free space, --listen/--push and --record."""
+
+from __future__ import annotations
+
+import sys
+
+from gpudisk_top.commands.common import device_filter, load_config, open_source, thresholds_from
+from gpudisk_top.errors import UsageError
+
+
+def run(args) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("the dashboard needs a terminal; without one use "
+                         "`gpudisk-top --once` (or --once --json) for a snapshot, or "
+                         "`gpudisk-top record -o FILE` to record")
+    cfg = load_config(args)
+    thresholds = thresholds_from(args, cfg)
+    source, _virtual, origin = open_source(args)
+    from gpudisk_top.exporter.hooks import SampleHooks
+
+    # alerts (banner, bell), watched free space, and --listen/--push; alert lines do not
+    # go to stderr, which is the screen
+    hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args), stderr=None).start()
+    from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
+    from gpudisk_top.ui.terminal import screen_on_terminal
+
+    recorder = None
+    if args.record:
+        from gpudisk_top.record.header import make_header
+        from gpudisk_top.record.writer import Recorder
+
+        recorder = Recorder(args.record, make_header(origin, args.interval))
+    app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
+                     dev_filter=device_filter(args),
+                     prefill=int(args.demo_start / args.interval) if args.demo_start else 0,
+                     on_sample=recorder.append if recorder else None, hooks=hooks)
+    try:
+        with screen_on_terminal():
+            app.run(mouse=not args.no_mouse)
+    finally:
+        if recorder is not None:
+            recorder.close("dashboard quit")
+    return 0

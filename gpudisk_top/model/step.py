@@ -1,0 +1,95 @@
+"""The one per-interval step: a raw sample and the one before it -> Model -> Verdict.
+
+Every path that turns samples into verdicts takes this step, and only this one: the live
+dashboard (session/live.py), `serve`, `record --listen/--push`, the recorder's summaries
+(record/derived.py), the replay screen and `report`/`export` (session/replay.py).  So
+the rules below hold everywhere, and the replay screen, `report` and the live screen
+agree about the same moment (the warm-up a replay takes is session/replay.py's):
+
+  - The first sample of a session (no sample before it, or the first of a recorder run)
+    has no interval: Model.new gives it no rates, and the detector judges it on its
+    GPUs only (Detector.feed).  It is fed like any other.
+  - A detector only sees consecutive samples over a steady wall clock: it starts afresh
+    at a new session and where the wall clock stepped (clock_stepped), and the episode
+    open there ends at the last sample fed.
+"""
+
+from __future__ import annotations
+
+from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.model.snapshot import Model
+
+# A wall clock that moved this much more or less than the monotonic clock between two
+# samples stepped (NTP after boot, a VM resumed, a suspended host): beyond NTP's slewing
+# (at most 0.5 ms a second) and a late sample, well inside what would skew an episode.
+CLOCK_STEP_S = 10.0
+
+
+def clock_stepped(last, sample) -> bool:
+    """Did the wall clock step between two consecutive samples of a session?"""
+    return abs((sample.wall_s - last.wall_s) - (sample.mono_s - last.mono_s)) > CLOCK_STEP_S
+
+
+class Stepper:
+    """Model.new and a Detector, fed one sample at a time.
+
+        stepper = Stepper(thresholds)
+        model, verdict = stepper.step(sample)              # live
+        model, verdict = stepper.step(sample, fresh=True)  # a recorder run's first sample
+        stepper.restart()                                  # a new session, a clock step
+        stepper.episodes                                   # every detector's, in order
+    """
+
+    def __init__(self, thresholds: Thresholds | None = None) -> None:
+        self.thresholds = thresholds
+        self.detector = Detector(thresholds)
+        self.last = None                  # the sample last fed
+        self.retired: list[Episode] = []  # episodes of the detectors restart() replaced
+
+    def step(self, sample, fresh: bool = False) -> tuple[Model, Verdict]:
+        """The Model of the interval ending at `sample` and the detector's Verdict on it.
+        fresh: the sample starts a session (no interval ends at it)."""
+        model = Model.new(sample, None if fresh else self.last)
+        verdict = self.detector.feed(model)
+        self.last = sample
+        return model, verdict
+
+    def restart(self) -> None:
+        """A fresh detector; the one before ends its open episode at the last sample fed."""
+        if self.detector.episodes:
+            if self.last is not None:
+                self.detector.close(self.last.wall_s)
+            self.retired.extend(self.detector.episodes)
+        self.detector = Detector(self.thresholds)
+
+    def forget(self) -> None:
+        """Start over: no sample before the next one, no episodes (a replay's seek)."""
+        self.detector = Detector(self.thresholds)
+        self.last = None
+        self.retired = []
+
+    @property
+    def episodes(self) -> list[Episode]:
+        return self.retired + self.detector.episodes
+
+    @property
+    def pending_intervals(self) -> int:
+        """How long the raw starved state has held without an episode yet."""
+        pending = self.detector.pending
+        return pending[1] if pending else 0
+
+
+class StepperViews:
+    """`detector` and `episodes` read through self.stepper: what the screens ask of the
+    live feed and the replay feed alike."""
+
+    stepper: Stepper
+
+    @property
+    def detector(self) -> Detector:
+        return self.stepper.detector
+
+    @property
+    def episodes(self) -> list[Episode]:
+        """Every episode of this feed's detectors (since the last seek, in replay)."""
+        return self.stepper.episodes

@@ -1,0 +1,96 @@
+"""When to take the next sample, and how a headless loop is stopped: the one tick policy
+and the one signal helper of the live dashboard's thread, `serve` and `record`.
+
+Ticks lie on a grid of interval_s from the start, on the monotonic clock.  A loop that
+falls behind (a slow NVML call, a hung disk read) skips the ticks it missed and takes
+the next one on the grid: never a burst of samples to catch up, and the grid never
+drifts.  A new interval (the dashboard's +/-) starts a new grid, whose first tick is no
+later than the old one's next.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import signal
+import threading
+import time
+
+
+class Ticker:
+    def __init__(self, interval_s: float, now_s: float | None = None) -> None:
+        self.interval_s = interval_s
+        self._t0_s = time.monotonic() if now_s is None else now_s
+        self.ticks = 0          # grid points since the start, the missed ones included
+
+    @property
+    def due_s(self) -> float:
+        """The monotonic time of the current tick."""
+        return self._t0_s + self.ticks * self.interval_s
+
+    def advance(self, now_s: float | None = None) -> float:
+        """Move past the tick just served: to the next one, or when that one has gone by,
+        to the first still ahead (the missed ones are skipped).  Returns the seconds
+        until it."""
+        now = time.monotonic() if now_s is None else now_s
+        self.ticks += 1
+        if now > self.due_s:
+            self.ticks = math.ceil((now - self._t0_s) / self.interval_s)
+        return max(0.0, self.due_s - now)
+
+    def retime(self, interval_s: float, now_s: float | None = None) -> None:
+        """A new interval: a new grid whose next tick is the sooner of the old one's next
+        and one new interval from now."""
+        now = time.monotonic() if now_s is None else now_s
+        due = min(self.due_s, now + interval_s)
+        self.interval_s = interval_s
+        self._t0_s, self.ticks = due - interval_s, 1
+
+
+class StopSignals:
+    """SIGINT and SIGTERM set `reason` (the signal's name) and wake wait() at once; the
+    previous handlers come back on restore().  Only the main thread can install
+    handlers: elsewhere none is, and wait() is a plain sleep."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._old: dict[int, object] = {}
+        self._rfd = self._wfd = None
+        self._old_wakeup = -1
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._rfd, self._wfd = os.pipe()
+        os.set_blocking(self._rfd, False)
+        os.set_blocking(self._wfd, False)
+        self._old_wakeup = signal.set_wakeup_fd(self._wfd, warn_on_full_buffer=False)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.reason = signal.Signals(signum).name
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep timeout_s, or less when a signal comes."""
+        if timeout_s <= 0 or self.reason:
+            return
+        if self._rfd is None:
+            time.sleep(timeout_s)
+            return
+        ready, _, _ = select.select([self._rfd], [], [], timeout_s)
+        if ready:
+            try:
+                while os.read(self._rfd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+        if self._rfd is not None:
+            signal.set_wakeup_fd(self._old_wakeup)
+            os.close(self._rfd)
+            os.close(self._wfd)
+            self._rfd = self._wfd = None
