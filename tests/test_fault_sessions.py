@@ -11,11 +11,14 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from fault_helpers import LIVE, concat, flip, header_frames, live, record, sim
 from gpudisk_top.commands.replay import replay_origin
+from gpudisk_top.errors import UsageError
 from gpudisk_top.record import Recording, frames
 from gpudisk_top.record.sources import salvage
 from gpudisk_top.report import summary
@@ -255,12 +258,16 @@ def test_salvage_reads_only_what_one_flip_cannot_forge():
     assert salvage(b'{"interval_s": 1e400}').get("interval_s") is None
 
 
-def test_a_version_1_header_flip_keeps_the_label(tmp_path):
-    path = os.path.join(FIXTURES, "v1-demo-simulated.gdtrec")
-    h = header_frames(path)[0]
-    data = open(path, "rb").read()
-    at = data.index(b'"simulated": true', h.start) + 3
-    bad = flip(path, tmp_path / "v1.gdtrec", at, 0)
-    with Recording.open(path) as good, Recording.open(bad) as rec:
-        assert len(rec) == len(good) and rec.source.kind == "simulated" and rec.source.damaged
-        assert any("header of session 1" in w for w in rec.warnings)
+def test_a_version_1_recording_is_refused_in_one_line(tmp_path):
+    """Format 1 was replaced before any release: such a file is named and refused, never
+    misread as version 2."""
+    path = tmp_path / "old.gdtrec"
+    path.write_bytes(frames.preamble(1) + b"\0" * 64)
+    with pytest.raises(UsageError) as err:
+        Recording.open(path)
+    assert str(err.value) == (f"{path}: recording format version 1 (recorded by a "
+                              "development build before 0.1.0) is no longer read")
+    run = subprocess.run([sys.executable, "-m", "gpudisk_top", "report", str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == f"gpudisk-top: error: {err.value}\n"

@@ -264,15 +264,6 @@ def test_summaries_of_another_model_are_not_used(stalls, capsys, monkeypatch):
     assert d["derived"] == "recomputed"
 
 
-def test_a_version_1_recording_is_recomputed(capsys):
-    import os
-
-    path = os.path.join(os.path.dirname(__file__), "fixtures", "recordings",
-                        "v1-demo-simulated.gdtrec")
-    d = _report_json(capsys, path)
-    assert d["derived"] == "recomputed" and d["format_version"] == 1 and d["samples"] == 33
-
-
 def test_a_recording_without_summaries_is_recomputed(tmp_path, capsys):
     samples = sim_samples("checkpoint-stalls", 40)
     path = write_recording(tmp_path / "n.gdtrec", samples, scenario="checkpoint-stalls",

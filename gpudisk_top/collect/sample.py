@@ -49,6 +49,20 @@ class UtilWindow:
     count: int
 
 
+def window_values(samples: list[tuple[int, float]], window_us: tuple[int, int] | None
+                  ) -> list[float]:
+    """The values of the NVML samples that describe one interval: those stamped in
+    (start, end] µs, or all of them when none is (or there is no window).  The one rule:
+    model.gpu.window_mean() averages these, and a recording keeps their sum and number
+    (record/format_v2.py util_window)."""
+    if window_us is not None:
+        start_us, end_us = window_us
+        inside = [value for ts, value in samples if start_us < ts <= end_us]
+        if inside:
+            return inside
+    return [value for _, value in samples]
+
+
 @dataclass(slots=True)
 class GpuProcessRaw:
     """One compute process on a GPU, as NVML reports it, mapped into our PID namespace."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.sample import GpuRaw, GpuSnapshot, UtilWindow
+from gpudisk_top.collect.sample import GpuRaw, GpuSnapshot, UtilWindow, window_values
 
 MIB = 2**20  # nvidia-smi's memory.used is in MiB
 
@@ -75,12 +75,8 @@ def window_mean(samples: list[tuple[int, float]] | UtilWindow | None,
         return None
     if type(samples) is UtilWindow:
         return samples.sum_pct / samples.count
-    if window_us is not None:
-        start_us, end_us = window_us
-        inside = [value for ts, value in samples if start_us < ts <= end_us]
-        if inside:
-            return sum(inside) / len(inside)
-    return sum(value for _, value in samples) / len(samples)
+    values = window_values(samples, window_us)
+    return sum(values) / len(values)
 
 
 def throttle_names(mask: int | None) -> list[str]:

@@ -45,7 +45,7 @@ from array import array
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, GpuProcessRaw, GpuRaw,
                                         GpuSnapshot, HostRaw, ProcIoRaw, PsiTotals, Sample,
-                                        UtilWindow)
+                                        UtilWindow, window_values)
 
 VERSION = 2
 IO_FIELDS = ("rchar", "wchar", "read_bytes", "write_bytes")
@@ -114,12 +114,8 @@ def util_window(samples, window_us) -> UtilWindow | list | None:
         return samples
     if isinstance(samples, UtilWindow):
         return samples
-    if window_us is not None:
-        start_us, end_us = window_us
-        inside = [value for ts, value in samples if start_us < ts <= end_us]
-        if inside:
-            return UtilWindow(sum(inside), len(inside))
-    return UtilWindow(sum(value for _, value in samples), len(samples))
+    values = window_values(samples, window_us)
+    return UtilWindow(sum(values), len(values))
 
 
 def _window_parts(w) -> tuple:

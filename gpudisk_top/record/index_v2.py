@@ -338,6 +338,11 @@ class V2Index:
         c[1] = pos + 1
         return out
 
+    def sample_index(self, session: int, number: int) -> int | None:
+        """The index of sample `number` (from 0 in its session) of indexed session
+        `session`, or None when it is not readable."""
+        return self._numbers[session].get(number)
+
     def unit_end(self, i: int) -> int:
         """The global index after the last sample of sample i's unit (to skip damage)."""
         unit, pos = self.refs[i]

@@ -5,13 +5,13 @@
         i = rec.seek(rec.start_s + 3600)          # first sample at or after that time
         for i, sample in rec.samples(i, i + 60):  # raw Samples, as a recording keeps them
             ...
-        rec.summaries()                           # format v2: what the recorder's detector made of them
+        rec.summaries()                           # what the recorder's detector made of them
 
 Opening reads the preamble, then walks every frame and checks every CRC (about 0.1 s for
 a day at 1 Hz); the index holds each sample's time and where it is, so seek() is a
-bisection and sample(i) decodes at most one segment or block (SEGMENT_SAMPLES samples).
-Version 1 files are mapped; version 2 files are read into memory, since their recorder
-cuts their end as it turns rows into blocks (index_v2.py reads them).  A torn tail or a
+bisection and sample(i) decodes at most one block (SEGMENT_SAMPLES samples).  Files are
+read into memory, since their recorder cuts their end as it turns rows into blocks
+(index_v2.py reads them).  A torn tail or a
 damaged stretch becomes a warning in `warnings`, and every good frame around it is
 still read.
 
@@ -26,7 +26,6 @@ choose_source() gives a Recording of one source's sessions.
 from __future__ import annotations
 
 import bisect
-import mmap
 import operator
 import os
 import stat
@@ -36,11 +35,12 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
-from gpudisk_top.record import format_v1, format_v2, frames, sources
+from gpudisk_top.record import format_v2, frames, sources
 from gpudisk_top.record.header import FORMAT_VERSION, iso
 
-# A reader for every format version, forever: version -> the module that codes its samples.
-DECODERS = {1: format_v1, 2: format_v2}
+# Version 1 was replaced by version 2 before any release: only this repository's tests
+# ever held one.  From 0.1.0 on, every version is read forever.
+RETIRED_VERSIONS = {1: "recorded by a development build before 0.1.0"}
 
 
 class CorruptRecording(RuntimeFailure):
@@ -54,7 +54,6 @@ class Session:
     header: dict
     first: int                   # index of its first sample
     end: dict | None = None      # the E frame: {"reason", "samples", "ended"}; None if it never ended cleanly
-    decoder_module: object = None
     number: int = 0              # its place among the file's sessions, from 0
     source: sources.Source | None = None
     samples: int = 0             # readable samples
@@ -63,17 +62,12 @@ class Session:
 @dataclass
 class _Cursor:
     index: int = -1              # the last sample decoded
-    keyframe: int = -1           # its segment's keyframe
-    decoder: object = None
     sample: Sample | None = None
 
 
 @dataclass
 class _Index:
     walls: array = field(default_factory=lambda: array("d"))
-    starts: array = field(default_factory=lambda: array("q"))   # payload start
-    ends: array = field(default_factory=lambda: array("q"))
-    keyframes: list[int] = field(default_factory=list)          # sample indexes of K frames
     session_firsts: list[int] = field(default_factory=list)
 
 
@@ -90,7 +84,10 @@ def check_preamble(path: str, head: bytes, size: int) -> int:
     if version > FORMAT_VERSION:
         raise UsageError(f"{path}: recording format version {version} is newer than this "
                          f"gpudisk-top reads (up to {FORMAT_VERSION}); upgrade gpudisk-top to read it")
-    if version not in DECODERS:
+    if version in RETIRED_VERSIONS:
+        raise UsageError(f"{path}: recording format version {version} "
+                         f"({RETIRED_VERSIONS[version]}) is no longer read")
+    if version != FORMAT_VERSION:
         raise UsageError(f"{path}: unknown recording format version {version}")
     return version
 
@@ -98,8 +95,7 @@ def check_preamble(path: str, head: bytes, size: int) -> int:
 class Recording:
     """A recording opened for reading.  Use Recording.open(path)."""
 
-    def __init__(self, path: str, buf, version: int, mm: mmap.mmap | None = None,
-                 keep: set[int] | None = None) -> None:
+    def __init__(self, path: str, buf, version: int, keep: set[int] | None = None) -> None:
         self.path = path
         self.version = version
         self.warnings: list[str] = []
@@ -108,15 +104,11 @@ class Recording:
         self._keep = keep                      # numbers of the sessions indexed (None: all)
         self.size = len(buf)
         self._buf = buf
-        self._mm = mm
         self._idx = _Index()
         self._cursor = _Cursor()
         self._order: list[int] | None = None   # samples by time, when the clock went backwards
         self._v2 = None
-        if version == 1:
-            self._build_index()
-        else:
-            self._build_index_v2()
+        self._build_index_v2()
         self._find_runs()
 
     # ------------------------------------------------------------------ opening
@@ -143,116 +135,17 @@ class Recording:
             size = st.st_size
             head = os.pread(fd, frames.PREAMBLE.size, 0)
             version = check_preamble(path, head, size)
-            mm = None
-            if version == 1:
-                try:
-                    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-                    buf = mm
-                except (OSError, ValueError):
-                    buf = frames.read_all(fd, size)
-            else:
-                # a version 2 recorder rewrites and cuts the end of the file as it goes
-                # (rows become a block): a mapping would fault on bytes cut off, a copy
-                # of what is there now does not
-                buf = frames.read_all(fd, size)
+            # a recorder rewrites and cuts the end of the file as it goes (rows become a
+            # block): a mapping would fault on bytes cut off, a copy of what is there now
+            # does not
+            buf = frames.read_all(fd, size)
         except IsADirectoryError:
             raise UsageError(f"{path}: is a directory, not a recording") from None
         except OSError as err:
             raise UsageError(f"{path}: {err.strerror or err}") from None
         finally:
             os.close(fd)
-        return cls(path, buf, version, mm)
-
-    def _build_index(self) -> None:
-        found, damage = frames.scan(self._buf, frames.PREAMBLE.size)
-        lost_header = {}       # offset after damage that held a session header -> its bytes
-        for d in damage:
-            raw = None if d.torn_tail else sources.damaged_header(self._buf, d)
-            if raw is not None:
-                lost_header[d.end] = raw
-        idx = self._idx
-        walls, starts, ends = idx.walls, idx.starts, idx.ends
-        keyframes = idx.keyframes
-        module = DECODERS[self.version]
-        session: Session | None = None
-        number = -1            # the file's session being read
-        keep = True            # is it indexed?
-        chain = False          # can the next D frame be decoded (its segment is intact)?
-        prev_end = frames.PREAMBLE.size
-        skipped = 0            # D frames that follow damage, up to the next keyframe
-        unknown: set[int] = set()
-        damaged: list[Session] = []
-        seen: dict[int, int] = {}   # sample frames of each session, indexed or not
-
-        def start(header: dict, damaged_header: bool) -> None:
-            nonlocal session, number, keep
-            number += 1
-            keep = self._keep is None or number in self._keep
-            session = Session(header, len(walls), decoder_module=module, number=number,
-                              source=sources.source_of(header, damaged_header))
-            if keep:
-                self.sessions.append(session)
-                idx.session_firsts.append(len(walls))
-
-        for fr in found:
-            if fr.offset != prev_end:
-                chain = False  # damage in between: scan() reported it
-                raw = lost_header.get(fr.offset)
-                if raw is not None and fr.kind != frames.SESSION:
-                    start(sources.salvage(raw), True)
-                    damaged.append(session)
-            prev_end = fr.end
-            kind = fr.kind
-            if kind in (frames.DELTA, frames.KEYFRAME) and session is not None:
-                seen[number] = seen.get(number, 0) + 1
-            if kind == frames.DELTA:
-                if not keep:
-                    continue
-                if chain:
-                    walls.append(fr.wall_s)
-                    starts.append(fr.start)
-                    ends.append(fr.end)
-                else:
-                    skipped += 1
-            elif kind == frames.KEYFRAME:
-                if session is None:
-                    # its session header was lost: read it with this version's schema
-                    start({}, True)
-                    damaged.append(session)
-                    seen[number] = 1
-                if not keep:
-                    continue
-                chain = True
-                keyframes.append(len(walls))
-                walls.append(fr.wall_s)
-                starts.append(fr.start)
-                ends.append(fr.end)
-            elif kind == frames.SESSION:
-                header = frames.frame_json(self._buf, fr, self.path, self.warnings)
-                start(header, not header)
-                chain = False
-            elif kind == frames.END:
-                if session is not None:
-                    session.end = frames.frame_json(self._buf, fr, self.path, self.warnings)
-                chain = False
-            elif chr(kind).isupper() or kind not in range(32, 127):
-                unknown.add(kind)
-                chain = False
-            # an unknown lower-case type is an addition this reader may ignore
-        firsts = idx.session_firsts + [len(walls)]
-        for k, sess in enumerate(self.sessions):
-            sess.samples = firsts[k + 1] - firsts[k]
-        self._report_damage(damage, skipped, unknown)
-        for sess in damaged:
-            if seen.get(sess.number):
-                self.warnings.append(
-                    f"{self.path}: the header of session {sess.number + 1} is damaged or lost; "
-                    f"its samples are read with this version's schema, and "
-                    + ("what remains of it says simulated" if sess.source.kind == sources.SIMULATED else
-                       "what remains of it says live" if sess.source.kind == sources.LIVE else
-                       "whether it is live or simulated cannot be told: labelled 'unknown source'"))
-        # sessions that hold no sample (a recorder stopped before its first) are kept for
-        # their headers, but samples map to the last session that starts at their index
+        return cls(path, buf, version)
 
     def _build_index_v2(self) -> None:
         from gpudisk_top.record.index_v2 import V2Index
@@ -262,8 +155,6 @@ class Recording:
         idx.walls.extend(v2.walls)
         idx.session_firsts.extend(v2.session_firsts)
         self.sessions.extend(v2.sessions)
-        for sess in self.sessions:
-            sess.decoder_module = format_v2
 
     def _find_runs(self) -> None:
         """The stretches of samples, in recorded order, over which the wall clock never
@@ -345,40 +236,18 @@ class Recording:
         """A Recording of the sessions numbered `numbers` (in the file, from 0), read from
         this one's bytes; it takes this one's place (this one is closed)."""
         view = Recording(self.path, self._buf, self.version, keep=set(numbers))
-        view._mm, self._mm = self._mm, None
         self.close()
         return view
 
     def global_index(self, session: int, number: int) -> int | None:
         """The index of sample `number` (counted from 0 in its session) of a session, or
-        None when it is not readable (format v2)."""
-        if self._v2 is None:
-            return None
-        return self._v2._numbers[session].get(number)
+        None when it is not readable."""
+        return self._v2.sample_index(session, number)
 
     def summaries(self) -> list:
         """(index of its first sample, derived.SummaryBlock, session number) for every
-        summary block the recording holds whose samples are all readable (format v2;
-        none for version 1)."""
-        if self._v2 is None:
-            return []
+        summary block the recording holds whose samples are all readable."""
         return self._v2.summaries()
-
-    def _report_damage(self, damage: list[frames.Damage], skipped: int, unknown: set[int]) -> None:
-        for d in damage:
-            if d.torn_tail:
-                self.warnings.append(
-                    f"{self.path}: the last {d.end - d.start} bytes (from byte {d.start}) are a torn "
-                    "or damaged frame, skipped (the recorder was stopped while writing: kill -9, "
-                    f"power loss or a full disk); the {len(self)} samples before it are read")
-            else:
-                self.warnings.append(f"{self.path}: bytes {d.start}-{d.end} are damaged and were skipped")
-        if skipped:
-            self.warnings.append(f"{self.path}: {skipped} samples after damage, up to the next "
-                                 "keyframe, could not be decoded and were skipped")
-        for kind in sorted(unknown):
-            self.warnings.append(f"{self.path}: frames of unknown type {kind:#04x} were skipped "
-                                 "(written by a newer gpudisk-top?)")
 
     # ------------------------------------------------------------------ facts
     def __len__(self) -> int:
@@ -392,12 +261,6 @@ class Recording:
 
     def close(self) -> None:
         self._cursor = _Cursor()
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass  # a payload view is still alive somewhere; the GC closes it
-            self._mm = None
 
     @property
     def header(self) -> dict:
@@ -476,19 +339,10 @@ class Recording:
         return order[max(0, j)] if order else 0
 
     # ------------------------------------------------------------------ decoding
-    def _decoder(self, i: int):
-        s = self.sessions[self.session_index(i)] if self.sessions else None
-        module = s.decoder_module if s is not None else DECODERS[self.version]
-        return module.Decoder(s.header.get("schema") if s is not None else None)
-
-    def _keyframe_of(self, i: int) -> int:
-        kf = self._idx.keyframes
-        return kf[bisect.bisect_right(kf, i) - 1]
-
     def sample(self, i: int) -> Sample:
-        """Sample i, decoded.  Sequential calls cost one frame each; a jump decodes from
-        the segment's keyframe.  Raises IndexError out of range and CorruptRecording when
-        a frame that passed its CRC cannot be decoded."""
+        """Sample i, decoded (index_v2: sequential calls cost one row; a jump decodes its
+        block).  Raises IndexError out of range and CorruptRecording when a frame that
+        passed its CRC cannot be decoded."""
         n = len(self)
         if i < 0:
             i += n
@@ -497,30 +351,13 @@ class Recording:
         c = self._cursor
         if c.index == i and c.sample is not None:
             return c.sample
-        if self._v2 is not None:
-            try:
-                sample = self._v2.sample(i)
-            except format_v2.FormatError as err:
-                self._cursor = _Cursor()
-                raise CorruptRecording(f"{self.path}: sample {i} cannot be decoded: {err}") from None
-            c.index, c.sample = i, sample
-            return sample
-        k = self._keyframe_of(i)
-        if not (c.keyframe == k and c.index < i and c.decoder is not None):
-            c.decoder = self._decoder(k)
-            c.keyframe, c.index = k, k - 1
-        idx = self._idx
-        buf = self._buf
-        while c.index < i:
-            j = c.index + 1
-            try:
-                c.sample = c.decoder.decode(bytes(buf[idx.starts[j]:idx.ends[j]]))
-            except format_v1.FormatError as err:
-                self._cursor = _Cursor()
-                raise CorruptRecording(f"{self.path}: sample {j} (byte {idx.starts[j]}) "
-                                       f"cannot be decoded: {err}") from None
-            c.index = j
-        return c.sample
+        try:
+            sample = self._v2.sample(i)
+        except format_v2.FormatError as err:
+            self._cursor = _Cursor()
+            raise CorruptRecording(f"{self.path}: sample {i} cannot be decoded: {err}") from None
+        c.index, c.sample = i, sample
+        return sample
 
     def samples(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, Sample]]:
         """(index, Sample) for samples start..stop-1 in file order.  A segment that cannot
@@ -532,14 +369,8 @@ class Recording:
             try:
                 s = self.sample(i)
             except CorruptRecording as err:
-                if self._v2 is not None:
-                    self.warnings.append(f"{err}; skipped to the next block")
-                    i = min(stop, self._v2.unit_end(i))
-                    continue
-                self.warnings.append(f"{err}; skipped to the next keyframe")
-                kf = self._idx.keyframes
-                j = bisect.bisect_right(kf, i)
-                i = kf[j] if j < len(kf) else stop
+                self.warnings.append(f"{err}; skipped to the next block")
+                i = min(stop, self._v2.unit_end(i))
                 continue
             yield i, s
             i += 1

@@ -166,10 +166,13 @@ class Recorder:
         if not head.startswith(frames.MAGIC[:len(head)]):
             raise UsageError(f"{self.path} exists and is not a gpudisk-top recording; "
                              "not writing over it")
-        version = check_preamble(self.path, head, size)
-        if version != FORMAT_VERSION:
-            raise UsageError(f"{self.path} is a recording of format version {version}; this "
-                             f"recorder writes version {FORMAT_VERSION}: record to another file")
+        if len(head) == frames.PREAMBLE.size:
+            _, version, _ = frames.PREAMBLE.unpack_from(head)
+            if version < FORMAT_VERSION:
+                raise UsageError(f"{self.path} is a recording of format version {version}; "
+                                 f"this recorder writes version {FORMAT_VERSION}: record to "
+                                 "another file")
+        check_preamble(self.path, head, size)
         try:
             buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)  # no copy of a big file
         except (OSError, ValueError):
