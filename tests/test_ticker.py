@@ -1,0 +1,78 @@
+"""session/ticker.py: the one tick policy of the live thread, `serve` and `record`, and
+the one SIGINT/SIGTERM helper."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from gpudisk_top.session.ticker import StopSignals, Ticker
+
+
+def test_ticks_stay_on_the_grid():
+    t = Ticker(1.0, now_s=100.0)
+    assert t.advance(now_s=100.3) == pytest.approx(0.7) and t.due_s == 101.0
+    assert abs(t.advance(now_s=101.05) - 0.95) < 1e-9 and t.due_s == 102.0   # no drift
+
+
+def test_a_late_loop_skips_the_ticks_it_missed_instead_of_bursting():
+    t = Ticker(1.0, now_s=100.0)
+    wait = t.advance(now_s=103.4)          # a sample that took 3.4 s
+    assert t.due_s == 104.0 and abs(wait - 0.6) < 1e-9
+    assert t.ticks == 4                    # the missed ticks count (record --duration)
+    assert t.advance(now_s=104.0) == 1.0   # then on the grid again
+
+
+def test_a_late_loop_exactly_on_a_tick_samples_at_once():
+    t = Ticker(0.5, now_s=0.0)
+    assert t.advance(now_s=1.0) == 0.0 and t.due_s == 1.0
+
+
+def test_a_new_interval_starts_a_grid_no_later_than_the_old_next_tick():
+    t = Ticker(10.0, now_s=0.0)
+    t.advance(now_s=0.1)                   # next tick at 10
+    t.retime(1.0, now_s=2.0)               # shorter: the next tick comes at 3, not 10
+    assert t.due_s == 3.0
+    assert t.advance(now_s=3.0) == 1.0 and t.due_s == 4.0
+    t.retime(60.0, now_s=3.5)              # longer: the tick already due at 4 stays
+    assert t.due_s == 4.0
+    assert t.advance(now_s=4.0) == 60.0
+
+
+def test_sigterm_wakes_the_wait_and_the_old_handler_comes_back():
+    before = signal.getsignal(signal.SIGTERM)
+    stop = StopSignals()
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        t0 = time.monotonic()
+        stop.wait(10.0)
+        took = time.monotonic() - t0
+        assert stop.reason == "SIGTERM" and took < 5.0, took
+        stop.wait(10.0)                    # once stopped, waits return at once
+        assert time.monotonic() - t0 < 5.0
+    finally:
+        stop.restore()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_off_the_main_thread_it_installs_nothing_and_sleeps():
+    got = {}
+
+    def body():
+        stop = StopSignals()
+        t0 = time.monotonic()
+        stop.wait(0.2)
+        got["slept"] = time.monotonic() - t0
+        got["reason"] = stop.reason
+        stop.restore()
+
+    before = signal.getsignal(signal.SIGINT)
+    th = threading.Thread(target=body)
+    th.start()
+    th.join(5)
+    assert got["reason"] is None and 0.15 <= got["slept"] < 3.0
+    assert signal.getsignal(signal.SIGINT) is before
