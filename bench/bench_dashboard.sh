@@ -4,6 +4,11 @@
 # measured RUNS times for SECONDS by ../shared/tools/measure-overhead.sh (a detached tmux
 # pane, 120x40); medians printed.  Then the time to the first frame with data, RUNS times.
 #
+# With NVITOP_PY (a python with nvitop installed), also the dashboard on this machine's
+# disks with 8 stand-in GPUs (bench/gdt_standin.py) beside nvitop --interval 1 on the same
+# stand-in GPUs (bench/nvitop_standin.py).  With BASE (another checkout, e.g. the commit
+# before a change), its `--demo` too, interleaved in the same runs.
+#
 # usage: bench/bench_dashboard.sh [SECONDS=60] [RUNS=3]
 # needs: tmux; gpudisk-top on PATH (or GDT=...); glances on PATH (or GLANCES=...)
 set -euo pipefail
@@ -15,28 +20,43 @@ gdt=${GDT:-$(command -v gpudisk-top)}
 glances=${GLANCES:-$(command -v glances || true)}
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-run() {  # label command...: prints "label cpu_pct rss_mb" per run
+run() {  # label command...: prints "label cpu_pct rss_mb" for one run
     local label=$1; shift
-    for _ in $(seq "$runs"); do
-        out=$(bash "$measure" "$secs" "$@")
-        cpu=${out#cpu_pct=}; cpu=${cpu%% *}; rss=${out##*rss_mb=}
-        echo "$label $cpu $rss"
-    done
+    out=$(bash "$measure" "$secs" "$@")
+    cpu=${out#cpu_pct=}; cpu=${cpu%% *}; rss=${out##*rss_mb=}
+    echo "$label $cpu $rss"
 }
 
-results=$( { run gpudisk-top "$gdt" --demo; [ -n "$glances" ] && run glances "$glances" -t 1; } )
+nvitop_py=${NVITOP_PY:-}
+base=${BASE:-}
+py=${PYTHON:-python3}
+results=$( for _ in $(seq "$runs"); do    # each run of each, interleaved
+    run gpudisk-top "$gdt" --demo
+    if [ -n "$base" ]; then run base "cd $base && PYTHONPATH=$base $py -m gpudisk_top" --demo; fi
+    if [ -n "$glances" ]; then run glances "$glances" -t 1; fi
+    if [ -n "$nvitop_py" ]; then
+        run gdt-standin "$py $here/bench/gdt_standin.py $here"
+        run nvitop-standin "$nvitop_py $here/bench/nvitop_standin.py $here --interval 1"
+    fi
+done )
 echo "$results" | sed 's/^/run: /'
-for label in gpudisk-top glances; do
+for label in gpudisk-top base glances gdt-standin nvitop-standin; do
     cpus=$(echo "$results" | awk -v l=$label '$1==l {print $2}')
     [ -n "$cpus" ] || continue
     rss=$(echo "$results" | awk -v l=$label '$1==l {print $3}' | median)
     printf '%-12s cpu %s%% of a core (median of %s x %s s), rss %s MB\n' "$label" "$(echo "$cpus" | median)" "$runs" "$secs" "$rss"
 done
-if [ -n "$glances" ]; then
-    awk -v a="$(echo "$results" | awk '$1=="gpudisk-top" {print $2}' | median)" \
-        -v b="$(echo "$results" | awk '$1=="glances" {print $2}' | median)" \
-        'BEGIN {printf "ratio gpudisk-top / glances: %.2f\n", a / b}'
-fi
+ratio() {  # a b: the ratio of the two labels' median CPU, when both ran
+    local a b
+    echo "$results" | grep -q "^$1 " && echo "$results" | grep -q "^$2 " || return 0
+    a=$(echo "$results" | awk -v l="$1" '$1==l {print $2}' | median)
+    b=$(echo "$results" | awk -v l="$2" '$1==l {print $2}' | median)
+    awk -v a="$a" -v b="$b" -v x="$1" -v y="$2" \
+        'BEGIN {printf "ratio %s / %s: %.2f\n", x, y, (b > 0 ? a / b : 0)}'
+}
+ratio gpudisk-top glances
+ratio gpudisk-top base
+ratio gdt-standin nvitop-standin
 
 # first frame: seconds from launching it (tmux included) to its first painted frame with data
 frames=""
@@ -51,4 +71,8 @@ for _ in $(seq "$runs"); do
     fi
     rm -f "$f"
 done
-printf 'first frame: %s s (median of %s)\n' "$(printf '%s' "$frames" | grep -v '^$' | median)" "$runs"
+if [ -n "$(printf '%s' "$frames" | grep -v '^$')" ]; then
+    printf 'first frame: %s s (median of %s)\n' "$(printf '%s' "$frames" | grep -v '^$' | median)" "$runs"
+else
+    echo "first frame: n/a (no frame file: GDT must be a command that takes the variable)"
+fi

@@ -1,0 +1,17 @@
+"""gpudisk-top's real command line with 8 stand-in GPUs (tests/standin.py: the project's
+NVML fake where `import pynvml` finds it, every GPU at 95 %), for bench/bench_dashboard.sh
+to set beside nvitop on the same fake (bench/nvitop_standin.py).
+
+usage: python bench/gdt_standin.py CHECKOUT [gpudisk-top arguments]
+"""
+import os
+import sys
+
+checkout = os.path.abspath(sys.argv[1])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import standin  # noqa: E402
+
+cmd, env = standin.command(sys.argv[2:], gpus=8, util_pct=95.0)
+env["PYTHONPATH"] = checkout
+os.chdir(checkout)
+os.execve(cmd[0], cmd, env)
