@@ -150,7 +150,7 @@ class Feed(StepperViews):
         self._seq += 1
         cpu, rss = self._self.read()
         update = Update(seq=self._seq, model=model, verdict=verdict,
-                        episodes=list(self.episodes), sample_ms=sample_ms,
+                        episodes=self.episodes, sample_ms=sample_ms,
                         self_cpu_pct=cpu, self_rss_mb=rss,
                         pending_intervals=self.stepper.pending_intervals)
         if self.hooks is not None:
