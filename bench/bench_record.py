@@ -190,7 +190,7 @@ def main() -> int:
 
 def breakdown(args) -> int:
     sys.path.insert(0, ROOT)
-    from gpudisk_top.record import Recorder, derived, format_v2, make_header, writer
+    from gpudisk_top.record import Recorder, derived, make_header, v2, writer
     from gpudisk_top.sim import Simulator, builtin
 
     spent: dict[str, float] = {}
@@ -206,8 +206,8 @@ def breakdown(args) -> int:
                 spent[label] = spent.get(label, 0.0) + time.thread_time() - t
         setattr(cls, name, timed)
 
-    measure(format_v2.Flattener, "flatten", "rows: flatten")
-    measure(format_v2.RowCoder, "encode", "rows: encode")
+    measure(v2.Flattener, "flatten", "rows: flatten")
+    measure(v2.RowCoder, "encode", "rows: encode")
     measure(writer.Recorder, "_write", "rows: write")
     measure(derived.Deriver, "_derive", "summaries (model + detector)")
     measure(writer.Recorder, "_commit", "blocks (columns, LZMA, sync)")

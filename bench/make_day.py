@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gpudisk_top.record import Recorder, frames, make_header  # noqa: E402
-from gpudisk_top.record import format_v2  # noqa: E402
+from gpudisk_top.record import v2  # noqa: E402
 from gpudisk_top.sim import Simulator, builtin  # noqa: E402
 
 
@@ -30,9 +30,9 @@ def where_the_bytes_go(path: str) -> dict[str, int]:
     for f in found:
         size = f.end - f.start
         if f.kind == frames.BLOCK:
-            _, _, walls, raw, summ = format_v2.BLOCK_HEAD.unpack_from(data, f.start)
+            _, _, walls, raw, summ = v2.BLOCK_HEAD.unpack_from(data, f.start)
             parts["samples (block columns, LZMA)"] = parts.get("samples (block columns, LZMA)", 0) + raw
-            parts["wall times (index)"] = parts.get("wall times (index)", 0) + walls + format_v2.BLOCK_HEAD.size
+            parts["wall times (index)"] = parts.get("wall times (index)", 0) + walls + v2.BLOCK_HEAD.size
             parts["summaries (derived)"] = parts.get("summaries (derived)", 0) + summ
         else:
             name = {frames.SESSION: "session headers", frames.END: "end frames",

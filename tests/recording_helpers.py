@@ -65,10 +65,10 @@ def write_recording(path, samples, scenario: str = "demo", seed: int = 0, **kwar
 def canonical(samples):
     """The samples of one session as a recording of this version gives them back: NVML
     samples as the UtilWindow of each interval, processes' I/O counters rebuilt from their
-    trees' exact increases (format_v2's docstring says what is kept)."""
-    from gpudisk_top.record import format_v2
+    trees' exact increases (record/v2/flatten.py's docstring says what is kept)."""
+    from gpudisk_top.record import v2
 
-    return format_v2.canonical(samples)
+    return v2.canonical(samples)
 
 
 def abandon(rec) -> None:

@@ -1,6 +1,6 @@
 """What a recording keeps is enough for the detector: on every scenario of the labelled
 corpus (tests/corpus/), the verdicts and episodes replayed from what format v2 keeps are
-those of the live samples, interval by interval (format_v2's docstring: NVML samples as
+those of the live samples, interval by interval (record/v2/flatten.py's docstring: NVML samples as
 one sum per interval, processes' I/O as exact tree totals with each member's share)."""
 
 from __future__ import annotations

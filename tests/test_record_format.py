@@ -14,7 +14,7 @@ from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, GpuProce
                                         GpuSnapshot, HostRaw, ProcIoRaw, PsiTotals, Sample,
                                         UtilWindow)
 from gpudisk_top.errors import UsageError
-from gpudisk_top.record import Recorder, Recording, format_v2, frames, make_header
+from gpudisk_top.record import Recorder, Recording, frames, make_header, v2
 from gpudisk_top.record.header import FORMAT_VERSION
 from recording_helpers import (abandon, assert_same_for_the_model, canonical, origin,
                                sim_samples, write_recording)
@@ -97,10 +97,10 @@ def test_a_util_window_gives_window_means_exactly():
 
     samples = [(10, 30.0), (15, 40.0), (25, 55.5), (26, 0.1)]
     for window in ((10, 20), (14, 26), (100, 200), (0, 5), None):
-        kept = format_v2.util_window(samples, window)
+        kept = v2.util_window(samples, window)
         assert isinstance(kept, UtilWindow)
         assert window_mean(kept, None) == window_mean(kept, (0, 1)) == window_mean(samples, window)
-    assert format_v2.util_window([], (0, 1)) == [] and format_v2.util_window(None, None) is None
+    assert v2.util_window([], (0, 1)) == [] and v2.util_window(None, None) is None
 
 
 def test_processes_io_is_kept_per_tree_exactly():
@@ -115,7 +115,7 @@ def test_processes_io_is_kept_per_tree_exactly():
             q, qb, pb = prev_a.procs.get(pid), prev_b.procs.get(pid), b.procs[pid]
             if q is None or q.root_pid != p.root_pid:
                 continue
-            for f in format_v2.IO_FIELDS:
+            for f in v2.IO_FIELDS:
                 d, db = getattr(p, f) - getattr(q, f), getattr(pb, f) - getattr(qb, f)
                 assert db >= 0 and (db == 0) == (d == 0)
                 trees.setdefault((p.root_pid, f), []).append((d, db))
@@ -132,12 +132,12 @@ def test_fields_are_read_by_the_names_in_the_layout():
     """A layout with a field this code does not know (added later) is read without it; a
     field the recording lacks takes its default."""
     samples = [_odd_sample(i) for i in range(3)]
-    fl = format_v2.Flattener()
+    fl = v2.Flattener()
     layout, vals = fl.flatten(samples[0])
     extra = [k for k in layout if k.startswith("d/sda/")]
     new_layout = tuple(k for k in layout if k != "d/sda/rq_ticks") + ("d/sda/future_field", "x/new")
     new_vals = [v for k, v in zip(layout, vals) if k != "d/sda/rq_ticks"] + [123, {"a": 1}]
-    s = format_v2.Unflattener().sample(new_layout, json.loads(json.dumps(new_vals)))
+    s = v2.Unflattener().sample(new_layout, json.loads(json.dumps(new_vals)))
     assert extra and s.disks["sda"].rq_ticks == 0
     assert s.disks["sda"].rd_ios == samples[0].disks["sda"].rd_ios
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gpudisk_top.errors import UsageError
-from gpudisk_top.record import Recorder, Recording, format_v2, frames, make_header, writer
+from gpudisk_top.record import Recorder, Recording, frames, make_header, v2, writer
 from gpudisk_top.record.header import FORMAT_VERSION
 from recording_helpers import abandon, canonical, origin, sim_samples, write_recording
 
@@ -40,7 +40,7 @@ def test_records_are_written_in_a_row_only_when_they_change(samples):
     import dataclasses
     import json
 
-    fl, rc = format_v2.Flattener(), format_v2.RowCoder()
+    fl, rc = v2.Flattener(), v2.RowCoder()
     bodies = []
     for i, s in enumerate(samples[:5]):
         if i >= 3:  # a new mountpoint appears at sample 3

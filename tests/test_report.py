@@ -277,7 +277,7 @@ def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys):
     warning, and the report is the same."""
     import struct
 
-    from gpudisk_top.record import format_v2
+    from gpudisk_top.record import v2
 
     samples = sim_samples("checkpoint-stalls", 130)
     path = write_recording(tmp_path / "s.gdtrec", samples, scenario="checkpoint-stalls",
@@ -286,10 +286,10 @@ def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys):
     found, _ = frames.scan(data, frames.PREAMBLE.size)
     b = [f for f in found if f.kind == frames.BLOCK][1]
     payload = data[b.start:b.end]
-    first, n, wl, rl, sl = format_v2.BLOCK_HEAD.unpack_from(payload)
+    first, n, wl, rl, sl = v2.BLOCK_HEAD.unpack_from(payload)
     junk = b"x\x9c" + b"not a summary" * 3
-    payload = (format_v2.BLOCK_HEAD.pack(first, n, wl, rl, len(junk))
-               + payload[format_v2.BLOCK_HEAD.size:format_v2.BLOCK_HEAD.size + wl + rl] + junk)
+    payload = (v2.BLOCK_HEAD.pack(first, n, wl, rl, len(junk))
+               + payload[v2.BLOCK_HEAD.size:v2.BLOCK_HEAD.size + wl + rl] + junk)
     frame = frames.pack(frames.BLOCK, payload, struct.unpack_from("<d", data, b.offset + 8)[0])
     open(path, "wb").write(data[:b.offset] + frame + data[b.end:])
     fast = _report_json(capsys, path)
@@ -307,7 +307,7 @@ def test_summaries_with_gaps_and_any_window(tmp_path):
     import random
     import struct
 
-    from gpudisk_top.record import Recording, format_v2
+    from gpudisk_top.record import Recording, v2
     from gpudisk_top.report import summary
 
     sim = Simulator(builtin("demo"), seed=3)
@@ -317,9 +317,9 @@ def test_summaries_with_gaps_and_any_window(tmp_path):
     found, _ = frames.scan(data, frames.PREAMBLE.size)
     for b in [f for f in found if f.kind == frames.BLOCK][3:0:-2]:     # blocks 3 and 1
         payload = data[b.start:b.end]
-        first, n, wl, rl, _ = format_v2.BLOCK_HEAD.unpack_from(payload)
-        payload = format_v2.BLOCK_HEAD.pack(first, n, wl, rl, 0) + \
-            payload[format_v2.BLOCK_HEAD.size:format_v2.BLOCK_HEAD.size + wl + rl]
+        first, n, wl, rl, _ = v2.BLOCK_HEAD.unpack_from(payload)
+        payload = v2.BLOCK_HEAD.pack(first, n, wl, rl, 0) + \
+            payload[v2.BLOCK_HEAD.size:v2.BLOCK_HEAD.size + wl + rl]
         frame = frames.pack(frames.BLOCK, payload, struct.unpack_from("<d", data, b.offset + 8)[0])
         data = data[:b.offset] + frame + data[b.end:]
     open(path, "wb").write(data)

@@ -54,7 +54,7 @@ def window_values(samples: list[tuple[int, float]], window_us: tuple[int, int] |
     """The values of the NVML samples that describe one interval: those stamped in
     (start, end] µs, or all of them when none is (or there is no window).  The one rule:
     model.gpu.window_mean() averages these, and a recording keeps their sum and number
-    (record/format_v2.py util_window)."""
+    (record/v2/ util_window)."""
     if window_us is not None:
         start_us, end_us = window_us
         inside = [value for ts, value in samples if start_us < ts <= end_us]

@@ -28,6 +28,7 @@ from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.detect import STARVED_STATES, STATES, Episode
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
+from gpudisk_top.record.v2.fields import expand, runs
 
 DERIVED_LAYOUT = 1        # the layout of a summary block; raised when it changes
 SUMMARY_SAMPLES = 60      # samples per summary block
@@ -156,23 +157,6 @@ def interval_facts(model: Model, state: str, gpus):
 
 
 # ---------------------------------------------------------------------------- summary blocks
-def _runs(values) -> list:
-    out: list = []
-    for v in values:
-        if out and out[-1][0] == v:
-            out[-1][1] += 1
-        else:
-            out.append([v, 1])
-    return out
-
-
-def _expand(runs) -> list:
-    out: list = []
-    for v, n in runs:
-        out += [v] * n
-    return out
-
-
 def episode_record(e: Episode, opened_at: int, intervals_at_open: int) -> dict:
     d = asdict(e)
     d["opened_at"] = opened_at
@@ -205,7 +189,7 @@ class SummaryBlock:
         s = self.sums
         return {
             "first": self.first, "n": self.n,
-            "codes": [_runs(self.state), _runs(self.raw), _runs(self.episode), _runs(self.gpus)],
+            "codes": [runs(self.state), runs(self.raw), runs(self.episode), runs(self.gpus)],
             "samples": s.samples, "covered": s.covered_s,
             "gpu_info": [[i["index"], i["name"], i["uuid"]] for i in s.gpu_info.values()],
             "states": [[idx, per] for idx, per in s.states.items()],
@@ -228,7 +212,7 @@ class SummaryBlock:
         s.devices = {name: DeviceInfo(**{k: tuple(v) if isinstance(v, list) else v
                                          for k, v in rec.items() if k in known})
                      for name, rec in d["devices"]}
-        state, raw, episode, gpus = (_expand(c) for c in d["codes"])
+        state, raw, episode, gpus = (expand(c) for c in d["codes"])
         return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"])
 
 

@@ -9,7 +9,7 @@ import platform
 
 from gpudisk_top import __version__
 from gpudisk_top.collect.sample import Sample
-from gpudisk_top.record import format_v2
+from gpudisk_top.record import v2
 
 FORMAT_NAME = "gpudisk-top recording"
 FORMAT_VERSION = 2        # the version this code writes; reader.py reads every version up to it
@@ -64,6 +64,6 @@ def complete_header(header: dict, first: Sample) -> dict:
                      for k, v in dataclasses.asdict(d).items()} for d in first.devices.values()],
         "segment_samples": header.get("segment_samples", SEGMENT_SAMPLES),
         "compression": "rows: JSON; blocks: columns, LZMA2 (raw) per block",
-        "schema": format_v2.schema(),
+        "schema": v2.schema(),
     })
     return out

@@ -11,7 +11,7 @@ Opening reads the preamble, then walks every frame and checks every CRC (about 0
 a day at 1 Hz); the index holds each sample's time and where it is, so seek() is a
 bisection and sample(i) decodes at most one block (SEGMENT_SAMPLES samples).  Files are
 read into memory, since their recorder cuts their end as it turns rows into blocks
-(index_v2.py reads them).  A torn tail or a
+(v2/index.py reads them).  A torn tail or a
 damaged stretch becomes a warning in `warnings`, and every good frame around it is
 still read.
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
-from gpudisk_top.record import format_v2, frames, sources
+from gpudisk_top.record import frames, sources, v2
 from gpudisk_top.record.header import FORMAT_VERSION, iso
 
 # Version 1 was replaced by version 2 before any release: only this repository's tests
@@ -148,13 +148,13 @@ class Recording:
         return cls(path, buf, version)
 
     def _build_index_v2(self) -> None:
-        from gpudisk_top.record.index_v2 import V2Index
+        from gpudisk_top.record.v2.index import V2Index
 
-        v2 = self._v2 = V2Index(self.path, self._buf, self.warnings, Session, self._keep)
+        index = self._v2 = V2Index(self.path, self._buf, self.warnings, Session, self._keep)
         idx = self._idx
-        idx.walls.extend(v2.walls)
-        idx.session_firsts.extend(v2.session_firsts)
-        self.sessions.extend(v2.sessions)
+        idx.walls.extend(index.walls)
+        idx.session_firsts.extend(index.session_firsts)
+        self.sessions.extend(index.sessions)
 
     def _find_runs(self) -> None:
         """The stretches of samples, in recorded order, over which the wall clock never
@@ -340,7 +340,7 @@ class Recording:
 
     # ------------------------------------------------------------------ decoding
     def sample(self, i: int) -> Sample:
-        """Sample i, decoded (index_v2: sequential calls cost one row; a jump decodes its
+        """Sample i, decoded (v2/index.py: sequential calls cost one row; a jump decodes its
         block).  Raises IndexError out of range and CorruptRecording when a frame that
         passed its CRC cannot be decoded."""
         n = len(self)
@@ -353,7 +353,7 @@ class Recording:
             return c.sample
         try:
             sample = self._v2.sample(i)
-        except format_v2.FormatError as err:
+        except v2.FormatError as err:
             self._cursor = _Cursor()
             raise CorruptRecording(f"{self.path}: sample {i} cannot be decoded: {err}") from None
         c.index, c.sample = i, sample

@@ -50,7 +50,7 @@ from gpudisk_top import outfile
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
 from gpudisk_top.ratelimit import OncePer
-from gpudisk_top.record import format_v2, frames
+from gpudisk_top.record import frames, v2
 from gpudisk_top.record.header import (FORMAT_VERSION, SEGMENT_SAMPLES, complete_header, iso,
                                        make_header)
 from gpudisk_top.record.rotate import Rotation
@@ -119,8 +119,8 @@ class Recorder:
 
     # ------------------------------------------------------------------ sessions
     def _new_session(self) -> None:
-        self._flat = format_v2.Flattener()
-        self._rowcoder = format_v2.RowCoder()
+        self._flat = v2.Flattener()
+        self._rowcoder = v2.RowCoder()
         self._session_samples = 0         # samples since this file's H frame (0: none yet)
         self._block_first = 0             # session number of the block's first sample
         self._rows: list[tuple[int, list]] = []
@@ -429,7 +429,7 @@ class Recorder:
                 self._stop_summaries(err)
         if blocks:
             summaries = self._derived.encode_blocks(blocks)
-        payload = format_v2.encode_block(self._block_first, rows, self._layouts, self._state,
+        payload = v2.encode_block(self._block_first, rows, self._layouts, self._state,
                                          self.level, summaries)
         frame = frames.pack(frames.BLOCK, payload, self._block_wall_s or 0.0)
         start, end = self._tail_start, self._size
@@ -464,7 +464,7 @@ class Recorder:
         self._size = size
         self._dirty = True
         # the processes' counters as a reader rebuilds them after this block
-        un = format_v2.Unflattener(self._state)
+        un = v2.Unflattener(self._state)
         layouts = self._layouts
         for lid, vals in rows:
             un.advance(layouts[lid], vals)
@@ -596,8 +596,8 @@ def _unfinished_copy(buf, found: list) -> tuple[int, bytes | None] | None:
     last = found[-1]
     frame = bytes(buf[last.offset:last.end])
     try:
-        first, n, _ = format_v2.block_info(buf[last.start:last.end])
-    except format_v2.FormatError:
+        first, n, _ = v2.block_info(buf[last.start:last.end])
+    except v2.FormatError:
         return None
     start = None
     for fr in reversed(found[:-1]):
@@ -607,7 +607,7 @@ def _unfinished_copy(buf, found: list) -> tuple[int, bytes | None] | None:
             start = fr.end
             break
         if fr.kind == frames.ROW:
-            (number,) = format_v2.ROW.unpack_from(buf, fr.start)
+            (number,) = v2.ROW.unpack_from(buf, fr.start)
             if not first <= number < first + n:
                 return None
             continue

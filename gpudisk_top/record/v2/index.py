@@ -20,7 +20,7 @@ import bisect
 import struct
 from dataclasses import dataclass, field
 
-from gpudisk_top.record import format_v2, frames, sources
+from gpudisk_top.record import frames, sources, v2
 
 _B, _R = 0, 1
 
@@ -128,8 +128,8 @@ class V2Index:
                 lost_headers.append(cur)
             if kind == frames.BLOCK:
                 try:
-                    first, n, walls = format_v2.block_info(self.buf[fr.start:fr.end])
-                except format_v2.FormatError:
+                    first, n, walls = v2.block_info(self.buf[fr.start:fr.end])
+                except v2.FormatError:
                     bad += 1
                     continue
                 if first in cur.blocks:
@@ -137,10 +137,10 @@ class V2Index:
                     continue
                 cur.blocks[first] = (fr, n, walls)
             elif kind == frames.ROW:
-                if fr.end - fr.start < format_v2.ROW.size:
+                if fr.end - fr.start < v2.ROW.size:
                     bad += 1
                     continue
-                (number,) = format_v2.ROW.unpack_from(self.buf, fr.start)
+                (number,) = v2.ROW.unpack_from(self.buf, fr.start)
                 cur.rows.setdefault(number, fr)
             elif kind == frames.SUMMARY:
                 cur.tail_summaries.append(fr)
@@ -276,14 +276,14 @@ class V2Index:
         return end is None or end.get("samples") in (None, len(numbers))
 
     # ------------------------------------------------------------------ decoding
-    def _block(self, unit: _Unit) -> format_v2.Block:
+    def _block(self, unit: _Unit) -> v2.Block:
         c = self._block_cache
         if c is not None and c[0] is unit:
             return c[1]
         fr = unit.frames[0]
-        blk = format_v2.decode_block(self.buf[fr.start:fr.end])
+        blk = v2.decode_block(self.buf[fr.start:fr.end])
         if len(blk.rows) != len(unit.numbers):
-            raise format_v2.FormatError("a block whose samples do not match its index")
+            raise v2.FormatError("a block whose samples do not match its index")
         self._block_cache = (unit, blk)
         return blk
 
@@ -293,24 +293,24 @@ class V2Index:
         state = self._end_states.get(key)
         if state is None:
             blk = self._block(unit)
-            un = format_v2.Unflattener(blk.state, unit.schema)
+            un = v2.Unflattener(blk.state, unit.schema)
             for j in range(len(blk.rows)):
                 un.advance(*blk.values(j))
             state = self._end_states[key] = un.counters
         return state
 
     def sample(self, i: int):
-        """Sample i (global index); raises format_v2.FormatError."""
+        """Sample i (global index); raises v2.FormatError."""
         unit, pos = self.refs[i]
         c = self._cursor
         if c is None or c[0] is not unit or c[1] > pos:
             if unit.kind == _B:
                 blk = self._block(unit)
-                c = [unit, 0, format_v2.Unflattener(blk.state, unit.schema), None]
+                c = [unit, 0, v2.Unflattener(blk.state, unit.schema), None]
             else:
                 base = self._end_state(unit.prev_block) if unit.prev_block is not None else {}
-                c = [unit, 0, format_v2.Unflattener(base, unit.schema),
-                     format_v2.RowDecoder()]
+                c = [unit, 0, v2.Unflattener(base, unit.schema),
+                     v2.RowDecoder()]
             self._cursor = c
         un = c[2]
         try:
@@ -332,7 +332,7 @@ class V2Index:
                     c[1] += 1
                 c[1] = pos + 1
                 return out
-        except format_v2.FormatError:
+        except v2.FormatError:
             self._cursor = None
             raise
         c[1] = pos + 1
@@ -365,7 +365,7 @@ class V2Index:
             numbers = self._numbers[sno]
             have: dict[int, object] = {}
             for first, (fr, n, walls) in s.blocks.items():
-                data = format_v2.block_summaries(self.buf[fr.start:fr.end])
+                data = v2.block_summaries(self.buf[fr.start:fr.end])
                 if not data:
                     continue
                 try:
@@ -403,8 +403,8 @@ def _number(buf, fr) -> int | None:
     """The session number of a row's sample or of a block's first one."""
     try:
         if fr.kind == frames.ROW:
-            return format_v2.ROW.unpack_from(buf, fr.start)[0]
-        return format_v2.BLOCK_HEAD.unpack_from(buf, fr.start)[0]
+            return v2.ROW.unpack_from(buf, fr.start)[0]
+        return v2.BLOCK_HEAD.unpack_from(buf, fr.start)[0]
     except struct.error:       # a frame too short to say: not a restart
         return None
 

@@ -1,0 +1,132 @@
+"""What the columns of format version 2 hold: the field tables, the schema a session
+header carries, and the small codings every part shares (doubles as their bits, runs of
+equal values, NVML utilization windows).  The rest of the codec: flatten.py (a Sample
+into column values and back), rows.py (R frames), blocks.py (B frames), index.py (which
+frames hold which samples)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import operator
+import struct
+
+from gpudisk_top.collect.diskstats import DiskCounters
+from gpudisk_top.collect.sample import (CpuTimes, DeviceInfo, GpuProcessRaw, UtilWindow,
+                                        window_values)
+
+VERSION = 2
+IO_FIELDS = ("rchar", "wchar", "read_bytes", "write_bytes")
+SHARE_SCALE = 255          # a process's share of its tree's increase, in 1/255ths
+EXACT = -1                 # share column value: this one is in the row's "px" list
+
+field_names = lambda cls: tuple(f.name for f in dataclasses.fields(cls))  # noqa: E731
+
+DISK_FIELDS = DiskCounters._fields
+DEVICE_FIELDS = field_names(DeviceInfo)
+CPU_FIELDS = field_names(CpuTimes)
+GPU_STATIC = ("index", "name", "uuid", "pci_bus_id", "lost", "error", "mem_total_bytes",
+              "power_limit_mw")
+GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
+            "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
+GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")
+GPU_PROCESS_FIELDS = field_names(GpuProcessRaw)
+PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices")
+# where a process's time went (ProcIoRaw): columns "p/PID/<key>", integers with -1 for
+# None so that rows stay integer (coded as differences) and blocks pack them narrow;
+# the state letter is kept as its code point.  Recordings made before them lack the
+# columns, and read back None.
+PROC_ACCT = (("rd", "run_delay_ns"), ("bio", "blkio_ticks"), ("sr", "syscr"), ("s", "state"))
+
+
+def schema() -> dict[str, list[str]]:
+    """The field names behind the column keys, as this version of the code writes them."""
+    return {
+        "disk": list(DISK_FIELDS),
+        "device": list(DEVICE_FIELDS),
+        "cpu": list(CPU_FIELDS),
+        "gpu_static": list(GPU_STATIC),
+        "gpu_ints": list(GPU_INTS),
+        "gpu_floats": list(GPU_FLOATS),
+        "gpu_util": ["u/s", "u/n", "m/s", "m/n"],
+        "gpu_process": list(GPU_PROCESS_FIELDS),
+        "proc_static": list(PROC_STATIC),
+        "proc_io": list(IO_FIELDS),
+        "proc_acct": [field for _, field in PROC_ACCT],
+    }
+
+
+class FormatError(ValueError):
+    """A payload that passed its CRC but cannot be decoded (a bug, or a foreign writer)."""
+
+
+INTS = {int}
+_D = struct.Struct("<d")
+_Q = struct.Struct("<q")
+
+
+def float_bits(x: float) -> int:
+    return _Q.unpack(_D.pack(x))[0]
+
+
+def bits_float(b: int) -> float:
+    return _D.unpack(_Q.pack(b))[0]
+
+
+# ---------------------------------------------------------------------------- util windows
+def util_window(samples, window_us) -> UtilWindow | list | None:
+    """What a recording keeps of one interval's NVML samples: None and [] as they are,
+    else the sum and number of exactly the samples model.gpu.window_mean() averages over
+    window_us, so that a reader's window_mean() returns the same float."""
+    if not samples:
+        return samples
+    if isinstance(samples, UtilWindow):
+        return samples
+    values = window_values(samples, window_us)
+    return UtilWindow(sum(values), len(values))
+
+
+def window_parts(w) -> tuple:
+    """(sum, count) columns: None -> (None, None), [] -> (0, 0)."""
+    if w is None:
+        return None, None
+    if not w:
+        return 0, 0
+    s = w.sum_pct
+    if type(s) is float and s.is_integer() and abs(s) < 2**53:
+        s = int(s)  # an integer column; read back as the same float
+    return s, w.count
+
+
+def window_of(s, n):
+    if n is None:
+        return None
+    if n == 0:
+        return []
+    return UtilWindow(float(s), n)
+
+
+def runs(values) -> list:
+    """[[value, count], ...] of consecutive equal values."""
+    n = len(values)
+    if n and values.count(values[0]) == n:
+        return [[values[0], n]]
+    return [[v, len(list(grp))] for v, grp in itertools.groupby(values)]
+
+
+def expand(runs) -> list:
+    """The values of [[value, count], ...]."""
+    out = []
+    for v, n in runs:
+        out += [v] * n
+    return out
+
+
+def getter(idx: list):
+    """A function of a row's values giving the values at positions idx, as a tuple."""
+    if not idx:
+        return lambda vals: ()
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda vals: (vals[i],)
+    return operator.itemgetter(*idx)
