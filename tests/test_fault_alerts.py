@@ -133,9 +133,8 @@ def test_touch_and_log_files_follow_the_umask(tmp_path):
     assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
 
 
+@pytest.mark.root(reason="making a link owned by another user needs root")
 def test_a_touch_path_that_is_another_users_link_is_not_followed(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("making a link owned by another user needs root")
     victim = tmp_path / "shadow"
     victim.write_text("root:x:0\n")
     link = tmp_path / "PAUSE"

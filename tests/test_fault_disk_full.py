@@ -15,13 +15,13 @@ from gpudisk_top.record import Recorder, Recording, make_header
 from gpudisk_top.sim import Simulator, builtin
 from recording_helpers import command, origin, ROOT
 
+pytestmark = pytest.mark.root(reason="mounting a tmpfs needs root")
+
 
 @pytest.fixture
 def small_fs(tmp_path):
     """A 256 KiB tmpfs: the demo node's rows (~3 KB a sample) would fill it in about 85
     samples; its blocks take a tenth of that."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / f"full-{uuid.uuid4().hex[:6]}"
     mnt.mkdir()
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],

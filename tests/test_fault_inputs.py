@@ -129,12 +129,11 @@ def test_escape_sequences_in_names_never_reach_the_terminal(procfs):
 
 
 # ---------------------------------------------------------------------------- item 9
+@pytest.mark.root(reason="dropping to another user needs root")
 def test_an_unreadable_default_config_path_is_a_warning_not_an_error(tmp_path):
     """`su` without `-`, or `docker exec -u 1000`: HOME is still /root, which this user
     cannot read.  The default config then cannot be known to exist: defaults and a
     warning, not "Permission denied" for every command."""
-    if os.geteuid() != 0:
-        pytest.skip("dropping to another user needs root")
     code = ("import os, sys\n"
             "from gpudisk_top.cli import main\n"
             "main(['--once', '--demo', '--json', '-i', '0.1'])   # every import done as root\n"

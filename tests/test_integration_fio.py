@@ -34,7 +34,7 @@ import pytest
 
 import realdisk
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.root(reason="a loop device needs root")]
 
 CAP_IOPS = 10000
 FIO_RUNTIME_S = 9

@@ -72,6 +72,7 @@ def _interval(seq, i):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.root(reason="bind-mounting over /proc needs root")
 def test_rates_equal_iostat(reference, seed):
     seq, truth, reports = reference[seed]
     assert len(reports) == len(seq) - 1
@@ -87,6 +88,7 @@ def test_rates_equal_iostat(reference, seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.root(reason="bind-mounting over /proc needs root")
 def test_checked_rates_keep_iostat_and_drop_the_impossible(reference, seed):
     seq, truth, reports = reference[seed]
     for i, report in enumerate(reports):
@@ -193,6 +195,7 @@ def newer():
     return _run_all(path)
 
 
+@pytest.mark.root(reason="bind-mounting over /proc needs root")
 def test_newer_sysstat_prints_zero_where_we_drop(newer):
     zeroed_u64 = util_wrap = 0
     for seed in SEEDS:

@@ -94,11 +94,12 @@ UNSHARED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.root(reason="unshare --pid needs root")
 def test_real_private_pid_namespace_does_not_map_host_pids():
     """In a new PID namespace with its own /proc (what a container has), host PIDs
     name nothing: even PID 1 there is not the host's PID 1."""
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("needs unshare and root")
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
     host_pid = os.getpid()
     out = subprocess.run(
         ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", UNSHARED,

@@ -23,7 +23,8 @@ import pytest
 from gpudisk_top.probe import store
 import realdisk
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.root(reason="a loop device, and running as another user, need root")]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = "import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -154,8 +155,6 @@ def test_a_device_node_is_refused_to_a_user_who_may_not_read_it(loop):
 
 
 def test_a_directory_without_a_large_file_is_refused_when_the_device_is_unreadable():
-    if realdisk.loop_unavailable():
-        pytest.skip("needs root, to run as another user")
     directory = tempfile.mkdtemp(prefix="gdt-probe-dir-", dir="/var/tmp")
     try:
         os.chmod(directory, 0o755)

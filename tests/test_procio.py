@@ -109,6 +109,7 @@ PARENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_real_parent_with_two_reader_children(data_dir, tmp_path):
     directory, own_device = data_dir
     for i in range(2):
@@ -212,11 +213,10 @@ def test_real_zombie_and_vanished_pid_never_raise():
 UNPRIVILEGED = 65534  # nobody
 
 
+@pytest.mark.root(reason="needs root to drop to another user")
 def test_real_unreadable_io_is_none_for_an_unprivileged_reader():
     """A reader without ptrace access to a process (here: user nobody reading a root
     process) gets None for io and devices, and still its stat fields."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to drop to another user")
     target = subprocess.Popen(["sleep", "30"])
     r, w = os.pipe()
     pid = os.fork()

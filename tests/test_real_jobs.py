@@ -179,6 +179,7 @@ def test_disk_starved_stays_disk_starved_when_others_take_every_cpu(tmp_path, da
                    kinds=("latency-bound", "saturated"))
 
 
+@pytest.mark.root(reason="a loop device and a cgroup's IOPS cap need root")
 def test_many_workers_on_a_capped_volume_are_disk_starved_saturated(tmp_path, loop_volume):
     dev, cap = loop_volume
     run = Run(tmp_path, "disk", 8, dev, reads=32, preexec_fn=cap.enter_self)

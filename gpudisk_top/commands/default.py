@@ -11,19 +11,13 @@ import argparse
 from gpudisk_top import __version__
 from gpudisk_top.commands import COMMANDS
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_export_options,
-                                         add_interval_option, add_source_options)
+                                         add_interval_option, add_source_options,
+                                         number_type)
 from gpudisk_top.errors import UsageError
 
-
-def _seconds_into(text: str) -> float:
-    """--demo-start: a finite, non-negative number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (value >= 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text!r}")
-    return value
+# --demo-start: a finite, non-negative number of seconds
+_seconds_into = number_type(float, "number of seconds",
+                            (lambda v: v >= 0, "must be 0 or more seconds: {text!r}"))
 
 
 def build_parser(prog: str = "gpudisk-top") -> argparse.ArgumentParser:

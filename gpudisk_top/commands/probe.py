@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import sys
 
-from gpudisk_top.commands.common import Parser
+from gpudisk_top.commands.common import Parser, number_type
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.textsafe import printable
 
@@ -20,15 +19,10 @@ MIN_SECONDS = 1.5     # half a second for each of the three tests
 MAX_SECONDS = 600.0
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or not MIN_SECONDS <= value <= MAX_SECONDS:
-        raise argparse.ArgumentTypeError(
-            f"must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} seconds: {text!r}")
-    return value
+_seconds = number_type(
+    float, "number of seconds",
+    (lambda v: MIN_SECONDS <= v <= MAX_SECONDS,
+     f"must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} seconds: {{text!r}}"))
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:

@@ -13,38 +13,25 @@ as in `serve`; prometheus_client is loaded only then.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
-                                         open_source, thresholds_from)
+                                         number_type, open_source, thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
-def _positive(kind: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number of {kind}: {text!r}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"must be a positive number of {kind}: {text!r}")
-        return value
-    return parse
-
-
 MIN_MAX_SIZE_MB = 1.0   # ten parts of 100 kB: less holds a header and a sample a file
 
-
-def _megabytes(text: str) -> float:
-    value = _positive("megabytes")(text)
-    if value < MIN_MAX_SIZE_MB:
-        raise argparse.ArgumentTypeError(f"{text!r} is too small for a recording: at least "
-                                         f"{MIN_MAX_SIZE_MB:g} MB")
-    return value
+_megabytes = number_type(
+    float, "number of megabytes",
+    (lambda v: v > 0, "must be a positive number of megabytes: {text!r}"),
+    (lambda v: v >= MIN_MAX_SIZE_MB,
+     f"{{text!r}} is too small for a recording: at least {MIN_MAX_SIZE_MB:g} MB"))
+_days = number_type(float, "number of days",
+                    (lambda v: v > 0, "must be a positive number of days: {text!r}"))
 
 
 def _duration(text: str) -> float:
@@ -73,7 +60,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     keep.add_argument("--max-size", type=_megabytes, metavar="MB",
                       help="keep FILE and its rotated generations FILE.1, FILE.2, ... under MB "
                            "in all: FILE rotates at MB/10, the oldest generations are deleted")
-    keep.add_argument("--retain", type=_positive("days"), metavar="DAYS",
+    keep.add_argument("--retain", type=_days, metavar="DAYS",
                       help="rotate FILE at local midnight (FILE.1 is yesterday) and delete "
                            "generations older than DAYS days")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line when stopping")

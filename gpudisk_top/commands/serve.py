@@ -16,19 +16,12 @@ import argparse
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
-                                         open_source, thresholds_from)
+                                         number_type, open_source, thresholds_from)
 from gpudisk_top.errors import note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
+_count = number_type(int, "whole number", (lambda v: v >= 1, "must be at least 1: {text!r}"))
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:

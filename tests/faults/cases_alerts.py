@@ -19,8 +19,8 @@ import stat
 import time
 
 import standin
-from harness import (NOBODY, PY, Case, Ctx, Result, gdt_argv, judge, lstat_sig, mode_of,
-                     same_node)
+from harness import (HANDLED, NOBODY, PY, Case, Cases, Ctx, Result, gdt_argv, judge, lstat_sig,
+                     mode_of, same_node)
 
 CAT = 2
 
@@ -553,38 +553,38 @@ def timeout_case():
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     for what in ("disk-with-users", "disk-with-users-two-jobs", "disk-without-users", "disk-any",
                  "gpu0", "gpu1-idle", "gpu-all", "verdict-with-processes",
                  "verdict-idle-no-processes", "free-space", "free-space-two-jobs",
                  "free-space-no-processes", "host"):
-        out.append(Case(CAT, f"2/pids/{what}", f"a rule ({what}) whose command takes {{pids}}",
-                        pids_case(what), timeout_s=45, expect=("handled",)))
+        out.add(f"pids/{what}", f"a rule ({what}) whose command takes {{pids}}",
+                pids_case(what), timeout_s=45, expect=HANDLED)
     for kind in ("disk", "gpu", "verdict", "free-space"):
         for actions in (False, True):
             tag = "demo-actions" if actions else "demo"
-            out.append(Case(CAT, f"2/{tag}/{kind}", f"--demo{' --demo-actions' if actions else ''}: "
-                            f"a {kind} rule with command, touch and log", demo_case(kind, actions),
-                            timeout_s=45, expect=("handled",)))
+            out.add(f"{tag}/{kind}", f"--demo{' --demo-actions' if actions else ''}: "
+                    f"a {kind} rule with command, touch and log", demo_case(kind, actions),
+                    timeout_s=45, expect=HANDLED)
     for n in (1, 4, 16, 64):
-        out.append(Case(CAT, f"2/many/{n}-devices", f"{n} devices firing at once (live procfs)",
-                        many_case(n, "procfs", 0.3), timeout_s=45, expect=("handled",)))
-    out.append(Case(CAT, "2/many/64-devices-slow-commands", "64 devices firing, commands of 2 s",
-                    many_case(64, "procfs", 2.0), timeout_s=60, expect=("handled",)))
-    out.append(Case(CAT, "2/many/demo-16-devices", "--demo --demo-actions: 16 disks firing",
-                    many_case(16, "demo", 0.3), timeout_s=45, expect=("handled",)))
+        out.add(f"many/{n}-devices", f"{n} devices firing at once (live procfs)",
+                many_case(n, "procfs", 0.3), timeout_s=45, expect=HANDLED)
+    out.add("many/64-devices-slow-commands", "64 devices firing, commands of 2 s",
+            many_case(64, "procfs", 2.0), timeout_s=60, expect=HANDLED)
+    out.add("many/demo-16-devices", "--demo --demo-actions: 16 disks firing",
+            many_case(16, "demo", 0.3), timeout_s=45, expect=HANDLED)
     for action in ("touch", "log"):
         for kind in ("new", "existing", "own-link", "other-users-link", "dangling-link",
                      "directory", "no-parent", "fifo-no-reader", "chr-null", "chr-full",
                      "readonly-mount", "full-disk"):
-            out.append(Case(CAT, f"2/{action}/{kind}", f"an alert's {action} file: {kind}",
-                            action_path_case(action, kind), timeout_s=40, expect=("handled",)))
+            out.add(f"{action}/{kind}", f"an alert's {action} file: {kind}",
+                    action_path_case(action, kind), timeout_s=40, expect=HANDLED)
     for umask in (0o000, 0o022, 0o027, 0o077):
-        out.append(Case(CAT, f"2/umask/{umask:03o}", f"touch and log files under umask {umask:03o}",
-                        umask_case(umask), timeout_s=40, expect=("handled",)))
+        out.add(f"umask/{umask:03o}", f"touch and log files under umask {umask:03o}",
+                umask_case(umask), timeout_s=40, expect=HANDLED)
     for n in (1, 4):
-        out.append(Case(CAT, f"2/flood/{n}-failing-rules", f"{n} rules whose command cannot run, "
-                        "firing every sample", flood_case(n), timeout_s=45, expect=("handled",)))
-    out.append(Case(CAT, "2/command/never-ends", "a command that never ends (timeout_s = 1)",
-                    timeout_case(), timeout_s=40, expect=("handled",)))
+        out.add(f"flood/{n}-failing-rules", f"{n} rules whose command cannot run, "
+                "firing every sample", flood_case(n), timeout_s=45, expect=HANDLED)
+    out.add("command/never-ends", "a command that never ends (timeout_s = 1)",
+            timeout_case(), timeout_s=40, expect=HANDLED)
     return out

@@ -17,7 +17,7 @@ import os
 import threading
 
 import fixtures
-from harness import Case, Ctx, Result, judge, parse_json
+from harness import HANDLED, Case, Cases, Ctx, Result, judge, parse_json
 
 CAT = 5
 T0 = 1767225600.0          # the simulator's 2026-01-01
@@ -206,24 +206,24 @@ def _runs(walls: list[float]) -> list[float]:
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     for name in RECORDINGS:
         for command in COMMANDS:
-            out.append(Case(CAT, f"5/{name}/{command}", f"{command} of a recording ({name})",
-                            command_case(name, command), timeout_s=70, expect=("handled",)))
+            out.add(f"{name}/{command}", f"{command} of a recording ({name})",
+                    command_case(name, command), timeout_s=70, expect=HANDLED)
     # windows across the steps back: from every stretch
     for back in (3600.0, 86400.0, YEAR):
         for k, (lo, hi) in enumerate(((T0 + 100, T0 + back + 50), (T0 + 50, T0 + 150),
                                       (T0 + back + 20, T0 + back + 199))):
             for command in ("report-json", "export-jsonl"):
-                out.append(Case(CAT, f"5/back:{back:g}/window{k}/{command}",
-                                f"{command} --from/--to across a step back of {back:.0f} s",
-                                command_case(f"back:{back:g}", command, (lo, hi)), timeout_s=70,
-                                expect=("handled",)))
+                out.add(f"back:{back:g}/window{k}/{command}",
+                        f"{command} --from/--to across a step back of {back:.0f} s",
+                        command_case(f"back:{back:g}", command, (lo, hi)), timeout_s=70,
+                        expect=HANDLED)
     for k, (lo, hi) in enumerate(((T0 + 50, T0 + 150 * DAY + 30), (T0 + 100 * DAY, T0 + 200 * DAY))):
         for command in ("report-json", "export-jsonl"):
-            out.append(Case(CAT, f"5/months:150/window{k}/{command}",
-                            f"{command} --from/--to over sessions 150 days apart",
-                            command_case("months:150", command, (lo, hi)), timeout_s=70,
-                            expect=("handled",)))
+            out.add(f"months:150/window{k}/{command}",
+                    f"{command} --from/--to over sessions 150 days apart",
+                    command_case("months:150", command, (lo, hi)), timeout_s=70,
+                    expect=HANDLED)
     return out

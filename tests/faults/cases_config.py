@@ -21,7 +21,7 @@ import shutil
 import stat
 
 import fixtures
-from harness import NOBODY, Case, Ctx, Result, gdt_argv, judge, parse_json
+from harness import HANDLED, NOBODY, REFUSED, Case, Cases, Ctx, Result, gdt_argv, judge, parse_json
 
 CAT = 9
 BOUND_S = 10.0
@@ -281,40 +281,36 @@ def content_case(label: str, which: str):
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     for kind, want in EXPLICIT.items():
         for which in ("once", "serve"):
-            exp = {"error": ("clean-error",), "ok": ("handled",),
-                   "either": ("clean-error", "handled")}[want]
-            out.append(Case(CAT, f"9/explicit/{kind}/{which}", f"--config <{kind}> with {which}",
-                            explicit_case(kind, which), timeout_s=45, expect=exp))
+            out.add(f"explicit/{kind}/{which}", f"--config <{kind}> with {which}",
+                    explicit_case(kind, which), timeout_s=45, right=want)
     for which in ("report", "export", "record"):
         for kind in ("fifo", "nested-array-100000", "binary"):
-            out.append(Case(CAT, f"9/explicit/{kind}/{which}", f"--config <{kind}> with {which}",
-                            explicit_case(kind, which), timeout_s=45, expect=("clean-error",)))
+            out.add(f"explicit/{kind}/{which}", f"--config <{kind}> with {which}",
+                    explicit_case(kind, which), timeout_s=45, expect=REFUSED)
     for which in ("once", "serve", "report", "export", "record"):
-        out.append(Case(CAT, f"9/default/unreadable-home-root/{which}",
-                        f"uid 65534 with HOME=/root: the default config cannot be read ({which})",
-                        default_case("unreadable", which, home_root=True), timeout_s=45,
-                        expect=("handled",)))
+        out.add(f"default/unreadable-home-root/{which}",
+                f"uid 65534 with HOME=/root: the default config cannot be read ({which})",
+                default_case("unreadable", which, home_root=True), timeout_s=45,
+                expect=HANDLED)
     for kind, want in DEFAULT.items():
         if kind == "unreadable":
             continue
         for which in ("once", "serve"):
-            exp = {"warn": ("handled",), "warn-or-error": ("handled", "clean-error"),
-                   "ok": ("handled",), "error": ("clean-error",)}[want]
-            out.append(Case(CAT, f"9/default/{kind}/{which}", f"the default config is a {kind} ({which})",
-                            default_case(kind, which), timeout_s=45, expect=exp))
+            out.add(f"default/{kind}/{which}", f"the default config is a {kind} ({which})",
+                    default_case(kind, which), timeout_s=45, right=want)
     for label, env in (("xdg-relative", {"XDG_CONFIG_HOME": "relative/dir"}),
                        ("xdg-empty", {"XDG_CONFIG_HOME": ""}),
                        ("xdg-is-a-file", {"XDG_CONFIG_HOME": "{dir}/afile"}),
                        ("home-unset", {"HOME": None, "XDG_CONFIG_HOME": None}),
                        ("home-nonexistent", {"HOME": "/nonexistent/home", "XDG_CONFIG_HOME": None})):
-        out.append(Case(CAT, f"9/env/{label}", f"--once with {label}", env_case(label, env),
-                        timeout_s=30, expect=("handled",)))
+        out.add(f"env/{label}", f"--once with {label}", env_case(label, env),
+                timeout_s=30, expect=HANDLED)
     for label, (text, bad) in CONTENTS.items():
         which = "once" if label.startswith(("detector", "duplicate", "unknown")) else "serve"
-        out.append(Case(CAT, f"9/content/{label}", f"a config with {label} ({which})",
-                        content_case(label, which), timeout_s=45,
-                        expect=("clean-error",) if bad else ("handled",)))
+        out.add(f"content/{label}", f"a config with {label} ({which})",
+                content_case(label, which), timeout_s=45,
+                expect=REFUSED if bad else HANDLED)
     return out

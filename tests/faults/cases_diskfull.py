@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from harness import Case, Ctx, Result, finish, gdt_argv, judge, run_pty
+from harness import HANDLED, REFUSED, Case, Cases, Ctx, Result, finish, gdt_argv, judge, run_pty
 
 CAT = 4
 ROW_BYTES = 3000          # the demo node's rows are about 3 KB a sample before compaction
@@ -314,44 +314,44 @@ def dashboard_case(size_k: int):
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     for k, leave in ((64, None), (128, None), (256, 96), (512, 64), (1024, 128), (4096, 48)):
         what = f"a {k} KiB tmpfs" + (f" with {leave} KiB free" if leave else "")
         tag = f"{k}k" + (f"-{leave}k-free" if leave else "")
-        out.append(Case(CAT, f"4/fills/{tag}", f"record --demo -i 0.01 fills {what}",
-                        fills_case(k, 0, leave), timeout_s=60, expect=("handled",)))
-        out.append(Case(CAT, f"4/fills-restart/{tag}", f"record fills {what}, then 2 restarts on "
-                        "the full file", fills_case(k, 2, leave), timeout_s=90, expect=("handled",)))
+        out.add(f"fills/{tag}", f"record --demo -i 0.01 fills {what}",
+                fills_case(k, 0, leave), timeout_s=60, expect=HANDLED)
+        out.add(f"fills-restart/{tag}", f"record fills {what}, then 2 restarts on "
+                "the full file", fills_case(k, 2, leave), timeout_s=90, expect=HANDLED)
     for k in (64, 256, 1024):
-        out.append(Case(CAT, f"4/start-full/{k}k", f"record (live) started on a full {k} KiB tmpfs",
-                        start_full_case(k, None), timeout_s=45, expect=("handled",)))
-        out.append(Case(CAT, f"4/start-full-then-room/{k}k", f"record (live) started on a full {k} KiB "
-                        "tmpfs, room made after 1.5 s", start_full_case(k, 1.5), timeout_s=45,
-                        expect=("handled",)))
+        out.add(f"start-full/{k}k", f"record (live) started on a full {k} KiB tmpfs",
+                start_full_case(k, None), timeout_s=45, expect=HANDLED)
+        out.add(f"start-full-then-room/{k}k", f"record (live) started on a full {k} KiB "
+                "tmpfs, room made after 1.5 s", start_full_case(k, 1.5), timeout_s=45,
+                expect=HANDLED)
     # budgets under 1 MB are refused on the command line (a recording's blocks need room)
     def budget(mb: float) -> tuple[str, ...]:
-        return ("handled",) if mb >= 1.0 else ("clean-error",)
+        return HANDLED if mb >= 1.0 else REFUSED
 
     for mb in (0.05, 0.1, 0.25, 1.0):
-        out.append(Case(CAT, f"4/max-size/{mb}MB", f"record --max-size {mb} (-i 0.005, 6 s)",
-                        max_size_case(mb), timeout_s=60, expect=budget(mb)))
-    out.append(Case(CAT, "4/max-size/1MB-on-256k-fs", "--max-size 1 on a 256 KiB tmpfs",
-                    max_size_case(1.0, 256), timeout_s=60, expect=("handled",)))
-    out.append(Case(CAT, "4/max-size/1MB-on-64k-fs", "--max-size 1 on a 64 KiB tmpfs",
-                    max_size_case(1.0, 64), timeout_s=60, expect=("handled",)))
-    out.append(Case(CAT, "4/max-size/0.1MB-on-64k-fs", "--max-size 0.1 on a 64 KiB tmpfs",
-                    max_size_case(0.1, 64), timeout_s=60, expect=budget(0.1)))
-    out.append(Case(CAT, "4/max-size/0.1MB-3-inodes", "--max-size 0.1 where no new file can be "
-                    "made (nr_inodes=3)", max_size_case(0.1, 1024, inodes=3), timeout_s=60,
-                    expect=budget(0.1)))
-    out.append(Case(CAT, "4/max-size/0.05MB-4-inodes", "--max-size 0.05 with room for one rotation "
-                    "file (nr_inodes=4)", max_size_case(0.05, 1024, inodes=4), timeout_s=60,
-                    expect=budget(0.05)))
+        out.add(f"max-size/{mb}MB", f"record --max-size {mb} (-i 0.005, 6 s)",
+                max_size_case(mb), timeout_s=60, expect=budget(mb))
+    out.add("max-size/1MB-on-256k-fs", "--max-size 1 on a 256 KiB tmpfs",
+            max_size_case(1.0, 256), timeout_s=60, expect=HANDLED)
+    out.add("max-size/1MB-on-64k-fs", "--max-size 1 on a 64 KiB tmpfs",
+            max_size_case(1.0, 64), timeout_s=60, expect=HANDLED)
+    out.add("max-size/0.1MB-on-64k-fs", "--max-size 0.1 on a 64 KiB tmpfs",
+            max_size_case(0.1, 64), timeout_s=60, expect=budget(0.1))
+    out.add("max-size/0.1MB-3-inodes", "--max-size 0.1 where no new file can be "
+            "made (nr_inodes=3)", max_size_case(0.1, 1024, inodes=3), timeout_s=60,
+            expect=budget(0.1))
+    out.add("max-size/0.05MB-4-inodes", "--max-size 0.05 with room for one rotation "
+            "file (nr_inodes=4)", max_size_case(0.05, 1024, inodes=4), timeout_s=60,
+            expect=budget(0.05))
     for k in (256, 1024):
-        out.append(Case(CAT, f"4/filled-by-another/{k}k", f"another writer fills a {k} KiB tmpfs "
-                        "for 2 s mid-recording", grows_case(k), timeout_s=45, expect=("handled",)))
+        out.add(f"filled-by-another/{k}k", f"another writer fills a {k} KiB tmpfs "
+                "for 2 s mid-recording", grows_case(k), timeout_s=45, expect=HANDLED)
     for k in (128, 1024):
-        out.append(Case(CAT, f"4/dashboard-record/{k}k", f"the dashboard with --record on a {k} KiB "
-                        "tmpfs (pty, 8 s)", dashboard_case(k), timeout_s=45, expect=("handled",),
-                        solo=True))
+        out.add(f"dashboard-record/{k}k", f"the dashboard with --record on a {k} KiB "
+                "tmpfs (pty, 8 s)", dashboard_case(k), timeout_s=45, expect=HANDLED,
+                solo=True)
     return out

@@ -15,7 +15,7 @@ import time
 import urllib.request
 
 import standin
-from harness import PY, Case, Ctx, Result, finish, judge, parse_json, stop
+from harness import HANDLED, PY, Case, Cases, Ctx, Result, finish, judge, parse_json, stop
 
 CAT = 3
 
@@ -217,32 +217,32 @@ def serve_case(function: str, after_s: float, gpu: int | None):
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     for f in FUNCTIONS:
-        out.append(Case(CAT, f"3/once/{f}/from-start", f"--once with {f} hung from the start",
-                        once_case(f, 0.0, None), timeout_s=45, expect=("handled",)))
-        out.append(Case(CAT, f"3/once/{f}/after-1.2s", f"--once with {f} hung during the second sample",
-                        once_case(f, 1.2, None), timeout_s=45, expect=("handled",)))
-        out.append(Case(CAT, f"3/record/{f}/after-2s", f"record -i 0.5 with {f} hung after 2 s",
-                        record_case(f, 2.0, None), timeout_s=45, expect=("handled",)))
+        out.add(f"once/{f}/from-start", f"--once with {f} hung from the start",
+                once_case(f, 0.0, None), timeout_s=45, expect=HANDLED)
+        out.add(f"once/{f}/after-1.2s", f"--once with {f} hung during the second sample",
+                once_case(f, 1.2, None), timeout_s=45, expect=HANDLED)
+        out.add(f"record/{f}/after-2s", f"record -i 0.5 with {f} hung after 2 s",
+                record_case(f, 2.0, None), timeout_s=45, expect=HANDLED)
     for f in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetSamples", "nvmlDeviceGetComputeRunningProcesses",
               "nvmlDeviceGetTemperature"):
-        out.append(Case(CAT, f"3/once/{f}/gpu1-only", f"--once with {f} hung on GPU 1 only",
-                        once_case(f, 0.0, 1), timeout_s=45, expect=("handled",)))
-        out.append(Case(CAT, f"3/record/{f}/gpu1-only-after-2s", f"record with {f} hung on GPU 1 after 2 s",
-                        record_case(f, 2.0, 1), timeout_s=45, expect=("handled",)))
+        out.add(f"once/{f}/gpu1-only", f"--once with {f} hung on GPU 1 only",
+                once_case(f, 0.0, 1), timeout_s=45, expect=HANDLED)
+        out.add(f"record/{f}/gpu1-only-after-2s", f"record with {f} hung on GPU 1 after 2 s",
+                record_case(f, 2.0, 1), timeout_s=45, expect=HANDLED)
     for f in ("nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetPowerUsage"):
-        out.append(Case(CAT, f"3/record/{f}/from-start", f"record with {f} hung from the start, "
-                        "SIGTERM after 4 s", record_case(f, 0.0, None), timeout_s=45,
-                        expect=("handled",)))
-        out.append(Case(CAT, f"3/record/{f}/from-start-14s", f"record with {f} hung from the start, "
-                        "SIGTERM after 14 s", record_case(f, 0.0, None, run_s=14.0), timeout_s=45,
-                        expect=("handled",)))
+        out.add(f"record/{f}/from-start", f"record with {f} hung from the start, "
+                "SIGTERM after 4 s", record_case(f, 0.0, None), timeout_s=45,
+                expect=HANDLED)
+        out.add(f"record/{f}/from-start-14s", f"record with {f} hung from the start, "
+                "SIGTERM after 14 s", record_case(f, 0.0, None, run_s=14.0), timeout_s=45,
+                expect=HANDLED)
     for f in ("nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetSamples",
               "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetPcieThroughput",
               "nvmlDeviceGetComputeRunningProcesses", "nvmlShutdown"):
-        out.append(Case(CAT, f"3/serve/{f}/after-2s", f"serve -i 0.5 with {f} hung after 2 s",
-                        serve_case(f, 2.0, None), timeout_s=45, expect=("handled",)))
-    out.append(Case(CAT, "3/serve/nvmlInit/from-start", "serve with nvmlInit hung from the start",
-                    serve_case("nvmlInit", 0.0, None), timeout_s=45, expect=("handled",)))
+        out.add(f"serve/{f}/after-2s", f"serve -i 0.5 with {f} hung after 2 s",
+                serve_case(f, 2.0, None), timeout_s=45, expect=HANDLED)
+    out.add("serve/nvmlInit/from-start", "serve with nvmlInit hung from the start",
+            serve_case("nvmlInit", 0.0, None), timeout_s=45, expect=HANDLED)
     return out

@@ -17,8 +17,8 @@ import threading
 import time
 
 import fixtures
-from harness import (NOBODY, Case, Ctx, Result, file_is, gdt_argv, judge, leftovers,
-                     lstat_sig, mode_of, parse_json, run_pty, same_node, stop, finish)
+from harness import (HANDLED, NOBODY, Case, Cases, Ctx, Result, file_is, finish, gdt_argv, judge,
+                     leftovers, lstat_sig, mode_of, parse_json, run_pty, same_node, stop)
 
 CAT = 1
 
@@ -414,11 +414,6 @@ def _prepare(ctx: Ctx, name: str, setup, cmd: str) -> Target:
     return t
 
 
-def _expect(right: str) -> tuple[str, ...]:
-    return {"write": ("handled",), "refuse": ("clean-error",), "wait": ("handled",),
-            "either": ("clean-error", "handled")}[right]
-
-
 # --------------------------------------------------------------------------- export
 def export_case(name, setup, right, fmt, umask=None, rec_mode=None):
     def fn(ctx: Ctx) -> Result:
@@ -605,7 +600,7 @@ def dashboard_case(name, setup, right):
 
 # --------------------------------------------------------------------------- the cases
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     few = {"new", "existing-0600", "chr-null", "fifo-reader", "link-dev-stdout", "link-dangling",
            "link-other-user", "the-recording-itself", "dash-stdout", "full-disk-existing",
            "directory"}
@@ -614,27 +609,27 @@ def cases() -> list[Case]:
             for fmt in ("csv", "jsonl", "perfetto"):
                 if fmt != "csv" and name not in few:
                     continue
-                out.append(Case(CAT, f"1/export-{fmt}/{name}", f"export -f {fmt} -o <{name}>",
-                                export_case(name, setup, exp, fmt), timeout_s=30,
-                                expect=_expect(exp)))
+                out.add(f"export-{fmt}/{name}", f"export -f {fmt} -o <{name}>",
+                        export_case(name, setup, exp, fmt), timeout_s=30,
+                        right=exp)
         if rec is not None:
-            out.append(Case(CAT, f"1/record/{name}", f"record -o <{name}> --demo",
-                            record_case(name, setup, rec), timeout_s=30, expect=_expect(rec)))
+            out.add(f"record/{name}", f"record -o <{name}> --demo",
+                    record_case(name, setup, rec), timeout_s=30, right=rec)
     for umask in (0o000, 0o022, 0o027, 0o077):
-        out.append(Case(CAT, f"1/export-csv/new-umask-{umask:03o}", f"export to a new file, umask {umask:03o}",
-                        export_case("new", _new, "write", "csv", umask=umask), expect=("handled",)))
-        out.append(Case(CAT, f"1/record/new-umask-{umask:03o}", f"record to a new file, umask {umask:03o}",
-                        record_case("new", _new, "write", umask=umask), expect=("handled",)))
+        out.add(f"export-csv/new-umask-{umask:03o}", f"export to a new file, umask {umask:03o}",
+                export_case("new", _new, "write", "csv", umask=umask), expect=HANDLED)
+        out.add(f"record/new-umask-{umask:03o}", f"record to a new file, umask {umask:03o}",
+                record_case("new", _new, "write", umask=umask), expect=HANDLED)
     for mode in (0o600, 0o644):
-        out.append(Case(CAT, f"1/export-csv/from-recording-{mode:o}",
-                        f"export of a {mode:o} recording to a new file",
-                        export_case("new", _new, "write", "csv", rec_mode=mode), expect=("handled",)))
+        out.add(f"export-csv/from-recording-{mode:o}",
+                f"export of a {mode:o} recording to a new file",
+                export_case("new", _new, "write", "csv", rec_mode=mode), expect=HANDLED)
     for name, setup, right in (("new", _new, "write"), ("chr-null", _chr(1, 3), "refuse"),
                                ("fifo-reader", _fifo("reader"), "refuse"),
                                ("link-dangling", _link_to("dangling"), "refuse"),
                                ("directory", _dir, "refuse"), ("text-file", _text_file, "refuse"),
                                ("link-own-recording", _link_to("recording"), "refuse")):
-        out.append(Case(CAT, f"1/dashboard-record/{name}", f"--demo --record <{name}> (on a pty)",
-                        dashboard_case(name, setup, right), timeout_s=40, expect=_expect(right),
-                        solo=True))
+        out.add(f"dashboard-record/{name}", f"--demo --record <{name}> (on a pty)",
+                dashboard_case(name, setup, right), timeout_s=40, right=right,
+                solo=True)
     return out

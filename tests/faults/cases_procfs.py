@@ -24,8 +24,8 @@ import threading
 import time
 import zlib
 
-from harness import (NOBODY, PY, Case, Ctx, Result, Run, _text, gdt_argv, judge, kill_group,
-                     parse_json, peak_rss_kb)
+from harness import (HANDLED, NOBODY, PY, Case, Cases, Ctx, Result, Run, _text, gdt_argv, judge,
+                     kill_group, parse_json, peak_rss_kb)
 
 CAT = 8
 FILES = ("diskstats", "stat", "meminfo", "pressure/io", "pressure/cpu", "1/mountinfo",
@@ -343,25 +343,25 @@ def process_name_case(text: bool):
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     for rel in FILES:
         for kind in KINDS:
-            out.append(Case(CAT, f"8/json/{rel}/{kind}", f"--once --json with {rel} {kind}",
-                            file_case(rel, kind, False), timeout_s=40, expect=("handled",)))
+            out.add(f"json/{rel}/{kind}", f"--once --json with {rel} {kind}",
+                    file_case(rel, kind, False), timeout_s=40, expect=HANDLED)
     for rel in ("diskstats", "stat"):
         for kind in KINDS:
-            out.append(Case(CAT, f"8/text/{rel}/{kind}", f"--once (text) with {rel} {kind}",
-                            file_case(rel, kind, True), timeout_s=40, expect=("handled",)))
+            out.add(f"text/{rel}/{kind}", f"--once (text) with {rel} {kind}",
+                    file_case(rel, kind, True), timeout_s=40, expect=HANDLED)
     for label in EVIL_NAMES:
         for text in (True, False):
-            out.append(Case(CAT, f"8/{'text' if text else 'json'}/device-name/{label}",
-                            f"a device named with {label}", name_case(label, text), timeout_s=30,
-                            expect=("handled",)))
+            out.add(f"{'text' if text else 'json'}/device-name/{label}",
+                    f"a device named with {label}", name_case(label, text), timeout_s=30,
+                    expect=HANDLED)
     for rel in ("diskstats", "stat"):
-        out.append(Case(CAT, f"8/json/{rel}/replaced-by-rename", f"{rel} replaced by rename between "
-                        "the reads", rename_case(rel), timeout_s=30, expect=("handled",)))
+        out.add(f"json/{rel}/replaced-by-rename", f"{rel} replaced by rename between "
+                "the reads", rename_case(rel), timeout_s=30, expect=HANDLED)
     for text in (True, False):
-        out.append(Case(CAT, f"8/{'text' if text else 'json'}/process-name/escapes",
-                        "a GPU process whose comm and cmdline hold escapes",
-                        process_name_case(text), timeout_s=30, expect=("handled",)))
+        out.add(f"{'text' if text else 'json'}/process-name/escapes",
+                "a GPU process whose comm and cmdline hold escapes",
+                process_name_case(text), timeout_s=30, expect=HANDLED)
     return out

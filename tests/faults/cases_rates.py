@@ -25,7 +25,7 @@ import shutil
 import diskstats_gen
 import diskstats_lines
 from diskstats_lines import BASE, SWAP_AFTER_SLEEP, TICKS, U64, line
-from harness import PY, Case, Ctx, Result, judge, parse_json
+from harness import HANDLED, PY, Case, Cases, Ctx, Result, judge, parse_json
 
 CAT = 7
 INTERVAL = "0.5"
@@ -147,12 +147,11 @@ def _text_ok(out: str, drop) -> list[str]:
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     calm = line(**BASE)
 
-    def add(cid, desc, first, second, expect=("handled",), **kw):
-        out.append(Case(CAT, f"7/{cid}", desc, rates_case(first, second, **kw), timeout_s=30,
-                        expect=expect))
+    def add(cid, desc, first, second, expect=HANDLED, **kw):
+        out.add(cid, desc, rates_case(first, second, **kw), timeout_s=30, expect=expect)
 
     for seed in range(8):
         a, b = diskstats_gen.node_texts(seed, 2, interval_ms=500)

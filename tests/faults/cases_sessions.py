@@ -20,7 +20,7 @@ import shutil
 import threading
 
 import fixtures
-from harness import Case, Ctx, Result, file_is, judge, parse_json
+from harness import HANDLED, REFUSED, Case, Cases, Ctx, Result, file_is, judge, parse_json
 
 CAT = 6
 T0 = 1767225600.0
@@ -294,7 +294,7 @@ def sweep_case():
 
 
 def cases() -> list[Case]:
-    out = []
+    out = Cases(CAT)
     # writing into a recording of another source
     for target, how, right in (
             ("live-here", ["--demo"], "refuse"),
@@ -310,10 +310,9 @@ def cases() -> list[Case]:
             ("torn-tail", ["--demo"], "append"),
             ("newer-version", ["--demo"], "refuse")):
         label = "-".join(how) or "live"
-        out.append(Case(CAT, f"6/append/{label}-into-{target}", f"record {' '.join(how) or '(live)'} "
-                        f"-o <{target} recording>", append_case(target, how, right), timeout_s=40,
-                        expect={"refuse": ("clean-error",), "append": ("handled",),
-                                "either": ("clean-error", "handled")}[right]))
+        out.add(f"append/{label}-into-{target}", f"record {' '.join(how) or '(live)'} "
+                f"-o <{target} recording>", append_case(target, how, right), timeout_s=40,
+                right=right)
     # reading files that mix sources
     reads = [
         ("live-demo", ["report", "--json"], expect_report(11, "live", "(11 samples)", "node-17")),
@@ -338,29 +337,29 @@ def cases() -> list[Case]:
         ("hosts3", ["export", "-f", "perfetto", "-o", "-", "--source", "node-18"], expect_perfetto("live", 24)),
     ]
     for k, (name, args, check) in enumerate(reads):
-        out.append(Case(CAT, f"6/read/{name}/{k:02d}-{'-'.join(a.strip('-') for a in args if a != '-o' and a != '-')}",
-                        f"{' '.join(args)} on a file that mixes sources ({name})",
-                        read_case(name, args, check), timeout_s=60, expect=("handled",)))
+        out.add(f"read/{name}/{k:02d}-{'-'.join(a.strip('-') for a in args if a != '-o' and a != '-')}",
+                f"{' '.join(args)} on a file that mixes sources ({name})",
+                read_case(name, args, check), timeout_s=60, expect=HANDLED)
     for name, cmd in (("live-demo", "report"), ("live-demo", "export"), ("hosts2", "report"),
                       ("hosts3", "export")):
         extra = ["-f", "csv", "-o", "-"] if cmd == "export" else []
-        out.append(Case(CAT, f"6/read/{name}/{cmd}-source-matches-nothing",
-                        f"{cmd} --source node-99 on a file that mixes sources",
-                        read_case(name, [cmd, *extra, "--source", "node-99"],
-                                  lambda run: ["a --source that matches nothing was accepted"]),
-                        timeout_s=60, expect=("clean-error",)))
+        out.add(f"read/{name}/{cmd}-source-matches-nothing",
+                f"{cmd} --source node-99 on a file that mixes sources",
+                read_case(name, [cmd, *extra, "--source", "node-99"],
+                          lambda run: ["a --source that matches nothing was accepted"]),
+                timeout_s=60, expect=REFUSED)
     # flipped bits in session headers
     for name, frame_bits, n_json, n_tail in (("sim30", (0, 3, 6), 40, 16), ("live20", (1,), 16, 4),
                                              ("two-sessions", (5,), 14, 4)):
         for i, (region, k, bit) in enumerate(_flip_list(frame_bits, n_json, n_tail)):
             command = "export" if i % 4 == 3 else "report"
-            out.append(Case(CAT, f"6/flip/{name}/{region}{k}-bit{bit}-{command}",
-                            f"bit {bit} of byte {k} of the header's {region} flipped ({name}), {command}",
-                            flip_case(name, (region, k, bit), command, n_tail), timeout_s=60,
-                            expect=("handled",)))
-    out.append(Case(CAT, "6/flip/sim30/sweep-all-bits-in-process",
-                    "every bit of the header frame and the JSON's first 300 bytes, through Recording.open",
-                    sweep_case(), timeout_s=300, expect=("handled",)))
+            out.add(f"flip/{name}/{region}{k}-bit{bit}-{command}",
+                    f"bit {bit} of byte {k} of the header's {region} flipped ({name}), {command}",
+                    flip_case(name, (region, k, bit), command, n_tail), timeout_s=60,
+                    expect=HANDLED)
+    out.add("flip/sim30/sweep-all-bits-in-process",
+            "every bit of the header frame and the JSON's first 300 bytes, through Recording.open",
+            sweep_case(), timeout_s=300, expect=HANDLED)
     return out
 
 

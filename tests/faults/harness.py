@@ -58,6 +58,16 @@ MEANING = {
 ERROR_PREFIX = "gpudisk-top: error: "
 WARNING_PREFIX = "gpudisk-top: warning: "
 
+# the outcomes right for an input (a case's `expect`)
+REFUSED = ("clean-error",)            # must be refused in one line
+HANDLED = ("handled",)                # must be handled
+EITHER = ("clean-error", "handled")   # may be either
+# the words the case tables use for what an input deserves
+RIGHT = {"bad": REFUSED, "refuse": REFUSED, "error": REFUSED,
+         "ok": HANDLED, "write": HANDLED, "wait": HANDLED, "append": HANDLED, "runs": HANDLED,
+         "warn": HANDLED,
+         "either": EITHER, "warn-or-error": EITHER}
+
 
 @dataclasses.dataclass
 class Result:
@@ -83,9 +93,25 @@ class Case:
     # outcomes that are right for this input (for the "unexpected" list): most hostile
     # inputs may be refused or handled, some must be handled (a hung NVML must not cost
     # --once its answer), some must be refused (record -o /dev/null)
-    expect: tuple[str, ...] = ("clean-error", "handled")
+    expect: tuple[str, ...] = EITHER
     solo: bool = False             # timing-sensitive: run when nothing else runs
     repro: str = ""                # a shell command that reproduces it (filled by cases)
+
+
+class Cases(list):
+    """One category's cases, as each cases_*.py builds them: `add()` makes the id
+    "<category>/<tail>", and takes what the input deserves either as `expect` or as a
+    table's word for it (`right`, a key of RIGHT)."""
+
+    def __init__(self, category: int) -> None:
+        super().__init__()
+        self.category = category
+
+    def add(self, tail: str, desc: str, fn: Callable[["Ctx"], Result], *,
+            right: str | None = None, **kw) -> None:
+        if right is not None:
+            kw["expect"] = RIGHT[right]
+        self.append(Case(self.category, f"{self.category}/{tail}", desc, fn, **kw))
 
 
 @dataclasses.dataclass
