@@ -10,6 +10,9 @@ not.  The fake's clock follows the wall clock, advanced on each utilization read
                          hang={"function": "nvmlDeviceGetPowerUsage", "after_s": 2.0},
                          progress="/tmp/job.progress", healthy_steps_s=20.0)
 
+`dev_dir`: a directory of stand-ins for /dev/nvidiaN (a device node cannot be opened
+without the driver), for the container tests (collect/devmap.py reads the real fd links).
+
 `progress`: a file a real job rewrites with "<steps done> <time.time()>"; each GPU's
 utilization is then the job's step rate over the last second against its healthy rate
 (the GPU is busy exactly while the job makes progress), as a training job's GPU is.
@@ -83,6 +86,10 @@ if hang:
         nvml.hang(hang["function"], hang.get("gpu"))
     threading.Thread(target=start_hang, daemon=True).start()
 sys.modules["pynvml"] = nvml
+if cfg.get("dev_dir"):
+    # the nvidia device files are stand-ins there (no driver here to open a real node)
+    import gpudisk_top.collect.devmap as devmap
+    devmap.DEV_DIR = cfg["dev_dir"]
 from gpudisk_top.cli import main
 sys.exit(main(cfg["argv"]))
 '''
@@ -90,11 +97,14 @@ sys.exit(main(cfg["argv"]))
 
 def command(argv: list[str], *, gpus: int = 1, processes: dict[int, list[int]] | None = None,
             util_pct: float = 0.0, hang: dict | None = None, progress: str | None = None,
-            healthy_steps_s: float | None = None) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) for subprocess: gpudisk-top `argv` with stand-in GPUs."""
+            healthy_steps_s: float | None = None, dev_dir: str | None = None
+            ) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) for subprocess: gpudisk-top `argv` with stand-in GPUs.  dev_dir: where
+    stand-ins for /dev/nvidiaN are (collect/devmap.py)."""
     cfg = {"argv": list(argv), "gpus": gpus, "util_pct": util_pct,
            "processes": {str(k): v for k, v in (processes or {}).items()},
-           "hang": hang, "progress": progress, "healthy_steps_s": healthy_steps_s}
+           "hang": hang, "progress": progress, "healthy_steps_s": healthy_steps_s,
+           "dev_dir": dev_dir}
     env = dict(os.environ, GDT_STANDIN=json.dumps(cfg))
     return [sys.executable, "-c", _CODE], env
 

@@ -96,3 +96,53 @@ def test_promtool_unit_tests_of_the_rules():
     proc = subprocess.run([PROMTOOL, "test", "rules", "rules_test.yml"], capture_output=True,
                           text=True, cwd=os.path.join(ROOT, "tests", "prometheus"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------------------- Kubernetes
+K8S = os.path.join(ROOT, "examples", "k8s")
+
+
+def _k8s(name: str) -> dict:
+    yaml = pytest.importorskip("yaml")
+    with open(os.path.join(K8S, name)) as f:
+        return yaml.safe_load(f)
+
+
+def _accepted(args: list[str]) -> None:
+    """gpudisk-top's own parser takes these arguments (parsing runs nothing)."""
+    import importlib
+
+    from gpudisk_top.commands import COMMANDS
+
+    name, rest = args[0], args[1:]
+    assert name in COMMANDS, name
+    module = importlib.import_module(COMMANDS[name][0])
+    module.build_parser(f"gpudisk-top {name}").parse_args(rest)
+
+
+def test_the_daemonset_serves_from_the_host_pid_namespace_without_reserving_a_gpu():
+    ds = _k8s("daemonset.yaml")
+    assert ds["kind"] == "DaemonSet"
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True
+    (c,) = pod["containers"]
+    _accepted(c["args"])
+    assert c["args"][0] == "serve" and "--sysfs" in c["args"]
+    port = c["args"][c["args"].index("--listen") + 1].rsplit(":", 1)[1]
+    assert c["ports"][0]["containerPort"] == int(port)
+    assert ds["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == port
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    sysfs = c["args"][c["args"].index("--sysfs") + 1]
+    assert mounts[sysfs]["readOnly"] is True
+    assert "nvidia.com/gpu" not in str(c.get("resources"))      # no GPU taken from the jobs
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in c["env"]
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
+
+
+def test_the_sidecar_shares_the_pods_pid_namespace_and_records():
+    pod = _k8s("sidecar.yaml")
+    assert pod["spec"]["shareProcessNamespace"] is True
+    side = next(c for c in pod["spec"]["containers"] if c["name"] == "gpudisk-top")
+    _accepted(side["args"])
+    out = side["args"][side["args"].index("-o") + 1]
+    assert any(out.startswith(m["mountPath"] + "/") for m in side["volumeMounts"])

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.sample import GpuProcessRaw, GpuRaw, GpuSnapshot
+from gpudisk_top.collect.sample import MAPPED_BY_PID, GpuProcessRaw, GpuRaw, GpuSnapshot
 
 # A failed nvmlInit (no driver yet, module being loaded) is retried this often, not every
 # second: loading the library is a dlopen plus a driver round trip.
@@ -63,6 +63,7 @@ class _Gpu:
     name: str | None = None
     uuid: str | None = None
     pci_bus_id: str | None = None
+    minor_number: int | None = None
     unsupported: set[str] = field(default_factory=set)  # call keys never to make again
     last_seen_us: dict[int, int] = field(default_factory=dict)  # sampling type -> newest timestamp
     error: str | None = None       # why the GPU could not be read last time
@@ -286,7 +287,10 @@ class GpuCollector:
         if gpu.pci_bus_id is None:
             info = self._call(gpu, "nvmlDeviceGetPciInfo")
             gpu.pci_bus_id = _text(info.busId) if info is not None else None
+        if gpu.minor_number is None:
+            gpu.minor_number = self._call(gpu, "nvmlDeviceGetMinorNumber")
         raw.name, raw.uuid, raw.pci_bus_id = gpu.name, gpu.uuid, gpu.pci_bus_id
+        raw.minor_number = gpu.minor_number
 
     def _read_utilization(self, gpu: _Gpu, raw: GpuRaw) -> None:
         nvml = self._nvml
@@ -360,7 +364,7 @@ class GpuCollector:
         used = getattr(proc, "usedGpuMemory", None)
         return GpuProcessRaw(pid=pid, used_gpu_mem_bytes=None if used is None else int(used),
                              local_pid=local_pid, ns_pid=ns_pid, name=name, cmdline=cmdline,
-                             mapped=mapped)
+                             mapped=mapped, mapped_by=MAPPED_BY_PID if mapped else None)
 
     # ------------------------------------------------------------------ one call
     def _call(self, gpu: _Gpu, function: str, *args, key: str | None = None, not_found=None):

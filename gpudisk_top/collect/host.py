@@ -1,14 +1,15 @@
-"""Read host-wide counters: CPU time (/proc/stat), PSI, /proc/meminfo, and the io.stat and
-io.pressure of the cgroup v2 we run in.
+"""Read host-wide counters: CPU time (/proc/stat), PSI, /proc/meminfo, and the counters of
+a cgroup v2: the job's (its GPU process's cgroup), else the one we run in.
 
 Everything returned is a raw cumulative counter or an instantaneous reading; the model
 (gpudisk_top.model.host) derives percentages from two samples.  A source that is missing
 or unreadable is left out (None, or a key absent), never an exception.
 
 Cost per call: /proc/stat (only its leading cpu lines are parsed), three pressure files,
-/proc/meminfo, and, inside a cgroup, io.stat and io.pressure.  Where our cgroup lives is
-looked up in /proc/self/cgroup and /proc/self/mountinfo at most every
-CGROUP_RESOLVE_S seconds.
+/proc/meminfo, and, inside a cgroup, io.stat, io.pressure, cpu.stat, cpu.pressure, cpu.max
+and memory.stat.  Where the cgroup lives is looked up in /proc/PID/cgroup and
+/proc/self/mountinfo at most every CGROUP_RESOLVE_S seconds.  A cgroup v1 host has no
+"0::" line: no cgroup, and the model says n/a.
 """
 
 from __future__ import annotations
@@ -144,8 +145,8 @@ def parse_io_stat(text: str) -> dict[str, dict[str, int]]:
 
 
 def parse_self_cgroup(text: str) -> str | None:
-    """The cgroup v2 path from /proc/self/cgroup (the "0::/path" line), None on a
-    v1-only host."""
+    """The cgroup v2 path from /proc/PID/cgroup (the "0::/path" line, relative to our
+    cgroup namespace), None on a v1-only host."""
     for line in text.splitlines():
         if line.startswith("0::"):
             return line[3:].strip() or "/"
@@ -195,15 +196,17 @@ def _mountpoint_dir(roots: Roots, mountpoint: str) -> str:
     return mountpoint
 
 
-def resolve_cgroup(roots: Roots, read=read_text) -> tuple[str | None, str | None]:
-    """(our cgroup v2 path, the directory that holds its files), either None when unknown.
+def resolve_cgroup(roots: Roots, read=read_text, pid: int | None = None
+                   ) -> tuple[str | None, str | None]:
+    """(the cgroup v2 path of pid, or ours when None; the directory that holds its
+    files), either None when unknown.
 
     The path is relative to our cgroup namespace, and so is the root field of mountinfo:
     the cgroup's directory is the mountpoint plus the path below the mount's root.  A
     cgroup2 mount whose root does not contain our cgroup cannot show it.  read: how a
     file is read (the sampler's FileCache.read, which keeps why one could not be read).
     """
-    text = read(roots.proc("self", "cgroup"))
+    text = read(roots.proc("self" if pid is None else str(pid), "cgroup"))
     path = parse_self_cgroup(text) if text is not None else None
     if path is None:
         return None, None
@@ -221,7 +224,7 @@ def resolve_cgroup(roots: Roots, read=read_text) -> tuple[str | None, str | None
     return path, None
 
 
-_cgroup_cache: dict[Roots, tuple[float, str | None, str | None]] = {}
+_cgroup_cache: dict[tuple, tuple[float, str | None, str | None]] = {}
 _cgroup_lock = threading.Lock()
 
 
@@ -231,39 +234,74 @@ def forget_cgroup_cache() -> None:
         _cgroup_cache.clear()
 
 
-def _cached_cgroup(roots: Roots, read=read_text) -> tuple[str | None, str | None]:
+def _cached_cgroup(roots: Roots, read=read_text, pid: int | None = None
+                   ) -> tuple[str | None, str | None]:
     now = time.monotonic()
+    key = (roots, pid)
     with _cgroup_lock:
-        hit = _cgroup_cache.get(roots)
+        hit = _cgroup_cache.get(key)
         if hit is not None and now - hit[0] < CGROUP_RESOLVE_S:
             return hit[1], hit[2]
-    path, directory = resolve_cgroup(roots, read)
+    path, directory = resolve_cgroup(roots, read, pid)
     with _cgroup_lock:
-        _cgroup_cache[roots] = (now, path, directory)
+        if len(_cgroup_cache) > 64:
+            _cgroup_cache.clear()     # jobs come and go: PIDs of the past are not kept
+        _cgroup_cache[key] = (now, path, directory)
     return path, directory
 
 
-def _read_cgroup(roots: Roots, read=read_text) -> CgroupIo | None:
-    path, directory = _cached_cgroup(roots, read)
+# memory.stat's page cache keys: what the job's cgroup has cached, dirty, under writeback
+MEMORY_STAT_KEYS = ("file", "file_dirty", "file_writeback")
+
+
+def parse_flat_keyed(text: str, keys=None) -> dict[str, int]:
+    """cpu.stat, memory.stat: "key value" lines; integers only, `keys` only when given."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and (keys is None or parts[0] in keys):
+            try:
+                out[parts[0]] = int(parts[1])
+            except ValueError:
+                continue
+    return out
+
+
+def _read_cgroup(roots: Roots, read=read_text, pid: int | None = None) -> CgroupIo | None:
+    path, directory = _cached_cgroup(roots, read, pid)
     if path is None:
         return None
-    io_text = read(os.path.join(directory, "io.stat")) if directory else None
+
+    def text(name: str) -> str | None:
+        return read(os.path.join(directory, name)) if directory else None
+
+    io_text = text("io.stat")
     # The root cgroup of a hybrid host has no io.stat (the io controller is on v1), and
     # its io.pressure is /proc/pressure/io again: nothing worth a row.
     if path == "/" and io_text is None:
         return None
-    pressure_text = read(os.path.join(directory, "io.pressure")) if directory else None
+    io_pressure, cpu_stat, cpu_pressure = text("io.pressure"), text("cpu.stat"), text("cpu.pressure")
+    cpu_max, memory_stat = text("cpu.max"), text("memory.stat")
     return CgroupIo(
         path=path,
         io_stat=parse_io_stat(io_text) if io_text is not None else {},
-        io_pressure=parse_psi(pressure_text) if pressure_text is not None else None,
+        io_pressure=parse_psi(io_pressure) if io_pressure is not None else None,
+        pid=pid,
+        cpu_stat=parse_flat_keyed(cpu_stat) if cpu_stat is not None else {},
+        cpu_pressure=parse_psi(cpu_pressure) if cpu_pressure is not None else None,
+        cpu_max=cpu_max.strip() or None if cpu_max is not None else None,
+        memory_stat=(parse_flat_keyed(memory_stat, MEMORY_STAT_KEYS)
+                     if memory_stat is not None else {}),
     )
 
 
 # ---------------------------------------------------------------------------- host
-def read_host(roots: Roots, files: FileCache | None = None) -> HostRaw:
+def read_host(roots: Roots, files: FileCache | None = None, job_pid: int | None = None
+              ) -> HostRaw:
     """One host sample.  Never raises: an unreadable source is None or an absent key.
-    files: keep the files open between samples (the sampler's FileCache)."""
+    files: keep the files open between samples (the sampler's FileCache).  job_pid: a
+    GPU process (in our procfs) whose cgroup is read instead of ours; ours when its
+    cgroup cannot be found (it exited, or another user's and we are not root)."""
     read = files.read if files is not None else read_text
     cpu, ncpu = _read_stat(roots, read)
     meminfo = read(roots.proc("meminfo"))
@@ -272,5 +310,5 @@ def read_host(roots: Roots, files: FileCache | None = None) -> HostRaw:
         ncpu=ncpu or 1,
         psi=_read_psi(roots, read),
         meminfo_kb=parse_meminfo(meminfo) if meminfo is not None else {},
-        cgroup=_read_cgroup(roots, read),
+        cgroup=(job_pid is not None and _read_cgroup(roots, read, job_pid)) or _read_cgroup(roots, read),
     )

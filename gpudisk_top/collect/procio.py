@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from gpudisk_top.collect.pidmap import read_cmdline
+from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.roots import FileCache, Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import ProcIoRaw
 
@@ -401,5 +402,11 @@ class ProcIoCollector:
                 link = os.readlink(self.roots.sys("dev", "block", f"{major}:{minor}"))
                 self._dev_names[key] = os.path.basename(link) or None
             except OSError:
-                self._dev_names[key] = None  # not a block device (e.g. a char device)
+                # no sysfs (a container): /proc/diskstats names every block device by its
+                # numbers too; a number it lacks is not a block device (a char device)
+                self._dev_names[key] = self._diskstats_names().get(key)
         return self._dev_names[key]
+
+    def _diskstats_names(self) -> dict[tuple[int, int], str]:
+        counters = diskstats.parse(read_text(self.roots.proc("diskstats")) or "")
+        return {(c.major, c.minor): name for name, c in counters.items()}

@@ -63,6 +63,10 @@ def window_values(samples: list[tuple[int, float]], window_us: tuple[int, int] |
     return [value for _, value in samples]
 
 
+MAPPED_BY_PID = "pid"
+MAPPED_BY_DEVICE_FILE = "device-file"
+
+
 @dataclass(slots=True)
 class GpuProcessRaw:
     """One compute process on a GPU, as NVML reports it, mapped into our PID namespace."""
@@ -74,6 +78,10 @@ class GpuProcessRaw:
     name: str | None = None
     cmdline: str | None = None
     mapped: bool = False           # False: not visible from this PID namespace
+    # how local_pid was found: MAPPED_BY_PID (NVML's PID names it in our procfs) or
+    # MAPPED_BY_DEVICE_FILE (our procfs is a container's: the process holding the GPU's
+    # /dev/nvidiaN open, collect/devmap.py); None while not mapped
+    mapped_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -85,6 +93,7 @@ class GpuRaw:
     name: str | None = None
     uuid: str | None = None
     pci_bus_id: str | None = None
+    minor_number: int | None = None  # N of /dev/nvidiaN (nvmlDeviceGetMinorNumber)
     lost: bool = False             # NVMLError_GpuIsLost (or a reset-required error)
     error: str | None = None       # why this GPU could not be read, when lost
     # nvmlDeviceGetSamples: (timestamp_us, value_pct) pairs since the previous read;
@@ -144,11 +153,19 @@ class PsiTotals:
 
 @dataclass(slots=True)
 class CgroupIo:
-    """The cgroup v2 we run in: its own io.stat and io.pressure, when readable."""
+    """A cgroup v2: the job's (its GPU process's, `pid`), else the one we run in (pid
+    None).  Its own counters, when readable; an absent file is an empty dict or None."""
 
     path: str
     io_stat: dict[str, dict[str, int]] = field(default_factory=dict)  # "MAJ:MIN" -> rbytes, wbytes, rios, wios, dbytes, dios
     io_pressure: PsiTotals | None = None
+    pid: int | None = None         # the process whose cgroup this is (our procfs); None: ours
+    # cpu.stat: usage_usec, user_usec, system_usec and, with the cpu controller,
+    # nr_periods, nr_throttled, throttled_usec (CFS bandwidth: a CPU-quota'd pod)
+    cpu_stat: dict[str, int] = field(default_factory=dict)
+    cpu_pressure: PsiTotals | None = None
+    cpu_max: str | None = None     # cpu.max as the kernel prints it: "max 100000", "400000 100000"
+    memory_stat: dict[str, int] = field(default_factory=dict)  # file, file_dirty, file_writeback (bytes)
 
 
 @dataclass(slots=True)

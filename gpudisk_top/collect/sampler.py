@@ -14,6 +14,7 @@ import time
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
+from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.host import read_host
@@ -21,6 +22,7 @@ from gpudisk_top.collect.pidmap import PidMapper
 from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
 from gpudisk_top.collect.roots import FileCache, Roots
 from gpudisk_top.collect.sample import DeviceInfo, Sample
+from gpudisk_top.collect.visibility import blind_spots
 
 DEVICE_REFRESH_S = 10.0
 
@@ -50,6 +52,11 @@ class Sampler:
                 self.notes.append(note)
         self._blockdevs = BlockDevices(self.roots)
         self._pidmap = PidMapper(self.roots)
+        self._devmap = DeviceFileMapper(self.roots)
+        # what cannot be seen from here (no /sys, a container's PID namespace, not root,
+        # no PSI): decided once, said first in every sample's warnings
+        self.blind_spots = blind_spots(self.roots, self._pidmap.host_namespace,
+                                       self._pidmap.reason)
         self._interval_s = interval_s
         timeout_s = timeout_for(interval_s)
         self.gpu = DeadlineGpuCollector(
@@ -96,6 +103,7 @@ class Sampler:
         check_sources() for the case where nothing can be read at all."""
         mono = time.monotonic()
         sample = Sample(mono_s=mono, wall_s=time.time())
+        sample.warnings.extend(b.line() for b in self.blind_spots)
         try:
             sample.disks, warnings = diskstats.read(self.roots, self._files)
             sample.warnings.extend(warnings)
@@ -103,13 +111,16 @@ class Sampler:
             sample.warnings.append(f"cannot read {self.roots.proc('diskstats')}: {err.strerror or err}")
         sample.devices = self._device_info(sample.disks, mono)
         sample.gpu = self.gpu.collect()
-        sample.host = read_host(self.roots, self._files)
-        sample.warnings.extend(self._host_read_errors())
-        sample.warnings.extend(self._blockdevs.warnings)
+        if self._pidmap.host_namespace is not True:
+            sample.warnings.extend(self._devmap.apply(sample.gpu))
         gpu_pids = {
             p.local_pid: p.pid
             for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
         }
+        # the job's cgroup: the first GPU process's (the lowest GPU's), else ours
+        sample.host = read_host(self.roots, self._files, job_pid=next(iter(gpu_pids), None))
+        sample.warnings.extend(self._host_read_errors())
+        sample.warnings.extend(self._blockdevs.warnings)
         sample.procs = self._procio.collect(gpu_pids)
         if sample.procs and not self._procio.delayacct_on:
             sample.warnings.append(OFF_WARNING)

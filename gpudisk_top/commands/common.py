@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 
 from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
 from gpudisk_top.exporter.options import DEFAULT_JOB, DEFAULT_LISTEN, DEFAULT_PUSH_INTERVAL_S
@@ -16,15 +17,36 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def interval_s(text: str) -> float:
-    """argparse type: a sampling interval in seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value <= 0 or value > 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds: {text!r}")
-    return value
+Bound = tuple[Callable[[float], bool], str]
+
+
+def number_type(convert: Callable[[str], float], what: str,
+                *bounds: Bound) -> Callable[[str], float]:
+    """An argparse type for a number within bounds: every command's numeric options.
+
+    `convert` (float or int) reads the text; when it raises ValueError the option is
+    refused with "not a {what}: 'TEXT'".  Each bound is (holds, message): the first whose
+    `holds(value)` is false, or any bound at all for an infinite or NaN value, refuses it
+    with `message.format(text=TEXT)`.  Refusals are argparse.ArgumentTypeError, which
+    argparse turns into its one-line usage error."""
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {what}: {text!r}") from None
+        # only a float can be infinite or NaN (math.isfinite would overflow on a huge int)
+        unbounded = isinstance(value, float) and not math.isfinite(value)
+        for holds, message in bounds:
+            if unbounded or not holds(value):
+                raise argparse.ArgumentTypeError(message.format(text=text))
+        return value
+    return parse
+
+
+_INTERVAL: Bound = (lambda v: 0 < v <= 3600, "must be between 0 and 3600 seconds: {text!r}")
+
+# argparse type: a sampling interval in seconds
+interval_s = number_type(float, "number of seconds", _INTERVAL)
 
 
 def add_interval_option(p: argparse.ArgumentParser) -> None:
@@ -35,12 +57,10 @@ def add_interval_option(p: argparse.ArgumentParser) -> None:
 MIN_PUSH_INTERVAL_S = 1.0   # a gateway is not to be flooded: Prometheus scrapes at 15 s
 
 
-def _push_interval(text: str) -> float:
-    value = interval_s(text)
-    if value < MIN_PUSH_INTERVAL_S:
-        raise argparse.ArgumentTypeError(f"at least {MIN_PUSH_INTERVAL_S:g} s between pushes: "
-                                         f"{text!r}")
-    return value
+_push_interval = number_type(
+    float, "number of seconds", _INTERVAL,
+    (lambda v: v >= MIN_PUSH_INTERVAL_S,
+     f"at least {MIN_PUSH_INTERVAL_S:g} s between pushes: {{text!r}}"))
 
 
 def add_export_options(p: argparse.ArgumentParser, serve: bool = False) -> None:
@@ -192,4 +212,5 @@ def open_source(args, gpu_init_wait_s: float | None = None):
                       gpu_init_wait_s=gpu_init_wait_s, ceilings=probed_ceilings)
     for line in sampler.notes:
         note(line)
-    return sampler, False, live_origin()
+    # what cannot be seen from here, by key: the dashboard's header flags it
+    return sampler, False, dict(live_origin(), blind_spots=[b.key for b in sampler.blind_spots])

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.sample import GpuRaw, GpuSnapshot, UtilWindow, window_values
+from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, GpuRaw, GpuSnapshot, UtilWindow,
+                                        window_values)
 
 MIB = 2**20  # nvidia-smi's memory.used is in MiB
 
@@ -38,6 +39,16 @@ class GpuProcessView:
     cmdline: str | None
     gpu_mem_mib: float | None
     mapped: bool
+    mapped_by: str | None = None   # collect.sample.MAPPED_BY_*: how local_pid was found
+
+    def pid_label(self) -> str:
+        """The PID as tables show it: NVML's (host) PID; "host=local" when it was found in
+        a container's PID namespace by its device file; "host*" when not found here."""
+        if not self.mapped:
+            return f"{self.pid}*"
+        if self.mapped_by == MAPPED_BY_DEVICE_FILE and self.local_pid != self.pid:
+            return f"{self.pid}={self.local_pid}"
+        return f"{self.pid}"
 
 
 @dataclass
@@ -113,7 +124,8 @@ def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None
         mem_util = cur.mem_util_now_pct
     processes = [
         GpuProcessView(pid=p.pid, local_pid=p.local_pid, ns_pid=p.ns_pid, name=p.name,
-                       cmdline=p.cmdline, gpu_mem_mib=_mib(p.used_gpu_mem_bytes), mapped=p.mapped)
+                       cmdline=p.cmdline, gpu_mem_mib=_mib(p.used_gpu_mem_bytes), mapped=p.mapped,
+                       mapped_by=p.mapped_by)
         for p in cur.processes or ()
     ]
     return GpuView(
@@ -149,7 +161,8 @@ def gpu_as_json(view: GpuView) -> dict:
         "throttle_reasons": list(view.throttle_reasons),
         "processes": [
             {"pid": p.pid, "local_pid": p.local_pid, "ns_pid": p.ns_pid, "name": p.name,
-             "cmdline": p.cmdline, "gpu_mem_mib": p.gpu_mem_mib, "mapped": p.mapped}
+             "cmdline": p.cmdline, "gpu_mem_mib": p.gpu_mem_mib, "mapped": p.mapped,
+             "mapped_by": p.mapped_by}
             for p in view.processes
         ],
     }

@@ -73,6 +73,7 @@ class FakeGpu:
     unsupported: set[str] = field(default_factory=set)  # pynvml function names -> NotSupported
     errors: dict[str, type] = field(default_factory=dict)  # pynvml function name -> NVMLError class
     lost: bool = False
+    minor_number: int | None = None  # /dev/nvidiaN; None -> the index, as on most nodes
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,11 @@ class FakeNvml:
 
     def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
         return self._device("nvmlDeviceGetUUID", handle).uuid
+
+    def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
+        """N of the GPU's device file /dev/nvidiaN."""
+        gpu = self._device("nvmlDeviceGetMinorNumber", handle)
+        return handle.index if gpu.minor_number is None else gpu.minor_number
 
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> pynvml.nvmlPciInfo_t:
         gpu = self._device("nvmlDeviceGetPciInfo", handle)

@@ -25,7 +25,7 @@ from gpudisk_top.ui.screens.help import HelpScreen
 from gpudisk_top.ui.terminal import terminal_gone
 from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
-from gpudisk_top.ui.widgets.header import HeaderBar
+from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
 from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
@@ -180,6 +180,7 @@ class GpuDiskApp(App):
             out.append("DEMO")
         if self.paused:
             out.append("PAUSED")
+        out += [BLIND_SPOT_FLAGS.get(k, k) for k in self.origin.get("blind_spots", ())]
         if self.feed.last_error is not None:
             out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
         if self.latest is not None and hung(self.latest.model.gpu_status):

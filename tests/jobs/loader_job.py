@@ -18,6 +18,8 @@ MODE:
   cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
   light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
   checkpoint  healthy, plus 2 GiB written and fsynced to FILE.ckpt every 10 s
+--gpu-device DEV: the trainer holds DEV open and mapped, as a CUDA process holds
+  /dev/nvidiaN (the container tests' stand-in for the device node).
 FILE must exist (any large file; the tests make one on the real disk).
 """
 
@@ -98,7 +100,13 @@ def main() -> int:
     ap.add_argument("--progress", default=None)
     ap.add_argument("--truth", default=None)
     ap.add_argument("--reads", type=int, default=32)
+    ap.add_argument("--gpu-device", default=None,
+                    help="a file to hold open and map as a CUDA process holds /dev/nvidiaN, "
+                         "before the workers fork (they inherit it, as DataLoader's do)")
     a = ap.parse_args()
+    if a.gpu_device:
+        gpu_fd = os.open(a.gpu_device, os.O_RDWR)
+        a.gpu_map = mmap.mmap(gpu_fd, 64 << 20, mmap.MAP_SHARED, mmap.PROT_READ)
     ctx = mp.get_context("fork")
     queue = ctx.Queue(maxsize=2 * a.workers)
     procs = [ctx.Process(target=worker, args=(a.mode, a.data, a.reads, queue, os.getpid()),

@@ -26,7 +26,7 @@ DISK_FIELDS = DiskCounters._fields
 DEVICE_FIELDS = field_names(DeviceInfo)
 CPU_FIELDS = field_names(CpuTimes)
 GPU_STATIC = ("index", "name", "uuid", "pci_bus_id", "lost", "error", "mem_total_bytes",
-              "power_limit_mw")
+              "power_limit_mw", "minor_number")
 GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
             "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
 GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")

@@ -95,10 +95,14 @@ class Flattener:
             keys += [f"h/psi/{k}/some", f"h/psi/{k}/full"]
         keys += [f"h/mem/{k}" for k in h.meminfo_kb]
         keys.append("h/cg")
-        if h.cgroup is not None:
-            for dev, stat in h.cgroup.io_stat.items():
+        cg = h.cgroup
+        if cg is not None:
+            for dev, stat in cg.io_stat.items():
                 keys += [f"h/cgio/{dev}/{k}" for k in stat]
             keys += ["h/cgp/some", "h/cgp/full"]
+            keys += ["h/cgpid", "h/cgmax", "h/cgcp/some", "h/cgcp/full"]
+            keys += [f"h/cgcpu/{k}" for k in cg.cpu_stat]
+            keys += [f"h/cgmem/{k}" for k in cg.memory_stat]
         for pid in s.procs:
             keys += ([f"p/{pid}/st", f"p/{pid}/cpu"] + [f"p/{pid}/{k}" for k, _ in PROC_ACCT]
                      + [f"p/{pid}/{f}" for f in IO_FIELDS])
@@ -143,6 +147,13 @@ class Flattener:
                 vals += stat.values()
             press = cg.io_pressure
             vals += (None, None) if press is None else (press.some_us, press.full_us)
+            # integers, -1 for None, so that rows stay integer (coded as differences)
+            press = cg.cpu_pressure
+            vals += (_int_or_none(cg.pid), cg.cpu_max,
+                     -1 if press is None else press.some_us,
+                     -1 if press is None or press.full_us is None else press.full_us)
+            vals += cg.cpu_stat.values()
+            vals += cg.memory_stat.values()
         # processes: identity and CPU ticks exactly; I/O as shares of their tree's increase
         prev_procs = prev.procs if prev is not None else _EMPTY
         exact: list = []
@@ -211,7 +222,8 @@ class Flattener:
         vals.append(exact)
         sig = (tuple(s.disks), tuple(devices), len(s.gpu.gpus), tuple(s.procs), tuple(roots),
                tuple(h.psi), tuple(h.meminfo_kb),
-               None if cg is None else tuple((d, tuple(v)) for d, v in cg.io_stat.items()))
+               None if cg is None else (tuple((d, tuple(v)) for d, v in cg.io_stat.items()),
+                                        tuple(cg.cpu_stat), tuple(cg.memory_stat)))
         if sig != self._sig:
             self._layout = self._make_layout(s, [str(k) if k >= 0 else f"s{-1 - k}" for k in trees])
             self._sig = sig

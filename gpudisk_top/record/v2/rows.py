@@ -25,7 +25,7 @@ def _positions(layout) -> tuple:
     st, dyn = [], []
     for i, k in enumerate(layout):
         parts = k.split("/")
-        (st if parts[0] in _STATIC_HEADS or parts[-1] in _STATIC_TAILS or k == "h/cg"
+        (st if parts[0] in _STATIC_HEADS or parts[-1] in _STATIC_TAILS or k in ("h/cg", "h/cgmax")
          else dyn).append(i)
     return st, dyn
 

@@ -59,6 +59,9 @@ class _Plan:
     cg: int | None
     cgio: list             # (dev, [(key, index)])
     cgp: tuple | None
+    cgx: dict              # the job's cgroup: "pid", "max", "cp/some", "cp/full" -> index
+    cgcpu: list            # (cpu.stat key, index)
+    cgmem: list            # (memory.stat key, index)
     procs: list            # (pid, st index, cpu index, first io index, tree key)
     acct: dict             # pid -> index per PROC_ACCT column (None: not recorded)
     trees: dict            # tree key -> first index of its 4 totals
@@ -82,6 +85,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
     procs: dict[int, dict] = {}
     psi: dict[str, list] = {}
     cgio: dict[str, list] = {}
+    cgcpu, cgmem = [], []
     trees: dict[str, list] = {}
     devices, mem = [], []
     for i, k in enumerate(layout):
@@ -100,6 +104,10 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
                 mem.append((parts[2], i))
             elif parts[1] == "cgio" and len(parts) == 4:
                 cgio.setdefault(parts[2], []).append((parts[3], i))
+            elif parts[1] == "cgcpu" and len(parts) == 3:
+                cgcpu.append((parts[2], i))
+            elif parts[1] == "cgmem" and len(parts) == 3:
+                cgmem.append((parts[2], i))
         elif head == "p" and len(parts) == 3:
             procs.setdefault(int(parts[1]), {})[parts[2]] = i
         elif head == "T" and len(parts) == 3:
@@ -125,6 +133,8 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
         cg=pos.get("h/cg"),
         cgio=list(cgio.items()),
         cgp=(pos.get("h/cgp/some"), pos.get("h/cgp/full")),
+        cgx={k: pos.get(f"h/cg{k}") for k in ("pid", "max", "cp/some", "cp/full")},
+        cgcpu=cgcpu, cgmem=cgmem,
         procs=proc_list,
         acct=acct,
         trees={k: v for k, v in trees.items()},
@@ -357,9 +367,16 @@ class Unflattener:
         if cg_path is not None:
             some_i, full_i = plan.cgp
             some = _get(vals, some_i)
+            x = {k: _get(vals, i) for k, i in plan.cgx.items()}
+            pid, cp_some, cp_full = (None if v is None or v < 0 else v
+                                     for v in (x["pid"], x["cp/some"], x["cp/full"]))
             cgroup = CgroupIo(path=cg_path,
                               io_stat={dev: {k: vals[i] for k, i in items} for dev, items in plan.cgio},
-                              io_pressure=None if some is None else PsiTotals(some, _get(vals, full_i)))
+                              io_pressure=None if some is None else PsiTotals(some, _get(vals, full_i)),
+                              pid=pid, cpu_max=x["max"],
+                              cpu_pressure=None if cp_some is None else PsiTotals(cp_some, cp_full),
+                              cpu_stat={k: vals[i] for k, i in plan.cgcpu},
+                              memory_stat={k: vals[i] for k, i in plan.cgmem})
         host = HostRaw(cpu=cpu, ncpu=_get(vals, plan.ncpu, 1),
                        psi={r: PsiTotals(vals[a], _get(vals, b)) for r, a, b in plan.psi},
                        meminfo_kb={k: vals[i] for k, i in plan.mem}, cgroup=cgroup)

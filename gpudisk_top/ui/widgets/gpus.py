@@ -4,6 +4,7 @@ each GPU process's read rate (summed over its DataLoader workers)."""
 
 from __future__ import annotations
 
+from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.loaders import IO_ESTIMATED
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, si
@@ -86,7 +87,7 @@ class GpuPanel(LinesPanel):
         for g in model.gpus:
             for p in g.processes:
                 io = model.gpu_proc_io.get(p.pid) or {}
-                pid = f"{p.pid}" + ("" if p.mapped else "*")
+                pid = p.pid_label()
                 read = io.get("read_kb_s")
                 rchar = io.get("rchar_kb_s")
                 devs = ",".join(io.get("devices") or ()) or "-"
@@ -104,6 +105,9 @@ class GpuPanel(LinesPanel):
             lines.append([(legend[:width], theme.DIM)])
         if any(not p.mapped for g in model.gpus for p in g.processes):
             lines.append([("   * not visible from this PID namespace: its I/O cannot be read", theme.DIM)])
+        if any(p.mapped_by == MAPPED_BY_DEVICE_FILE for g in model.gpus for p in g.processes):
+            lines.append([("   host=local: NVML's host PID = its PID here, found by the GPU device "
+                           "file it holds open"[:width], theme.DIM)])
         if len(lines) == 1:
             lines.append([("   no compute processes", theme.DIM)])
         return lines

@@ -3,9 +3,16 @@
 
 from __future__ import annotations
 
+from gpudisk_top.collect.visibility import NO_PSI, NO_SYSFS, NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock
 from gpudisk_top.ui.widgets.base import LinesPanel
+
+
+# collect/visibility.py's blind spots as header flags; --once and the JSON warnings say
+# each in full, with its fix
+BLIND_SPOT_FLAGS = {NO_SYSFS: "NO /sys", PID_NAMESPACE: "CONTAINER PIDS", NOT_ROOT: "NOT ROOT",
+                    NO_PSI: "NO PSI"}
 
 
 class HeaderBar(LinesPanel):
