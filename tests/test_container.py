@@ -160,3 +160,81 @@ def test_with_sys_visible_only_the_namespace_is_warned(box):
     warnings = "\n".join(d["warnings"])
     assert "no /sys/block" not in warnings and "container's PID namespace" in warnings
     assert d["gpus"][0]["processes"][0]["mapped_by"] == "device-file"
+
+
+def _cpu_cgroup_parent() -> tuple[str | None, str | None]:
+    """A cgroup v2 directory whose children can have a cpu.max, or (None, why not)."""
+    from gpudisk_top.collect.host import cgroup2_mounts
+
+    with open("/proc/self/mountinfo") as f:
+        mounts = cgroup2_mounts(f.read())
+    why = "no cgroup v2 hierarchy is mounted (a cgroup v1 host)"
+    for _root, mountpoint in mounts:
+        try:
+            with open(os.path.join(mountpoint, "cgroup.controllers")) as f:
+                controllers = f.read().split()
+        except OSError:
+            continue
+        if "cpu" in controllers:
+            return mountpoint, None
+        why = (f"the cpu controller is bound to cgroup v1 on this host (the cgroup v2 "
+               f"hierarchy at {mountpoint} offers only: {' '.join(controllers) or 'nothing'})")
+    return None, why
+
+
+def test_a_cpu_quotad_job_is_cpu_starved_by_its_throttling(box, tmp_path):
+    parent, why = _cpu_cgroup_parent()
+    if parent is None:
+        pytest.skip(why)
+    group = os.path.join(parent, f"gdt-quota-{os.getpid()}")
+    try:
+        with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+            f.write("+cpu")
+        os.mkdir(group)
+        with open(os.path.join(group, "cpu.max"), "w") as f:
+            f.write("20000 100000")          # a fifth of a CPU
+    except OSError as err:
+        pytest.skip(f"cannot make a cgroup with a CPU quota here: {err}")
+    job = None
+    try:
+        job = subprocess.Popen([sys.executable, JOB, "cpu", "--workers", "2", "--seconds", "30",
+                                "--data", os.path.join(box, "data.bin"),
+                                "--progress", str(tmp_path / "progress")],
+                               preexec_fn=lambda: _join(group))
+        time.sleep(4)
+        once = standin.run(["--once", "--json", "-i", "2"], gpus=1, processes={0: [job.pid]},
+                           progress=str(tmp_path / "progress"), healthy_steps_s=HEALTHY_STEPS_S)
+    finally:
+        if job is not None:
+            workers = _children_of(job.pid)
+            job.kill()
+            job.wait()
+            for child in workers:
+                try:
+                    os.kill(child, 9)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.5)
+        try:
+            os.rmdir(group)
+        except OSError:
+            pass
+    assert once.returncode == 0, once.stderr
+    d = json.loads(once.stdout)
+    assert d["host"]["cgroup_pid"] == job.pid and d["host"]["cgroup_throttled_pct"] >= 20, d["host"]
+    v = d["verdict"]
+    assert v["state"] == "cpu-starved" and v["kind"] == "throttled", v
+    assert "CPU throttled" in v["reason"] and "limit 0.2 CPUs" in v["reason"], v
+
+
+def _join(group: str) -> None:
+    with open(os.path.join(group, "cgroup.procs"), "w") as f:
+        f.write("0")
+
+
+def _children_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []

@@ -404,3 +404,33 @@ def test_collectors_and_models_do_not_import_textual():
             "assert not [m for m in sys.modules if m.split('.')[0] == 'textual']\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_cgroups_cpu_quota_and_throttling_over_an_interval():
+    """cpu.max and cpu.stat as the kernel writes them (Documentation/admin-guide/cgroup-v2.rst)."""
+    from gpudisk_top.collect.host import parse_flat_keyed
+    from gpudisk_top.model.host import cpu_limit
+
+    assert cpu_limit("400000 100000") == 4.0 and cpu_limit("max 100000") is None
+    assert cpu_limit(None) is None and cpu_limit("garbage") is None
+    stat = ("usage_usec 1000000\nuser_usec 800000\nsystem_usec 200000\nnr_periods 100\n"
+            "nr_throttled 10\nthrottled_usec 50000\nnr_bursts 0\nburst_usec 0\n")
+    before = parse_flat_keyed(stat)
+    assert before["nr_throttled"] == 10 and before["usage_usec"] == 1_000_000
+    mem = parse_flat_keyed("anon 1\nfile 4096000\nfile_dirty 8192\nkernel x\n",
+                           ("file", "file_dirty", "file_writeback"))
+    assert mem == {"file": 4096000, "file_dirty": 8192}
+    after = dict(before, usage_usec=4_900_000, nr_periods=110, nr_throttled=14)
+    prev = HostRaw(cgroup=CgroupIo("/job", pid=7, cpu_stat=before, cpu_max="400000 100000",
+                                   cpu_pressure=PsiTotals(0, 0), memory_stat=mem))
+    cur = HostRaw(cgroup=CgroupIo("/job", pid=7, cpu_stat=after, cpu_max="400000 100000",
+                                  cpu_pressure=PsiTotals(300_000, 100_000), memory_stat=mem))
+    view = host_view(cur, prev, 1.0)
+    assert view.cgroup_pid == 7 and view.cgroup_cpu_limit == 4.0
+    assert view.cgroup_throttled_pct == pytest.approx(40.0)       # 4 of 10 periods
+    assert view.cgroup_cpu_used == pytest.approx(3.9)
+    assert view.cgroup_cpu_some_pct == pytest.approx(30.0)
+    assert view.cgroup_page_cache_kb == 4000 and view.cgroup_dirty_kb == 8
+    # a cgroup without the cpu controller (no nr_periods) says nothing of throttling
+    bare = HostRaw(cgroup=CgroupIo("/job", cpu_stat={"usage_usec": 5}))
+    assert host_view(bare, bare, 1.0).cgroup_throttled_pct is None

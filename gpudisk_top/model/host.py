@@ -52,6 +52,17 @@ class HostView:
     cgroup_io: dict[str, dict[str, float | None]] | None = None
     cgroup_io_some_pct: float | None = None
     cgroup_io_full_pct: float | None = None
+    cgroup_pid: int | None = None             # whose cgroup: a GPU process's (the job's); None: ours
+    cgroup_cpu_some_pct: float | None = None  # cpu.pressure
+    cgroup_cpu_full_pct: float | None = None
+    # CFS bandwidth (cpu.max): the share of enforcement periods in which the cgroup ran out
+    # of quota and was held off the CPUs (cpu.stat nr_throttled / nr_periods), its limit
+    # and what it used, in CPUs
+    cgroup_throttled_pct: float | None = None
+    cgroup_cpu_limit: float | None = None
+    cgroup_cpu_used: float | None = None
+    cgroup_page_cache_kb: int | None = None   # memory.stat file: the job's page cache
+    cgroup_dirty_kb: int | None = None        # memory.stat file_dirty
 
 
 HOST_FIELDS = tuple(f.name for f in fields(HostView))
@@ -102,6 +113,31 @@ def _psi_pcts(cur: PsiTotals | None, prev: PsiTotals | None,
 
 
 # ---------------------------------------------------------------------------- cgroup
+def cpu_limit(cpu_max: str | None) -> float | None:
+    """CPUs a cgroup may use from its cpu.max ("QUOTA PERIOD" in µs, "max" for none)."""
+    parts = (cpu_max or "").split()
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+    return quota / period if period > 0 else None
+
+
+def _cgroup_cpu(view: "HostView", cur: CgroupIo, prev: CgroupIo, interval_s: float) -> None:
+    view.cgroup_cpu_some_pct, view.cgroup_cpu_full_pct = _psi_pcts(
+        cur.cpu_pressure, prev.cpu_pressure, interval_s)
+    now, before = cur.cpu_stat, prev.cpu_stat
+    periods = now.get("nr_periods", 0) - before.get("nr_periods", 0)
+    throttled = now.get("nr_throttled", 0) - before.get("nr_throttled", 0)
+    if "nr_periods" in now and "nr_periods" in before and periods > 0 and throttled >= 0:
+        view.cgroup_throttled_pct = min(100.0, throttled / periods * 100.0)
+    used = now.get("usage_usec", 0) - before.get("usage_usec", 0)
+    if "usage_usec" in now and "usage_usec" in before and used >= 0 and _valid_interval(interval_s):
+        view.cgroup_cpu_used = used / (interval_s * 1e6)
+
+
 def _cgroup_io_rates(cur: CgroupIo, prev: CgroupIo,
                      interval_s: float) -> dict[str, dict[str, float | None]]:
     def per_s(key: str, now: dict[str, int], before: dict[str, int],
@@ -142,6 +178,14 @@ def host_view(cur: HostRaw, prev: HostRaw | None, interval_s: float) -> HostView
         writeback_kb=mem.get("Writeback"),
         cgroup_path=cur.cgroup.path if cur.cgroup is not None else None,
     )
+    cg = cur.cgroup
+    if cg is not None:
+        view.cgroup_pid = cg.pid
+        view.cgroup_cpu_limit = cpu_limit(cg.cpu_max)
+        if "file" in cg.memory_stat:
+            view.cgroup_page_cache_kb = cg.memory_stat["file"] // 1024
+        if "file_dirty" in cg.memory_stat:
+            view.cgroup_dirty_kb = cg.memory_stat["file_dirty"] // 1024
     if prev is None:
         return view
 
@@ -161,6 +205,7 @@ def host_view(cur: HostRaw, prev: HostRaw | None, interval_s: float) -> HostView
             view.cgroup_io = _cgroup_io_rates(cur.cgroup, prev.cgroup, interval_s)
         view.cgroup_io_some_pct, view.cgroup_io_full_pct = _psi_pcts(
             cur.cgroup.io_pressure, prev.cgroup.io_pressure, interval_s)
+        _cgroup_cpu(view, cur.cgroup, prev.cgroup, interval_s)
     return view
 
 

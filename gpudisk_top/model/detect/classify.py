@@ -39,13 +39,16 @@ _PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
 # however saturated it is (by others): 64 workers sharing an HDD queue of 9 are each
 # blocked 14 % of the time, and that is waiting
 HARDLY_BLOCKED_PCT = 5.0
+# the job's cgroup held off the CPUs by its quota (cpu.max) in at least this share of its
+# enforcement periods: its loaders' wait for a CPU is the quota's, kind "throttled"
+THROTTLED_PCT = 20.0
 
 
 @dataclass
 class IntervalState:
     state: str
     gpus: list[int] = field(default_factory=list)
-    kind: str | None = None             # disk: saturated | latency-bound; cpu: own | others
+    kind: str | None = None             # disk: saturated | latency-bound; cpu: own | others | throttled
     devices: list[str] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
     gpu_util_pct: float | None = None   # mean utilization of `gpus`
@@ -384,8 +387,32 @@ class Classifier:
             advice = ("the job's own loaders are busy: more DataLoader workers (num_workers) "
                       "if CPUs are free, or lighter decoding and augmentation (or on the "
                       "GPU: DALI)")
-        return IntervalState("cpu-starved", kind="others" if taken else "own",
-                             detail="; ".join(details), advice=advice)
+        kind = "others" if taken else "own"
+        throttled = self._throttled(h)
+        if throttled:
+            # a CPU-quota'd job looks exactly like a starved one: its loaders wait for CPUs
+            # that are idle, held off by its cgroup's quota
+            kind = "throttled"
+            details.insert(0, throttled)
+            advice = ("the job's cgroup runs out of its CPU quota: raise its CPU limit (docker "
+                      "--cpus, Kubernetes resources.limits.cpu, cpu.max), or fewer DataLoader "
+                      "workers so that the quota covers them")
+        return IntervalState("cpu-starved", kind=kind, detail="; ".join(details), advice=advice)
+
+    @staticmethod
+    def _throttled(h) -> str | None:
+        """The job's cgroup held off the CPUs by its quota in THROTTLED_PCT or more of the
+        periods: the evidence, else None."""
+        if h is None or h.cgroup_throttled_pct is None or h.cgroup_throttled_pct < THROTTLED_PCT:
+            return None
+        whose = "the job's cgroup" if h.cgroup_pid is not None else "this cgroup"
+        line = f"{whose} {h.cgroup_path}: CPU throttled {h.cgroup_throttled_pct:.0f}% of periods"
+        if h.cgroup_cpu_limit is not None:
+            line += f" (limit {h.cgroup_cpu_limit:.1f} CPUs"
+            line += f", used {h.cgroup_cpu_used:.1f})" if h.cgroup_cpu_used is not None else ")"
+        if h.cgroup_cpu_some_pct is not None:
+            line += f", cpu pressure {h.cgroup_cpu_some_pct:.0f}%"
+        return line
 
     def _cpu_holders(self, model: Model, job: Job) -> tuple[float | None, float, int]:
         """(the job's CPU, everybody else's, the host's CPUs), in % of one CPU: whose are
