@@ -116,7 +116,7 @@ def test_disk_starved_evidence_names_device_numbers_and_processes():
         assert needle in v.reason, v.reason
     assert "page cache" in v.advice
     ep = det.episodes[0]
-    assert ep.as_json()["state"] == "disk-starved" and ep.as_json()["devices"] == ["sda"]
+    assert ep.state == "disk-starved" and ep.devices == ["sda"]
 
 
 def test_nvme_at_full_util_with_low_latency_is_healthy():
@@ -160,3 +160,27 @@ def test_one_interval_is_the_raw_state():
     samples = [sim.sample() for _ in range(40)]
     v = one_interval(Model.new(samples[-1], samples[-2]))
     assert v.state == v.raw_state == "disk-starved" and v.devices == ["sda"]
+
+
+def test_a_cpu_starved_job_whose_cgroup_runs_out_of_quota_is_told_to_raise_its_limit():
+    """cpu.max throttling (cgroup v2) is its own cause of cpu-starved, with its evidence and
+    advice; under THROTTLED_PCT of the periods it is not (a real quota'd job on a cgroup v2
+    host: tests/test_container.py)."""
+    sim = Simulator(builtin("cpu-starved-cached"), seed=0)
+    samples = [sim.sample() for _ in range(120)]
+    models = [Model.new(b, a) for a, b in zip(samples, samples[1:])]
+    starved = [m for m in models if one_interval(m).state == "cpu-starved"]
+    assert starved
+    m = starved[len(starved) // 2]
+    assert one_interval(m).kind in ("own", "others")
+    h = m.host
+    h.cgroup_path, h.cgroup_pid = "/kubepods/pod1/train", 4242
+    h.cgroup_throttled_pct, h.cgroup_cpu_limit_cpus, h.cgroup_cpu_used_cpus = 41.0, 4.0, 3.9
+    h.cgroup_cpu_some_pct = 37.0
+    v = one_interval(m)
+    assert v.state == "cpu-starved" and v.kind == "throttled"
+    assert ("the job's cgroup /kubepods/pod1/train: CPU throttled 41% of periods "
+            "(limit 4.0 CPUs, used 3.9), cpu pressure 37%") in v.reason
+    assert "raise its CPU limit" in v.advice and "limits.cpu" in v.advice
+    h.cgroup_throttled_pct = 10.0
+    assert one_interval(m).kind in ("own", "others")

@@ -46,8 +46,8 @@ def test_csv_round_trip(recorded, tmp_path):
         assert _num(host["host_cpu_iowait_pct"]) == m.host.cpu_iowait_pct
         for g in m.gpus:
             row = by_key[(m.wall_s, "gpu", str(g.index))]
-            for c in GPU_COLUMNS:
-                assert _num(row[f"gpu_{c}"]) == getattr(g, c), c
+            for column, attr in GPU_COLUMNS:
+                assert _num(row[column]) == getattr(g, attr), column
             gpus += 1
         for name in selected_disks(m, DeviceFilter()):
             row = by_key[(m.wall_s, "disk", name)]

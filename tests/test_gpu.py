@@ -119,7 +119,7 @@ def test_eight_gpus_with_processes():
     doc = gpu_as_json(v3)
     assert doc["processes"][0] == {"pid": 5003, "local_pid": 1003, "ns_pid": 1, "name": "train5003",
                                    "cmdline": "python train.py --rank 3", "gpu_mem_mib": 512.0,
-                                   "mapped": True}
+                                   "mapped": True, "mapped_by": "pid"}
     for key in ("index", "name", "uuid", "pci_bus_id", "lost", "util_pct", "mem_util_pct",
                 "mem_used_mib", "mem_total_mib", "power_w", "power_limit_w", "temp_c",
                 "sm_clock_mhz", "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons"):

@@ -426,9 +426,9 @@ def test_a_cgroups_cpu_quota_and_throttling_over_an_interval():
     cur = HostRaw(cgroup=CgroupIo("/job", pid=7, cpu_stat=after, cpu_max="400000 100000",
                                   cpu_pressure=PsiTotals(300_000, 100_000), memory_stat=mem))
     view = host_view(cur, prev, 1.0)
-    assert view.cgroup_pid == 7 and view.cgroup_cpu_limit == 4.0
+    assert view.cgroup_pid == 7 and view.cgroup_cpu_limit_cpus == 4.0
     assert view.cgroup_throttled_pct == pytest.approx(40.0)       # 4 of 10 periods
-    assert view.cgroup_cpu_used == pytest.approx(3.9)
+    assert view.cgroup_cpu_used_cpus == pytest.approx(3.9)
     assert view.cgroup_cpu_some_pct == pytest.approx(30.0)
     assert view.cgroup_page_cache_kb == 4000 and view.cgroup_dirty_kb == 8
     # a cgroup without the cpu controller (no nr_periods) says nothing of throttling

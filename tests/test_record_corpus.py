@@ -10,6 +10,7 @@ import pytest
 from corpus.corpus import scenarios
 from gpudisk_top.model.detect import Detector
 from gpudisk_top.model.snapshot import Model
+from gpudisk_top.model.vocab import episode_json
 from gpudisk_top.sim import Simulator
 from recording_helpers import assert_same_for_the_model, canonical
 
@@ -29,5 +30,5 @@ def test_replayed_verdicts_are_the_live_verdicts(name, scenario):
             det.feed(Model.new(s, last))
             last = s
         det.close(samples[-1].wall_s)
-        episodes.append([e.as_json() for e in det.episodes])
+        episodes.append([episode_json(e) for e in det.episodes])
     assert episodes[0] == episodes[1]

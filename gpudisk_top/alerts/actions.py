@@ -14,7 +14,6 @@ another user planted, with the permissions the umask allows.
 from __future__ import annotations
 
 import collections
-import datetime as dt
 import json
 import os
 import re
@@ -23,14 +22,11 @@ import time
 
 from gpudisk_top import outfile
 from gpudisk_top.alerts.rules import _PLACEHOLDER_RE
+from gpudisk_top.model.vocab import iso_time
 
 MAX_RUNNING = 8       # commands running at once, all rules together
 MAX_WAITING = 256     # commands waiting to start; beyond this the oldest is dropped
 NAMED_AT_EXIT = 5     # subjects named in the warning for commands never run
-
-
-def iso_time(wall_s: float) -> str:
-    return dt.datetime.fromtimestamp(wall_s).astimezone().isoformat(timespec="milliseconds")
 
 
 def log_line(wall_s: float, message: str) -> str:

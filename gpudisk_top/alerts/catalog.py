@@ -4,36 +4,28 @@
   gpu_<attribute>           per GPU: gpu_util_pct, gpu_temp_c, gpu_mem_used_pct, gpu_lost, ...
   host_<attribute>          the node: host_psi_io_some_pct, host_cpu_iowait_pct, ...
 
-Each observation is (subject, value): the device name, the GPU index, or "" for the host.
+The names and what they mean are the vocabulary's (model/vocab.py: Family.qualified of
+each metric with `alert`).  Each observation is (subject, value): the device name, the
+GPU index, or "" for the host.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import fields
 
-from gpudisk_top.model.disk import RATE_FIELDS
-from gpudisk_top.model.host import HostView
+from gpudisk_top.model import vocab
 from gpudisk_top.model.select import DEFAULT_KINDS
 
-DISK_METRICS = {f"disk_{name}": name for name in RATE_FIELDS}
-
-_GPU_ATTRS = ("util_pct", "mem_util_pct", "mem_used_mib", "mem_total_mib", "power_w",
-              "power_avg_w", "power_limit_w", "temp_c", "sm_clock_mhz", "pcie_rx_kb_s",
-              "pcie_tx_kb_s")
-GPU_METRICS = {f"gpu_{name}": name for name in _GPU_ATTRS}
-GPU_METRICS["gpu_mem_used_pct"] = None    # derived: used / total * 100
-GPU_METRICS["gpu_lost"] = None            # 1 for a GPU that fell off the bus
-
-_NOT_NUMBERS = ("ncpu", "cgroup_path", "cgroup_io")
-HOST_METRICS = {f"host_{f.name}": f.name for f in fields(HostView) if f.name not in _NOT_NUMBERS}
-
-METRICS = (*DISK_METRICS, *GPU_METRICS, *HOST_METRICS)
+# rule's metric -> (kind, the attribute it reads); GPU_COMPUTED's are gpu_value()'s
+_METRICS = {fam.qualified(m): (fam.kind, m.field)
+            for fam in (vocab.DISK, vocab.GPU, vocab.GPU_COMPUTED, vocab.HOST)
+            for m in fam if m.alert}
+METRICS = tuple(_METRICS)
 
 
 def family(metric: str) -> str:
-    """'disk', 'gpu' or 'host'."""
-    return metric.split("_", 1)[0]
+    """'disk', 'gpu' or 'host'.  Raises KeyError for a name not in METRICS."""
+    return _METRICS[metric][0]
 
 
 def _matches(patterns: tuple[str, ...], *names: str) -> bool:
@@ -72,7 +64,7 @@ def observe(model, metric: str, devices=(), mountpoints=(), gpus=None) -> list[t
     if kind == "disk":
         if model.interval_s <= 0 or not model.disks:
             return []     # the first sample has no rates yet
-        attr = DISK_METRICS[metric]
+        attr = _METRICS[metric][1]
         return [(name, getattr(model.disks[name], attr))
                 for name in disk_subjects(model, devices, mountpoints)]
     if kind == "gpu":
@@ -84,14 +76,16 @@ def observe(model, metric: str, devices=(), mountpoints=(), gpus=None) -> list[t
         return out
     if model.host is None:
         return []
-    return [("", getattr(model.host, HOST_METRICS[metric]))]
+    return [("", getattr(model.host, _METRICS[metric][1]))]
 
 
 def gpu_value(g, metric: str) -> float | None:
-    if metric == "gpu_lost":
+    """The value of a GPU metric for one GpuView; vocab.GPU_COMPUTED's are computed here."""
+    attr = _METRICS[metric][1]
+    if attr == "lost":
         return 1.0 if g.lost else 0.0
-    if metric == "gpu_mem_used_pct":
+    if attr == "mem_used_pct":
         if g.mem_used_mib is None or not g.mem_total_mib:
             return None
         return g.mem_used_mib / g.mem_total_mib * 100.0
-    return getattr(g, GPU_METRICS[metric])
+    return getattr(g, attr)

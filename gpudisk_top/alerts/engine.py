@@ -30,13 +30,14 @@ import threading
 from dataclasses import dataclass, field
 
 from gpudisk_top.alerts import catalog
-from gpudisk_top.alerts.actions import (CommandRunner, append_line, expand_argv, iso_time,
-                                        log_line, needs_pids, write_details)
+from gpudisk_top.alerts.actions import (CommandRunner, append_line, expand_argv, log_line,
+                                        needs_pids, write_details)
 from gpudisk_top.alerts.rules import AlertRule
 from gpudisk_top.outfile import OutputError
 from gpudisk_top.textsafe import printable
 from gpudisk_top.errors import warn as warn_line
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.vocab import iso_time
 from gpudisk_top.ratelimit import OncePer
 
 GB = 1000**3

@@ -2,8 +2,10 @@
 
 Naming follows Prometheus's conventions: a `gpudisk_top_` prefix, base units in the name
 (seconds, bytes, ratios from 0 to 1, celsius, watts, hertz), `_total` on counters.  The
-model keeps the tool's own units (ms, kB, %); every conversion is in the tables below.
-A value the model has as None (n/a) is left out, never exported as 0.
+model keeps the tool's own units (ms, kB, %); each metric's family name, HELP line and
+conversion are in the vocabulary (model/vocab.py); the families below that are not a
+number of the model (build info, the state, episodes, alerts, watched paths) are this
+module's.  A value the model has as None (n/a) is left out, never exported as 0.
 """
 
 from __future__ import annotations
@@ -17,70 +19,9 @@ from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.model.detect import STATES
 from gpudisk_top.model.select import DeviceFilter
+from gpudisk_top.model.vocab import DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HOST
 
 P = "gpudisk_top_"
-KIB = 1024
-MIB = 2**20
-
-# DiskRates attribute -> (metric name, factor to base units, help); iostat's kB is 1024 B
-DISK_METRICS = (
-    ("r_s", "disk_reads_per_second", 1, "Read requests completed per second (iostat r/s)."),
-    ("rkb_s", "disk_read_bytes_per_second", KIB, "Bytes read per second (iostat rkB/s)."),
-    ("rrqm_s", "disk_read_merges_per_second", 1, "Read requests merged per second (iostat rrqm/s)."),
-    ("rrqm_pct", "disk_read_merges_ratio", 0.01, "Share of read requests merged (iostat %rrqm / 100)."),
-    ("r_await_ms", "disk_read_await_seconds", 0.001, "Mean time a read request took, queue included (iostat r_await)."),
-    ("rareq_kb", "disk_read_request_size_bytes", KIB, "Mean size of a read request (iostat rareq-sz)."),
-    ("w_s", "disk_writes_per_second", 1, "Write requests completed per second (iostat w/s)."),
-    ("wkb_s", "disk_written_bytes_per_second", KIB, "Bytes written per second (iostat wkB/s)."),
-    ("wrqm_s", "disk_write_merges_per_second", 1, "Write requests merged per second (iostat wrqm/s)."),
-    ("wrqm_pct", "disk_write_merges_ratio", 0.01, "Share of write requests merged (iostat %wrqm / 100)."),
-    ("w_await_ms", "disk_write_await_seconds", 0.001, "Mean time a write request took, queue included (iostat w_await)."),
-    ("wareq_kb", "disk_write_request_size_bytes", KIB, "Mean size of a write request (iostat wareq-sz)."),
-    ("d_s", "disk_discards_per_second", 1, "Discard requests completed per second (iostat d/s)."),
-    ("dkb_s", "disk_discarded_bytes_per_second", KIB, "Bytes discarded per second (iostat dkB/s)."),
-    ("drqm_s", "disk_discard_merges_per_second", 1, "Discard requests merged per second (iostat drqm/s)."),
-    ("drqm_pct", "disk_discard_merges_ratio", 0.01, "Share of discard requests merged (iostat %drqm / 100)."),
-    ("d_await_ms", "disk_discard_await_seconds", 0.001, "Mean time a discard request took (iostat d_await)."),
-    ("dareq_kb", "disk_discard_request_size_bytes", KIB, "Mean size of a discard request (iostat dareq-sz)."),
-    ("f_s", "disk_flushes_per_second", 1, "Flush requests completed per second (iostat f/s)."),
-    ("f_await_ms", "disk_flush_await_seconds", 0.001, "Mean time a flush request took (iostat f_await)."),
-    ("aqu_sz", "disk_queue_size", 1, "Mean number of requests queued or in flight (iostat aqu-sz)."),
-    ("util_pct", "disk_utilization_ratio", 0.01, "Share of time with at least one request in flight (iostat %util / 100)."),
-)
-
-# GpuView attribute -> (metric name, factor, help)
-GPU_METRICS = (
-    ("util_pct", "gpu_utilization_ratio", 0.01, "Share of the interval a kernel was running (NVML utilization.gpu / 100)."),
-    ("mem_util_pct", "gpu_memory_utilization_ratio", 0.01, "Share of the interval device memory was read or written (NVML utilization.memory / 100)."),
-    ("mem_used_mib", "gpu_memory_used_bytes", MIB, "Device memory in use."),
-    ("mem_total_mib", "gpu_memory_total_bytes", MIB, "Device memory in all."),
-    ("power_w", "gpu_power_watts", 1, "Power draw now."),
-    ("power_avg_w", "gpu_power_average_watts", 1, "Mean power over the interval, from the energy counter."),
-    ("power_limit_w", "gpu_power_limit_watts", 1, "Power limit."),
-    ("temp_c", "gpu_temperature_celsius", 1, "GPU core temperature."),
-    ("sm_clock_mhz", "gpu_sm_clock_hertz", 1e6, "SM clock."),
-    ("pcie_rx_kb_s", "gpu_pcie_rx_bytes_per_second", KIB, "PCIe bytes received by the GPU per second (NVML's 20 ms window)."),
-    ("pcie_tx_kb_s", "gpu_pcie_tx_bytes_per_second", KIB, "PCIe bytes sent by the GPU per second (NVML's 20 ms window)."),
-)
-
-# gpu_proc_io key -> (metric name, factor, help); summed over the GPU process and its children
-GPU_PROC_METRICS = (
-    ("read_kb_s", "gpu_process_read_bytes_per_second", KIB, "Bytes the GPU process and its descendants made the block layer read, per second (/proc/PID/io read_bytes)."),
-    ("rchar_kb_s", "gpu_process_read_chars_per_second", KIB, "Bytes the GPU process and its descendants read through read() and friends, page cache hits included (/proc/PID/io rchar)."),
-    ("write_kb_s", "gpu_process_written_bytes_per_second", KIB, "Bytes the GPU process and its descendants caused to be written, per second (/proc/PID/io write_bytes)."),
-)
-
-CPU_MODES = ("user", "nice", "system", "iowait", "steal", "idle")
-PSI_RESOURCES = ("io", "cpu", "memory")
-# HostView attribute (kB) -> metric name
-HOST_MEMORY = (
-    ("mem_total_kb", "host_memory_total_bytes", "Memory in all (MemTotal)."),
-    ("mem_available_kb", "host_memory_available_bytes", "Memory available without swapping (MemAvailable)."),
-    ("cached_kb", "host_memory_cached_bytes", "Page cache (Cached)."),
-    ("buffers_kb", "host_memory_buffers_bytes", "Block device buffers (Buffers)."),
-    ("dirty_kb", "host_memory_dirty_bytes", "Page cache waiting to be written back (Dirty)."),
-    ("writeback_kb", "host_memory_writeback_bytes", "Page cache being written back now (Writeback)."),
-)
 
 
 @dataclass
@@ -110,6 +51,27 @@ def episode_counts(episodes) -> dict[str, int]:
 def _add(fam, labels, value, factor=1):
     if value is not None:
         fam.add_metric(labels, float(value) * factor)
+
+
+def _gauges(family, labels: list[str]) -> dict[str, GaugeMetricFamily]:
+    """A gauge per Prometheus family of a vocabulary family's metrics, in its order, with
+    `labels` (and a metric's own label, for a family with a series per metric)."""
+    out: dict[str, GaugeMetricFamily] = {}
+    for m in family:
+        if m.prom is not None and m.prom not in out:
+            own = [m.prom_label[0]] if m.prom_label else []
+            out[m.prom] = GaugeMetricFamily(P + m.prom, m.prom_help, labels=labels + own)
+    return out
+
+
+def _fill(gauges: dict, family, labels: list[str], source) -> None:
+    """Add each exported metric of `source` (a view: GpuView, DiskRates, HostView; or a
+    mapping) in base units; n/a values are left out."""
+    get = source.get if isinstance(source, Mapping) else (lambda name: getattr(source, name))
+    for m in family:
+        if m.prom is not None:
+            own = [m.prom_label[1]] if m.prom_label else []
+            _add(gauges[m.prom], labels + own, get(m.field), m.prom_factor)
 
 
 def sample_age(age_s: float) -> GaugeMetricFamily:
@@ -166,33 +128,27 @@ class Renderer:
                                "(no driver, no permission).", value=1 if m.gpu_status == "ok" else 0)
         info = GaugeMetricFamily(P + "gpu_info", "Always 1; the GPU's name and PCI bus id.",
                                  labels=["gpu", "uuid", "name", "pci_bus_id"])
-        lost = GaugeMetricFamily(P + "gpu_lost", "1 when the GPU fell off the bus "
-                                 "(NVML GpuIsLost), else 0.", labels=["gpu", "uuid"])
-        fams = [GaugeMetricFamily(P + name, doc, labels=["gpu", "uuid"])
-                for _, name, _, doc in GPU_METRICS]
+        lost_metric = GPU_COMPUTED["lost"]
+        lost = GaugeMetricFamily(P + lost_metric.prom, lost_metric.prom_help, labels=["gpu", "uuid"])
+        fams = _gauges(GPU, ["gpu", "uuid"])
         proc_labels = ["gpu", "uuid", "pid", "comm"]
-        pmem = GaugeMetricFamily(P + "gpu_process_memory_used_bytes",
-                                 "Device memory a compute process holds.", labels=proc_labels)
-        pfams = [GaugeMetricFamily(P + name, doc, labels=proc_labels)
-                 for _, name, _, doc in GPU_PROC_METRICS]
+        pmem = _gauges(GPU_PROCESS, proc_labels)
+        pfams = _gauges(GPU_PROCESS_IO, proc_labels)
         for g in m.gpus:
             key = [str(g.index), g.uuid or ""]
             info.add_metric(key + [g.name or "", g.pci_bus_id or ""], 1)
             lost.add_metric(key, 1 if g.lost else 0)
-            for fam, (attr, _, factor, _) in zip(fams, GPU_METRICS):
-                _add(fam, key, getattr(g, attr), factor)
+            _fill(fams, GPU, key, g)
             for p in g.processes:
                 plabels = key + [str(p.pid), p.name or ""]
-                _add(pmem, plabels, p.gpu_mem_mib, MIB)
-                io = m.gpu_proc_io.get(p.pid) or {}
-                for fam, (k, _, factor, _) in zip(pfams, GPU_PROC_METRICS):
-                    _add(fam, plabels, io.get(k), factor)
-        return [up, info, lost, *fams, pmem, *pfams]
+                _fill(pmem, GPU_PROCESS, plabels, p)
+                _fill(pfams, GPU_PROCESS_IO, plabels, m.gpu_proc_io.get(p.pid) or {})
+        return [up, info, lost, *fams.values(), *pmem.values(), *pfams.values()]
 
     def _disks(self, m, verdict) -> list:
         user = self.labels.names
         names = ["device", "mountpoint", "class", *user]
-        fams = [GaugeMetricFamily(P + name, doc, labels=names) for _, name, _, doc in DISK_METRICS]
+        fams = _gauges(DISK, names)
         sat = GaugeMetricFamily(P + "disk_saturated", "1 when the starvation detector judges "
                                 "the device saturated this interval (latency, queue, "
                                 "throughput and io pressure together), else 0.", labels=names)
@@ -204,41 +160,18 @@ class Renderer:
             extra = self.labels.for_device(dev, info.display_name)
             labels = [dev, ",".join(info.mountpoints), info.dev_class,
                       *(extra.get(k, "") for k in user)]
-            for fam, (attr, _, factor, _) in zip(fams, DISK_METRICS):
-                fam.add_metric(labels, getattr(rates, attr) * factor)
+            _fill(fams, DISK, labels, rates)
             if dev in sats:
                 sat.add_metric(labels, 1 if sats[dev].saturated else 0)
-        return [*fams, sat]
+        return [*fams.values(), sat]
 
     def _host(self, m) -> list:
-        h = m.host
-        cpu = GaugeMetricFamily(P + "host_cpu_ratio", "Share of CPU time per mode over the "
-                                "interval, as iostat's avg-cpu (system includes irq and softirq).",
-                                labels=["mode"])
-        some = GaugeMetricFamily(P + "host_pressure_some_ratio", "Share of the interval in "
-                                 "which some task stalled on the resource (PSI some).",
-                                 labels=["resource"])
-        full = GaugeMetricFamily(P + "host_pressure_full_ratio", "Share of the interval in "
-                                 "which all non-idle tasks stalled on the resource (PSI full).",
-                                 labels=["resource"])
-        cg_some = GaugeMetricFamily(P + "cgroup_io_pressure_some_ratio", "io.pressure some "
-                                    "of the cgroup gpudisk-top runs in, over the interval.")
-        cg_full = GaugeMetricFamily(P + "cgroup_io_pressure_full_ratio", "io.pressure full "
-                                    "of the cgroup gpudisk-top runs in, over the interval.")
-        mem = [GaugeMetricFamily(P + name, doc) for _, name, doc in HOST_MEMORY]
-        out = [cpu, some, full, cg_some, cg_full, *mem]
-        if h is None:
-            return out
-        for mode in CPU_MODES:
-            _add(cpu, [mode], getattr(h, f"cpu_{mode}_pct"), 0.01)
-        for res in PSI_RESOURCES:
-            _add(some, [res], getattr(h, f"psi_{res}_some_pct"), 0.01)
-            _add(full, [res], getattr(h, f"psi_{res}_full_pct"), 0.01)
-        _add(cg_some, [], h.cgroup_io_some_pct, 0.01)
-        _add(cg_full, [], h.cgroup_io_full_pct, 0.01)
-        for fam, (attr, _, _) in zip(mem, HOST_MEMORY):
-            _add(fam, [], getattr(h, attr), KIB)
-        return out
+        fams = _gauges(HOST, [])
+        if m.host is not None:
+            _fill(fams, HOST, [], m.host)
+        # a scrape has always listed memory last, after CPU and the node's and the
+        # cgroup's pressure
+        return sorted(fams.values(), key=lambda fam: fam.name.startswith(P + "host_memory_"))
 
     def _verdict(self, frame: Frame) -> list:
         state = GaugeMetricFamily(P + "state", "The starvation detector's state now, one-hot: "

@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-# the disk metrics the timeline can show: key -> (label, unit, attribute or function)
-DISK_METRICS = ("util_pct", "r_await_ms", "iops", "mb_s", "aqu_sz")
-METRIC_LABELS = {"util_pct": "%util", "r_await_ms": "r_await ms", "iops": "IOPS",
-                 "mb_s": "MB/s", "aqu_sz": "aqu-sz"}
+from gpudisk_top.model.vocab import TIMELINE
+
+# How each disk metric the timeline can show (vocab.TIMELINE) comes from a device's DiskRates
+_FROM_RATES = {
+    "util_pct": lambda r: r.util_pct,
+    "r_await_ms": lambda r: r.r_await_ms,
+    "iops": lambda r: r.r_s + r.w_s,
+    "mb_s": lambda r: (r.rkb_s + r.wkb_s) / 1024,
+    "aqu_sz": lambda r: r.aqu_sz,
+}
+_VALUES = tuple(_FROM_RATES[m.field] for m in TIMELINE)    # in Column.disk's order
+_INDEX = {m.field: i for i, m in enumerate(TIMELINE)}
 
 
 @dataclass(slots=True)
@@ -24,12 +32,13 @@ class Column:
     raw_state: str                 # this interval alone
     episode: int | None            # id of the open episode, if any
     gpu_util: dict[int, float | None] = field(default_factory=dict)
-    # device -> (util_pct, r_await_ms, iops, mb_s, aqu_sz)
-    disk: dict[str, tuple[float, float, float, float, float]] = field(default_factory=dict)
+    # device -> the values of vocab.TIMELINE's metrics, in its order
+    disk: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     def metric(self, device: str, metric: str) -> float | None:
+        """A TIMELINE metric (by field) of a device; None where the device had no rates."""
         values = self.disk.get(device)
-        return None if values is None else values[DISK_METRICS.index(metric)]
+        return None if values is None else values[_INDEX[metric]]
 
 
 class History:
@@ -47,8 +56,7 @@ class History:
         for g in model.gpus:
             col.gpu_util[g.index] = None if g.lost else g.util_pct
         for name, r in model.disks.items():
-            col.disk[name] = (r.util_pct, r.r_await_ms, r.r_s + r.w_s,
-                              (r.rkb_s + r.wkb_s) / 1024, r.aqu_sz)
+            col.disk[name] = tuple(value(r) for value in _VALUES)
         self.columns.append(col)
         self.total += 1
         return col

@@ -59,8 +59,8 @@ class HostView:
     # of quota and was held off the CPUs (cpu.stat nr_throttled / nr_periods), its limit
     # and what it used, in CPUs
     cgroup_throttled_pct: float | None = None
-    cgroup_cpu_limit: float | None = None
-    cgroup_cpu_used: float | None = None
+    cgroup_cpu_limit_cpus: float | None = None
+    cgroup_cpu_used_cpus: float | None = None
     cgroup_page_cache_kb: int | None = None   # memory.stat file: the job's page cache
     cgroup_dirty_kb: int | None = None        # memory.stat file_dirty
 
@@ -135,7 +135,7 @@ def _cgroup_cpu(view: "HostView", cur: CgroupIo, prev: CgroupIo, interval_s: flo
         view.cgroup_throttled_pct = min(100.0, throttled / periods * 100.0)
     used = now.get("usage_usec", 0) - before.get("usage_usec", 0)
     if "usage_usec" in now and "usage_usec" in before and used >= 0 and _valid_interval(interval_s):
-        view.cgroup_cpu_used = used / (interval_s * 1e6)
+        view.cgroup_cpu_used_cpus = used / (interval_s * 1e6)
 
 
 def _cgroup_io_rates(cur: CgroupIo, prev: CgroupIo,
@@ -181,7 +181,7 @@ def host_view(cur: HostRaw, prev: HostRaw | None, interval_s: float) -> HostView
     cg = cur.cgroup
     if cg is not None:
         view.cgroup_pid = cg.pid
-        view.cgroup_cpu_limit = cpu_limit(cg.cpu_max)
+        view.cgroup_cpu_limit_cpus = cpu_limit(cg.cpu_max)
         if "file" in cg.memory_stat:
             view.cgroup_page_cache_kb = cg.memory_stat["file"] // 1024
         if "file_dirty" in cg.memory_stat:

@@ -5,25 +5,22 @@ The JSON layout is an API (README, "JSON output"): add keys, never rename or rem
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import platform
 import re
 
 from gpudisk_top import __version__
+from gpudisk_top.collect.host import PSI_RESOURCES
+from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.loaders import IO_ESTIMATED
 from gpudisk_top.textsafe import printable
-from gpudisk_top.model.disk import RATE_FIELDS
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.host import host_as_json
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model
-
-
-def iso_time(wall_s: float) -> str:
-    """ISO 8601 with the local zone offset, e.g. 2026-11-30T01:40:00.123+00:00."""
-    return dt.datetime.fromtimestamp(wall_s).astimezone().isoformat(timespec="milliseconds")
+from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU_PROCESS, GPU_PROCESS_IO, iso_time,
+                                     verdict_json)
 
 
 def selected_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
@@ -49,7 +46,7 @@ def disk_json(model: Model, name: str) -> dict:
     out = {"name": name, "display_name": info.display_name, "kind": info.kind}
     rates = model.disks.get(name)
     # a device whose interval was impossible: every rate null, and why (never 0)
-    out.update(rates.as_dict() if rates is not None else dict.fromkeys(RATE_FIELDS))
+    out.update({m.json_key: None if rates is None else getattr(rates, m.field) for m in DISK})
     out["dropped"] = model.disk_dropped.get(name)
     out.update({
         "mountpoints": list(info.mountpoints),
@@ -67,10 +64,7 @@ def gpus_json(model: Model) -> list[dict]:
         g = gpu_as_json(view)
         for proc in g.get("processes", []):
             io = model.gpu_proc_io.get(proc["pid"]) or {}
-            proc["read_kb_s"] = io.get("read_kb_s")
-            proc["rchar_kb_s"] = io.get("rchar_kb_s")
-            proc["write_kb_s"] = io.get("write_kb_s")
-            proc["tree_processes"] = io.get("nprocs")
+            proc.update({m.json_key: io.get(m.field) for m in GPU_PROCESS_IO})
             proc["devices"] = sorted(io.get("devices") or ())
             loaders = io.get("loaders")
             proc["loaders"] = loaders.as_json() if loaders is not None else None
@@ -81,15 +75,6 @@ def gpus_json(model: Model) -> list[dict]:
 def live_origin() -> dict:
     """Where the numbers come from: this machine."""
     return {"source": "live", "host_name": platform.node(), "kernel": platform.release()}
-
-
-def verdict_json(verdict) -> dict:
-    """{state, gpus, devices, processes, reason, advice}: the interval's verdict."""
-    if verdict is None:
-        return None
-    return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
-            "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice,
-            "kind": verdict.kind}
 
 
 def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
@@ -123,16 +108,6 @@ def _f(value, fmt: str = "{:.2f}", na: str = "n/a") -> str:
 
 
 _CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
-_TEXT_COLUMNS = (
-    ("r/s", "r_s"), ("rkB/s", "rkb_s"), ("rrqm/s", "rrqm_s"), ("%rrqm", "rrqm_pct"),
-    ("r_await", "r_await_ms"), ("rareq-sz", "rareq_kb"),
-    ("w/s", "w_s"), ("wkB/s", "wkb_s"), ("wrqm/s", "wrqm_s"), ("%wrqm", "wrqm_pct"),
-    ("w_await", "w_await_ms"), ("wareq-sz", "wareq_kb"),
-    ("d/s", "d_s"), ("dkB/s", "dkb_s"), ("drqm/s", "drqm_s"), ("%drqm", "drqm_pct"),
-    ("d_await", "d_await_ms"), ("dareq-sz", "dareq_kb"),
-    ("f/s", "f_s"), ("f_await", "f_await_ms"), ("aqu-sz", "aqu_sz"), ("%util", "util_pct"),
-)
-assert {attr for _, attr in _TEXT_COLUMNS} == set(RATE_FIELDS)
 
 
 def _gpu_lines(model: Model) -> list[str]:
@@ -154,12 +129,15 @@ def _gpu_lines(model: Model) -> list[str]:
     procs = [(g.index, p) for g in model.gpus for p in g.processes]
     if procs:
         lines.append("")
-        lines.append(f"{'GPU':>3} {'pid':>8} {'name':<16} {'GPU MiB':>8} {'read kB/s':>10} "
-                     f"{'rchar kB/s':>11} {'procs':>5} {'%cpu':>5} {'%wait':>5} {'%io':>6}  devices")
+        mib, read, rchar, tree = (GPU_PROCESS["gpu_mem_mib"], GPU_PROCESS_IO["read_kb_s"],
+                                  GPU_PROCESS_IO["rchar_kb_s"], GPU_PROCESS_IO["nprocs"])
+        # %cpu, %wait, %io: the loaders' shares (LoaderTime), explained under the table
+        lines.append(f"{'GPU':>3} {'pid':>8} {'name':<16} {mib.label:>8} {read.label:>10} "
+                     f"{rchar.label:>11} {tree.label:>5} {'%cpu':>5} {'%wait':>5} {'%io':>6}  devices")
         estimated = False
         for idx, p in procs:
             io = model.gpu_proc_io.get(p.pid) or {}
-            pid = f"{p.pid}" if p.mapped else f"{p.pid}*"
+            pid = p.pid_label()
             lt = io.get("loaders")
             if lt is not None and lt.io_wait_pct is not None:
                 mark = "~" if lt.io_source == IO_ESTIMATED else ""
@@ -168,8 +146,8 @@ def _gpu_lines(model: Model) -> list[str]:
             else:
                 io_pct = "n/a"
             lines.append(f"{idx:>3} {pid:>8} {(p.name or '?')[:16]:<16} "
-                         f"{_f(p.gpu_mem_mib, '{:.0f}'):>8} {_f(io.get('read_kb_s')):>10} "
-                         f"{_f(io.get('rchar_kb_s')):>11} {io.get('nprocs') or 0:>5} "
+                         f"{_f(getattr(p, mib.field), '{:.0f}'):>8} {_f(io.get(read.field)):>10} "
+                         f"{_f(io.get(rchar.field)):>11} {io.get(tree.field) or 0:>5} "
                          f"{_f(lt and lt.on_cpu_pct, '{:.0f}'):>5} "
                          f"{_f(lt and lt.cpu_wait_pct, '{:.0f}'):>5} {io_pct:>6}  "
                          f"{','.join(sorted(io.get('devices') or ())) or '-'}")
@@ -179,17 +157,19 @@ def _gpu_lines(model: Model) -> list[str]:
             lines.append("  ~ estimated from reads x r_await (no delay accounting for these processes)")
         if any(not p.mapped for _, p in procs):
             lines.append("  * not visible from this PID namespace: its I/O cannot be read")
+        if any(p.mapped_by == MAPPED_BY_DEVICE_FILE for _, p in procs):
+            lines.append("  host=local: NVML's host PID = its PID here, found by the GPU device "
+                         "file it holds open")
     return lines
 
 
 def _host_lines(model: Model) -> list[str]:
     h = host_as_json(model.host) if model.host is not None else {}
-    lines = ["avg-cpu:  %user   %nice %system %iowait  %steal   %idle",
-             "        " + " ".join(f"{_f(h.get(k)):>7}" for k in (
-                 "cpu_user_pct", "cpu_nice_pct", "cpu_system_pct", "cpu_iowait_pct",
-                 "cpu_steal_pct", "cpu_idle_pct"))]
+    # iostat's avg-cpu block: each value right under its header
+    lines = ["avg-cpu:" + " ".join(f"{m.label:>7}" for m in AVG_CPU),
+             "        " + " ".join(f"{_f(h.get(m.json_key)):>7}" for m in AVG_CPU)]
     psi = []
-    for res in ("io", "cpu", "memory"):
+    for res in PSI_RESOURCES:
         some, full = h.get(f"psi_{res}_some_pct"), h.get(f"psi_{res}_full_pct")
         psi.append(f"{res} some {_f(some)}% full {_f(full)}%")
     lines.append("pressure: " + "   ".join(psi))
@@ -205,8 +185,15 @@ def _host_lines(model: Model) -> list[str]:
     lines.append(f"memory: total {gib('mem_total_kb')}  available {gib('mem_available_kb')}  "
                  f"page cache {gib('cached_kb')}  dirty {mib('dirty_kb')}  writeback {mib('writeback_kb')}")
     if h.get("cgroup_path"):
-        lines.append(f"cgroup {h['cgroup_path']}: io pressure some {_f(h.get('cgroup_io_some_pct'))}% "
-                     f"full {_f(h.get('cgroup_io_full_pct'))}%")
+        whose = f"the job's (pid {h['cgroup_pid']})" if h.get("cgroup_pid") is not None else "ours"
+        lines.append(f"cgroup {h['cgroup_path']}, {whose}: io pressure some "
+                     f"{_f(h.get('cgroup_io_some_pct'))}% full {_f(h.get('cgroup_io_full_pct'))}%")
+        if h.get("cgroup_throttled_pct") is not None or h.get("cgroup_cpu_some_pct") is not None:
+            limit = h.get("cgroup_cpu_limit_cpus")
+            lines.append(f"  cpu: throttled {_f(h.get('cgroup_throttled_pct'))}% of periods, "
+                         f"limit {'none' if limit is None else f'{limit:.1f}'} CPUs, used "
+                         f"{_f(h.get('cgroup_cpu_used_cpus'))}, pressure some "
+                         f"{_f(h.get('cgroup_cpu_some_pct'))}%")
     return lines
 
 
@@ -214,13 +201,13 @@ def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     names = shown_disks(model, dev_filter)
     width = max([len("Device")] + [len(model.devices[n].display_name) for n in names])
     head = f"{'Device':<{width}} {'class':<5}" + "".join(
-        f" {label:>{max(7, len(label))}}" for label, _ in _TEXT_COLUMNS) + "  mountpoints"
+        f" {m.label:>{max(7, len(m.label))}}" for m in DISK) + "  mountpoints"
     lines = [head]
     for n in names:
         info, r = model.devices[n], model.disks.get(n)
         row = f"{info.display_name:<{width}} {_CLASS_TAG.get(info.dev_class, '?'):<5}" + "".join(
-            f" {_f(None if r is None else getattr(r, attr)):>{max(7, len(label))}}"
-            for label, attr in _TEXT_COLUMNS)
+            f" {_f(None if r is None else getattr(r, m.field)):>{max(7, len(m.label))}}"
+            for m in DISK)
         row += "  " + (",".join(info.mountpoints) or "-")
         if r is None:
             row += f"  (dropped: {model.disk_dropped.get(n, '?')})"

@@ -12,27 +12,25 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import fields
 
-from gpudisk_top.model.disk import RATE_FIELDS
-from gpudisk_top.model.host import HostView
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.output.once import disk_json, gpus_json, selected_disks, verdict_json
-from gpudisk_top.record.header import iso
+from gpudisk_top.model.vocab import DISK, GPU, HOST, Family, episode_json, iso_time, verdict_json
+from gpudisk_top.output.once import disk_json, gpus_json, selected_disks
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.session.replay import Replay
-from gpudisk_top.report.summary import episode_json
 
 FORMATS = ("csv", "jsonl", "perfetto")
 
-GPU_COLUMNS = ("util_pct", "mem_util_pct", "mem_used_mib", "mem_total_mib", "power_w",
-               "power_avg_w", "temp_c", "sm_clock_mhz", "pcie_rx_kb_s", "pcie_tx_kb_s")
-HOST_COLUMNS = tuple(f.name for f in fields(HostView)
-                     if f.name not in ("cgroup_path", "cgroup_io"))
-# GPU, disk and host columns share names ("util_pct"), so each has its kind as a prefix
+
+def _csv_columns(family: Family) -> tuple[tuple[str, str], ...]:
+    """(column, attribute) of each of the family's metrics the CSV has.  GPU, disk and
+    host metrics share names ("util_pct"), so a column has its kind as a prefix."""
+    return tuple((family.qualified(m), m.field) for m in family if m.csv)
+
+
+GPU_COLUMNS, DISK_COLUMNS, HOST_COLUMNS = _csv_columns(GPU), _csv_columns(DISK), _csv_columns(HOST)
 CSV_COLUMNS = (("time", "wall_s", "interval_s", "state", "kind", "name")
-               + tuple(f"gpu_{c}" for c in GPU_COLUMNS) + tuple(f"disk_{c}" for c in RATE_FIELDS)
-               + tuple(f"host_{c}" for c in HOST_COLUMNS))
+               + tuple(c for c, _ in GPU_COLUMNS + DISK_COLUMNS + HOST_COLUMNS))
 assert len(set(CSV_COLUMNS)) == len(CSV_COLUMNS)
 
 
@@ -53,26 +51,26 @@ def write_csv(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
     rows = 0
     blank = {c: "" for c in CSV_COLUMNS}
     for model, verdict in _intervals(rec, start_s, end_s, thresholds):
-        base = {"time": iso(model.wall_s), "wall_s": repr(model.wall_s),
+        base = {"time": iso_time(model.wall_s), "wall_s": repr(model.wall_s),
                 "interval_s": repr(model.interval_s), "state": verdict.state}
         host = model.host
         if host is not None:
             row = dict(blank, **base, kind="host", name=rec.header.get("host_name") or "")
-            for c in HOST_COLUMNS:
-                row[f"host_{c}"] = _cell(getattr(host, c))
+            for column, attr in HOST_COLUMNS:
+                row[column] = _cell(getattr(host, attr))
             w.writerow(row.values())
             rows += 1
         for g in model.gpus:
             row = dict(blank, **base, kind="gpu", name=str(g.index))
-            for c in GPU_COLUMNS:
-                row[f"gpu_{c}"] = _cell(getattr(g, c))
+            for column, attr in GPU_COLUMNS:
+                row[column] = _cell(getattr(g, attr))
             w.writerow(row.values())
             rows += 1
         for name in selected_disks(model, dev_filter):
             r = model.disks[name]
             row = dict(blank, **base, kind="disk", name=name)
-            for c in RATE_FIELDS:
-                row[f"disk_{c}"] = repr(getattr(r, c))
+            for column, attr in DISK_COLUMNS:
+                row[column] = repr(getattr(r, attr))
             w.writerow(row.values())
             rows += 1
     return rows
@@ -94,7 +92,7 @@ def write_jsonl(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
     n = 0
     for model, verdict in _intervals(rec, start_s, end_s, thresholds):
         obj = {
-            "time": iso(model.wall_s), "wall_s": model.wall_s, "interval_s": model.interval_s,
+            "time": iso_time(model.wall_s), "wall_s": model.wall_s, "interval_s": model.interval_s,
             "verdict": verdict_json(verdict),
             "gpus": gpus_json(model),
             "disks": [disk_json(model, name) for name in selected_disks(model, dev_filter)],
@@ -169,7 +167,7 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
             if new_range:
                 # the clock went back: later intervals go on tracks of their own
                 stretch += 1
-                name_processes(stretch, iso(model.wall_s))
+                name_processes(stretch, iso_time(model.wall_s))
                 if verdict.episode is not None:
                     ep_stretch[id(verdict.episode)] = stretch
             else:

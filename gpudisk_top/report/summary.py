@@ -37,9 +37,9 @@ from gpudisk_top.model.detect import STATES, Episode, Thresholds
 from gpudisk_top.model.detect.classify import gpu_ranges
 from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
+from gpudisk_top.model.vocab import episode_json, iso_time
 from gpudisk_top.record import derived, sources
 from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
-from gpudisk_top.record.header import iso
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.model.step import CLOCK_STEP_S
 from gpudisk_top.session.replay import Replay
@@ -150,20 +150,6 @@ class Summary:
     series: Series
     episodes: list[Episode]
     warnings: list[str]
-
-
-def episode_json(e: Episode) -> dict:
-    end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
-    return {
-        "id": e.id, "state": e.state,
-        "start": iso(e.start_wall_s), "end": iso(end),
-        "start_s": e.start_wall_s, "end_s": end,
-        "duration_s": round(e.duration_s(), 3),
-        "gpus": list(e.gpus), "devices": list(e.devices), "processes": list(e.processes),
-        "reason": e.reason, "advice": e.advice, "kind": e.kind,
-        "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
-        "intervals": e.intervals,
-    }
 
 
 @dataclass
@@ -676,13 +662,13 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         "recorded_by": header.get("tool_version"),
         "derived": how,
         "samples": samples,
-        "start": iso(first_s) if first_s is not None else None,
-        "end": iso(last_s) if last_s is not None else None,
+        "start": iso_time(first_s) if first_s is not None else None,
+        "end": iso_time(last_s) if last_s is not None else None,
         "start_s": first_s,
         "end_s": last_s,
         "duration_s": round(covered, 3),
         "interval_s": header.get("interval_s"),
-        "segments": [{"start": iso(rec.wall_s(lo)), "end": iso(rec.wall_s(hi)),
+        "segments": [{"start": iso_time(rec.wall_s(lo)), "end": iso_time(rec.wall_s(hi)),
                       "start_s": rec.wall_s(lo), "end_s": rec.wall_s(hi), "samples": hi - lo + 1}
                      for lo, hi in axis.ranges],
         "left_out": rec.left_out,
@@ -749,7 +735,7 @@ def _devices_json(disks: dict[str, DiskSums], infos: dict) -> list[dict]:
             "r_await_ms": _mean(d.r_wait_ms, d.r_ios),
             "w_await_ms": _mean(d.w_wait_ms, d.w_ios),
             "worst_await_ms": round(d.worst_ms, 3),
-            "worst_at": iso(d.worst_at) if d.worst_at is not None else None,
+            "worst_at": iso_time(d.worst_at) if d.worst_at is not None else None,
             "r_s": _mean(d.r_ios, d.seconds),
             "w_s": _mean(d.w_ios, d.seconds),
             "rkb_s": _mean(d.r_sectors / 2, d.seconds),

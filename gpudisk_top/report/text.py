@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
+from gpudisk_top.model.vocab import DISK
 from gpudisk_top.textsafe import printable
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
@@ -118,9 +119,16 @@ def _devices(d: dict, top: int = 5) -> list[str]:
     if not devs:
         return ["Devices: none did I/O in this window"]
     width = max(len("device"), *(len(x["display_name"]) for x in devs))
+
+    def col(name: str, w: int) -> str:
+        # iostat's column over the window (await, reads and writes together, and the worst
+        # interval's are the report's own)
+        return f"{DISK[name].label:>{w}}"
+
     lines = ["Devices with the worst await (over the window; worst single interval):",
-             f"{'device':<{width}} {'class':<5} {'await':>8} {'r_await':>8} {'w_await':>8} "
-             f"{'worst':>8} {'at':<8} {'r/s':>9} {'w/s':>9} {'rkB/s':>10} {'wkB/s':>10} {'%util':>6}  mountpoints"]
+             f"{'device':<{width}} {'class':<5} {'await':>8} {col('r_await_ms', 8)} "
+             f"{col('w_await_ms', 8)} {'worst':>8} {'at':<8} {col('r_s', 9)} {col('w_s', 9)} "
+             f"{col('rkb_s', 10)} {col('wkb_s', 10)} {col('util_pct', 6)}  mountpoints"]
     for x in devs:
         lines.append(
             f"{x['display_name']:<{width}} {x['class'][:5]:<5} {_f(x['await_ms']):>8} "

@@ -407,9 +407,9 @@ class Classifier:
             return None
         whose = "the job's cgroup" if h.cgroup_pid is not None else "this cgroup"
         line = f"{whose} {h.cgroup_path}: CPU throttled {h.cgroup_throttled_pct:.0f}% of periods"
-        if h.cgroup_cpu_limit is not None:
-            line += f" (limit {h.cgroup_cpu_limit:.1f} CPUs"
-            line += f", used {h.cgroup_cpu_used:.1f})" if h.cgroup_cpu_used is not None else ")"
+        if h.cgroup_cpu_limit_cpus is not None:
+            line += f" (limit {h.cgroup_cpu_limit_cpus:.1f} CPUs"
+            line += f", used {h.cgroup_cpu_used_cpus:.1f})" if h.cgroup_cpu_used_cpus is not None else ")"
         if h.cgroup_cpu_some_pct is not None:
             line += f", cpu pressure {h.cgroup_cpu_some_pct:.0f}%"
         return line

@@ -43,12 +43,6 @@ class Episode:
         end = self.end_wall_s if self.end_wall_s is not None else (now_wall_s or self.last_wall_s)
         return max(0.0, end - self.start_wall_s)
 
-    def as_json(self) -> dict:
-        return {"id": self.id, "state": self.state, "start": self.start_wall_s,
-                "end": self.end_wall_s, "duration_s": self.duration_s(),
-                "gpus": self.gpus, "devices": self.devices, "processes": self.processes,
-                "reason": self.reason, "advice": self.advice, "kind": self.kind}
-
 
 @dataclass
 class Verdict:
@@ -67,12 +61,6 @@ class Verdict:
     episode: Episode | None = None
     saturation: dict[str, Saturation] = field(default_factory=dict)
     raw: IntervalState | None = None
-
-    def as_json(self) -> dict:
-        return {"state": self.state, "raw_state": self.raw_state, "gpus": self.gpus,
-                "devices": self.devices, "processes": self.processes, "reason": self.reason,
-                "advice": self.advice,
-                "episode": self.episode.id if self.episode is not None else None}
 
 
 @dataclass

@@ -19,7 +19,8 @@ from collections import deque
 from rich.style import Style
 
 from gpudisk_top.model.detect import STARVED_STATES
-from gpudisk_top.model.history import METRIC_LABELS, DISK_METRICS, Column, History
+from gpudisk_top.model.history import Column, History
+from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, ms
 from gpudisk_top.ui.widgets.base import LinesPanel
@@ -102,7 +103,7 @@ class Timeline(LinesPanel):
         back = f" · {self.back} back (←/→)" if self.back else ""
         scale = "" if self.metric == "util_pct" else " log scale"
         lines = [[mark, ("Timeline", theme.LABEL),
-                  (f"  disk rows: {METRIC_LABELS[self.metric]}{scale} (m){back}"
+                  (f"  disk rows: {TIMELINE[self.metric].label}{scale} (m){back}"
                    "  · D disk C cpu K checkpoint S straggler ? undiagnosed", theme.DIM)]]
         if not cols:
             lines.append([(" " * LABEL_W + "collecting…", theme.DIM)])
@@ -206,8 +207,8 @@ class Timeline(LinesPanel):
         return [(" " * LABEL_W, theme.PLAIN), ("".join(cells), theme.DIM)]
 
     def cycle_metric(self) -> str:
-        i = DISK_METRICS.index(self.metric)
-        self.metric = DISK_METRICS[(i + 1) % len(DISK_METRICS)]
+        fields = TIMELINE.fields
+        self.metric = fields[(fields.index(self.metric) + 1) % len(fields)]
         self.redraw()
         return self.metric
 

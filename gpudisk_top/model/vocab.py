@@ -1,0 +1,345 @@
+"""The one vocabulary: every metric's names, and the JSON of a verdict and an episode.
+
+A number of the model goes by several names: its attribute (DiskRates.r_await_ms), the
+header a person reads ("r_await"), its key in JSON, its column in CSV and its name in an
+alert rule ("disk_r_await_ms"), and its Prometheus family in base units
+("gpudisk_top_disk_read_await_seconds").  They are written here once; `--once`, `report`,
+`export`, the Prometheus exporter, alert rules and the timeline read them from here.
+tests/test_vocab.py checks each family against the model's dataclasses.
+
+A Metric says, for one number:
+
+  field       the attribute of the model's view; units in the name (_ms, _kb_s, _pct)
+  unit        the model's unit: "ms", "kB/s", "%", "/s", ...
+  label       the short header a person reads (iostat's own where iostat has one)
+  help        what it means; also the HELP line of its Prometheus family
+  prom        its Prometheus family, without the gpudisk_top_ prefix, in base units
+              (seconds, bytes, ratios 0-1, ...); None: not exported
+  prom_label  (label, value) for a family with one series per metric (host_cpu_ratio
+              {mode="user"}); the family's HELP is then PROM_FAMILY_HELP's
+  json_key    its key in JSON output: the field, unless said otherwise
+  csv, alert  whether `export --format csv` has a column for it and alert rules may test it
+
+Its family (Family.kind: disk, gpu, host) prefixes the name that CSV columns and alert
+rules use (Family.qualified: "disk_util_pct", "gpu_temp_c", "host_psi_io_some_pct").
+Numbers in the model's units become Prometheus's base units by one table (BASE_FACTOR).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, replace
+
+KIB = 1024
+MIB = 2**20
+
+# The model's units that are not Prometheus's base units: what one of them is in base
+# units (iostat's kB is 1024 bytes).  Every other unit is exported as it is.
+BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MHz": 1e6}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number of the model and every name it goes by (see the module's docstring)."""
+
+    field: str
+    unit: str
+    label: str
+    help: str
+    prom: str | None = None
+    prom_label: tuple[str, str] | None = None
+    json_key: str = ""
+    csv: bool = True
+    alert: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.json_key:
+            object.__setattr__(self, "json_key", self.field)
+
+    @property
+    def prom_factor(self) -> float:
+        """What one of the model's units is in Prometheus's base unit."""
+        return BASE_FACTOR.get(self.unit, 1)
+
+    @property
+    def prom_help(self) -> str:
+        """The HELP line of its Prometheus family."""
+        return PROM_FAMILY_HELP.get(self.prom, self.help)
+
+
+@dataclass(frozen=True)
+class Family:
+    """The metrics of one kind of subject (a disk, a GPU, the host), in a fixed order:
+    the order of CSV columns and Prometheus families."""
+
+    kind: str
+    metrics: tuple[Metric, ...]
+
+    def __iter__(self):
+        return iter(self.metrics)
+
+    def __getitem__(self, name: str) -> Metric:
+        """The metric of that field.  Raises KeyError for a field it does not have."""
+        for m in self.metrics:
+            if m.field == name:
+                return m
+        raise KeyError(name)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(m.field for m in self.metrics)
+
+    def qualified(self, metric: Metric) -> str:
+        """The name CSV columns and alert rules give it: '<kind>_<field>'."""
+        return f"{self.kind}_{metric.field}"
+
+
+# ---------------------------------------------------------------------------- disks
+# DiskRates (model/disk.py), one device over one interval: iostat -x's columns, in its order.
+DISK = Family("disk", (
+    Metric("r_s", "/s", "r/s", "Read requests completed per second (iostat r/s).",
+           prom="disk_reads_per_second"),
+    Metric("rkb_s", "kB/s", "rkB/s", "Bytes read per second (iostat rkB/s).",
+           prom="disk_read_bytes_per_second"),
+    Metric("rrqm_s", "/s", "rrqm/s", "Read requests merged per second (iostat rrqm/s).",
+           prom="disk_read_merges_per_second"),
+    Metric("rrqm_pct", "%", "%rrqm", "Share of read requests merged (iostat %rrqm / 100).",
+           prom="disk_read_merges_ratio"),
+    Metric("r_await_ms", "ms", "r_await",
+           "Mean time a read request took, queue included (iostat r_await).",
+           prom="disk_read_await_seconds"),
+    Metric("rareq_kb", "kB", "rareq-sz", "Mean size of a read request (iostat rareq-sz).",
+           prom="disk_read_request_size_bytes"),
+    Metric("w_s", "/s", "w/s", "Write requests completed per second (iostat w/s).",
+           prom="disk_writes_per_second"),
+    Metric("wkb_s", "kB/s", "wkB/s", "Bytes written per second (iostat wkB/s).",
+           prom="disk_written_bytes_per_second"),
+    Metric("wrqm_s", "/s", "wrqm/s", "Write requests merged per second (iostat wrqm/s).",
+           prom="disk_write_merges_per_second"),
+    Metric("wrqm_pct", "%", "%wrqm", "Share of write requests merged (iostat %wrqm / 100).",
+           prom="disk_write_merges_ratio"),
+    Metric("w_await_ms", "ms", "w_await",
+           "Mean time a write request took, queue included (iostat w_await).",
+           prom="disk_write_await_seconds"),
+    Metric("wareq_kb", "kB", "wareq-sz", "Mean size of a write request (iostat wareq-sz).",
+           prom="disk_write_request_size_bytes"),
+    Metric("d_s", "/s", "d/s", "Discard requests completed per second (iostat d/s).",
+           prom="disk_discards_per_second"),
+    Metric("dkb_s", "kB/s", "dkB/s", "Bytes discarded per second (iostat dkB/s).",
+           prom="disk_discarded_bytes_per_second"),
+    Metric("drqm_s", "/s", "drqm/s", "Discard requests merged per second (iostat drqm/s).",
+           prom="disk_discard_merges_per_second"),
+    Metric("drqm_pct", "%", "%drqm", "Share of discard requests merged (iostat %drqm / 100).",
+           prom="disk_discard_merges_ratio"),
+    Metric("d_await_ms", "ms", "d_await", "Mean time a discard request took (iostat d_await).",
+           prom="disk_discard_await_seconds"),
+    Metric("dareq_kb", "kB", "dareq-sz", "Mean size of a discard request (iostat dareq-sz).",
+           prom="disk_discard_request_size_bytes"),
+    Metric("f_s", "/s", "f/s", "Flush requests completed per second (iostat f/s).",
+           prom="disk_flushes_per_second"),
+    Metric("f_await_ms", "ms", "f_await", "Mean time a flush request took (iostat f_await).",
+           prom="disk_flush_await_seconds"),
+    Metric("aqu_sz", "requests", "aqu-sz",
+           "Mean number of requests queued or in flight (iostat aqu-sz).",
+           prom="disk_queue_size"),
+    Metric("util_pct", "%", "%util",
+           "Share of time with at least one request in flight (iostat %util / 100).",
+           prom="disk_utilization_ratio"),
+))
+
+# The disk metrics the timeline can show, in the order its key cycles through them
+# (model/history.py computes IOPS and MB/s from a device's DiskRates).
+TIMELINE = Family("disk", (
+    DISK["util_pct"],
+    replace(DISK["r_await_ms"], label="r_await ms"),     # a chart's legend needs the unit
+    Metric("iops", "/s", "IOPS", "Reads and writes completed per second (r/s + w/s).",
+           csv=False, alert=False),
+    Metric("mb_s", "MB/s", "MB/s", "MiB read and written per second ((rkB/s + wkB/s) / 1024).",
+           csv=False, alert=False),
+    DISK["aqu_sz"],
+))
+
+# ---------------------------------------------------------------------------- GPUs
+# GpuView (model/gpu.py): one GPU over one interval.  The JSON of a GPU (gpu_as_json) has
+# these keys among its others.
+GPU = Family("gpu", (
+    Metric("util_pct", "%", "util%",
+           "Share of the interval a kernel was running (NVML utilization.gpu / 100).",
+           prom="gpu_utilization_ratio"),
+    Metric("mem_util_pct", "%", "mem%",
+           "Share of the interval device memory was read or written (NVML utilization.memory / 100).",
+           prom="gpu_memory_utilization_ratio"),
+    Metric("mem_used_mib", "MiB", "mem used MiB", "Device memory in use.",
+           prom="gpu_memory_used_bytes"),
+    Metric("mem_total_mib", "MiB", "mem total MiB", "Device memory in all.",
+           prom="gpu_memory_total_bytes"),
+    Metric("power_w", "W", "power W", "Power draw now.", prom="gpu_power_watts"),
+    Metric("power_avg_w", "W", "avg power W",
+           "Mean power over the interval, from the energy counter.",
+           prom="gpu_power_average_watts"),
+    # a setting, not a reading of the interval: no CSV column
+    Metric("power_limit_w", "W", "power limit W", "Power limit.", prom="gpu_power_limit_watts",
+           csv=False),
+    Metric("temp_c", "C", "temp C", "GPU core temperature.", prom="gpu_temperature_celsius"),
+    Metric("sm_clock_mhz", "MHz", "SM MHz", "SM clock.", prom="gpu_sm_clock_hertz"),
+    Metric("pcie_rx_kb_s", "kB/s", "PCIe rx kB/s",
+           "PCIe bytes received by the GPU per second (NVML's 20 ms window).",
+           prom="gpu_pcie_rx_bytes_per_second"),
+    Metric("pcie_tx_kb_s", "kB/s", "PCIe tx kB/s",
+           "PCIe bytes sent by the GPU per second (NVML's 20 ms window).",
+           prom="gpu_pcie_tx_bytes_per_second"),
+))
+
+# Numbers computed from a GpuView rather than read off one of its attributes: alert rules
+# test them (alerts/catalog.py gpu_value() computes them); `lost` is also exported.
+GPU_COMPUTED = Family("gpu", (
+    Metric("mem_used_pct", "%", "mem used%",
+           "Device memory in use, as a share of all (mem_used_mib / mem_total_mib x 100).",
+           csv=False),
+    Metric("lost", "", "lost", "1 when the GPU fell off the bus (NVML GpuIsLost), else 0.",
+           prom="gpu_lost", csv=False),
+))
+
+# A compute process on a GPU (GpuProcessView).
+GPU_PROCESS = Family("gpu_process", (
+    Metric("gpu_mem_mib", "MiB", "GPU MiB", "Device memory a compute process holds.",
+           prom="gpu_process_memory_used_bytes", csv=False, alert=False),
+))
+
+# The I/O of a GPU process and its descendants, summed (Model.gpu_proc_io, model/procs.py
+# tree_totals): in `--once --json` each process of a GPU has these keys.
+GPU_PROCESS_IO = Family("gpu_process", (
+    Metric("read_kb_s", "kB/s", "read kB/s",
+           "Bytes the GPU process and its descendants made the block layer read, per second "
+           "(/proc/PID/io read_bytes).",
+           prom="gpu_process_read_bytes_per_second", csv=False, alert=False),
+    Metric("rchar_kb_s", "kB/s", "rchar kB/s",
+           "Bytes the GPU process and its descendants read through read() and friends, page "
+           "cache hits included (/proc/PID/io rchar).",
+           prom="gpu_process_read_chars_per_second", csv=False, alert=False),
+    Metric("write_kb_s", "kB/s", "write kB/s",
+           "Bytes the GPU process and its descendants caused to be written, per second "
+           "(/proc/PID/io write_bytes).",
+           prom="gpu_process_written_bytes_per_second", csv=False, alert=False),
+    Metric("nprocs", "processes", "procs",
+           "Processes in the tree whose I/O is summed: the GPU process and its descendants.",
+           json_key="tree_processes", csv=False, alert=False),
+))
+
+# ---------------------------------------------------------------------------- the host
+# Families with one series per metric, told apart by a label: their HELP line.
+PROM_FAMILY_HELP = {
+    "host_cpu_ratio": "Share of CPU time per mode over the interval, as iostat's avg-cpu "
+                      "(system includes irq and softirq).",
+    "host_pressure_some_ratio": "Share of the interval in which some task stalled on the "
+                                "resource (PSI some).",
+    "host_pressure_full_ratio": "Share of the interval in which all non-idle tasks stalled "
+                                "on the resource (PSI full).",
+}
+
+
+def _cpu(mode: str, meaning: str) -> Metric:
+    return Metric(f"cpu_{mode}_pct", "%", f"%{mode}", meaning, prom="host_cpu_ratio",
+                  prom_label=("mode", mode))
+
+
+def _psi(resource: str, kind: str) -> Metric:
+    who = "some task" if kind == "some" else "all non-idle tasks"
+    return Metric(f"psi_{resource}_{kind}_pct", "%", f"{resource} {kind}",
+                  f"Share of the interval in which {who} stalled on {resource} (PSI {kind}).",
+                  prom=f"host_pressure_{kind}_ratio", prom_label=("resource", resource))
+
+
+def _memory(name: str, prom_word: str, label: str, meaning: str) -> Metric:
+    return Metric(name, "kB", label, meaning, prom=f"host_memory_{prom_word}_bytes")
+
+
+# iostat's avg-cpu, in its order
+AVG_CPU = (
+    _cpu("user", "CPU time in user mode, guests included (iostat %user)."),
+    _cpu("nice", "CPU time in user mode at a lower priority (iostat %nice)."),
+    _cpu("system", "CPU time in the kernel, irq and softirq included (iostat %system)."),
+    _cpu("iowait", "CPU time idle with a read or write outstanding (iostat %iowait)."),
+    _cpu("steal", "CPU time a hypervisor gave another guest (iostat %steal)."),
+    _cpu("idle", "CPU time idle, no I/O outstanding (iostat %idle)."),
+)
+
+# HostView (model/host.py), in its order (its JSON's and the CSV's); its cgroup_path and
+# cgroup_io (a path, rates per device) are not metrics.
+HOST = Family("host", (
+    Metric("ncpu", "CPUs", "CPUs", "CPUs online.", alert=False),
+    *AVG_CPU,
+    _psi("io", "some"), _psi("io", "full"),
+    _psi("cpu", "some"), _psi("cpu", "full"),
+    _psi("memory", "some"), _psi("memory", "full"),
+    _memory("mem_total_kb", "total", "total", "Memory in all (MemTotal)."),
+    _memory("mem_available_kb", "available", "available",
+            "Memory available without swapping (MemAvailable)."),
+    _memory("cached_kb", "cached", "page cache", "Page cache (Cached)."),
+    _memory("buffers_kb", "buffers", "buffers", "Block device buffers (Buffers)."),
+    _memory("dirty_kb", "dirty", "dirty", "Page cache waiting to be written back (Dirty)."),
+    _memory("writeback_kb", "writeback", "writeback",
+            "Page cache being written back now (Writeback)."),
+    Metric("cgroup_io_some_pct", "%", "cgroup io some",
+           "io.pressure some of the job's cgroup (its GPU process's; gpudisk-top's own without a job), over the interval.",
+           prom="cgroup_io_pressure_some_ratio"),
+    Metric("cgroup_io_full_pct", "%", "cgroup io full",
+           "io.pressure full of the job's cgroup (its GPU process's; gpudisk-top's own without a job), over the interval.",
+           prom="cgroup_io_pressure_full_ratio"),
+    Metric("cgroup_pid", "PID", "cgroup of",
+           "Whose cgroup the cgroup numbers are: a GPU process's (the job's); none: "
+           "gpudisk-top's own.", alert=False),
+    Metric("cgroup_cpu_some_pct", "%", "cgroup cpu some",
+           "cpu.pressure some of the cgroup, over the interval."),
+    Metric("cgroup_cpu_full_pct", "%", "cgroup cpu full",
+           "cpu.pressure full of the cgroup, over the interval."),
+    Metric("cgroup_throttled_pct", "%", "throttled%",
+           "Share of the CFS periods in which the cgroup ran out of its CPU quota and was "
+           "held off the CPUs (cpu.stat nr_throttled / nr_periods)."),
+    Metric("cgroup_cpu_limit_cpus", "CPUs", "CPU limit",
+           "CPUs the cgroup may use (cpu.max: quota / period); none: no limit."),
+    Metric("cgroup_cpu_used_cpus", "CPUs", "CPUs used",
+           "CPUs the cgroup used over the interval (cpu.stat usage_usec)."),
+    Metric("cgroup_page_cache_kb", "kB", "cgroup page cache",
+           "The cgroup's page cache (memory.stat file)."),
+    Metric("cgroup_dirty_kb", "kB", "cgroup dirty",
+           "The cgroup's page cache waiting to be written back (memory.stat file_dirty)."),
+))
+
+
+# ---------------------------------------------------------------------------- verdicts, episodes
+def iso_time(wall_s: float) -> str:
+    """A wall-clock time as every output writes it: ISO 8601 with milliseconds and the
+    local zone offset, e.g. 2026-11-30T01:40:00.123+00:00."""
+    return dt.datetime.fromtimestamp(wall_s).astimezone().isoformat(timespec="milliseconds")
+
+
+def verdict_json(verdict) -> dict | None:
+    """An interval's verdict (a Verdict, model/detect) as `--once --json` and `export
+    --format jsonl` write it: the reported state (with hysteresis), the GPUs, devices and
+    processes it names, its evidence (reason), advice, and the kind of starvation.  None
+    for no verdict."""
+    if verdict is None:
+        return None
+    return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
+            "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice,
+            "kind": verdict.kind}
+
+
+def episode_json(e) -> dict:
+    """A starvation episode (an Episode, model/detect) as `report --json` writes it (and
+    `export --format perfetto` takes a slice's args from): its times as ISO text and as
+    Unix seconds (an episode still open ends at its latest interval in its state), its
+    duration in s, what it names, its evidence and advice, the lowest GPU utilization
+    seen and its intervals in its state."""
+    end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
+    return {
+        "id": e.id, "state": e.state,
+        "start": iso_time(e.start_wall_s), "end": iso_time(end),
+        "start_s": e.start_wall_s, "end_s": end,
+        "duration_s": round(e.duration_s(), 3),
+        "gpus": list(e.gpus), "devices": list(e.devices), "processes": list(e.processes),
+        "reason": e.reason, "advice": e.advice, "kind": e.kind,
+        "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
+        "intervals": e.intervals,
+    }

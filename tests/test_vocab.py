@@ -1,0 +1,111 @@
+"""The one vocabulary (model/vocab.py): each family matches the model's dataclasses, names
+carry their units, Prometheus names their base units, and every output takes its names
+and its verdict and episode JSON from it."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from model_factory import gpu, model
+from gpudisk_top.alerts import catalog
+from gpudisk_top.model import vocab
+from gpudisk_top.model.detect import Episode, Verdict
+from gpudisk_top.model.disk import RATE_FIELDS
+from gpudisk_top.model.gpu import GpuProcessView, GpuView, gpu_as_json
+from gpudisk_top.model.host import HOST_FIELDS, host_as_json
+from gpudisk_top.model.procs import tree_totals
+from gpudisk_top.output.once import disk_json, gpus_json
+from gpudisk_top.report import export
+
+FAMILIES = (vocab.DISK, vocab.TIMELINE, vocab.GPU, vocab.GPU_COMPUTED, vocab.GPU_PROCESS,
+            vocab.GPU_PROCESS_IO, vocab.HOST)
+
+# a name ending so is in that unit (STYLE.md: units in names)
+NAME_UNITS = (("_kb_s", "kB/s"), ("_pct", "%"), ("_ms", "ms"), ("_kb", "kB"), ("_mib", "MiB"),
+              ("_mhz", "MHz"), ("_w", "W"), ("_c", "C"))
+# the base unit a Prometheus name ends with, per model unit
+PROM_SUFFIX = {"%": "_ratio", "ms": "_seconds", "kB/s": "_bytes_per_second", "kB": "_bytes",
+               "MiB": "_bytes", "/s": "_per_second", "W": "_watts", "C": "_celsius",
+               "MHz": "_hertz"}
+# published names that break the rule, kept as they are (dashboards query them): bytes
+# read through read() are "chars" after /proc/PID/io's rchar
+PROM_NAMES_KEPT = {"gpu_process_read_chars_per_second"}
+
+
+def test_families_are_the_model_dataclasses():
+    assert vocab.DISK.fields == RATE_FIELDS
+    assert vocab.HOST.fields == tuple(f for f in HOST_FIELDS if f not in ("cgroup_path", "cgroup_io"))
+    gpu_fields = {f.name for f in fields(GpuView)}
+    assert set(vocab.GPU.fields) <= gpu_fields and "lost" in gpu_fields
+    assert set(vocab.GPU_PROCESS.fields) <= {f.name for f in fields(GpuProcessView)}
+    assert set(vocab.GPU_PROCESS_IO.fields) <= set(tree_totals({}, 1))
+    assert vocab.AVG_CPU == tuple(m for m in vocab.HOST if m.field.startswith("cpu_"))
+
+
+def test_units_are_in_the_names():
+    for family in FAMILIES:
+        for m in family:
+            for suffix, unit in NAME_UNITS:
+                if m.field.endswith(suffix):
+                    assert m.unit == unit, m
+                    break
+            else:
+                if m.field.endswith("_s"):
+                    assert m.unit.endswith("/s"), m      # a rate per second
+
+
+def test_prometheus_names_are_in_base_units_and_each_family_has_one_help():
+    helps: dict[str, str] = {}
+    for family in FAMILIES:
+        for m in family:
+            if m.prom is None:
+                continue
+            if m.unit in PROM_SUFFIX and m.prom not in PROM_NAMES_KEPT:
+                assert m.prom.endswith(PROM_SUFFIX[m.unit]), m
+            assert helps.setdefault(m.prom, m.prom_help) == m.prom_help, m
+            # a family shared by several metrics tells them apart by a label
+            assert (m.prom_label is not None) == (m.prom in vocab.PROM_FAMILY_HELP), m
+    assert vocab.DISK["r_await_ms"].prom_factor == 0.001 and vocab.GPU["temp_c"].prom_factor == 1
+
+
+def test_qualified_names_are_what_alerts_and_csv_use():
+    names = [f.qualified(m) for f in (vocab.DISK, vocab.GPU, vocab.GPU_COMPUTED, vocab.HOST)
+             for m in f if m.alert]
+    assert len(set(names)) == len(names) and tuple(names) == catalog.METRICS
+    assert "disk_r_await_ms" in names and "host_psi_io_some_pct" in names and "gpu_lost" in names
+    assert "host_ncpu" not in names
+    csv_names = [f.qualified(m) for f in (vocab.GPU, vocab.DISK, vocab.HOST) for m in f if m.csv]
+    assert export.CSV_COLUMNS[6:] == tuple(csv_names)
+
+
+def test_json_outputs_have_the_vocabulary_keys():
+    m = model(1, gpus=[gpu(0, pids=[4242])])
+    disk = disk_json(m, "sda")
+    assert [k for k in disk if k in vocab.DISK.fields] == [x.json_key for x in vocab.DISK]
+    g = gpus_json(m)[0]
+    assert {x.json_key for x in vocab.GPU} <= set(gpu_as_json(m.gpus[0])) <= set(g)
+    proc = g["processes"][0]
+    for x in (*vocab.GPU_PROCESS, *vocab.GPU_PROCESS_IO):
+        assert x.json_key in proc, x
+    assert proc["tree_processes"] == 1          # the one key that is not its field's name
+    assert {x.json_key for x in vocab.HOST} <= set(host_as_json(m.host))
+
+
+def test_verdict_and_episode_json():
+    ep = Episode(id=2, state="disk-starved", start_wall_s=100.0, last_wall_s=112.5, gpus=[0, 1],
+                 devices=["sda"], processes=[42], reason="GPU 0-1 at 20% for 12 s", kind="saturated",
+                 intervals=12, min_util_pct=19.96)
+    v = Verdict(wall_s=112.5, state="disk-starved", raw_state="disk-starved", gpus=[0, 1],
+                devices=["sda"], processes=[42], reason=ep.reason, advice="cache it",
+                kind="saturated", episode=ep)
+    assert vocab.verdict_json(v) == {"state": "disk-starved", "gpus": [0, 1], "devices": ["sda"],
+                                     "processes": [42], "reason": ep.reason, "advice": "cache it",
+                                     "kind": "saturated"}
+    assert vocab.verdict_json(None) is None
+    j = vocab.episode_json(ep)
+    assert list(j) == ["id", "state", "start", "end", "start_s", "end_s", "duration_s", "gpus",
+                       "devices", "processes", "reason", "advice", "kind", "min_util_pct",
+                       "intervals"]
+    # still open: it ends at its latest interval in its state
+    assert j["end_s"] == 112.5 and j["duration_s"] == 12.5 and j["min_util_pct"] == 20.0
+    assert j["start"] == vocab.iso_time(100.0)
