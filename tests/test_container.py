@@ -17,6 +17,7 @@ import time
 import pytest
 
 import realdisk
+from proctree import children, kill
 import standin
 from test_real_jobs import HEALTHY_STEPS_S, JOB
 
@@ -64,13 +65,9 @@ def _child(pid: int, timeout_s: float = 10.0) -> int:
     """The one child of pid (unshare --fork's: the namespace's PID 1), once it exists."""
     end = time.time() + timeout_s
     while time.time() < end:
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                kids = f.read().split()
-        except OSError:
-            kids = []
+        kids = children(pid)
         if kids:
-            return int(kids[0])
+            return kids[0]
         time.sleep(0.05)
     raise AssertionError("the namespace's first process did not start")
 
@@ -104,10 +101,7 @@ class Container:
 
     def stop(self) -> None:
         self.proc.kill()       # unshare; its namespace's PID 1 and the workers go with it
-        try:
-            os.kill(self.host_pid, 9)
-        except ProcessLookupError:
-            pass
+        kill(self.host_pid)
         self.proc.wait()
 
 
@@ -206,14 +200,11 @@ def test_a_cpu_quotad_job_is_cpu_starved_by_its_throttling(box, tmp_path):
                            progress=str(tmp_path / "progress"), healthy_steps_s=HEALTHY_STEPS_S)
     finally:
         if job is not None:
-            workers = _children_of(job.pid)
+            workers = children(job.pid)
             job.kill()
             job.wait()
             for child in workers:
-                try:
-                    os.kill(child, 9)
-                except ProcessLookupError:
-                    pass
+                kill(child)
         time.sleep(0.5)
         try:
             os.rmdir(group)
@@ -231,10 +222,3 @@ def _join(group: str) -> None:
     with open(os.path.join(group, "cgroup.procs"), "w") as f:
         f.write("0")
 
-
-def _children_of(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from proctree import children, kill
 
 from gpudisk_top.collect import devmap
 from gpudisk_top.collect.roots import Roots
@@ -53,25 +54,12 @@ def holders():
 
     yield start
     for p in started:
+        workers = children(p.pid)     # before the kill: then they are orphans of init
         p.kill()
         p.wait()
-        for child in _children(p.pid):
-            _kill(child)
+        for child in workers:
+            kill(child)
 
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, 9)
-    except ProcessLookupError:
-        pass
 
 
 def snapshot(*gpus: list[tuple[int, int | None]]) -> GpuSnapshot:
@@ -85,7 +73,7 @@ def snapshot(*gpus: list[tuple[int, int | None]]) -> GpuSnapshot:
 
 def test_the_one_holder_is_the_process_and_its_forked_workers_are_not(dev_dir, holders):
     trainer = holders(dev_dir / "nvidia0", dev_dir / "nvidiactl", map_mib=16, fork=True)
-    assert _children(trainer), "the worker was not forked"
+    assert children(trainer), "the worker was not forked"
     snap = snapshot([(4_000_001, 2 << 30)])
     warnings = devmap.DeviceFileMapper(Roots()).apply(snap)
     p = snap.gpus[0].processes[0]

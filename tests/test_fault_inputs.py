@@ -107,6 +107,10 @@ def test_a_host_file_that_cannot_be_read_is_a_warning(procfs, rel):
     shutil.copy("/proc/self/mountinfo", procfs / "self" / "mountinfo")
     os.replace(procfs / "cgroup-copy", procfs / "self" / "cgroup")
     shutil.copy("/proc/meminfo", procfs / "meminfo")
+    (procfs / "pressure").mkdir()            # PSI as the host has it: no warning of its own
+    for name in ("io", "cpu", "memory"):
+        (procfs / "pressure" / name).write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"
+                                                "full avg10=0.00 avg60=0.00 avg300=0.00 total=1\n")
     (procfs / rel).unlink()
     (procfs / rel).mkdir()                   # there, but not a file anyone can read
     proc = gdt("--once", "--json", "-i", "0.2", "--procfs", str(procfs))

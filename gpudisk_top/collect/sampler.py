@@ -22,7 +22,7 @@ from gpudisk_top.collect.pidmap import PidMapper
 from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
 from gpudisk_top.collect.roots import FileCache, Roots
 from gpudisk_top.collect.sample import DeviceInfo, Sample
-from gpudisk_top.collect.visibility import blind_spots
+from gpudisk_top.collect.visibility import PID_NAMESPACE, blind_spots
 
 DEVICE_REFRESH_S = 10.0
 
@@ -103,7 +103,7 @@ class Sampler:
         check_sources() for the case where nothing can be read at all."""
         mono = time.monotonic()
         sample = Sample(mono_s=mono, wall_s=time.time())
-        sample.warnings.extend(b.line() for b in self.blind_spots)
+        sample.warnings.extend(b.line() for b in self.blind_spots if b.key != PID_NAMESPACE)
         try:
             sample.disks, warnings = diskstats.read(self.roots, self._files)
             sample.warnings.extend(warnings)
@@ -111,7 +111,9 @@ class Sampler:
             sample.warnings.append(f"cannot read {self.roots.proc('diskstats')}: {err.strerror or err}")
         sample.devices = self._device_info(sample.disks, mono)
         sample.gpu = self.gpu.collect()
-        if self._pidmap.host_namespace is not True:
+        if self._pidmap.host_namespace is not True and sample.gpu.gpus:
+            # only GPU processes suffer from another PID namespace: said where there are GPUs
+            sample.warnings[:0] = [b.line() for b in self.blind_spots if b.key == PID_NAMESPACE]
             sample.warnings.extend(self._devmap.apply(sample.gpu))
         gpu_pids = {
             p.local_pid: p.pid
