@@ -153,6 +153,27 @@ def parse_self_cgroup(text: str) -> str | None:
     return None
 
 
+def parse_process_cgroup(text: str) -> str | None:
+    """Which cgroup a process is in, for people to read (the I/O view's cgroup column):
+    its v2 path where the host has one other than the root, else the first v1 hierarchy
+    (name=systemd, memory, cpu, blkio, in that order) that places it below the root.
+    None when every line says "/" or the text has none."""
+    v2 = parse_self_cgroup(text)
+    if v2 not in (None, "/"):
+        return v2
+    v1 = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] != "0":
+            for controller in parts[1].split(","):
+                v1[controller] = parts[2].strip()
+    for controller in ("name=systemd", "memory", "cpu", "blkio"):
+        path = v1.get(controller)
+        if path not in (None, "", "/"):
+            return path
+    return None
+
+
 def _unescape(field: str) -> str:
     # mountinfo escapes space, tab, newline and backslash as \ooo octal
     return _MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)

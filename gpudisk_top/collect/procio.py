@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.collect.pidmap import read_cmdline
 from gpudisk_top.collect import diskstats
+from gpudisk_top.collect.host import parse_process_cgroup
 from gpudisk_top.collect.roots import FileCache, Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import ProcIoRaw
 
@@ -125,6 +126,7 @@ class _Known:
     start_ticks: int
     cmdline: str | None
     paths: tuple[str, str]            # its io and schedstat files: built once, read every sample
+    cgroup: str | None = None         # read once: a process seldom moves
     devices: tuple[str, ...] | None = None
     devices_at: float | None = None   # monotonic seconds of the last device scan
 
@@ -146,6 +148,7 @@ class ProcIoCollector:
         self.delayacct_on = False             # as the latest collect() found it
         self._others: list[int] = []          # the busiest processes outside the job
         self._others_scan: tuple[float, dict[int, int]] | None = None  # (when, pid -> ticks)
+        self._followed: list[int] = []        # the busiest at block I/O (collect/ioscan.py)
 
     def delayacct(self) -> bool:
         """Whether the kernel accounts the time tasks spend blocked on block I/O now.
@@ -181,7 +184,7 @@ class ProcIoCollector:
         if len(out) < len(trees):
             self._trees_cache = None  # a member exited: look for its replacement next time
         for pid in list(self._known):
-            if pid not in out and pid not in self._others:
+            if pid not in out and pid not in self._others and pid not in self._followed:
                 del self._known[pid]  # exited, or no longer under a GPU process
                 self.files.forget(self.roots.proc(str(pid)) + os.sep)
         return out
@@ -217,6 +220,19 @@ class ProcIoCollector:
             if pid in job:
                 continue
             raw = self._one(pid, None, None, now, devices=False)
+            if raw is not None:
+                out[pid] = raw
+        return out
+
+    def follow(self, pids: list[int], already: dict[int, ProcIoRaw]) -> dict[int, ProcIoRaw]:
+        """ProcIoRaw of the processes that an I/O scan found busiest (collect/ioscan.py),
+        with the devices their files live on: who is loading a disk.  Kept until the
+        next call; one already read this sample (the job's, `already`) is not read twice."""
+        now = time.monotonic()
+        self._followed = [pid for pid in pids if pid not in already]
+        out: dict[int, ProcIoRaw] = {}
+        for pid in self._followed:
+            raw = self._one(pid, None, None, now)
             if raw is not None:
                 out[pid] = raw
         return out
@@ -330,8 +346,10 @@ class ProcIoCollector:
         known = self._known.get(pid)
         if known is None or known.start_ticks != st.start_ticks:
             base = f"{self._proc_dir}{pid}/"
+            cgroup_text = read_text(base + "cgroup")
             known = _Known(st.start_ticks, read_cmdline(self.roots, pid),
-                           (base + "io", base + "schedstat"))
+                           (base + "io", base + "schedstat"),
+                           parse_process_cgroup(cgroup_text) if cgroup_text else None)
             self._known[pid] = known
         if devices and (known.devices_at is None or now - known.devices_at >= self.devices_refresh_s):
             known.devices = self._devices(pid)
@@ -357,6 +375,7 @@ class ProcIoCollector:
             # field 42 reads 0 while delay accounting is off: that is "not measured"
             blkio_ticks=st.blkio_ticks if delayacct else None,
             syscr=io.get("syscr"),
+            cgroup=known.cgroup,
         )
 
     # ------------------------------------------------------------------ devices

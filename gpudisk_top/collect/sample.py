@@ -201,6 +201,7 @@ class ProcIoRaw:
     blkio_ticks: int | None = None   # time blocked on block I/O, clock ticks (stat field 42);
                                      # None while kernel.task_delayacct is off
     syscr: int | None = None       # read system calls (/proc/PID/io)
+    cgroup: str | None = None      # its cgroup path (collect.host.parse_process_cgroup)
 
 
 # ---------------------------------------------------------------------------- sample

@@ -17,6 +17,7 @@ from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
 from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
+from gpudisk_top.collect.ioscan import IoScan
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
 from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
@@ -65,6 +66,8 @@ class Sampler:
         # the files read every sample stay open between samples (see FileCache)
         self._files = FileCache()
         self._procio = ProcIoCollector(self.roots, files=self._files)
+        self._ioscan = IoScan(self.roots)
+        self.io_view = False   # the I/O process view is open: scan the node more often
         self._devices: dict[str, DeviceInfo] = {}
         self._devices_at = float("-inf")
         self._last: Sample | None = None
@@ -129,9 +132,17 @@ class Sampler:
         if sample.procs:
             others = self._procio.collect_others(sample.procs, self._contended(sample))
             sample.procs.update(others)
+        sample.procs.update(self._io_busiest(sample.procs, mono))
         sample.warnings = list(dict.fromkeys(sample.warnings))  # two readers, one file
         self._last = sample
         return sample
+
+    def _io_busiest(self, already, mono: float):
+        """The processes outside the job doing the most block I/O, found by a scan of
+        the node now and then (collect/ioscan.py) and followed every sample."""
+        if self._ioscan.due(mono, self.io_view):
+            self._ioscan.run(mono)
+        return self._procio.follow(self._ioscan.busiest, already)
 
     def _host_read_errors(self) -> list[str]:
         """A warning for each host file that is there but could not be read (a FIFO, a

@@ -48,6 +48,7 @@ class ProcView:
     io_wait_pct: float | None = None
     reads_s: float | None = None          # read system calls a second
     state: str | None = None              # at the end of the interval: R, S, D, ...
+    cgroup: str | None = None             # its cgroup path, when it could be read
 
 
 def _rate(cur: int | None, prev: int | None, interval_s: float,
@@ -75,7 +76,8 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             p = None  # a PID reused, or a process that moved to another GPU tree
         if p is None:
             out[pid] = ProcView(pid, c.root_pid, c.name, c.cmdline,
-                                None, None, None, None, None, c.devices, state=c.state)
+                                None, None, None, None, None, c.devices, state=c.state,
+                                cgroup=c.cgroup)
             continue
         # positional, in ProcView field order: this runs for every job process every
         # second (the time accounting's budget is 0.1 % of a core for 64 of them)
@@ -91,6 +93,7 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             _rate(c.blkio_ticks, p.blkio_ticks, interval_s, tick_scale),
             _rate(c.syscr, p.syscr, interval_s, 1.0),
             c.state,
+            c.cgroup,
         )
     return out
 

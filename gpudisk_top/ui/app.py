@@ -17,6 +17,8 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gpudisk_top.collect.gpu_deadline import hung
+from gpudisk_top.collect.ioscan import SCAN_OPEN_S
+from gpudisk_top.collect.visibility import NOT_ROOT
 from gpudisk_top.session.live import Feed, Update
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
@@ -26,7 +28,9 @@ from gpudisk_top.ui.terminal import terminal_gone
 from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
+from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.hostline import HostLine
+from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 
@@ -46,6 +50,9 @@ class GpuDiskApp(App):
     Screen.short DiskPanel { max-height: 7; }
     Screen.short VerdictBanner { max-height: 2; }
     Screen.short GpuPanel { max-height: 5; }
+    IoProcPanel { display: none; }
+    Screen.io-view IoProcPanel { display: block; }
+    Screen.io-view Timeline { display: none; }
     """
     BINDINGS = [
         Binding("q", "quit", "Quit"),
@@ -58,6 +65,7 @@ class GpuDiskApp(App):
         Binding("m", "metric", "Metric"),
         Binding("e", "episodes", "Episodes"),
         Binding("p", "processes", "Procs", show=False),
+        Binding("i", "io_view", "I/O"),
         Binding("plus,equals_sign", "slower", "Slower", key_display="+", show=False),
         Binding("minus", "faster", "Faster", key_display="-", show=False),
         Binding("up", "scroll(-1)", show=False),
@@ -94,9 +102,12 @@ class GpuDiskApp(App):
         yield DiskPanel(id="disks")
         yield HostLine(id="host")
         yield Timeline(id="timeline")
+        yield IoProcPanel(id="ioprocs")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        if self.no_color:
+            theme.use_no_color()   # Textual greys every colour: emphasis by attributes
         self.query_one(DiskPanel).filter = self._initial_filter
         self._render_header()
         if self.prefill:
@@ -149,7 +160,10 @@ class GpuDiskApp(App):
         disks = self.query_one(DiskPanel)
         disks.show(update)
         self.query_one(HostLine).show(update)
-        self._render_timeline()
+        if self.io_view:
+            self.query_one(IoProcPanel).show(update, self._io_note())
+        else:
+            self._render_timeline()
 
     def _render_timeline(self) -> None:
         update = self.shown
@@ -260,6 +274,27 @@ class GpuDiskApp(App):
         panel = self.query_one(GpuPanel)
         panel.show_processes = not panel.show_processes
         self._rerender()
+
+    @property
+    def io_view(self) -> bool:
+        return self.screen.has_class("io-view")
+
+    def action_io_view(self) -> None:
+        """`i`: the I/O process view in the timeline's place, and back."""
+        self.screen.set_class(not self.io_view, "io-view")
+        source = getattr(self.feed, "source", None)
+        if hasattr(source, "io_view"):
+            source.io_view = self.io_view   # the sampler scans the node more often
+        self._rerender()
+
+    def _io_note(self) -> str:
+        source = getattr(self.feed, "source", None)
+        if not hasattr(source, "io_view"):
+            return ""          # a replay or the demo: what was recorded or simulated
+        note = f" · the node is scanned every {SCAN_OPEN_S:g} s"
+        if NOT_ROOT in self.origin.get("blind_spots", ()):
+            note += " · not root: only your own processes"
+        return note
 
     def action_slower(self) -> None:
         self.notify(f"interval {self.feed.step_interval(+1):g} s", timeout=2)

@@ -26,6 +26,26 @@ BANNER = {"idle": Style(reverse=True), "healthy": Style(bgcolor="green", color="
 BANNER_STARVED = Style(bgcolor="red", color="white", bold=True)
 SELECTED = Style(reverse=True)
 FOCUS_MARK = Style(color="cyan", bold=True)
+CULPRIT = Style(color="red", bold=True)      # the device or process the verdict blames
+STARVED_SHADE = Style(bgcolor="dark_red")     # the timeline's starved columns
+PENDING_SHADE = Style(bgcolor="grey35")       # ... and those building up to an episode
+
+# Under NO_COLOR Textual turns every colour into a grey (red into colour 237, close to a
+# dark terminal's background): emphasis must then come from attributes, which survive.
+_NO_COLOR = {
+    "GOOD": Style(), "WARN": Style(bold=True), "BAD": Style(bold=True, reverse=True),
+    "CULPRIT": Style(bold=True, reverse=True), "FOCUS_MARK": Style(bold=True),
+    "STARVED_BG": Style(bold=True, reverse=True), "PENDING_BG": Style(underline=True),
+    "BANNER_STARVED": Style(bold=True, reverse=True),
+    "STARVED_SHADE": Style(reverse=True), "PENDING_SHADE": Style(underline=True),
+}
+
+
+def use_no_color() -> None:
+    """Swap the coloured styles for attribute-only ones (the app calls this when
+    NO_COLOR is set; widgets read theme.NAME at draw time, so all of them follow)."""
+    globals().update(_NO_COLOR)
+    BANNER["healthy"] = Style(bold=True)
 
 
 def level_style(pct: float | None) -> Style:

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.ioprocs import readers_of
 from gpudisk_top.model.detect.job import Job
 from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
@@ -243,7 +244,7 @@ class Classifier:
                 detail = f"{evidence}; {share:.0f}% of its reads from {job.describe()}"
                 others = self._other_loaders(model, s.name)
                 if others and share < 90:
-                    detail += f"; also read by {others}"
+                    detail += f"; {'also ' if share >= 10 else ''}read by {others}"
                 if lt is not None and lt.io_wait_pct is not None:
                     detail += f"; {lt.describe()}"
             advice = (self._disk_advice(model, job) if kind == "saturated" else
@@ -261,6 +262,9 @@ class Classifier:
             detail = (f"{s.evidence(self._display(model, s.name))}; the job's processes cannot "
                       f"be seen from here (another PID namespace, or no permission), so this "
                       f"is the busiest saturated disk, not a proven cause")
+            others = self._other_loaders(model, s.name)
+            if others:
+                detail += f"; read by {others}"
         return IntervalState("disk-starved", kind="saturated", devices=[s.name], detail=detail,
                              advice=self._disk_advice(model, job))
 
@@ -287,15 +291,16 @@ class Classifier:
                 f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f}: not saturated, so each "
                 f"synchronous read{size} waits {fmt_ms(s.await_ms)} ms")
 
-    def _other_loaders(self, model: Model, device: str) -> str | None:
-        stack_of = {name: device_stack(model.devices, name) for name in model.devices}
-        pids = [v for v in model.procs.values()
-                if v.root_pid is None and (v.read_kb_s or 0) > 0
-                and any(device in stack_of.get(d, [d]) for d in v.devices or ())]
-        if not pids:
+    def _other_loaders(self, model: Model, device: str, n: int = 2) -> str | None:
+        """'pid 912 (rsync), 88% of its reads': the processes outside the GPU job that read
+        the most from `device` (model/ioprocs.py), with their share of its reads."""
+        rows = [r for r in readers_of(model, device) if not r.job][:n]
+        if not rows:
             return None
-        top = max(pids, key=lambda v: v.read_kb_s or 0)
-        return f"pid {top.pid} ({top.name or '?'}) at {(top.read_kb_s or 0) / 1024:.0f} MB/s"
+        return ", ".join(f"pid {r.view.pid} ({r.view.name or '?'}), "
+                         + (f"{r.read_share_pct:.0f}% of its reads" if r.read_share_pct is not None
+                            else f"{(r.view.read_kb_s or 0) / 1024:.0f} MB/s")
+                         for r in rows)
 
     def _disk_advice(self, model: Model, job: Job) -> str:
         h = model.host
@@ -469,9 +474,11 @@ class Classifier:
             parts.append(f"busiest disk {self._display(model, s.name)} r_await "
                          f"{fmt_ms(s.await_ms)} ms (baseline {fmt_ms(s.baseline_ms)} ms), "
                          f"aqu-sz {s.aqu_sz:.1f}")
-        if elsewhere:
-            names = ", ".join(sorted(self._display(model, s.name) for s in elsewhere))
-            parts.append(f"{names} saturated, but the job does not read from it")
+        for s in sorted(elsewhere, key=lambda x: x.name):
+            others = self._other_loaders(model, s.name)
+            by = f" (read by {others})" if others else ""
+            parts.append(f"{self._display(model, s.name)} saturated{by}, but the job does not "
+                         "read from it")
         busy = self._host_busy_pct(model.host)
         if busy is not None:
             parts.append(f"CPU idle {100 - busy:.0f}% (iowait counted as idle)")

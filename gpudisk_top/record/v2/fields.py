@@ -31,7 +31,7 @@ GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
             "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
 GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")
 GPU_PROCESS_FIELDS = field_names(GpuProcessRaw)
-PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices")
+PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices", "cgroup")
 # where a process's time went (ProcIoRaw): columns "p/PID/<key>", integers with -1 for
 # None so that rows stay integer (coded as differences) and blocks pack them narrow;
 # the state letter is kept as its code point.  Recordings made before them lack the

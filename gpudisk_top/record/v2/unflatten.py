@@ -330,8 +330,9 @@ class Unflattener:
 
     def _proc_identity(self, st):
         idx = self._st
-        ppid, root, name, cmd, dev = [st[i] if i is not None and i < len(st) else None for i in idx]
-        return ppid, root, name, cmd, tuple(dev) if isinstance(dev, list) else dev
+        ppid, root, name, cmd, dev, cgroup = [st[i] if i is not None and i < len(st) else None
+                                              for i in idx]
+        return ppid, root, name, cmd, tuple(dev) if isinstance(dev, list) else dev, cgroup
 
     def _gpu_identity(self, st):
         return {n: v for n, v in zip(self._gpu_static, st) if n in _GPU_SET}
@@ -383,14 +384,14 @@ class Unflattener:
         procs = {}
         identity = self._proc_identity
         for pid, st_i, cpu_i, _io in plan.procs:
-            ppid, root, name, cmd, dev = cached(vals[st_i], identity)
+            ppid, root, name, cmd, dev, cgroup = cached(vals[st_i], identity)
             c = counters[pid]
             rd, bio, sr, st = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
                                for i in plan.acct[pid]]
             procs[pid] = ProcIoRaw(pid, ppid, root, name, cmd, c[0], c[1], c[2], c[3],
                                    vals[cpu_i] if cpu_i is not None else None, dev,
                                    state=chr(st) if st else None, run_delay_ns=rd,
-                                   blkio_ticks=bio, syscr=sr)
+                                   blkio_ticks=bio, syscr=sr, cgroup=cgroup)
         return Sample(mono_s=bits_float(vals[plan.mono]), wall_s=bits_float(vals[plan.wall]),
                       disks=disks, devices=devices,
                       gpu=GpuSnapshot(status=_get(vals, plan.status, "unavailable: not sampled"),

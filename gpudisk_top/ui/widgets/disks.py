@@ -71,7 +71,7 @@ class DiskPanel(LinesPanel):
             info, r = model.devices[n], model.disks[n]
             sat = sats.get(n)
             glyph = "▲" if n in blamed else ("!" if sat is not None and sat.saturated else " ")
-            style = theme.BAD if n in blamed else (theme.WARN if glyph == "!" else theme.PLAIN)
+            style = theme.CULPRIT if n in blamed else (theme.WARN if glyph == "!" else theme.PLAIN)
             text = (f"{info.display_name[:dev_w]:<{dev_w}} {CLASS_TAG.get(info.dev_class, '?'):<5}"
                     f"{r.r_s:8.1f}{r.w_s:8.1f}{r.rkb_s / 1024:8.1f}{r.wkb_s / 1024:8.1f}"
                     f"{ms(r.r_await_ms):>8}{ms(r.w_await_ms):>8}{r.aqu_sz:8.2f}{r.util_pct:7.1f}")

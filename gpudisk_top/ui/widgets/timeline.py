@@ -26,8 +26,6 @@ from gpudisk_top.ui.format import clock, ms
 from gpudisk_top.ui.widgets.base import LinesPanel
 
 LABEL_W = 13
-STARVED_SHADE = Style(bgcolor="dark_red")
-PENDING_SHADE = Style(bgcolor="grey35")
 # logarithmic ranges (low, high) of the metrics that are not percentages
 LOG_RANGES = {"r_await_ms": (0.01, 1000.0), "iops": (1.0, 1e6), "mb_s": (0.01, 1e4),
               "aqu_sz": (0.01, 1000.0)}
@@ -144,9 +142,9 @@ class Timeline(LinesPanel):
         spans: list[tuple[int, int, Style]] = []
         for i, c in enumerate(cols):
             if c.state in STARVED_STATES:
-                shade = STARVED_SHADE
+                shade = theme.STARVED_SHADE
             elif c.raw_state in STARVED_STATES:
-                shade = PENDING_SHADE
+                shade = theme.PENDING_SHADE
             else:
                 shade = theme.PLAIN
             if spans and spans[-1][2] is shade:
@@ -176,8 +174,8 @@ class Timeline(LinesPanel):
         text = "".join(chars)
         out = [(f"{'state':<{LABEL_W - 1}} ", theme.LABEL)]
         for a, b, shade in spans:
-            style = theme.STARVED_BG if shade is STARVED_SHADE else (
-                theme.PENDING_BG if shade is PENDING_SHADE else theme.DIM)
+            style = theme.STARVED_BG if shade is theme.STARVED_SHADE else (
+                theme.PENDING_BG if shade is theme.PENDING_SHADE else theme.DIM)
             out.append((text[a:b], style))
         return out
 

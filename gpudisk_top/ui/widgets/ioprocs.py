@@ -1,0 +1,62 @@
+"""The I/O process view (`i`, like iotop's and atop's disk view): who is loading the disks.
+
+Every followed process (the GPU job's, and the busiest others a scan of the node finds:
+collect/ioscan.py) with its block read and write rate (/proc/PID/io read_bytes and
+write_bytes, what pidstat -d and iotop show), the device its files live on and its share
+of that device's reads and writes (model/ioprocs.py), its CPU, its cgroup, and J where it
+belongs to the GPU job.  Busiest first."""
+
+from __future__ import annotations
+
+from gpudisk_top.model.ioprocs import container_of, io_rows
+from gpudisk_top.ui import theme
+from gpudisk_top.ui.format import si
+from gpudisk_top.ui.widgets.base import LinesPanel
+
+HEAD = "     PID  read/s write/s  device       %rd  %wr  cpu% J  cgroup            command"
+CGROUP_W = 17
+
+
+def _pct(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.0f}"
+
+
+def _rate(kb_s: float | None) -> str:
+    return si(None if kb_s is None else kb_s * 1024, "B")
+
+
+class IoProcPanel(LinesPanel):
+    DEFAULT_CSS = "IoProcPanel { height: 1fr; min-height: 4; }"
+    can_focus = True
+
+    def show(self, update, note: str = "") -> None:
+        """note: how the processes were found (the scan's rate, what cannot be read)."""
+        self._input = (update, note)
+        model = update.model
+        width = max(40, self.size.width or 80)
+        mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
+        rows = io_rows(model)
+        blamed = set(update.verdict.devices) if update.verdict is not None else set()
+        lines = [[mark, ("I/O by process", theme.LABEL),
+                  (f"  busiest first · i: back to the timeline{note}", theme.DIM)],
+                 [(HEAD[:width], theme.HEAD)]]
+        if not rows:
+            lines.append([("   no process did block I/O in this interval (a new one shows "
+                           "from its second interval)"[:width], theme.DIM)])
+        for r in rows:
+            v = r.view
+            device = model.devices[r.device].display_name if r.device in model.devices else "-"
+            culprit = r.device in blamed and not r.job and (r.read_share_pct or 0) >= 10
+            cpu = "   -" if v.cpu_pct is None else f"{v.cpu_pct:4.0f}"
+            text = (f"{v.pid:>8} {_rate(v.read_kb_s):>7} {_rate(v.write_kb_s):>7}  "
+                    f"{device[:12]:<12} {_pct(r.read_share_pct)} {_pct(r.write_share_pct)} "
+                    f"{cpu} {'J' if r.job else ' '}  "
+                    f"{container_of(v.cgroup)[:CGROUP_W]:<{CGROUP_W}} "
+                    f"{(v.cmdline or v.name or '?')}")
+            # the process loading the device the verdict names: a glyph and bold reverse,
+            # which NO_COLOR keeps
+            glyph = ("▲", theme.CULPRIT) if culprit else (" ", theme.PLAIN)
+            lines.append([glyph, (text[:width - 1], theme.CULPRIT if culprit else theme.PLAIN)])
+        lines.append([("   %rd %wr: its share of that device's reads and writes (iostat "
+                       "rkB/s, wkB/s) · J: the GPU job's"[:width], theme.DIM)])
+        self.set_lines(lines)

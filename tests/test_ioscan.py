@@ -1,0 +1,128 @@
+"""The scan of every process's block I/O (collect/ioscan.py) and what the sampler and
+the model make of it (collect/procio.py follow(), model/ioprocs.py), on this machine's
+real /proc with a real reader: a child doing 4 KiB O_DIRECT reads from a file on the
+real disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import realdisk
+
+from gpudisk_top.collect.host import parse_process_cgroup
+from gpudisk_top.collect.ioscan import IoScan, read_io_bytes
+from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.sampler import Sampler
+from gpudisk_top.model.ioprocs import container_of, io_rows, readers_of
+from gpudisk_top.model.snapshot import Model
+
+READER = r"""
+import mmap, os, random, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+blocks = os.fstat(fd).st_size // 4096
+buf = mmap.mmap(-1, 4096)
+while True:
+    os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+"""
+
+
+@pytest.fixture(scope="module")
+def reader():
+    path = realdisk.random_file(os.path.join(realdisk.BASE, f"gdt-ioscan-{os.getpid()}.bin"), 64)
+    proc = subprocess.Popen([sys.executable, "-c", READER, path])
+    idle = subprocess.Popen(["sleep", "60"])
+    time.sleep(0.5)
+    try:
+        yield proc, idle, path
+    finally:
+        for p in (proc, idle):
+            p.kill()
+            p.wait()
+        os.unlink(path)
+
+
+def test_read_io_bytes_sums_block_reads_and_writes():
+    with open("/proc/self/io", "rb") as f:
+        data = f.read()
+    fields = dict(line.split(b": ") for line in data.splitlines())
+    assert read_io_bytes(data) == int(fields[b"read_bytes"]) + int(fields[b"write_bytes"])
+    assert read_io_bytes(b"rchar: 5\nread_bytes: x\nwrite_bytes: 1\n") is None
+    assert read_io_bytes(b"rchar: 5\n") is None
+
+
+def test_the_scan_finds_the_reader_and_not_the_idle(reader):
+    proc, idle, _ = reader
+    scan = IoScan(Roots())
+    assert scan.run(time.monotonic()) == []          # the first scan only counts
+    time.sleep(1.0)
+    busiest = scan.run(time.monotonic())
+    assert proc.pid in busiest and idle.pid not in busiest
+    assert len(busiest) <= scan.top
+    # due: the second scan at once, then every SCAN_S (SCAN_OPEN_S with the view open)
+    fresh = IoScan(Roots())
+    assert fresh.due(0.0, False)
+    fresh.run(0.0)
+    assert fresh.due(0.1, False)
+    fresh.run(0.1)
+    assert not fresh.due(1.0, False) and fresh.due(2.2, True) and fresh.due(5.2, False)
+
+
+def test_the_sampler_follows_the_reader_with_its_device_share_and_cgroup(reader):
+    proc, idle, path = reader
+    sampler = Sampler(Roots())
+    try:
+        samples = []
+        for _ in range(3):
+            samples.append(sampler.sample())
+            time.sleep(1.0)
+    finally:
+        sampler.close()
+    last, before = samples[-1], samples[-2]
+    raw = last.procs[proc.pid]
+    assert raw.root_pid is None and raw.read_bytes > before.procs[proc.pid].read_bytes
+    with open(f"/proc/{proc.pid}/cgroup") as f:
+        assert raw.cgroup == parse_process_cgroup(f.read())
+    model = Model.new(last, before)
+    rows = {r.view.pid: r for r in io_rows(model)}
+    row = rows[proc.pid]
+    device = realdisk.whole_disk(path)
+    assert row.device is not None and device in (row.device, model.devices[row.device].parent)
+    disk = model.disks[row.device]
+    # its share is its read_bytes rate over the device's rkB/s, at most 100%
+    expected = min(100.0, row.view.read_kb_s / disk.rkb_s * 100)
+    assert row.read_share_pct == pytest.approx(expected)
+    assert row.read_share_pct > 0 and not row.job
+    assert idle.pid not in rows
+    assert proc.pid in {r.view.pid for r in readers_of(model, row.device)}
+    # busiest first
+    assert [r.io_kb_s for r in io_rows(model)] == sorted((r.io_kb_s for r in io_rows(model)),
+                                                        reverse=True)
+
+
+def test_parse_process_cgroup():
+    with open("/proc/self/cgroup") as f:
+        text = f.read()
+    mine = parse_process_cgroup(text)
+    assert mine is None or mine.startswith("/")
+    # cgroup v2 (a Docker container, a Kubernetes pod under systemd), v1, the root only
+    assert parse_process_cgroup("0::/system.slice/docker-3f2a1b9c0d4e5f.scope\n") == \
+        "/system.slice/docker-3f2a1b9c0d4e5f.scope"
+    assert parse_process_cgroup("12:blkio:/docker/ab12\n1:name=systemd:/docker/ab12\n0::/\n") == \
+        "/docker/ab12"
+    assert parse_process_cgroup("0::/\n4:memory:/\n") is None
+    assert parse_process_cgroup("") is None
+
+
+def test_container_of_names_containers_and_units():
+    assert container_of("/system.slice/docker-3f2a1b9c0d4e5f6a7b.scope") == "docker 3f2a1b9c0d4e"
+    assert container_of("/docker/0123456789abcdef") == "docker 0123456789ab"
+    assert container_of("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_"
+                        "5b6a.slice/cri-containerd-99aa88bb77cc.scope") == "containerd 99aa88bb77cc"
+    assert container_of("/kubepods.slice/kubepods-pod1f2e3d4c_5b6a.slice") == "pod 1f2e3d4c_5b6"
+    assert container_of("/system.slice/rsync.service") == "rsync.service"
+    assert container_of(None) == "-"
