@@ -7,7 +7,9 @@
 # With NVITOP_PY (a python with nvitop installed), also the dashboard on this machine's
 # disks with 8 stand-in GPUs (bench/gdt_standin.py) beside nvitop --interval 1 on the same
 # stand-in GPUs (bench/nvitop_standin.py).  With BASE (another checkout, e.g. the commit
-# before a change), its `--demo` too, interleaved in the same runs.
+# before a change), its `--demo` too, interleaved in the same runs.  With IO=1, the
+# dashboard on this machine's disks with 8 stand-in GPUs twice, the I/O process view (`i`)
+# closed and open (the key is typed into the pane before the measurement starts).
 #
 # usage: bench/bench_dashboard.sh [SECONDS=60] [RUNS=3]
 # needs: tmux; gpudisk-top on PATH (or GDT=...); glances on PATH (or GLANCES=...)
@@ -34,13 +36,19 @@ results=$( for _ in $(seq "$runs"); do    # each run of each, interleaved
     run gpudisk-top "$gdt" --demo
     if [ -n "$base" ]; then run base "cd $base && PYTHONPATH=$base $py -m gpudisk_top" --demo; fi
     if [ -n "$glances" ]; then run glances "$glances" -t 1; fi
-    if [ -n "$nvitop_py" ]; then
+    if [ -n "$nvitop_py" ] || [ -n "${IO:-}" ]; then
         run gdt-standin "$py $here/bench/gdt_standin.py $here"
+    fi
+    if [ -n "${IO:-}" ]; then
+        # shellcheck disable=SC2016 # TMUX_PANE is the measuring pane's, expanded there
+        run gdt-standin-io 'bash -c '"'"'(sleep 3; tmux send-keys -t "$TMUX_PANE" i) & exec '"$py $here/bench/gdt_standin.py $here'"
+    fi
+    if [ -n "$nvitop_py" ]; then
         run nvitop-standin "$nvitop_py $here/bench/nvitop_standin.py $here --interval 1"
     fi
 done )
 echo "$results" | sed 's/^/run: /'
-for label in gpudisk-top base glances gdt-standin nvitop-standin; do
+for label in gpudisk-top base glances gdt-standin gdt-standin-io nvitop-standin; do
     cpus=$(echo "$results" | awk -v l=$label '$1==l {print $2}')
     [ -n "$cpus" ] || continue
     rss=$(echo "$results" | awk -v l=$label '$1==l {print $3}' | median)
@@ -57,6 +65,7 @@ ratio() {  # a b: the ratio of the two labels' median CPU, when both ran
 ratio gpudisk-top glances
 ratio gpudisk-top base
 ratio gdt-standin nvitop-standin
+ratio gdt-standin-io gdt-standin
 
 # first frame: seconds from launching it (tmux included) to its first painted frame with data
 frames=""

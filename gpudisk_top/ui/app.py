@@ -14,17 +14,19 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 from gpudisk_top.collect.gpu_deadline import hung
 from gpudisk_top.collect.ioscan import SCAN_OPEN_S
 from gpudisk_top.collect.visibility import NOT_ROOT
 from gpudisk_top.session.live import Feed, Update
 from gpudisk_top.model.select import DeviceFilter
+from gpudisk_top.ui.screens.device import DeviceScreen
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.filter import FilterScreen
 from gpudisk_top.ui.screens.help import HelpScreen
 from gpudisk_top.ui.terminal import terminal_gone
+from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
@@ -35,6 +37,8 @@ from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 
 STALE_AFTER = 2.5  # intervals without a sample before the header says STALE
+MIN_SIZE = (80, 24)  # below this the screen says so instead of clipping
+ROOMY_HEIGHT = 56    # from this height the I/O by process shows under the timeline
 
 
 class SampleReady(Message):
@@ -48,11 +52,17 @@ class GpuDiskApp(App):
     CSS = """
     Screen { layout: vertical; overflow: hidden; }
     Screen.short DiskPanel { max-height: 7; }
-    Screen.short VerdictBanner { max-height: 2; }
     Screen.short GpuPanel { max-height: 5; }
     IoProcPanel { display: none; }
-    Screen.io-view IoProcPanel { display: block; }
+    Screen.roomy IoProcPanel { display: block; height: auto; max-height: 30%; }
+    Screen.io-view IoProcPanel { display: block; height: 1fr; max-height: 100%; }
     Screen.io-view Timeline { display: none; }
+    Screen.no-gpu GpuPanel { max-height: 2; }
+    Screen.no-gpu DiskPanel { max-height: 70%; }
+    Screen.tall DiskPanel { max-height: 50%; }
+    #too-small { display: none; width: 100%; height: 100%; content-align: center middle; }
+    Screen.too-small > * { display: none; }
+    Screen.too-small #too-small { display: block; }
     """
     BINDINGS = [
         Binding("q", "quit", "Quit"),
@@ -72,6 +82,9 @@ class GpuDiskApp(App):
         Binding("down", "scroll(1)", show=False),
         Binding("left", "time(5)", show=False),
         Binding("right", "time(-5)", show=False),
+        Binding("home", "time_home", show=False),
+        Binding("end", "time_now", show=False),
+        Binding("enter", "detail", show=False),
     ]
 
     def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
@@ -104,6 +117,7 @@ class GpuDiskApp(App):
         yield Timeline(id="timeline")
         yield IoProcPanel(id="ioprocs")
         yield Footer(compact=True)
+        yield Static(id="too-small")
 
     def on_mount(self) -> None:
         if self.no_color:
@@ -119,9 +133,20 @@ class GpuDiskApp(App):
             self.set_interval(1.0, self._check_stale)  # the STALE flag needs a clock
 
     def on_resize(self, event) -> None:
-        height = event.size.height
+        width, height = event.size
+        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        self.screen.set_class(small, "too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"terminal too small: {width}x{height}\n"
+                f"gpudisk-top needs {MIN_SIZE[0]}x{MIN_SIZE[1]}; q quits")
+        self.screen.set_class(height >= 50, "tall")
+        # room for the timeline and the I/O by process under it (200x60, 250x70)
+        self.screen.set_class(height >= ROOMY_HEIGHT, "roomy")
+        self._tell_sampler()
         self.screen.set_class(height < 32, "short")
         self.query_one(GpuPanel).max_rows = 2 if height < 32 else (4 if height < 50 else 8)
+        self.query_one(VerdictBanner).max_lines = 3 if height < 32 else (4 if height < 50 else 6)
         self._rerender()
 
     def on_unmount(self) -> None:
@@ -156,14 +181,17 @@ class GpuDiskApp(App):
         banners = [a.message for a in update.active_alerts if a.banner]
         self.query_one(VerdictBanner).show(update, self.thresholds.enter_intervals,
                                            alert=" · ".join(banners) or None)
+        self.screen.set_class(not update.model.gpus, "no-gpu")
         self.query_one(GpuPanel).show(update)
         disks = self.query_one(DiskPanel)
         disks.show(update)
         self.query_one(HostLine).show(update)
-        if self.io_view:
+        if self.io_view or self.screen.has_class("roomy"):
             self.query_one(IoProcPanel).show(update, self._io_note())
-        else:
+        if not self.io_view:
             self._render_timeline()
+        if isinstance(self.screen, DeviceScreen):
+            self.screen.show(update, self.feed.history)
 
     def _render_timeline(self) -> None:
         update = self.shown
@@ -176,7 +204,8 @@ class GpuDiskApp(App):
         shown = self.query_one(DiskPanel).selected(model)
         shown.sort(key=lambda n: (n not in named, -model.disks[n].util_pct))
         disk_rows = [(n, model.devices[n].display_name) for n in shown]
-        self.query_one(Timeline).show(self.feed.history, [g.index for g in model.gpus], disk_rows)
+        self.query_one(Timeline).show(self.feed.history, [g.index for g in model.gpus], disk_rows,
+                                      self.feed.episodes)
 
     def _note_first_frame(self) -> None:
         """For bench/: the wall-clock time of the first painted frame with data (the
@@ -268,7 +297,24 @@ class GpuDiskApp(App):
     def action_episodes(self) -> None:
         update = self.shown or self.latest
         now = update.model.wall_s if update else time.time()
-        self.push_screen(EpisodesScreen(self.feed.episodes, now))
+        self.push_screen(EpisodesScreen(self.feed.episodes, now), self.goto_episode)
+
+    def goto_episode(self, episode) -> None:
+        """Enter on an episode in the list: the timeline scrolls to its start."""
+        if episode is None:
+            return
+        if self.io_view:
+            self.action_io_view()
+        self.query_one(Timeline).show_wall(episode.start_wall_s)
+
+    def action_detail(self) -> None:
+        """Enter on a disk: its detail screen, kept live."""
+        panel = self.query_one(DiskPanel)
+        if self.focused is not panel or panel.cursor is None or self.shown is None:
+            return
+        screen = DeviceScreen(panel.cursor)
+        self.push_screen(screen)
+        self.call_after_refresh(screen.show, self.shown, self.feed.history)
 
     def action_processes(self) -> None:
         panel = self.query_one(GpuPanel)
@@ -282,10 +328,14 @@ class GpuDiskApp(App):
     def action_io_view(self) -> None:
         """`i`: the I/O process view in the timeline's place, and back."""
         self.screen.set_class(not self.io_view, "io-view")
+        self._tell_sampler()
+        self._rerender()
+
+    def _tell_sampler(self) -> None:
+        """While the I/O by process shows, the sampler scans the node more often."""
         source = getattr(self.feed, "source", None)
         if hasattr(source, "io_view"):
-            source.io_view = self.io_view   # the sampler scans the node more often
-        self._rerender()
+            source.io_view = self.io_view or self.screen.has_class("roomy")
 
     def _io_note(self) -> str:
         source = getattr(self.feed, "source", None)
@@ -306,28 +356,38 @@ class GpuDiskApp(App):
 
     def action_scroll(self, delta: int) -> None:
         focused = self.focused
-        if isinstance(focused, (GpuPanel, DiskPanel, Timeline)):
+        if isinstance(focused, LinesPanel):
             focused.scroll_lines(delta)
 
     def action_time(self, delta: int) -> None:
         self.query_one(Timeline).scroll_time(delta)
+
+    def action_time_home(self) -> None:
+        self.query_one(Timeline).scroll_time_home()
+
+    def action_time_now(self) -> None:
+        self.query_one(Timeline).scroll_time_to(0)
 
     def _rerender(self) -> None:
         if self.shown is not None:
             self.render_update(self.shown)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        """This tool's commands only (not Textual's stock Theme, Maximize, Keys...)."""
         for title, help_text, action in (
             ("Pause or resume", "Freeze the screen; sampling goes on", self.action_pause),
-            ("Sort disks", "Cycle the disk sort: name, %util, r_await, IOPS, throughput", self.action_sort),
+            ("Sort disks", "Cycle the disk sort: %util, r_await, IOPS, throughput, name", self.action_sort),
             ("All or active devices", "Show every block device, or the active disks", self.action_all_devices),
             ("Filter devices", "Show devices matching globs", self.action_filter),
             ("Timeline disk metric", "Cycle %util, r_await, IOPS, MB/s, aqu-sz", self.action_metric),
             ("Episode list", "Starvation episodes and their evidence", self.action_episodes),
             ("GPU processes", "Show or hide the GPU process list", self.action_processes),
+            ("I/O by process", "Who is loading the disks, in the timeline's place", self.action_io_view),
+            ("Timeline: now", "Scroll the timeline back to the newest interval", self.action_time_now),
+            ("Timeline: oldest", "Scroll the timeline to the oldest interval kept", self.action_time_home),
             ("Longer interval", "Sample less often", self.action_slower),
             ("Shorter interval", "Sample more often", self.action_faster),
             ("Keys and glyphs", "The help screen", self.action_help),
+            ("Quit", "Quit gpudisk-top", self.action_quit),
         ):
             yield SystemCommand(title, help_text, action)

@@ -10,12 +10,14 @@ from gpudisk_top.model.detect import STATE_GLYPH  # noqa: E402,F401 - shared wit
 STATE_BADGE = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
                "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT-STALL",
                "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED STALL"}
+NO_GPU_BADGE = "○ NO GPUS"
 BARS = " ▁▂▃▄▅▆▇█"
 
 PLAIN = Style()
 DIM = Style(dim=True)
 BOLD = Style(bold=True)
 HEAD = Style(bold=True, reverse=True)
+HEAD_SORTED = Style(bold=True, underline=True)   # the column the rows are sorted by
 LABEL = Style(bold=True)
 GOOD = Style(color="green")
 WARN = Style(color="yellow")

@@ -1,4 +1,5 @@
-"""`e`: the starvation episodes; the highlighted one's evidence is shown below the list."""
+"""`e`: the starvation episodes; the highlighted one's evidence is shown below the list,
+and Enter goes to it (the dashboard's timeline scrolls to its start; a replay seeks)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,10 @@ class EpisodesScreen(ModalScreen):
             else:
                 yield Static("No starvation episode yet: a state must hold for a few "
                              "intervals to open one.  escape closes.", id="evidence")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """Enter: close the list and go to the episode (the app's callback)."""
+        self.dismiss(next(e for e in self.episodes if str(e.id) == event.option.id))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         ep = next(e for e in self.episodes if str(e.id) == event.option.id)

@@ -15,6 +15,7 @@ Line = list[tuple[str, Style]]  # runs of text with one style each
 
 
 _PAD = Style()
+_MORE = Style(dim=True, italic=True)
 
 
 def strip(line: Line, width: int) -> Strip:
@@ -26,7 +27,10 @@ def strip(line: Line, width: int) -> Strip:
 
 
 class LinesPanel(Widget):
-    """Holds a list of lines; `height: auto` follows their count."""
+    """Holds a list of lines; `height: auto` follows their count.
+
+    The first `fixed` lines (a title, a column header) stay put while the rest scrolls
+    (up/down while focused); when lines are hidden below, the last row says how many."""
 
     DEFAULT_CSS = """
     LinesPanel { height: auto; }
@@ -36,7 +40,8 @@ class LinesPanel(Widget):
         super().__init__(*args, **kwargs)
         self._lines: list[Line] = []
         self._strips: dict[int, Strip] = {}
-        self._scroll = 0  # first line shown, when the panel is shorter than its lines
+        self._scroll = 0  # lines scrolled past, below the fixed ones
+        self.fixed = 0    # lines at the top that never scroll (set by show())
         self._input: tuple | None = None  # show()'s arguments, to rebuild on resize and focus
 
     def redraw(self) -> None:
@@ -66,14 +71,15 @@ class LinesPanel(Widget):
         changed = [i for i, (a, b) in enumerate(zip(old, lines)) if a != b]
         if not changed:
             return
-        for i in changed:
-            self._strips.pop(i, None)
-        if len(changed) > len(lines) // 2:
+        if len(changed) > len(lines) // 2 or self.hidden_below():
+            self._strips.clear()
             self.refresh()
             return
+        for i in changed:
+            self._strips.pop(i, None)
         width = self.size.width
         for i in changed:
-            y = i - self._scroll
+            y = i if i < self.fixed else i - self._scroll
             if 0 <= y < self.size.height:
                 self.refresh(Region(0, y, width, 1))
 
@@ -81,17 +87,37 @@ class LinesPanel(Widget):
         return max(1, len(self._lines))
 
     def scroll_lines(self, delta: int) -> None:
-        visible = self.size.height
-        top = max(0, len(self._lines) - visible)
+        top = max(0, len(self._lines) - self.size.height)
         new = min(max(0, self._scroll + delta), top)
         if new != self._scroll:
             self._scroll = new
             self._strips.clear()
             self.refresh()
 
+    def scroll_to_show(self, i: int) -> None:
+        """Scroll so that line i (not a fixed one) is on screen, above the "more" row."""
+        height = self.size.height or len(self._lines)
+        room = max(1, height - self.fixed - 1)
+        if i - self.fixed < self._scroll:
+            self.scroll_lines(i - self.fixed - self._scroll)
+        elif i - self.fixed >= self._scroll + room:
+            self.scroll_lines(i - self.fixed - room + 1 - self._scroll)
+
+    def hidden_below(self) -> int:
+        """How many lines do not fit below the last row shown."""
+        height = self.size.height
+        if height <= 0:
+            return 0
+        return max(0, len(self._lines) - self._scroll - height)
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        i = y + self._scroll
+        height = self.size.height
+        more = self.hidden_below()
+        if more and y == height - 1 and height > self.fixed + 1:
+            # the last row says what is hidden, never a silent cut
+            return strip([(f" ↓ {more + 1} more (tab to this panel, then ↓)", _MORE)], width)
+        i = y if y < self.fixed else y + self._scroll
         cached = self._strips.get(i)
         if cached is not None and cached.cell_length == width:
             return cached

@@ -1,21 +1,72 @@
 """Disks: per device r/s, w/s, rMB/s, wMB/s, r_await, w_await, aqu-sz, %util, class and
 mountpoint, as iostat -x computes them.  Saturated devices are marked (glyph and colour);
-`s` cycles the sort, `a` all or active devices, `/` filters by name."""
+`s` cycles the sort (busiest first by default, the sort column marked ▼), `a` all or
+active devices, `/` filters by name.  Focused, ↑/↓ move a row cursor and Enter opens the
+device's detail; the column header stays while the rows scroll.
+
+The columns fit the width: full device names, the mountpoint always shown (cut with …
+rather than dropped); the class and the wide columns (rareq-sz, %rrqm, f/s) only where
+they fit."""
 
 from __future__ import annotations
+
+import re
 
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms
 from gpudisk_top.ui.widgets.base import LinesPanel
 
-SORTS = ("name", "util", "r_await", "iops", "throughput")
+SORTS = ("util", "r_await", "iops", "throughput", "name")
 CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
+NAME_MAX = 24      # a device's name is cut only beyond this
+MOUNT_MIN = 10     # the mountpoint column is never narrower
+
+# (header, value of DiskRates as text, the sorts it marks); the first 8 are iostat -x's
+# core columns and always shown, the rest where the width allows
+COLUMNS = (
+    ("r/s", lambda r: f"{r.r_s:.1f}", ("iops",)),
+    ("w/s", lambda r: f"{r.w_s:.1f}", ("iops",)),
+    ("rMB/s", lambda r: f"{r.rkb_s / 1024:.1f}", ("throughput",)),
+    ("wMB/s", lambda r: f"{r.wkb_s / 1024:.1f}", ("throughput",)),
+    ("r_await", lambda r: ms(r.r_await_ms), ("r_await",)),
+    ("w_await", lambda r: ms(r.w_await_ms), ()),
+    ("aqu-sz", lambda r: f"{r.aqu_sz:.2f}", ()),
+    ("%util", lambda r: f"{r.util_pct:.1f}", ("util",)),
+    ("rareq-sz", lambda r: f"{r.rareq_kb:.1f}", ()),
+    ("wareq-sz", lambda r: f"{r.wareq_kb:.1f}", ()),
+    ("%rrqm", lambda r: f"{r.rrqm_pct:.1f}", ()),
+    ("%wrqm", lambda r: f"{r.wrqm_pct:.1f}", ()),
+    ("d/s", lambda r: f"{r.d_s:.1f}", ()),
+    ("f/s", lambda r: f"{r.f_s:.1f}", ()),
+    ("f_await", lambda r: ms(r.f_await_ms), ()),
+)
+CORE = 8
 
 
 def natural(name: str):
-    import re
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def _fit(number: str, width: int) -> str:
+    """A number's text in `width` cells: decimals go first (39073.4 -> 39073)."""
+    if len(number) > width and "." in number:
+        number = number.split(".")[0]
+    return number
+
+
+def column_widths(num_w: int, ncols: int) -> list[int]:
+    """The first ncols columns' widths: num_w, or the title and a space where longer."""
+    return [max(num_w, len(title) + 1) for title, _, _ in COLUMNS[:ncols]]
+
+
+def value_cells(rates, widths: list[int]) -> str:
+    """A device's iostat -x values in the first len(widths) columns."""
+    return "".join(_fit(value(rates), w - 1).rjust(w) for (_, value, _), w in zip(COLUMNS, widths))
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
 
 
 class DiskPanel(LinesPanel):
@@ -24,8 +75,10 @@ class DiskPanel(LinesPanel):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.sort = "name"
+        self.sort = SORTS[0]
         self.filter = DeviceFilter()
+        self.cursor: str | None = None     # the device under the row cursor
+        self._order: list[str] = []        # the rows' devices, as last drawn
 
     def selected(self, model) -> list[str]:
         names = [n for n in model.disks if n in model.devices
@@ -39,11 +92,22 @@ class DiskPanel(LinesPanel):
         }[self.sort]
         return sorted(names, key=key)
 
+    def _layout(self, width: int, dev_w: int) -> tuple[list[int], bool, int]:
+        """(the shown columns' widths, class shown, mount width) for `width`: as many
+        columns as leave the mountpoint MOUNT_MIN cells, 8 wide, else 7 without class."""
+        for num_w, with_class in ((8, True), (7, False)):
+            for ncols in range(len(COLUMNS), CORE - 1, -1):
+                widths = column_widths(num_w, ncols)
+                used = 1 + dev_w + (6 if with_class else 0) + sum(widths) + 2
+                if width - used >= MOUNT_MIN:
+                    return widths, with_class, width - used
+        widths = column_widths(7, CORE)
+        return widths, False, max(1, width - (1 + dev_w + sum(widths) + 2))
+
     def show(self, update) -> None:
         self._input = (update,)
         model = update.model
         width = max(40, self.size.width or 80)
-        wide = width >= 110
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
         blamed = set(update.verdict.devices) if update.verdict is not None else set()
         # the devices the verdict names come first, whatever the sort: in plain sight
@@ -53,16 +117,29 @@ class DiskPanel(LinesPanel):
         dropped = sorted((n for n in model.disk_dropped if n in model.devices
                           and self.filter.selected(model.devices[n], model.sample.disks.get(n))),
                          key=natural)
-        dev_w = max([6] + [len(model.devices[n].display_name) for n in names + dropped])
-        dev_w = min(dev_w, 16)
-        cols = "     r/s     w/s   rMB/s   wMB/s r_await w_await  aqu-sz  %util"
-        if wide:
-            cols += " rareq-sz %rrqm  f/s"
+        dev_w = min(NAME_MAX, max([6] + [len(model.devices[n].display_name) for n in names + dropped]))
+        widths, with_class, mount_w = self._layout(width, dev_w)
+        cols = list(zip(COLUMNS, widths))
         what = "all devices" if self.filter.all_devices else (
             f"filter {','.join(self.filter.patterns)}" if self.filter.patterns else "active devices")
-        head = [mark, (f"{'Device':<{dev_w}} class{cols}  mount", theme.HEAD),
-                (f"  sort: {self.sort} · {what}", theme.DIM)]
+        head = [mark, (f"{'Device':<{dev_w}}" + (" class" if with_class else ""), theme.HEAD)]
+        for (title, _, sorts), w in cols:
+            marked = self.sort in sorts
+            head.append(((("▼" if marked else "") + title).rjust(w),
+                         theme.HEAD_SORTED if marked else theme.HEAD))
+        head.append(("  mount".ljust(min(mount_w, 10) + 2), theme.HEAD))
+        used = sum(len(t) for t, _ in head)
+        for note in (f"  sort: {self.sort} · {what}" + ("  ↑↓ Enter: detail" if self.has_focus else ""),
+                     f"  {what}"):
+            if used + len(note) <= width:
+                head.append((note, theme.DIM))
+                break
+        if self.sort == "name":
+            head[1] = (head[1][0], theme.HEAD_SORTED)
         lines = [head]
+        self._order = names + dropped
+        if self.cursor not in self._order:
+            self.cursor = self._order[0] if self._order else None
         if not model.disks and not dropped:
             lines.append([(" collecting: rates need two samples", theme.DIM)])
         elif not names and not dropped:
@@ -72,17 +149,35 @@ class DiskPanel(LinesPanel):
             sat = sats.get(n)
             glyph = "▲" if n in blamed else ("!" if sat is not None and sat.saturated else " ")
             style = theme.CULPRIT if n in blamed else (theme.WARN if glyph == "!" else theme.PLAIN)
-            text = (f"{info.display_name[:dev_w]:<{dev_w}} {CLASS_TAG.get(info.dev_class, '?'):<5}"
-                    f"{r.r_s:8.1f}{r.w_s:8.1f}{r.rkb_s / 1024:8.1f}{r.wkb_s / 1024:8.1f}"
-                    f"{ms(r.r_await_ms):>8}{ms(r.w_await_ms):>8}{r.aqu_sz:8.2f}{r.util_pct:7.1f}")
-            if wide:
-                text += f"{r.rareq_kb:9.1f}{r.rrqm_pct:6.1f}{r.f_s:5.0f}"
-            mounts = ",".join(info.mountpoints) or "-"
-            lines.append([(glyph, style), (text, style), ("  " + mounts, theme.DIM)])
+            text = self._name_cells(info, dev_w, with_class)
+            text += value_cells(r, widths)
+            lines.append(self._row(n, glyph, text, style, info, mount_w))
         for n in dropped:
             info = model.devices[n]
-            text = (f"{info.display_name[:dev_w]:<{dev_w}} {CLASS_TAG.get(info.dev_class, '?'):<5}"
-                    + "     n/a" * 7 + "    n/a" + ("      n/a   n/a  n/a" if wide else ""))
-            lines.append([("?", theme.WARN), (text, theme.DIM),
-                          (f"  no rates: {model.disk_dropped[n]}", theme.WARN)])
+            text = self._name_cells(info, dev_w, with_class) + "".join("n/a".rjust(w) for _, w in cols)
+            row = self._row(n, "?", text, theme.DIM, info, mount_w)
+            row[-1] = (f"  no rates: {model.disk_dropped[n]}", theme.WARN)
+            lines.append(row)
+        self.fixed = 1
         self.set_lines(lines)
+        if self.has_focus and self.cursor in self._order:
+            self.scroll_to_show(1 + self._order.index(self.cursor))
+
+    @staticmethod
+    def _name_cells(info, dev_w: int, with_class: bool) -> str:
+        text = f"{_cut(info.display_name, dev_w):<{dev_w}}"
+        return text + (f" {CLASS_TAG.get(info.dev_class, '?'):<5}" if with_class else "")
+
+    def _row(self, name: str, glyph: str, text: str, style, info, mount_w: int) -> list:
+        mounts = _cut(",".join(info.mountpoints) or "-", mount_w)
+        if self.has_focus and name == self.cursor:
+            style = theme.SELECTED + style
+        return [(glyph, style), (text, style), ("  " + mounts, theme.DIM)]
+
+    def scroll_lines(self, delta: int) -> None:
+        """↑/↓: the row cursor moves (the rows scroll to keep it in sight)."""
+        if not self._order:
+            return
+        i = self._order.index(self.cursor) if self.cursor in self._order else 0
+        self.cursor = self._order[min(max(0, i + delta), len(self._order) - 1)]
+        self.redraw()

@@ -12,6 +12,7 @@ from gpudisk_top.ui.widgets.base import LinesPanel
 
 CELL_W = 46          # full cell: bar, util, memory, power, temperature, PCIe, processes
 COMPACT_W = 26       # small terminals: bar, util, memory used, power, temperature
+TINY_W = 20          # smallest: bar, util, memory used, power
 BAR_W = 10
 
 
@@ -30,19 +31,19 @@ class GpuPanel(LinesPanel):
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
         if not model.gpus:
-            self.set_lines([[mark, ("GPUs: ", theme.LABEL), (model.gpu_status, theme.WARN),
-                             ("   (disks and host below are live)", theme.DIM)]])
+            self.set_lines([[mark, ("GPUs: ", theme.LABEL), (model.gpu_status, theme.WARN)]])
             return
         names = {g.name for g in model.gpus if g.name}
         title = [mark, (f"GPUs ({len(model.gpus)})", theme.LABEL),
                  (f"  {', '.join(sorted(names))}", theme.DIM),
                  ("   p: processes" if not self.show_processes else "   p: hide processes", theme.DIM)]
         lines = [title]
-        per_line = max(1, (width + 2) // (CELL_W + 2))
-        compact = -(-len(model.gpus) // per_line) > self.max_rows
-        if compact:
-            per_line = max(1, (width + 2) // (COMPACT_W + 2))
-        cells = [self._compact(g) if compact else self._cell(g) for g in model.gpus]
+        # the widest cell whose rows fit in max_rows, else the narrowest
+        for cell_w, form in ((CELL_W, self._cell), (COMPACT_W, self._compact), (TINY_W, self._tiny)):
+            per_line = max(1, (width + 2) // (cell_w + 2))
+            if -(-len(model.gpus) // per_line) <= self.max_rows:
+                break
+        cells = [form(g) for g in model.gpus]
         for i in range(0, len(cells), per_line):
             row = []
             for cell in cells[i:i + per_line]:
@@ -78,6 +79,16 @@ class GpuPanel(LinesPanel):
         util_s = "n/a" if util is None else f"{util:3.0f}%"
         return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, 4), style),
                 (f" {util_s:>4}", style), (f" {used:>4} {power:>4} {temp:>3}", theme.PLAIN)]
+
+    def _tiny(self, g) -> list:
+        if g.lost:
+            return [(f"{g.index:>2} ", theme.BOLD), ("LOST".ljust(TINY_W - 3), theme.BAD)]
+        util = g.util_pct
+        style = theme.level_style(util) if g.processes else theme.DIM
+        power = "n/a" if g.power_w is None else f"{g.power_w:.0f}W"
+        util_s = "n/a" if util is None else f"{util:3.0f}%"
+        return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, 3), style),
+                (f" {util_s:>4}", style), (f" {mib(g.mem_used_mib):>4} {power:>4}", theme.PLAIN)]
 
     def _process_lines(self, update, width: int) -> list:
         model = update.model

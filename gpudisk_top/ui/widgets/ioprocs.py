@@ -37,8 +37,8 @@ class IoProcPanel(LinesPanel):
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
         rows = io_rows(model)
         blamed = set(update.verdict.devices) if update.verdict is not None else set()
-        lines = [[mark, ("I/O by process", theme.LABEL),
-                  (f"  busiest first · i: back to the timeline{note}", theme.DIM)],
+        back = "i: back to the timeline" if self.screen.has_class("io-view") else "i: full height"
+        lines = [[mark, ("I/O by process", theme.LABEL), (f"  busiest first · {back}{note}", theme.DIM)],
                  [(HEAD[:width], theme.HEAD)]]
         if not rows:
             lines.append([("   no process did block I/O in this interval (a new one shows "

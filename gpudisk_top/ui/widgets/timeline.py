@@ -25,7 +25,8 @@ from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, ms
 from gpudisk_top.ui.widgets.base import LinesPanel
 
-LABEL_W = 13
+LABEL_W = 13       # the labels' column: at least this wide ...
+LABEL_MAX = 30     # ... and as wide as the longest device name needs, up to this
 # logarithmic ranges (low, high) of the metrics that are not percentages
 LOG_RANGES = {"r_await_ms": (0.01, 1000.0), "iops": (1.0, 1e6), "mb_s": (0.01, 1e4),
               "aqu_sz": (0.01, 1000.0)}
@@ -36,7 +37,7 @@ def _mean(values) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def _glyph(value: float | None, metric: str) -> str:
+def glyph(value: float | None, metric: str) -> str:
     if value is None:
         return " "
     if metric == "util_pct":
@@ -61,7 +62,7 @@ class _Row:
             self.glyphs.clear()
         cols = history.columns
         for i in range(start - history.first, len(cols)):
-            self.glyphs.append(_glyph(self.value_of(cols[i]), self.metric))
+            self.glyphs.append(glyph(self.value_of(cols[i]), self.metric))
         self.upto = history.total
 
     def text(self, end: int, n: int) -> str:
@@ -79,7 +80,9 @@ class Timeline(LinesPanel):
         super().__init__(*args, **kwargs)
         self.metric = "util_pct"
         self.back = 0          # columns scrolled back from the newest
+        self.rows_from = 0     # the first GPU/disk row shown when they do not all fit
         self._rows: dict[tuple, _Row] = {}
+        self._ncols = 0
 
     def _row(self, history: History, key: tuple, value_of, metric: str) -> _Row:
         row = self._rows.get(key)
@@ -88,28 +91,34 @@ class Timeline(LinesPanel):
         row.sync(history)
         return row
 
-    def show(self, history: History, gpus: list[int], disks: list[tuple[str, str]]) -> None:
-        """disks: (kernel name, display name), most important first."""
-        self._input = (history, gpus, disks)
+    def show(self, history: History, gpus: list[int], disks: list[tuple[str, str]],
+             episodes=()) -> None:
+        """disks: (kernel name, display name), most important first (the verdict's);
+        episodes: the detector's, so that a device an episode on screen names keeps
+        its row after the episode ends."""
+        self._input = (history, gpus, disks, episodes)
         width = max(LABEL_W + 10, self.size.width or 80)
-        ncols = width - LABEL_W
+        height = self.size.height or 24
+        names = dict(disks)
+        label_w = min(LABEL_MAX, max([LABEL_W] + [len(d) + 6 for d in names.values()]))
+        ncols = self._ncols = width - label_w
         cols_all = history.columns
         end_i = max(0, len(cols_all) - self.back)
         first_i = max(0, end_i - ncols)
         cols = [cols_all[i] for i in range(first_i, end_i)]
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
-        back = f" · {self.back} back (←/→)" if self.back else ""
+        back = (f" · {clock(cols[-1].wall_s)}, {self.back} back (← → End)"
+                if self.back and cols else "")
         scale = "" if self.metric == "util_pct" else " log scale"
-        lines = [[mark, ("Timeline", theme.LABEL),
-                  (f"  disk rows: {TIMELINE[self.metric].label}{scale} (m){back}"
-                   "  · D disk C cpu K checkpoint S straggler ? undiagnosed", theme.DIM)]]
+        title = [mark, ("Timeline", theme.LABEL),
+                 (f"  disk rows: {TIMELINE[self.metric].label}{scale} (m){back}"
+                  "  · D disk C cpu K checkpoint S straggler ? undiagnosed", theme.DIM)]
         if not cols:
-            lines.append([(" " * LABEL_W + "collecting…", theme.DIM)])
-            self.set_lines(lines)
+            self.fixed = 0
+            self.set_lines([title, [(" " * label_w + "collecting…", theme.DIM)]])
             return
-        spans = self._spans(cols)
-        lines.append(self._state_line(cols, spans))
-        room = (self.size.height or 24) - 3
+        spans = self.shade_spans(cols)
+        room = height - 3            # title, state row, axis
         if len(gpus) > 2 and room < len(gpus) + min(3, len(disks)):
             # too short for one row per GPU and a few disks: the GPUs share two rows,
             # their mean and the lowest one (where a straggler shows)
@@ -119,25 +128,73 @@ class Timeline(LinesPanel):
         else:
             gpu_rows = [(f"GPU{i}", ("gpu", i), lambda c, i=i: c.gpu_util.get(i)) for i in gpus]
         last = cols[-1]
+        body = []
         for name, key, value_of in gpu_rows:
             row = self._row(history, key, value_of, "util_pct")
             now = value_of(last)
             label = f"{name} {'n/a' if now is None else f'{now:.0f}%'}"
-            lines.append(self._line(label, row.text(self.back, len(cols)), spans))
-        for name, display in disks:
+            body.append(self.row_line(label, row.text(self.back, len(cols)), spans, label_w))
+        for name in self._disk_order(cols, [n for n, _ in disks], episodes):
             row = self._row(history, ("disk", name, self.metric),
                             lambda c, n=name, m=self.metric: c.metric(n, m), self.metric)
-            label = f"{display[:6]} {self._fmt(last.metric(name, self.metric))}"
-            lines.append(self._line(label, row.text(self.back, len(cols)), spans))
-        # the time axis stays on the last visible line; rows that do not fit scroll (↑/↓)
-        height = self.size.height or len(lines) + 1
-        if len(lines) + 1 > height and not self.has_focus:
-            lines = lines[:max(2, height - 1)]
-        lines.append(self._axis(cols))
-        self.set_lines(lines)
+            label = f"{names[name]} {self._fmt(last.metric(name, self.metric))}"
+            body.append(self.row_line(label, row.text(self.back, len(cols)), spans, label_w))
+        # the state row and the time axis always show; the rows between scroll (↑/↓ when
+        # focused) and say how many are hidden
+        self.rows_from = min(self.rows_from, max(0, len(body) - max(1, room)))
+        shown = body[self.rows_from:self.rows_from + max(1, room)]
+        hidden = len(body) - len(shown)
+        if hidden:
+            title.append((f"  rows {self.rows_from + 1}-{self.rows_from + len(shown)} of "
+                          f"{len(body)} (tab here, ↑↓)", theme.DIM))
+        self.fixed = 0
+        self.set_lines([title, self.state_line(cols, spans, label_w)] + shown
+                       + [self.axis(cols, label_w)])
 
     @staticmethod
-    def _spans(cols: list[Column]) -> list[tuple[int, int, Style]]:
+    def _disk_order(cols, disks: list[str], episodes) -> list[str]:
+        """The verdict's devices first (disks comes in that order), then those an
+        episode on screen names, then the busiest over the columns on screen: a row does
+        not move or vanish with each second's ranking."""
+        on_screen = {c.episode for c in cols if c.episode is not None}
+        pinned = [d for ep in episodes if ep.id in on_screen for d in ep.devices]
+        known = set(disks)
+        first = list(dict.fromkeys([d for d in disks[:1] if d in known]
+                                   + [d for d in pinned if d in known]))
+
+        def busy(name: str) -> float:
+            values = [v for c in cols if (v := c.metric(name, "util_pct")) is not None]
+            return sum(values) / len(values) if values else 0.0
+        rest = sorted((d for d in disks if d not in first), key=lambda d: -busy(d))
+        return first + rest
+
+    def scroll_lines(self, delta: int) -> None:
+        self.rows_from = max(0, self.rows_from + delta)
+        self.redraw()
+
+    def scroll_time_to(self, back: int) -> None:
+        """Show the columns ending `back` columns before the newest (0: now)."""
+        if self._input is None:
+            return
+        history = self._input[0]
+        self.back = min(max(0, back), max(0, len(history) - 1))
+        self.redraw()
+
+    def scroll_time_home(self) -> None:
+        """The oldest columns kept."""
+        if self._input is not None:
+            self.scroll_time_to(len(self._input[0]) - self._ncols)
+
+    def show_wall(self, wall_s: float) -> None:
+        """Scroll so that the column at wall_s is a quarter in from the left."""
+        if self._input is None:
+            return
+        cols = self._input[0].columns
+        at = next((i for i, c in enumerate(cols) if c.wall_s >= wall_s), len(cols) - 1)
+        self.scroll_time_to(len(cols) - (at + self._ncols * 3 // 4))
+
+    @staticmethod
+    def shade_spans(cols: list[Column]) -> list[tuple[int, int, Style]]:
         """(start, end, shade) runs over the visible columns: starved, building, plain."""
         spans: list[tuple[int, int, Style]] = []
         for i, c in enumerate(cols):
@@ -154,15 +211,15 @@ class Timeline(LinesPanel):
         return spans
 
     @staticmethod
-    def _line(label: str, text: str, spans) -> list:
+    def row_line(label: str, text: str, spans, label_w: int = LABEL_W) -> list:
         pad = len(text) - spans[-1][1] if spans else 0  # a row shorter than the window
-        out = [(f"{label:<{LABEL_W - 1}} ", theme.LABEL)]
+        out = [(f"{label[:label_w - 1]:<{label_w - 1}} ", theme.LABEL)]
         for a, b, shade in spans:
             out.append((text[a + pad:b + pad] if pad >= 0 else text[a:b], shade))
         return out
 
     @staticmethod
-    def _state_line(cols: list[Column], spans) -> list:
+    def state_line(cols: list[Column], spans, label_w: int = LABEL_W) -> list:
         chars = []
         for c in cols:
             if c.state in STARVED_STATES:
@@ -172,7 +229,7 @@ class Timeline(LinesPanel):
             else:
                 chars.append(theme.STATE_GLYPH.get(c.state, " "))
         text = "".join(chars)
-        out = [(f"{'state':<{LABEL_W - 1}} ", theme.LABEL)]
+        out = [(f"{'state':<{label_w - 1}} ", theme.LABEL)]
         for a, b, shade in spans:
             style = theme.STARVED_BG if shade is theme.STARVED_SHADE else (
                 theme.PENDING_BG if shade is theme.PENDING_SHADE else theme.DIM)
@@ -191,7 +248,7 @@ class Timeline(LinesPanel):
         return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 
     @staticmethod
-    def _axis(cols) -> list:
+    def axis(cols, label_w: int = LABEL_W) -> list:
         cells = [" "] * len(cols)
         step = 20
         i = len(cols) - 1
@@ -202,7 +259,7 @@ class Timeline(LinesPanel):
                 break
             cells[start:i + 1] = list(label)
             i -= step
-        return [(" " * LABEL_W, theme.PLAIN), ("".join(cells), theme.DIM)]
+        return [(" " * label_w, theme.PLAIN), ("".join(cells), theme.DIM)]
 
     def cycle_metric(self) -> str:
         fields = TIMELINE.fields
@@ -211,8 +268,4 @@ class Timeline(LinesPanel):
         return self.metric
 
     def scroll_time(self, delta: int) -> None:
-        if self._input is None:
-            return
-        history = self._input[0]
-        self.back = min(max(0, self.back + delta), max(0, len(history) - 1))
-        self.redraw()
+        self.scroll_time_to(self.back + delta)

@@ -9,11 +9,35 @@ from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, duration
 from gpudisk_top.ui.widgets.base import LinesPanel
 
-MAX_LINES = 3
+MORE = " … (e)"
+
+
+def fit_clauses(text: str, width: int, lines: int, more: str = MORE) -> list[str]:
+    """text wrapped to `width` in at most `lines` lines, cut between its clauses ("; ")
+    rather than mid-sentence, saying so with `more`; a first clause too long is cut at a
+    word.  [] when lines is 0."""
+    if lines <= 0:
+        return []
+    wrapped = textwrap.wrap(text, width)
+    if len(wrapped) <= lines:
+        return wrapped or [""]
+    clauses = text.split("; ")
+    for n in range(len(clauses) - 1, 0, -1):
+        wrapped = textwrap.wrap("; ".join(clauses[:n]) + more, width)
+        if len(wrapped) <= lines:
+            return wrapped
+    wrapped = textwrap.wrap(text, width)[:lines]
+    last = wrapped[-1]
+    wrapped[-1] = last[:max(0, width - 1)].rstrip() + "…"
+    return wrapped
 
 
 class VerdictBanner(LinesPanel):
-    DEFAULT_CSS = "VerdictBanner { height: auto; max-height: 4; }"
+    DEFAULT_CSS = "VerdictBanner { height: auto; }"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_lines = 4     # the evidence's and the advice's, together (set by the app)
 
     def show(self, update, enter_intervals: int, alert: str | None = None) -> None:
         width = max(20, self.size.width or 80)
@@ -21,9 +45,9 @@ class VerdictBanner(LinesPanel):
         if v is None:
             self.set_lines([[(" … ", theme.HEAD), (" collecting the first interval", theme.DIM)]])
             return
+        model = update.model
         badge = theme.STATE_BADGE.get(v.state, v.state.upper())
         style = theme.BANNER_STARVED if v.state in STARVED_STATES else theme.BANNER.get(v.state, theme.HEAD)
-        head = [(f" {badge} ", style)]
         text = ""
         if v.episode is not None:
             text = (f" since {clock(v.episode.start_wall_s)} "
@@ -33,19 +57,26 @@ class VerdictBanner(LinesPanel):
             text = (f" watching: {v.raw_state} {run}/{enter_intervals} intervals: "
                     f"{v.raw_reason}")
         elif v.state == "healthy":
-            utils = [g.util_pct for g in update.model.gpus if g.processes and g.util_pct is not None]
+            utils = [g.util_pct for g in model.gpus if g.processes and g.util_pct is not None]
             text = f" GPUs with a job are busy (mean {sum(utils) / len(utils):.0f}%)" if utils else ""
+        elif v.state == "idle" and not model.gpus:
+            # no GPU at all is not an idle GPU: say what NVML said
+            badge, style = theme.NO_GPU_BADGE, theme.HEAD
+            text = f" {model.gpu_status}"
         elif v.state == "idle":
             text = " no compute process on the GPUs"
-        wrapped = textwrap.wrap(text, width - len(badge) - 3) or [""]
-        lines = [head + [(wrapped[0], theme.PLAIN)]]
-        indent = " " * (len(badge) + 2)
-        for more in wrapped[1:MAX_LINES]:
-            lines.append([(indent + more, theme.PLAIN)])
         advice = v.advice if v.state in STARVED_STATES else None
-        if advice and len(lines) < MAX_LINES + 1:
-            lines.append([(indent + "advice: " + advice, theme.DIM)])
+        alert_lines = 1 if alert else 0
+        budget = max(1, self.max_lines - alert_lines)
+        advice_lines = 0 if not advice else (1 if budget < 5 else 2)
+        text_w = width - len(badge) - 3
+        reason = fit_clauses(text, text_w, max(1, budget - advice_lines))
+        lines = [[(f" {badge} ", style), (reason[0], theme.PLAIN)]]
+        indent = " " * (len(badge) + 2)
+        lines += [[(indent + more, theme.PLAIN)] for more in reason[1:]]
+        if advice and budget > 1:
+            for more in fit_clauses("advice: " + advice, text_w, advice_lines, more=" …"):
+                lines.append([(indent + more, theme.DIM)])
         if alert:
             lines.insert(0, [(" ALERT ", theme.BAD), (" " + alert, theme.BOLD)])
         self.set_lines(lines)
-

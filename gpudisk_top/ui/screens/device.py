@@ -1,0 +1,131 @@
+"""Enter on a disk: the device's detail, kept live as samples arrive.
+
+What it is (class, model, mountpoints, the probe's ceiling), its stack (the disk under a
+partition, the members under a dm/md device, the partitions and devices over it), every
+iostat -x column for it and the devices in its stack, its own timeline (%util, r_await,
+IOPS, MB/s, aqu-sz on the dashboard's x-axis, starved columns shaded) and the processes
+reading and writing it (model/ioprocs.py)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+
+from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.ioprocs import container_of, io_rows
+from gpudisk_top.model.vocab import TIMELINE
+from gpudisk_top.ui import theme
+from gpudisk_top.ui.format import ms, si
+from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.disks import CLASS_TAG, COLUMNS, column_widths, value_cells
+from gpudisk_top.ui.widgets.timeline import Timeline, glyph
+
+LABEL_W = 16
+
+
+class DeviceDetail(LinesPanel):
+    DEFAULT_CSS = "DeviceDetail { height: 1fr; }"
+    can_focus = True
+
+    def show(self, update, history, name: str) -> None:
+        self._input = (update, history, name)
+        model = update.model
+        width = max(40, self.size.width or 80)
+        info = model.devices.get(name)
+        if info is None:
+            self.set_lines([[(f" {name}: no longer a block device here", theme.WARN)]])
+            return
+        lines = [[(f" {info.display_name} ", theme.HEAD),
+                  (f" {CLASS_TAG.get(info.dev_class, '?')} {info.kind}"
+                   f"{'  ' + info.model if info.model else ''}"
+                   f"  {info.major}:{info.minor}  mounted at "
+                   f"{', '.join(info.mountpoints) or '-'}", theme.PLAIN)]]
+        below = device_stack(model.devices, name)[1:]
+        above = sorted(n for n, d in model.devices.items()
+                       if d.parent == name or name in d.slaves)
+        stack = []
+        if below:
+            stack.append(f"on {', '.join(below)}")
+        if above:
+            stack.append(f"under it: {', '.join(above)}")
+        if info.ceiling_iops:
+            stack.append(f"probe: {info.ceiling_iops:.0f} IOPS at QD32, "
+                         f"{info.ceiling_mib_s or 0:.0f} MiB/s sequential")
+        lines.append([(" " + (" · ".join(stack) or "a device on its own"), theme.DIM)])
+        lines.append([])
+        # every iostat -x column, for it and its stack
+        widths = column_widths(8, len(COLUMNS))
+        head = f" {'Device':<{LABEL_W - 1}}" + "".join(
+            title.rjust(w) for (title, _, _), w in zip(COLUMNS, widths))
+        lines.append([(head[:width], theme.HEAD)])
+        for n in [name] + below + above:
+            r = model.disks.get(n)
+            if r is None:
+                continue
+            text = (f" {model.devices[n].display_name[:LABEL_W - 2]:<{LABEL_W - 1}}"
+                    + value_cells(r, widths))
+            lines.append([(text[:width], theme.BOLD if n == name else theme.PLAIN)])
+        lines.append([])
+        # its own timeline: every metric, on the dashboard's columns
+        ncols = width - LABEL_W
+        cols = history.last(ncols)
+        lines.append([(" Timeline", theme.LABEL), ("  one column per interval", theme.DIM)])
+        if cols:
+            spans = Timeline.shade_spans(cols)
+            lines.append(Timeline.state_line(cols, spans, LABEL_W))
+            for m in TIMELINE:
+                text = "".join(glyph(c.metric(name, m.field), m.field) for c in cols)
+                now = cols[-1].metric(name, m.field)
+                label = f"{m.label} {'n/a' if now is None else _short(now, m.field)}"
+                lines.append(Timeline.row_line(label, text, spans, LABEL_W))
+            lines.append(Timeline.axis(cols, LABEL_W))
+        lines.append([])
+        # who reads and writes it
+        rows = [r for r in io_rows(model)
+                if any(name in device_stack(model.devices, d) for d in r.view.devices or ())]
+        lines.append([(" Processes with files on it", theme.LABEL),
+                      ("  read/s write/s of each (not split by device)", theme.DIM)])
+        if not rows:
+            lines.append([("   none followed (i: I/O by process)", theme.DIM)])
+        for r in rows:
+            v = r.view
+            text = (f"   {v.pid:>8} {si((v.read_kb_s or 0) * 1024, 'B'):>7} "
+                    f"{si((v.write_kb_s or 0) * 1024, 'B'):>7} {'J' if r.job else ' '} "
+                    f"{container_of(v.cgroup)[:17]:<17} {v.cmdline or v.name or '?'}")
+            lines.append([(text[:width], theme.PLAIN)])
+        lines.append([])
+        lines.append([(" escape: back · ↑↓ scroll", theme.DIM)])
+        self.set_lines(lines)
+
+
+def _short(value: float, field: str) -> str:
+    if field == "r_await_ms":
+        return ms(value)
+    if field == "util_pct":
+        return f"{value:.0f}%"
+    return si(value)
+
+
+class DeviceScreen(ModalScreen):
+    """The detail of one device; the app calls show() with every update."""
+
+    DEFAULT_CSS = """
+    DeviceScreen { align: center middle; }
+    DeviceScreen > DeviceDetail { width: 100%; height: 100%; background: $surface; }
+    """
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Back"),
+                Binding("up", "scroll(-1)", show=False), Binding("down", "scroll(1)", show=False)]
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.device = name
+
+    def compose(self) -> ComposeResult:
+        yield DeviceDetail()
+
+    def show(self, update, history) -> None:
+        self.query_one(DeviceDetail).show(update, history, self.device)
+
+    def action_scroll(self, delta: int) -> None:
+        self.query_one(DeviceDetail).scroll_lines(delta)
