@@ -163,6 +163,11 @@ class Simulator:
         return Sample(mono_s=self._mono_s, wall_s=wall_s, disks=diskstats.parse(self._text),
                       devices=dict(self._devices), gpu=gpu, host=self._host.raw(), procs=procs)
 
+    def samples_until(self, t_s: float) -> int:
+        """How many samples bring the clock to t_s scenario seconds (the last one at or
+        before it) at the current interval_s; 0 when it is there already."""
+        return max(0, math.floor((t_s - self.elapsed_s) / self.interval_s + 1e-9))
+
     def diskstats_text(self) -> str:
         """/proc/diskstats as of the last sample (before the first: the starting counters)."""
         return self._text
