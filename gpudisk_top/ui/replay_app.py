@@ -54,7 +54,8 @@ class ReplayApp(GpuDiskApp):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.apply(self.feed.seek(self.start_index))
+        # a session's first sample has no interval: open on the first one with rates
+        self.apply(self.feed.seek(self.feed.shown_at(self.start_index)))
 
     # ------------------------------------------------------------------ display
     def render_update(self, update) -> None:
@@ -138,7 +139,7 @@ class ReplayApp(GpuDiskApp):
         except TimeParseError as err:
             self.notify(printable(str(err)), severity="error", timeout=4, markup=False)
             return
-        self.apply(self.feed.seek(self.rec.index_at(wall_s)))
+        self.apply(self.feed.seek(self.feed.shown_at(self.rec.index_at(wall_s))))
 
     def action_episode(self, direction: int) -> None:
         i = self.feed.next_episode_index(direction)
