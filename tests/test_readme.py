@@ -116,3 +116,44 @@ def test_the_verdict_examples_are_what_their_commands_print():
         out = _once(command)
         for line in block.splitlines():
             assert line in out, f"{command}: {line!r}"
+
+
+def _help_keys(text: str) -> list[str]:
+    """The keys in the key column of the help screen's key sections."""
+    keys = []
+    for section in re.split(r"\n(?=\[b\])", text):
+        if section.startswith(("[b]Keys[/b]", "[b]Replay[/b]")):
+            for line in section.splitlines()[1:]:
+                m = re.match(r"  (\S.*?)\s{2,}", line)
+                if m:
+                    keys += m.group(1).split()
+    return keys
+
+
+def test_the_help_screen_names_every_key_bound():
+    """The help screen (`?`) lists every key the dashboard binds, and the replay screen's
+    help every key replay binds too."""
+    from gpudisk_top.ui.app import GpuDiskApp
+    from gpudisk_top.ui.replay_app import ReplayApp
+    from gpudisk_top.ui.screens.help import HelpScreen
+
+    live, replay = HelpScreen().text, HelpScreen(replay=True).text
+    assert set(_key_names(GpuDiskApp.BINDINGS)) <= set(_help_keys(live))
+    assert set(_key_names(GpuDiskApp.BINDINGS + ReplayApp.BINDINGS)) <= set(_help_keys(replay))
+    assert "[b]Replay[/b]" not in live
+
+
+def test_the_arrow_keys_mean_the_same_in_code_readme_and_help():
+    """← → scroll the timeline: which way each goes is what the dashboard binds
+    (action time(N): Timeline.scroll_time, a positive N goes back in time), and README's
+    keys table and the help screen say the same."""
+    from gpudisk_top.ui.app import GpuDiskApp
+    from gpudisk_top.ui.screens.help import HelpScreen
+
+    actions = {b.key: b.action for b in GpuDiskApp.BINDINGS}
+    ways = ["back" if int(re.fullmatch(r"time\((-?\d+)\)", actions[k]).group(1)) > 0
+            else "forward" for k in ("left", "right")]
+    said = f"{ways[0]} / {ways[1]} in time"
+    row = next(line for line in readme().splitlines() if line.startswith("| `←` `→` |"))
+    line = next(line for line in HelpScreen().text.splitlines() if line.startswith("  ← →"))
+    assert said in row and said in line, (said, row, line)

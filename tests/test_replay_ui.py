@@ -178,3 +178,17 @@ def test_replay_without_a_terminal_and_bad_files(tmp_path, recording):
     assert proc.stderr.count("\n") == 1
     proc = run(str(tmp_path / "missing.gdtrec"))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+async def test_help_in_replay_lists_replay_keys(recording):
+    from gpudisk_top.ui.screens.help import HelpScreen
+
+    app = make_app(recording)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "Replay" in app.screen.text and "next / previous starvation episode" in app.screen.text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)

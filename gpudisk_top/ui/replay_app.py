@@ -12,6 +12,7 @@ from gpudisk_top.session.replay import SPEEDS, ReplayFeed
 from gpudisk_top.textsafe import printable
 from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 from gpudisk_top.ui.app import GpuDiskApp
+from gpudisk_top.ui.screens.help import HelpScreen
 from gpudisk_top.ui.screens.jump import JumpScreen
 from gpudisk_top.ui.widgets.position import PositionBar
 
@@ -149,6 +150,9 @@ class ReplayApp(GpuDiskApp):
         self._set_playing(False)
         # land where the episode is confirmed (it opens `enter_intervals` after its onset)
         self.apply(self.feed.seek(min(len(self.rec) - 1, i + self.thresholds.enter_intervals)))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(replay=True))
 
     def action_slower(self) -> None:
         self.notify("a recording's interval is fixed; f changes the speed", timeout=2)
