@@ -164,5 +164,60 @@ def test_once_demo_is_labelled_and_complete():
     assert text.stdout.startswith("DEMO (simulated, scenario demo")
 
 
+def _dashboard_at(start_s: float, scenario: str = "demo"):
+    """What the dashboard started with --demo-start start_s shows when its first live
+    sample comes: the simulator through the live Feed (session/live.py)."""
+    from gpudisk_top.session.live import Feed
+    from gpudisk_top.sim import Simulator, builtin
+
+    sim = Simulator(builtin(scenario), seed=0)
+    feed = Feed(sim, 1.0, on_update=lambda update: None)
+    for _ in range(sim.samples_until(start_s)):   # the dashboard's prefill
+        feed.step()
+    update = feed.step()
+    return update.model, update.verdict
+
+
+@pytest.mark.parametrize("start_s", [90.0, 61.0, 121.0])
+def test_once_demo_start_judges_the_interval_after_s_with_its_history(start_s):
+    """--once --demo-start S: the interval from S on, and the verdict the dashboard shows
+    then (the demo's first disk starvation runs from 60 s to 120 s; an episode opens after
+    three starved intervals and closes after three clear ones)."""
+    from gpudisk_top.model.vocab import iso_time, verdict_json
+
+    proc = run("--once", "--json", "--demo", "--demo-start", f"{start_s:g}")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    model, verdict = _dashboard_at(start_s)
+    assert doc["time"] == iso_time(model.wall_s) and doc["interval_s"] == 1.0
+    assert doc["verdict"] == verdict_json(verdict)
+    disk_starved = start_s == 90.0 or start_s == 121.0     # in the episode, or not closed yet
+    assert doc["verdict"]["state"] == ("disk-starved" if disk_starved else "healthy")
+    if disk_starved:
+        assert doc["verdict"]["devices"] == ["sdb"] and doc["verdict"]["kind"] == "saturated"
+    # the text says what the interval alone shows where the hysteresis hides it
+    text = run("--once", "--demo", "--demo-start", f"{start_s:g}").stdout.splitlines()
+    alone = [line for line in text if line.startswith("this interval alone: ")]
+    if start_s == 90.0:
+        assert not alone
+    else:
+        assert alone == [f"this interval alone: {verdict.raw_state}"
+                         + (f": {verdict.raw_reason}" if verdict.raw_reason else "")]
+        assert verdict.raw_state == ("disk-starved" if start_s == 61.0 else "healthy")
+
+
+def test_demo_start_0_is_the_first_interval_alone():
+    doc = json.loads(run("--once", "--json", "--demo", "disk-starved-sata", "--demo-start",
+                         "0").stdout)
+    assert doc["time"] == "2026-01-01T00:00:02.000+00:00" and doc["verdict"]["state"] == "healthy"
+
+
+def test_demo_start_beyond_its_bound_is_a_one_line_error():
+    assert_one_line_error(run("--once", "--demo", "--demo-start", "1e9"), 2)
+    assert_one_line_error(run("--once", "--demo", "--demo-start", "301", "-i", "0.5"), 2)
+    proc = run("--once", "--json", "--demo", "--demo-start", "600")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["time"].endswith("00:10:01.000+00:00")
+
+
 def test_unknown_demo_scenario_is_a_one_line_error():
     assert_one_line_error(run("--once", "--demo", "no-such-scenario"), 2)

@@ -12,7 +12,10 @@ from gpudisk_top.record.header import make_header
 from gpudisk_top.record.writer import Recorder
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.ui.replay_app import ReplayApp
+from recording_helpers import sim_samples, write_recording
+from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.header import HeaderBar
+from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.position import PositionBar
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 
@@ -41,14 +44,55 @@ def make_app(path, start=0):
                            "kernel": "simulated"}, start_index=start, show_self=False)
 
 
-async def test_opens_at_the_start_labelled_replay(recording):
+def assert_shows_an_interval(app, index):
+    """The screen shows sample `index` with its interval's rates, not "collecting"."""
+    assert app.feed.index == index and app.shown is app.latest
+    assert app.shown.model.interval_s > 0
+    disks, host = text_of(app.query_one(DiskPanel)), text_of(app.query_one(HostLine))
+    assert "collecting" not in disks and "collecting" not in text_of(app.query_one(VerdictBanner))
+    shown = app.query_one(DiskPanel).selected(app.shown.model)
+    assert shown
+    for name in shown:                            # a row of rates for each disk shown
+        row = next(line.split() for line in disks.splitlines() if line.split()[:1] == [name])
+        assert float(row[2]) == round(app.shown.model.disks[name].r_s, 1), row
+    assert "usr n/a" not in host and "PSI io n/a" not in host
+    assert f"{index + 1}/{len(app.rec)}" in text_of(app.query_one(PositionBar))
+
+
+async def test_opens_on_the_first_interval_labelled_replay(recording):
     app = make_app(recording)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert app.feed.index == 0
+        # the first sample has no interval: the screen opens on the first one with rates
+        assert_shows_an_interval(app, 1)
         header = text_of(app.query_one(HeaderBar))
         assert "REPLAY" in header and "DEMO" in header
-        assert "1/150" in text_of(app.query_one(PositionBar))
+
+
+async def test_opens_where_asked_and_on_a_session_s_first_interval(tmp_path):
+    """A recording of two recorder runs (recording_helpers): --from inside a session opens
+    there; at a session's first sample (the start, home, g to it) on the interval after."""
+    samples = sim_samples("disk-starved-sata", 40)
+    path = write_recording(tmp_path / "two.gdtrec", samples[:20])
+    write_recording(path, samples[25:40])          # restarted 5 s later
+    app = make_app(path, start=7)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert_shows_an_interval(app, 7)
+        await pilot.press("home")
+        await pilot.pause()
+        assert_shows_an_interval(app, 1)
+        await pilot.press("g")
+        for key in ("plus", "2", "5", "s", "enter"):  # the second run's first sample
+            await pilot.press(key)
+        await pilot.pause()
+        assert_shows_an_interval(app, 21)
+    app = make_app(path, start=20)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert_shows_an_interval(app, 21)
+        await pilot.press("comma")                 # stepping onto it shows it as it is
+        assert app.feed.index == 20 and app.latest.model.interval_s == 0
 
 
 async def test_step_forward_and_back(recording):
@@ -134,3 +178,17 @@ def test_replay_without_a_terminal_and_bad_files(tmp_path, recording):
     assert proc.stderr.count("\n") == 1
     proc = run(str(tmp_path / "missing.gdtrec"))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+async def test_help_in_replay_lists_replay_keys(recording):
+    from gpudisk_top.ui.screens.help import HelpScreen
+
+    app = make_app(recording)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "Replay" in app.screen.text and "next / previous starvation episode" in app.screen.text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)

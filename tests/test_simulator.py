@@ -222,6 +222,55 @@ def test_other_interval_lengths_give_the_same_rates():
     assert mean(m.gpus[0].util_pct for m in starved) == pytest.approx(55, abs=3)
 
 
+
+def test_changing_the_interval_keeps_the_scenario_clock_going():
+    """The dashboard's + and - (Feed.step_interval sets the simulator's interval_s): the
+    simulated clock goes on from where it was by the new interval, never jumps or runs
+    back, and the scenario plays by that clock (disk-starved-sata starves from 30 s)."""
+    from gpudisk_top.session.live import Feed
+
+    sim = Simulator(builtin("disk-starved-sata"), seed=0)
+    feed = Feed(sim, 1.0, on_update=lambda update: None)
+    taken = []                                   # (model, the interval asked for it)
+
+    def take(n):
+        for _ in range(n):
+            taken.append((feed.step().model, feed.interval_s))
+
+    take(20)                                     # 20 s
+    assert feed.step_interval(+1) == 2.0 and sim.interval_s == 2.0
+    take(3)                                      # 26 s
+    assert feed.step_interval(+1) == 3.0
+    take(2)                                      # 32 s
+    for _ in range(3):
+        feed.step_interval(-1)
+    assert sim.interval_s == 0.5
+    take(8)                                      # 36 s
+    feed.step_interval(+1)
+    take(2)                                      # 38 s
+    walls = [m.wall_s for m, _ in taken]
+    assert [b - a for a, b in zip(walls, walls[1:])] == [dt for _, dt in taken[1:]]
+    assert [m.interval_s for m, _ in taken[1:]] == pytest.approx([dt for _, dt in taken[1:]])
+    assert sim.elapsed_s == 38.0 and walls[-1] == sim.start_wall_s + 38.0
+    assert [c.wall_s for c in feed.history.columns] == walls       # the timeline's x-axis
+    # the phase of each interval is the one playing at its midpoint, on the same clock
+    for i, (m, dt) in enumerate(taken):
+        mid_s = m.wall_s - dt / 2 - sim.start_wall_s
+        assert sim.phase_at(i).name == ("cached-shard" if mid_s < 30 else "disk-starved"), i
+    util = [statistics.fmean(g.util_pct for g in m.gpus) for m, _ in taken]
+    assert all(u > 90 for u in util[1:23])       # up to 26 s: the cached shard
+    assert all(u < 65 for u in util[-9:])        # 33.5 s on: starved
+
+
+def test_an_interval_that_is_not_a_positive_number_is_refused_at_any_time():
+    sim = Simulator(builtin("demo"))
+    sim.sample()
+    for bad in (0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="interval_s"):
+            sim.interval_s = bad
+    assert sim.interval_s == 1.0 and sim.sample().wall_s == sim.start_wall_s + 2.0
+
+
 # ---------------------------------------------------------------------------- GPUs
 def test_gpu_util_and_power_through_the_real_collector():
     sim = Simulator(builtin("disk-starved-sata"), seed=6)

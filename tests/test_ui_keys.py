@@ -170,10 +170,18 @@ async def test_plus_and_minus_change_the_interval():
         await started(app, pilot, 3)
         await pilot.press("plus")
         assert app.feed.interval_s == 2.0 and app.feed.source.interval_s == 2.0
+        app.advance(2)
         await pilot.press("minus")
         await pilot.press("minus")
         assert app.feed.interval_s == 0.5
-        assert "every 0.5s" in text_of(app.query_one(HeaderBar))
+        app.advance(2)
+        await pilot.pause()
+        header = text_of(app.query_one(HeaderBar))
+        assert "every 0.5s" in header
+        # the demo's clock goes on by each new interval: 3 x 1 s, 2 x 2 s, 2 x 0.5 s
+        walls = [c.wall_s for c in app.feed.history.columns]
+        assert [b - a for a, b in zip(walls, walls[1:])] == [1.0, 1.0, 2.0, 2.0, 0.5, 0.5]
+        assert "00:00:08" in header
 
 
 async def test_arrows_scroll_the_timeline_back_in_time():

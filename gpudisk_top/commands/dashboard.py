@@ -33,7 +33,7 @@ def run(args) -> int:
         recorder = Recorder(args.record, make_header(origin, args.interval))
     app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
                      dev_filter=device_filter(args),
-                     prefill=int(args.demo_start / args.interval) if args.demo_start else 0,
+                     prefill=source.samples_until(args.demo_start) if args.demo_start else 0,
                      on_sample=recorder.append if recorder else None, hooks=hooks)
     try:
         with screen_on_terminal():

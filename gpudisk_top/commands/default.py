@@ -18,6 +18,9 @@ from gpudisk_top.errors import UsageError
 # --demo-start: a finite, non-negative number of seconds
 _seconds_into = number_type(float, "number of seconds",
                             (lambda v: v >= 0, "must be 0 or more seconds: {text!r}"))
+# The simulated history --demo-start runs through before the dashboard (or --once) starts:
+# a few seconds at most (about 5 ms an interval), never a wait with no end.
+DEMO_START_MAX_INTERVALS = 600
 
 
 def build_parser(prog: str = "gpudisk-top") -> argparse.ArgumentParser:
@@ -40,7 +43,9 @@ def build_parser(prog: str = "gpudisk-top") -> argparse.ArgumentParser:
     add_source_options(p)
     p.add_argument("--demo-start", type=_seconds_into, default=0.0, metavar="S",
                    help="with --demo: start S simulated seconds into the scenario, with that "
-                        "history on the timeline (the demo's first disk starvation is at 60 s)")
+                        "history on the timeline (the demo's first disk starvation is at 60 s; "
+                        f"at most {DEMO_START_MAX_INTERVALS} intervals); with --once: report "
+                        "the interval from S on, judged with that history")
     p.add_argument("--list-scenarios", action="store_true",
                    help="list the simulator's built-in scenarios and exit")
     add_detector_options(p)
@@ -64,6 +69,11 @@ def run(args) -> int:
         raise UsageError("--json needs --once")
     if args.demo_start and not args.demo:
         raise UsageError("--demo-start needs --demo")
+    if args.demo_start > DEMO_START_MAX_INTERVALS * args.interval:
+        raise UsageError(f"--demo-start {args.demo_start:g}: at most "
+                         f"{DEMO_START_MAX_INTERVALS} intervals of simulated history "
+                         f"({DEMO_START_MAX_INTERVALS * args.interval:g} s at --interval "
+                         f"{args.interval:g})")
     if args.once and (args.listen or args.push or args.record):
         raise UsageError("--listen, --push and --record need the dashboard (or `serve`, "
                          "`record`), not --once")

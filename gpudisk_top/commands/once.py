@@ -2,6 +2,13 @@
 
 No terminal needed and no Textual; the verdict is the detector's on that one interval
 (model.detect.one_interval: no hysteresis to wait for).
+
+With --demo --demo-start S the simulated node has a past: it runs from its start to S
+through the one step (model.step.Stepper), as the dashboard started with --demo-start S
+does, and the report is the interval from S to S + --interval, judged by that detector:
+device baselines learned from the history, and the reported state with its hysteresis
+(an episode opens after enter_intervals starved intervals and says how long it has
+lasted), what the dashboard shows at that moment.
 """
 
 from __future__ import annotations
@@ -14,8 +21,6 @@ from gpudisk_top.errors import RuntimeFailure, warn
 
 
 def run(args) -> int:
-    from gpudisk_top.model.detect import one_interval
-    from gpudisk_top.model.snapshot import Model
     from gpudisk_top.output import once
 
     dev_filter = device_filter(args)
@@ -25,21 +30,43 @@ def run(args) -> int:
     # one report: worth waiting for a driver that loads slowly (no persistence mode)
     source, virtual, origin = open_source(args, gpu_init_wait_s=INIT_TIMEOUT_S)
     try:
-        first = source.sample()
-        if not virtual:
-            time.sleep(args.interval)
-        second = source.sample()
+        if args.demo_start:
+            model, verdict = _after_history(source, args.demo_start, thresholds)
+        else:
+            model, verdict = _one_interval(source, virtual, args.interval, thresholds)
     finally:
         source.close()
-    if not second.disks and second.host.cpu is None:
+    if not model.sample.disks and model.sample.host.cpu is None:
         raise RuntimeFailure(f"nothing could be read under {args.procfs}: "
-                             + "; ".join(second.warnings or ["no diskstats, no stat"]))
-    model = Model.new(second, first)
-    verdict = one_interval(model, thresholds)
-    for warning in [*second.warnings, *model.warnings]:
+                             + "; ".join(model.sample.warnings or ["no diskstats, no stat"]))
+    for warning in [*model.sample.warnings, *model.warnings]:
         warn(warning)
     if args.json:
         sys.stdout.write(once.render_json(model, dev_filter, origin, verdict) + "\n")
     else:
         sys.stdout.write(once.render_text(model, dev_filter, origin, verdict))
     return 0
+
+
+def _one_interval(source, virtual: bool, interval_s: float, thresholds):
+    """Two samples interval_s apart; the verdict on that interval alone."""
+    from gpudisk_top.model.detect import one_interval
+    from gpudisk_top.model.snapshot import Model
+
+    first = source.sample()
+    if not virtual:
+        time.sleep(interval_s)
+    second = source.sample()
+    model = Model.new(second, first)
+    return model, one_interval(model, thresholds)
+
+
+def _after_history(sim, start_s: float, thresholds):
+    """The simulator's history up to start_s (at least its first sample, which has no
+    interval) through a Stepper, then the interval after it."""
+    from gpudisk_top.model.step import Stepper
+
+    stepper = Stepper(thresholds)
+    for _ in range(max(1, sim.samples_until(start_s))):
+        stepper.step(sim.sample())
+    return stepper.step(sim.sample())

@@ -223,6 +223,11 @@ def _verdict_lines(verdict) -> list[str]:
     lines = [f"verdict: {verdict.state}" + (f": {verdict.reason}" if verdict.reason else "")]
     if verdict.advice:
         lines.append(f"advice: {verdict.advice}")
+    if verdict.raw_state != verdict.state:
+        # with a history (--demo-start) the state has hysteresis: an episode not open yet,
+        # or not closed yet; say what this interval alone shows
+        lines.append(f"this interval alone: {verdict.raw_state}"
+                     + (f": {verdict.raw_reason}" if verdict.raw_reason else ""))
     return lines
 
 

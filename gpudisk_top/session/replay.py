@@ -249,6 +249,16 @@ class ReplayFeed(StepperViews):
             update = self._feed(j)
         return self._with_self(update)
 
+    def shown_at(self, i: int) -> int:
+        """Where to open the screen asked for sample i: i, unless i is the first sample of
+        a session (no interval ends there: no rates, nothing to judge the disks by) and the
+        session goes on, then the interval after it.  Clamped to the recording."""
+        i = min(max(0, i), len(self.rec) - 1)
+        if (self.rec.starts_session(i) and i + 1 < len(self.rec)
+                and not self.rec.starts_session(i + 1)):
+            return i + 1
+        return i
+
     def seek_time(self, wall_s: float) -> Update:
         return self.seek(self.rec.index_at(wall_s))
 

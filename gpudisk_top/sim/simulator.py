@@ -13,12 +13,18 @@ and parsed by gpudisk_top.collect.diskstats.parse; the GPUs are a FakeNvml the s
 drives, read by the real GpuCollector.  Host and process counters are built directly as
 HostRaw and ProcIoRaw.  Same scenario and seed: byte-identical diskstats text and equal
 Samples (one random.Random(seed); no wall clock, no global random).
+
+The interval may change between samples (the dashboard's `+`/`-` set `interval_s`): the
+scenario's clock then goes on from where it was, by the new interval, as a real node's
+would; it never jumps or runs back.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
+import threading
 
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.gpu import GpuCollector, Resolved
@@ -42,21 +48,30 @@ class Simulator:
 
     ticks_start: start every 32-bit disk tick counter there (e.g. just below 2**32, to
     see them wrap); by default each starts at a seeded random value.
+
+    interval_s may be set between samples (Feed.set_interval does): the next interval is
+    that long and starts where the last one ended.  Raises ValueError for an interval that
+    is not a finite number above 0.
     """
 
     def __init__(self, scenario: Scenario, seed: int = 0, interval_s: float = 1.0,
                  start_wall_s: float = DEFAULT_START_WALL_S,
                  start_mono_s: float = DEFAULT_START_MONO_S,
                  ticks_start: int | None = None) -> None:
-        if not (math.isfinite(interval_s) and interval_s > 0):
-            raise ValueError(f"interval_s must be > 0, not {interval_s}")
+        _check_interval(interval_s)
         scenario.timeline()  # validates: raises ScenarioError
         self.scenario = scenario
         self.seed = seed
-        self.interval_s = interval_s
         self.start_wall_s = start_wall_s
         self.start_mono_s = start_mono_s
         self.index = 0           # samples taken so far
+        # The clock: (first sample index, scenario seconds where its interval starts,
+        # interval_s), one entry per interval length used.  Times within an entry are
+        # t0 + k * interval_s (never a running sum), so a steady interval gives exactly
+        # the numbers it always gave.  The lock: the dashboard sets interval_s from its
+        # own thread while the sampling thread reads the clock.
+        self._clock: list[tuple[int, float, float]] = [(0, 0.0, interval_s)]
+        self._clock_lock = threading.Lock()
         self._rng = random.Random(seed)
         self._load = LoadModel(scenario, self._rng)
         self._disks = DiskCounterGen(scenario.disks, self._rng, ticks_start)
@@ -83,14 +98,52 @@ class Simulator:
         self.gpu_collector = GpuCollector(nvml=self.nvml, resolve_pid=self._resolve,
                                           clock=lambda: self._mono_s)
 
+    # ------------------------------------------------------------------ the clock
+    @property
+    def interval_s(self) -> float:
+        """The length of the next interval."""
+        return self._clock[-1][2]
+
+    @interval_s.setter
+    def interval_s(self, interval_s: float) -> None:
+        _check_interval(interval_s)
+        with self._clock_lock:
+            first, _, current_s = self._clock[-1]
+            if interval_s == current_s:
+                return
+            entry = (self.index, self._time_s(self.index), interval_s)
+            if first == self.index:      # no interval was taken at the length it replaces
+                self._clock[-1] = entry
+            else:
+                self._clock.append(entry)
+
+    def _entry(self, i: int) -> tuple[int, float, float]:
+        """The clock entry that interval i (the one sample i ends) belongs to."""
+        k = bisect.bisect_right(self._clock, i, key=lambda e: e[0]) - 1
+        return self._clock[max(0, k)]
+
+    def _time_s(self, i: int, part: float = 0.0) -> float:
+        """Scenario seconds `part` of the way through interval i (0: where it starts,
+        which is where interval i - 1 ended)."""
+        first, t0_s, dt = self._entry(i)
+        return t0_s + (i - first + part) * dt
+
+    @property
+    def elapsed_s(self) -> float:
+        """Scenario seconds at the last sample (0 before the first)."""
+        return self._time_s(self.index)
+
     # ------------------------------------------------------------------ public
     def sample(self) -> Sample:
         """Advance the virtual clock by interval_s and return everything read then."""
-        phase = self.phase_at(self.index)
-        self.index += 1
-        dt = self.interval_s
-        wall_s = self.start_wall_s + self.index * dt
-        self._mono_s = self.start_mono_s + self.index * dt
+        with self._clock_lock:   # interval i is this sample's: a new interval_s is the next's
+            i = self.index
+            self.index = i + 1
+        dt = self._entry(i)[2]
+        phase = self.phase_at(i)
+        end_s = self._time_s(i, 1.0)
+        wall_s = self.start_wall_s + end_s
+        self._mono_s = self.start_mono_s + end_s
         running = self.scenario.job is not None and phase.job_running
         if running and not self._job_was_running:
             for proc in self._ranks + self._workers:
@@ -100,15 +153,20 @@ class Simulator:
         load = self._load.step(phase, dt)
         self._disks.advance(load.disks, dt)
         self._text = self._disks.text()
-        self._drive_gpus(phase, load, running, wall_s)
+        self._drive_gpus(phase, load, running, wall_s, dt)
         gpu = self.gpu_collector.collect()
-        self._advance_procs(phase, load, running)
-        self._advance_host(phase, load, running)
+        self._advance_procs(phase, load, running, dt)
+        self._advance_host(phase, load, running, dt)
         procs = {p.pid: p.raw() for p in self._others.values()}
         if running and self._job_visible:
             procs.update((p.pid, p.raw()) for p in self._ranks + self._workers)
         return Sample(mono_s=self._mono_s, wall_s=wall_s, disks=diskstats.parse(self._text),
                       devices=dict(self._devices), gpu=gpu, host=self._host.raw(), procs=procs)
+
+    def samples_until(self, t_s: float) -> int:
+        """How many samples bring the clock to t_s scenario seconds (the last one at or
+        before it) at the current interval_s; 0 when it is there already."""
+        return max(0, math.floor((t_s - self.elapsed_s) / self.interval_s + 1e-9))
 
     def diskstats_text(self) -> str:
         """/proc/diskstats as of the last sample (before the first: the starting counters)."""
@@ -116,8 +174,8 @@ class Simulator:
 
     def phase_at(self, i: int) -> Phase:
         """The phase of the interval that sample i (0-based) ends: the one playing at the
-        interval's midpoint."""
-        return self.scenario.phase_at_time((i + 0.5) * self.interval_s)
+        interval's midpoint (intervals not yet taken: at the current interval_s)."""
+        return self.scenario.phase_at_time(self._time_s(i, 0.5))
 
     def label_at(self, i: int) -> str | None:
         """The state a detector should report for the interval ending at sample i."""
@@ -182,12 +240,13 @@ class Simulator:
             return phase.gpu_util_pct
         return 0.0
 
-    def _drive_gpus(self, phase: Phase, load: IntervalLoad, running: bool, wall_s: float) -> None:
+    def _drive_gpus(self, phase: Phase, load: IntervalLoad, running: bool, wall_s: float,
+                    dt: float) -> None:
         spec = self.scenario.gpus
         job = self.scenario.job
         noise = self._load.noise
-        t0_s = wall_s - self.interval_s
-        steps = max(1, round(self.interval_s * SAMPLES_PER_S))
+        t0_s = wall_s - dt
+        steps = max(1, round(dt * SAMPLES_PER_S))
         pcie_kb_s = int(load.job_rchar_mb_s * KIB / max(1, len(self._job_gpus))) if running else 0
         utils = [self._gpu_util(phase, g, running) for g in range(spec.count)]
         for g, util in enumerate(utils):
@@ -217,11 +276,10 @@ class Simulator:
                 value = min(100.0, max(0.0, util + self._rng.gauss(0.0, sd))) if sd else util
                 mem = phase.gpu_mem_util_pct if phase.gpu_mem_util_pct is not None else 0.4 * util
                 self.nvml.set_state(g, util_pct=value, mem_util_pct=mem)
-            self.nvml.advance_to(t0_s + step * self.interval_s / steps)
+            self.nvml.advance_to(t0_s + step * dt / steps)
 
     # ------------------------------------------------------------------ host and processes
-    def _advance_procs(self, phase: Phase, load: IntervalLoad, running: bool) -> None:
-        dt = self.interval_s
+    def _advance_procs(self, phase: Phase, load: IntervalLoad, running: bool, dt: float) -> None:
         jitter = self._load.jitter
         for other in self.scenario.others:
             self._others[other.name].add(
@@ -253,8 +311,8 @@ class Simulator:
             total += len(self._ranks) * phase.job_cpu_pct + len(self._workers) * phase.loader_cpu_pct
         return total
 
-    def _advance_host(self, phase: Phase, load: IntervalLoad, running: bool) -> None:
-        dt, host, jitter = self.interval_s, self.scenario.host, self._load.jitter
+    def _advance_host(self, phase: Phase, load: IntervalLoad, running: bool, dt: float) -> None:
+        host, jitter = self.scenario.host, self._load.jitter
         busy = phase.host_cpu_pct
         if busy is None:
             busy = min(100.0, self._process_cpu_pct(phase, running) / host.ncpu + 2.0)
@@ -277,6 +335,11 @@ class Simulator:
             "Dirty": dirty_kb,
             "Writeback": writeback_kb,
         }
+
+
+def _check_interval(interval_s: float) -> None:
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"interval_s must be > 0, not {interval_s}")
 
 
 def _other_cpu_pct(phase: Phase, name: str, default_pct: float) -> float:

@@ -12,6 +12,7 @@ from gpudisk_top.session.replay import SPEEDS, ReplayFeed
 from gpudisk_top.textsafe import printable
 from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 from gpudisk_top.ui.app import GpuDiskApp
+from gpudisk_top.ui.screens.help import HelpScreen
 from gpudisk_top.ui.screens.jump import JumpScreen
 from gpudisk_top.ui.widgets.position import PositionBar
 
@@ -54,7 +55,8 @@ class ReplayApp(GpuDiskApp):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.apply(self.feed.seek(self.start_index))
+        # a session's first sample has no interval: open on the first one with rates
+        self.apply(self.feed.seek(self.feed.shown_at(self.start_index)))
 
     # ------------------------------------------------------------------ display
     def render_update(self, update) -> None:
@@ -138,7 +140,7 @@ class ReplayApp(GpuDiskApp):
         except TimeParseError as err:
             self.notify(printable(str(err)), severity="error", timeout=4, markup=False)
             return
-        self.apply(self.feed.seek(self.rec.index_at(wall_s)))
+        self.apply(self.feed.seek(self.feed.shown_at(self.rec.index_at(wall_s))))
 
     def action_episode(self, direction: int) -> None:
         i = self.feed.next_episode_index(direction)
@@ -148,6 +150,9 @@ class ReplayApp(GpuDiskApp):
         self._set_playing(False)
         # land where the episode is confirmed (it opens `enter_intervals` after its onset)
         self.apply(self.feed.seek(min(len(self.rec) - 1, i + self.thresholds.enter_intervals)))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(replay=True))
 
     def action_slower(self) -> None:
         self.notify("a recording's interval is fixed; f changes the speed", timeout=2)

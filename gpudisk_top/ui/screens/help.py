@@ -16,7 +16,8 @@ HELP = """\
   space         pause / resume the screen (sampling and recording go on)
   ?             this help
   tab           next panel (GPUs, disks, timeline); shift+tab: previous
-  ↑ ↓           scroll the focused panel;  ← →  scroll the timeline back in time
+  ↑ ↓           scroll the focused panel
+  ← →           scroll the timeline back / forward in time
   p             show / hide the GPU process list (pid, GPU memory, read rate)
   s             sort disks: name, %util, r_await, IOPS, throughput
   a             all devices (partitions, loop, idle) or active ones
@@ -26,7 +27,7 @@ HELP = """\
   + -           sampling interval longer / shorter
   ctrl+p        command palette (every action by name)
 
-[b]States[/b] (timeline letters; lower case while building up, before an episode opens)
+{replay}[b]States[/b] (timeline letters; lower case while building up, before an episode opens)
   D  disk-starved       GPUs low while a device the job reads from is saturated
   C  cpu-starved        GPUs low while the job's loaders or the host CPUs are saturated
   K  checkpoint-stall   GPUs dip together while the job writes a burst
@@ -44,6 +45,19 @@ waiting on a slow NVML call or disk read; the screen shows the last good sample)
 escape or ? closes this screen.
 """
 
+# the replay screen's own keys (ui/replay_app.py ReplayApp.BINDINGS), shown in its help
+REPLAY_KEYS = """\
+[b]Replay[/b] (the other keys work as live, but + -: a recording's interval is fixed)
+  space         play / pause
+  , .           one sample back / forward
+  f             speed: x1, x10, x60
+  1 2 3         speed x1, x10, x60
+  g             go to a time: 03:12, +5m, -5m (before the end), 10m ago, start, end
+  n N           next / previous starvation episode
+  home end      the first interval / the last sample
+
+"""
+
 
 class HelpScreen(ModalScreen):
     DEFAULT_CSS = """
@@ -53,6 +67,10 @@ class HelpScreen(ModalScreen):
     """
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
+    def __init__(self, replay: bool = False) -> None:
+        super().__init__()
+        self.text = HELP.format(replay=REPLAY_KEYS if replay else "")
+
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(HELP)
+            yield Static(self.text)
