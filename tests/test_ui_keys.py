@@ -88,10 +88,12 @@ async def test_s_cycles_the_disk_sort():
         for _ in range(5):
             await pilot.press("s")
             orders.append(panel.sort)
-        assert orders == ["util", "r_await", "iops", "throughput", "name"]
-        await pilot.press("s")  # util: the busiest device first (after any the verdict names)
-        first_row = text_of(panel).splitlines()[1]
-        assert first_row[1:].split()[0] in ("sdb", "sde")
+        assert orders == ["r_await", "iops", "throughput", "name", "util"]
+        # util, the default: the busiest device first (after any the verdict names),
+        # and its column marked in the header
+        lines = text_of(panel).splitlines()
+        assert "▼%util" in lines[0]
+        assert lines[1][1:].split()[0] in ("sdb", "sde")
 
 
 async def test_a_shows_all_devices_and_back():
@@ -206,7 +208,7 @@ async def test_command_palette_runs_an_action():
         await pilot.pause(0.3)
         await pilot.press("enter")
         await pilot.pause()
-        assert app.query_one(DiskPanel).sort == "util"
+        assert app.query_one(DiskPanel).sort == "r_await"
 
 
 @pytest.mark.parametrize("size", [(80, 24), (250, 70), (80, 24)])

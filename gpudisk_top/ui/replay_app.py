@@ -147,9 +147,18 @@ class ReplayApp(GpuDiskApp):
         if i is None:
             self.notify("no " + ("later" if direction > 0 else "earlier") + " episode", timeout=3)
             return
+        self._seek_confirmed(i)
+
+    def goto_episode(self, episode) -> None:
+        """Enter on an episode in the list: go to it, as n does."""
+        if episode is not None:
+            self._seek_confirmed(self.rec.index_at(episode.start_wall_s))
+
+    def _seek_confirmed(self, onset: int) -> None:
+        """Pause where an episode with that onset is confirmed (it opens
+        `enter_intervals` after its onset)."""
         self._set_playing(False)
-        # land where the episode is confirmed (it opens `enter_intervals` after its onset)
-        self.apply(self.feed.seek(min(len(self.rec) - 1, i + self.thresholds.enter_intervals)))
+        self.apply(self.feed.seek(min(len(self.rec) - 1, onset + self.thresholds.enter_intervals)))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(replay=True))

@@ -16,14 +16,17 @@ HELP = """\
   space         pause / resume the screen (sampling and recording go on)
   ?             this help
   tab           next panel (GPUs, disks, timeline); shift+tab: previous
-  ↑ ↓           scroll the focused panel
+  ↑ ↓           scroll the focused panel (on the disks: move the row cursor)
+  enter         on a disk: its detail; in the episode list: go to the episode
   ← →           scroll the timeline back / forward in time
+  home end      the timeline's oldest interval / now
   p             show / hide the GPU process list (pid, GPU memory, read rate)
-  s             sort disks: name, %util, r_await, IOPS, throughput
+  i             I/O by process: who is loading the disks (in the timeline's place)
+  s             sort disks: %util (busiest first), r_await, IOPS, throughput, name
   a             all devices (partitions, loop, idle) or active ones
   /             filter devices by name (globs, comma-separated; empty clears)
   m             timeline disk metric: %util, r_await, IOPS, MB/s, aqu-sz
-  e             episode list; choose one to see its evidence
+  e             episode list; highlight one to see its evidence, enter to go there
   + -           sampling interval longer / shorter
   ctrl+p        command palette (every action by name)
 
@@ -37,6 +40,9 @@ HELP = """\
 
 [b]Disk marks[/b]
   ▲  the device named by the current verdict     !  saturated (not the job's cause)
+  ▼  the column the disks are sorted by
+  In I/O by process: ▲ a process outside the job loading the device the verdict names,
+  J a process of the GPU job; %rd %wr its share of the device's reads and writes.
   Disk numbers are iostat -x's; saturation is never %util alone.
 
 [b]Flags[/b] in the header: DEMO (simulated node), REPLAY, PAUSED, STALE (sampling is
