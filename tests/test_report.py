@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -68,10 +69,25 @@ def test_report_window_with_relative_times(stalls, capsys):
     assert d["samples"] == 141
 
 
-def test_report_on_the_demo_finds_every_kind_of_episode(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """One pass of the demo (270 s): a disk-starved episode on sdb, a checkpoint stall on
+    nvme2n1, a cpu-starved one, while a backup keeps the archive HDD sde busy."""
     sim = Simulator(builtin("demo"), seed=0)
-    n = len(sim.labels())
-    path = write_recording(tmp_path / "demo.gdtrec", [sim.sample() for _ in range(n + 1)])
+    samples = [sim.sample() for _ in range(len(sim.labels()) + 1)]
+    return write_recording(tmp_path_factory.mktemp("rep") / "demo.gdtrec", samples), samples
+
+
+def _build(path, **kwargs):
+    from gpudisk_top.record import Recording
+    from gpudisk_top.report import summary
+
+    with Recording.open(path) as rec:
+        return summary.build(rec, **kwargs)
+
+
+def test_report_on_the_demo_finds_every_kind_of_episode(demo, capsys):
+    path, _ = demo
     d = _report_json(capsys, path)
     assert [e["state"] for e in d["episodes"]] == ["disk-starved", "checkpoint-stall", "cpu-starved"]
     disk = d["episodes"][0]
@@ -336,3 +352,80 @@ def test_summaries_with_gaps_and_any_window(tmp_path):
             for k in ("samples", "start_s", "end_s", "duration_s", "states", "devices", "gpus"):
                 assert fast[k] == slow[k], (a, b, k)
             assert spans(fast) == spans(slow), (a, b)
+
+
+# ------------------------------------------------------------------------------ charts
+def _disk_charts(result) -> list:
+    from gpudisk_top.report.text import chart_plan
+
+    return [c for c in chart_plan(result) if c.device is not None]
+
+
+def _inside(chart, marks, state) -> tuple[list[float], list[float]]:
+    """A chart's values inside the episodes of `state` (their marks' x spans), and outside."""
+    spans = [(x0, x1) for x0, x1, st in marks if st == state]
+    inside = [y for x, y in zip(chart.xs, chart.ys) if any(a <= x <= b + 1 for a, b in spans)]
+    outside = [y for x, y in zip(chart.xs, chart.ys) if not any(a - 1 <= x <= b + 2 for a, b in spans)]
+    return inside, outside
+
+
+def test_disk_charts_show_the_devices_the_episodes_name(demo, capsys):
+    """Not the worst average await (the busy archive HDD): the devices behind the
+    episodes, most episode time first, each saying why."""
+    path, _ = demo
+    result = _build(path)
+    d = result.data
+    assert d["devices"][0]["name"] == "sde"                # the worst await: unrelated
+    charts = _disk_charts(result)
+    assert [c.device for c in charts] == ["sdb", "nvme2n1"]
+    sdb, nvme = charts
+    assert sdb.title == "sdb await, ms (named by episode 1: disk-starved, 1m)"
+    assert nvme.title == "nvme2n1 await, ms (named by episode 2: checkpoint-stall, 15s)"
+    # the charted latency is the episode's: sdb's await rises inside the disk-starved span
+    inside, outside = _inside(sdb, result.series.marks, "disk-starved")
+    assert len(inside) >= 50 and outside
+    assert statistics.median(inside) > 5 * statistics.median(outside)
+    assert call(report_cmd, path) == 0
+    out = capsys.readouterr().out
+    assert sdb.title in out and nvme.title in out and "sde await" not in out
+
+
+def test_episode_time_orders_the_disk_charts(tmp_path):
+    """The demo with a 90 s checkpoint: more episode time names nvme2n1 than sdb (60 s),
+    so nvme2n1 is charted first."""
+    scenario = builtin("demo")
+    next(p for p in scenario.phases if p.name == "checkpoint").duration_s = 90
+    sim = Simulator(scenario, seed=0)
+    samples = [sim.sample() for _ in range(len(sim.labels()) + 1)]
+    path = write_recording(tmp_path / "long-stall.gdtrec", samples)
+    result = _build(path)
+    seconds = {}
+    for e in result.data["episodes"]:
+        for name in e["devices"]:
+            seconds[name] = seconds.get(name, 0.0) + e["duration_s"]
+    assert seconds["nvme2n1"] > seconds["sdb"] > 0
+    charts = _disk_charts(result)
+    assert [c.device for c in charts] == ["nvme2n1", "sdb"]
+    assert charts[0].title.startswith("nvme2n1 await, ms (named by episode 2: checkpoint-stall, 1m 30s")
+
+
+def test_a_device_the_filter_leaves_out_is_not_charted(demo):
+    from gpudisk_top.model.select import DeviceFilter
+
+    path, _ = demo
+    result = _build(path, dev_filter=DeviceFilter.from_option(False, "sd[ef],nvme2n1"))
+    assert "sdb" in result.data["episodes"][0]["devices"]
+    assert [c.device for c in _disk_charts(result)] == ["nvme2n1"]
+
+
+def test_without_episodes_the_busiest_disk_is_charted(tmp_path):
+    samples = sim_samples("busy-unrelated-disk-load", 121)
+    path = write_recording(tmp_path / "busy.gdtrec", samples, scenario="busy-unrelated-disk-load")
+    result = _build(path)
+    d = result.data
+    assert d["episodes"] == []
+    busiest = max(d["devices"], key=lambda x: x["util_pct"])
+    charts = _disk_charts(result)
+    assert [c.device for c in charts] == [busiest["name"]] == ["sda"]
+    assert charts[0].title == (f"sda await, ms (the busiest disk, {busiest['util_pct']:.1f} %util; "
+                               "no episode names a device)")
