@@ -74,3 +74,12 @@ def test_every_key_of_the_dashboard_and_replay_is_in_readme():
         assert f"`{key}`" in dashboard, key
     for key in _key_names(ReplayApp.BINDINGS):
         assert f"`{key}`" in replay, key
+
+
+def test_the_short_window_rule_of_report_charts_is_the_code_s():
+    from gpudisk_top.record.derived import SUMMARY_SAMPLES
+    from gpudisk_top.report.summary import MIN_CHART_BLOCKS
+
+    text = " ".join(readme().split())
+    minutes = MIN_CHART_BLOCKS * SUMMARY_SAMPLES // 60
+    assert f"fewer than {MIN_CHART_BLOCKS} summary blocks, {minutes} minutes at 1 Hz" in text

@@ -191,9 +191,28 @@ def _without_how(d: dict) -> dict:
     return {k: v for k, v in d.items() if k not in ("derived", "replayed_samples")}
 
 
+@pytest.fixture(params=["blocks", "samples"])
+def charted_from(request, monkeypatch):
+    """Both ways the summaries are read: whole blocks added up (a long window), or every
+    interval replayed for the charts (a window of few blocks: MIN_CHART_BLOCKS)."""
+    from gpudisk_top.report import summary
+
+    if request.param == "blocks":
+        monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+    return request.param
+
+
+@pytest.fixture
+def from_blocks(monkeypatch):
+    """Whole summary blocks added up, as for a long window, however short this one."""
+    from gpudisk_top.report import summary
+
+    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+
+
 @pytest.mark.parametrize("window", [(None, None), (37.5, -20.2), (100.0, None), (None, 61.0),
                                     (59.0, 61.0)])
-def test_recorded_summaries_give_the_report_a_replay_gives(stalls, window):
+def test_recorded_summaries_give_the_report_a_replay_gives(stalls, window, charted_from):
     """The recorder's summaries (whole minutes added up, the window's cut intervals
     replayed one by one) give the same JSON as replaying every sample."""
     from gpudisk_top.record import Recording
@@ -210,12 +229,12 @@ def test_recorded_summaries_give_the_report_a_replay_gives(stalls, window):
     assert slow["derived"] == "recomputed"
     assert _without_how(fast) == _without_how(slow)
     if window == (None, None):
-        assert fast["replayed_samples"] == 0
+        assert fast["replayed_samples"] == (0 if charted_from == "blocks" else 241)
 
 
 @pytest.mark.parametrize("args", [{"all_devices": True}, {"devices": "nvme2*,sd?"},
                                   {"devices": "nvme0n1p1"}])
-def test_device_filters_read_the_summaries_as_a_replay(stalls, args):
+def test_device_filters_read_the_summaries_as_a_replay(stalls, args, charted_from):
     from gpudisk_top.model.select import DeviceFilter
     from gpudisk_top.record import Recording
     from gpudisk_top.report import summary
@@ -230,7 +249,7 @@ def test_device_filters_read_the_summaries_as_a_replay(stalls, args):
     assert fast["devices"]
 
 
-def test_recorded_summaries_over_sessions_and_a_killed_recorder(tmp_path):
+def test_recorded_summaries_over_sessions_and_a_killed_recorder(tmp_path, from_blocks):
     """Three runs of a recorder, the last killed before its last block: the samples
     without summaries are replayed, the rest is read from the summaries."""
     from gpudisk_top.record import Recorder, Recording, make_header
@@ -288,7 +307,7 @@ def test_a_recording_without_summaries_is_recomputed(tmp_path, capsys):
     assert d["derived"] == "recomputed" and d["samples"] == 40
 
 
-def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys):
+def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys, from_blocks):
     """Summaries are derived: a block whose summaries cannot be read is replayed, with a
     warning, and the report is the same."""
     import struct
@@ -316,7 +335,7 @@ def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys):
     assert fast["states"] == slow["states"] and fast["devices"] == slow["devices"]
 
 
-def test_summaries_with_gaps_and_any_window(tmp_path):
+def test_summaries_with_gaps_and_any_window(tmp_path, charted_from):
     """Blocks without summaries between blocks with them, and windows that cut episodes:
     the figures and the episodes' spans and interval counts are those of a replay (an
     episode cut by the window's end shows evidence from up to a minute later)."""
@@ -429,3 +448,42 @@ def test_without_episodes_the_busiest_disk_is_charted(tmp_path):
     assert [c.device for c in charts] == [busiest["name"]] == ["sda"]
     assert charts[0].title == (f"sda await, ms (the busiest disk, {busiest['util_pct']:.1f} %util; "
                                "no episode names a device)")
+
+
+def test_a_short_recording_is_charted_from_its_samples(tmp_path, monkeypatch):
+    """61 samples (2 summary blocks) across the start of the demo's disk-starved phase:
+    one chart point per interval, so the episode shows, and the same figures as adding
+    the blocks up."""
+    from gpudisk_top.report import summary
+    from gpudisk_top.report.text import chart_plan
+
+    sim = Simulator(builtin("demo"), seed=0)
+    samples = [sim.sample() for _ in range(101)][40:]
+    path = write_recording(tmp_path / "short.gdtrec", samples)
+    result = _build(path)
+    d = result.data
+    assert d["derived"].startswith("recorded summaries") and d["samples"] == 61
+    assert [e["state"] for e in d["episodes"]] == ["disk-starved"]
+    gpu = next(c for c in chart_plan(result) if c.device is None)
+    assert len(gpu.xs) == 60                         # every interval (the first has no rates)
+    inside, outside = _inside(gpu, result.series.marks, "disk-starved")
+    assert len(inside) >= 35 and statistics.median(inside) < 60
+    assert len(outside) >= 15 and statistics.median(outside) > 85
+    assert [c.device for c in _disk_charts(result)] == ["sdb"]
+    # from the blocks' means, the same window charts two values and hides the episode
+    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+    coarse = _build(path)
+    assert len({round(y, 6) for y in chart_plan(coarse)[0].ys}) <= 2
+    assert {k: v for k, v in coarse.data.items() if k != "replayed_samples"} == \
+        {k: v for k, v in d.items() if k != "replayed_samples"}
+
+
+def test_a_window_of_many_blocks_is_charted_from_the_summaries(stalls, monkeypatch):
+    from gpudisk_top.report import summary
+
+    path, samples, _ = stalls                            # 241 samples: 5 blocks
+    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 3)
+    assert _build(path).data["replayed_samples"] == 0
+    # a window in 2 blocks is fewer than 3: every sample replayed for the charts
+    t0 = samples[0].wall_s
+    assert _build(path, start_s=t0 + 61, end_s=t0 + 119).data["replayed_samples"] == 59
