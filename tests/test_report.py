@@ -487,3 +487,55 @@ def test_a_window_of_many_blocks_is_charted_from_the_summaries(stalls, monkeypat
     # a window in 2 blocks is fewer than 3: every sample replayed for the charts
     t0 = samples[0].wall_s
     assert _build(path, start_s=t0 + 61, end_s=t0 + 119).data["replayed_samples"] == 59
+
+
+# ------------------------------------------------------------------------------ evidence
+def _dirty_quoted(reason: str) -> tuple[str, float, str] | None:
+    import re
+
+    m = re.search(r"(Dirty\+Writeback|Dirty) (\d+(?:\.\d+)?) (MB|GB)", reason)
+    return None if m is None else (m.group(1), float(m.group(2)), m.group(3))
+
+
+def _dirty_kb_in(samples, e) -> list[int]:
+    return [s.host.meminfo_kb["Dirty"] + s.host.meminfo_kb["Writeback"] for s in samples
+            if e["start_s"] <= s.wall_s <= e["end_s"]]
+
+
+def test_checkpoint_evidence_quotes_dirty_in_mb_below_a_gb(demo, capsys):
+    """The demo's checkpoint disk keeps up: tens of MB stay dirty, quoted as MB (it was
+    "0.0 GB"), the amount of an interval of the episode."""
+    path, samples = demo
+    e = next(e for e in _report_json(capsys, path)["episodes"] if e["state"] == "checkpoint-stall")
+    what, amount, unit = _dirty_quoted(e["reason"])
+    assert (what, unit) == ("Dirty+Writeback", "MB") and "0.0 GB" not in e["reason"]
+    kbs = _dirty_kb_in(samples, e)
+    assert max(kbs) < 1048576
+    assert any(abs(amount * 1024 - kb) <= 512 for kb in kbs), (amount, kbs)
+    assert amount > 0
+
+
+def test_checkpoint_evidence_quotes_gb_above_a_gb(stalls, capsys):
+    path, samples, _ = stalls
+    for e in _report_json(capsys, path)["episodes"]:
+        what, amount, unit = _dirty_quoted(e["reason"])
+        assert (what, unit) == ("Dirty+Writeback", "GB") and amount >= 1.0
+        assert any(abs(amount * 1048576 - kb) <= 0.05 * 1048576 for kb in _dirty_kb_in(samples, e))
+
+
+@pytest.mark.parametrize("missing, quoted", [(("Dirty", "Writeback"), None),
+                                             (("Writeback",), "Dirty")])
+def test_checkpoint_evidence_quotes_only_what_was_measured(tmp_path, capsys, missing, quoted):
+    """A /proc/meminfo without Dirty (or without Writeback) is not quoted as 0."""
+    samples = sim_samples("checkpoint-stalls", 121)
+    for s in samples:
+        for key in missing:
+            del s.host.meminfo_kb[key]
+    path = write_recording(tmp_path / "m.gdtrec", samples, scenario="checkpoint-stalls")
+    eps = _report_json(capsys, path)["episodes"]
+    assert [e["state"] for e in eps] == ["checkpoint-stall"] * 2
+    for e in eps:
+        got = _dirty_quoted(e["reason"])
+        assert (got and got[0]) == quoted, e["reason"]
+        if quoted is None:
+            assert "Dirty" not in e["reason"] and "Writeback" not in e["reason"]
