@@ -157,3 +157,12 @@ def test_the_arrow_keys_mean_the_same_in_code_readme_and_help():
     row = next(line for line in readme().splitlines() if line.startswith("| `←` `→` |"))
     line = next(line for line in HelpScreen().text.splitlines() if line.startswith("  ← →"))
     assert said in row and said in line, (said, row, line)
+
+
+def test_the_short_window_rule_of_report_charts_is_the_code_s():
+    from gpudisk_top.record.derived import SUMMARY_SAMPLES
+    from gpudisk_top.report.summary import MIN_CHART_BLOCKS
+
+    text = " ".join(readme().split())
+    minutes = MIN_CHART_BLOCKS * SUMMARY_SAMPLES // 60
+    assert f"fewer than {MIN_CHART_BLOCKS} summary blocks, {minutes} minutes at 1 Hz" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -68,10 +69,25 @@ def test_report_window_with_relative_times(stalls, capsys):
     assert d["samples"] == 141
 
 
-def test_report_on_the_demo_finds_every_kind_of_episode(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """One pass of the demo (270 s): a disk-starved episode on sdb, a checkpoint stall on
+    nvme2n1, a cpu-starved one, while a backup keeps the archive HDD sde busy."""
     sim = Simulator(builtin("demo"), seed=0)
-    n = len(sim.labels())
-    path = write_recording(tmp_path / "demo.gdtrec", [sim.sample() for _ in range(n + 1)])
+    samples = [sim.sample() for _ in range(len(sim.labels()) + 1)]
+    return write_recording(tmp_path_factory.mktemp("rep") / "demo.gdtrec", samples), samples
+
+
+def _build(path, **kwargs):
+    from gpudisk_top.record import Recording
+    from gpudisk_top.report import summary
+
+    with Recording.open(path) as rec:
+        return summary.build(rec, **kwargs)
+
+
+def test_report_on_the_demo_finds_every_kind_of_episode(demo, capsys):
+    path, _ = demo
     d = _report_json(capsys, path)
     assert [e["state"] for e in d["episodes"]] == ["disk-starved", "checkpoint-stall", "cpu-starved"]
     disk = d["episodes"][0]
@@ -175,9 +191,28 @@ def _without_how(d: dict) -> dict:
     return {k: v for k, v in d.items() if k not in ("derived", "replayed_samples")}
 
 
+@pytest.fixture(params=["blocks", "samples"])
+def charted_from(request, monkeypatch):
+    """Both ways the summaries are read: whole blocks added up (a long window), or every
+    interval replayed for the charts (a window of few blocks: MIN_CHART_BLOCKS)."""
+    from gpudisk_top.report import summary
+
+    if request.param == "blocks":
+        monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+    return request.param
+
+
+@pytest.fixture
+def from_blocks(monkeypatch):
+    """Whole summary blocks added up, as for a long window, however short this one."""
+    from gpudisk_top.report import summary
+
+    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+
+
 @pytest.mark.parametrize("window", [(None, None), (37.5, -20.2), (100.0, None), (None, 61.0),
                                     (59.0, 61.0)])
-def test_recorded_summaries_give_the_report_a_replay_gives(stalls, window):
+def test_recorded_summaries_give_the_report_a_replay_gives(stalls, window, charted_from):
     """The recorder's summaries (whole minutes added up, the window's cut intervals
     replayed one by one) give the same JSON as replaying every sample."""
     from gpudisk_top.record import Recording
@@ -194,12 +229,12 @@ def test_recorded_summaries_give_the_report_a_replay_gives(stalls, window):
     assert slow["derived"] == "recomputed"
     assert _without_how(fast) == _without_how(slow)
     if window == (None, None):
-        assert fast["replayed_samples"] == 0
+        assert fast["replayed_samples"] == (0 if charted_from == "blocks" else 241)
 
 
 @pytest.mark.parametrize("args", [{"all_devices": True}, {"devices": "nvme2*,sd?"},
                                   {"devices": "nvme0n1p1"}])
-def test_device_filters_read_the_summaries_as_a_replay(stalls, args):
+def test_device_filters_read_the_summaries_as_a_replay(stalls, args, charted_from):
     from gpudisk_top.model.select import DeviceFilter
     from gpudisk_top.record import Recording
     from gpudisk_top.report import summary
@@ -214,7 +249,7 @@ def test_device_filters_read_the_summaries_as_a_replay(stalls, args):
     assert fast["devices"]
 
 
-def test_recorded_summaries_over_sessions_and_a_killed_recorder(tmp_path):
+def test_recorded_summaries_over_sessions_and_a_killed_recorder(tmp_path, from_blocks):
     """Three runs of a recorder, the last killed before its last block: the samples
     without summaries are replayed, the rest is read from the summaries."""
     from gpudisk_top.record import Recorder, Recording, make_header
@@ -272,7 +307,7 @@ def test_a_recording_without_summaries_is_recomputed(tmp_path, capsys):
     assert d["derived"] == "recomputed" and d["samples"] == 40
 
 
-def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys):
+def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys, from_blocks):
     """Summaries are derived: a block whose summaries cannot be read is replayed, with a
     warning, and the report is the same."""
     import struct
@@ -300,7 +335,7 @@ def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys):
     assert fast["states"] == slow["states"] and fast["devices"] == slow["devices"]
 
 
-def test_summaries_with_gaps_and_any_window(tmp_path):
+def test_summaries_with_gaps_and_any_window(tmp_path, charted_from):
     """Blocks without summaries between blocks with them, and windows that cut episodes:
     the figures and the episodes' spans and interval counts are those of a replay (an
     episode cut by the window's end shows evidence from up to a minute later)."""
@@ -336,3 +371,171 @@ def test_summaries_with_gaps_and_any_window(tmp_path):
             for k in ("samples", "start_s", "end_s", "duration_s", "states", "devices", "gpus"):
                 assert fast[k] == slow[k], (a, b, k)
             assert spans(fast) == spans(slow), (a, b)
+
+
+# ------------------------------------------------------------------------------ charts
+def _disk_charts(result) -> list:
+    from gpudisk_top.report.text import chart_plan
+
+    return [c for c in chart_plan(result) if c.device is not None]
+
+
+def _inside(chart, marks, state) -> tuple[list[float], list[float]]:
+    """A chart's values inside the episodes of `state` (their marks' x spans), and outside."""
+    spans = [(x0, x1) for x0, x1, st in marks if st == state]
+    inside = [y for x, y in zip(chart.xs, chart.ys) if any(a <= x <= b + 1 for a, b in spans)]
+    outside = [y for x, y in zip(chart.xs, chart.ys) if not any(a - 1 <= x <= b + 2 for a, b in spans)]
+    return inside, outside
+
+
+def test_disk_charts_show_the_devices_the_episodes_name(demo, capsys):
+    """Not the worst average await (the busy archive HDD): the devices behind the
+    episodes, most episode time first, each saying why."""
+    path, _ = demo
+    result = _build(path)
+    d = result.data
+    assert d["devices"][0]["name"] == "sde"                # the worst await: unrelated
+    charts = _disk_charts(result)
+    assert [c.device for c in charts] == ["sdb", "nvme2n1"]
+    sdb, nvme = charts
+    assert sdb.title == "sdb await, ms (named by episode 1: disk-starved, 1m)"
+    assert nvme.title == "nvme2n1 await, ms (named by episode 2: checkpoint-stall, 15s)"
+    # the charted latency is the episode's: sdb's await rises inside the disk-starved span
+    inside, outside = _inside(sdb, result.series.marks, "disk-starved")
+    assert len(inside) >= 50 and outside
+    assert statistics.median(inside) > 5 * statistics.median(outside)
+    assert call(report_cmd, path) == 0
+    out = capsys.readouterr().out
+    assert sdb.title in out and nvme.title in out and "sde await" not in out
+
+
+def test_episode_time_orders_the_disk_charts(tmp_path):
+    """The demo with a 90 s checkpoint: more episode time names nvme2n1 than sdb (60 s),
+    so nvme2n1 is charted first."""
+    scenario = builtin("demo")
+    next(p for p in scenario.phases if p.name == "checkpoint").duration_s = 90
+    sim = Simulator(scenario, seed=0)
+    samples = [sim.sample() for _ in range(len(sim.labels()) + 1)]
+    path = write_recording(tmp_path / "long-stall.gdtrec", samples)
+    result = _build(path)
+    seconds = {}
+    for e in result.data["episodes"]:
+        for name in e["devices"]:
+            seconds[name] = seconds.get(name, 0.0) + e["duration_s"]
+    assert seconds["nvme2n1"] > seconds["sdb"] > 0
+    charts = _disk_charts(result)
+    assert [c.device for c in charts] == ["nvme2n1", "sdb"]
+    assert charts[0].title.startswith("nvme2n1 await, ms (named by episode 2: checkpoint-stall, 1m 30s")
+
+
+def test_a_device_the_filter_leaves_out_is_not_charted(demo):
+    from gpudisk_top.model.select import DeviceFilter
+
+    path, _ = demo
+    result = _build(path, dev_filter=DeviceFilter.from_option(False, "sd[ef],nvme2n1"))
+    assert "sdb" in result.data["episodes"][0]["devices"]
+    assert [c.device for c in _disk_charts(result)] == ["nvme2n1"]
+
+
+def test_without_episodes_the_busiest_disk_is_charted(tmp_path):
+    samples = sim_samples("busy-unrelated-disk-load", 121)
+    path = write_recording(tmp_path / "busy.gdtrec", samples, scenario="busy-unrelated-disk-load")
+    result = _build(path)
+    d = result.data
+    assert d["episodes"] == []
+    busiest = max(d["devices"], key=lambda x: x["util_pct"])
+    charts = _disk_charts(result)
+    assert [c.device for c in charts] == [busiest["name"]] == ["sda"]
+    assert charts[0].title == (f"sda await, ms (the busiest disk, {busiest['util_pct']:.1f} %util; "
+                               "no episode names a device)")
+
+
+def test_a_short_recording_is_charted_from_its_samples(tmp_path, monkeypatch):
+    """61 samples (2 summary blocks) across the start of the demo's disk-starved phase:
+    one chart point per interval, so the episode shows, and the same figures as adding
+    the blocks up."""
+    from gpudisk_top.report import summary
+    from gpudisk_top.report.text import chart_plan
+
+    sim = Simulator(builtin("demo"), seed=0)
+    samples = [sim.sample() for _ in range(101)][40:]
+    path = write_recording(tmp_path / "short.gdtrec", samples)
+    result = _build(path)
+    d = result.data
+    assert d["derived"].startswith("recorded summaries") and d["samples"] == 61
+    assert [e["state"] for e in d["episodes"]] == ["disk-starved"]
+    gpu = next(c for c in chart_plan(result) if c.device is None)
+    assert len(gpu.xs) == 60                         # every interval (the first has no rates)
+    inside, outside = _inside(gpu, result.series.marks, "disk-starved")
+    assert len(inside) >= 35 and statistics.median(inside) < 60
+    assert len(outside) >= 15 and statistics.median(outside) > 85
+    assert [c.device for c in _disk_charts(result)] == ["sdb"]
+    # from the blocks' means, the same window charts two values and hides the episode
+    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+    coarse = _build(path)
+    assert len({round(y, 6) for y in chart_plan(coarse)[0].ys}) <= 2
+    assert {k: v for k, v in coarse.data.items() if k != "replayed_samples"} == \
+        {k: v for k, v in d.items() if k != "replayed_samples"}
+
+
+def test_a_window_of_many_blocks_is_charted_from_the_summaries(stalls, monkeypatch):
+    from gpudisk_top.report import summary
+
+    path, samples, _ = stalls                            # 241 samples: 5 blocks
+    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 3)
+    assert _build(path).data["replayed_samples"] == 0
+    # a window in 2 blocks is fewer than 3: every sample replayed for the charts
+    t0 = samples[0].wall_s
+    assert _build(path, start_s=t0 + 61, end_s=t0 + 119).data["replayed_samples"] == 59
+
+
+# ------------------------------------------------------------------------------ evidence
+def _dirty_quoted(reason: str) -> tuple[str, float, str] | None:
+    import re
+
+    m = re.search(r"(Dirty\+Writeback|Dirty) (\d+(?:\.\d+)?) (MB|GB)", reason)
+    return None if m is None else (m.group(1), float(m.group(2)), m.group(3))
+
+
+def _dirty_kb_in(samples, e) -> list[int]:
+    return [s.host.meminfo_kb["Dirty"] + s.host.meminfo_kb["Writeback"] for s in samples
+            if e["start_s"] <= s.wall_s <= e["end_s"]]
+
+
+def test_checkpoint_evidence_quotes_dirty_in_mb_below_a_gb(demo, capsys):
+    """The demo's checkpoint disk keeps up: tens of MB stay dirty, quoted as MB (it was
+    "0.0 GB"), the amount of an interval of the episode."""
+    path, samples = demo
+    e = next(e for e in _report_json(capsys, path)["episodes"] if e["state"] == "checkpoint-stall")
+    what, amount, unit = _dirty_quoted(e["reason"])
+    assert (what, unit) == ("Dirty+Writeback", "MB") and "0.0 GB" not in e["reason"]
+    kbs = _dirty_kb_in(samples, e)
+    assert max(kbs) < 1048576
+    assert any(abs(amount * 1024 - kb) <= 512 for kb in kbs), (amount, kbs)
+    assert amount > 0
+
+
+def test_checkpoint_evidence_quotes_gb_above_a_gb(stalls, capsys):
+    path, samples, _ = stalls
+    for e in _report_json(capsys, path)["episodes"]:
+        what, amount, unit = _dirty_quoted(e["reason"])
+        assert (what, unit) == ("Dirty+Writeback", "GB") and amount >= 1.0
+        assert any(abs(amount * 1048576 - kb) <= 0.05 * 1048576 for kb in _dirty_kb_in(samples, e))
+
+
+@pytest.mark.parametrize("missing, quoted", [(("Dirty", "Writeback"), None),
+                                             (("Writeback",), "Dirty")])
+def test_checkpoint_evidence_quotes_only_what_was_measured(tmp_path, capsys, missing, quoted):
+    """A /proc/meminfo without Dirty (or without Writeback) is not quoted as 0."""
+    samples = sim_samples("checkpoint-stalls", 121)
+    for s in samples:
+        for key in missing:
+            del s.host.meminfo_kb[key]
+    path = write_recording(tmp_path / "m.gdtrec", samples, scenario="checkpoint-stalls")
+    eps = _report_json(capsys, path)["episodes"]
+    assert [e["state"] for e in eps] == ["checkpoint-stall"] * 2
+    for e in eps:
+        got = _dirty_quoted(e["reason"])
+        assert (got and got[0]) == quoted, e["reason"]
+        if quoted is None:
+            assert "Dirty" not in e["reason"] and "Writeback" not in e["reason"]

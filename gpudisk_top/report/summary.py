@@ -50,6 +50,11 @@ RECORDED = f"recorded summaries, model v{MODEL_VERSION}"
 RECOMPUTED = "recomputed"
 GAP_MIN_S = 60.0       # the charts mark a jump forward of the clock longer than this
 GAP_INTERVALS = 10     # and than this many intervals
+# A summary block gives the charts one point (its mean): a window of fewer blocks than
+# this is charted from its samples instead (the model replayed, the recorded verdicts
+# kept), or a 60 s recording would chart 2 points and hide a 10 s episode.  Replaying
+# costs about a millisecond a sample, so the bound keeps it near a second.
+MIN_CHART_BLOCKS = 20
 
 
 class Axis:
@@ -413,6 +418,8 @@ def _stepped(rec: Recording, g: int, b) -> bool:
 
 
 def _build_fast(rec, plan, lo_global, hi_global, start_s, axis, thresholds, dev_filter) -> Summary:
+    blocks = sum(len(piece[1]) for piece in plan if piece[0] == "sum")
+    per_sample = blocks < MIN_CHART_BLOCKS
     parts: list[_Partial] = []
     boundaries: list[float] = []
     for k, piece in enumerate(plan):
@@ -426,7 +433,8 @@ def _build_fast(rec, plan, lo_global, hi_global, start_s, axis, thresholds, dev_
         else:
             first_g = piece[1][0][0]
             a = max(first_g, lo_global)
-            part = _sum_piece(rec, piece[1], lo_global, hi_global, start_s, axis, dev_filter)
+            part = _sum_piece(rec, piece[1], lo_global, hi_global, start_s, axis, dev_filter,
+                              per_sample)
             boundaries.append(start_s if a == lo_global and start_s is not None else rec.wall_s(a))
         parts.append(part)
     episodes = _merge_episodes(parts, boundaries)
@@ -435,10 +443,11 @@ def _build_fast(rec, plan, lo_global, hi_global, start_s, axis, thresholds, dev_
 
 
 def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
-               dev_filter: DeviceFilter) -> _Partial:
+               dev_filter: DeviceFilter, per_sample: bool = False) -> _Partial:
     """A run of summary blocks, cut to [lo, hi]: whole blocks are added as they are,
     intervals of a block the window cuts are replayed one by one (the model only: their
-    verdicts are the recorded ones)."""
+    verdicts are the recorded ones); with per_sample, every block's are (the same sums,
+    the charts' points per sample: MIN_CHART_BLOCKS)."""
     series = Series(axis)
     part = _Partial(series=series)
     s = part.stretch
@@ -452,7 +461,8 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
         if a > z:
             continue
         last_block = (g, b, sno)
-        whole = a == g and z == g + b.n - 1 and not (start_s is not None and a == lo)
+        whole = (not per_sample and a == g and z == g + b.n - 1
+                 and not (start_s is not None and a == lo))
         if whole:
             _add_block(s, series, rec, g, b, select)
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.vocab import DISK
@@ -140,14 +141,78 @@ def _devices(d: dict, top: int = 5) -> list[str]:
 
 
 GAP_GLYPH = "/"    # along the top of a chart: a gap or a clock step, time not to scale
+MAX_DISK_CHARTS = 3
+
+
+@dataclass
+class Chart:
+    """One chart of the text report: its title, its points on the Axis's [0, BUCKETS],
+    and the disk it shows (None: the GPUs' utilization)."""
+
+    title: str
+    xs: list[float]
+    ys: list[float]
+    device: str | None = None
+    ylim: tuple[float, float] | None = None
+    height: int = 14
+
+
+def chart_devices(summary: Summary) -> list[tuple[str, str]]:
+    """The disks to chart, each with why: those the episodes name, most episode time
+    first (at most MAX_DISK_CHARTS); when no episode names a charted device, the busiest
+    by %util over the window."""
+    d = summary.data
+    charted = summary.series.disks
+    seconds: dict[str, float] = {}
+    named_by: dict[str, list[dict]] = {}
+    for e in d["episodes"]:
+        for name in e["devices"]:
+            if name in charted:
+                seconds[name] = seconds.get(name, 0.0) + e["duration_s"]
+                named_by.setdefault(name, []).append(e)
+    if seconds:
+        out = []
+        for name in sorted(seconds, key=lambda n: (-seconds[n], n))[:MAX_DISK_CHARTS]:
+            eps = named_by[name]
+            ids = ", ".join(str(e["id"]) for e in eps[:4]) + (", ..." if len(eps) > 4 else "")
+            states = ", ".join(dict.fromkeys(e["state"] for e in eps))
+            word = "episode" if len(eps) == 1 else "episodes"
+            out.append((name, f"named by {word} {ids}: {states}, {_dur(seconds[name])}"))
+        return out
+    busy = [x for x in d["devices"] if x["util_pct"] is not None and x["name"] in charted]
+    if not busy:
+        return []
+    top = max(busy, key=lambda x: (x["util_pct"], x["name"]))
+    return [(top["name"], f"the busiest disk, {_f(top['util_pct'], '{:.1f}')} %util; "
+                          "no episode names a device")]
+
+
+def chart_plan(summary: Summary) -> list[Chart]:
+    """What the text report charts: the job's GPU utilization, then each disk of
+    chart_devices()."""
+    s = summary.series
+    xs_all = s.xs()
+    out = []
+    xs = [x for x, n in zip(xs_all, s.gpu_util_n) if n]
+    ys = [u / n for u, n in zip(s.gpu_util_sum, s.gpu_util_n) if n]
+    if xs:
+        out.append(Chart("GPU utilization, % (mean of the job's GPUs)", xs, ys,
+                         ylim=(0, 100), height=16))
+    names = {x["name"]: x["display_name"] for x in summary.data["devices"]}
+    for name, why in chart_devices(summary):
+        disk = s.disks[name]
+        xs = [x for x, n in zip(xs_all, disk.buckets_ios) if n > 0]
+        ys = [w / n for w, n in zip(disk.buckets_wait, disk.buckets_ios) if n > 0]
+        if xs:
+            out.append(Chart(f"{names.get(name, name)} await, ms ({why})", xs, ys, device=name))
+    return out
 
 
 def _charts(summary: Summary) -> list[str]:
     from gpudisk_top.report.charts import clock_label, line_chart
 
     s = summary.series
-    xs_all = s.xs()
-    x_hi = float(len(xs_all))
+    x_hi = float(len(s.xs()))
     ticks = ([x for x, _ in s.ticks], [clock_label(w, s.span_s) for _, w in s.ticks])
     marks = [(x0, x1, STATE_LETTERS.get(state, "?")) for x0, x1, state in s.marks]
     marks += [(x, x, GAP_GLYPH) for x in s.gaps]
@@ -156,20 +221,11 @@ def _charts(summary: Summary) -> list[str]:
     if s.gaps:
         legend += (", " if legend else "") + f"{GAP_GLYPH} a gap or a clock step (time is not to scale across it)"
     out = []
-    xs = [x for x, n in zip(xs_all, s.gpu_util_n) if n]
-    ys = [u / n for u, n in zip(s.gpu_util_sum, s.gpu_util_n) if n]
-    if xs:
-        out.append(line_chart("GPU utilization, % (mean of the job's GPUs)", [("mean", xs, ys)],
-                              marks, 0.0, x_hi, ticks, WIDTH, 16, ylim=(0, 100)))
-    worst = next((x for x in summary.data["devices"] if x["await_ms"] is not None), None)
-    if worst is not None:
-        disk = s.disks[worst["name"]]
-        xs = [x for x, n in zip(xs_all, disk.buckets_ios) if n > 0]
-        ys = [w / n for w, n in zip(disk.buckets_wait, disk.buckets_ios) if n > 0]
-        if xs:
+    for chart in chart_plan(summary):
+        if out:
             out.append("")
-            out.append(line_chart(f"{worst['display_name']} await, ms (worst device)",
-                                  [(worst["name"], xs, ys)], marks, 0.0, x_hi, ticks, WIDTH, 14))
+        out.append(line_chart(chart.title, [(chart.device or "mean", chart.xs, chart.ys)], marks,
+                              0.0, x_hi, ticks, WIDTH, chart.height, ylim=chart.ylim))
     if legend:
         out.append(f"along the top: {legend}" if s.gaps else f"episodes along the top: {legend}")
     return out

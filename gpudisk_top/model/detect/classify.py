@@ -189,7 +189,13 @@ class Classifier:
             parts.append(target.write_evidence(self._display(model, target.name)) + where)
             devices = [target.name]
         if dirty_kb is not None:
-            parts.append(f"Dirty+Writeback {dirty_kb / 1048576:.1f} GB")
+            # meminfo's kB are KiB.  A disk that keeps up with the burst leaves tens of MB
+            # dirty at each sample, which "0.0 GB" hid: MB below a GB
+            what = "Dirty+Writeback" if model.host.writeback_kb is not None else "Dirty"
+            amount = (f"{dirty_kb / 1048576:.1f} GB" if dirty_kb >= 1048576
+                      else f"{dirty_kb / 1024:.0f} MB" if dirty_kb >= 10240
+                      else f"{dirty_kb / 1024:.1f} MB")
+            parts.append(f"{what} {amount}")
         parts.append(f"reads {job.read_kb_s / 1024:.0f} MB/s")
         return IntervalState("checkpoint-stall", devices=devices, detail="; ".join(parts),
                              advice="asynchronous checkpoints (e.g. torch.distributed.checkpoint "
