@@ -6,6 +6,9 @@ scenario, N samples, some keys, then the screen is saved as SVG and as plain tex
 snapshot tests (tests/test_ui_snapshots.py) regenerate every shot and compare: the text
 always, the SVG when the installed Textual is the one that made it (screenshots/meta.json).
 
+Beside the README's shots, a matrix of text-only snapshots (screenshots/matrix/): each
+view of MATRIX at each of MATRIX_SIZES, from 80x24 to 250x70.
+
 usage: python screenshots/make.py            # rewrite every shot
        python screenshots/make.py --check    # exit 1 if any differs
 """
@@ -31,6 +34,11 @@ SHOTS = {
     "help": (120, 40, "demo", 30, ["question_mark"], "The help screen (?)"),
     "large-160x48": (160, 48, "demo", 230, ["p"],
                      "160x48 with the GPU process list (p) in a cpu-starved episode"),
+    "io-view": (120, 40, "busy-unrelated-disk-load", 60, ["i"],
+                "I/O by process (i): an unrelated tar loading the backup disk, the job's "
+                "workers on the NVMe"),
+    "device": (120, 40, "demo", 100, ["tab", "enter"],
+               "Enter on a disk: sdb's detail in a disk-starved episode"),
     # a replay: "scenario" is the recording, "samples" where it starts, keys as typed
     "replay": (120, 40, "replay:examples/demo-simulated.gdtrec", 0, ["n", "n", "full_stop"],
                "gpudisk-top replay examples/demo-simulated.gdtrec, n twice: the second "
@@ -38,6 +46,18 @@ SHOTS = {
 }
 ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
           "kernel": "simulated"}
+
+# view -> (scenario, samples, keys): each at every size below, text only
+MATRIX = {
+    "episode": ("demo", 100, []),                                  # mid disk-starved episode
+    "scrolled": ("demo", 230, ["tab", "tab"] + ["left"] * 12),     # the timeline 60 s back
+    "io": ("busy-unrelated-disk-load", 60, ["i"]),                 # I/O by process: tar first
+    "device": ("demo", 100, ["tab", "enter"]),                     # sdb's detail
+    "nogpu": ("nogpu:idle-other-disk-load", 30, []),               # no NVIDIA driver
+    "nocolor": ("nocolor:demo", 100, []),                          # NO_COLOR
+}
+MATRIX_SIZES = ((80, 24), (120, 40), (200, 60), (250, 70))
+MATRIX_DIR = os.path.join(HERE, "matrix")
 
 
 def _fixed_zone() -> None:
@@ -60,8 +80,17 @@ def _app(scenario: str, samples: int):
     from gpudisk_top.sim import Simulator, builtin
     from gpudisk_top.ui.app import GpuDiskApp
 
-    app = GpuDiskApp(Simulator(builtin(scenario), seed=0), 1.0, ORIGIN, autostart=False,
-                     show_self=False)
+    kind, _, name = scenario.rpartition(":")
+    if kind == "nocolor":
+        os.environ["NO_COLOR"] = "1"     # Textual reads it as the app is made
+    sim = Simulator(builtin(name), seed=0)
+    if kind == "nogpu":
+        # a node without the NVIDIA driver: the real collector on a library that is not there
+        from gpudisk_top.collect.gpu import GpuCollector
+        from gpudisk_top.sim.fake_nvml import FakeNvml
+        sim.gpu_collector = GpuCollector(nvml=FakeNvml.missing_library())
+    app = GpuDiskApp(sim, 1.0, ORIGIN, autostart=False, show_self=False)
+    os.environ.pop("NO_COLOR", None)     # read; the shots after this one are in colour
     return app, "--demo"
 
 
@@ -99,9 +128,30 @@ def textual_version() -> str:
     return version("textual")
 
 
+def render_matrix(view: str, width: int, height: int) -> str:
+    """The text of one matrix snapshot."""
+    _fixed_zone()
+    scenario, samples, keys = MATRIX[view]
+    return asyncio.run(_shoot(width, height, scenario, samples, keys))[1]
+
+
+def matrix_path(view: str, width: int, height: int) -> str:
+    return os.path.join(MATRIX_DIR, f"{view}-{width}x{height}.txt")
+
+
 def main() -> int:
     check = "--check" in sys.argv[1:]
     differ = []
+    os.makedirs(MATRIX_DIR, exist_ok=True)
+    for view in MATRIX:
+        for width, height in MATRIX_SIZES:
+            text = render_matrix(view, width, height)
+            path = matrix_path(view, width, height)
+            if not os.path.exists(path) or open(path).read() != text:
+                differ.append(path)
+                if not check:
+                    with open(path, "w") as f:
+                        f.write(text)
     for name in SHOTS:
         svg, text = render(name)
         for ext, content in (("svg", svg), ("txt", text)):

@@ -31,6 +31,22 @@ def test_screenshot_matches(name):
             assert make.normalize(svg) == make.normalize(f.read()), f"{name}.svg differs; {REGENERATE}"
 
 
+@pytest.mark.parametrize("view,width,height",
+                         [(v, w, h) for v in make.MATRIX for w, h in make.MATRIX_SIZES])
+def test_matrix_snapshot_matches(view, width, height):
+    """Every view at every size from 80x24 to 250x70 (screenshots/matrix/)."""
+    text = make.render_matrix(view, width, height)
+    with open(make.matrix_path(view, width, height)) as f:
+        assert text == f.read(), f"{view} at {width}x{height}: the screen changed; {REGENERATE}"
+    lines = text.splitlines()
+    assert len(lines) == height
+    assert all(len(line) <= width for line in lines)
+    # nothing clipped without a word: the dashboard shows its footer's keys at every
+    # size, a device's detail (a screen of its own) says what is below
+    last = lines[-1].lstrip()
+    assert last.startswith("↓") if view == "device" else last.startswith("q Quit"), last
+
+
 def test_sizes_cover_80x24_and_160x48():
     sizes = {(w, h) for w, h, *_ in make.SHOTS.values()}
     assert {(80, 24), (160, 48)} <= sizes

@@ -120,8 +120,7 @@ class GpuDiskApp(App):
         yield Static(id="too-small")
 
     def on_mount(self) -> None:
-        if self.no_color:
-            theme.use_no_color()   # Textual greys every colour: emphasis by attributes
+        theme.use_no_color(self.no_color)  # Textual greys every colour: emphasis by attributes
         self.query_one(DiskPanel).filter = self._initial_filter
         self._render_header()
         if self.prefill:
@@ -198,14 +197,13 @@ class GpuDiskApp(App):
         if update is None:
             return
         model = update.model
-        # the timeline's disk rows put what matters first: the devices the verdict names,
-        # then the busiest; the disk table keeps its own sort
-        named = set(update.verdict.devices) if update.verdict is not None else set()
-        shown = self.query_one(DiskPanel).selected(model)
-        shown.sort(key=lambda n: (n not in named, -model.disks[n].util_pct))
-        disk_rows = [(n, model.devices[n].display_name) for n in shown]
+        # the timeline orders its disk rows itself (the verdict's devices, those of the
+        # episodes on screen, then the busiest over the columns shown)
+        disk_rows = [(n, model.devices[n].display_name)
+                     for n in self.query_one(DiskPanel).selected(model)]
+        named = update.verdict.devices if update.verdict is not None else ()
         self.query_one(Timeline).show(self.feed.history, [g.index for g in model.gpus], disk_rows,
-                                      self.feed.episodes)
+                                      self.feed.episodes, named)
 
     def _note_first_frame(self) -> None:
         """For bench/: the wall-clock time of the first painted frame with data (the

@@ -43,11 +43,16 @@ _NO_COLOR = {
 }
 
 
-def use_no_color() -> None:
-    """Swap the coloured styles for attribute-only ones (the app calls this when
-    NO_COLOR is set; widgets read theme.NAME at draw time, so all of them follow)."""
-    globals().update(_NO_COLOR)
-    BANNER["healthy"] = Style(bold=True)
+_COLOR = {name: globals()[name] for name in _NO_COLOR}
+_HEALTHY = BANNER["healthy"]
+
+
+def use_no_color(on: bool = True) -> None:
+    """Swap the coloured styles for attribute-only ones, or back (the app calls this at
+    start with Textual's no_color; widgets read theme.NAME at draw time, so all of them
+    follow)."""
+    globals().update(_NO_COLOR if on else _COLOR)
+    BANNER["healthy"] = Style(bold=True) if on else _HEALTHY
 
 
 def level_style(pct: float | None) -> Style:

@@ -55,7 +55,10 @@ class DeviceDetail(LinesPanel):
         lines.append([(" " + (" · ".join(stack) or "a device on its own"), theme.DIM)])
         lines.append([])
         # every iostat -x column, for it and its stack
-        widths = column_widths(8, len(COLUMNS))
+        ncols = len(COLUMNS)       # as many of iostat's columns as fit
+        while ncols > 1 and LABEL_W + sum(column_widths(8, ncols)) > width:
+            ncols -= 1
+        widths = column_widths(8, ncols)
         head = f" {'Device':<{LABEL_W - 1}}" + "".join(
             title.rjust(w) for (title, _, _), w in zip(COLUMNS, widths))
         lines.append([(head[:width], theme.HEAD)])

@@ -87,6 +87,10 @@ class LinesPanel(Widget):
         return max(1, len(self._lines))
 
     def scroll_lines(self, delta: int) -> None:
+        """↑/↓ while focused (a panel with a cursor moves it instead)."""
+        self._scroll_by(delta)
+
+    def _scroll_by(self, delta: int) -> None:
         top = max(0, len(self._lines) - self.size.height)
         new = min(max(0, self._scroll + delta), top)
         if new != self._scroll:
@@ -99,9 +103,9 @@ class LinesPanel(Widget):
         height = self.size.height or len(self._lines)
         room = max(1, height - self.fixed - 1)
         if i - self.fixed < self._scroll:
-            self.scroll_lines(i - self.fixed - self._scroll)
+            self._scroll_by(i - self.fixed - self._scroll)
         elif i - self.fixed >= self._scroll + room:
-            self.scroll_lines(i - self.fixed - room + 1 - self._scroll)
+            self._scroll_by(i - self.fixed - room + 1 - self._scroll)
 
     def hidden_below(self) -> int:
         """How many lines do not fit below the last row shown."""
@@ -116,7 +120,8 @@ class LinesPanel(Widget):
         more = self.hidden_below()
         if more and y == height - 1 and height > self.fixed + 1:
             # the last row says what is hidden, never a silent cut
-            return strip([(f" ↓ {more + 1} more (tab to this panel, then ↓)", _MORE)], width)
+            hint = "" if self.has_focus else " (tab to this panel, then ↓)"
+            return strip([(f" ↓ {more + 1} more{hint}", _MORE)], width)
         i = y if y < self.fixed else y + self._scroll
         cached = self._strips.get(i)
         if cached is not None and cached.cell_length == width:

@@ -92,11 +92,11 @@ class Timeline(LinesPanel):
         return row
 
     def show(self, history: History, gpus: list[int], disks: list[tuple[str, str]],
-             episodes=()) -> None:
-        """disks: (kernel name, display name), most important first (the verdict's);
-        episodes: the detector's, so that a device an episode on screen names keeps
-        its row after the episode ends."""
-        self._input = (history, gpus, disks, episodes)
+             episodes=(), named=()) -> None:
+        """disks: (kernel name, display name) of the selected devices; named: those the
+        verdict names; episodes: the detector's, so that a device an episode on screen
+        names keeps its row after the episode ends."""
+        self._input = (history, gpus, disks, episodes, named)
         width = max(LABEL_W + 10, self.size.width or 80)
         height = self.size.height or 24
         names = dict(disks)
@@ -134,7 +134,7 @@ class Timeline(LinesPanel):
             now = value_of(last)
             label = f"{name} {'n/a' if now is None else f'{now:.0f}%'}"
             body.append(self.row_line(label, row.text(self.back, len(cols)), spans, label_w))
-        for name in self._disk_order(cols, [n for n, _ in disks], episodes):
+        for name in self._disk_order(cols, [n for n, _ in disks], episodes, named):
             row = self._row(history, ("disk", name, self.metric),
                             lambda c, n=name, m=self.metric: c.metric(n, m), self.metric)
             label = f"{names[name]} {self._fmt(last.metric(name, self.metric))}"
@@ -152,15 +152,14 @@ class Timeline(LinesPanel):
                        + [self.axis(cols, label_w)])
 
     @staticmethod
-    def _disk_order(cols, disks: list[str], episodes) -> list[str]:
-        """The verdict's devices first (disks comes in that order), then those an
-        episode on screen names, then the busiest over the columns on screen: a row does
-        not move or vanish with each second's ranking."""
+    def _disk_order(cols, disks: list[str], episodes, named=()) -> list[str]:
+        """The verdict's devices first, then those an episode on screen names, then the
+        busiest over the columns on screen: a row does not move or vanish with each
+        second's ranking."""
         on_screen = {c.episode for c in cols if c.episode is not None}
         pinned = [d for ep in episodes if ep.id in on_screen for d in ep.devices]
         known = set(disks)
-        first = list(dict.fromkeys([d for d in disks[:1] if d in known]
-                                   + [d for d in pinned if d in known]))
+        first = list(dict.fromkeys(d for d in list(named) + pinned if d in known))
 
         def busy(name: str) -> float:
             values = [v for c in cols if (v := c.metric(name, "util_pct")) is not None]
