@@ -7,6 +7,7 @@ test_probe_real and tests/corpus/record_real.py all need."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import stat
@@ -38,6 +39,34 @@ def random_file(path: str, mib: int) -> str:
         f.flush()
         os.fsync(f.fileno())
     return path
+
+
+def qd1_reads_per_s(path: str, seconds: float = 1.0) -> float:
+    """How many random 4 KiB O_DIRECT reads a second one synchronous reader gets from
+    `path` now (a DataLoader worker's view of the disk, as tests/jobs/loader_job.py reads)."""
+    import mmap
+    import random
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        blocks = os.lseek(fd, 0, os.SEEK_END) // 4096
+        buf = mmap.mmap(-1, 4096)
+        n, start = 0, time.monotonic()
+        while time.monotonic() - start < seconds:
+            os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+            n += 1
+        return n / (time.monotonic() - start)
+    finally:
+        os.close(fd)
+
+
+def starving_reads(path: str, workers: int, least: int = 32, factor: float = 3.0) -> int:
+    """Reads a sample for loader_job.py's `disk` mode that starve its GPU on this disk as
+    it is now: `factor` times what `workers` synchronous readers can deliver at its
+    healthy rate (50 steps a second of 8 samples).  A disk served from a host's cache
+    answers a 4 KiB read in 30 us, a loaded one in 1 ms: a fixed count starves the job on
+    one and not the other."""
+    deliverable = qd1_reads_per_s(path) * workers
+    return max(least, math.ceil(factor * deliverable / (50 * 8)))
 
 
 def loop_unavailable() -> str | None:

@@ -82,7 +82,9 @@ class Container:
             ["unshare", "--pid", "--mount", "--fork", "--mount-proc", *NOBODY,
              sys.executable, JOB, mode, "--workers", str(workers), "--seconds", str(seconds),
              "--data", os.path.join(box, "data.bin"), "--progress", self.progress,
-             "--gpu-device", os.path.join(box, "dev", "nvidia0"), "--reads", "128"])
+             "--gpu-device", os.path.join(box, "dev", "nvidia0"),
+             "--reads", str(realdisk.starving_reads(os.path.join(box, "data.bin"), workers, 128)
+                            if mode == "disk" else 128)])
         self.host_pid = _child(self.proc.pid)
 
     def gdt(self, argv: list[str], hide_sys: bool = True, timeout: float = 60):

@@ -22,9 +22,15 @@ def many_disks(n: int, util: float) -> dict[str, float]:
     return {f"nvme{i}n1": util for i in range(n)}
 
 
+# RECORD_ARGV after a second: none has ended when the test counts those running and waiting
+SLOW_RECORD_ARGV = (sys.executable, "-c",
+                    "import os, sys, time; time.sleep(1); "
+                    "open(sys.argv[1], 'a').write(os.environ['GDT_ALERT_DEVICE'] + chr(10))")
+
+
 def test_sixteen_devices_firing_together_run_sixteen_commands(tmp_path):
     out = tmp_path / "ran"
-    rule = disk_rule(for_samples=1, command=(*RECORD_ARGV, str(out)))
+    rule = disk_rule(for_samples=1, command=(*SLOW_RECORD_ARGV, str(out)))
     eng, warns = engine(rule)
     fired = eng.update(model(1, many_disks(16, 99.0)))
     assert len(fired) == 16

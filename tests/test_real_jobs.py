@@ -162,7 +162,7 @@ def assert_starved(run: Run, state: str, device: str | None = None, kinds=None) 
 
 # ---------------------------------------------------------------------------- storage
 def test_few_workers_reading_small_blocks_are_disk_starved_latency_bound(tmp_path, data_file):
-    run = Run(tmp_path, "disk", 2, data_file)
+    run = Run(tmp_path, "disk", 2, data_file, reads=realdisk.starving_reads(data_file, 2, 128))
     ep = assert_starved(run, "disk-starved", disk_of(data_file),
                         kinds=("latency-bound", "saturated"))
     loaders = run.once["gpus"][0]["processes"][0]["loaders"]
@@ -174,7 +174,8 @@ def test_few_workers_reading_small_blocks_are_disk_starved_latency_bound(tmp_pat
 
 def test_disk_starved_stays_disk_starved_when_others_take_every_cpu(tmp_path, data_file):
     """The old detector called this cpu-starved whenever anything else loaded the CPU."""
-    run = Run(tmp_path, "disk", 2, data_file, others=cpu_hogs(os.cpu_count() or 2))
+    reads = realdisk.starving_reads(data_file, 2, 128)
+    run = Run(tmp_path, "disk", 2, data_file, reads=reads, others=cpu_hogs(os.cpu_count() or 2))
     assert_starved(run, "disk-starved", disk_of(data_file),
                    kinds=("latency-bound", "saturated"))
 

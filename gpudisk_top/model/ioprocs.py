@@ -3,8 +3,8 @@ devices its files live on (the I/O view, `i`, and the verdict's "sdb saturated b
 912 (rsync), 88% of its reads").
 
 A process's read_bytes and write_bytes (/proc/PID/io, what pidstat -d and iotop show)
-are not split by device.  A process is put on the device its files live on that moved
-the most data this interval (a file on a partition counts for the partition: its disk
+are not split by device.  A process is put on the device the verdict names when it has
+files there, else on the device its files live on that moved the most data this interval (a file on a partition counts for the partition: its disk
 and what lies under it share the load, collect.blockdev.device_stack); its share of
 that device is its rate over the device's (iostat's rkB/s, wkB/s), at most 100%.
 """
@@ -46,20 +46,26 @@ def _row(model, view: ProcView, device: str | None) -> IoRow:
                  view.root_pid is not None)
 
 
-def _busiest_device(model, view: ProcView) -> str | None:
+def _device_of(model, view: ProcView, first=()) -> str | None:
+    """The device a process is put on: one of `first` (the verdict's) it has files on,
+    else the one of its devices that moved the most data."""
     names = [d for d in view.devices or () if d in model.devices]
     if not names:
         return None
+    named = [d for d in names if d in first]
+    if named:
+        return named[0]
     return max(names, key=lambda d: (model.disks[d].rkb_s + model.disks[d].wkb_s
                                      if d in model.disks else -1.0, d))
 
 
-def io_rows(model) -> list[IoRow]:
-    """Every process of the model with block I/O rates this interval, busiest first; a
-    process whose rates are not known yet (first seen) comes last, so it is not hidden."""
-    rows = [_row(model, v, _busiest_device(model, v)) for v in model.procs.values()
+def io_rows(model, first: tuple[str, ...] | list[str] = ()) -> list[IoRow]:
+    """Every process of the model with block I/O rates this interval, busiest first; those
+    loading a device in `first` (the verdict's) before the rest, as the disk table puts
+    that device first.  A process whose rates are not known yet (first seen) has 0."""
+    rows = [_row(model, v, _device_of(model, v, first)) for v in model.procs.values()
             if v.read_kb_s is not None or v.write_kb_s is not None or v.root_pid is not None]
-    rows.sort(key=lambda r: (-r.io_kb_s, r.view.pid))
+    rows.sort(key=lambda r: (r.device not in first, -r.io_kb_s, r.view.pid))
     return rows
 
 

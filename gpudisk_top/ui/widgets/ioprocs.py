@@ -4,7 +4,8 @@ Every followed process (the GPU job's, and the busiest others a scan of the node
 collect/ioscan.py) with its block read and write rate (/proc/PID/io read_bytes and
 write_bytes, what pidstat -d and iotop show), the device its files live on and its share
 of that device's reads and writes (model/ioprocs.py), its CPU, its cgroup, and J where it
-belongs to the GPU job.  Busiest first."""
+belongs to the GPU job.  Busiest first, those loading the device the verdict
+names before the rest."""
 
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ class IoProcPanel(LinesPanel):
         model = update.model
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
-        rows = io_rows(model)
-        blamed = set(update.verdict.devices) if update.verdict is not None else set()
+        blamed = list(update.verdict.devices) if update.verdict is not None else []
+        rows = io_rows(model, blamed)
         back = "i: back to the timeline" if self.screen.has_class("io-view") else "i: full height"
-        lines = [[mark, ("I/O by process", theme.LABEL), (f"  busiest first · {back}{note}", theme.DIM)],
+        lines = [[mark, ("I/O by process", theme.LABEL), (f"  busiest first (the blamed device's first) · {back}{note}", theme.DIM)],
                  [(HEAD[:width], theme.HEAD)]]
         if not rows:
             lines.append([("   no process did block I/O in this interval (a new one shows "
