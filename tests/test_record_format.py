@@ -11,7 +11,7 @@ import pytest
 
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, GpuProcessRaw, GpuRaw,
-                                        GpuSnapshot, HostRaw, ProcIoRaw, PsiTotals, Sample,
+                                        GpuSnapshot, HostRaw, MountRaw, ProcIoRaw, PsiTotals, Sample,
                                         UtilWindow)
 from gpudisk_top.errors import UsageError
 from gpudisk_top.record import Recorder, Recording, frames, make_header, v2
@@ -65,10 +65,16 @@ def _odd_sample(i: int) -> Sample:
         procs={7: ProcIoRaw(7, ppid=1, root_pid=4, name="w", rchar=None if i == 1 else 100 * i,
                             read_bytes=4096 * i if i != 4 else 3, cpu_ticks=i, devices=("sda",),
                             state="D" if i % 2 else "S", run_delay_ns=10**12 * i + 7,
-                            blkio_ticks=None if i == 3 else 5 * i, syscr=2**40 + i),
+                            blkio_ticks=None if i == 3 else 5 * i, syscr=2**40 + i,
+                            mounts=("/data", "/mnt/s3") if i < 4 else ("/data",),
+                            blocked_on=("/mnt/s3", None, "/data")[i % 3] if i < 4 else None),
                5: ProcIoRaw(5, ppid=1, root_pid=4, name="v", rchar=7 * i, read_bytes=4096 * i,
                             write_bytes=0, cpu_ticks=None),
                8 + (i > 2): ProcIoRaw(8 + (i > 2), devices=None)},
+        mounts={"/data": MountRaw("/data", "nfs4", "10.0.0.5:/ds", "nfs", None,
+                                  {"read_ops": 100 * i, "read_rtt_ms": 7 * i, "xprt_bklog_u": 2**40}),
+                **({"/mnt/s3": MountRaw("/mnt/s3", "fuse.s3fs", "s3fs", "fuse", 912 if i else None,
+                                        {"waiting": i % 3})} if i < 4 else {})},
         warnings=["cannot read x"] if i == 1 else [])
 
 
@@ -92,6 +98,10 @@ def test_round_trip_of_none_floats_lost_gpus_and_wrapping_counters(tmp_path):
     # counters: None stays None; a counter that went down (a reused PID) goes down
     assert got[1].procs[7].rchar is None and got[2].procs[7].rchar is not None
     assert got[4].procs[7].read_bytes < got[3].procs[7].read_bytes
+    # network and FUSE mounts, and which of them a process was reading, as they were
+    for s, g in zip(samples, got):
+        assert g.mounts == s.mounts
+        assert (g.procs[7].mounts, g.procs[7].blocked_on) == (s.procs[7].mounts, s.procs[7].blocked_on)
 
 
 def test_a_util_window_gives_window_means_exactly():

@@ -18,7 +18,7 @@ from gpudisk_top.output.once import disk_json, gpus_json
 from gpudisk_top.report import export
 
 FAMILIES = (vocab.DISK, vocab.TIMELINE, vocab.GPU, vocab.GPU_COMPUTED, vocab.GPU_PROCESS,
-            vocab.GPU_PROCESS_IO, vocab.HOST)
+            vocab.GPU_PROCESS_IO, vocab.HOST, vocab.MOUNT)
 
 # a name ending so is in that unit (STYLE.md: units in names)
 NAME_UNITS = (("_kb_s", "kB/s"), ("_pct", "%"), ("_ms", "ms"), ("_kb", "kB"), ("_mib", "MiB"),
@@ -40,6 +40,8 @@ def test_families_are_the_model_dataclasses():
     assert set(vocab.GPU_PROCESS.fields) <= {f.name for f in fields(GpuProcessView)}
     assert set(vocab.GPU_PROCESS_IO.fields) <= set(tree_totals({}, 1))
     assert vocab.AVG_CPU == tuple(m for m in vocab.HOST if m.field.startswith("cpu_"))
+    from gpudisk_top.model.mounts import MountView
+    assert set(vocab.MOUNT.fields) <= {f.name for f in fields(MountView)}
 
 
 def test_units_are_in_the_names():

@@ -11,6 +11,7 @@ import os
 import re
 
 from gpudisk_top.collect.diskstats import DiskCounters
+from gpudisk_top.collect.mounts import unescape_mountinfo
 from gpudisk_top.collect.roots import Roots, read_bytes, read_first_line
 from gpudisk_top.collect.sample import DeviceInfo
 
@@ -42,11 +43,6 @@ def _kind_from_name(name: str) -> str:
         if pattern.search(name):
             return kind
     return "disk"
-
-
-def _unescape_mount(path: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as octal (\040 ...)
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
 class BlockDevices:
@@ -158,12 +154,12 @@ class BlockDevices:
                 major, minor = (int(x) for x in fields[2].split(":", 1))
             except ValueError:
                 continue
-            mountpoint = _unescape_mount(fields[4])
+            mountpoint = unescape_mountinfo(fields[4])
             # Containers bind-mount single files (/etc/hosts): not places data lives.
             if own_namespace and os.path.isfile(mountpoint):
                 continue
             rfields = right.split()
-            source = _unescape_mount(rfields[1]) if len(rfields) > 1 else ""
+            source = unescape_mountinfo(rfields[1]) if len(rfields) > 1 else ""
             out.append((major, minor, mountpoint, source))
         return out
 

@@ -15,10 +15,10 @@ and memory.stat.  Where the cgroup lives is looked up in /proc/PID/cgroup and
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 
+from gpudisk_top.collect.mounts import unescape_mountinfo
 from gpudisk_top.collect.roots import FileCache, Roots, read_text
 from gpudisk_top.collect.sample import CgroupIo, CpuTimes, HostRaw, PsiTotals
 
@@ -27,7 +27,6 @@ PSI_RESOURCES = ("io", "cpu", "memory")
 
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
                "guest", "guest_nice")
-_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 # ---------------------------------------------------------------------------- /proc/stat
@@ -174,11 +173,6 @@ def parse_process_cgroup(text: str) -> str | None:
     return None
 
 
-def _unescape(field: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo octal
-    return _MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
-
-
 def cgroup2_mounts(text: str) -> list[tuple[str, str]]:
     """(root, mountpoint) of every cgroup2 mount in a mountinfo text.
 
@@ -194,7 +188,7 @@ def cgroup2_mounts(text: str) -> list[tuple[str, str]]:
         except ValueError:
             continue
         if sep + 1 < len(fields) and fields[sep + 1] == "cgroup2":
-            mounts.append((_unescape(fields[3]), _unescape(fields[4])))
+            mounts.append((unescape_mountinfo(fields[3]), unescape_mountinfo(fields[4])))
     return mounts
 
 

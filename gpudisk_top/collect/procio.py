@@ -15,6 +15,7 @@ Costs per collect():
 from __future__ import annotations
 
 import os
+import platform
 import stat as stat_mod
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from gpudisk_top.collect.pidmap import read_cmdline
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.host import parse_process_cgroup
+from gpudisk_top.collect.mounts import REMOTE_KINDS, MountTable
 from gpudisk_top.collect.roots import FileCache, Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import ProcIoRaw
 
@@ -32,6 +34,11 @@ OTHERS_CONTENDED = 0.10  # ... and only while tasks waited for a CPU this share 
 TREES_REFRESH_S = 5.0   # how often GPU processes' descendants are looked for afresh
 DEV_NAMES_REFRESH_S = 30.0
 FD_SCAN_LIMIT = 8192
+# read(), pread64(), readv(), preadv(), preadv2() by architecture (the kernel's syscall
+# tables: arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h for
+# arm64 and the other generic ones): what a process blocked in a file read sleeps in
+READ_SYSCALLS = {"x86_64": {0, 17, 19, 295, 327},
+                 "aarch64": {63, 65, 67, 69, 286}}.get(platform.machine(), set())
 
 
 @dataclass(slots=True)
@@ -129,14 +136,16 @@ class _Known:
     cgroup: str | None = None         # read once: a process seldom moves
     devices: tuple[str, ...] | None = None
     devices_at: float | None = None   # monotonic seconds of the last device scan
+    mounts: tuple[str, ...] = ()      # network and FUSE mounts its files live on
 
 
 class ProcIoCollector:
     """Collects ProcIoRaw for GPU process trees; keeps per-PID caches between calls."""
 
     def __init__(self, roots: Roots, devices_refresh_s: float = DEVICES_REFRESH_S,
-                 files: FileCache | None = None) -> None:
+                 files: FileCache | None = None, mount_table: MountTable | None = None) -> None:
         self.roots = roots
+        self.mount_table = mount_table or MountTable(roots)
         self.devices_refresh_s = devices_refresh_s
         self.files = files or FileCache()
         self._trees_cache: tuple[float, dict, dict] | None = None  # (when, gpu_pids, members)
@@ -352,7 +361,7 @@ class ProcIoCollector:
                            parse_process_cgroup(cgroup_text) if cgroup_text else None)
             self._known[pid] = known
         if devices and (known.devices_at is None or now - known.devices_at >= self.devices_refresh_s):
-            known.devices = self._devices(pid)
+            known.devices, known.mounts = self._devices(pid, now)
             known.devices_at = now
 
         io_text = self.files.read(known.paths[0])
@@ -370,6 +379,8 @@ class ProcIoCollector:
             write_bytes=io.get("write_bytes"),
             cpu_ticks=st.cpu_ticks,
             devices=known.devices,
+            mounts=known.mounts,
+            blocked_on=self._blocked_on(pid, known.mounts, st.state, now),
             state=st.state,
             run_delay_ns=parse_schedstat(sched) if sched is not None else None,
             # field 42 reads 0 while delay accounting is off: that is "not measured"
@@ -379,9 +390,29 @@ class ProcIoCollector:
         )
 
     # ------------------------------------------------------------------ devices
-    def _devices(self, pid: int) -> tuple[str, ...] | None:
+    def _blocked_on(self, pid: int, mounts: tuple[str, ...], state: str,
+                    now: float) -> str | None:
+        """The network or FUSE mount (of `mounts`) whose file the process is in a read()
+        of at this moment: /proc/PID/syscall gives the system call it sleeps in and its
+        arguments, the first of which is the fd (proc(5)).  Only asked of a sleeping
+        process with files on such a mount: one small read, and a stat of the fd."""
+        if not mounts or state not in ("S", "D"):
+            return None
+        text = read_text(f"{self._proc_dir}{pid}/syscall")
+        fields = text.split() if text else []
+        if len(fields) < 2 or not fields[0].isdigit() or int(fields[0]) not in READ_SYSCALLS:
+            return None
+        try:
+            st = os.stat(f"{self._proc_dir}{pid}/fd/{int(fields[1], 16)}")
+        except (OSError, ValueError):
+            return None
+        info = self.mount_table.of(pid, now).get((os.major(st.st_dev), os.minor(st.st_dev)))
+        return info.mountpoint if info is not None and info.mountpoint in mounts else None
+
+    def _devices(self, pid: int, now: float) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
         """Kernel names of the block devices under the process's open files and file
-        mappings; None when neither its fds nor its maps can be read."""
+        mappings (None when neither its fds nor its maps can be read), and the network
+        and FUSE mounts among them (collect/mounts.py), by mountpoint."""
         devs: set[tuple[int, int]] = set()
         readable = False
         fd_dir = self.roots.proc(str(pid), "fd")
@@ -409,10 +440,13 @@ class ProcIoCollector:
             readable = True
             devs |= parse_maps_devices(maps)
         if not readable:
-            return None
+            return None, ()
         names = {self._dev_name(major, minor) for major, minor in devs if major != 0}
         names.discard(None)
-        return tuple(sorted(names))
+        table = self.mount_table.of(pid, now) if any(major == 0 for major, _ in devs) else {}
+        mounts = {table[d].mountpoint for d in devs
+                  if d in table and table[d].kind in REMOTE_KINDS}
+        return tuple(sorted(names)), tuple(sorted(mounts))
 
     def _dev_name(self, major: int, minor: int) -> str | None:
         key = (major, minor)

@@ -202,6 +202,23 @@ class ProcIoRaw:
                                      # None while kernel.task_delayacct is off
     syscr: int | None = None       # read system calls (/proc/PID/io)
     cgroup: str | None = None      # its cgroup path (collect.host.parse_process_cgroup)
+    mounts: tuple[str, ...] = ()   # network and FUSE mounts its files live on (mountpoints)
+    blocked_on: str | None = None  # the one of them it was in a read() of, at the sample
+
+
+# ---------------------------------------------------------------------------- mounts
+@dataclass(slots=True)
+class MountRaw:
+    """One mount the job has files on that is not a local block device, at one sample.
+    counters: what the kernel keeps for it, by kind (collect/mounts.py says which); all
+    cumulative but "waiting" (FUSE requests in flight now)."""
+
+    mountpoint: str
+    fstype: str
+    source: str
+    kind: str
+    daemon_pid: int | None = None          # a FUSE mount's daemon, where it was found
+    counters: dict[str, int] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- sample
@@ -217,4 +234,5 @@ class Sample:
     gpu: GpuSnapshot = field(default_factory=GpuSnapshot)
     host: HostRaw = field(default_factory=HostRaw)
     procs: dict[int, ProcIoRaw] = field(default_factory=dict)
+    mounts: dict[str, MountRaw] = field(default_factory=dict)  # by mountpoint (collect/mounts.py)
     warnings: list[str] = field(default_factory=list)  # what could not be read, one line each

@@ -18,6 +18,7 @@ from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.ioscan import IoScan
+from gpudisk_top.collect.mounts import MountCollector, MountTable
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
 from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
@@ -65,7 +66,9 @@ class Sampler:
             timeout_s=timeout_s, init_timeout_s=max(timeout_s, gpu_init_wait_s or 0.0))
         # the files read every sample stay open between samples (see FileCache)
         self._files = FileCache()
-        self._procio = ProcIoCollector(self.roots, files=self._files)
+        self._mount_table = MountTable(self.roots)
+        self._procio = ProcIoCollector(self.roots, files=self._files, mount_table=self._mount_table)
+        self._mounts = MountCollector(self.roots, self._mount_table)
         self._ioscan = IoScan(self.roots)
         self.io_view = False   # the I/O process view is open: scan the node more often
         self._devices: dict[str, DeviceInfo] = {}
@@ -132,17 +135,21 @@ class Sampler:
         if sample.procs:
             others = self._procio.collect_others(sample.procs, self._contended(sample))
             sample.procs.update(others)
-        sample.procs.update(self._io_busiest(sample.procs, mono))
+        sample.mounts = self._mounts.collect(sample.procs, mono)
+        daemons = [m.daemon_pid for m in sample.mounts.values() if m.daemon_pid is not None]
+        sample.procs.update(self._io_busiest(sample.procs, mono, daemons))
         sample.warnings = list(dict.fromkeys(sample.warnings))  # two readers, one file
         self._last = sample
         return sample
 
-    def _io_busiest(self, already, mono: float):
+    def _io_busiest(self, already, mono: float, daemons=()):
         """The processes outside the job doing the most block I/O, found by a scan of
-        the node now and then (collect/ioscan.py) and followed every sample."""
+        the node now and then (collect/ioscan.py), and the daemons of the FUSE mounts the
+        job reads (their CPU and traffic), followed every sample."""
         if self._ioscan.due(mono, self.io_view):
             self._ioscan.run(mono)
-        return self._procio.follow(self._ioscan.busiest, already)
+        return self._procio.follow(list(dict.fromkeys([*daemons, *self._ioscan.busiest])),
+                                   already)
 
     def _host_read_errors(self) -> list[str]:
         """A warning for each host file that is there but could not be read (a FIFO, a

@@ -19,7 +19,8 @@ from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.model.detect import STATES
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.model.vocab import DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HOST
+from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HOST,
+                                     MOUNT)
 
 P = "gpudisk_top_"
 
@@ -100,6 +101,7 @@ class Renderer:
         out += self._gpus(frame.model)
         out += self._disks(frame.model, frame.verdict)
         out += self._host(frame.model)
+        out += self._mounts(frame.model)
         out += self._verdict(frame)
         out += self._paths(frame)
         return out
@@ -164,6 +166,16 @@ class Renderer:
             if dev in sats:
                 sat.add_metric(labels, 1 if sats[dev].saturated else 0)
         return [*fams.values(), sat]
+
+    def _mounts(self, m) -> list:
+        """The network and FUSE mounts the job reads (model/mounts.py); no families
+        at all where it reads none."""
+        if not m.mounts:
+            return []
+        fams = _gauges(MOUNT, ["mountpoint", "fstype", "source"])
+        for v in m.mounts.values():
+            _fill(fams, MOUNT, [v.mountpoint, v.fstype, v.source], v)
+        return list(fams.values())
 
     def _host(self, m) -> list:
         fams = _gauges(HOST, [])

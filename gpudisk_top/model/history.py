@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.vocab import TIMELINE
 
 # How each disk metric the timeline can show (vocab.TIMELINE) comes from a device's DiskRates
@@ -22,6 +23,15 @@ _FROM_RATES = {
 }
 _VALUES = tuple(_FROM_RATES[m.field] for m in TIMELINE)    # in Column.disk's order
 _INDEX = {m.field: i for i, m in enumerate(TIMELINE)}
+# ... and from a mount's like_disk() numbers (a mount has no %util)
+_FROM_MOUNT = {
+    "util_pct": None,
+    "r_await_ms": lambda d: d["r_await_ms"],
+    "iops": lambda d: d["r_s"],
+    "mb_s": lambda d: None if d["rkb_s"] is None else d["rkb_s"] / 1024,
+    "aqu_sz": lambda d: d["aqu_sz"],
+}
+_MOUNT_VALUES = tuple(_FROM_MOUNT[m.field] for m in TIMELINE)
 
 
 @dataclass(slots=True)
@@ -57,6 +67,9 @@ class History:
             col.gpu_util[g.index] = None if g.lost else g.util_pct
         for name, r in model.disks.items():
             col.disk[name] = tuple(value(r) for value in _VALUES)
+        for mp, v in model.mounts.items():    # a network or FUSE mount: a row like a disk's
+            d = like_disk(v)
+            col.disk[mp] = tuple(None if value is None else value(d) for value in _MOUNT_VALUES)
         self.columns.append(col)
         self.total += 1
         return col

@@ -11,6 +11,10 @@ loader's leading thread's time is split (model/procs.py has where each number co
                    device times the device's r_await (each synchronous read blocks its
                    reader for r_await, which is how DataLoader workers read; Little's
                    law: summed over readers it is their share of the device's aqu-sz)
+  waiting on a     where at the sample half the loaders or more are in a read() of a file
+  network or FUSE  on a network or FUSE mount (NFS, Lustre, s3fs...: /proc/PID/syscall,
+  mount            collect/procio.py), their time off a CPU: such a wait is neither block
+                   I/O nor a CPU; per read() call it is the read latency the job sees
   asleep           the rest (the prefetch queue is full: the trainer is the bottleneck)
 
 The detector reads one LoaderTime for the whole job (model/detect/job.py), the process view
@@ -44,6 +48,10 @@ class LoaderTime:
     reads_s: float | None = None    # the loaders' reads that reach that device, a second
     read_kb: float | None = None    # its mean read size (rareq-sz)
     read_wait_ms: float | None = None  # and its read latency (r_await)
+    mount: str | None = None        # the network or FUSE mount the loaders were reading
+    mount_blocked: int = 0          # loaders in a read() on it at the sample
+    mount_wait_pct: float | None = None  # their time off a CPU, taken as waiting on it
+    mount_read_ms: float | None = None   # ... per read() call: the latency the job sees
 
     @property
     def cpu_share_pct(self) -> float:
@@ -52,7 +60,8 @@ class LoaderTime:
 
     @property
     def asleep_pct(self) -> float:
-        return max(0.0, 100.0 - self.cpu_share_pct - (self.io_wait_pct or 0.0))
+        waits = max(self.io_wait_pct or 0.0, self.mount_wait_pct or 0.0)
+        return max(0.0, 100.0 - self.cpu_share_pct - waits)
 
     def describe(self) -> str:
         """'4 DataLoader workers each: 26% on CPU, 3% waiting for a CPU, 54% blocked on
@@ -60,8 +69,12 @@ class LoaderTime:
         parts = [f"{self.on_cpu_pct:.0f}% on CPU"]
         if self.cpu_wait_pct is not None:
             parts.append(f"{self.cpu_wait_pct:.0f}% waiting for a CPU")
-        if self.io_wait_pct is not None:
+        if self.io_wait_pct is not None and not self.mount_wait_pct:
             parts.append(f"{self.io_wait_pct:.0f}% blocked on reads ({self.io_source})")
+        if self.mount_wait_pct is not None:
+            per = f", {self.mount_read_ms:.1f} ms a read" if self.mount_read_ms is not None else ""
+            parts.append(f"{self.mount_wait_pct:.0f}% waiting on reads from {self.mount} "
+                         f"({self.mount_blocked} in a read at the sample{per})")
         n = self.count
         return f"{n} {self.kind}{'s' * (n != 1)}{' each' if n > 1 else ''}: " + ", ".join(parts)
 
@@ -120,7 +133,9 @@ def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
         io_pct, source = sum(estimates) / n, IO_ESTIMATED
     device = max(reads_kb, key=reads_kb.get) if reads_kb else None
     r = disks.get(device) if device is not None else None
+    mount = _mount_wait(loaders, on_cpu)
     return LoaderTime(
+        **mount,
         kind=kind, count=n, on_cpu_pct=sum(on_cpu) / n,
         cpu_wait_pct=sum(min(100.0, x) for x in waits) / len(waits) if waits else None,
         io_wait_pct=io_pct, io_source=source,
@@ -129,6 +144,22 @@ def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
         reads_s=reads_kb[device] / r.rareq_kb if r is not None and r.rareq_kb else None,
         read_kb=r.rareq_kb if r is not None else None,
         read_wait_ms=r.r_await_ms if r is not None else None)
+
+
+def _mount_wait(loaders: list[ProcView], on_cpu: list[float]) -> dict:
+    """The network or FUSE mount the loaders wait on, when half of them or more were in
+    a read() of it at the sample: their time off a CPU is then that wait."""
+    at = [v.blocked_on for v in loaders if v.blocked_on]
+    if not at:
+        return {}
+    mount = max(set(at), key=lambda m: (at.count(m), m))
+    blocked = at.count(mount)
+    if blocked * 2 < len(loaders):
+        return {"mount": mount, "mount_blocked": blocked}
+    off = [max(0.0, 100.0 - cpu - min(100.0, v.cpu_wait_pct or 0.0)) for v, cpu in zip(loaders, on_cpu)]
+    reads_s = sum(v.reads_s or 0.0 for v in loaders)
+    return {"mount": mount, "mount_blocked": blocked, "mount_wait_pct": sum(off) / len(off),
+            "mount_read_ms": sum(off) / 100.0 / reads_s * 1000.0 if reads_s else None}
 
 
 def tree_loaders(procs: dict[int, ProcView], root_pid: int,

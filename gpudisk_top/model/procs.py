@@ -49,6 +49,8 @@ class ProcView:
     reads_s: float | None = None          # read system calls a second
     state: str | None = None              # at the end of the interval: R, S, D, ...
     cgroup: str | None = None             # its cgroup path, when it could be read
+    mounts: tuple[str, ...] = ()          # network and FUSE mounts its files live on
+    blocked_on: str | None = None         # the one it was in a read() of, at the end
 
 
 def _rate(cur: int | None, prev: int | None, interval_s: float,
@@ -77,7 +79,7 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
         if p is None:
             out[pid] = ProcView(pid, c.root_pid, c.name, c.cmdline,
                                 None, None, None, None, None, c.devices, state=c.state,
-                                cgroup=c.cgroup)
+                                cgroup=c.cgroup, mounts=c.mounts, blocked_on=c.blocked_on)
             continue
         # positional, in ProcView field order: this runs for every job process every
         # second (the time accounting's budget is 0.1 % of a core for 64 of them)
@@ -94,6 +96,8 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             _rate(c.syscr, p.syscr, interval_s, 1.0),
             c.state,
             c.cgroup,
+            c.mounts,
+            c.blocked_on,
         )
     return out
 

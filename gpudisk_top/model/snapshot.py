@@ -18,6 +18,7 @@ from gpudisk_top.model.disk import DiskRates, checked_rates
 from gpudisk_top.model.gpu import GpuView, gpu_views
 from gpudisk_top.model.host import HostView, host_view
 from gpudisk_top.model.loaders import loader_time, tree_loaders
+from gpudisk_top.model.mounts import MountView, mount_views
 from gpudisk_top.model.procs import ProcView, proc_views, tree_totals
 
 
@@ -34,6 +35,7 @@ class Model:
     gpus: list[GpuView] = field(default_factory=list)
     host: HostView | None = None
     procs: dict[int, ProcView] = field(default_factory=dict)
+    mounts: dict[str, MountView] = field(default_factory=dict)  # network and FUSE mounts
     # per GPU process (host PID): its own and its descendants' I/O, summed, and where its
     # loaders' time went ("loaders": a model.loaders.LoaderTime, or None)
     gpu_proc_io: dict[int, dict] = field(default_factory=dict)
@@ -58,11 +60,15 @@ class Model:
         model.gpus = gpu_views(sample.gpu, last.gpu if last is not None else None, window_us)
         model.host = host_view(sample.host, last.host if last is not None else None, interval_s)
         model.procs = proc_views(sample.procs, last.procs if last is not None else None, interval_s)
+        model.mounts = mount_views(sample.mounts, last.mounts if last is not None else None,
+                                   model.procs, interval_s)
         gpu_local = {p.local_pid for g in model.gpus for p in g.processes}
         for gpu in model.gpus:
             for proc in gpu.processes:
                 if proc.pid not in model.gpu_proc_io:
                     totals = model.gpu_proc_io[proc.pid] = tree_totals(model.procs, proc.pid)
                     pool, kind = tree_loaders(model.procs, proc.pid, gpu_local)
-                    totals["loaders"] = loader_time(model.disks, pool, kind)
+                    lt = totals["loaders"] = loader_time(model.disks, pool, kind)
+                    if lt is not None and lt.mount in model.mounts:
+                        model.mounts[lt.mount].job_read_ms = lt.mount_read_ms
         return model

@@ -226,6 +226,43 @@ GPU_PROCESS_IO = Family("gpu_process", (
            json_key="tree_processes", csv=False, alert=False),
 ))
 
+# ---------------------------------------------------------------------------- mounts
+# MountView (model/mounts.py): a network or FUSE mount the job reads, over one interval.
+MOUNT = Family("mount", (
+    Metric("read_ops_s", "/s", "r/s",
+           "Reads served per second: NFS READ operations (mountstats), Lustre read calls.",
+           prom="mount_read_operations_per_second", csv=False),
+    Metric("read_kb_s", "kB/s", "rkB/s", "Bytes read from the mount per second (NFS: READ "
+           "replies' bytes, as nfsiostat's kB/s; Lustre: llite read_bytes).",
+           prom="mount_read_bytes_per_second", csv=False),
+    Metric("rtt_ms", "ms", "rtt", "NFS: mean round trip of a READ to the server (nfsiostat's "
+           "avg RTT).", prom="mount_read_rtt_seconds", csv=False),
+    Metric("exec_ms", "ms", "exe", "Mean time of a read from the client's queue to its reply "
+           "(NFS: nfsiostat's avg exe; Lustre: llite read latency).",
+           prom="mount_read_latency_seconds", csv=False),
+    Metric("queue_ms", "ms", "queue", "NFS: mean time a READ waited in the client's queue.",
+           prom="mount_read_queue_seconds", csv=False),
+    Metric("retrans_s", "/s", "retrans/s", "NFS: READ retransmissions per second.",
+           prom="mount_read_retransmissions_per_second", csv=False),
+    Metric("backlog", "requests", "backlog", "NFS: mean length of the transport's backlog "
+           "queue a request met (mountstats xprt bklog_u / sends).",
+           prom="mount_transport_backlog", csv=False),
+    Metric("waiting", "requests", "waiting", "FUSE: requests sent to the daemon and not "
+           "answered yet (/sys/fs/fuse/connections/N/waiting).",
+           prom="mount_fuse_waiting_requests", csv=False),
+    Metric("daemon_cpu_pct", "%", "daemon%", "FUSE: its daemon's CPU, % of one CPU.",
+           prom="mount_fuse_daemon_cpu_ratio", csv=False),
+    Metric("job_read_ms", "ms", "job r_await", "Seen from the job: the time its loaders spend "
+           "off a CPU per read() call while they wait on the mount (/proc/PID/stat, "
+           "schedstat and io syscr; model/loaders.py).", prom="mount_job_read_latency_seconds",
+           csv=False),
+    Metric("readers", "processes", "readers", "The job's processes with files on the mount.",
+           prom="mount_job_processes", csv=False, alert=False),
+    Metric("blocked", "processes", "blocked", "Of those, the ones in a read() of it at the "
+           "sample (/proc/PID/syscall).", prom="mount_job_processes_in_read", csv=False,
+           alert=False),
+))
+
 # ---------------------------------------------------------------------------- the host
 # Families with one series per metric, told apart by a label: their HELP line.
 PROM_FAMILY_HELP = {

@@ -19,7 +19,7 @@ from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.host import host_as_json
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU_PROCESS, GPU_PROCESS_IO, iso_time,
+from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU_PROCESS, GPU_PROCESS_IO, MOUNT, iso_time,
                                      verdict_json)
 
 
@@ -58,6 +58,14 @@ def disk_json(model: Model, name: str) -> dict:
     return out
 
 
+def mount_json(view) -> dict:
+    """A network or FUSE mount the job reads (model/mounts.py MountView)."""
+    out = {"mountpoint": view.mountpoint, "fstype": view.fstype, "source": view.source,
+           "kind": view.kind, "daemon_pid": view.daemon_pid}
+    out.update({m.json_key: getattr(view, m.field) for m in MOUNT})
+    return out
+
+
 def gpus_json(model: Model) -> list[dict]:
     gpus = []
     for view in model.gpus:
@@ -90,6 +98,7 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
         "gpu_status": model.gpu_status,
         "gpus": gpus_json(model),
         "disks": [disk_json(model, n) for n in shown_disks(model, dev_filter)],
+        "mounts": [mount_json(v) for v in model.mounts.values()],
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
         "warnings": [*model.sample.warnings, *model.warnings],
@@ -217,6 +226,20 @@ def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     return lines
 
 
+def _mount_lines(model: Model) -> list[str]:
+    """The network and FUSE mounts the job reads, beside the block devices."""
+    if not model.mounts:
+        return []
+    width = max(len("Mount"), *(len(v.mountpoint) for v in model.mounts.values()))
+    head = f"{'Mount':<{width}} {'type':<10}" + "".join(f" {m.label:>9}" for m in MOUNT) + "  source"
+    lines = [head]
+    for v in model.mounts.values():
+        lines.append(f"{v.mountpoint:<{width}} {v.fstype[:10]:<10}"
+                     + "".join(f" {_f(getattr(v, m.field)):>9}" for m in MOUNT)
+                     + f"  {v.source}" + (f" (daemon pid {v.daemon_pid})" if v.daemon_pid else ""))
+    return lines
+
+
 def _verdict_lines(verdict) -> list[str]:
     if verdict is None:
         return []
@@ -241,6 +264,9 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
         head = f"DEMO ({origin['source']}): " + head
     parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model), "", *_host_lines(model),
              "", *_disk_lines(model, dev_filter)]
+    mounts = _mount_lines(model)
+    if mounts:
+        parts += ["", *mounts]
     warnings = [*model.sample.warnings, *model.warnings]
     if warnings:
         parts += ["", *(f"warning: {w}" for w in warnings)]

@@ -201,6 +201,7 @@ class GpuDiskApp(App):
         # episodes on screen, then the busiest over the columns shown)
         disk_rows = [(n, model.devices[n].display_name)
                      for n in self.query_one(DiskPanel).selected(model)]
+        disk_rows += [(mp, mp) for mp in model.mounts]     # network and FUSE mounts
         named = update.verdict.devices if update.verdict is not None else ()
         self.query_one(Timeline).show(self.feed.history, [g.index for g in model.gpus], disk_rows,
                                       self.feed.episodes, named)

@@ -15,6 +15,9 @@ MODE:
   healthy     samples from memory: the workers keep up easily
   disk        each sample is R random 4 KiB O_DIRECT reads from FILE (32 by default): the
               workers wait on synchronous reads, as small-file datasets make them
+  files       each sample is R random 64 KiB buffered reads from FILE: through the page
+              cache, as a dataset of files is read (on a network or FUSE mount each one
+              that misses the cache waits on the server or the daemon)
   cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
   light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
   checkpoint  healthy, plus 2 GiB written and fsynced to FILE.ckpt every 10 s
@@ -49,16 +52,17 @@ def _cpu_work(ms: float) -> None:
 
 
 class Reader:
-    def __init__(self, path: str, reads: int) -> None:
-        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-        self.blocks = os.lseek(self.fd, 0, os.SEEK_END) // BLOCK   # a file or a device
-        self.buf = mmap.mmap(-1, BLOCK)
+    def __init__(self, path: str, reads: int, direct: bool = True, block: int = BLOCK) -> None:
+        self.fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+        self.blocks = os.lseek(self.fd, 0, os.SEEK_END) // block   # a file or a device
+        self.buf = mmap.mmap(-1, block)
+        self.block = block
         self.reads = reads
 
     def sample(self) -> int:
         total = 0
         for _ in range(self.reads):
-            total += os.preadv(self.fd, [self.buf], random.randrange(self.blocks) * BLOCK)
+            total += os.preadv(self.fd, [self.buf], random.randrange(self.blocks) * self.block)
         return total
 
 
@@ -79,7 +83,8 @@ def _die_with(parent: int) -> None:
 def worker(mode: str, path: str, reads: int, out: mp.Queue, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with(parent)
-    reader = Reader(path, reads) if mode == "disk" else None
+    reader = (Reader(path, reads) if mode == "disk" else
+              Reader(path, reads, direct=False, block=16 * BLOCK) if mode == "files" else None)
     while os.getppid() == parent:
         for _ in range(BATCH):
             if reader is not None:
@@ -93,7 +98,7 @@ def worker(mode: str, path: str, reads: int, out: mp.Queue, parent: int) -> None
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["healthy", "disk", "cpu", "light-cpu", "checkpoint"])
+    ap.add_argument("mode", choices=["healthy", "disk", "files", "cpu", "light-cpu", "checkpoint"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--data", required=True)

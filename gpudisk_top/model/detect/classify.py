@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.ioprocs import readers_of
+from gpudisk_top.model.detect.remote import mount_advice, mount_evidence
 from gpudisk_top.model.detect.job import Job
 from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
@@ -49,7 +50,7 @@ THROTTLED_PCT = 20.0
 class IntervalState:
     state: str
     gpus: list[int] = field(default_factory=list)
-    kind: str | None = None             # disk: saturated | latency-bound; cpu: own | others | throttled
+    kind: str | None = None             # disk: saturated | latency-bound | remote-mount; cpu: own | others | throttled
     devices: list[str] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
     gpu_util_pct: float | None = None   # mean utilization of `gpus`
@@ -111,6 +112,7 @@ class Classifier:
         gpus = [g.index for g in low]
         util = _mean([g.util_pct for g in low])
         state = (self._checkpoint(model, job, sats, low, judged, dirty_kb, burst)
+                 or self._mount(model, job)
                  or self._disk(model, job, sats)
                  or self._cpu(model, job, sats)
                  or self._undiagnosed(model, job, sats))
@@ -273,6 +275,27 @@ class Classifier:
                 detail += f"; read by {others}"
         return IntervalState("disk-starved", kind="saturated", devices=[s.name], detail=detail,
                              advice=self._disk_advice(model, job))
+
+    # ------------------------------------------------------------------ network, FUSE
+    def _mount(self, model: Model, job: Job) -> IntervalState | None:
+        """The loaders wait on reads from a network or FUSE mount (model/loaders.py): no
+        block device shows it, so it is told by where they sleep, with the mount's own
+        numbers as its evidence."""
+        lt = job.time if job.visible else None
+        if lt is None or lt.mount_wait_pct is None or lt.mount_wait_pct < self.t.loader_io_wait_pct:
+            return None
+        if lt.cpu_share_pct >= self.t.loader_cpu_pct:
+            return None                 # CPU-bound loaders: their reads are not the wait
+        m = model.mounts.get(lt.mount)
+        if m is None:
+            return None
+        detail = (f"{m.label}: {mount_evidence(m)}; {lt.mount_blocked} of {lt.count} "
+                  f"{lt.kind}s in a read of it at the sample, {lt.mount_wait_pct:.0f}% of their "
+                  f"time waiting on it" + (f", {lt.mount_read_ms:.1f} ms a read" if lt.mount_read_ms
+                                           is not None else "")
+                  + f"; {job.describe()}")
+        return IntervalState("disk-starved", kind="remote-mount", devices=[m.mountpoint],
+                             detail=detail, advice=mount_advice(m))
 
     def _device_of(self, model: Model, leaf: str | None, sats) -> Saturation | None:
         """The disk (or dm/md device) a partition belongs to, as the disk table shows it."""

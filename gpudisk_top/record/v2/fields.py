@@ -31,12 +31,17 @@ GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
             "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
 GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")
 GPU_PROCESS_FIELDS = field_names(GpuProcessRaw)
-PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices", "cgroup")
+PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices", "cgroup", "mounts")
 # where a process's time went (ProcIoRaw): columns "p/PID/<key>", integers with -1 for
 # None so that rows stay integer (coded as differences) and blocks pack them narrow;
-# the state letter is kept as its code point.  Recordings made before them lack the
-# columns, and read back None.
-PROC_ACCT = (("rd", "run_delay_ns"), ("bio", "blkio_ticks"), ("sr", "syscr"), ("s", "state"))
+# the state letter is kept as its code point, blocked_on as its place in the process's
+# mounts plus one (0: none).  Recordings made before them lack the columns, and read back
+# None.
+PROC_ACCT = (("rd", "run_delay_ns"), ("bio", "blkio_ticks"), ("sr", "syscr"), ("s", "state"),
+             ("bo", "blocked_on"))
+# a network or FUSE mount (MountRaw): "m/I" its identity record, "m/I/KEY" its counters
+# (I: its place in the sample; a mountpoint holds slashes, a layout key cannot)
+MOUNT_STATIC = ("mountpoint", "fstype", "source", "kind", "daemon_pid")
 
 
 def schema() -> dict[str, list[str]]:
@@ -53,6 +58,7 @@ def schema() -> dict[str, list[str]]:
         "proc_static": list(PROC_STATIC),
         "proc_io": list(IO_FIELDS),
         "proc_acct": [field for _, field in PROC_ACCT],
+        "mount_static": list(MOUNT_STATIC),
     }
 
 

@@ -39,7 +39,7 @@ from gpudisk_top.collect.sample import Sample
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
                                           GPU_INTS, GPU_PROCESS_FIELDS,
                                           GPU_STATIC, IO_FIELDS, PROC_ACCT, SHARE_SCALE, EXACT,
-                                          PROC_STATIC, float_bits, util_window, window_parts)
+                                          PROC_STATIC, MOUNT_STATIC, float_bits, util_window, window_parts)
 
 
 _device_rec = operator.attrgetter(*DEVICE_FIELDS)
@@ -48,6 +48,7 @@ _gpu_ints = operator.attrgetter(*GPU_INTS)
 _gpu_proc = operator.attrgetter(*GPU_PROCESS_FIELDS)
 _cpu = operator.attrgetter(*CPU_FIELDS)
 _proc_static = operator.attrgetter(*PROC_STATIC)
+_mount_static = operator.attrgetter(*MOUNT_STATIC)
 _io = operator.attrgetter(*IO_FIELDS)
 _NO_CPU = (None,) * len(CPU_FIELDS)
 
@@ -108,6 +109,8 @@ class Flattener:
                      + [f"p/{pid}/{f}" for f in IO_FIELDS])
         for t in tree_keys:
             keys += [f"T/{t}/{f}" for f in IO_FIELDS]
+        for i, m in enumerate(s.mounts.values()):
+            keys += [f"m/{i}"] + [f"m/{i}/{k}" for k in m.counters]
         keys.append("px")
         return tuple(keys)
 
@@ -166,7 +169,8 @@ class Flattener:
             state = p.state
             vals += (_proc_static(p), p.cpu_ticks, _int_or_none(p.run_delay_ns),
                      _int_or_none(p.blkio_ticks), _int_or_none(p.syscr),
-                     ord(state[0]) if state else -1)
+                     ord(state[0]) if state else -1,
+                     p.mounts.index(p.blocked_on) + 1 if p.blocked_on in p.mounts else 0)
             key = root if root is not None else -1 - pid
             tree = trees.get(key)
             if tree is None:
@@ -219,9 +223,13 @@ class Flattener:
                     vals[pos + k] = int(d * sc[k] + 0.5) or 1
         for tree in trees.values():
             vals += tree
+        for m in s.mounts.values():
+            vals.append(_mount_static(m))
+            vals += m.counters.values()
         vals.append(exact)
         sig = (tuple(s.disks), tuple(devices), len(s.gpu.gpus), tuple(s.procs), tuple(roots),
                tuple(h.psi), tuple(h.meminfo_kb),
+               tuple((mp, tuple(m.counters)) for mp, m in s.mounts.items()),
                None if cg is None else (tuple((d, tuple(v)) for d, v in cg.io_stat.items()),
                                         tuple(cg.cpu_stat), tuple(cg.memory_stat)))
         if sig != self._sig:

@@ -11,7 +11,8 @@ import json
 
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, GpuProcessRaw, GpuRaw,
-                                        GpuSnapshot, HostRaw, ProcIoRaw, PsiTotals, Sample)
+                                        GpuSnapshot, HostRaw, MountRaw, ProcIoRaw,
+                                        PsiTotals, Sample)
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
                                           GPU_INTS, IO_FIELDS, PROC_ACCT, PROC_STATIC, EXACT,
                                           FormatError, bits_float, field_names, getter, schema,
@@ -67,6 +68,7 @@ class _Plan:
     trees: dict            # tree key -> first index of its 4 totals
     tree_index: dict       # root PID (or ~pid of a process without one) -> its 4 totals
     px: int | None
+    mounts: list           # (identity index, [(counter key, index)]), in the sample's order
     mono: int
     wall: int
     status: int | None
@@ -87,6 +89,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
     cgio: dict[str, list] = {}
     cgcpu, cgmem = [], []
     trees: dict[str, list] = {}
+    mounts: dict[int, list] = {}
     devices, mem = [], []
     for i, k in enumerate(layout):
         parts = k.split("/")
@@ -110,6 +113,12 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
                 cgmem.append((parts[2], i))
         elif head == "p" and len(parts) == 3:
             procs.setdefault(int(parts[1]), {})[parts[2]] = i
+        elif head == "m" and len(parts) >= 2:
+            m = mounts.setdefault(int(parts[1]), [None, []])
+            if len(parts) == 2:
+                m[0] = i
+            else:
+                m[1].append(("/".join(parts[2:]), i))
         elif head == "T" and len(parts) == 3:
             trees.setdefault(parts[1], [None] * 4)
             if parts[2] in IO_FIELDS:
@@ -140,6 +149,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
         trees={k: v for k, v in trees.items()},
         tree_index={(~int(k[1:]) if k.startswith("s") else int(k)): v for k, v in trees.items()},
         px=pos.get("px"),
+        mounts=[tuple(mounts[i]) for i in sorted(mounts) if mounts[i][0] is not None],
         mono=pos["t/mono"], wall=pos["t/wall"],
         status=pos.get("gs/status"), driver=pos.get("gs/driver"), warnings=pos.get("w"),
     )
@@ -190,6 +200,7 @@ class Unflattener:
         self._device_names = list(sch["device"])
         self._gpu_static = list(sch["gpu_static"])
         self._gpu_proc = _record(GpuProcessRaw, sch["gpu_process"])
+        self._mount_static = list(sch.get("mount_static", ()))
         st = list(sch["proc_static"])
         self._st = [st.index(f) if f in st else None for f in PROC_STATIC]
 
@@ -330,9 +341,10 @@ class Unflattener:
 
     def _proc_identity(self, st):
         idx = self._st
-        ppid, root, name, cmd, dev, cgroup = [st[i] if i is not None and i < len(st) else None
-                                              for i in idx]
-        return ppid, root, name, cmd, tuple(dev) if isinstance(dev, list) else dev, cgroup
+        ppid, root, name, cmd, dev, cgroup, mounts = [st[i] if i is not None and i < len(st)
+                                                      else None for i in idx]
+        return (ppid, root, name, cmd, tuple(dev) if isinstance(dev, list) else dev, cgroup,
+                tuple(mounts or ()))
 
     def _gpu_identity(self, st):
         return {n: v for n, v in zip(self._gpu_static, st) if n in _GPU_SET}
@@ -384,19 +396,33 @@ class Unflattener:
         procs = {}
         identity = self._proc_identity
         for pid, st_i, cpu_i, _io in plan.procs:
-            ppid, root, name, cmd, dev, cgroup = cached(vals[st_i], identity)
+            ppid, root, name, cmd, dev, cgroup, mounts = cached(vals[st_i], identity)
             c = counters[pid]
-            rd, bio, sr, st = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
-                               for i in plan.acct[pid]]
+            rd, bio, sr, st, bo = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
+                                   for i in plan.acct[pid]]
             procs[pid] = ProcIoRaw(pid, ppid, root, name, cmd, c[0], c[1], c[2], c[3],
                                    vals[cpu_i] if cpu_i is not None else None, dev,
                                    state=chr(st) if st else None, run_delay_ns=rd,
-                                   blkio_ticks=bio, syscr=sr, cgroup=cgroup)
+                                   blkio_ticks=bio, syscr=sr, cgroup=cgroup, mounts=mounts,
+                                   blocked_on=mounts[bo - 1] if bo and bo <= len(mounts) else None)
         return Sample(mono_s=bits_float(vals[plan.mono]), wall_s=bits_float(vals[plan.wall]),
                       disks=disks, devices=devices,
                       gpu=GpuSnapshot(status=_get(vals, plan.status, "unavailable: not sampled"),
                                       driver_version=_get(vals, plan.driver), gpus=gpus),
-                      host=host, procs=procs, warnings=list(_get(vals, plan.warnings) or ()))
+                      host=host, procs=procs, mounts=self._mounts(plan, vals),
+                      warnings=list(_get(vals, plan.warnings) or ()))
+
+    def _mounts(self, plan: _Plan, vals) -> dict[str, MountRaw]:
+        out = {}
+        for ident, counters in plan.mounts:
+            rec = dict(zip(self._mount_static, vals[ident]))
+            mp = rec.get("mountpoint")
+            if mp is None:
+                continue
+            out[mp] = MountRaw(mp, rec.get("fstype", "?"), rec.get("source", "?"),
+                               rec.get("kind", "other"), rec.get("daemon_pid"),
+                               {k: vals[i] for k, i in counters if vals[i] is not None})
+        return out
 
 
 def canonical(samples, flattener: Flattener | None = None) -> list[Sample]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms
@@ -42,6 +43,11 @@ COLUMNS = (
     ("f_await", lambda r: ms(r.f_await_ms), ()),
 )
 CORE = 8
+# a network or FUSE mount's row: its numbers (model/mounts.py like_disk) under the columns
+# that mean the same (title -> field, scale); the rest "-"
+MOUNT_CELLS = {"r/s": ("r_s", 1.0), "rMB/s": ("rkb_s", 1 / 1024), "r_await": ("r_await_ms", 1.0),
+               "aqu-sz": ("aqu_sz", 1.0)}
+MOUNT_TAG = {"nfs": "NFS", "fuse": "FUSE", "lustre": "Lstr", "network": "net"}
 
 
 def natural(name: str):
@@ -117,7 +123,8 @@ class DiskPanel(LinesPanel):
         dropped = sorted((n for n in model.disk_dropped if n in model.devices
                           and self.filter.selected(model.devices[n], model.sample.disks.get(n))),
                          key=natural)
-        dev_w = min(NAME_MAX, max([6] + [len(model.devices[n].display_name) for n in names + dropped]))
+        dev_w = min(NAME_MAX, max([6] + [len(model.devices[n].display_name) for n in names + dropped]
+                                  + [len(mp) for mp in model.mounts]))
         widths, with_class, mount_w = self._layout(width, dev_w)
         cols = list(zip(COLUMNS, widths))
         what = "all devices" if self.filter.all_devices else (
@@ -152,6 +159,8 @@ class DiskPanel(LinesPanel):
             text = self._name_cells(info, dev_w, with_class)
             text += value_cells(r, widths)
             lines.append(self._row(n, glyph, text, style, info, mount_w))
+        for v in model.mounts.values():
+            lines.append(self._mount_row(v, v.mountpoint in blamed, dev_w, with_class, cols, mount_w))
         for n in dropped:
             info = model.devices[n]
             text = self._name_cells(info, dev_w, with_class) + "".join("n/a".rjust(w) for _, w in cols)
@@ -162,6 +171,22 @@ class DiskPanel(LinesPanel):
         self.set_lines(lines)
         if self.has_focus and self.cursor in self._order:
             self.scroll_to_show(1 + self._order.index(self.cursor))
+
+    @staticmethod
+    def _mount_row(v, blamed: bool, dev_w: int, with_class: bool, cols, mount_w: int) -> list:
+        """A network or FUSE mount under the disks: its mountpoint as the name, its type
+        as the class, its source where a disk shows its mountpoints."""
+        style = theme.CULPRIT if blamed else theme.PLAIN
+        text = f"{_cut(v.mountpoint, dev_w):<{dev_w}}"
+        text += f" {MOUNT_TAG.get(v.kind, v.kind)[:5]:<5}" if with_class else ""
+        numbers = like_disk(v)
+        for (title, _, _), w in cols:
+            field, scale = MOUNT_CELLS.get(title, (None, 1.0))
+            value = numbers.get(field)
+            cell = "-" if value is None else (ms(value) if title == "r_await" else f"{value * scale:.1f}")
+            text += _fit(cell, w - 1).rjust(w)
+        return [("▲" if blamed else " ", style), (text, style),
+                ("  " + _cut(v.source, mount_w), theme.DIM)]
 
     @staticmethod
     def _name_cells(info, dev_w: int, with_class: bool) -> str:
