@@ -392,3 +392,37 @@ def test_lustre_read_finds_proc_and_debugfs(tmp_path):
     finally:
         cache.close()
     assert lustre.read(Roots(procfs=str(tmp_path / "none"), sysfs=str(tmp_path / "none"))) == {}
+
+
+# ---------------------------------------------------------------------------- the sampler's
+def test_the_quick_read_of_the_jobs_mounts_is_the_full_parse():
+    """read_counters() takes READ of the wanted mounts straight from the text: the same
+    counters as the full parse, for every NFS mount of every fixture."""
+    for name in sorted(os.listdir(FIXTURES)):
+        if not name.startswith("mountstats_"):
+            continue
+        full = {mp: nfsstats.mount_counters(m) for mp, m in mounts(name).items()}
+        assert nfsstats.quick_counters(text(name), set(full)) == full, name
+        assert nfsstats.quick_counters(text(name), set()) == {}
+    assert any(nfsstats.quick_counters(text(n), {"/mnt/nfs1/docs"})
+               for n in os.listdir(FIXTURES) if n.startswith("mountstats_nfsmountstats"))
+
+
+def test_mount_views_give_nfsiostats_numbers_from_recorded_counters():
+    """What a recording keeps of a mount (MountRaw.counters) gives the model the same
+    READ rates as the full parse does (model/nfs.py owns the formulas)."""
+    from gpudisk_top.collect.sample import MountRaw
+    from gpudisk_top.model.mounts import mount_views
+
+    before, after = mounts("mountstats_nfsmountstats_mixed"), mounts("mountstats_nfsmountstats_mixed.next")
+    mp = "/mnt/nfs1/docs"
+    full = nfs_rates(after[mp], before[mp], 10.0)
+
+    def raw(m):
+        return {mp: MountRaw(mp, m.fstype, m.source, "nfs", counters=nfsstats.mount_counters(m))}
+    view = mount_views(raw(after[mp]), raw(before[mp]), {}, 10.0)[mp]
+    assert view.read_ops_s == full.read_ops_s == 10.0            # +100 READs in 10 s
+    assert view.rtt_ms == full.read_rtt_ms_per_op == 2.5          # +250 ms of RTT over them
+    assert (view.read_kb_s, view.exec_ms, view.queue_ms, view.retrans_s, view.backlog) == \
+        (full.read_kb_s, full.read_execute_ms_per_op, full.read_queue_ms_per_op,
+         full.read_retrans_s, full.backlog_avg)

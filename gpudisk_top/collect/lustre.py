@@ -141,3 +141,44 @@ def read(roots: Roots, files: FileCache | None = None) -> dict[str, LustreStatsR
         if text is not None:
             out[f"{kind}/{name}"] = parse(text, name=name, kind=kind)
     return out
+
+
+# ---------------------------------------------------------------------------- recorded
+# What a recording keeps of a Lustre client (MountRaw.counters): the read counters' number
+# of samples and sum, flat ("read_bytes/samples", "read/sum", ...); from_counters() gives
+# the LustreStatsRaw back (the unit of a latency counter is usec).
+RECORDED = ("read_bytes", "read", "ost_read")
+
+
+def mount_counters(raw: LustreStatsRaw) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in RECORDED:
+        c = raw.counters.get(name)
+        if c is not None and c.sum is not None:
+            out[f"{name}/samples"], out[f"{name}/sum"] = c.samples, c.sum
+    return out
+
+
+def from_counters(name: str, counters: dict) -> LustreStatsRaw:
+    raw = LustreStatsRaw(name=name, snapshot_s=None, kind="llite")
+    for key in RECORDED:
+        if f"{key}/samples" in counters and f"{key}/sum" in counters:
+            unit = "bytes" if key == "read_bytes" else "usec"
+            raw.counters[key] = LustreCounter(counters[f"{key}/samples"], unit,
+                                              sum=counters[f"{key}/sum"])
+    return raw
+
+
+def read_counters(roots: Roots, mounts, files: FileCache | None = None) -> dict[str, dict]:
+    """{mountpoint: mount_counters} of the job's Lustre mounts: an llite instance is
+    "FSNAME-<superblock>", and a mount's source "MGS@tcp:/FSNAME" (one instance per
+    mounted filesystem; a filesystem mounted twice is taken as the first)."""
+    stats = read(roots, files)
+    out = {}
+    for m in mounts:
+        mp, fsname = m.mountpoint, m.source.rsplit(":/", 1)[-1]
+        for key, raw in stats.items():
+            if key.startswith("llite/") and raw.name.rsplit("-", 1)[0] == fsname:
+                out[mp] = mount_counters(raw)
+                break
+    return out

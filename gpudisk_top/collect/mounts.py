@@ -175,8 +175,9 @@ class MountCollector:
     """The MountRaw of every network and FUSE mount the job's processes have files on."""
 
     def __init__(self, roots: Roots, table: MountTable, kind_counters=None) -> None:
-        """kind_counters: {kind: read(roots, mountpoints) -> {mountpoint: counters}}, the
-        readers of each kind's own statistics (NFS's mountstats, Lustre's stats)."""
+        """kind_counters: {kind: read_counters(roots, [MountRaw]) -> {mountpoint:
+        counters}}, the readers of each kind's own statistics (collect/nfsstats.py for
+        NFS's mountstats, collect/lustre.py for Lustre's stats)."""
         self.roots = roots
         self.table = table
         self.kind_counters = kind_counters or {}
@@ -203,7 +204,7 @@ class MountCollector:
                 raw.daemon_pid = self.table.fuse_daemon(mp, now)
             out[mp] = raw
         for kind, read in self.kind_counters.items():
-            mine = [mp for mp, raw in out.items() if raw.kind == kind]
+            mine = [raw for raw in out.values() if raw.kind == kind]
             if mine:
                 for mp, counters in read(self.roots, mine).items():
                     out[mp].counters.update(counters)

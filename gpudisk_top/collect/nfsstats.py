@@ -34,9 +34,9 @@ left out and the rest of its mount is kept.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.mounts import unescape_mountinfo
 from gpudisk_top.collect.roots import FileCache, Roots, read_text
 
 NFS_FSTYPES = frozenset(("nfs", "nfs4"))
@@ -61,7 +61,6 @@ _XPRT_LAYOUTS = {
              "max_slots", "sending_u", "pending_u"), 7),
     "rdma": (("port",) + _XPRT_COMMON, 10),
 }
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 @dataclass(slots=True)
@@ -158,13 +157,6 @@ def _uints(tokens: list[str]) -> list[int] | None:
     return list(map(int, tokens))
 
 
-def _unescape(field_text: str) -> str:
-    # seq_escape() prints space, tab, newline and backslash in names as \ooo
-    if "\\" not in field_text:
-        return field_text
-    return _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field_text)
-
-
 def _parse_device(parts: list[str]) -> tuple[str, str, str, str | None] | None:
     """(source, mountpoint, fstype, statvers or None) of a `device` line, else None.
     "no device mounted on ..." is how the kernel prints a mount without a source."""
@@ -176,7 +168,7 @@ def _parse_device(parts: list[str]) -> tuple[str, str, str, str | None] | None:
             or parts[at + 4] != "fstype"):
         return None
     if parts[0] == "device" and at == 2:
-        source = _unescape(parts[1])
+        source = unescape_mountinfo(parts[1])
     elif parts[:2] == ["no", "device"] and at == 2:
         source = ""
     else:
@@ -185,7 +177,7 @@ def _parse_device(parts: list[str]) -> tuple[str, str, str, str | None] | None:
     for token in parts[at + 6:]:
         if token.startswith("statvers="):
             statvers = token[len("statvers="):]
-    return source, _unescape(parts[at + 2]), parts[at + 5], statvers
+    return source, unescape_mountinfo(parts[at + 2]), parts[at + 5], statvers
 
 
 def _parse_opts(text: str) -> dict[str, str]:
@@ -345,3 +337,87 @@ def read(roots: Roots, files: FileCache | None = None) -> dict[str, NfsMountRaw]
     path = roots.proc("self", "mountstats")
     text = files.read(path) if files is not None else read_text(path)
     return parse(text) if text is not None else {}
+
+
+# ---------------------------------------------------------------------------- recorded
+# What a recording keeps of an NFS mount (MountRaw.counters): READ's per-op counters and
+# the transport's sends and backlog, as flat integers; from_counters() gives them back.
+_READ_KEYS = tuple(f"read_{f}" for f in OP_FIELDS)
+
+
+def mount_counters(raw: NfsMountRaw) -> dict[str, int]:
+    out: dict[str, int] = {}
+    op = raw.ops.get("READ")
+    if op is not None:
+        out.update(zip(_READ_KEYS, (getattr(op, f) for f in OP_FIELDS)))
+        if op.errors is not None:
+            out["read_errors"] = op.errors
+    if raw.xprt is not None:
+        out["xprt_sends"], out["xprt_bklog_u"] = raw.xprt.sends, raw.xprt.bklog_u
+    if raw.age_s is not None:
+        out["age_s"] = raw.age_s
+    return out
+
+
+def from_counters(mountpoint: str, fstype: str, source: str, counters: dict) -> NfsMountRaw:
+    """The NfsMountRaw that mount_counters() was taken from, as far as it keeps it."""
+    raw = NfsMountRaw(source=source, mountpoint=mountpoint, fstype=fstype, statvers="",
+                      age_s=counters.get("age_s"))
+    if all(k in counters for k in _READ_KEYS):
+        raw.ops["READ"] = NfsOpRaw(*(counters[k] for k in _READ_KEYS), counters.get("read_errors"))
+    if "xprt_sends" in counters and "xprt_bklog_u" in counters:
+        raw.xprt = NfsXprtRaw(transport="", port=None, bind_count=0, connect_count=None,
+                              connect_time_s=None, idle_time_s=None,
+                              sends=counters["xprt_sends"], recvs=0, bad_xids=0, req_u=0,
+                              bklog_u=counters["xprt_bklog_u"])
+    return raw
+
+
+def quick_counters(text: str, wanted) -> dict[str, dict]:
+    """mount_counters() of the wanted NFS mountpoints straight from the text: each mount's
+    block is found by its device line, and in it only age, the xprt lines and READ are
+    read (the sampler's every-second path: a node's 8 NFSv4 mounts print 550 op lines,
+    which parse() would split).  The same numbers as parse() (tests/test_netfs_stats.py)."""
+    out: dict[str, dict] = {}
+    if not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]     # a cut-off last line is never used
+    for block in text.split("\ndevice ")[1:] if not text.startswith("device ") else \
+            ("\n" + text).split("\ndevice ")[1:]:
+        head, _, body = block.partition("\n")
+        device = _parse_device(("device " + head).split())
+        if device is None or device[1] not in wanted or device[2] not in NFS_FSTYPES \
+                or device[3] is None:
+            continue
+        raw = NfsMountRaw(source=device[0], mountpoint=device[1], fstype=device[2],
+                          statvers=device[3])
+        xprts = []
+        for line in body.split("\n"):
+            stripped = line.lstrip()
+            if stripped.startswith("xprt:"):
+                xprt = parse_xprt(stripped.split()[1:])
+                if xprt is not None:
+                    xprts.append(xprt)
+            elif stripped.startswith("age:"):
+                parts = stripped.split()
+                raw.age_s = _uint(parts[1]) if len(parts) == 2 else None
+            elif stripped.startswith("per-op"):
+                break
+        raw.xprt = sum_xprts(tuple(xprts))
+        at = body.find(" READ: ")
+        if at < 0:
+            at = body.find("\tREAD: ")
+        if at >= 0:
+            op = parse_op(body[at:body.find("\n", at)])
+            if op is not None:
+                raw.ops["READ"] = op[1]
+        out[raw.mountpoint] = mount_counters(raw)
+    return out
+
+
+def read_counters(roots: Roots, mounts, files: FileCache | None = None) -> dict[str, dict]:
+    """{mountpoint: mount_counters} of those NFS mounts (the job's MountRaw)."""
+    path = roots.proc("self", "mountstats")
+    text = files.read(path) if files is not None else read_text(path)
+    if text is None:
+        return {}
+    return quick_counters(text, {m.mountpoint for m in mounts})

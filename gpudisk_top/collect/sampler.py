@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from gpudisk_top.collect import diskstats
+from gpudisk_top.collect import diskstats, lustre, nfsstats
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
 from gpudisk_top.collect.devmap import DeviceFileMapper
@@ -68,7 +68,8 @@ class Sampler:
         self._files = FileCache()
         self._mount_table = MountTable(self.roots)
         self._procio = ProcIoCollector(self.roots, files=self._files, mount_table=self._mount_table)
-        self._mounts = MountCollector(self.roots, self._mount_table)
+        self._mounts = MountCollector(self.roots, self._mount_table,
+                                      {"nfs": nfsstats.read_counters, "lustre": lustre.read_counters})
         self._ioscan = IoScan(self.roots)
         self.io_view = False   # the I/O process view is open: scan the node more often
         self._devices: dict[str, DeviceInfo] = {}

@@ -1,23 +1,20 @@
 """A network or FUSE mount over one interval, from two MountRaw samples (collect/mounts.py).
 
-NFS, per the READ operation, as nfs-utils' nfsiostat computes them (tools/nfs-iostat/
-nfs-iostat.py, __print_rpc_op_stats): ops/s = d(ops) / t; kB/s = d(bytes received) /
-1024 / t; avg RTT and avg exe (ms) = d(rtt) / d(ops) and d(execute) / d(ops); avg queue
-= d(queue) / d(ops); retransmissions = d(transmissions) - d(ops).  The transport's
-backlog: d(bklog_u) / d(sends), the mean backlog queue length a request saw
-(mountstats' xprt line, as `mountstats --xprt` shows it).
-Lustre llite: read kB/s from read_bytes' sum; ms per read from the read latency counter
-(usec) where the client keeps one.
-FUSE: `waiting`, the requests the daemon has not answered yet (a level, at the sample),
-and the daemon's CPU and its read() bytes (sockets and files: its network, mostly).
-A counter that went down (a remount) gives None, never a negative rate.
+NFS: the READ operation's rates as nfs-utils' nfsiostat computes them, and the
+transport's backlog (model/nfs.py owns the formulas).  Lustre: read kB/s and latency
+(model/lustre.py).  FUSE: `waiting`, the requests the daemon has not answered yet (a
+level, at the sample), and the daemon's CPU and its read() bytes (sockets and files: its
+network, mostly).  A counter that went down (a remount) gives None, never a negative rate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudisk_top.collect import lustre, nfsstats
 from gpudisk_top.collect.sample import MountRaw
+from gpudisk_top.model.lustre import lustre_rates
+from gpudisk_top.model.nfs import nfs_rates
 
 
 @dataclass(slots=True)
@@ -47,17 +44,19 @@ class MountView:
         return f"{self.mountpoint} ({self.fstype} {self.source})"
 
 
-def _delta(cur: dict, prev: dict, key: str) -> int | None:
-    a, b = cur.get(key), prev.get(key)
-    if a is None or b is None or a < b:
-        return None
-    return a - b
-
-
-def _per(num: int | None, den: int | None, scale: float = 1.0) -> float | None:
-    if num is None or den is None or den <= 0:
-        return None
-    return num / den * scale
+def _rates(v: MountView, cur: MountRaw, prev: MountRaw, interval_s: float) -> None:
+    """The kind's own rates, from the counters a recording keeps of them."""
+    if cur.kind == "nfs":
+        r = nfs_rates(nfsstats.from_counters(cur.mountpoint, cur.fstype, cur.source, cur.counters),
+                      nfsstats.from_counters(prev.mountpoint, prev.fstype, prev.source,
+                                             prev.counters), interval_s)
+        v.read_ops_s, v.read_kb_s = r.read_ops_s, r.read_kb_s
+        v.rtt_ms, v.exec_ms = r.read_rtt_ms_per_op, r.read_execute_ms_per_op
+        v.queue_ms, v.retrans_s, v.backlog = r.read_queue_ms_per_op, r.read_retrans_s, r.backlog_avg
+    elif cur.kind == "lustre":
+        r = lustre_rates(lustre.from_counters(cur.mountpoint, cur.counters),
+                         lustre.from_counters(prev.mountpoint, prev.counters), interval_s)
+        v.read_ops_s, v.read_kb_s, v.exec_ms = r.read_ops_s, r.read_kb_s, r.read_latency_ms_per_op
 
 
 def mount_views(cur: dict[str, MountRaw], prev: dict[str, MountRaw] | None,
@@ -68,24 +67,8 @@ def mount_views(cur: dict[str, MountRaw], prev: dict[str, MountRaw] | None,
         v = MountView(mp, raw.fstype, raw.source, raw.kind, waiting=raw.counters.get("waiting"),
                       daemon_pid=raw.daemon_pid)
         p = prev.get(mp) if prev is not None else None
-        if p is not None and interval_s > 0 and p.kind == raw.kind:
-            c, q = raw.counters, p.counters
-            ops = _delta(c, q, "read_ops")
-            v.read_ops_s = _per(ops, 1, 1 / interval_s)
-            v.rtt_ms = _per(_delta(c, q, "read_rtt_ms"), ops)
-            v.exec_ms = _per(_delta(c, q, "read_exec_ms"), ops)
-            v.queue_ms = _per(_delta(c, q, "read_queue_ms"), ops)
-            trans = _delta(c, q, "read_trans")
-            v.retrans_s = (trans - ops) / interval_s if trans is not None and ops is not None else None
-            v.backlog = _per(_delta(c, q, "xprt_bklog_u"), _delta(c, q, "xprt_sends"))
-            received = _delta(c, q, "read_bytes_recv")
-            if received is None:                      # Lustre: read_bytes' sum
-                received = _delta(c, q, "read_bytes_sum")
-                samples = _delta(c, q, "read_bytes_samples")
-                v.read_ops_s = v.read_ops_s if samples is None else samples / interval_s
-                v.exec_ms = _per(_delta(c, q, "read_usec_sum"), _delta(c, q, "read_usec_samples"),
-                                 1e-3)
-            v.read_kb_s = None if received is None else received / 1024 / interval_s
+        if p is not None and interval_s > 0 and p.kind == raw.kind and p.source == raw.source:
+            _rates(v, raw, p, interval_s)
         daemon = procs.get(raw.daemon_pid) if raw.daemon_pid is not None else None
         if daemon is not None:
             v.daemon_cpu_pct, v.daemon_rchar_kb_s = daemon.cpu_pct, daemon.rchar_kb_s
