@@ -47,7 +47,8 @@ def warm(path: str) -> None:
 
 
 def test_a_job_reading_through_a_slow_fuse_mount_is_starved_by_that_mount(tmp_path, dataset):
-    with slowfs.mounted(dataset, latency_ms=LATENCY_MS, mb_s=MB_S, direct_io=True) as (mnt, daemon):
+    with slowfs.fusectl(), \
+            slowfs.mounted(dataset, latency_ms=LATENCY_MS, mb_s=MB_S, direct_io=True) as (mnt, daemon):
         run = Run(tmp_path, "files", WORKERS, os.path.join(mnt, "data.bin"), reads=READS)
     assert run.starved_share() >= 0.6, run.explain()          # the job really was starved
     episodes = run.episodes("disk-starved")
@@ -74,6 +75,7 @@ def test_a_job_reading_through_a_slow_fuse_mount_is_starved_by_that_mount(tmp_pa
     # the latency the job sees: never less than what the daemon adds to each read
     assert mount["job_read_ms"] is not None and mount["job_read_ms"] >= 0.8 * LATENCY_MS, mount
     assert mount["waiting"] is not None
+    print(f"{longest['kind']}: {reason}\nadvice: {longest['advice']}\nmount: {mount}")
 
 
 def test_the_same_job_on_a_local_copy_raises_nothing(tmp_path, dataset):
@@ -94,3 +96,4 @@ def test_the_same_job_on_the_mount_with_the_data_cached_raises_nothing(tmp_path,
     assert run.episodes() == [], run.explain()
     mount = next(m for m in run.once["mounts"] if m["mountpoint"] == mnt)
     assert mount["readers"] >= WORKERS and mount["blocked"] == 0, mount
+
