@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -97,3 +99,52 @@ def test_the_same_job_on_the_mount_with_the_data_cached_raises_nothing(tmp_path,
     mount = next(m for m in run.once["mounts"] if m["mountpoint"] == mnt)
     assert mount["readers"] >= WORKERS and mount["blocked"] == 0, mount
 
+
+
+async def test_the_dashboard_shows_the_mount_beside_the_disks_and_on_the_timeline(dataset):
+    """The live dashboard on this machine, a real reader on the FUSE mount as the GPU's
+    process: the mount is a row under the disks (its type, the requests waiting on its
+    daemon, the read latency the job sees) and a row of the timeline."""
+    import asyncio
+
+    from gpudisk_top.collect.gpu import GpuCollector
+    from gpudisk_top.collect.roots import Roots
+    from gpudisk_top.collect.sampler import Sampler
+    from gpudisk_top.sim.fake_nvml import FakeNvml
+    from gpudisk_top.ui.app import GpuDiskApp
+    from gpudisk_top.ui.widgets.disks import DiskPanel
+    from gpudisk_top.ui.widgets.timeline import Timeline
+
+    with slowfs.fusectl(), \
+            slowfs.mounted(dataset, latency_ms=LATENCY_MS, mb_s=MB_S, direct_io=True) as (mnt, _d):
+        reader = subprocess.Popen(
+            [sys.executable, "-c", "import os, random, sys\n"
+             "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+             "while True: os.pread(fd, 65536, random.randrange(1000) * 65536)",
+             os.path.join(mnt, "data.bin")])
+        nvml = FakeNvml.with_gpus(1)
+        nvml.set_state(0, util_pct=20.0, processes=[(reader.pid, 2 * 2**30)])
+        sampler = Sampler(Roots(), gpu=GpuCollector(nvml=nvml))
+        app = GpuDiskApp(sampler, 1.0, {"source": "live", "host_name": "t", "kernel": "t"},
+                         autostart=False, show_self=False)
+        try:
+            async with app.run_test(size=(160, 48)) as pilot:
+                for _ in range(4):
+                    await asyncio.sleep(1.0)
+                    app.advance(1)
+                await pilot.pause()
+                rows = [line for line in
+                        ("".join(t for t, _ in row) for row in app.query_one(DiskPanel)._lines)
+                        if line[1:].startswith(mnt[:20])]
+                assert rows, "\n".join("".join(t for t, _ in r) for r in app.query_one(DiskPanel)._lines)
+                row = rows[0]
+                assert " FUSE " in row and "slowfs" in row, row
+                model = app.shown.model
+                view = model.mounts[mnt]
+                assert view.readers == 1 and view.waiting is not None
+                timeline = "\n".join("".join(t for t, _ in r) for r in app.query_one(Timeline)._lines)
+                assert mnt[:10] in timeline, timeline
+        finally:
+            reader.kill()
+            reader.wait()
+            sampler.close()
