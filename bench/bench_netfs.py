@@ -18,12 +18,12 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from timing import median_us  # noqa: E402
 from gpudisk_top.collect.nfsstats import parse, quick_counters  # noqa: E402
 from gpudisk_top.collect.sample import MountRaw  # noqa: E402
 from gpudisk_top.model.mounts import mount_views  # noqa: E402
@@ -43,17 +43,6 @@ def mountstats_text(nmounts: int = NMOUNTS) -> str:
     copies = [head.replace(" mounted on /mnt/nfs1/docs ", f" mounted on /mnt/data{i} ")
               + "\n" + rest.rstrip("\n") + "\n" for i in range(nmounts)]
     return others + "".join(copies)
-
-
-def median_us(fn, repeat: int) -> float:
-    for _ in range(min(100, repeat)):  # warm caches and the allocator
-        fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - t0)
-    return statistics.median(samples) / 1000
 
 
 def main() -> int:

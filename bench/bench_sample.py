@@ -22,8 +22,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psutil  # noqa: E402
+from timing import median_us  # noqa: E402
 
 from gpudisk_top.collect.diskstats import parse  # noqa: E402
 from gpudisk_top.collect.gpu import GpuCollector  # noqa: E402
@@ -40,17 +42,6 @@ def diskstats_text(ndisks: int, step: int) -> str:
                      f"{step * 3} {base * 16} {base} 3 {base // 7} {base * 2} "
                      f"{step} 0 {step * 8} {step} {step * 2} {step * 5}")
     return "\n".join(lines) + "\n"
-
-
-def median_us(fn, repeat: int) -> float:
-    for _ in range(min(200, repeat)):  # warm caches and the allocator
-        fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - t0)
-    return statistics.median(samples) / 1000
 
 
 class TimedNvml:
