@@ -19,7 +19,7 @@ import pytest
 import realdisk
 from proctree import children, kill
 import standin
-from test_real_jobs import HEALTHY_STEPS_S, JOB
+from jobrun import HEALTHY_STEPS_S, JOB
 
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 
