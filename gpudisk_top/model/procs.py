@@ -107,20 +107,34 @@ def _sum(values: list[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def cache_served_pct(read_kb_s: float | None, rchar_kb_s: float | None,
+                     remote: bool) -> float | None:
+    """Of the bytes read through read() and friends (rchar), the share that made no block
+    I/O (read_bytes): served by the page cache.  None without reads, and for processes
+    with files on a network or FUSE mount, whose reads never count in read_bytes (they
+    would all look cached).  rchar also counts pipes and sockets: a process that reads
+    much from them reads as better cached than it is."""
+    if remote or read_kb_s is None or not rchar_kb_s:
+        return None
+    return max(0.0, min(100.0, 100.0 * (1.0 - read_kb_s / rchar_kb_s)))
+
+
 def tree_totals(views: dict[int, ProcView], root_pid: int) -> dict:
     """Totals over the GPU process with host PID root_pid and its descendants.
 
     Returns {"read_kb_s", "rchar_kb_s", "write_kb_s", "wchar_kb_s", "cpu_pct": the sum of
-    the known values, None if none is known; "devices": the sorted union of devices;
-    "nprocs": how many processes the tree has}.
+    the known values, None if none is known; "cache_pct": cache_served_pct() of the tree;
+    "devices": the sorted union of devices; "nprocs": how many processes the tree has}.
     """
     members = [v for v in views.values() if v.root_pid == root_pid]
     devices: set[str] = set()
     for v in members:
         devices.update(v.devices or ())
+    read_kb_s, rchar_kb_s = _sum([v.read_kb_s for v in members]), _sum([v.rchar_kb_s for v in members])
     return {
-        "read_kb_s": _sum([v.read_kb_s for v in members]),
-        "rchar_kb_s": _sum([v.rchar_kb_s for v in members]),
+        "cache_pct": cache_served_pct(read_kb_s, rchar_kb_s, any(v.mounts for v in members)),
+        "read_kb_s": read_kb_s,
+        "rchar_kb_s": rchar_kb_s,
         "write_kb_s": _sum([v.write_kb_s for v in members]),
         "wchar_kb_s": _sum([v.wchar_kb_s for v in members]),
         "cpu_pct": _sum([v.cpu_pct for v in members]),

@@ -221,6 +221,11 @@ GPU_PROCESS_IO = Family("gpu_process", (
            "Bytes the GPU process and its descendants caused to be written, per second "
            "(/proc/PID/io write_bytes).",
            prom="gpu_process_written_bytes_per_second", csv=False, alert=False),
+    Metric("cache_pct", "%", "cached%",
+           "Of the bytes the GPU process and its descendants read through read() (rchar), "
+           "the share that made no block I/O (read_bytes): served by the page cache. Not "
+           "given for processes with files on a network or FUSE mount.",
+           prom="gpu_process_page_cache_read_ratio", csv=False, alert=False),
     Metric("nprocs", "processes", "procs",
            "Processes in the tree whose I/O is summed: the GPU process and its descendants.",
            json_key="tree_processes", csv=False, alert=False),
