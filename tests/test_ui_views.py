@@ -193,6 +193,11 @@ async def test_below_80x24_the_screen_says_so():
         await pilot.pause()
         text = screen_text(app)
         assert "too small" not in text and "q Quit" in text
+        await pilot.press("i")                     # the I/O view too
+        await pilot.resize_terminal(79, 24)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "terminal too small: 79x24" in text and "I/O by process" not in text
 
 
 async def test_no_gpu_says_so_and_the_disks_come_first():

@@ -61,7 +61,9 @@ class GpuDiskApp(App):
     Screen.no-gpu DiskPanel { max-height: 70%; }
     Screen.tall DiskPanel { max-height: 50%; }
     #too-small { display: none; width: 100%; height: 100%; content-align: center middle; }
+    Screen.io-view.short DiskPanel { max-height: 5; }
     Screen.too-small > * { display: none; }
+    Screen.too-small.io-view IoProcPanel, Screen.too-small.roomy IoProcPanel { display: none; }
     Screen.too-small #too-small { display: block; }
     """
     BINDINGS = [
