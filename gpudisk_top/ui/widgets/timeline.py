@@ -27,6 +27,7 @@ from gpudisk_top.ui.widgets.base import LinesPanel
 
 LABEL_W = 13       # the labels' column: at least this wide ...
 LABEL_MAX = 30     # ... and as wide as the longest device name needs, up to this
+RANK_COLUMNS = 30  # the disk rows' order: their mean %util over this many columns
 # logarithmic ranges (low, high) of the metrics that are not percentages
 LOG_RANGES = {"r_await_ms": (0.01, 1000.0), "iops": (1.0, 1e6), "mb_s": (0.01, 1e4),
               "aqu_sz": (0.01, 1000.0)}
@@ -154,15 +155,17 @@ class Timeline(LinesPanel):
     @staticmethod
     def _disk_order(cols, disks: list[str], episodes, named=()) -> list[str]:
         """The verdict's devices first, then those an episode on screen names, then the
-        busiest over the columns on screen: a row does not move or vanish with each
-        second's ranking."""
+        busiest over the newest RANK_COLUMNS columns on screen: a row does not move or
+        vanish with each second's ranking."""
         on_screen = {c.episode for c in cols if c.episode is not None}
         pinned = [d for ep in episodes if ep.id in on_screen for d in ep.devices]
         known = set(disks)
         first = list(dict.fromkeys(d for d in list(named) + pinned if d in known))
 
+        recent = cols[-RANK_COLUMNS:]
+
         def busy(name: str) -> float:
-            values = [v for c in cols if (v := c.metric(name, "util_pct")) is not None]
+            values = [v for c in recent if (v := c.metric(name, "util_pct")) is not None]
             return sum(values) / len(values) if values else 0.0
         rest = sorted((d for d in disks if d not in first), key=lambda d: -busy(d))
         return first + rest
