@@ -173,12 +173,16 @@ def read_counters(roots: Roots, mounts, files: FileCache | None = None) -> dict[
     """{mountpoint: mount_counters} of the job's Lustre mounts: an llite instance is
     "FSNAME-<superblock>", and a mount's source "MGS@tcp:/FSNAME" (one instance per
     mounted filesystem; a filesystem mounted twice is taken as the first)."""
-    stats = read(roots, files)
+    llite = [(name, path) for kind, name, path in stats_paths(roots) if kind == "llite"]
+    read_file = files.read if files is not None else read_text
     out = {}
     for m in mounts:
-        mp, fsname = m.mountpoint, m.source.rsplit(":/", 1)[-1]
-        for key, raw in stats.items():
-            if key.startswith("llite/") and raw.name.rsplit("-", 1)[0] == fsname:
-                out[mp] = mount_counters(raw)
+        fsname = m.source.rsplit(":/", 1)[-1]
+        for name, path in llite:
+            if name.rsplit("-", 1)[0] == fsname:
+                # only this mount's llite file, every sample: not the osc files (one per OST)
+                text = read_file(path)
+                if text is not None:
+                    out[m.mountpoint] = mount_counters(parse(text, name=name, kind="llite"))
                 break
     return out

@@ -381,8 +381,7 @@ def quick_counters(text: str, wanted) -> dict[str, dict]:
     out: dict[str, dict] = {}
     if not text.endswith("\n"):
         text = text[:text.rfind("\n") + 1]     # a cut-off last line is never used
-    for block in text.split("\ndevice ")[1:] if not text.startswith("device ") else \
-            ("\n" + text).split("\ndevice ")[1:]:
+    for block in ("\n" + text).split("\ndevice ")[1:]:
         head, _, body = block.partition("\n")
         device = _parse_device(("device " + head).split())
         if device is None or device[1] not in wanted or device[2] not in NFS_FSTYPES \

@@ -18,7 +18,7 @@ import os
 import platform
 import stat as stat_mod
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpudisk_top.collect.pidmap import read_cmdline
 from gpudisk_top.collect import diskstats
@@ -136,7 +136,8 @@ class _Known:
     cgroup: str | None = None         # read once: a process seldom moves
     devices: tuple[str, ...] | None = None
     devices_at: float | None = None   # monotonic seconds of the last device scan
-    mounts: tuple[str, ...] = ()      # network and FUSE mounts its files live on
+    mount_devs: dict = field(default_factory=dict)  # st_dev -> mountpoint: the network and
+                                                    # FUSE mounts its files live on
 
 
 class ProcIoCollector:
@@ -361,7 +362,7 @@ class ProcIoCollector:
                            parse_process_cgroup(cgroup_text) if cgroup_text else None)
             self._known[pid] = known
         if devices and (known.devices_at is None or now - known.devices_at >= self.devices_refresh_s):
-            known.devices, known.mounts = self._devices(pid, now)
+            known.devices, known.mount_devs = self._devices(pid, now)
             known.devices_at = now
 
         io_text = self.files.read(known.paths[0])
@@ -379,8 +380,8 @@ class ProcIoCollector:
             write_bytes=io.get("write_bytes"),
             cpu_ticks=st.cpu_ticks,
             devices=known.devices,
-            mounts=known.mounts,
-            blocked_on=self._blocked_on(pid, known.mounts, st.state, now),
+            mounts=tuple(sorted(set(known.mount_devs.values()))),
+            blocked_on=self._blocked_on(pid, known.mount_devs, st.state),
             state=st.state,
             run_delay_ns=parse_schedstat(sched) if sched is not None else None,
             # field 42 reads 0 while delay accounting is off: that is "not measured"
@@ -390,13 +391,12 @@ class ProcIoCollector:
         )
 
     # ------------------------------------------------------------------ devices
-    def _blocked_on(self, pid: int, mounts: tuple[str, ...], state: str,
-                    now: float) -> str | None:
-        """The network or FUSE mount (of `mounts`) whose file the process is in a read()
+    def _blocked_on(self, pid: int, mount_devs: dict, state: str) -> str | None:
+        """The network or FUSE mount (of `mount_devs`) whose file the process is in a read()
         of at this moment: /proc/PID/syscall gives the system call it sleeps in and its
         arguments, the first of which is the fd (proc(5)).  Only asked of a sleeping
         process with files on such a mount: one small read, and a stat of the fd."""
-        if not mounts or state not in ("S", "D"):
+        if not mount_devs or state not in ("S", "D"):
             return None
         text = read_text(f"{self._proc_dir}{pid}/syscall")
         fields = text.split() if text else []
@@ -406,13 +406,12 @@ class ProcIoCollector:
             st = os.stat(f"{self._proc_dir}{pid}/fd/{int(fields[1], 16)}")
         except (OSError, ValueError):
             return None
-        info = self.mount_table.of(pid, now).get((os.major(st.st_dev), os.minor(st.st_dev)))
-        return info.mountpoint if info is not None and info.mountpoint in mounts else None
+        return mount_devs.get((os.major(st.st_dev), os.minor(st.st_dev)))
 
-    def _devices(self, pid: int, now: float) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    def _devices(self, pid: int, now: float) -> tuple[tuple[str, ...] | None, dict]:
         """Kernel names of the block devices under the process's open files and file
         mappings (None when neither its fds nor its maps can be read), and the network
-        and FUSE mounts among them (collect/mounts.py), by mountpoint."""
+        and FUSE mounts among them (collect/mounts.py): {st_dev: mountpoint}."""
         devs: set[tuple[int, int]] = set()
         readable = False
         fd_dir = self.roots.proc(str(pid), "fd")
@@ -440,13 +439,13 @@ class ProcIoCollector:
             readable = True
             devs |= parse_maps_devices(maps)
         if not readable:
-            return None, ()
+            return None, {}
         names = {self._dev_name(major, minor) for major, minor in devs if major != 0}
         names.discard(None)
         table = self.mount_table.of(pid, now) if any(major == 0 for major, _ in devs) else {}
-        mounts = {table[d].mountpoint for d in devs
+        mounts = {d: table[d].mountpoint for d in devs
                   if d in table and table[d].kind in REMOTE_KINDS}
-        return tuple(sorted(names)), tuple(sorted(mounts))
+        return tuple(sorted(names)), mounts
 
     def _dev_name(self, major: int, minor: int) -> str | None:
         key = (major, minor)
