@@ -27,7 +27,7 @@ from gpudisk_top.watch import FreeSpace
 GB = 1000**3
 UNIT_SUFFIXES = ("_ratio", "_bytes", "_seconds", "_per_second", "_watts", "_celsius",
                  "_hertz", "_info", "_total", "_size", "_available", "_lost", "_saturated",
-                 "_up", "_state", "_fds")
+                 "_up", "_state", "_fds", "_starved")
 
 
 def scrape(server: MetricsServer) -> dict:
@@ -332,3 +332,35 @@ def test_concurrent_scrapes_and_updates():
             t.join(10)
         server.close()
     assert errors == []
+
+
+def _stepped(scenario: str, n: int):
+    """A real simulated node stepped n samples: (server fed each sample, last verdict)."""
+    from gpudisk_top.model.step import Stepper
+    from gpudisk_top.sim import Simulator, builtin
+
+    sim, stepper, server = Simulator(builtin(scenario), seed=3), Stepper(None), MetricsServer(None)
+    for _ in range(n):
+        m, v = stepper.step(sim.sample())
+        server.update(m, v, stepper.episodes, (), [])
+    return server, v, stepper
+
+
+def test_the_verdict_what_it_blames_and_since_when():
+    server, v, stepper = _stepped("disk-starved-sata", 40)
+    s = scrape(server)
+    assert v.state == "disk-starved" and v.episode is not None and v.devices
+    assert value(s, "gpudisk_top_state_since_timestamp_seconds") == v.episode.start_wall_s
+    (info,) = series(s, "gpudisk_top_verdict_info")
+    assert info == {"state": "disk-starved", "kind": v.kind or "",
+                    "devices": ",".join(v.devices), "gpus": ",".join(map(str, v.gpus))}
+    assert value(s, "gpudisk_top_gpus_starved") == len(v.gpus) > 0
+
+
+def test_a_calm_state_keeps_its_since():
+    server, v, _ = _stepped("healthy-cached", 12)
+    first = scrape(server)
+    assert v.state in ("healthy", "idle")
+    assert value(first, "gpudisk_top_gpus_starved") == 0
+    since = value(first, "gpudisk_top_state_since_timestamp_seconds")
+    assert since < v.wall_s - 5          # set when the state began, not each sample

@@ -4,11 +4,16 @@ once per hold, log lines go to stderr, and SIGTERM stops it cleanly with a last 
 from __future__ import annotations
 
 import json
+import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
+
+import pytest
 
 from test_exporter import SERVE
 from test_push import Recorder
@@ -86,3 +91,53 @@ def test_sigterm_stops_cleanly_after_a_last_push():
     finally:
         gateway.shutdown()
         gateway.server_close()
+
+
+def test_nodes_serve_a_simulated_fleet_one_port_each():
+    from test_prometheus_server import free_port
+
+    base = free_port()
+    while any(not _port_free(base + i) for i in range(3)):
+        base = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo",
+                             "disk-starved-sata,healthy-cached", "--nodes", "3", "--seed", "7",
+                             "--listen", f"127.0.0.1:{base}", "-i", "0.2"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stderr.readline() for _ in range(3)]
+        assert lines == [f"gpudisk-top: serving http://127.0.0.1:{base + i}/metrics (simulated, "
+                         f"scenario {s}, seed {7 + i})\n" for i, s in
+                         enumerate(["disk-starved-sata", "healthy-cached", "disk-starved-sata"])]
+        time.sleep(1.0)
+        now = time.time()
+        for i in range(3):
+            with urllib.request.urlopen(f"http://127.0.0.1:{base + i}/metrics", timeout=5) as r:
+                text = r.read().decode()
+            (stamp,) = re.findall(r"^gpudisk_top_last_sample_timestamp_seconds (\S+)$", text, re.M)
+            assert abs(float(stamp) - now) < 5      # a served node's clock is now
+            assert "gpudisk_top_verdict_info{" in text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--demo", "--nodes", "2", "--listen", "127.0.0.1:0"], "leaves room"),
+    (["--nodes", "2"], "--nodes needs --demo"),
+    (["--demo", "demo,healthy-cached"], "several --demo scenarios need --nodes N"),
+])
+def test_nodes_usage(argv, message):
+    proc = subprocess.run([sys.executable, "-c", SERVE, *argv], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

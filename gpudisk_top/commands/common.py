@@ -183,10 +183,13 @@ def probed_ceilings(infos, roots):
     return load_ceilings(infos.values(), roots, infos=infos)
 
 
-def open_source(args, gpu_init_wait_s: float | None = None):
+def open_source(args, gpu_init_wait_s: float | None = None, start_wall_s: float | None = None,
+                scenario: str | None = None, seed_offset: int = 0, host_name: str = "demo-node"):
     """(source, virtual, origin): the live Sampler, or the simulator for --demo.  Both have
     sample() and close(); `virtual` says the source keeps its own clock (no need to sleep
-    between samples); `origin` says where the numbers come from, for every output."""
+    between samples); `origin` says where the numbers come from, for every output.
+    start_wall_s: the simulated clock's start (default: the scenario's, 2026-01-01);
+    scenario, seed_offset, host_name: one node of several simulated ones (serve --nodes)."""
     if getattr(args, "demo_actions", False) and not getattr(args, "demo", None):
         raise UsageError("--demo-actions needs --demo")
     if getattr(args, "delayacct", False) and getattr(args, "demo", None):
@@ -196,13 +199,15 @@ def open_source(args, gpu_init_wait_s: float | None = None):
     if getattr(args, "demo", None):
         from gpudisk_top.sim import BUILTIN_NAMES, Simulator, builtin
 
-        if args.demo not in BUILTIN_NAMES:
-            raise UsageError(f"no built-in scenario {args.demo!r}; "
+        name = scenario or args.demo
+        if name not in BUILTIN_NAMES:
+            raise UsageError(f"no built-in scenario {name!r}; "
                              f"choose one of: {', '.join(BUILTIN_NAMES)}")
-        seed = args.seed if args.seed is not None else 0
-        sim = Simulator(builtin(args.demo), seed=seed, interval_s=args.interval)
-        origin = {"source": f"simulated, scenario {args.demo}, seed {seed}",
-                  "host_name": "demo-node", "kernel": "simulated"}
+        seed = (args.seed if args.seed is not None else 0) + seed_offset
+        start = {} if start_wall_s is None else {"start_wall_s": start_wall_s}
+        sim = Simulator(builtin(name), seed=seed, interval_s=args.interval, **start)
+        origin = {"source": f"simulated, scenario {name}, seed {seed}",
+                  "host_name": host_name, "kernel": "simulated"}
         return sim, True, origin
     from gpudisk_top.collect.sampler import Sampler
     from gpudisk_top.output.once import live_origin

@@ -3,6 +3,10 @@ Prometheus metrics (and/or pushes them to a Pushgateway) until SIGTERM or Ctrl-C
 
     gpudisk-top serve [--listen 127.0.0.1:9425] [--push URL [--push-interval S]]
                       [-i S] [--count N] [sources] [--config PATH] [detector options]
+    gpudisk-top serve --demo SCENARIO[,SCENARIO...] --nodes N --listen HOST:PORT
+
+With --nodes, N simulated nodes (a fleet to try `gpudisk-top fleet` on): node i serves on
+PORT+i, runs the i-th scenario of the list (cycling) with seed SEED+i, its clock now.
 
 Output is an API: one line on stderr when serving starts ("gpudisk-top: serving
 http://127.0.0.1:9425/metrics"), alert log lines and warnings on stderr, nothing on
@@ -13,15 +17,18 @@ use or nothing can be read; 2 for bad usage or a bad config file.
 from __future__ import annotations
 
 import argparse
+import time
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          number_type, open_source, thresholds_from)
-from gpudisk_top.errors import note, warn
+from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
 _count = number_type(int, "whole number", (lambda v: v >= 1, "must be at least 1: {text!r}"))
+_nodes = number_type(int, "whole number",
+                     (lambda v: 1 <= v <= 1024, "must be from 1 to 1024: {text!r}"))
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -33,6 +40,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add_interval_option(p)
     p.add_argument("--count", type=_count, metavar="N",
                    help="stop after N samples (default: run until SIGTERM or Ctrl-C)")
+    p.add_argument("--nodes", type=_nodes, metavar="N",
+                   help="with --demo: serve N simulated nodes, node i on the --listen port "
+                        "+ i, scenarios from --demo's comma-separated list in turn, seed + i "
+                        "(a fleet to try `gpudisk-top fleet` on)")
     add_source_options(p)
     add_detector_options(p)
     return p
@@ -47,36 +58,76 @@ def run(args) -> int:
     cfg = load_config(args)
     thresholds = thresholds_from(args, cfg)
     dev_filter = device_filter(args)
-    source, _virtual, origin = open_source(args)
+    nodes: list[tuple] = []            # (source, Stepper, SampleHooks) per node served
     try:
-        hooks = SampleHooks.from_args(args, cfg, origin, dev_filter, serve=True).start()
-    except BaseException:
-        source.close()
-        raise
+        for node_args, source_kw in _node_plan(args):
+            source, _virtual, origin = open_source(node_args, **source_kw)
+            try:
+                hooks = SampleHooks.from_args(node_args, cfg, origin, dev_filter,
+                                              serve=True).start()
+            except BaseException:
+                source.close()
+                raise
+            nodes.append((source, Stepper(thresholds), hooks))
+            if hooks.server is not None and hooks.server.url is not None:
+                note(f"serving {hooks.server.url} ({origin['source']})")
+            if hooks.pusher is not None:
+                note(f"pushing to {hooks.pusher.url} every {hooks.pusher.interval_s:g} s")
+        _loop(args, nodes)
+    finally:
+        for source, _stepper, hooks in nodes:
+            hooks.close()
+            source.close()
+    return 0
+
+
+def _node_plan(args) -> list[tuple]:
+    """(args, open_source keywords) per node: this one, or --nodes simulated ones.  A
+    simulated node served is one that runs now: its clock starts at this moment."""
+    from gpudisk_top.exporter.server import parse_listen
+
+    if args.nodes is None:
+        if args.demo and "," in args.demo:
+            raise UsageError("several --demo scenarios need --nodes N")
+        return [(args, {"start_wall_s": time.time()} if args.demo else {})]
+    if not args.demo:
+        raise UsageError("--nodes needs --demo: it serves simulated nodes")
+    if args.push or not args.listen:
+        raise UsageError("--nodes serves each node on --listen's port + i; it does not push")
+    host, port = parse_listen(args.listen)
+    if port == 0 or port + args.nodes - 1 > 65535:
+        raise UsageError(f"--nodes {args.nodes} needs ports {port} to {port + args.nodes - 1}: "
+                         "give a --listen port that leaves room")
+    scenarios = [s.strip() for s in args.demo.split(",") if s.strip()]
+    now_s = time.time()
+    plan = []
+    for i in range(args.nodes):
+        bound = "[" + host + "]" if ":" in host else host
+        node_args = argparse.Namespace(**{**vars(args), "listen": f"{bound}:{port + i}"})
+        plan.append((node_args, {"scenario": scenarios[i % len(scenarios)], "seed_offset": i,
+                                 "start_wall_s": now_s, "host_name": f"demo-node-{i}"}))
+    return plan
+
+
+def _loop(args, nodes: list[tuple]) -> None:
+    """Sample every node each interval until a stop signal or --count."""
     stop = StopSignals()
     try:
-        if hooks.server is not None and hooks.server.url is not None:
-            note(f"serving {hooks.server.url} ({origin['source']})")
-        if hooks.pusher is not None:
-            note(f"pushing to {hooks.pusher.url} every {hooks.pusher.interval_s:g} s")
-        stepper = Stepper(thresholds)
         ticker = Ticker(args.interval)
         taken = 0
         warned: set[str] = set()
         while stop.reason is None:
-            sample = source.sample()
             taken += 1
-            for warning in sample.warnings:
-                if warning not in warned:      # a warning a second is noise; say it once
-                    warned.add(warning)
-                    warn(warning)
-            model, verdict = stepper.step(sample)
-            hooks.on_sample(model, verdict, stepper.episodes)
+            for source, stepper, hooks in nodes:
+                sample = source.sample()
+                for warning in sample.warnings:
+                    if warning not in warned:      # a warning a second is noise; say it once
+                        warned.add(warning)
+                        warn(warning)
+                model, verdict = stepper.step(sample)
+                hooks.on_sample(model, verdict, stepper.episodes)
             if args.count is not None and taken >= args.count:
                 break
             stop.wait(ticker.advance())
     finally:
         stop.restore()
-        hooks.close()
-        source.close()
-    return 0

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
-from gpudisk_top.model.detect import STATES
+from gpudisk_top.model.detect import STARVED_STATES, STATES
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HOST,
                                      MOUNT)
@@ -193,15 +193,33 @@ class Renderer:
                                        labels=["state"])
         fired = CounterMetricFamily(P + "alerts_fired", "Alert rules fired (actions run), per "
                                     "rule of the config file.", labels=["alert"])
-        current = getattr(frame.verdict, "state", None)
+        since = GaugeMetricFamily(P + "state_since_timestamp_seconds", "When the current "
+                                  "state began (Unix time): an episode's start, else the first "
+                                  "interval shown in the state.")
+        info = GaugeMetricFamily(P + "verdict_info", "Always 1; what the current verdict "
+                                 "blames: its state, kind (saturated, latency-bound, "
+                                 "remote-mount, throttled, own, others; empty if none), the "
+                                 "devices (comma-joined) and the GPUs (comma-joined indexes).",
+                                 labels=["state", "kind", "devices", "gpus"])
+        starved = GaugeMetricFamily(P + "gpus_starved", "GPUs the verdict finds waiting on "
+                                    "data (a starved state's GPUs; 0 otherwise).")
+        v = frame.verdict
+        current = getattr(v, "state", None)
         if current is not None:
             for s in STATES:
                 state.add_metric([s], 1 if s == current else 0)
+            if getattr(v, "since_wall_s", None) is not None:
+                since.add_metric([], v.since_wall_s)
+            gpus = getattr(v, "gpus", None) or []
+            info.add_metric([current, getattr(v, "kind", None) or "",
+                             ",".join(getattr(v, "devices", None) or []),
+                             ",".join(str(g) for g in gpus)], 1)
+            starved.add_metric([], len(gpus) if current in STARVED_STATES else 0)
         for s in STATES:
             episodes.add_metric([s], frame.episodes.get(s, 0))
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):
             fired.add_metric([name], frame.alerts_fired.get(name, 0))
-        return [state, episodes, fired]
+        return [state, since, info, starved, episodes, fired]
 
     def _paths(self, frame: Frame) -> list:
         labels = ["path", "device"]

@@ -58,6 +58,7 @@ class Verdict:
     advice: str | None = None
     raw_reason: str = ""
     kind: str | None = None               # the kind of starvation (IntervalState.kind)
+    since_wall_s: float | None = None     # when `state` began (an episode: its start)
     episode: Episode | None = None
     saturation: dict[str, Saturation] = field(default_factory=dict)
     raw: IntervalState | None = None
@@ -92,6 +93,7 @@ class Detector:
         self._clear = 0                      # consecutive intervals out of the open state
         self._clear_start_s = 0.0
         self._calm = "idle"
+        self._shown: tuple[str, float] | None = None   # (state, since) as last shown
 
     @property
     def open_episode(self) -> Episode | None:
@@ -122,7 +124,17 @@ class Detector:
 
     def feed(self, model: Model) -> Verdict:
         """Judge the interval ending at model.wall_s.  A model without rates (the first
-        sample) is judged on its GPUs only."""
+        sample) is judged on its GPUs only.  `since_wall_s`: an episode's start, else the
+        start of the first interval shown in this state."""
+        verdict = self._judge(model)
+        if verdict.episode is not None:
+            self._shown = (verdict.state, verdict.episode.start_wall_s)
+        elif self._shown is None or self._shown[0] != verdict.state:
+            self._shown = (verdict.state, model.wall_s - model.interval_s)
+        verdict.since_wall_s = self._shown[1]
+        return verdict
+
+    def _judge(self, model: Model) -> Verdict:
         sats = self.assess_devices(model)
         job = find_job(model)
         raw = self.classifier.classify(model, job, sats)
