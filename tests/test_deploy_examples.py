@@ -324,3 +324,19 @@ def test_one_port_everywhere():
         "service": one("servicemonitor.yaml", "Service")["spec"]["ports"][0]["port"],
     }
     assert ports == {"daemonset": PORT, "systemd": PORT, "file_sd": {PORT}, "service": PORT}
+
+
+def test_readmes_prometheusrule_command_wraps_the_rules_file(tmp_path):
+    """README's one-liner that turns the rules file into a PrometheusRule, run with
+    `cat` for kubectl: its spec is the rules file."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    (cmd,) = re.findall(r"^(\{ printf 'apiVersion: monitoring\.coreos\.com/v1.*?\n.*?)"
+                        r" \| kubectl apply -f -$", readme, re.M)
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = yaml.safe_load(proc.stdout)
+    assert doc["kind"] == "PrometheusRule" and doc["metadata"]["namespace"] == "monitoring"
+    with open(os.path.join(EXAMPLES, "prometheus-rules.yml")) as f:
+        assert doc["spec"] == yaml.safe_load(f)
