@@ -408,6 +408,24 @@ def test_the_quick_read_of_the_jobs_mounts_is_the_full_parse():
                for n in os.listdir(FIXTURES) if n.startswith("mountstats_nfsmountstats"))
 
 
+def test_the_jobs_mounts_are_read_through_the_jobs_own_proc(tmp_path):
+    """In a container (the DaemonSet reads the host's /proc at /host/proc) our own
+    mountstats list our mounts, not the job's: the counters come from the job's PID."""
+    from gpudisk_top.collect.roots import Roots
+    from gpudisk_top.collect.sample import MountRaw
+
+    name = "mountstats_nfsmountstats_mixed"
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "mountstats").write_text("device proc mounted on /proc with fstype proc\n")
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "mountstats").write_text(text(name))
+    mp = "/mnt/nfs1/docs"
+    job = [MountRaw(mp, "nfs4", "server:/docs", "nfs")]
+    roots = Roots(procfs=str(tmp_path))
+    assert nfsstats.read_counters(roots, job) == {}
+    assert nfsstats.read_counters(roots, job, pid=4242) == {mp: nfsstats.mount_counters(mounts(name)[mp])}
+
+
 def test_mount_views_give_nfsiostats_numbers_from_recorded_counters():
     """What a recording keeps of a mount (MountRaw.counters) gives the model the same
     READ rates as the full parse does (model/nfs.py owns the formulas)."""

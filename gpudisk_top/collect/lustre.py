@@ -169,10 +169,12 @@ def from_counters(name: str, counters: dict) -> LustreStatsRaw:
     return raw
 
 
-def read_counters(roots: Roots, mounts, files: FileCache | None = None) -> dict[str, dict]:
+def read_counters(roots: Roots, mounts, files: FileCache | None = None,
+                  pid: int | None = None) -> dict[str, dict]:
     """{mountpoint: mount_counters} of the job's Lustre mounts: an llite instance is
     "FSNAME-<superblock>", and a mount's source "MGS@tcp:/FSNAME" (one instance per
-    mounted filesystem; a filesystem mounted twice is taken as the first)."""
+    mounted filesystem; a filesystem mounted twice is taken as the first).  pid: unused
+    (Lustre's statistics are the node's, in /sys or /proc/fs, not a namespace's)."""
     llite = [(name, path) for kind, name, path in stats_paths(roots) if kind == "llite"]
     read_file = files.read if files is not None else read_text
     out = {}

@@ -183,8 +183,8 @@ class MountCollector:
     """The MountRaw of every network and FUSE mount the job's processes have files on."""
 
     def __init__(self, roots: Roots, table: MountTable, kind_counters=None) -> None:
-        """kind_counters: {kind: read_counters(roots, [MountRaw]) -> {mountpoint:
-        counters}}, the readers of each kind's own statistics (collect/nfsstats.py for
+        """kind_counters: {kind: read_counters(roots, [MountRaw], pid=PID) -> {mountpoint:
+        counters}} (PID: a job process that sees those mounts), the readers of each kind's own statistics (collect/nfsstats.py for
         NFS's mountstats, collect/lustre.py for Lustre's stats)."""
         self.roots = roots
         self.table = table
@@ -212,8 +212,13 @@ class MountCollector:
                 raw.daemon_pid = self.table.fuse_daemon(mp, now)
             out[mp] = raw
         for kind, read in self.kind_counters.items():
-            mine = [raw for raw in out.values() if raw.kind == kind]
-            if mine:
-                for mp, counters in read(self.roots, mine).items():
+            # per process that sees them: a mount's statistics are read through the job's
+            # own /proc/PID (its mount namespace), not ours, which in a container differ
+            by_pid: dict[int, list[MountRaw]] = {}
+            for raw in out.values():
+                if raw.kind == kind:
+                    by_pid.setdefault(where[raw.mountpoint], []).append(raw)
+            for pid, mine in by_pid.items():
+                for mp, counters in read(self.roots, mine, pid=pid).items():
                     out[mp].counters.update(counters)
         return out

@@ -413,9 +413,12 @@ def quick_counters(text: str, wanted) -> dict[str, dict]:
     return out
 
 
-def read_counters(roots: Roots, mounts, files: FileCache | None = None) -> dict[str, dict]:
-    """{mountpoint: mount_counters} of those NFS mounts (the job's MountRaw)."""
-    path = roots.proc("self", "mountstats")
+def read_counters(roots: Roots, mounts, files: FileCache | None = None,
+                  pid: int | None = None) -> dict[str, dict]:
+    """{mountpoint: mount_counters} of those NFS mounts (the job's MountRaw), from the
+    mountstats of `pid` (a job process that sees them: its mount namespace names them as
+    the MountRaw do), else our own."""
+    path = roots.proc(str(pid) if pid is not None else "self", "mountstats")
     text = files.read(path) if files is not None else read_text(path)
     if text is None:
         return {}
