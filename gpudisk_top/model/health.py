@@ -110,7 +110,9 @@ def classify(h: DiskHealth) -> tuple[str, tuple[str, ...]]:
         return UNKNOWN, (h.unreadable_reason or "not readable",)
     failing: list[str] = []
     warning: list[str] = []
-    if h.smart_passed is False:
+    if h.smart_passed is False and not h.critical_warning:
+        # (an NVMe drive's "FAILED" is smartctl's reading of its critical warning bits,
+        # judged one by one below: a temperature warning alone is not a failing drive)
         failing.append("SMART self-assessment FAILED")
     if h.failing_attributes:
         failing.append("failing now: " + ", ".join(h.failing_attributes))
