@@ -267,7 +267,10 @@ def _health_lines(model: Model) -> list[str]:
         row = f"{n:<{width}} {v.status:<8}" + "".join(
             f" {_f(getattr(h, m.field), '{:.0f}', '-'):>{w}}"
             for m, w in zip(_HEALTH_COLUMNS, widths))
-        lines.append(row + f"  {h.source}" + (f": {'; '.join(v.reasons)}" if v.reasons else ""))
+        row += f"  {h.source}" + (f": {'; '.join(v.reasons)}" if v.reasons else "")
+        if h.unreadable_reason:     # the kernel's view only: why smartctl's is missing
+            row += f" (smartctl: {h.unreadable_reason})"
+        lines.append(row)
     return lines
 
 
