@@ -104,7 +104,7 @@ def test_the_fleet_rules_group_by_the_scrape_configs_target_labels():
     yaml = pytest.importorskip("yaml")
     with open(RULES) as f:
         groups = {g["name"]: g["rules"] for g in yaml.safe_load(f)["groups"]}
-    assert set(groups) == {"gpudisk-top", "gpudisk-top-fleet"}
+    assert set(groups) == {"gpudisk-top", "gpudisk-top-fleet", "gpudisk-top-health"}
     fleet = groups["gpudisk-top-fleet"]
     records = [r["record"] for r in fleet if "record" in r]
     alerts = [r["alert"] for r in fleet if "alert" in r]

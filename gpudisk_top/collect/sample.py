@@ -221,6 +221,65 @@ class MountRaw:
     counters: dict[str, int] = field(default_factory=dict)
 
 
+# ---------------------------------------------------------------------------- device health
+HEALTH_SMARTCTL = "smartctl"       # DiskHealth.source: smartctl --json
+HEALTH_SYSFS = "sysfs"             # the kernel's own view of an NVMe controller (no smartctl)
+HEALTH_SIMULATED = "simulated"     # the simulator's (--demo)
+
+
+@dataclass(slots=True)
+class DiskHealth:
+    """One reading of a physical disk's health (SMART, NVMe SMART/Health log, sysfs).
+
+    Read slowly (collect/health.py, every few minutes, never on the sampling thread).
+    Counters are cumulative over the device's life, as the drive keeps them; a field the
+    drive or the source does not give is None (n/a), never 0.  model/health.py judges a
+    reading (status, reasons) and compares two (trend)."""
+
+    device: str                     # kernel name of the whole disk ("nvme0n1", "sda")
+    read_wall_s: float = 0.0        # when it was read, seconds since the epoch
+    source: str | None = None       # HEALTH_SMARTCTL | HEALTH_SYSFS | HEALTH_SIMULATED; None: none
+    readable: bool = False
+    unreadable_reason: str | None = None   # one line, when not readable
+    protocol: str | None = None     # "NVMe" | "ATA" | "SCSI"
+    model: str | None = None
+    serial: str | None = None
+    firmware: str | None = None
+    smart_passed: bool | None = None       # the drive's overall self-assessment
+    critical_warning: int | None = None    # NVMe SMART/Health log byte 0, a bit mask
+    temperature_c: float | None = None     # NVMe: the composite temperature
+    warning_temp_c: float | None = None    # NVMe WCTEMP; ATA: SCT's highest recommended
+    critical_temp_c: float | None = None   # NVMe CCTEMP; ATA: SCT's temperature limit
+    warning_temp_time_min: int | None = None   # NVMe: minutes at or above WCTEMP, lifetime
+    critical_temp_time_min: int | None = None  # NVMe: minutes at or above CCTEMP, lifetime
+    percentage_used_pct: float | None = None   # NVMe Percentage Used; ATA endurance used
+    available_spare_pct: float | None = None
+    available_spare_threshold_pct: float | None = None
+    media_errors: int | None = None        # NVMe Media and Data Integrity Errors
+    unsafe_shutdowns: int | None = None
+    reallocated_sectors: int | None = None  # ATA 5 Reallocated_Sector_Ct (raw)
+    pending_sectors: int | None = None      # ATA 197 Current_Pending_Sector (raw)
+    offline_uncorrectable: int | None = None  # ATA 198 Offline_Uncorrectable (raw)
+    error_log_entries: int | None = None    # NVMe Error Information Log Entries; ATA error log count
+    power_on_hours: int | None = None
+    # ATA attributes at or below their threshold now (smartctl's FAILING_NOW), and in the past
+    failing_attributes: tuple[str, ...] = ()
+    failed_attributes: tuple[str, ...] = ()
+    thermal_throttle_s: int | None = None   # NVMe: time in thermal management (TMT1 + TMT2)
+    read_cpu_s: float | None = None         # CPU the read cost (smartctl's and ours)
+
+
+@dataclass(slots=True, frozen=True)
+class HealthSnapshot:
+    """The poller's latest readings, handed to every Sample as one shared reference (no
+    I/O on the sampling thread).  Replaced whole at each poll, never mutated."""
+
+    readings: dict[str, DiskHealth] = field(default_factory=dict)  # latest, by device
+    first: dict[str, DiskHealth] = field(default_factory=dict)     # this run's first readable
+    polled_wall_s: float | None = None      # when the latest poll finished
+    polls: int = 0
+
+
 # ---------------------------------------------------------------------------- sample
 @dataclass(slots=True)
 class Sample:
@@ -236,3 +295,5 @@ class Sample:
     procs: dict[int, ProcIoRaw] = field(default_factory=dict)
     mounts: dict[str, MountRaw] = field(default_factory=dict)  # by mountpoint (collect/mounts.py)
     warnings: list[str] = field(default_factory=list)  # what could not be read, one line each
+    # the disks' health as the slow poller last read it (collect/health.py); None: not read
+    health: HealthSnapshot | None = None

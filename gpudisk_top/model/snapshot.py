@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from gpudisk_top.collect.sample import DeviceInfo, Sample
 from gpudisk_top.model.disk import DiskRates, checked_rates
 from gpudisk_top.model.gpu import GpuView, gpu_views
+from gpudisk_top.model.health import HealthView, health_views
 from gpudisk_top.model.host import HostView, host_view
 from gpudisk_top.model.loaders import loader_time, tree_loaders
 from gpudisk_top.model.mounts import MountView, mount_views
@@ -41,6 +42,9 @@ class Model:
     gpu_proc_io: dict[int, dict] = field(default_factory=dict)
     # device -> why its rates were dropped this interval (in `devices`, not in `disks`)
     disk_dropped: dict[str, str] = field(default_factory=dict)
+    # each physical disk's health as the slow poller last read it (model/health.py), by
+    # kernel name; {} when not read (shared between Models of the same poll: read only)
+    health: dict[str, HealthView] = field(default_factory=dict)
     # what the model found wrong in this interval, one line each; what the collectors
     # could not read is in sample.warnings
     warnings: list[str] = field(default_factory=list)
@@ -51,7 +55,8 @@ class Model:
         rates are empty and instantaneous readings still show."""
         interval_s = sample.mono_s - last.mono_s if last is not None else 0.0
         model = cls(wall_s=sample.wall_s, interval_s=interval_s, sample=sample,
-                    devices=sample.devices, gpu_status=sample.gpu.status)
+                    devices=sample.devices, gpu_status=sample.gpu.status,
+                    health=health_views(sample.health))
         if last is not None:
             model.disks, model.disk_dropped = checked_rates(last.disks, sample.disks, interval_s)
             model.warnings.extend(f"{name}: no disk rates this interval: {why}"
