@@ -436,3 +436,29 @@ def test_http_errors_and_foreign_answers_are_one_line(http_server):
     path, body, auth = http_server.seen[-1]
     assert auth == "Basic dTpwQHNz"                       # base64 of u:p@ss
     assert body == b"query=up&start=10.000&end=70.000&step=5&timeout=2s"
+
+
+# ---------------------------------------------------------------------------- --once text
+def test_once_text_names_every_node_its_job_lines_and_the_cost():
+    from gpudisk_top.fleet.text import render_text
+
+    view = table_view()
+    lines = render_text(view).splitlines()
+    row = {NAME[ln.split()[0]]: ln for ln in lines if ln.split() and ln.split()[0] in NAME}
+    assert set(row) == set(META["nodes"])
+    assert " disk-starved " in row["disk"] and row["disk"].endswith("% (saturated)")
+    assert " stale " in row["stopped"] and " ago" in row["stopped"]
+    assert " down " in row["down"] and row["down"].endswith(" never")
+    assert row["peer1"].endswith("GPU 5") and row["cpu"].endswith("GPU 0-7 (own)")
+    assert any(ln.startswith("  llama: 3 nodes, straggler ") for ln in lines)
+    assert lines[-1].startswith("query cost: 2 queries, ")
+    assert all(ln == ln.rstrip() for ln in lines)
+
+
+def test_once_text_escapes_what_came_from_prometheus():
+    from gpudisk_top.fleet.text import render_text
+
+    view = table_view()
+    view.rows[0].node = "evil\x1b]2;title\x07"
+    text = render_text(view)
+    assert "\x1b" not in text and "evil\\x1b]2;title\\x07" in text
