@@ -462,3 +462,19 @@ def test_once_text_escapes_what_came_from_prometheus():
     view.rows[0].node = "evil\x1b]2;title\x07"
     text = render_text(view)
     assert "\x1b" not in text and "evil\\x1b]2;title\\x07" in text
+
+
+def test_retarget_asks_other_rows_and_the_sparkline_again():
+    clock = [0.0]
+    client = CannedClient()
+    source = FleetSource(client, clock=lambda: clock[0])
+    source.refresh(now_s=META["table_at_s"])
+    source.refresh(now_s=META["table_at_s"])
+    with pytest.raises(ValueError):
+        source.retarget(group_by="a-b")
+    assert source.group_by == "instance"
+    source.retarget(group_by="training_job", filters={"training_job": "llama"})
+    assert 'training_job="llama"' in source.table_expr and "by (training_job)" in source.spark_expr
+    view = source.refresh(now_s=META["table_at_s"])
+    assert client.sent == ["table", "spark", "table", "table", "spark"]
+    assert view.group_by == "training_job" and {r.node for r in view.rows} == {"llama", "bert"}
