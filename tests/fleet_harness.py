@@ -43,13 +43,15 @@ EXPECTED = {"disk": "disk-starved", "peer1": "straggler", "peer2": "straggler",
             "cpu": "cpu-starved", "healthy": "healthy", "stopped": "healthy", "down": "down"}
 
 
-def free_ports(n: int) -> int:
-    """A first port of n consecutive free ones on 127.0.0.1."""
+def free_ports(n: int, taken=()) -> int:
+    """A first port of n consecutive free ones on 127.0.0.1, none of them in `taken`
+    (ports handed out but not bound yet)."""
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             base = s.getsockname()[1]
-        if base + n < 65536 and all(_free(base + i) for i in range(n)):
+        if base + n < 65536 and all(_free(base + i) and base + i not in taken
+                                    for i in range(n)):
             return base
     raise RuntimeError("no run of free ports")
 
@@ -123,17 +125,19 @@ class Fleet:
         base = free_ports(len(shared))
         for i, node in enumerate(shared):
             self.ports[node[0]] = base + i
+        for name, scenario, _job, own in self.nodes:
+            if own or not scenario:                   # not scenario: nobody listens, up == 0
+                self.ports[name] = free_ports(1, set(self.ports.values()))
+        # Prometheus first: the scenarios' clocks run from their start, and their states
+        # must hold for the whole test however long a loaded machine takes to start it
+        self._start_prometheus()
         serving = []
         if shared:
             serving.append(("shared", len(shared), self._serve(
                 ",".join(n[1] for n in shared), base, "--nodes", str(len(shared)))))
         for name, scenario, _job, own in self.nodes:
             if scenario and own:
-                port = self.ports[name] = free_ports(1)
-                serving.append((name, 1, self._serve(scenario, port, "--seed", "17")))
-            elif not scenario:
-                self.ports[name] = free_ports(1)      # nobody listens: up == 0
-        self._start_prometheus()
+                serving.append((name, 1, self._serve(scenario, self.ports[name], "--seed", "17")))
         for name, lines, proc in serving:
             self.procs[name] = proc
             for _ in range(lines):
@@ -152,7 +156,7 @@ class Fleet:
             env=dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.workdir, "xdg")))
 
     def _start_prometheus(self) -> None:
-        port = free_ports(1)
+        port = free_ports(1, set(self.ports.values()))
         by_job: dict[str, list[str]] = {}
         for name, _s, job, _own in self.nodes:
             by_job.setdefault(job, []).append(self.instance(name))
