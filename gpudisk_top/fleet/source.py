@@ -3,6 +3,7 @@
     source = FleetSource(PromClient("http://prometheus:9090"))
     view = source.refresh()                      # each refresh (the screen's: every 5 s)
     tl = source.node_timeline(view.rows[0].node, window_s=3600, width=120)   # on Enter
+    source.retarget(group_by="cluster", filters={"training_job": "llama"})   # g, /
 
 refresh() sends the table's one instant query, and the sparkline query only when it is
 due (every spark_every_s, 60 s by default): at most 1 + 1/12 queries a refresh at 5 s.
