@@ -12,7 +12,7 @@ from pathlib import Path
 import gpudisk_top
 
 HEADLESS_PACKAGES = ("gpudisk_top.collect", "gpudisk_top.model", "gpudisk_top.sim",
-                     "gpudisk_top.output")
+                     "gpudisk_top.output", "gpudisk_top.fleet")
 
 
 def headless_modules() -> list[str]:
@@ -41,7 +41,7 @@ def test_headless_layers_do_not_import_textual():
 LAYERS = (
     ("errors", "textsafe", "deadline", "outfile", "ratelimit", "timeparse", "(package)"),
     ("collect",),
-    ("model", "sim", "probe"),
+    ("model", "sim", "probe", "fleet"),
     ("record", "diskstats"),
     ("session", "output", "watch", "alerts"),
     ("report", "exporter"),

@@ -123,6 +123,37 @@ def test_nodes_serve_a_simulated_fleet_one_port_each():
             proc.kill()
 
 
+def test_demo_start_serves_a_scenario_seconds_in_with_its_past():
+    """--demo-start 45: disk-starved-sata's starvation (from 30 s in) is served from the
+    first scrape, with since in the past and the latest sample's clock now."""
+    from test_prometheus_server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo", "disk-starved-sata",
+                             "--demo-start", "45", "--listen", f"127.0.0.1:{port}", "-i", "1"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline().startswith("gpudisk-top: serving")
+        deadline = time.monotonic() + 30
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+            if "verdict_info{" in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        now = time.time()
+        assert 'gpudisk_top_verdict_info{devices="sda",gpus="0,1,2,3,4,5,6,7",kind="saturated",' \
+               'state="disk-starved"} 1.0' in text
+        (since,) = re.findall(r"^gpudisk_top_state_since_timestamp_seconds (\S+)$", text, re.M)
+        (stamp,) = re.findall(r"^gpudisk_top_last_sample_timestamp_seconds (\S+)$", text, re.M)
+        assert abs(float(stamp) - now) < 5 and now - 20 < float(since) < now - 5
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -136,6 +167,8 @@ def _port_free(port: int) -> bool:
     (["--demo", "--nodes", "2", "--listen", "127.0.0.1:0"], "leaves room"),
     (["--nodes", "2"], "--nodes needs --demo"),
     (["--demo", "demo,healthy-cached"], "several --demo scenarios need --nodes N"),
+    (["--demo-start", "40"], "--demo-start needs --demo"),
+    (["--demo", "--demo-start", "700"], "at most 600 intervals"),
 ])
 def test_nodes_usage(argv, message):
     proc = subprocess.run([sys.executable, "-c", SERVE, *argv], capture_output=True, text=True,

@@ -123,6 +123,25 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
                             "nobody here); by default nothing real happens under --demo")
 
 
+# --demo-start: a finite, non-negative number of seconds
+seconds_into = number_type(float, "number of seconds",
+                           (lambda v: v >= 0, "must be 0 or more seconds: {text!r}"))
+# The simulated history --demo-start runs through before the dashboard, --once or serve
+# starts: a few seconds at most (about 5 ms an interval), never a wait with no end.
+DEMO_START_MAX_INTERVALS = 600
+
+
+def check_demo_start(args) -> None:
+    """Raises UsageError for a --demo-start without --demo or with too long a history."""
+    if args.demo_start and not args.demo:
+        raise UsageError("--demo-start needs --demo")
+    if args.demo_start > DEMO_START_MAX_INTERVALS * args.interval:
+        raise UsageError(f"--demo-start {args.demo_start:g}: at most "
+                         f"{DEMO_START_MAX_INTERVALS} intervals of simulated history "
+                         f"({DEMO_START_MAX_INTERVALS * args.interval:g} s at --interval "
+                         f"{args.interval:g})")
+
+
 def add_detector_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("starvation detector (defaults from the config file)")
     g.add_argument("--config", metavar="PATH",

@@ -10,17 +10,10 @@ import argparse
 
 from gpudisk_top import __version__
 from gpudisk_top.commands import COMMANDS
-from gpudisk_top.commands.common import (Parser, add_detector_options, add_export_options,
-                                         add_interval_option, add_source_options,
-                                         number_type)
+from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser, add_detector_options,
+                                         add_export_options, add_interval_option,
+                                         add_source_options, check_demo_start, seconds_into)
 from gpudisk_top.errors import UsageError
-
-# --demo-start: a finite, non-negative number of seconds
-_seconds_into = number_type(float, "number of seconds",
-                            (lambda v: v >= 0, "must be 0 or more seconds: {text!r}"))
-# The simulated history --demo-start runs through before the dashboard (or --once) starts:
-# a few seconds at most (about 5 ms an interval), never a wait with no end.
-DEMO_START_MAX_INTERVALS = 600
 
 
 def build_parser(prog: str = "gpudisk-top") -> argparse.ArgumentParser:
@@ -41,7 +34,7 @@ def build_parser(prog: str = "gpudisk-top") -> argparse.ArgumentParser:
                    help="dashboard: also record every raw sample to FILE (as `record` does)")
     add_interval_option(p)
     add_source_options(p)
-    p.add_argument("--demo-start", type=_seconds_into, default=0.0, metavar="S",
+    p.add_argument("--demo-start", type=seconds_into, default=0.0, metavar="S",
                    help="with --demo: start S simulated seconds into the scenario, with that "
                         "history on the timeline (the demo's first disk starvation is at 60 s; "
                         f"at most {DEMO_START_MAX_INTERVALS} intervals); with --once: report "
@@ -67,13 +60,7 @@ def run(args) -> int:
         return list_scenarios()
     if args.json and not args.once:
         raise UsageError("--json needs --once")
-    if args.demo_start and not args.demo:
-        raise UsageError("--demo-start needs --demo")
-    if args.demo_start > DEMO_START_MAX_INTERVALS * args.interval:
-        raise UsageError(f"--demo-start {args.demo_start:g}: at most "
-                         f"{DEMO_START_MAX_INTERVALS} intervals of simulated history "
-                         f"({DEMO_START_MAX_INTERVALS * args.interval:g} s at --interval "
-                         f"{args.interval:g})")
+    check_demo_start(args)
     if args.once and (args.listen or args.push or args.record):
         raise UsageError("--listen, --push and --record need the dashboard (or `serve`, "
                          "`record`), not --once")

@@ -7,6 +7,9 @@ Prometheus metrics (and/or pushes them to a Pushgateway) until SIGTERM or Ctrl-C
 
 With --nodes, N simulated nodes (a fleet to try `gpudisk-top fleet` on): node i serves on
 PORT+i, runs the i-th scenario of the list (cycling) with seed SEED+i, its clock now.
+With --demo-start S a simulated node has a past: its scenario started S seconds ago and
+that history runs through its detector at once, so it serves the state of S seconds in
+(a scenario's starvation some seconds in, without waiting for it) with its since then.
 
 Output is an API: one line on stderr when serving starts ("gpudisk-top: serving
 http://127.0.0.1:9425/metrics"), alert log lines and warnings on stderr, nothing on
@@ -19,9 +22,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
-                                         add_source_options, device_filter, load_config,
-                                         number_type, open_source, thresholds_from)
+from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser,
+                                         add_detector_options, add_interval_option,
+                                         add_source_options, check_demo_start, device_filter,
+                                         load_config, number_type, open_source, seconds_into,
+                                         thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
@@ -44,6 +49,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="with --demo: serve N simulated nodes, node i on the --listen port "
                         "+ i, scenarios from --demo's comma-separated list in turn, seed + i "
                         "(a fleet to try `gpudisk-top fleet` on)")
+    p.add_argument("--demo-start", type=seconds_into, default=0.0, metavar="S",
+                   help="with --demo: the scenario started S seconds ago; its history runs "
+                        "through the detector at once, so serving starts S seconds in (at "
+                        f"most {DEMO_START_MAX_INTERVALS} intervals)")
     add_source_options(p)
     add_detector_options(p)
     return p
@@ -68,7 +77,12 @@ def run(args) -> int:
             except BaseException:
                 source.close()
                 raise
-            nodes.append((source, Stepper(thresholds), hooks))
+            stepper = Stepper(thresholds)
+            if args.demo_start:
+                # the past, through the detector only: nothing was served or alerted then
+                for _ in range(source.samples_until(args.demo_start)):
+                    stepper.step(source.sample())
+            nodes.append((source, stepper, hooks))
             if hooks.server is not None and hooks.server.url is not None:
                 note(f"serving {hooks.server.url} ({origin['source']})")
             if hooks.pusher is not None:
@@ -86,10 +100,13 @@ def _node_plan(args) -> list[tuple]:
     simulated node served is one that runs now: its clock starts at this moment."""
     from gpudisk_top.exporter.server import parse_listen
 
+    check_demo_start(args)
+    # a node's clock: its scenario started --demo-start seconds ago
+    now_s = time.time() - args.demo_start
     if args.nodes is None:
         if args.demo and "," in args.demo:
             raise UsageError("several --demo scenarios need --nodes N")
-        return [(args, {"start_wall_s": time.time()} if args.demo else {})]
+        return [(args, {"start_wall_s": now_s} if args.demo else {})]
     if not args.demo:
         raise UsageError("--nodes needs --demo: it serves simulated nodes")
     if args.push or not args.listen:
@@ -99,7 +116,6 @@ def _node_plan(args) -> list[tuple]:
         raise UsageError(f"--nodes {args.nodes} needs ports {port} to {port + args.nodes - 1}: "
                          "give a --listen port that leaves room")
     scenarios = [s.strip() for s in args.demo.split(",") if s.strip()]
-    now_s = time.time()
     plan = []
     for i in range(args.nodes):
         bound = "[" + host + "]" if ":" in host else host

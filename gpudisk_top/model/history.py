@@ -70,6 +70,10 @@ class History:
         for mp, v in model.mounts.items():    # a network or FUSE mount: a row like a disk's
             d = like_disk(v)
             col.disk[mp] = tuple(None if value is None else value(d) for value in _MOUNT_VALUES)
+        return self.add(col)
+
+    def add(self, col: Column) -> Column:
+        """Append a column built elsewhere (the fleet view's, from Prometheus)."""
         self.columns.append(col)
         self.total += 1
         return col

@@ -1,0 +1,600 @@
+"""The fleet as rows, job groups and one node's timeline, from Prometheus's answers.
+
+Pure functions of QueryResults (promapi.py): build_view() turns the table's one instant
+query (queries.table_query) and the sparkline query into a FleetView; build_timeline()
+turns one node's range query into a NodeTimeline.  No I/O, no clock, no Textual: tests
+feed them Prometheus JSON captured from a real server.
+
+What the UI gets
+  FleetView.rows     NodeRow per node (the --by label's value), in screen order: starved
+                     first (more GPUs starved first, then the longest starved), then the
+                     nodes that stopped reporting (stale) or fail their scrapes (down),
+                     then straggler (GPUs waiting on peers), undiagnosed-stall, healthy,
+                     idle.  NodeRow.evidence_text is the device column's text;
+                     spark_pct the last hour's mean GPU utilization, a value a minute.
+  FleetView.jobs     JobGroup per value of the job label (nodes of one training job side
+                     by side), each with its straggler (or None) and a one-line reason.
+  NodeTimeline       the opened node's window as a model.history.History of Columns, the
+                     very objects the local dashboard's timeline draws: the UI hands
+                     (history, gpus, disks, named) to ui.widgets.timeline.Timeline.show()
+                     and gets the same rows, glyphs, shading and time axis.  One column per
+                     step_s (1 s when the window fits the width, as the local timeline's
+                     one column per sample).  A column where the node did not report has
+                     state "" (drawn blank) and no GPU or disk values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, field
+
+from gpudisk_top.fleet.promapi import QueryResult, Series
+from gpudisk_top.fleet.queries import DOWN_LABEL, P, SPARK_STEP_S, SPARK_WINDOW_S
+from gpudisk_top.model.detect import STATES, Thresholds
+from gpudisk_top.model.history import Column, History
+from gpudisk_top.model.vocab import TIMELINE
+
+STALE = "stale"        # seen in the last hour, not now
+DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
+# states whose GPUs wait on their own node's data: a job's straggler is one of these
+STARVING = ("disk-starved", "cpu-starved", "checkpoint-stall", "undiagnosed-stall")
+# screen order, by tier
+_TIER = {"disk-starved": 0, "cpu-starved": 0, "checkpoint-stall": 0, STALE: 1, DOWN: 1,
+         "straggler": 2, "undiagnosed-stall": 3, "healthy": 4, "idle": 5}
+GPU_LOW_PCT = Thresholds().gpu_low_util_pct    # below it a GPU waits (the detector's default
+SPARK_POINTS = SPARK_WINDOW_S // SPARK_STEP_S
+
+
+@dataclass
+class QueryCost:
+    """Queries sent, series they returned, and their round trips' total."""
+
+    queries: int = 0
+    series: int = 0
+    elapsed_ms: float = 0.0
+
+    def add(self, result: QueryResult | None) -> "QueryCost":
+        if result is not None:
+            self.queries += 1
+            self.series += len(result.series)
+            self.elapsed_ms += result.elapsed_s * 1000.0
+        return self
+
+    def __add__(self, other: "QueryCost") -> "QueryCost":
+        return QueryCost(self.queries + other.queries, self.series + other.series,
+                         self.elapsed_ms + other.elapsed_ms)
+
+    def text(self) -> str:
+        return (f"{self.queries} quer{'y' if self.queries == 1 else 'ies'}, "
+                f"{self.series} series, {self.elapsed_ms:.0f} ms")
+
+
+@dataclass
+class DeviceEvidence:
+    """A device the verdict blames (a disk, or a network mount by its mountpoint), in the
+    tool's units; None where the node does not export the number."""
+
+    device: str
+    mountpoint: str = ""
+    dev_class: str = ""
+    read_await_ms: float | None = None
+    queue_size: float | None = None
+    util_pct: float | None = None
+    read_kb_s: float | None = None
+
+    @property
+    def text(self) -> str:
+        """'sdb r_await 48 ms, aqu-sz 31, util 100%'."""
+        parts = []
+        if self.read_await_ms is not None:
+            parts.append(f"r_await {_num(self.read_await_ms)} ms")
+        if self.queue_size is not None:
+            parts.append(f"aqu-sz {_num(self.queue_size)}")
+        if self.util_pct is not None:
+            parts.append(f"util {self.util_pct:.0f}%")
+        if self.read_kb_s is not None and not parts:
+            parts.append(f"read {_num(self.read_kb_s / 1024)} MB/s")
+        return f"{self.device} {', '.join(parts)}" if parts else self.device
+
+    @property
+    def short(self) -> str:
+        """'r_await 48 ms, aqu-sz 31' (the straggler line's)."""
+        parts = []
+        if self.read_await_ms is not None:
+            parts.append(f"r_await {_num(self.read_await_ms)} ms")
+        if self.queue_size is not None:
+            parts.append(f"aqu-sz {_num(self.queue_size)}")
+        return ", ".join(parts)
+
+
+@dataclass
+class NodeRow:
+    """One node of the table.
+
+    node: the --by label's value; labels: the target's labels (job, instance, the
+    training job's ...); state: the node's detector state, or "stale" (seen in the last
+    hour, not now) or "down" (its target fails scrapes, not seen in the hour); kind: what
+    the verdict blames (saturated, latency-bound, remote-mount, throttled, own, others) or
+    None; devices and gpus: those the verdict names; gpus_starved / gpus_total; gpu_util_pct:
+    the mean over its GPUs now; since_s: when the state began (Unix s); last_seen_s: its
+    latest sample (Unix s); stale: not reporting now (state stale or down); evidence: the
+    named devices' numbers; spark_pct: the last hour's mean GPU utilization, a value a
+    minute (None: no data that minute)."""
+
+    node: str
+    labels: dict[str, str] = field(default_factory=dict)
+    state: str = "healthy"
+    kind: str | None = None
+    devices: list[str] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)
+    gpus_starved: int = 0
+    gpus_total: int = 0
+    gpu_util_pct: float | None = None
+    since_s: float | None = None
+    last_seen_s: float | None = None
+    stale: bool = False
+    evidence: list[DeviceEvidence] = field(default_factory=list)
+    spark_pct: list[float | None] = field(default_factory=list)
+    gpu_util_by_gpu: dict[int, float | None] = field(default_factory=dict)
+
+    @property
+    def evidence_text(self) -> str:
+        """'sdb r_await 48 ms, aqu-sz 31, util 100%' (several devices: '; '-joined);
+        '' when the verdict names no device."""
+        return "; ".join(e.text for e in self.evidence)
+
+    @property
+    def starved(self) -> bool:
+        return _TIER.get(self.state) == 0 or self.state == "undiagnosed-stall"
+
+    @property
+    def waiting(self) -> bool:
+        """Its GPUs wait: the local state straggler, or utilization under GPU_LOW_PCT."""
+        return self.state == "straggler" or (
+            self.gpu_util_pct is not None and self.gpu_util_pct < GPU_LOW_PCT)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.pop("gpu_util_by_gpu")
+        d["gpu_util_by_gpu"] = {str(k): v for k, v in sorted(self.gpu_util_by_gpu.items())}
+        d["evidence_text"] = self.evidence_text
+        return d
+
+
+@dataclass
+class JobGroup:
+    """The nodes of one training job (a value of the job label), in screen order;
+    straggler: the node that holds the others back, or None; reason: one line why (or
+    why none)."""
+
+    job: str
+    nodes: list[NodeRow] = field(default_factory=list)
+    straggler: NodeRow | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"job": self.job, "nodes": [r.node for r in self.nodes],
+                "straggler": self.straggler.node if self.straggler else None,
+                "reason": self.reason}
+
+
+@dataclass
+class FleetView:
+    """One refresh.  wall_s: when it was built; rows, jobs: see the module's docstring;
+    error: the query's one-line error (rows then are the last good ones, or empty);
+    cost: this refresh's queries; url, group_by, job_label: what was asked."""
+
+    wall_s: float
+    rows: list[NodeRow] = field(default_factory=list)
+    jobs: list[JobGroup] = field(default_factory=list)
+    error: str | None = None
+    cost: QueryCost = field(default_factory=QueryCost)
+    url: str = ""
+    group_by: str = "instance"
+    job_label: str = "training_job"
+    data_wall_s: float | None = None      # when the rows were read (None: never)
+
+    def job(self, name: str) -> JobGroup | None:
+        return next((j for j in self.jobs if j.job == name), None)
+
+    def to_json(self) -> dict:
+        """The --once --json object (README's "Fleet" section lists the keys)."""
+        return {"wall_s": self.wall_s, "prometheus": self.url, "group_by": self.group_by,
+                "job_label": self.job_label, "error": self.error,
+                "data_wall_s": self.data_wall_s,
+                "nodes": [r.to_json() for r in self.rows],
+                "jobs": [j.to_json() for j in self.jobs],
+                "cost": asdict(self.cost)}
+
+
+# ---------------------------------------------------------------------------- building
+@dataclass
+class _Member:
+    """One scrape target's series (a row may gather several when --by names a label
+    that several targets share)."""
+
+    labels: dict[str, str] | None = None
+    verdict: dict[str, str] | None = None
+    since_s: float | None = None
+    gpus_starved: int | None = None
+    last_sample_s: float | None = None
+    seen_s: float | None = None            # max_over_time's: seen in the last hour
+    down: bool = False
+    gpu_util: dict[int, float | None] = field(default_factory=dict)
+    disks: dict[str, DeviceEvidence] = field(default_factory=dict)
+    mounts: dict[str, DeviceEvidence] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return self.verdict is not None
+
+    @property
+    def state(self) -> str:
+        if self.live:
+            return self.verdict.get("state") or "healthy"
+        if self.seen_s is not None or self.last_sample_s is not None:
+            return STALE
+        return DOWN
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.1f}".rstrip("0").rstrip(".") or "0"
+
+
+_DISK = {P + "disk_read_await_seconds": ("read_await_ms", 1000.0),
+         P + "disk_queue_size": ("queue_size", 1.0),
+         P + "disk_utilization_ratio": ("util_pct", 100.0),
+         P + "disk_read_bytes_per_second": ("read_kb_s", 1 / 1024)}
+# a network or FUSE mount's numbers as a disk's (model/mounts.py like_disk): the mount's
+# own latency where it keeps one, else the job's; FUSE's waiting requests, else the
+# transport's backlog
+_MOUNT = {P + "mount_read_latency_seconds": ("read_await_ms", 1000.0, 0),
+          P + "mount_job_read_latency_seconds": ("read_await_ms", 1000.0, 1),
+          P + "mount_fuse_waiting_requests": ("queue_size", 1.0, 0),
+          P + "mount_transport_backlog": ("queue_size", 1.0, 1),
+          P + "mount_read_bytes_per_second": ("read_kb_s", 1 / 1024, 0)}
+# the labels a series has beyond its target's
+_OWN = {"__name__", "gpu", "uuid", "device", "mountpoint", "class", "fstype", "source",
+        "state", "kind", "devices", "gpus", DOWN_LABEL}
+
+
+def _member_key(labels: dict[str, str]) -> tuple[str, str]:
+    return labels.get("job", ""), labels.get("instance", "")
+
+
+def node_name(labels: dict[str, str], group_by: str) -> str:
+    return labels.get(group_by) or f"(no {group_by})"
+
+
+def _collect(table: QueryResult, group_by: str) -> dict[str, dict[tuple, _Member]]:
+    nodes: dict[str, dict[tuple, _Member]] = {}
+    preferred: dict[int, set] = {}      # id(member) -> mount fields set by a preferred source
+    for s in table.series:
+        lab = s.labels
+        m = nodes.setdefault(node_name(lab, group_by), {}).setdefault(_member_key(lab), _Member())
+        name = s.name
+        value = _finite(s.value)
+        if DOWN_LABEL in lab:
+            m.down = True
+            m.labels = m.labels or _target(lab)
+            continue
+        if not name:                                   # max_over_time: seen, not live
+            m.seen_s = value
+            m.labels = m.labels or _target(lab)
+        elif name == P + "verdict_info":
+            m.verdict = lab
+        elif name == P + "state_since_timestamp_seconds":
+            m.since_s = value
+        elif name == P + "gpus_starved":
+            m.gpus_starved = int(value) if value is not None else None
+            m.labels = _target(lab)
+        elif name == P + "last_sample_timestamp_seconds":
+            m.last_sample_s = value
+            m.labels = _target(lab)
+        elif name == P + "gpu_utilization_ratio":
+            try:
+                m.gpu_util[int(lab.get("gpu", ""))] = None if value is None else value * 100.0
+            except ValueError:
+                pass
+        elif name in _DISK:
+            dev = lab.get("device", "")
+            ev = m.disks.setdefault(dev, DeviceEvidence(dev, lab.get("mountpoint", ""),
+                                                        lab.get("class", "")))
+            attr, factor = _DISK[name]
+            setattr(ev, attr, None if value is None else value * factor)
+        elif name in _MOUNT:
+            mp = lab.get("mountpoint", "")
+            ev = m.mounts.setdefault(mp, DeviceEvidence(mp, mp, lab.get("fstype", "")))
+            attr, factor, rank = _MOUNT[name]
+            done = preferred.setdefault(id(ev), set())
+            if value is not None and (rank == 0 or attr not in done):
+                setattr(ev, attr, value * factor)
+                if rank == 0:
+                    done.add(attr)
+    return nodes
+
+
+def _target(labels: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if k not in _OWN}
+
+
+def _split(text: str | None) -> list[str]:
+    return [t for t in (text or "").split(",") if t]
+
+
+def _row(node: str, members: list[_Member]) -> NodeRow:
+    # the worst member speaks for the row (one member unless --by groups several targets)
+    worst = min(members, key=lambda m: (_TIER.get(m.state, 6), -(m.gpus_starved or 0)))
+    state = worst.state
+    labels = None
+    for m in members:
+        if m.labels is not None:
+            labels = dict(m.labels) if labels is None else {
+                k: v for k, v in labels.items() if m.labels.get(k) == v}
+    utils = [v for m in members for v in m.gpu_util.values() if v is not None]
+    row = NodeRow(node=node, labels=labels or {}, state=state,
+                  gpus_total=sum(len(m.gpu_util) for m in members),
+                  gpu_util_pct=sum(utils) / len(utils) if utils else None,
+                  stale=state in (STALE, DOWN))
+    seen = [t for m in members for t in (m.last_sample_s, m.seen_s) if t is not None]
+    row.last_seen_s = max(seen) if seen else None
+    if len(members) == 1:
+        row.gpu_util_by_gpu = dict(sorted(worst.gpu_util.items()))
+    if worst.live:
+        v = worst.verdict
+        row.kind = v.get("kind") or None
+        row.devices = _split(v.get("devices"))
+        row.gpus = [int(g) for g in _split(v.get("gpus")) if g.isdigit()]
+        row.since_s = worst.since_s
+        row.gpus_starved = sum(m.gpus_starved or 0 for m in members if m.live)
+        for dev in row.devices:
+            ev = worst.disks.get(dev) or worst.mounts.get(dev)
+            row.evidence.append(ev if ev is not None else DeviceEvidence(dev))
+    return row
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple:
+    """'node-2' before 'node-10'; '10.0.0.9:9425' before '10.0.0.10:9425'."""
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text))
+
+
+def row_order(row: NodeRow) -> tuple:
+    tier = _TIER.get(row.state, 6)
+    if tier == 0:
+        since = row.since_s if row.since_s is not None else math.inf
+        return (tier, -row.gpus_starved, since, natural_key(row.node))
+    return (tier, 0, 0.0, natural_key(row.node))
+
+
+def spark_values(series: Series, end_s: float) -> list[float | None]:
+    """SPARK_POINTS values (percent), one a minute, the last ending at end_s."""
+    out: list[float | None] = [None] * SPARK_POINTS
+    start = end_s - SPARK_WINDOW_S
+    for t, v in series.values:
+        if t <= start or t > end_s + 1e-6 or not math.isfinite(v):
+            continue
+        i = min(SPARK_POINTS - 1, int((t - start - 1e-6) // SPARK_STEP_S))
+        out[i] = v * 100.0
+    return out
+
+
+def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
+               group_by: str = "instance", job_label: str = "training_job", *,
+               url: str = "", cost: QueryCost | None = None,
+               gpu_low_pct: float = GPU_LOW_PCT) -> FleetView:
+    """The view of one refresh: table is queries.table_query's answer, spark the
+    sparkline query's (the latest one; None: none yet).  cost: this refresh's (default:
+    the table's and spark's).  Never raises for what Prometheus returned: a failed table
+    query gives a view with its error and no rows."""
+    if cost is None:
+        cost = QueryCost().add(table).add(spark)
+    view = FleetView(wall_s=now_s, error=None if table.ok else table.error, cost=cost,
+                     url=url, group_by=group_by, job_label=job_label)
+    if not table.ok:
+        return view
+    view.data_wall_s = now_s
+    rows = [_row(node, list(members.values()))
+            for node, members in _collect(table, group_by).items()]
+    if spark is not None and spark.ok and spark.series:
+        ends = [t for s in spark.series for t, _ in s.values[-1:]]
+        end = max(ends) if ends else now_s
+        sparks = {node_name(s.labels, group_by): spark_values(s, end) for s in spark.series}
+        for row in rows:
+            row.spark_pct = sparks.get(row.node, [])
+    rows.sort(key=row_order)
+    view.rows = rows
+    view.jobs = job_groups(rows, job_label, gpu_low_pct)
+    return view
+
+
+# ---------------------------------------------------------------------------- jobs
+def job_groups(rows: list[NodeRow], job_label: str,
+               gpu_low_pct: float = GPU_LOW_PCT) -> list[JobGroup]:
+    """A JobGroup per value of job_label among the rows (rows without it are in none),
+    those with a straggler first, then by name."""
+    by_job: dict[str, list[NodeRow]] = {}
+    for r in rows:
+        job = r.labels.get(job_label)
+        if job:
+            by_job.setdefault(job, []).append(r)
+    groups = [judge_job(job, nodes, job_label, gpu_low_pct) for job, nodes in by_job.items()]
+    groups.sort(key=lambda g: (g.straggler is None, natural_key(g.job)))
+    return groups
+
+
+def _clock(wall_s: float | None) -> str:
+    return "?" if wall_s is None else time.strftime("%H:%M", time.localtime(wall_s))
+
+
+def _waits(r: NodeRow, gpu_low_pct: float) -> bool:
+    return r.state == "straggler" or (r.gpu_util_pct is not None and r.gpu_util_pct < gpu_low_pct)
+
+
+def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
+              gpu_low_pct: float = GPU_LOW_PCT) -> JobGroup:
+    """The straggler rule.  In a job of 2+ nodes, the straggler is a node in a starved
+    state of its own (disk-starved, cpu-starved, checkpoint-stall, undiagnosed-stall)
+    while at least half of the other reporting nodes wait (local state straggler, or
+    mean GPU utilization under gpu_low_pct); of several such nodes, the one with the
+    lowest GPU utilization, then the longest starved."""
+    group = JobGroup(job=job, nodes=list(nodes))
+    live = [r for r in nodes if not r.stale]
+    gone = len(nodes) - len(live)
+    tail = f"; {gone} stopped reporting" if gone else ""
+    candidates = [r for r in live if r.state in STARVING]
+    if len(nodes) < 2:
+        group.reason = f"one node{tail}"
+        return group
+    if not candidates:
+        waiting = sum(_waits(r, gpu_low_pct) for r in live)
+        group.reason = (f"no node starved of data; {waiting} of {len(live)} wait" if waiting
+                        else "no node starved of data") + tail
+        return group
+    pick = min(candidates, key=lambda r: (
+        r.gpu_util_pct if r.gpu_util_pct is not None else math.inf,
+        r.since_s if r.since_s is not None else math.inf, natural_key(r.node)))
+    others = [r for r in live if r is not pick]
+    waiting = [r for r in others if _waits(r, gpu_low_pct)]
+    where = f" on {','.join(pick.devices)}" if pick.devices else ""
+    ev = "; ".join(e.short for e in pick.evidence if e.short)
+    what = f"{pick.state}{where}{f' ({ev})' if ev else ''} since {_clock(pick.since_s)}"
+    if not others or 2 * len(waiting) < len(others):
+        group.reason = (f"{pick.node} is {what}, but only {len(waiting)} of {len(others)} "
+                        f"other nodes wait{tail}")
+        return group
+    group.straggler = pick
+    by_state = sum(r.state == "straggler" for r in waiting)
+    utils = [r.gpu_util_pct for r in waiting
+             if r.state != "straggler" and r.gpu_util_pct is not None]
+    how = []
+    if by_state:
+        how.append(f"{by_state} in state straggler")
+    if utils and by_state < len(waiting):
+        how.append(f"GPU {sum(utils) / len(utils):.0f}%")
+    group.reason = (f"{pick.node} holds {job_label}={job} back: {what}; {len(waiting)} of "
+                    f"{len(others)} other nodes wait ({', '.join(how)}){tail}")
+    return group
+
+
+# ---------------------------------------------------------------------------- timeline
+_TL_DISK = {P + "disk_utilization_ratio": ("util_pct", 100.0),
+            P + "disk_read_await_seconds": ("r_await_ms", 1000.0),
+            P + "disk_queue_size": ("aqu_sz", 1.0),
+            P + "disk_reads_per_second": ("iops", 1.0),
+            P + "disk_writes_per_second": ("iops", 1.0),
+            P + "disk_read_bytes_per_second": ("mb_s", 1 / 2**20),
+            P + "disk_written_bytes_per_second": ("mb_s", 1 / 2**20)}
+_SUMMED = ("iops", "mb_s")          # the local timeline's: reads + writes
+
+
+@dataclass
+class NodeTimeline:
+    """One node's window, drawn as the local timeline draws its own (see the module's
+    docstring).  history: a History with one Column per step from start_s to end_s;
+    gpus: its GPU indexes; disks: (device, display name) as Timeline.show() takes them;
+    named: the devices the latest verdict names (their rows first); error: the range
+    query's one-line error (then the history is empty); cost: that query's."""
+
+    node: str
+    start_s: float
+    end_s: float
+    step_s: float
+    history: History
+    gpus: list[int] = field(default_factory=list)
+    disks: list[tuple[str, str]] = field(default_factory=list)
+    named: list[str] = field(default_factory=list)
+    error: str | None = None
+    cost: QueryCost = field(default_factory=QueryCost)
+
+    @property
+    def times(self) -> list[float]:
+        return [c.wall_s for c in self.history.columns]
+
+    @property
+    def states(self) -> list[str]:
+        return [c.state for c in self.history.columns]
+
+
+def timeline_window(now_s: float, window_s: float, step_s: float) -> tuple[float, float]:
+    """(start_s, end_s): whole steps, the end at or before now_s, so that the columns of
+    two refreshes line up."""
+    end = math.floor(now_s / step_s) * step_s
+    n = max(1, int(round(window_s / step_s)))
+    return end - (n - 1) * step_s, end
+
+
+def build_timeline(result: QueryResult, node: str, start_s: float, end_s: float,
+                   step_s: float) -> NodeTimeline:
+    """One node's NodeTimeline from queries.timeline_query's range answer."""
+    n = max(1, int(round((end_s - start_s) / step_s)) + 1)
+    history = History(capacity=n)
+    tl = NodeTimeline(node=node, start_s=start_s, end_s=end_s, step_s=step_s,
+                      history=history, error=None if result.ok else result.error,
+                      cost=QueryCost().add(result))
+    if not result.ok:
+        return tl
+    state: list[str] = [""] * n
+    state_rank: list[int] = [99] * n
+    latest_devices: tuple[float, list[str]] = (-math.inf, [])
+    gpu: dict[int, list[list[float]]] = {}
+    disk: dict[str, dict[str, list[float | None]]] = {}
+    order = {s: i for i, s in enumerate(reversed(STATES))}    # the worst wins a tie
+
+    def index(t: float) -> int | None:
+        i = int(round((t - start_s) / step_s))
+        return i if 0 <= i < n else None
+
+    for s in result.series:
+        name, lab = s.name, s.labels
+        if name == P + "verdict_info":
+            st = lab.get("state", "")
+            for t, _v in s.values:
+                i = index(t)
+                if i is not None and order.get(st, 99) < state_rank[i]:
+                    state[i], state_rank[i] = st, order.get(st, 99)
+                if t > latest_devices[0]:
+                    latest_devices = (t, _split(lab.get("devices")))
+        elif name == P + "gpu_utilization_ratio":
+            try:
+                g = int(lab.get("gpu", ""))
+            except ValueError:
+                continue
+            cells = gpu.setdefault(g, [[] for _ in range(n)])
+            for t, v in s.values:
+                i = index(t)
+                if i is not None and math.isfinite(v):
+                    cells[i].append(v * 100.0)
+        elif name in _TL_DISK:
+            metric, factor = _TL_DISK[name]
+            rows = disk.setdefault(lab.get("device", ""), {})
+            cells = rows.setdefault(metric, [None] * n)
+            for t, v in s.values:
+                i = index(t)
+                if i is not None and math.isfinite(v):
+                    add = v * factor
+                    cells[i] = add if cells[i] is None or metric not in _SUMMED else cells[i] + add
+    fields = [m.field for m in TIMELINE]
+    for i in range(n):
+        col = Column(wall_s=start_s + i * step_s, interval_s=step_s, state=state[i],
+                     raw_state=state[i], episode=None)
+        for g, cells in gpu.items():
+            if cells[i]:
+                col.gpu_util[g] = sum(cells[i]) / len(cells[i])
+        for dev, rows in disk.items():
+            values = tuple(rows.get(f, [None] * n)[i] for f in fields)
+            if any(v is not None for v in values):
+                col.disk[dev] = values
+        history.add(col)
+    tl.gpus = sorted(gpu)
+    tl.disks = [(d, d) for d in sorted(disk, key=natural_key)]
+    tl.named = [d for d in latest_devices[1] if d in disk]
+    return tl

@@ -1,0 +1,117 @@
+"""Every PromQL expression the fleet view sends, in one place.
+
+The cost is fixed by construction:
+
+  table_query      ONE instant query per refresh, whatever the number of nodes: a
+                   name-regex selector for the node-level series (verdict, since, GPUs
+                   starved, last sample, per-GPU utilization, the disks' and network
+                   mounts' evidence), `or` the targets that fail their scrapes (`up == 0`,
+                   marked with the label fleet_down="1"), `or` the last hour's
+                   last-sample timestamp (the nodes seen in the last hour but not now).
+  spark_query      ONE instant subquery at most once a minute: each node's mean GPU
+                   utilization over the last hour, one point a minute.
+  timeline_query   ONE range query, only for the node opened (Enter): its verdicts, GPUs
+                   and disks over the window.
+
+Why `or` keeps the stale nodes and only them: PromQL's `a or b` keeps all of `a` and
+those elements of `b` whose label set, the metric name left out, matches no element of
+`a`.  max_over_time(...) drops the metric name and keeps the target's labels, which are
+exactly those of a live node's gpudisk_top_last_sample_timestamp_seconds (and
+gpus_starved): for a live node it matches and is left out, for a node that stopped
+reporting (Prometheus marked its series stale) nothing matches and it comes through,
+without __name__: that absence is how model.py recognizes it.  The down targets carry an
+extra label so that they never match anything and always come through.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The series of one node the table reads (families.py); the disks' and mounts' evidence
+# metrics are those a verdict's device is judged by.
+TABLE_FAMILIES = (
+    "verdict_info", "state_since_timestamp_seconds", "gpus_starved",
+    "last_sample_timestamp_seconds", "gpu_utilization_ratio",
+    "disk_read_await_seconds", "disk_queue_size", "disk_utilization_ratio",
+    "disk_read_bytes_per_second",
+    "mount_read_latency_seconds", "mount_job_read_latency_seconds",
+    "mount_read_bytes_per_second", "mount_fuse_waiting_requests", "mount_transport_backlog",
+)
+# The opened node's timeline: the local timeline's rows (model/history.py Column: the
+# state, GPU utilization, and per disk vocab.TIMELINE's util, r_await, IOPS, MB/s, aqu-sz)
+TIMELINE_FAMILIES = (
+    "verdict_info", "gpu_utilization_ratio",
+    "disk_utilization_ratio", "disk_read_await_seconds", "disk_queue_size",
+    "disk_reads_per_second", "disk_writes_per_second",
+    "disk_read_bytes_per_second", "disk_written_bytes_per_second",
+)
+P = "gpudisk_top_"
+DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's answer
+STALE_WINDOW = "1h"                # a node not seen for longer is gone from the table
+SPARK_WINDOW_S = 3600
+SPARK_STEP_S = 60
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def check_label(name: str, what: str = "label") -> str:
+    """A Prometheus label name, else ValueError (one line)."""
+    if not _LABEL_NAME.match(name or "") or name.startswith("__"):
+        raise ValueError(f"{what} {name!r}: not a Prometheus label name "
+                         "(letters, digits and _, not starting with a digit or __)")
+    return name
+
+
+def quote(value: str) -> str:
+    """A PromQL string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def matchers(filters: dict[str, str]) -> str:
+    """'a="x",b="y"' (equality matchers, sorted), or ''."""
+    return ",".join(f"{check_label(k)}={quote(v)}" for k, v in sorted(filters.items()))
+
+
+def _names(families) -> str:
+    return P + "(" + "|".join(families) + ")"
+
+
+def _sel(name_or_regex: str, filters: dict[str, str], regex: bool = False) -> str:
+    inner = matchers(filters)
+    if regex:
+        return "{" + f"__name__=~{quote(name_or_regex)}" + (f",{inner}" if inner else "") + "}"
+    return name_or_regex + ("{" + inner + "}" if inner else "")
+
+
+def table_query(filters: dict[str, str] | None = None) -> str:
+    """The table's one instant query.  filters: label -> value, applied to every
+    selector (so a job's view asks only for its nodes)."""
+    f = filters or {}
+    last = _sel(P + "last_sample_timestamp_seconds", f)
+    seen = f"max_over_time({last}[{STALE_WINDOW}])"
+    # a failing target of a Prometheus job that holds gpudisk-top nodes (not every
+    # failing target of the server), marked so that it always comes through
+    down = (f"label_replace(({_sel('up', f)} == 0) and on (job) {seen}, "
+            f"{quote(DOWN_LABEL)}, \"1\", \"\", \"\")")
+    return f"{_sel(_names(TABLE_FAMILIES), f, regex=True)} or {down} or {seen}"
+
+
+def spark_query(group_by: str, filters: dict[str, str] | None = None) -> str:
+    """The last hour's mean GPU utilization per node, a point a minute (instant
+    subquery: a matrix)."""
+    return (f"avg by ({check_label(group_by)}) "
+            f"({_sel(P + 'gpu_utilization_ratio', filters or {})})"
+            f"[{SPARK_WINDOW_S // 60}m:{SPARK_STEP_S}s]")
+
+
+def timeline_query(group_by: str, node: str, filters: dict[str, str] | None = None) -> str:
+    """One node's timeline rows (a range query)."""
+    f = dict(filters or {}, **{check_label(group_by): node})
+    return _sel(_names(TIMELINE_FAMILIES), f, regex=True)
+
+
+def timeline_step_s(window_s: float, width: int) -> float:
+    """One column per step: the local timeline's one column per second, or coarser when
+    the window is wider than the columns (whole seconds: steps line up across
+    refreshes)."""
+    return float(max(1, -(-int(window_s) // max(1, int(width)))))

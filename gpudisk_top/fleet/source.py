@@ -1,0 +1,105 @@
+"""The fleet's one source: a PromClient, the queries, and what they cost.
+
+    source = FleetSource(PromClient("http://prometheus:9090"))
+    view = source.refresh()                      # each refresh (the screen's: every 5 s)
+    tl = source.node_timeline(view.rows[0].node, window_s=3600, width=120)   # on Enter
+    source.retarget(group_by="cluster", filters={"training_job": "llama"})   # g, /
+
+refresh() sends the table's one instant query, and the sparkline query only when it is
+due (every spark_every_s, 60 s by default): at most 1 + 1/12 queries a refresh at 5 s.
+node_timeline() sends one range query, for that node only.  Neither raises for what
+Prometheus does (down, slow, an error): the view or timeline carries the one-line error,
+and a failed refresh keeps the last good rows (view.data_wall_s says when they were read).
+
+Thread-safety: one caller at a time (the screen's worker thread).
+"""
+
+from __future__ import annotations
+
+import time
+
+from gpudisk_top.fleet import queries
+from gpudisk_top.fleet.model import (FleetView, NodeTimeline, QueryCost, build_timeline,
+                                     build_view, timeline_window)
+from gpudisk_top.fleet.promapi import PromClient, QueryResult
+
+
+class FleetSource:
+    """client: a PromClient; group_by: the label that names a node (a row); job_label:
+    the label that names a training job (job groups); filters: label -> value, every
+    query restricted to them; spark_every_s: seconds between sparkline queries.
+    Raises ValueError (one line) for a label name that is not one."""
+
+    def __init__(self, client: PromClient, group_by: str = "instance",
+                 job_label: str = "training_job", filters: dict[str, str] | None = None,
+                 spark_every_s: float = 60.0, clock=time.monotonic) -> None:
+        self.client = client
+        self.group_by = queries.check_label(group_by, "--by")
+        self.job_label = queries.check_label(job_label, "--job-label")
+        self.filters = dict(filters or {})
+        queries.matchers(self.filters)            # ValueError now, not at the first query
+        self.spark_every_s = spark_every_s
+        self.table_expr = queries.table_query(self.filters)
+        self.spark_expr = queries.spark_query(self.group_by, self.filters)
+        self.cost = QueryCost()                   # every query sent, all refreshes
+        self.refreshes = 0
+        self._clock = clock
+        self._spark: QueryResult | None = None
+        self._spark_at: float | None = None
+        self._last: FleetView | None = None
+
+    @property
+    def url(self) -> str:
+        return self.client.base_url
+
+    def retarget(self, group_by: str | None = None,
+                 filters: dict[str, str] | None = None) -> None:
+        """Other rows from the next refresh on: grouped by another label, or other
+        filters (None: keep).  The sparkline is due again at once (its series are per
+        group) and the last good rows are forgotten (they are the old question's).
+        Raises ValueError (one line) for a label name that is not one, changing
+        nothing."""
+        group_by = self.group_by if group_by is None else queries.check_label(group_by, "--by")
+        filters = dict(self.filters if filters is None else filters)
+        table_expr = queries.table_query(filters)
+        spark_expr = queries.spark_query(group_by, filters)
+        self.group_by, self.filters = group_by, filters
+        self.table_expr, self.spark_expr = table_expr, spark_expr
+        self._spark = self._spark_at = self._last = None
+
+    def spark_due(self) -> bool:
+        return self._spark_at is None or self._clock() - self._spark_at >= self.spark_every_s
+
+    def refresh(self, now_s: float | None = None, spark: bool | None = None) -> FleetView:
+        """This refresh's view (see the module's docstring).  spark: force the sparkline
+        query (True) or skip it (False); default: when due."""
+        now = time.time() if now_s is None else now_s
+        table = self.client.instant(self.table_expr)
+        cost = QueryCost().add(table)
+        if spark if spark is not None else (table.ok and self.spark_due()):
+            result = self.client.instant(self.spark_expr)
+            cost.add(result)
+            self._spark_at = self._clock()
+            if result.ok or self._spark is None:
+                self._spark = result
+        self.cost = self.cost + cost
+        self.refreshes += 1
+        view = build_view(table, self._spark, now, self.group_by, self.job_label,
+                          url=self.url, cost=cost)
+        if table.ok:
+            self._last = view
+        elif self._last is not None:              # keep showing the last good rows
+            view.rows, view.jobs = self._last.rows, self._last.jobs
+            view.data_wall_s = self._last.data_wall_s
+        return view
+
+    def node_timeline(self, node: str, window_s: float, width: int,
+                      now_s: float | None = None) -> NodeTimeline:
+        """One node's last window_s seconds, one column per step (queries.timeline_step_s:
+        max(1 s, window / width)), from one range query."""
+        step = queries.timeline_step_s(window_s, width)
+        start, end = timeline_window(time.time() if now_s is None else now_s, window_s, step)
+        result = self.client.range(queries.timeline_query(self.group_by, node, self.filters),
+                                   start, end, step)
+        self.cost.add(result)
+        return build_timeline(result, node, start, end, step)
