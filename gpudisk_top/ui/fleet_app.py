@@ -264,8 +264,9 @@ class FleetApp(App):
             self.open_node(node)
 
     def open_node(self, node: str) -> None:
-        self.push_screen(NodeScreen(self.source, node, self.row_of(node), self.interval_s,
-                                    self.source_lock))
+        wall_s = self.view.wall_s if self.view is not None else time.time()
+        self.push_screen(NodeScreen(self.source, node, self.row_of(node), wall_s,
+                                    self.interval_s, self.source_lock))
 
     def action_jobs(self) -> None:
         jobs = list(self.view.jobs) if self.view is not None else []

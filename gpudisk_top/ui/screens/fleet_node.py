@@ -122,14 +122,15 @@ class NodeScreen(Screen):
     NodeScreen FleetTimeline { height: 1fr; }
     """
 
-    def __init__(self, source, node: str, row, interval_s: float, lock) -> None:
-        """source: the FleetSource; row: the node's NodeRow in the last view (None if
-        gone); lock: held around every call of the source (one caller at a time)."""
+    def __init__(self, source, node: str, row, wall_s: float, interval_s: float, lock) -> None:
+        """source: the FleetSource; row: the node's NodeRow in the app's last view (None
+        if gone) and wall_s that view's time; lock: held around every call of the source
+        (one caller at a time)."""
         super().__init__()
         self.source = source
         self.node = node
         self.row = row
-        self.wall_s = time.time()
+        self.wall_s = wall_s
         self.interval_s = interval_s
         self.lock = lock
         self.history = History(capacity=KEEP_COLUMNS)
