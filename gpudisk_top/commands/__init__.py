@@ -14,5 +14,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("gpudisk_top.commands.report", "the postmortem of a recording: states, episodes, worst devices, charts"),
     "export": ("gpudisk_top.commands.export", "a recording's per-interval rates as CSV, JSON Lines or a Perfetto trace"),
     "serve": ("gpudisk_top.commands.serve", "Prometheus metrics and alert rules, headless: serve /metrics, push, act"),
+    "fleet": ("gpudisk_top.commands.fleet", "the fleet through Prometheus: every node's state, stale nodes, a job's straggler"),
     "probe": ("gpudisk_top.commands.probe", "a device's read ceiling (4k random QD1/QD32, 1M sequential), read-only"),
 }

@@ -169,21 +169,25 @@ class PromClient:
             return failed(f"timed out after {self.timeout_s:g} s")
         except (OSError, http.client.HTTPException, ValueError) as err:
             return failed(_reason(err, self.timeout_s))
-        elapsed = time.monotonic() - started
-        doc = _json(body)
-        if not isinstance(doc, dict) or "status" not in doc:
-            return QueryResult.failed(f"{where}: the answer is not Prometheus's JSON "
-                                      f"(is this the Prometheus server's URL?)", elapsed)
-        if doc.get("status") != "success":
-            return QueryResult.failed(f"{where}: {_prom_error(doc)}", elapsed)
-        try:
-            kind, series = _parse_data(doc.get("data"))
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError):
-            return QueryResult.failed(f"{where}: the answer's data is not in Prometheus's "
-                                      "shape", elapsed)
-        warnings = [str(w) for w in doc.get("warnings") or [] if w]
-        return QueryResult(ok=True, series=series, elapsed_s=elapsed, result_type=kind,
-                           warnings=warnings)
+        return parse_answer(_json(body), where, time.monotonic() - started)
+
+
+def parse_answer(doc, where: str = "Prometheus", elapsed_s: float = 0.0) -> QueryResult:
+    """A QueryResult from Prometheus's decoded JSON answer (a dict; anything else is
+    an error).  Never raises."""
+    if not isinstance(doc, dict) or "status" not in doc:
+        return QueryResult.failed(f"{where}: the answer is not Prometheus's JSON "
+                                  "(is this the Prometheus server's URL?)", elapsed_s)
+    if doc.get("status") != "success":
+        return QueryResult.failed(f"{where}: {_prom_error(doc)}", elapsed_s)
+    try:
+        kind, series = _parse_data(doc.get("data"))
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+        return QueryResult.failed(f"{where}: the answer's data is not in Prometheus's "
+                                  "shape", elapsed_s)
+    warnings = [str(w) for w in doc.get("warnings") or [] if w]
+    return QueryResult(ok=True, series=series, elapsed_s=elapsed_s, result_type=kind,
+                       warnings=warnings)
 
 
 def _json(body: bytes):

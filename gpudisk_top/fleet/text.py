@@ -1,0 +1,111 @@
+"""`gpudisk-top fleet --once [--json]`: a FleetView as a table, or as one JSON object.
+
+The JSON's keys are an API (README, "Fleet"); the text is for people and may change.
+Everything that came from Prometheus (label values, node and device names) goes through
+printable() before it reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
+from gpudisk_top.textsafe import printable
+
+COST_NOTE = "the table: 1 instant query a refresh; the sparkline: 1 query a minute"
+
+
+def render_json(view: FleetView) -> str:
+    return json.dumps(view.to_json(), indent=2, allow_nan=False, default=str)
+
+
+def duration(seconds: float | None) -> str:
+    """'45 s', '12 min', '3 h 05 min', '2 d 4 h'; '' for None."""
+    if seconds is None:
+        return ""
+    s = max(0, int(round(seconds)))
+    if s < 120:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def clock(wall_s: float | None) -> str:
+    return "" if wall_s is None else time.strftime("%H:%M:%S", time.localtime(wall_s))
+
+
+def since_text(row: NodeRow, now_s: float) -> str:
+    """'14:02:11 (12 min)' for a node's state; '' when unknown."""
+    if row.since_s is None:
+        return ""
+    return f"{clock(row.since_s)} ({duration(now_s - row.since_s)})"
+
+
+def last_seen_text(row: NodeRow, now_s: float) -> str:
+    if row.last_seen_s is None:
+        return "never" if row.stale else ""
+    return f"{duration(now_s - row.last_seen_s)} ago"
+
+
+def device_text(row: NodeRow) -> str:
+    """The device column: the blamed devices' evidence and the verdict's kind."""
+    text = row.evidence_text
+    if row.kind:
+        text = f"{text} ({row.kind})" if text else f"({row.kind})"
+    return text
+
+
+def gpus_text(row: NodeRow) -> str:
+    return f"{row.gpus_starved}/{row.gpus_total}" if row.gpus_total or row.gpus_starved else "-"
+
+
+_COLUMNS = (("NODE", 21), ("STATE", 17), ("GPUS", 5), ("GPU%", 5), ("SINCE", 20),
+            ("SEEN", 9))
+
+
+def _row_line(row: NodeRow, now_s: float) -> str:
+    util = "" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%"
+    cells = (row.node, row.state, gpus_text(row), util, since_text(row, now_s),
+             last_seen_text(row, now_s))
+    out = []
+    for (title, width), cell in zip(_COLUMNS, cells):
+        text = printable(str(cell))
+        out.append(f"{text:<{width}}" if title != "GPUS" and title != "GPU%" else f"{text:>{width}}")
+    return "  ".join(out) + "  " + printable(device_text(row))
+
+
+def _job_line(group: JobGroup) -> str:
+    head = f"  {printable(group.job)}: {len(group.nodes)} node{'s' if len(group.nodes) != 1 else ''}"
+    if group.straggler is not None:
+        return f"{head}, straggler {printable(group.straggler.node)}: {printable(group.reason)}"
+    return f"{head}, no straggler: {printable(group.reason)}"
+
+
+def render_text(view: FleetView, job: str | None = None) -> str:
+    """The table (a job's nodes only when `job` is given), the job groups with their
+    straggler line, and the query cost."""
+    now = view.wall_s
+    lines = [f"gpudisk-top fleet  Prometheus {printable(view.url)}  "
+             f"{len(view.rows)} node{'s' if len(view.rows) != 1 else ''} by "
+             f"{printable(view.group_by)}  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))}"]
+    if view.error:
+        lines.append(f"error: {printable(view.error)}")
+    header = "  ".join(f"{t:<{w}}" if t not in ("GPUS", "GPU%") else f"{t:>{w}}"
+                       for t, w in _COLUMNS) + "  DEVICE / EVIDENCE"
+    lines.append(header)
+    lines += [_row_line(r, now) for r in view.rows]
+    if not view.rows and not view.error:
+        lines.append("  (no node: no gpudisk-top series in the last hour"
+                     + (" matching the filters)" if job else ")"))
+    jobs = [g for g in view.jobs if job is None or g.job == job]
+    if jobs:
+        lines.append("")
+        lines.append(f"jobs ({printable(view.job_label)}):")
+        lines += [_job_line(g) for g in jobs]
+    lines.append("")
+    lines.append(f"query cost: {view.cost.text()} ({COST_NOTE})")
+    return "\n".join(lines) + "\n"
