@@ -128,6 +128,7 @@ class FleetApp(App):
         self._asked_mono: float | None = None   # a refresh is in flight since then
         self._timer = None
         self._job_opened = False
+        self._labels: set[str] = set()     # labels_seen()
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -294,12 +295,13 @@ class FleetApp(App):
             self.call_after_refresh(screen.show, self.view)
 
     def labels_seen(self) -> list[str]:
-        seen: dict[str, None] = {}
+        """The labels the nodes have carried since the start (a row grouped by a wide
+        label keeps only those its nodes share: `g` must still reach the others)."""
         for r in self.view.rows if self.view is not None else []:
-            for k in getattr(r, "labels", {}) or {}:
+            for k in r.labels:
                 if k not in NOT_GROUPS and not k.startswith("__"):
-                    seen[k] = None
-        return sorted(seen)
+                    self._labels.add(k)
+        return sorted(self._labels)
 
     def action_filter(self) -> None:
         current = format_filters(getattr(self.source, "filters", {}) or {})

@@ -41,7 +41,7 @@ FLEET_HELP = """\
   device      the device the verdict blames and its evidence (r_await, aqu-sz, %util, MB/s)
 
 [b]Header[/b] the Prometheus URL, the grouping label, the counts, what the last refresh
-cost (queries, series, milliseconds); a ✕ PROMETHEUS line when it failed or timed out:
+cost (queries, series, milliseconds); a ✕ ERROR line when Prometheus failed or timed out:
 the table below is then the last good one, dimmed, and the line says how old.
 
 escape or ? closes this screen.

@@ -90,8 +90,8 @@ class NodeHead(LinesPanel):
             lines.append([("  asking Prometheus for the node's last "
                            f"{LOAD_S // 60} minutes…", theme.DIM)])
         elif timeline.error:
-            old = f" · the timeline is from {clock(fetched_wall_s)}" if fetched_wall_s else ""
-            lines.append([(" ✕ PROMETHEUS ", theme.BAD), (" " + timeline.error + old, theme.BOLD)])
+            old = f"; the timeline is from {clock(fetched_wall_s)}" if fetched_wall_s else ""
+            lines.append([(" ✕ ERROR ", theme.BAD), (" " + timeline.error + old, theme.BOLD)])
         else:
             lines.append([(f"  range query: {timeline.cost.text()}, one column per "
                            f"{timeline.step_s:g} s", theme.DIM)])

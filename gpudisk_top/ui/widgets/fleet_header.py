@@ -10,6 +10,7 @@ from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.fleet_table import age
+from gpudisk_top.ui.widgets.verdict import fit_clauses
 
 
 class FleetHeader(LinesPanel):
@@ -41,9 +42,12 @@ class FleetHeader(LinesPanel):
         lines = [first, second]
         if view is not None and view.error:
             if view.rows and view.data_wall_s is not None:
-                old = (f" · the table is from {clock(view.data_wall_s)} "
-                       f"({age(view.wall_s - view.data_wall_s)} old)")
+                old = (f"; the table is from {clock(view.data_wall_s)}, "
+                       f"{age(view.wall_s - view.data_wall_s)} old")
             else:
-                old = " · no table yet"
-            lines.append([(" ✕ PROMETHEUS ", theme.BAD), (" " + view.error + old, theme.BOLD)])
+                old = "; no table yet"
+            badge = " ✕ ERROR "
+            text = fit_clauses(view.error + old, max(20, width - len(badge) - 1), 2, more=" …")
+            lines.append([(badge, theme.BAD), (" " + text[0], theme.BOLD)])
+            lines += [[(" " * (len(badge) + 1) + more, theme.BOLD)] for more in text[1:]]
         self.set_lines(lines)
