@@ -282,6 +282,7 @@ def _collect(table: QueryResult, group_by: str) -> dict[str, dict[tuple, _Member
         value = _finite(s.value)
         if DOWN_LABEL in lab:
             m.down = True
+            m.labels = m.labels or _target(lab)
             continue
         if not name:                                   # max_over_time: seen, not live
             m.seen_s = value
@@ -472,7 +473,8 @@ def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
         return group
     group.straggler = pick
     by_state = sum(r.state == "straggler" for r in waiting)
-    utils = [r.gpu_util_pct for r in waiting if r.gpu_util_pct is not None]
+    utils = [r.gpu_util_pct for r in waiting
+             if r.state != "straggler" and r.gpu_util_pct is not None]
     how = []
     if by_state:
         how.append(f"{by_state} in state straggler")

@@ -3,6 +3,7 @@
     source = FleetSource(PromClient("http://prometheus:9090"))
     view = source.refresh()                      # each refresh (the screen's: every 5 s)
     tl = source.node_timeline(view.rows[0].node, window_s=3600, width=120)   # on Enter
+    source.retarget(group_by="cluster", filters={"training_job": "llama"})   # g, /
 
 refresh() sends the table's one instant query, and the sparkline query only when it is
 due (every spark_every_s, 60 s by default): at most 1 + 1/12 queries a refresh at 5 s.
@@ -50,6 +51,21 @@ class FleetSource:
     @property
     def url(self) -> str:
         return self.client.base_url
+
+    def retarget(self, group_by: str | None = None,
+                 filters: dict[str, str] | None = None) -> None:
+        """Other rows from the next refresh on: grouped by another label, or other
+        filters (None: keep).  The sparkline is due again at once (its series are per
+        group) and the last good rows are forgotten (they are the old question's).
+        Raises ValueError (one line) for a label name that is not one, changing
+        nothing."""
+        group_by = self.group_by if group_by is None else queries.check_label(group_by, "--by")
+        filters = dict(self.filters if filters is None else filters)
+        table_expr = queries.table_query(filters)
+        spark_expr = queries.spark_query(group_by, filters)
+        self.group_by, self.filters = group_by, filters
+        self.table_expr, self.spark_expr = table_expr, spark_expr
+        self._spark = self._spark_at = self._last = None
 
     def spark_due(self) -> bool:
         return self._spark_at is None or self._clock() - self._spark_at >= self.spark_every_s

@@ -11,6 +11,7 @@ import json
 import time
 
 from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
+from gpudisk_top.model.detect.classify import gpu_ranges
 from gpudisk_top.textsafe import printable
 
 COST_NOTE = "the table: 1 instant query a refresh; the sparkline: 1 query a minute"
@@ -52,8 +53,11 @@ def last_seen_text(row: NodeRow, now_s: float) -> str:
 
 
 def device_text(row: NodeRow) -> str:
-    """The device column: the blamed devices' evidence and the verdict's kind."""
+    """The device column: the blamed devices' evidence, else the GPUs the verdict names
+    (a straggler's, a CPU-starved node's), and the verdict's kind."""
     text = row.evidence_text
+    if not text and row.gpus and row.gpus_starved:
+        text = gpu_ranges(row.gpus)
     if row.kind:
         text = f"{text} ({row.kind})" if text else f"({row.kind})"
     return text
@@ -75,7 +79,7 @@ def _row_line(row: NodeRow, now_s: float) -> str:
     for (title, width), cell in zip(_COLUMNS, cells):
         text = printable(str(cell))
         out.append(f"{text:<{width}}" if title != "GPUS" and title != "GPU%" else f"{text:>{width}}")
-    return "  ".join(out) + "  " + printable(device_text(row))
+    return ("  ".join(out) + "  " + printable(device_text(row))).rstrip()
 
 
 def _job_line(group: JobGroup) -> str:

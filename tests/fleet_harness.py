@@ -1,0 +1,210 @@
+"""A simulated fleet behind a real Prometheus on loopback, for the fleet tests, the
+fixture capture (tests/fixtures/fleet/capture.py) and bench/bench_fleet.py.
+
+    with Fleet(tmp_path) as fleet:        # the layout below, scraped every second
+        fleet.base                        # http://127.0.0.1:PORT of Prometheus
+        fleet.stop("stopped")             # kill one node: Prometheus marks it stale
+
+Layout (NODES): job llama: one node disk-starved (sda), two whose GPUs wait on peers (the
+`straggler` scenario: the local detector's straggler state); job bert: one cpu-starved,
+one healthy, one that a test stops (its own process), one target nobody serves (down).
+Every scenario starts 40 s in (serve --demo-start): each has 30 s of healthy before its
+episode, and the state must hold for the whole test (until 120 s in, when they loop).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMETHEUS = shutil.which("prometheus")
+DEMO_START_S = 40
+
+# (name, scenario or None for a target nobody serves, training_job, own process?)
+NODES = (
+    ("disk", "disk-starved-sata", "llama", False),
+    ("peer1", "straggler", "llama", False),
+    ("peer2", "straggler", "llama", False),
+    ("cpu", "cpu-starved-cached", "bert", False),
+    ("healthy", "healthy-cached", "bert", False),
+    ("stopped", "healthy-cached", "bert", True),
+    ("down", None, "bert", False),
+)
+EXPECTED = {"disk": "disk-starved", "peer1": "straggler", "peer2": "straggler",
+            "cpu": "cpu-starved", "healthy": "healthy", "stopped": "healthy", "down": "down"}
+
+
+def free_ports(n: int, taken=()) -> int:
+    """A first port of n consecutive free ones on 127.0.0.1, none of them in `taken`
+    (ports handed out but not bound yet)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n < 65536 and all(_free(base + i) and base + i not in taken
+                                    for i in range(n)):
+            return base
+    raise RuntimeError("no run of free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def gpudisk(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gpudisk_top", *args]
+
+
+def wait_until(fn, timeout_s: float, what: str):
+    """fn()'s first truthy value, polling; AssertionError naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while True:
+        try:
+            result = fn()
+            if result:
+                return result
+            last = result
+        except OSError as err:
+            last = err
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what} "
+                                 f"(last: {last!r})")
+        time.sleep(0.25)
+
+
+class Fleet:
+    """Starts the serve processes and Prometheus; stops them all on exit."""
+
+    def __init__(self, workdir, nodes=NODES, interval_s: float = 1.0,
+                 demo_start_s: float = DEMO_START_S, scrape_s: float = 1.0) -> None:
+        self.workdir = str(workdir)
+        self.nodes = nodes
+        self.interval_s = interval_s
+        self.demo_start_s = demo_start_s
+        self.scrape_s = scrape_s
+        self.ports: dict[str, int] = {}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.prometheus: subprocess.Popen | None = None
+        self.base = ""
+
+    def instance(self, name: str) -> str:
+        return f"127.0.0.1:{self.ports[name]}"
+
+    def name_of(self, instance: str) -> str:
+        return next(n for n in self.ports if self.instance(n) == instance)
+
+    # ------------------------------------------------------------------ start
+    def __enter__(self) -> "Fleet":
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        shared = [n for n in self.nodes if n[1] and not n[3]]
+        base = free_ports(len(shared))
+        for i, node in enumerate(shared):
+            self.ports[node[0]] = base + i
+        for name, scenario, _job, own in self.nodes:
+            if own or not scenario:                   # not scenario: nobody listens, up == 0
+                self.ports[name] = free_ports(1, set(self.ports.values()))
+        # Prometheus first: the scenarios' clocks run from their start, and their states
+        # must hold for the whole test however long a loaded machine takes to start it
+        self._start_prometheus()
+        serving = []
+        if shared:
+            serving.append(("shared", len(shared), self._serve(
+                ",".join(n[1] for n in shared), base, "--nodes", str(len(shared)))))
+        for name, scenario, _job, own in self.nodes:
+            if scenario and own:
+                serving.append((name, 1, self._serve(scenario, self.ports[name], "--seed", "17")))
+        for name, lines, proc in serving:
+            self.procs[name] = proc
+            for _ in range(lines):
+                line = proc.stderr.readline()
+                if not line.startswith("gpudisk-top: serving"):
+                    raise AssertionError(f"serve {name}: {line}"
+                                         + (proc.stderr.read() if proc.poll() is not None else ""))
+            # drained from now on: a warning never blocks a node on a full pipe
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
+
+    def _serve(self, demo: str, port: int, *extra: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            gpudisk("serve", "--demo", demo, "--demo-start", f"{self.demo_start_s:g}",
+                    "--listen", f"127.0.0.1:{port}", "-i", f"{self.interval_s:g}", *extra),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env=dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.workdir, "xdg")))
+
+    def _start_prometheus(self) -> None:
+        port = free_ports(1, set(self.ports.values()))
+        by_job: dict[str, list[str]] = {}
+        for name, _s, job, _own in self.nodes:
+            by_job.setdefault(job, []).append(self.instance(name))
+        groups = "".join(f"          - targets: {targets!r}\n"
+                         f"            labels: {{training_job: {job}}}\n"
+                         for job, targets in by_job.items()).replace("'", '"')
+        conf = os.path.join(self.workdir, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write(textwrap.dedent(f"""\
+                global:
+                  scrape_interval: {self.scrape_s:g}s
+                  scrape_timeout: {self.scrape_s:g}s
+                  evaluation_interval: {self.scrape_s:g}s
+                scrape_configs:
+                  - job_name: gpudisk-top
+                    static_configs:
+                """) + groups)
+        self.prom_log = os.path.join(self.workdir, "prometheus.log")
+        self.prometheus = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={conf}",
+             f"--storage.tsdb.path={os.path.join(self.workdir, 'tsdb')}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=open(self.prom_log, "w"), cwd=self.workdir)
+        self.base = f"http://127.0.0.1:{port}"
+
+        def ready():
+            if self.prometheus.poll() is not None:
+                raise AssertionError("prometheus exited: " + open(self.prom_log).read()[-2000:])
+            with urllib.request.urlopen(self.base + "/-/ready", timeout=1) as r:
+                return r.status == 200
+        wait_until(ready, 60, "prometheus to start")
+
+    # ------------------------------------------------------------------ stop
+    def stop(self, name: str) -> None:
+        """Kill a node that has its own process (SIGKILL: it stops reporting at once)."""
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(15)
+
+    def close(self) -> None:
+        for proc in list(self.procs.values()) + ([self.prometheus] if self.prometheus else []):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in list(self.procs.values()) + ([self.prometheus] if self.prometheus else []):
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+        self.prometheus = None

@@ -1,0 +1,480 @@
+"""The fleet's data side without a server: Prometheus's own answers, captured from a real
+Prometheus scraping a simulated fleet (tests/fixtures/fleet/capture.py writes them; see
+its docstring for the layout), through promapi's parser into build_view/build_timeline;
+the straggler rule, the queries' text, FleetSource's query cadence, and PromClient's
+failures as one-line values (a local socket that refuses, never answers, or answers
+something else)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from gpudisk_top.errors import UsageError
+from gpudisk_top.fleet import queries
+from gpudisk_top.fleet.model import (SPARK_POINTS, NodeRow, QueryCost, build_timeline,
+                                     build_view, judge_job)
+from gpudisk_top.fleet.promapi import PromClient, QueryResult, Series, check_url, parse_answer
+from gpudisk_top.fleet.source import FleetSource
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "fleet")
+
+
+def fixture(name: str):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return json.load(f)
+
+
+META = fixture("meta.json")
+NAME = {instance: name for name, instance in META["nodes"].items()}
+
+
+def answer(name: str) -> QueryResult:
+    return parse_answer(fixture(name), "Prometheus at http://test")
+
+
+def table_view(**kw):
+    return build_view(answer("table.json"), answer("spark.json"), META["table_at_s"], **kw)
+
+
+# ---------------------------------------------------------------------------- the table
+def test_the_captured_queries_are_the_ones_sent_now():
+    """The fixtures answer today's queries: recapture them when a query changes."""
+    assert META["table_query"] == queries.table_query()
+    assert META["spark_query"] == queries.spark_query("instance")
+    assert META["timeline_query"] == queries.timeline_query("instance", META["nodes"]["disk"])
+
+
+def test_every_node_has_its_state_stopped_is_stale_and_never_seen_is_down():
+    view = table_view()
+    assert view.error is None and view.data_wall_s == META["table_at_s"]
+    assert {NAME[r.node]: r.state for r in view.rows} == META["expected"]
+    by = {NAME[r.node]: r for r in view.rows}
+    assert by["stopped"].stale and by["down"].stale and not by["disk"].stale
+    assert by["stopped"].last_seen_s is not None and by["stopped"].last_seen_s <= META["table_at_s"]
+    assert by["down"].last_seen_s is None and by["down"].gpus_total == 0
+    assert by["stopped"].labels == {"instance": META["nodes"]["stopped"], "job": "gpudisk-top",
+                                    "training_job": "bert"}
+
+
+def test_order_starved_first_then_stale_then_waiting_then_healthy():
+    rows = table_view().rows
+    names = [NAME[r.node] for r in rows]
+    assert set(names[:2]) == {"disk", "cpu"}
+    assert set(names[2:4]) == {"stopped", "down"}
+    assert names[4:] == ["peer1", "peer2", "healthy"]
+    # within the starved: more GPUs starved first, then the longest starved
+    a, b = rows[:2]
+    assert (-a.gpus_starved, a.since_s) <= (-b.gpus_starved, b.since_s)
+
+
+def test_a_disk_starved_node_carries_its_device_and_evidence():
+    disk = next(r for r in table_view().rows if NAME[r.node] == "disk")
+    assert (disk.kind, disk.devices, disk.gpus) == ("saturated", ["sda"], list(range(8)))
+    assert disk.gpus_starved == disk.gpus_total == 8
+    assert 40 < disk.gpu_util_pct < 70 and sorted(disk.gpu_util_by_gpu) == list(range(8))
+    (ev,) = disk.evidence
+    assert (ev.device, ev.mountpoint, ev.dev_class) == ("sda", "/data", "SSD")
+    assert ev.read_await_ms > 2 and ev.queue_size > 10 and ev.util_pct > 90
+    assert ev.read_kb_s > 100_000                       # a SATA SSD's ~540 MB/s
+    assert disk.evidence_text.startswith("sda r_await ") and "aqu-sz " in disk.evidence_text
+    assert disk.since_s < META["table_at_s"] - 2        # --demo-start: a past
+
+
+def test_the_local_straggler_state_names_its_waiting_gpu():
+    peer = next(r for r in table_view().rows if NAME[r.node] == "peer1")
+    assert (peer.state, peer.gpus, peer.gpus_starved, peer.evidence) == ("straggler", [5], 1, [])
+    assert peer.waiting and not peer.starved
+
+
+def test_sparkline_a_value_a_minute_the_newest_last():
+    view = table_view()
+    spark = {s.labels["instance"]: s.values[-1][1] for s in answer("spark.json").series}
+    for r in view.rows:
+        if r.node in spark:
+            assert len(r.spark_pct) == SPARK_POINTS
+            assert r.spark_pct[-1] == pytest.approx(spark[r.node] * 100)
+            assert r.spark_pct[:-1] == [None] * (SPARK_POINTS - 1)
+        else:
+            assert r.spark_pct == []
+
+
+def test_json_is_strict_and_has_the_documented_keys():
+    doc = json.loads(json.dumps(table_view().to_json(), allow_nan=False))
+    assert set(doc) == {"wall_s", "prometheus", "group_by", "job_label", "error",
+                        "data_wall_s", "nodes", "jobs", "cost"}
+    assert set(doc["nodes"][0]) == {
+        "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
+        "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
+        "gpu_util_by_gpu", "evidence_text"}
+    assert set(doc["nodes"][0]["evidence"][0]) == {
+        "device", "mountpoint", "dev_class", "read_await_ms", "queue_size", "util_pct",
+        "read_kb_s"}
+    assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "reason"}
+    assert doc["cost"] == {"queries": 2, "series": len(answer("table.json").series) + 5,
+                           "elapsed_ms": 0.0}
+
+
+def test_group_by_another_label_gathers_its_targets():
+    """--by training_job: one row per job; its state the worst of its nodes'."""
+    rows = {r.node: r for r in table_view(group_by="training_job").rows}
+    assert set(rows) == {"llama", "bert"}
+    assert rows["llama"].state == "disk-starved" and rows["llama"].gpus_total == 24
+    assert rows["llama"].gpus_starved == 8 + 1 + 1
+    assert rows["bert"].state == "cpu-starved" and rows["bert"].gpus_total == 16
+    assert rows["llama"].labels == {"job": "gpudisk-top", "training_job": "llama"}
+
+
+# ---------------------------------------------------------------------------- jobs
+def test_the_job_view_names_the_straggler_and_why():
+    view = table_view()
+    llama, bert = view.job("llama"), view.job("bert")
+    assert NAME[llama.straggler.node] == "disk" and view.jobs[0] is llama
+    assert [NAME[r.node] for r in llama.nodes] == ["disk", "peer1", "peer2"]
+    assert llama.reason.startswith(f"{llama.straggler.node} holds training_job=llama back: "
+                                   "disk-starved on sda (r_await ")
+    assert llama.reason.endswith("2 of 2 other nodes wait (2 in state straggler)")
+    assert bert.straggler is None
+    assert bert.reason == (f"{META['nodes']['cpu']} is cpu-starved since "
+                           f"{time.strftime('%H:%M', time.localtime(bert.nodes[0].since_s))}"
+                           ", but only 0 of 1 other nodes wait; 2 stopped reporting")
+
+
+def test_the_job_query_alone_gives_the_same_job():
+    view = build_view(answer("table-llama.json"), None, META["table_at_s"])
+    assert sorted(NAME[r.node] for r in view.rows) == ["disk", "peer1", "peer2"]
+    assert [j.job for j in view.jobs] == ["llama"] and view.jobs[0].straggler is view.rows[0]
+
+
+def row(node, state, util=None, since=None, stale=False, job="j"):
+    return NodeRow(node=node, labels={"training_job": job}, state=state, gpu_util_pct=util,
+                   since_s=since, stale=stale)
+
+
+def test_straggler_rule_of_several_starved_the_lowest_utilization_then_longest():
+    a = row("a", "disk-starved", 40, since=100)
+    b = row("b", "cpu-starved", 30, since=200)
+    c = row("c", "healthy", 20)
+    g = judge_job("j", [a, b, c])
+    assert g.straggler is b and "2 of 2 other nodes wait (GPU 30%)" in g.reason
+    a.gpu_util_pct = 30
+    assert judge_job("j", [a, b, c]).straggler is a          # a tie: the longest starved
+
+
+def test_straggler_rule_needs_half_of_the_others_waiting():
+    a = row("a", "checkpoint-stall", 40, since=100)
+    busy = [row(f"n{i}", "healthy", 95) for i in range(3)]
+    g = judge_job("j", [a, *busy])
+    assert g.straggler is None and "only 0 of 3 other nodes wait" in g.reason
+    busy[0].state, busy[1].gpu_util_pct = "straggler", 12
+    g = judge_job("j", [a, *busy])
+    assert g.straggler is a
+    assert g.reason.endswith("2 of 3 other nodes wait (1 in state straggler, GPU 12%)")
+
+
+@pytest.mark.parametrize("nodes, reason", [
+    ([row("a", "disk-starved", 10)], "one node"),
+    ([row("a", "healthy", 95), row("b", "idle", 0)], "no node starved of data; 1 of 2 wait"),
+    ([row("a", "healthy", 95), row("b", "stale", stale=True)],
+     "no node starved of data; 1 stopped reporting"),
+])
+def test_no_straggler(nodes, reason):
+    g = judge_job("j", nodes)
+    assert g.straggler is None and g.reason == reason
+
+
+# ---------------------------------------------------------------------------- timeline
+def timeline():
+    t = META["timeline"]
+    return build_timeline(answer("timeline-disk.json"), META["nodes"]["disk"],
+                          t["start"], t["end"], t["step"])
+
+
+def test_timeline_is_the_local_timelines_history_one_column_a_step():
+    tl = timeline()
+    t = META["timeline"]
+    assert tl.error is None and len(tl.history) == int((t["end"] - t["start"]) / t["step"]) + 1
+    assert tl.times[0] == t["start"] and tl.times[-1] == t["end"]
+    assert all(b - a == t["step"] for a, b in zip(tl.times, tl.times[1:]))
+    assert tl.gpus == list(range(8)) and tl.disks == [("nvme0n1", "nvme0n1"), ("sda", "sda")]
+    assert tl.named == ["sda"]
+    # before the node's first scrape: blank columns; then the starved ones
+    first = tl.history.columns[0]
+    assert (first.state, first.gpu_util, first.disk) == ("", {}, {})
+    reported = [c for c in tl.history.columns if c.state]
+    assert reported and all(c.state == "disk-starved" for c in reported)
+    last = tl.history.columns[-1]
+    assert set(last.gpu_util) == set(range(8)) and all(30 < v < 80 for v in last.gpu_util.values())
+    assert last.metric("sda", "util_pct") > 90 and last.metric("sda", "aqu_sz") > 10
+    assert last.metric("sda", "r_await_ms") > 2
+    assert 400 < last.metric("sda", "mb_s") < 700             # MiB/s read + written
+    assert last.metric("sda", "iops") > 1000                  # reads + writes per second
+
+
+def test_timeline_draws_in_the_local_timeline_widget():
+    """The very Columns the dashboard's Timeline draws: its state row has a D per
+    starved column and a blank where the node did not report."""
+    from gpudisk_top.ui.widgets.timeline import Timeline
+
+    cols = list(timeline().history.columns)
+    spans = Timeline.shade_spans(cols)
+    text = "".join(t for t, _style in Timeline.state_line(cols, spans)[1:])
+    assert text.startswith(" ") and text.endswith("DDDD") and set(text) == {" ", "D"}
+
+
+def test_timeline_of_a_failed_query_is_empty_with_its_error():
+    tl = build_timeline(QueryResult.failed("Prometheus at x: connection refused"),
+                        "n", 0.0, 60.0, 1.0)
+    assert tl.error.endswith("connection refused") and len(tl.history) == 0
+
+
+def test_timeline_step_is_whole_seconds_a_column_at_least_one():
+    assert queries.timeline_step_s(300, 400) == 1.0
+    assert queries.timeline_step_s(3600, 120) == 30.0
+    assert queries.timeline_step_s(3600, 7) == 515.0
+
+
+# ---------------------------------------------------------------------------- queries
+def test_filters_go_into_every_selector_quoted():
+    q = queries.table_query({"training_job": 'a"b\\c', "cluster": "x"})
+    sel = 'cluster="x",training_job="a\\"b\\\\c"'
+    assert q.count(sel) == 4           # the name regex, up, and both max_over_time
+    assert "[1h]" in q and 'up{' + sel + '} == 0' in q
+    assert queries.spark_query("host", {"a": "b"}) == \
+        'avg by (host) (gpudisk_top_gpu_utilization_ratio{a="b"})[60m:60s]'
+    assert queries.timeline_query("instance", "n:1").endswith(',instance="n:1"}')
+
+
+@pytest.mark.parametrize("name", ["", "1a", "a-b", "__name__", "a b"])
+def test_bad_label_names_are_refused(name):
+    with pytest.raises(ValueError):
+        queries.check_label(name)
+
+
+# ---------------------------------------------------------------------------- answers
+def test_a_prometheus_error_is_one_line():
+    r = answer("error-parse.json")
+    assert not r.ok and r.series == [] and r.error == (
+        'Prometheus at http://test: bad_data: invalid parameter "query": 1:5: parse error: '
+        "unclosed left parenthesis")
+    view = build_view(r, None, 0.0)
+    assert view.error == r.error and view.rows == [] and view.data_wall_s is None
+
+
+@pytest.mark.parametrize("doc, why", [
+    ([1, 2], "not Prometheus's JSON"), ({"status": "success"}, "not in Prometheus's shape"),
+    ({"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}},
+     "not in Prometheus's shape"),
+    ({"status": "error"}, "error: no reason given"),
+])
+def test_answers_that_are_not_prometheus_are_errors(doc, why):
+    r = parse_answer(doc)
+    assert not r.ok and why in r.error and "\n" not in r.error
+
+
+def test_nan_and_inf_are_not_numbers_in_the_view():
+    lab = {"instance": "n", "job": "j"}
+    table = QueryResult(ok=True, result_type="vector", series=[
+        Series(dict(lab, __name__="gpudisk_top_verdict_info", state="healthy"), 1.0),
+        Series(dict(lab, __name__="gpudisk_top_state_since_timestamp_seconds"), math.nan),
+        Series(dict(lab, __name__="gpudisk_top_gpu_utilization_ratio", gpu="0"), math.inf),
+        Series(dict(lab, __name__="gpudisk_top_gpu_utilization_ratio", gpu="1"), 0.5)])
+    (r,) = build_view(table, None, 0.0).rows
+    assert r.since_s is None and r.gpu_util_pct == 50.0 and r.gpus_total == 2
+    json.dumps(build_view(table, None, 0.0).to_json(), allow_nan=False)
+
+
+# ---------------------------------------------------------------------------- source
+class CannedClient:
+    base_url = "http://canned"
+
+    def __init__(self):
+        self.sent: list[str] = []
+        self.table = answer("table.json")
+
+    def instant(self, expr, at_s=None):
+        self.sent.append("spark" if expr.startswith("avg by") else "table")
+        return answer("spark.json") if expr.startswith("avg by") else self.table
+
+    def range(self, expr, start_s, end_s, step_s):
+        self.sent.append(("range", expr, end_s - start_s, step_s))
+        return answer("timeline-disk.json")
+
+
+def test_one_instant_query_a_refresh_the_sparkline_once_a_minute():
+    clock = [1000.0]
+    client = CannedClient()
+    source = FleetSource(client, clock=lambda: clock[0])
+    views = []
+    for _ in range(12):                            # a minute at 5 s
+        views.append(source.refresh(now_s=META["table_at_s"]))
+        clock[0] += 5
+    assert client.sent == ["table", "spark"] + ["table"] * 11
+    assert views[0].cost.queries == 2 and all(v.cost.queries == 1 for v in views[1:])
+    assert all(len(v.rows[0].spark_pct) == SPARK_POINTS for v in views)   # kept between
+    source.refresh()
+    assert client.sent[-2:] == ["table", "spark"]
+    assert source.refreshes == 13 and source.cost.queries == 15
+    assert source.cost.series == 13 * len(client.table.series) + 2 * 5
+
+
+def test_a_failed_refresh_keeps_the_last_rows_and_says_why():
+    client = CannedClient()
+    source = FleetSource(client, clock=lambda: 0.0)
+    good = source.refresh(now_s=100.0)
+    client.table = QueryResult.failed("Prometheus at http://canned: timed out after 3 s")
+    bad = source.refresh(now_s=105.0)
+    assert bad.error.endswith("timed out after 3 s") and bad.rows is good.rows
+    assert bad.data_wall_s == 100.0 and bad.wall_s == 105.0
+
+
+def test_node_timeline_asks_for_that_node_only():
+    client = CannedClient()
+    source = FleetSource(client, filters={"training_job": "llama"})
+    tl = source.node_timeline(META["nodes"]["disk"], window_s=600, width=100, now_s=1000.0)
+    (_, expr, span, step), = [s for s in client.sent if isinstance(s, tuple)]
+    assert step == 6.0 and span == 600 - 6 and tl.step_s == 6.0 and tl.end_s == 996.0
+    assert f'instance="{META["nodes"]["disk"]}"' in expr and 'training_job="llama"' in expr
+    assert source.cost.queries == 1
+
+
+def test_query_cost_adds_up():
+    c = QueryCost().add(QueryResult(ok=True, series=[Series({})] * 3, elapsed_s=0.002))
+    assert (c + c).text() == "2 queries, 6 series, 4 ms"
+
+
+# ---------------------------------------------------------------------------- the client
+@pytest.mark.parametrize("url", ["127.0.0.1:9090", "ftp://h", "http://", "http://h:99999",
+                                 "http://h:9090/?x=1", "http://h:0"])
+def test_check_url_refuses_what_is_not_a_server(url):
+    with pytest.raises(UsageError):
+        check_url(url)
+
+
+def test_check_url_keeps_a_path_prefix_and_hides_a_password():
+    assert check_url("https://h/prometheus/") == "https://h/prometheus"
+    c = PromClient("http://me:secret@h:9090")
+    assert c.base_url == "http://h:9090" and "secret" not in repr(c)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_refused_is_one_line():
+    port = _free_port()
+    r = PromClient(f"http://127.0.0.1:{port}", timeout_s=2).instant("up")
+    assert (r.ok, r.error) == (False, f"Prometheus at http://127.0.0.1:{port}: connection refused")
+
+
+def test_a_server_that_never_answers_times_out_as_a_value():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)                     # the kernel accepts; nobody ever answers
+        port = s.getsockname()[1]
+        started = time.monotonic()
+        r = PromClient(f"http://127.0.0.1:{port}", timeout_s=0.5).instant("up")
+        assert time.monotonic() - started < 5
+    assert not r.ok and r.error == f"Prometheus at http://127.0.0.1:{port}: timed out after 0.5 s"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    replies: dict = {}
+
+    def do_POST(self):
+        self.server.seen.append((self.path, self.rfile.read(int(self.headers["Content-Length"])),
+                                 self.headers.get("Authorization")))
+        status, body = self.replies[self.path]
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_server():
+    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    server.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_http_errors_and_foreign_answers_are_one_line(http_server):
+    port = http_server.server_address[1]
+    _Handler.replies = {
+        "/a/api/v1/query": (503, b"<html>\nbusy\n</html>"),
+        "/b/api/v1/query": (422, json.dumps({"status": "error", "errorType": "execution",
+                                             "error": "query timed out\nin query execution"}).encode()),
+        "/c/api/v1/query": (200, b"<html>grafana</html>"),
+        "/d/api/v1/query_range": (200, json.dumps(fixture("timeline-disk.json")).encode()),
+    }
+    where = f"Prometheus at http://127.0.0.1:{port}"
+    r = PromClient(f"http://127.0.0.1:{port}/a").instant("up")
+    assert r.error == f"{where}/a: HTTP 503 Service Unavailable"
+    r = PromClient(f"http://127.0.0.1:{port}/b").instant("up")
+    assert r.error == f"{where}/b: execution: query timed out in query execution"
+    r = PromClient(f"http://127.0.0.1:{port}/c").instant("up")
+    assert r.error == f"{where}/c: the answer is not Prometheus's JSON (is this the " \
+                      "Prometheus server's URL?)"
+    r = PromClient(f"http://u:p%40ss@127.0.0.1:{port}/d", timeout_s=2).range("up", 10, 70, 5)
+    assert r.ok and r.result_type == "matrix" and len(r.series) == 23
+    path, body, auth = http_server.seen[-1]
+    assert auth == "Basic dTpwQHNz"                       # base64 of u:p@ss
+    assert body == b"query=up&start=10.000&end=70.000&step=5&timeout=2s"
+
+
+# ---------------------------------------------------------------------------- --once text
+def test_once_text_names_every_node_its_job_lines_and_the_cost():
+    from gpudisk_top.fleet.text import render_text
+
+    view = table_view()
+    lines = render_text(view).splitlines()
+    row = {NAME[ln.split()[0]]: ln for ln in lines if ln.split() and ln.split()[0] in NAME}
+    assert set(row) == set(META["nodes"])
+    assert " disk-starved " in row["disk"] and row["disk"].endswith("% (saturated)")
+    assert " stale " in row["stopped"] and " ago" in row["stopped"]
+    assert " down " in row["down"] and row["down"].endswith(" never")
+    assert row["peer1"].endswith("GPU 5") and row["cpu"].endswith("GPU 0-7 (own)")
+    assert any(ln.startswith("  llama: 3 nodes, straggler ") for ln in lines)
+    assert lines[-1].startswith("query cost: 2 queries, ")
+    assert all(ln == ln.rstrip() for ln in lines)
+
+
+def test_once_text_escapes_what_came_from_prometheus():
+    from gpudisk_top.fleet.text import render_text
+
+    view = table_view()
+    view.rows[0].node = "evil\x1b]2;title\x07"
+    text = render_text(view)
+    assert "\x1b" not in text and "evil\\x1b]2;title\\x07" in text
+
+
+def test_retarget_asks_other_rows_and_the_sparkline_again():
+    clock = [0.0]
+    client = CannedClient()
+    source = FleetSource(client, clock=lambda: clock[0])
+    source.refresh(now_s=META["table_at_s"])
+    source.refresh(now_s=META["table_at_s"])
+    with pytest.raises(ValueError):
+        source.retarget(group_by="a-b")
+    assert source.group_by == "instance"
+    source.retarget(group_by="training_job", filters={"training_job": "llama"})
+    assert 'training_job="llama"' in source.table_expr and "by (training_job)" in source.spark_expr
+    view = source.refresh(now_s=META["table_at_s"])
+    assert client.sent == ["table", "spark", "table", "table", "spark"]
+    assert view.group_by == "training_job" and {r.node for r in view.rows} == {"llama", "bert"}

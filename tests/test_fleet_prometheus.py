@@ -1,0 +1,155 @@
+"""`gpudisk-top fleet` end to end: a real Prometheus (Debian's package) on loopback scrapes
+`serve --demo` nodes every second (tests/fleet_harness.py: a disk-starved node and two
+whose GPUs wait on peers in job llama; a cpu-starved, a healthy, one this test kills and
+a target nobody serves in job bert); `fleet --once --json` through the real CLI lists
+them with the right states and order, the killed one as stale, and names llama's
+straggler.  Error paths: Prometheus down, a server that never answers, bad options."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+
+import pytest
+
+from fleet_harness import EXPECTED, PROMETHEUS, ROOT, Fleet, gpudisk, wait_until
+
+pytestmark = pytest.mark.skipif(PROMETHEUS is None,
+                                reason="needs a Prometheus server (Debian package prometheus)")
+
+
+def fleet_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(gpudisk("fleet", *args), capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def once_json(base: str, *args: str) -> dict:
+    proc = fleet_cli("--prometheus", base, "--once", "--json", *args)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    with Fleet(tmp_path_factory.mktemp("fleet")) as fleet:
+        def states():
+            from gpudisk_top.fleet.promapi import PromClient
+            from gpudisk_top.fleet.source import FleetSource
+
+            view = FleetSource(PromClient(fleet.base)).refresh(spark=False)
+            return {fleet.name_of(r.node): r.state for r in view.rows} == EXPECTED
+        # generous: seven nodes and a Prometheus starting on two busy cores
+        wait_until(states, 90, f"the fleet in states {EXPECTED}")
+        yield fleet
+
+
+def names(fleet, doc) -> list[str]:
+    return [fleet.name_of(n["node"]) for n in doc["nodes"]]
+
+
+def test_once_json_lists_every_node_in_order_with_its_state(fleet):
+    doc = once_json(fleet.base)
+    assert doc["error"] is None and doc["prometheus"] == fleet.base
+    assert {fleet.name_of(n["node"]): n["state"] for n in doc["nodes"]} == EXPECTED
+    order = names(fleet, doc)
+    assert set(order[:2]) == {"disk", "cpu"} and order[2] == "down"
+    assert order[3:] == ["peer1", "peer2", "healthy", "stopped"] or \
+        order[3:] == ["peer1", "peer2", "stopped", "healthy"]   # the same tier, by name
+    disk = doc["nodes"][order.index("disk")]
+    assert disk["devices"] == ["sda"] and disk["gpus_starved"] == disk["gpus_total"] == 8
+    assert disk["evidence"][0]["queue_size"] > 10 and disk["stale"] is False
+    assert disk["evidence_text"].startswith("sda r_await ")
+    assert doc["cost"]["queries"] == 2 and doc["cost"]["series"] > 7 * 8
+
+
+def test_a_node_that_stops_is_shown_stale(fleet):
+    killed_at = time.time()
+    fleet.stop("stopped")
+
+    def stale():
+        doc = once_json(fleet.base)
+        return doc if any(fleet.name_of(n["node"]) == "stopped" and n["state"] == "stale"
+                          for n in doc["nodes"]) else None
+    doc = wait_until(stale, 30, "the stopped node shown stale")
+    node = next(n for n in doc["nodes"] if fleet.name_of(n["node"]) == "stopped")
+    assert node["stale"] is True and node["since_s"] is None and node["gpus_total"] == 0
+    assert killed_at - 10 < node["last_seen_s"] <= killed_at + 2
+    # starved, then the nodes not reporting, then those waiting, then the healthy
+    order = names(fleet, doc)
+    assert set(order[:2]) == {"disk", "cpu"} and set(order[2:4]) == {"down", "stopped"}
+    assert order[4:] == ["peer1", "peer2", "healthy"]
+    text = fleet_cli("--prometheus", fleet.base, "--once").stdout
+    line = next(ln for ln in text.splitlines() if ln.startswith(fleet.instance("stopped")))
+    assert " stale " in line and " ago" in line
+
+
+def test_the_job_view_names_the_straggler(fleet):
+    doc = once_json(fleet.base, "--job", "llama")
+    assert sorted(names(fleet, doc)) == ["disk", "peer1", "peer2"]
+    (job,) = doc["jobs"]
+    assert job["job"] == "llama" and job["straggler"] == fleet.instance("disk")
+    assert job["reason"].startswith(f"{fleet.instance('disk')} holds training_job=llama "
+                                    "back: disk-starved on sda (r_await ")
+    assert "2 of 2 other nodes wait (2 in state straggler)" in job["reason"]
+    text = fleet_cli("--prometheus", fleet.base, "--once", "--job", "llama").stdout
+    assert f"llama: 3 nodes, straggler {fleet.instance('disk')}: " in text
+    assert "query cost: 2 queries" in text
+    bert = once_json(fleet.base, "--match", "training_job=bert")["jobs"][0]
+    assert bert["job"] == "bert" and bert["straggler"] is None
+
+
+def test_the_opened_nodes_timeline_from_one_range_query(fleet):
+    from gpudisk_top.fleet.promapi import PromClient
+    from gpudisk_top.fleet.source import FleetSource
+
+    source = FleetSource(PromClient(fleet.base))
+    tl = wait_until(lambda: (lambda t: t if sum(1 for s in t.states if s) >= 5 else None)(
+        source.node_timeline(fleet.instance("disk"), window_s=120, width=60)), 30,
+        "five reported columns")
+    assert tl.step_s == 2.0 and len(tl.history) == 60 and source.cost.queries >= 1
+    assert tl.states[-1] == "disk-starved" and tl.named == ["sda"] and tl.gpus == list(range(8))
+    assert tl.history.columns[-1].metric("sda", "aqu_sz") > 10
+
+
+def test_prometheus_down_is_one_line_exit_1():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = fleet_cli("--prometheus", f"http://127.0.0.1:{port}", "--once")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (f"gpudisk-top: error: Prometheus at http://127.0.0.1:{port}: "
+                           "connection refused\n")
+
+
+def test_a_prometheus_that_never_answers_times_out_shown_not_raised():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)                     # accepts (the kernel does), never answers
+        port = s.getsockname()[1]
+        started = time.monotonic()
+        proc = fleet_cli("--prometheus", f"http://127.0.0.1:{port}", "--once", "--json",
+                         "--timeout", "1")
+        assert time.monotonic() - started < 30
+    assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr == (f"gpudisk-top: error: Prometheus at http://127.0.0.1:{port}: "
+                           "timed out after 1 s\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prometheus", "127.0.0.1:9090", "--once"], "not a URL"),
+    (["--prometheus", "http://h:9090", "--once", "--match", "training_job"], "give LABEL=VALUE"),
+    (["--prometheus", "http://h:9090", "--once", "--match", "1x=y"], "not a Prometheus label"),
+    (["--prometheus", "http://h:9090", "--once", "--by", "a-b"], "--by 'a-b'"),
+    (["--prometheus", "http://h:9090", "--json"], "--json needs --once"),
+    (["--prometheus", "http://h:9090", "--once", "-i", "0.1"], "between 1 and 3600"),
+    (["--prometheus", "http://h:9090", "--once", "--job", "a", "--match", "training_job=b"],
+     "ask for different jobs"),
+    (["--once"], "--prometheus"),
+    (["--prometheus", "http://h:9090"], "needs a terminal"),
+])
+def test_bad_usage_is_one_line_exit_2(args, message):
+    proc = fleet_cli(*args)
+    assert proc.returncode == 2 and proc.stdout == "" and message in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("gpudisk-top: error: ")
