@@ -12,6 +12,7 @@ captured answers (screenshots/fleet_shots.py)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -22,6 +23,7 @@ from fleet_harness import EXPECTED, PROMETHEUS, Fleet
 from gpudisk_top.fleet.promapi import PromClient
 from gpudisk_top.fleet.source import FleetSource
 from gpudisk_top.model.history import Column, History
+from gpudisk_top.ui import theme
 from gpudisk_top.ui.fleet_app import FleetApp
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen, format_filters, parse_filters
 from gpudisk_top.ui.screens.fleet_job import JobPicker, JobScreen
@@ -297,6 +299,32 @@ def test_merge_appends_replaces_and_fills_gaps():
     assert [c.state for c in h.columns][-4:] == ["", "", "", "healthy"]
 
 
+async def test_no_color_the_states_read_in_glyphs_words_and_attributes():
+    """NO_COLOR: a starved node's badge is bold and reversed, with its glyph and word; a
+    stale one says STALE and is dimmed; no colour anywhere in the rows."""
+    source = fleet_shots.CannedSource()
+    os.environ["NO_COLOR"] = "1"                   # Textual reads it as the app is made
+    try:
+        app = FleetApp(source, autostart=False)
+    finally:
+        del os.environ["NO_COLOR"]
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            app.apply(source.refresh())
+            await pilot.pause()
+            table = app.query_one(FleetTable)
+            runs = [run for line in table._lines[1:] for run in line]
+            assert all(style.color is None and style.bgcolor is None for _, style in runs)
+            i = table.order.index(source.instance("disk"))
+            badge = table._lines[1 + i][1]
+            assert badge[0].startswith("▲ DISK-STARVED") and badge[1].bold and badge[1].reverse
+            i = table.order.index(source.instance("stopped"))
+            badge = table._lines[1 + i][1]
+            assert badge[0].startswith("× STALE") and badge[1].dim
+    finally:
+        theme.use_no_color(False)
+
+
 # ---------------------------------------------------------------------------- snapshots
 @pytest.mark.parametrize("name", list(fleet_shots.SHOTS))
 def test_fleet_screenshot_matches(name):
@@ -315,6 +343,18 @@ def test_fleet_matrix_snapshot_matches(view, width, height):
     lines = text.splitlines()
     assert len(lines) == height and all(len(line) <= width for line in lines)
     assert lines[-1].lstrip().startswith("q Quit"), lines[-1]
+
+
+def test_every_key_of_the_fleet_screens_is_in_readme_and_help():
+    """The keys FleetApp, its node screen and its job screen bind: each in README's fleet
+    key table and on the fleet help screen."""
+    from test_readme import _key_names, readme
+    from gpudisk_top.ui.screens.fleet_help import FLEET_HELP
+
+    section = readme().split("### The fleet screen", 1)[1].split("\n## ", 1)[0]
+    for key in _key_names(FleetApp.BINDINGS + NodeScreen.BINDINGS + JobScreen.BINDINGS):
+        assert f"`{key}`" in section, key
+        assert re.search(rf"(?<![\w`]){re.escape(key)}(?![\w`])", FLEET_HELP), key
 
 
 def test_readme_shows_the_fleet_screenshots():

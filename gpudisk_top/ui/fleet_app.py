@@ -22,7 +22,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
-from gpudisk_top.fleet import queries
 from gpudisk_top.fleet.model import FleetView
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen, format_filters, parse_filters
@@ -66,18 +65,6 @@ def sort_rows(rows, sort: str):
 
 # the table's keys: not while the node or job screen is on top (they have their own)
 TABLE_ACTIONS = {"open_node", "filter", "clear_filter", "group", "sort", "move", "page", "ends"}
-
-
-def retarget(source, group_by: str | None = None, filters: dict | None = None) -> None:
-    """Ask `source` (a FleetSource) for other rows from its next refresh on: grouped by
-    another label, or other label filters.  Raises ValueError (one line) for a label
-    name that is not one."""
-    group_by = source.group_by if group_by is None else queries.check_label(group_by)
-    filters = dict(source.filters if filters is None else filters)
-    table_expr = queries.table_query(filters)        # ValueError before anything changes
-    spark_expr = queries.spark_query(group_by, filters)
-    source.group_by, source.filters = group_by, filters
-    source.table_expr, source.spark_expr = table_expr, spark_expr
 
 
 class FleetApp(App):
@@ -124,7 +111,6 @@ class FleetApp(App):
         self.sort = SORTS[0]
         self.view = None            # the latest FleetView (the last good rows when it failed)
         self.source_lock = threading.Lock()     # FleetSource: one caller at a time
-        self._spark_now = False     # the next refresh asks for the sparklines (new rows)
         self._asked_mono: float | None = None   # a refresh is in flight since then
         self._timer = None
         self._job_opened = False
@@ -176,10 +162,9 @@ class FleetApp(App):
     @work(thread=True, exclusive=True, group="fleet-table", exit_on_error=False)
     def _refresh(self, asked_mono: float) -> None:
         worker = get_current_worker()
-        spark, self._spark_now = self._spark_now or None, False
         try:
             with self.source_lock:
-                view = self.source.refresh(spark=spark)
+                view = self.source.refresh()
         except Exception as err:      # noqa: BLE001 - a bug must show on screen, not end it
             view = _Failed(f"internal error: {type(err).__name__}: {err}")
         if not worker.is_cancelled:
@@ -324,7 +309,7 @@ class FleetApp(App):
     def set_filters(self, filters: dict[str, str]) -> None:
         try:
             with self.source_lock:
-                retarget(self.source, filters=filters)
+                self.source.retarget(filters=filters)
         except ValueError as err:
             self.notify(str(err), severity="error", timeout=5, markup=False)
             return
@@ -333,9 +318,9 @@ class FleetApp(App):
         self._renew()
 
     def _renew(self) -> None:
-        """Other rows asked for: the old ones go, the next refresh is now, sparklines too."""
+        """Other rows asked for (the source's sparklines are due again): the old rows go,
+        the next refresh is now."""
         self.view = None
-        self._spark_now = True
         self.render_view()
         self.action_refresh()
 
@@ -349,7 +334,7 @@ class FleetApp(App):
             return
         labels.sort()
         with self.source_lock:
-            retarget(self.source, group_by=labels[(labels.index(current) + 1) % len(labels)])
+            self.source.retarget(group_by=labels[(labels.index(current) + 1) % len(labels)])
         self.notify(f"rows grouped by {self.source.group_by}", timeout=2, markup=False)
         self._renew()
 

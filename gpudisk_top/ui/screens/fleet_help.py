@@ -10,7 +10,7 @@ FLEET_HELP = """\
 [b]Keys[/b] (the table)
   q             quit
   ?             this help
-  ↑ ↓  j k      move the row cursor; pgup pgdn a page, home end the first / last node
+  ↑ ↓  j k      move the row cursor; pageup pagedown a page, home end: first / last
   enter         the node under the cursor: its timeline (range queries, while open)
   J             job view: the nodes of one training job side by side, the straggler named
   /             filter by label: job=a cluster=b (several; empty or escape clears)
