@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import time
 
@@ -26,6 +27,7 @@ from gpudisk_top.model.history import Column, History
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.fleet_app import FleetApp
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen, format_filters, parse_filters
+from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
 from gpudisk_top.ui.screens.fleet_job import JobPicker, JobScreen
 from gpudisk_top.ui.screens.fleet_node import FleetTimeline, NodeHead, NodeScreen, merge
 from gpudisk_top.ui.widgets.fleet_header import FleetHeader
@@ -223,11 +225,11 @@ async def test_filter_by_label_and_group_by_another_label(fleet):
         assert app.source.filters == {}
         # g: the next label the nodes carry (instance -> job -> training_job)
         await pilot.press("g")
-        assert app.source.group_by == "job"
+        assert app.target("group_by") == "job"
         await until(pilot, lambda: app.view is not None and [r.node for r in app.view.rows]
                     == ["gpudisk-top"], 20, "one row: Prometheus's job")
         await pilot.press("g")
-        assert app.source.group_by == "training_job"
+        assert app.target("group_by") == "training_job"
         await until(pilot, lambda: app.view is not None
                     and sorted(r.node for r in app.view.rows) == ["bert", "llama"], 20,
                     "a row per training job")
@@ -262,6 +264,32 @@ async def test_a_stopped_prometheus_shows_the_error_and_the_last_table(fleet):
 
 
 # ---------------------------------------------------------------------------- no server
+async def test_a_prometheus_that_never_answers_times_out_on_screen_and_keys_go_on():
+    """A server that takes the connection and never answers: the refresh waits on a worker
+    thread until the client's timeout, the keys answer meanwhile (a filter typed while
+    the query hangs does not wait for it), and the timeout shows as the error line."""
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(16)                  # the kernel accepts; nobody ever reads or writes
+        url = "http://127.0.0.1:%d" % mute.getsockname()[1]
+        app = FleetApp(FleetSource(PromClient(url, timeout_s=1.5)), interval_s=1.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.2)
+            assert app._asked_mono is not None and app.view is None      # in flight
+            await pilot.press("slash", *"rack=a", "enter")
+            assert app._asked_mono is not None and app.target("filters") == {"rack": "a"}
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, FleetHelpScreen)
+            await pilot.press("escape")
+            header = app.query_one(FleetHeader)
+            await until(pilot, lambda: "✕ ERROR" in text_of(header), 10, "the timeout's line")
+            assert "timed out after 1.5 s" in text_of(header), text_of(header)
+            assert "filter rack=a" in text_of(header)
+            assert app.source.filters == {"rack": "a"}      # given to the source by the worker
+            assert app.is_running
+
+
+
 def test_label_filters_parse_and_print_back():
     assert parse_filters("") == {}
     assert parse_filters("training_job=llama cluster=a") == {"training_job": "llama", "cluster": "a"}

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
-from gpudisk_top.fleet.model import FleetView
+from gpudisk_top.fleet.model import FleetView, natural_key
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen, format_filters, parse_filters
 from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
@@ -37,9 +37,6 @@ INTERVALS_S = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 SORTS = ("starved", "node", "util", "since")
 SORT_NOTE = {"starved": "starved first", "node": "by node", "util": "lowest GPU util first",
              "since": "longest in its state first"}
-# labels that name a series, not a node: never offered to group by
-NOT_GROUPS = {"__name__", "gpu", "uuid", "device", "mountpoint", "class", "state", "kind",
-              "devices", "gpus", "fstype", "source", "purpose", "fleet_down"}
 
 
 class ViewReady(Message):
@@ -54,12 +51,13 @@ class ViewReady(Message):
 def sort_rows(rows, sort: str):
     """The rows in the order of `sort`; "starved": the model's order, as given."""
     if sort == "node":
-        return sorted(rows, key=lambda r: r.node)
+        return sorted(rows, key=lambda r: natural_key(r.node))
     if sort == "util":
         return sorted(rows, key=lambda r: (r.stale, r.gpu_util_pct is None,
-                                           r.gpu_util_pct or 0.0, r.node))
+                                           r.gpu_util_pct or 0.0, natural_key(r.node)))
     if sort == "since":
-        return sorted(rows, key=lambda r: (r.stale, r.since_s is None, r.since_s or 0.0, r.node))
+        return sorted(rows, key=lambda r: (r.stale, r.since_s is None, r.since_s or 0.0,
+                                           natural_key(r.node)))
     return list(rows)
 
 
@@ -111,6 +109,10 @@ class FleetApp(App):
         self.sort = SORTS[0]
         self.view = None            # the latest FleetView (the last good rows when it failed)
         self.source_lock = threading.Lock()     # FleetSource: one caller at a time
+        # a regrouping or filter asked for, for the worker to give the source (the UI
+        # thread never waits on the source's lock: a refresh may hold it for a timeout)
+        self._pending: dict = {}
+        self._pending_lock = threading.Lock()
         self._asked_mono: float | None = None   # a refresh is in flight since then
         self._timer = None
         self._job_opened = False
@@ -134,7 +136,7 @@ class FleetApp(App):
     def on_resize(self, event) -> None:
         width, height = event.size
         small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
-        self.screen.set_class(small, "too-small")
+        self.default_screen.set_class(small, "too-small")    # the table's screen
         if small:
             self.query_one("#too-small", Static).update(
                 f"terminal too small: {width}x{height}\n"
@@ -164,6 +166,10 @@ class FleetApp(App):
         worker = get_current_worker()
         try:
             with self.source_lock:
+                with self._pending_lock:
+                    pending, self._pending = self._pending, {}
+                if pending:
+                    self.source.retarget(**pending)
                 view = self.source.refresh()
         except Exception as err:      # noqa: BLE001 - a bug must show on screen, not end it
             view = _Failed(f"internal error: {type(err).__name__}: {err}")
@@ -213,15 +219,15 @@ class FleetApp(App):
         rows = self.rows()
         counts = (len(rows), sum(1 for r in rows if r.starved and not r.stale),
                   sum(1 for r in rows if r.stale))
-        src = self.source
+        filters = self.target("filters")
         self.query_one(FleetHeader).show(
-            self.view, getattr(src, "url", "?"), getattr(src, "group_by", "instance"),
-            self.interval_s, counts, self.flags(), format_filters(getattr(src, "filters", {})))
+            self.view, getattr(self.source, "url", "?"), self.target("group_by"),
+            self.interval_s, counts, self.flags(), format_filters(filters))
         view = self.view
         empty = ("asking Prometheus…" if view is None else
                  "no node to show: Prometheus did not answer" if view.error else
                  "no node reports gpudisk-top metrics" + (" with this filter (escape clears it)"
-                                                          if getattr(src, "filters", None) else ""))
+                                                          if filters else ""))
         self.query_one(FleetTable).show(
             rows, view.wall_s if view is not None else time.time(),
             old=bool(view is not None and view.error), empty=empty,
@@ -280,16 +286,31 @@ class FleetApp(App):
             self.call_after_refresh(screen.show, self.view)
 
     def labels_seen(self) -> list[str]:
-        """The labels the nodes have carried since the start (a row grouped by a wide
-        label keeps only those its nodes share: `g` must still reach the others)."""
+        """The labels the nodes have carried since the start (their targets' labels; a row
+        grouped by a wide label keeps only those its nodes share: `g` must still reach
+        the others)."""
         for r in self.view.rows if self.view is not None else []:
-            for k in r.labels:
-                if k not in NOT_GROUPS and not k.startswith("__"):
-                    self._labels.add(k)
+            self._labels.update(k for k in r.labels if not k.startswith("__"))
         return sorted(self._labels)
 
+    def target(self, what: str):
+        """The source's group_by or filters, as the next refresh will ask."""
+        with self._pending_lock:
+            if what in self._pending:
+                return self._pending[what]
+        return getattr(self.source, what)
+
+    def retarget(self, **change) -> None:
+        """Other rows from now on (FleetSource.retarget's group_by, filters), given to the
+        source by the next refresh, which is now; the old rows go."""
+        with self._pending_lock:
+            self._pending.update(change)
+        self.view = None
+        self.render_view()
+        self.action_refresh()
+
     def action_filter(self) -> None:
-        current = format_filters(getattr(self.source, "filters", {}) or {})
+        current = format_filters(self.target("filters"))
         self.push_screen(LabelFilterScreen(current, self.labels_seen()), self._set_filter)
 
     def _set_filter(self, text: str | None) -> None:
@@ -303,40 +324,25 @@ class FleetApp(App):
         self.set_filters(filters)
 
     def action_clear_filter(self) -> None:
-        if getattr(self.source, "filters", None):
+        if self.target("filters"):
             self.set_filters({})
 
     def set_filters(self, filters: dict[str, str]) -> None:
-        try:
-            with self.source_lock:
-                self.source.retarget(filters=filters)
-        except ValueError as err:
-            self.notify(str(err), severity="error", timeout=5, markup=False)
-            return
+        """filters: label -> value (parse_filters' checked names)."""
         self.notify("filter: " + (format_filters(filters) or "none (every node)"), timeout=2,
                     markup=False)
-        self._renew()
-
-    def _renew(self) -> None:
-        """Other rows asked for (the source's sparklines are due again): the old rows go,
-        the next refresh is now."""
-        self.view = None
-        self.render_view()
-        self.action_refresh()
+        self.retarget(filters=dict(filters))
 
     def action_group(self) -> None:
-        labels = self.labels_seen()
-        current = getattr(self.source, "group_by", "instance")
-        if current not in labels:
-            labels.append(current)
+        """`g`: the rows grouped by the next label the nodes carry."""
+        current = self.target("group_by")
+        labels = sorted(set(self.labels_seen()) | {current})
         if len(labels) < 2:
             self.notify("the nodes carry no other label to group by", timeout=3)
             return
-        labels.sort()
-        with self.source_lock:
-            self.source.retarget(group_by=labels[(labels.index(current) + 1) % len(labels)])
-        self.notify(f"rows grouped by {self.source.group_by}", timeout=2, markup=False)
-        self._renew()
+        group_by = labels[(labels.index(current) + 1) % len(labels)]
+        self.notify(f"rows grouped by {group_by}", timeout=2, markup=False)
+        self.retarget(group_by=group_by)
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
