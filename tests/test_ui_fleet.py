@@ -28,7 +28,7 @@ from gpudisk_top.ui import theme
 from gpudisk_top.ui.fleet_app import FleetApp
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen, format_filters, parse_filters
 from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
-from gpudisk_top.ui.screens.fleet_job import JobPicker, JobScreen
+from gpudisk_top.ui.screens.fleet_job import JobBanner, JobPicker, JobScreen
 from gpudisk_top.ui.screens.fleet_node import FleetTimeline, NodeHead, NodeScreen, merge
 from gpudisk_top.ui.widgets.fleet_header import FleetHeader
 from gpudisk_top.ui.widgets.fleet_table import FleetTable, sparkline
@@ -181,7 +181,6 @@ async def test_the_job_view_names_the_straggler(fleet):
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, JobScreen) and app.screen.job == "llama"
-        from gpudisk_top.ui.screens.fleet_job import JobBanner
         banner = text_of(app.screen.query_one(JobBanner))
         disk = fleet.instance("disk")
         # the node whose own disk starves it, while the other two wait on it
