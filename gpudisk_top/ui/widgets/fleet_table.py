@@ -1,0 +1,180 @@
+"""The fleet's node table: one row per node, in the order the fleet model gives (starved
+nodes first).  A row: the state badge (glyph and word, so NO_COLOR still reads it), GPUs
+starved of the total, mean GPU utilization, since when (relative and clock), a last-hour
+sparkline of GPU utilization and the blamed device with its evidence.  A node that stopped
+reporting is dimmed and says STALE and for how long.  ↑/↓ (j/k) move a row cursor; the
+app opens the cursor's node on Enter.
+
+The lines are rebuilt from each FleetView (every few seconds); LinesPanel repaints only
+the rows that changed."""
+
+from __future__ import annotations
+
+from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.ui import theme
+from gpudisk_top.ui.format import clock
+from gpudisk_top.ui.widgets.base import Line, LinesPanel
+
+SPARK = "▁▂▃▄▅▆▇█"     # 0 % is the lowest bar, not a blank: a blank would read as no data
+SPARK_UNKNOWN = "·"    # no sample in that minute (not reporting, or no GPU)
+STATE_W = 15
+# the table's short state words (theme.STATE_BADGE's are the banner's, wider)
+STATE_WORD = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
+              "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT",
+              "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED"}
+STALE_GLYPH = "×"
+# what the verdict blames when it names no device (the exporter's verdict_info kind)
+KIND_TEXT = {"own": "(no device: the job's own loaders)", "others": "(no device: other processes)",
+             "throttled": "(no device: CPU throttled)", "saturated": "(a device, not named)",
+             "latency-bound": "(latency-bound)", "remote-mount": "(a remote mount)"}
+MARK = " ◀"            # after the name of the node a view calls out (the job's straggler)
+
+
+def age(seconds: float | None) -> str:
+    """A short relative time: 45s, 12m, 3h, 2d ("?" when unknown)."""
+    if seconds is None:
+        return "?"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def sparkline(values, width: int) -> str:
+    """The newest `width` values (0-100 %) as bars, SPARK_UNKNOWN where unknown, padded on
+    the left where fewer are known (the right edge is now)."""
+    out = []
+    for v in list(values)[-width:] if width > 0 else ():
+        if v is None:
+            out.append(SPARK_UNKNOWN)
+        else:
+            out.append(SPARK[int(round(min(max(v, 0.0), 100.0) / 100 * (len(SPARK) - 1)))])
+    return "".join(out).rjust(max(0, width))
+
+
+def state_cell(row, wall_s: float) -> tuple[str, object]:
+    """The badge and its style: STALE and since when for a node that stopped reporting."""
+    if row.stale:
+        if row.last_seen_s is None:       # its target fails scrapes, not seen in the hour
+            return f"{STALE_GLYPH} DOWN", theme.WARN
+        return f"{STALE_GLYPH} STALE {age(wall_s - row.last_seen_s)}", theme.WARN
+    word = STATE_WORD.get(row.state, "? " + str(row.state).upper())
+    if row.state in STARVED_STATES:
+        return word, theme.STARVED_BG
+    return word, theme.GOOD if row.state == "healthy" else theme.PLAIN
+
+
+def _cut(text: str, width: int) -> str:
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+
+
+def layout(width: int, node_w: int) -> dict[str, int]:
+    """The columns' widths for `width` cells: the clock and a wider sparkline where they
+    fit, the evidence the rest; the node's name (cut only beyond 24) gives way first."""
+    node_w = min(24, max(8, node_w))
+    clock_w = 9 if width >= 110 else 0
+    spark_w = 12 if width < 100 else min(60, 12 + (width - 100) // 2)
+
+    def rest() -> int:
+        return width - (1 + STATE_W + node_w + 1 + 6 + 5 + 6 + clock_w + spark_w + 1)
+    if rest() < 16:
+        node_w = max(8, node_w - (16 - rest()))
+    return {"node": node_w, "clock": clock_w, "spark": spark_w, "evidence": max(8, rest())}
+
+
+class FleetTable(LinesPanel):
+    DEFAULT_CSS = "FleetTable { height: 1fr; }"
+    can_focus = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cursor: str | None = None      # the node under the row cursor
+        self._order: list[str] = []
+
+    @property
+    def order(self) -> list[str]:
+        return list(self._order)
+
+    def show(self, rows, wall_s: float, old: bool = False, note: str = "",
+             marked: str | None = None, empty: str = "") -> None:
+        """rows: fleet.model.NodeRows in the order to draw; wall_s: now (the ages are
+        counted to it); old: the rows are the last good table while Prometheus fails
+        (every row dimmed); note: said in the column header (the sort); marked: a node
+        called out with MARK (the job view's straggler); empty: what to say when there
+        is no row."""
+        self._input = (rows, wall_s, old, note, marked, empty)
+        width = max(60, self.size.width or 80)
+        names = [len(r.node) + (len(MARK) if r.node == marked else 0) for r in rows]
+        cols = layout(width, max([4] + names))
+        node_w, spark_w = cols["node"], cols["spark"]
+        head = (" " + f"{'state':<{STATE_W}}" + f"{'node':<{node_w}} " + " GPUs " + "util "
+                + "since " + ("clock    " if cols["clock"] else "")
+                + f"{'GPU util, last hour' if spark_w >= 19 else 'last hour':<{spark_w}} "
+                + "device · evidence")
+        lines: list[Line] = [[(head[:width], theme.HEAD)]]
+        if note and len(head) + len(note) + 2 <= width:
+            lines[0] = [(head, theme.HEAD), ("  " + note, theme.DIM)]
+        self._order = [r.node for r in rows]
+        if self.cursor not in self._order:
+            self.cursor = self._order[0] if self._order else None
+        if not rows:
+            lines.append([(" " + (empty or "no node reports gpudisk-top metrics"), theme.DIM)])
+        for r in rows:
+            lines.append(self._row(r, wall_s, cols, old, r.node == marked))
+        self.fixed = 1
+        self.set_lines(lines)
+        if self.has_focus and self.cursor in self._order:
+            self.scroll_to_show(1 + self._order.index(self.cursor))
+
+    def _row(self, r, wall_s: float, cols: dict, old: bool, marked: bool) -> Line:
+        badge, badge_style = state_cell(r, wall_s)
+        dim = r.stale or old
+        base = theme.DIM if dim else theme.PLAIN
+        if dim:
+            badge_style = theme.DIM + theme.BOLD if r.stale else theme.DIM
+        gpus = ("-" if not r.gpus_total else f"{r.gpus_starved}/{r.gpus_total}")
+        util = "n/a" if r.gpu_util_pct is None else f"{r.gpu_util_pct:.0f}%"
+        # since when in its state; a node that stopped reporting: since its last sample
+        since = r.last_seen_s if r.stale else r.since_s
+        since_s = None if since is None else wall_s - since
+        selected = self.has_focus and r.node == self.cursor
+        mark = ("▶" if selected else " ", theme.FOCUS_MARK if selected else theme.PLAIN)
+        node_style = (theme.SELECTED + theme.BOLD) if selected else (
+            theme.BOLD if not dim else base)
+        starved = r.gpus_starved and not dim
+        name = _cut(r.node, cols["node"] - (len(MARK) if marked else 0))
+        out = [mark, (f"{badge:<{STATE_W - 1}} ", badge_style), (name, node_style)]
+        if marked:
+            out.append((MARK, theme.CULPRIT))
+        out += [(" " * (cols["node"] + 1 - len(name) - (len(MARK) if marked else 0)), base),
+               (f"{gpus:>5} ", theme.BAD if starved else base),
+               (f"{util:>4} ", theme.level_style(r.gpu_util_pct) if not dim else base),
+               (f"{age(since_s) if since_s is not None else '-':>5} ", base)]
+        if cols["clock"]:
+            out.append((f"{clock(since) if since else '':<8} ", theme.DIM))
+        out.append((sparkline(r.spark_pct, cols["spark"]) + " ", base))
+        text = _cut(r.evidence_text or KIND_TEXT.get(r.kind or "", r.kind or ""), cols["evidence"])
+        blamed = r.state in STARVED_STATES and not dim and r.evidence
+        if blamed and text.startswith(r.evidence[0].device):
+            dev = r.evidence[0].device
+            out += [(dev, theme.CULPRIT), (text[len(dev):], base)]
+        else:
+            out.append((text, base))
+        return out
+
+    def move(self, delta: int) -> None:
+        """↑/↓ (j/k): the row cursor (the rows scroll to keep it in sight)."""
+        if not self._order:
+            return
+        i = self._order.index(self.cursor) if self.cursor in self._order else 0
+        self.cursor = self._order[min(max(0, i + delta), len(self._order) - 1)]
+        self.redraw()
+
+    def scroll_lines(self, delta: int) -> None:
+        self.move(delta)
