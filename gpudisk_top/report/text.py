@@ -157,25 +157,27 @@ def _gain(value, unit: str = "") -> str:
 
 
 def _health(health: list[dict]) -> list[str]:
-    """Each disk's health over the window: its status now and its worst, and what it
-    gained from its first reading in the window to its last."""
+    """Each disk's health over the window: its status at the end, what it gained from its
+    first reading in the window to its last, and why (with its worst, when that was
+    earlier and worse)."""
     width = max(len("disk"), *(len(h["device"]) for h in health))
     lines = ["Device health (readings in the window; gained from the first to the last):",
-             f"{'disk':<{width}} {'status':<7} {'worst':<7} {'readings':>8} {'media err':>9} "
-             f"{'err log':>8} {'wear':>6} {'>warn':>7}  why"]
+             f"{'disk':<{width}} {'status':<7} {'readings':>8} {'media err':>9} {'err log':>8} "
+             f"{'realloc':>8} {'wear':>6} {'>warn':>7}  model"]
     for h in health:
         t = h["trend"] or {}
         warm = t.get("minutes_above_warning")
+        lines.append(f"{h['device']:<{width}} {HEALTH_BADGE[h['status']]:<7} {h['readings']:>8} "
+                     f"{_gain(t.get('media_errors_gained')):>9} {_gain(t.get('error_log_gained')):>8} "
+                     f"{_gain(t.get('reallocated_gained')):>8} "
+                     f"{_gain(t.get('wear_gained_pct'), '%'):>6} "
+                     f"{'n/a' if warm is None else f'{warm:.0f}m':>7}  {h['model'] or '-'}")
         why = "; ".join(h["reasons"])
         if h["worst_status"] != h["status"] and h["worst_reasons"]:
             why += ("; " if why else "") + f"earlier {h['worst_status']}: " + "; ".join(h["worst_reasons"])
-        row = (f"{h['device']:<{width}} {HEALTH_BADGE[h['status']]:<7} "
-               f"{HEALTH_BADGE[h['worst_status']]:<7} {h['readings']:>8} "
-               f"{_gain(t.get('media_errors_gained')):>9} {_gain(t.get('error_log_gained')):>8} "
-               f"{_gain(t.get('wear_gained_pct'), '%'):>6} "
-               f"{'n/a' if warm is None else f'{warm:.0f}m':>7}  ")
-        lines += textwrap.wrap(why or "-", WIDTH, initial_indent=row,
-                               subsequent_indent=" " * len(row)) or [row]
+        if why:
+            lines += textwrap.wrap(why, WIDTH, initial_indent="     why: ",
+                                   subsequent_indent="          ")
     return lines
 
 
