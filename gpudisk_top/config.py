@@ -8,6 +8,7 @@
     [[alerts]] ...             # alert rules (gpudisk_top/alerts/rules.py)
     [devices."nvme0n1"] ...    # labels on a device's metrics (gpudisk_top/exporter/labels.py)
     [watch] paths = [...]      # free space to watch (gpudisk_top/watch/config.py)
+    [health] interval_s = 600  # seconds between device health reads; 0: never
 
 A bad file is a ConfigError whose message names the file and the line.
 """
@@ -21,6 +22,7 @@ import tomllib
 from dataclasses import dataclass, field, fields
 
 from gpudisk_top.alerts.rules import parse_alerts
+from gpudisk_top.collect.health import DEFAULT_INTERVAL_S as DEFAULT_HEALTH_INTERVAL_S
 from gpudisk_top.exporter.labels import parse_devices
 from gpudisk_top.model.detect.thresholds import FIELD_NAMES, PER_CLASS_FIELDS, Thresholds
 from gpudisk_top.watch.config import parse_watch
@@ -68,9 +70,34 @@ def _detector_section(value, ctx: Context) -> Thresholds:
     return _thresholds(ctx.path, ctx.text, value)
 
 
+@dataclass(frozen=True)
+class HealthConfig:
+    """[health]: how often each disk's SMART / NVMe health is read (collect/health.py);
+    0 never.  --health-interval overrides it."""
+
+    interval_s: float = DEFAULT_HEALTH_INTERVAL_S
+
+
+MAX_HEALTH_INTERVAL_S = 86400.0
+
+
+def _health_section(value, ctx: Context) -> HealthConfig:
+    if not isinstance(value, dict):
+        ctx.fail("health", None, "[health] must be a table, e.g. [health] interval_s = 600")
+    for key in value:
+        if key != "interval_s":
+            ctx.fail("health", key, f"unknown setting health.{key} (known: interval_s)")
+    interval = value.get("interval_s", DEFAULT_HEALTH_INTERVAL_S)
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not (
+            0 <= interval <= MAX_HEALTH_INTERVAL_S):
+        ctx.fail("health", "interval_s", "health.interval_s must be a number of seconds from "
+                 f"0 (never) to {MAX_HEALTH_INTERVAL_S:.0f}")
+    return HealthConfig(float(interval))
+
+
 # section name -> parser(value, ctx) -> parsed object; an absent section is parsed from {}
 SECTION_PARSERS = {"detector": _detector_section, "alerts": parse_alerts,
-                   "devices": parse_devices, "watch": parse_watch}
+                   "devices": parse_devices, "watch": parse_watch, "health": _health_section}
 
 
 def default_path() -> str:

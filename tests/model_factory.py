@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import DeviceInfo, GpuSnapshot, Sample
 from gpudisk_top.model.disk import RATE_FIELDS, DiskRates
+from gpudisk_top.collect.health import parse_smartctl
+from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.model.gpu import GpuProcessView, GpuView
+from gpudisk_top.model.health import HealthView, view_of
 from gpudisk_top.model.host import HostView
 from gpudisk_top.model.snapshot import Model
 
@@ -84,3 +89,27 @@ def verdict(state: str, wall_s: float = 0.0, processes=(), reason: str = ""):
     """What the engine and the exporter read of a Verdict."""
     return SimpleNamespace(state=state, wall_s=wall_s, processes=list(processes), reason=reason,
                            raw_reason=reason, saturation={})
+
+
+HEALTH_FIXTURES = Path(__file__).parent / "fixtures" / "health"
+
+
+def health(start_wall_s: float = START_WALL_S) -> dict[str, HealthView]:
+    """Model.health of a node: nvme0n1 the Samsung 970 EVO with 7 media errors (a real
+    smartctl reading, tests/fixtures/health/nvme-7.0-media-errors.json), read 10 minutes
+    after a first reading that had 4, and running at 78 °C above its 75 °C warning, 14
+    minutes more of it since; sda the Samsung 860 EVO SATA SSD (sata-ssd-7.0-x-sct.json),
+    fine; vdb a virtio disk, unreadable."""
+    doc = json.loads((HEALTH_FIXTURES / "nvme-7.0-media-errors.json").read_text())
+    log = doc["nvme_smart_health_information_log"]
+    log.update(media_errors=4, warning_temp_time=100)
+    first = parse_smartctl(doc, "nvme0n1", 0, read_wall_s=start_wall_s - 600.0)
+    log.update(media_errors=7, warning_temp_time=114, temperature=78)
+    doc["temperature"]["current"] = 78
+    doc["nvme_composite_temperature_threshold"] = {"warning": 75, "critical": 85}
+    nvme = parse_smartctl(doc, "nvme0n1", 0, read_wall_s=start_wall_s)
+    sata = parse_smartctl((HEALTH_FIXTURES / "sata-ssd-7.0-x-sct.json").read_text(), "sda", 0,
+                          read_wall_s=start_wall_s)
+    virtio = DiskHealth("vdb", start_wall_s, unreadable_reason="virtio disk: no SMART")
+    return {"nvme0n1": view_of(nvme, first), "sda": view_of(sata, sata),
+            "vdb": view_of(virtio)}

@@ -17,7 +17,7 @@ import prometheus_client
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from model_factory import gpu, model, verdict
+from model_factory import gpu, health, model, verdict
 from gpudisk_top.errors import RuntimeFailure, UsageError
 from gpudisk_top.exporter import DeviceLabels, MetricsServer, parse_listen
 from gpudisk_top.model.detect import STATES
@@ -27,7 +27,9 @@ from gpudisk_top.watch import FreeSpace
 GB = 1000**3
 UNIT_SUFFIXES = ("_ratio", "_bytes", "_seconds", "_per_second", "_watts", "_celsius",
                  "_hertz", "_info", "_total", "_size", "_available", "_lost", "_saturated",
-                 "_up", "_state", "_fds")
+                 "_up", "_state", "_fds",
+                 # device health: a drive's sectors, its status and the bits it raises
+                 "_sectors", "_status", "_readable", "_warning")
 
 
 def scrape(server: MetricsServer) -> dict:
@@ -60,6 +62,7 @@ def fed_server(**kw) -> MetricsServer:
                            ("sd*", (("purpose", "training_data"),))))
     server = MetricsServer(None, labels=labels, alert_names=["disk-busy", "ckpt"], **kw)
     m = model(5, {"nvme0n1": 97.0}, gpus=[gpu(0, 18.0, pids=[4242]), gpu(1, None, temp_c=None)])
+    m.health = health()
     fs = [FreeSpace("/checkpoints", size_bytes=4000 * GB, avail_bytes=8 * GB, free_bytes=9 * GB,
                     dev_major=259, dev_minor=1),
           FreeSpace("/nfs/hung", error="no answer for 3 s (a hung mount?)")]

@@ -18,15 +18,15 @@ from gpudisk_top.output.once import disk_json, gpus_json
 from gpudisk_top.report import export
 
 FAMILIES = (vocab.DISK, vocab.TIMELINE, vocab.GPU, vocab.GPU_COMPUTED, vocab.GPU_PROCESS,
-            vocab.GPU_PROCESS_IO, vocab.HOST, vocab.MOUNT)
+            vocab.GPU_PROCESS_IO, vocab.HOST, vocab.MOUNT, vocab.HEALTH, vocab.HEALTH_COMPUTED)
 
 # a name ending so is in that unit (STYLE.md: units in names)
 NAME_UNITS = (("_kb_s", "kB/s"), ("_pct", "%"), ("_ms", "ms"), ("_kb", "kB"), ("_mib", "MiB"),
-              ("_mhz", "MHz"), ("_w", "W"), ("_c", "C"))
+              ("_mhz", "MHz"), ("_w", "W"), ("_c", "C"), ("_min", "min"), ("_hours", "h"))
 # the base unit a Prometheus name ends with, per model unit
 PROM_SUFFIX = {"%": "_ratio", "ms": "_seconds", "kB/s": "_bytes_per_second", "kB": "_bytes",
                "MiB": "_bytes", "/s": "_per_second", "W": "_watts", "C": "_celsius",
-               "MHz": "_hertz"}
+               "MHz": "_hertz", "min": "_seconds", "h": "_seconds"}
 # published names that break the rule, kept as they are (dashboards query them): bytes
 # read through read() are "chars" after /proc/PID/io's rchar
 PROM_NAMES_KEPT = {"gpu_process_read_chars_per_second"}
@@ -42,6 +42,8 @@ def test_families_are_the_model_dataclasses():
     assert vocab.AVG_CPU == tuple(m for m in vocab.HOST if m.field.startswith("cpu_"))
     from gpudisk_top.model.mounts import MountView
     assert set(vocab.MOUNT.fields) <= {f.name for f in fields(MountView)}
+    from gpudisk_top.collect.sample import DiskHealth
+    assert set(vocab.HEALTH.fields) <= {f.name for f in fields(DiskHealth)}
 
 
 def test_units_are_in_the_names():
@@ -71,7 +73,8 @@ def test_prometheus_names_are_in_base_units_and_each_family_has_one_help():
 
 
 def test_qualified_names_are_what_alerts_and_csv_use():
-    names = [f.qualified(m) for f in (vocab.DISK, vocab.GPU, vocab.GPU_COMPUTED, vocab.HOST)
+    names = [f.qualified(m) for f in (vocab.DISK, vocab.GPU, vocab.GPU_COMPUTED, vocab.HOST,
+                                      vocab.HEALTH, vocab.HEALTH_COMPUTED)
              for m in f if m.alert]
     assert len(set(names)) == len(names) and tuple(names) == catalog.METRICS
     assert "disk_r_await_ms" in names and "host_psi_io_some_pct" in names and "gpu_lost" in names

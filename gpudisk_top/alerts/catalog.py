@@ -3,6 +3,10 @@
   disk_<iostat attribute>   per device: disk_util_pct, disk_r_await_ms, disk_aqu_sz, ...
   gpu_<attribute>           per GPU: gpu_util_pct, gpu_temp_c, gpu_mem_used_pct, gpu_lost, ...
   host_<attribute>          the node: host_psi_io_some_pct, host_cpu_iowait_pct, ...
+  disk_health_<field>       per device, the health of the disk it lives on (model/health.py,
+                            read every few minutes): disk_health_media_errors_gained,
+                            disk_health_spare_margin_pct, disk_health_above_warning_c,
+                            disk_health_failing, disk_health_temperature_c, ...
 
 The names and what they mean are the vocabulary's (model/vocab.py: Family.qualified of
 each metric with `alert`).  Each observation is (subject, value): the device name, the
@@ -14,18 +18,23 @@ from __future__ import annotations
 import fnmatch
 
 from gpudisk_top.model import vocab
+from gpudisk_top.model.health import health_of, health_value
 from gpudisk_top.model.select import DEFAULT_KINDS
 
 # rule's metric -> (kind, the attribute it reads); GPU_COMPUTED's are gpu_value()'s
 _METRICS = {fam.qualified(m): (fam.kind, m.field)
-            for fam in (vocab.DISK, vocab.GPU, vocab.GPU_COMPUTED, vocab.HOST)
+            for fam in (vocab.DISK, vocab.GPU, vocab.GPU_COMPUTED, vocab.HOST, vocab.HEALTH,
+                        vocab.HEALTH_COMPUTED)
             for m in fam if m.alert}
 METRICS = tuple(_METRICS)
+_HEALTH = vocab.HEALTH.kind
 
 
 def family(metric: str) -> str:
-    """'disk', 'gpu' or 'host'.  Raises KeyError for a name not in METRICS."""
-    return _METRICS[metric][0]
+    """'disk', 'gpu' or 'host' (a disk_health metric is a disk's: it selects devices
+    as the disk metrics do).  Raises KeyError for a name not in METRICS."""
+    kind = _METRICS[metric][0]
+    return "disk" if kind == _HEALTH else kind
 
 
 def _matches(patterns: tuple[str, ...], *names: str) -> bool:
@@ -64,7 +73,10 @@ def observe(model, metric: str, devices=(), mountpoints=(), gpus=None) -> list[t
     if kind == "disk":
         if model.interval_s <= 0 or not model.disks:
             return []     # the first sample has no rates yet
-        attr = _METRICS[metric][1]
+        source, attr = _METRICS[metric]
+        if source == _HEALTH:
+            return [(name, _health_value(model, name, attr))
+                    for name in disk_subjects(model, devices, mountpoints)]
         return [(name, getattr(model.disks[name], attr))
                 for name in disk_subjects(model, devices, mountpoints)]
     if kind == "gpu":
@@ -77,6 +89,12 @@ def observe(model, metric: str, devices=(), mountpoints=(), gpus=None) -> list[t
     if model.host is None:
         return []
     return [("", getattr(model.host, _METRICS[metric][1]))]
+
+
+def _health_value(model, name: str, attr: str) -> float | None:
+    """The health number of the disk `name` lives on; None while it is not read."""
+    view = health_of(model.health, model.devices, name)
+    return None if view is None else health_value(view, attr)
 
 
 def gpu_value(g, metric: str) -> float | None:

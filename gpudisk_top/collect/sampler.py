@@ -38,14 +38,19 @@ class Sampler:
 
     def __init__(self, roots: Roots | None = None, nvml=None, gpu: GpuCollector | None = None,
                  interval_s: float = 1.0, delayacct: bool = False,
-                 gpu_init_wait_s: float | None = None, ceilings=None) -> None:
+                 gpu_init_wait_s: float | None = None, ceilings=None, health=None) -> None:
         """gpu_init_wait_s: how long a sample may wait for nvmlInit (seconds on a node
         without persistence mode); by default no longer than for any NVML call, so that
         sampling the disks never waits on it (--once, which makes one report, waits).
         ceilings: load(infos, roots) -> {name: a probe's Ceiling}, what `gpudisk-top
-        probe` measured for the devices (probe.store.load_ceilings); None: none."""
+        probe` measured for the devices (probe.store.load_ceilings); None: none.
+        health: a started HealthPoller (collect/health.py) whose latest snapshot each
+        sample takes by reference, closed with the sampler; None: no health."""
         self.roots = roots or Roots()
         self._ceilings = ceilings
+        # the slow health poller (collect/health.py HealthPoller, started by the caller;
+        # closed with us): each sample takes its latest snapshot, one attribute read
+        self.health = health
         self._delayacct = DelayAccounting() if delayacct else None
         self.notes: list[str] = []     # what starting up did or could not do, one line each
         if self._delayacct is not None:
@@ -139,6 +144,8 @@ class Sampler:
         sample.mounts = self._mounts.collect(sample.procs, mono)
         daemons = [m.daemon_pid for m in sample.mounts.values() if m.daemon_pid is not None]
         sample.procs.update(self._io_busiest(sample.procs, mono, daemons))
+        if self.health is not None:
+            sample.health = self.health.latest
         sample.warnings = list(dict.fromkeys(sample.warnings))  # two readers, one file
         self._last = sample
         return sample
@@ -184,7 +191,15 @@ class Sampler:
         idle = (a.idle - b.idle) + (a.iowait - b.iowait)
         return total > 0 and idle < 0.1 * total
 
+    def wait_health(self, timeout_s: float) -> None:
+        """Wait (at most timeout_s) for the health poller's first reading: `--once`
+        makes one report, and its health is part of it."""
+        if self.health is not None:
+            self.health.wait_first(timeout_s)
+
     def close(self) -> None:
+        if self.health is not None:
+            self.health.close()
         if self._delayacct is not None:
             self._delayacct.restore()
         self.gpu.close()

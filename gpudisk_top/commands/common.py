@@ -88,6 +88,11 @@ def add_export_options(p: argparse.ArgumentParser, serve: bool = False) -> None:
                    help=f"the Pushgateway's job label (default {DEFAULT_JOB})")
 
 
+_health_interval = number_type(
+    float, "number of seconds",
+    (lambda v: 0 <= v <= 86400, "must be between 0 (never) and 86400 seconds: {text!r}"))
+
+
 def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
     g = p.add_argument_group("sources")
     g.add_argument("--procfs", default="/proc", metavar="PATH",
@@ -97,6 +102,10 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
                    help="as root: switch kernel.task_delayacct on while running (off again at "
                         "exit), so the time the job's loaders are blocked on reads is measured, "
                         "not estimated")
+    g.add_argument("--health-interval", type=_health_interval, metavar="S",
+                   help="seconds between reads of each disk's SMART / NVMe health "
+                        "(smartctl, hwmon), on a thread of its own (default 600, or the "
+                        "config file's [health] interval_s; 0: never)")
     g.add_argument("-a", "--all-devices", action="store_true",
                    help="show every block device: partitions, loop, idle devices too")
     g.add_argument("-d", "--devices", metavar="GLOBS",
@@ -127,9 +136,13 @@ def add_detector_options(p: argparse.ArgumentParser) -> None:
 
 
 def load_config(args):
-    """The config file named by --config (required then), else the XDG default if any."""
+    """The config file named by --config (required then), else the XDG default if any.
+    Read once per command (its warnings said once), whoever asks first."""
     from gpudisk_top import config
 
+    cached = getattr(args, "_config_loaded", None)
+    if cached is not None:
+        return cached
     try:
         cfg = config.load(getattr(args, "config", None),
                           required=getattr(args, "config", None) is not None)
@@ -137,7 +150,19 @@ def load_config(args):
         raise UsageError(f"config: {err}") from None
     for line in cfg.warnings:
         warn(line)
+    try:
+        args._config_loaded = cfg
+    except AttributeError:      # not an argparse Namespace (a test's stand-in)
+        pass
     return cfg
+
+
+def health_interval_s(args) -> float:
+    """--health-interval, else the config file's [health] interval_s, else 600 s."""
+    value = getattr(args, "health_interval", None)
+    if value is not None:
+        return value
+    return load_config(args).sections["health"].interval_s
 
 
 def thresholds_from(args, cfg=None):
@@ -207,9 +232,16 @@ def open_source(args, gpu_init_wait_s: float | None = None):
     from gpudisk_top.collect.sampler import Sampler
     from gpudisk_top.output.once import live_origin
 
-    sampler = Sampler(roots_from(args), interval_s=args.interval,
+    from gpudisk_top.collect.health import HealthPoller
+
+    roots = roots_from(args)
+    every_s = health_interval_s(args)
+    # the disks' health, read on a thread of its own (never the sampler's): each Sample
+    # gets the latest readings by reference
+    health = HealthPoller(roots, interval_s=every_s).start() if every_s > 0 else None
+    sampler = Sampler(roots, interval_s=args.interval,
                       delayacct=getattr(args, "delayacct", False),
-                      gpu_init_wait_s=gpu_init_wait_s, ceilings=probed_ceilings)
+                      gpu_init_wait_s=gpu_init_wait_s, ceilings=probed_ceilings, health=health)
     for line in sampler.notes:
         note(line)
     # what cannot be seen from here, by key: the dashboard's header flags it

@@ -19,6 +19,11 @@ import time
 from gpudisk_top.commands.common import device_filter, open_source, thresholds_from
 from gpudisk_top.errors import RuntimeFailure, warn
 
+# how long the report waits for the disks' health (smartctl on every disk, read on the
+# poller's thread while the interval runs): an HDD that must answer from its platters
+# takes seconds, a wedged USB bridge forever (then the report says health not read yet)
+HEALTH_WAIT_S = 15.0
+
 
 def run(args) -> int:
     from gpudisk_top.output import once
@@ -56,6 +61,9 @@ def _one_interval(source, virtual: bool, interval_s: float, thresholds):
     first = source.sample()
     if not virtual:
         time.sleep(interval_s)
+    wait_health = getattr(source, "wait_health", None)
+    if wait_health is not None:
+        wait_health(HEALTH_WAIT_S)
     second = source.sample()
     model = Model.new(second, first)
     return model, one_interval(model, thresholds)

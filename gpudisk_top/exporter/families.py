@@ -19,8 +19,9 @@ from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.model.detect import STATES
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HOST,
-                                     MOUNT)
+from gpudisk_top.model.health import STATUSES
+from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HEALTH,
+                                     HOST, MOUNT)
 
 P = "gpudisk_top_"
 
@@ -55,13 +56,15 @@ def _add(fam, labels, value, factor=1):
 
 
 def _gauges(family, labels: list[str]) -> dict[str, GaugeMetricFamily]:
-    """A gauge per Prometheus family of a vocabulary family's metrics, in its order, with
-    `labels` (and a metric's own label, for a family with a series per metric)."""
-    out: dict[str, GaugeMetricFamily] = {}
+    """A gauge (a counter for a Metric.counter) per Prometheus family of a vocabulary
+    family's metrics, in its order, with `labels` (and a metric's own label, for a family
+    with a series per metric)."""
+    out: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
     for m in family:
         if m.prom is not None and m.prom not in out:
             own = [m.prom_label[0]] if m.prom_label else []
-            out[m.prom] = GaugeMetricFamily(P + m.prom, m.prom_help, labels=labels + own)
+            kind = CounterMetricFamily if m.counter else GaugeMetricFamily
+            out[m.prom] = kind(P + m.prom, m.prom_help, labels=labels + own)
     return out
 
 
@@ -102,6 +105,7 @@ class Renderer:
         out += self._disks(frame.model, frame.verdict)
         out += self._host(frame.model)
         out += self._mounts(frame.model)
+        out += self._health(frame.model)
         out += self._verdict(frame)
         out += self._paths(frame)
         return out
@@ -176,6 +180,50 @@ class Renderer:
         for v in m.mounts.values():
             _fill(fams, MOUNT, [v.mountpoint, v.fstype, v.source], v)
         return list(fams.values())
+
+    def _health(self, m) -> list:
+        """Each physical disk's SMART / NVMe health as last read (model/health.py), named
+        after prometheus-community/smartctl_exporter's smartctl_device_* where it has
+        the number; no families at all where health is not read (--health-interval 0,
+        --demo)."""
+        if not m.health:
+            return []
+        user = self.labels.names
+        names = ["device", *user]
+        info = GaugeMetricFamily(P + "disk_health_info", "Always 1; the drive's model, serial "
+                                 "and firmware, and where its health was read (smartctl, sysfs).",
+                                 labels=names + ["model", "serial", "firmware", "protocol",
+                                                 "source"])
+        readable = GaugeMetricFamily(P + "disk_health_readable", "1 when the drive's health "
+                                     "could be read, else 0 (virtio, no permission, no "
+                                     "smartctl).", labels=names)
+        status = GaugeMetricFamily(P + "disk_health_status", "The drive's health, one-hot: 1 "
+                                   "for its status (ok, warning, failing, unknown), 0 for the "
+                                   "others (gpudisk-top's rule: model/health.py classify).",
+                                   labels=names + ["status"])
+        passed = GaugeMetricFamily(P + "disk_health_smart_status", "1 when the drive's own "
+                                   "SMART self-assessment passed, 0 when it failed "
+                                   "(smartctl_device_smart_status).", labels=names)
+        read_at = GaugeMetricFamily(P + "disk_health_read_timestamp_seconds", "When the "
+                                    "drive's health was last read (Unix time).", labels=names)
+        fams = _gauges(HEALTH, names)
+        for dev in sorted(m.health):
+            view = m.health[dev]
+            h = view.reading
+            info_dev = m.devices.get(dev)
+            extra = self.labels.for_device(dev, info_dev.display_name if info_dev else dev)
+            labels = [dev, *(extra.get(k, "") for k in user)]
+            info.add_metric(labels + [h.model or "", h.serial or "", h.firmware or "",
+                                      h.protocol or "", h.source or ""], 1)
+            readable.add_metric(labels, 1 if h.readable else 0)
+            for s in STATUSES:
+                status.add_metric(labels + [s], 1 if s == view.status else 0)
+            _add(read_at, labels, h.read_wall_s or None)
+            if h.smart_passed is not None:
+                passed.add_metric(labels, 1 if h.smart_passed else 0)
+            if h.readable:
+                _fill(fams, HEALTH, labels, h)
+        return [info, readable, status, passed, read_at, *fams.values()]
 
     def _host(self, m) -> list:
         fams = _gauges(HOST, [])

@@ -44,6 +44,10 @@ Public API (stable; the disk table, the device detail, recordings and the report
     health_of(views, devices, name) -> HealthView | None
                         the health of whatever disk(s) hold `name` (a partition's disk,
                         a dm/md device's worst member), the worst status first
+    health_value(view, field) -> float | None
+                        a number alert rules test (vocab HEALTH and HEALTH_COMPUTED:
+                        the reading's fields, spare_margin_pct, above_warning_c,
+                        media_errors_gained, failing, warning)
     evidence_clause(view) -> str | None
                         the verdict's words for a disk warning or failing on temperature
                         or media errors ("composite temperature 78 °C, above its 75 °C
@@ -110,7 +114,9 @@ def classify(h: DiskHealth) -> tuple[str, tuple[str, ...]]:
         return UNKNOWN, (h.unreadable_reason or "not readable",)
     failing: list[str] = []
     warning: list[str] = []
-    if h.smart_passed is False:
+    if h.smart_passed is False and not h.critical_warning:
+        # (an NVMe drive's "FAILED" is smartctl's reading of its critical warning bits,
+        # judged one by one below: a temperature warning alone is not a failing drive)
         failing.append("SMART self-assessment FAILED")
     if h.failing_attributes:
         failing.append("failing now: " + ", ".join(h.failing_attributes))
@@ -287,6 +293,28 @@ def health_of(views: Mapping[str, HealthView], devices: Mapping, name: str
     if not found:
         return None
     return max(found, key=lambda v: STATUS_RANK[v.status])
+
+
+def health_value(view: HealthView, name: str) -> float | None:
+    """A number of the disk's health by its vocabulary field (vocab.HEALTH: the
+    reading's; vocab.HEALTH_COMPUTED: computed here), None when not known."""
+    h = view.reading
+    if name == "failing":
+        return None if view.status == UNKNOWN else float(view.status == FAILING)
+    if name == "warning":
+        return None if view.status == UNKNOWN else float(view.status in (WARNING, FAILING))
+    if not h.readable:
+        return None
+    if name == "spare_margin_pct":
+        g = _gain(h.available_spare_threshold_pct, h.available_spare_pct)
+    elif name == "above_warning_c":
+        g = _gain(h.warning_temp_c, h.temperature_c)
+    elif name == "media_errors_gained":
+        g = view.since_start.media_errors_gained if view.since_start else (
+            0 if h.media_errors is not None else None)
+    else:
+        g = getattr(h, name)
+    return None if g is None else float(g)
 
 
 def evidence_clause(view: HealthView | None) -> str | None:

@@ -19,6 +19,8 @@ A Metric says, for one number:
               {mode="user"}); the family's HELP is then PROM_FAMILY_HELP's
   json_key    its key in JSON output: the field, unless said otherwise
   csv, alert  whether `export --format csv` has a column for it and alert rules may test it
+  counter     a Prometheus counter (a count the device only adds to: its family is
+              exported with `_total`), else a gauge
 
 Its family (Family.kind: disk, gpu, host) prefixes the name that CSV columns and alert
 rules use (Family.qualified: "disk_util_pct", "gpu_temp_c", "host_psi_io_some_pct").
@@ -35,7 +37,8 @@ MIB = 2**20
 
 # The model's units that are not Prometheus's base units: what one of them is in base
 # units (iostat's kB is 1024 bytes).  Every other unit is exported as it is.
-BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MHz": 1e6}
+BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MHz": 1e6,
+               "min": 60, "h": 3600}
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Metric:
     json_key: str = ""
     csv: bool = True
     alert: bool = True
+    counter: bool = False
 
     def __post_init__(self) -> None:
         if not self.json_key:
@@ -267,6 +271,83 @@ MOUNT = Family("mount", (
            "sample (/proc/PID/syscall).", prom="mount_job_processes_in_read", csv=False,
            alert=False),
 ))
+
+# ---------------------------------------------------------------------------- device health
+# DiskHealth (collect/sample.py), one reading of a physical disk's SMART / NVMe health,
+# read every few minutes (collect/health.py; judged by model/health.py).  Prometheus names
+# follow prometheus-community/smartctl_exporter's (smartctl_device_temperature,
+# _percentage_used, _available_spare, _media_errors, _num_err_log_entries,
+# _power_on_seconds, ...) under gpudisk_top_disk_health_, in base units.
+HEALTH = Family("disk_health", (
+    Metric("temperature_c", "C", "temp C",
+           "Drive temperature now (NVMe: the composite temperature).",
+           csv=False, prom="disk_health_temperature_celsius"),
+    Metric("warning_temp_c", "C", "warn C",
+           "Temperature from which the drive warns, and NVMe drives throttle (NVMe WCTEMP; "
+           "ATA: SCT's highest recommended operating temperature).",
+           csv=False, prom="disk_health_temperature_warning_celsius"),
+    Metric("critical_temp_c", "C", "crit C",
+           "Temperature the drive must not reach (NVMe CCTEMP; ATA: SCT's limit; SCSI: the "
+           "drive trip temperature).", csv=False, prom="disk_health_temperature_critical_celsius"),
+    Metric("warning_temp_time_min", "min", "min>warn",
+           "NVMe: time at or above the warning temperature over the drive's life.",
+           csv=False, prom="disk_health_temperature_above_warning_seconds", counter=True),
+    Metric("critical_temp_time_min", "min", "min>crit",
+           "NVMe: time at or above the critical temperature over the drive's life.",
+           csv=False, prom="disk_health_temperature_above_critical_seconds", counter=True),
+    Metric("percentage_used_pct", "%", "used%",
+           "Life used, as the drive estimates it (NVMe Percentage Used; ATA: endurance "
+           "used); 1 at the rated endurance, may go beyond.",
+           csv=False, prom="disk_health_percentage_used_ratio"),
+    Metric("available_spare_pct", "%", "spare%",
+           "NVMe: spare capacity left (1 is all of it).", csv=False, prom="disk_health_available_spare_ratio"),
+    Metric("available_spare_threshold_pct", "%", "spare min%",
+           "NVMe: the spare below which the drive raises a critical warning.",
+           csv=False, prom="disk_health_available_spare_threshold_ratio"),
+    Metric("media_errors", "errors", "media err",
+           "Unrecovered data integrity errors over the drive's life (NVMe Media and Data "
+           "Integrity Errors; SCSI: uncorrected read, write and verify errors).",
+           csv=False, prom="disk_health_media_errors", counter=True),
+    Metric("error_log_entries", "entries", "err log",
+           "Entries in the drive's error log over its life (NVMe Error Information Log "
+           "Entries; ATA: SMART error log count).",
+           csv=False, prom="disk_health_error_log_entries", counter=True),
+    Metric("unsafe_shutdowns", "shutdowns", "unsafe",
+           "NVMe: power lost without a shutdown notification, over the drive's life.",
+           csv=False, prom="disk_health_unsafe_shutdowns", counter=True),
+    Metric("reallocated_sectors", "sectors", "realloc",
+           "Sectors remapped to spares (ATA 5 Reallocated_Sector_Ct raw; SCSI: grown "
+           "defect list).", csv=False, prom="disk_health_reallocated_sectors"),
+    Metric("pending_sectors", "sectors", "pending",
+           "ATA 197 Current_Pending_Sector: unreadable sectors waiting to be remapped.",
+           csv=False, prom="disk_health_pending_sectors"),
+    Metric("offline_uncorrectable", "sectors", "offl unc",
+           "ATA 198 Offline_Uncorrectable: sectors the offline scan could not read.",
+           csv=False, prom="disk_health_offline_uncorrectable_sectors"),
+    Metric("power_on_hours", "h", "power-on h", "Time powered on over the drive's life.",
+           csv=False, prom="disk_health_power_on_seconds"),
+    Metric("critical_warning", "", "crit warn",
+           "NVMe SMART/Health log Critical Warning bits (0: none).",
+           csv=False, prom="disk_health_critical_warning"),
+))
+
+# Numbers computed from a disk's health (model/health.py health_value) for alert rules;
+# `failing` is exported as part of the status.
+HEALTH_COMPUTED = Family("disk_health", (
+    Metric("spare_margin_pct", "%", "spare margin%",
+           "NVMe: spare left above its threshold (available_spare_pct - "
+           "available_spare_threshold_pct); below 0 the drive is failing.", csv=False),
+    Metric("above_warning_c", "C", "over warn C",
+           "Degrees above the drive's warning temperature (negative: below it).", csv=False),
+    Metric("media_errors_gained", "errors", "new media err",
+           "Media errors since this run's first reading of the drive.", csv=False),
+    Metric("failing", "", "failing",
+           "1 when the drive's health is failing (model/health.py classify), else 0.",
+           csv=False),
+    Metric("warning", "", "warning",
+           "1 when the drive's health is warning or failing, else 0.", csv=False),
+))
+
 
 # ---------------------------------------------------------------------------- the host
 # Families with one series per metric, told apart by a label: their HELP line.

@@ -16,11 +16,12 @@ from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.loaders import IO_ESTIMATED
 from gpudisk_top.textsafe import printable
 from gpudisk_top.model.gpu import gpu_as_json
+from gpudisk_top.model.health import health_of
 from gpudisk_top.model.host import host_as_json
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU_PROCESS, GPU_PROCESS_IO, MOUNT, iso_time,
-                                     verdict_json)
+from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU_PROCESS, GPU_PROCESS_IO, HEALTH, MOUNT,
+                                     iso_time, verdict_json)
 
 
 def selected_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
@@ -55,7 +56,17 @@ def disk_json(model: Model, name: str) -> dict:
         "parent": info.parent,
         "slaves": list(info.slaves),
     })
+    # the health of the disk it lives on (a partition's disk, a dm device's worst member)
+    view = health_of(model.health, model.devices, name)
+    out["health"] = None if view is None else {"device": view.device, "status": view.status,
+                                               "reasons": list(view.reasons)}
     return out
+
+
+def health_json(model: Model) -> list[dict]:
+    """Every physical disk's latest health reading (model/health.py HealthView.as_json),
+    by name; [] when health was not read."""
+    return [model.health[d].as_json() for d in sorted(model.health, key=_natural_key)]
 
 
 def mount_json(view) -> dict:
@@ -99,6 +110,7 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
         "gpus": gpus_json(model),
         "disks": [disk_json(model, n) for n in shown_disks(model, dev_filter)],
         "mounts": [mount_json(v) for v in model.mounts.values()],
+        "health": health_json(model),
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
         "warnings": [*model.sample.warnings, *model.warnings],
@@ -226,6 +238,42 @@ def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     return lines
 
 
+# the health columns --once prints (all of them are in the JSON)
+_HEALTH_COLUMNS = tuple(HEALTH[f] for f in (
+    "temperature_c", "warning_temp_c", "critical_temp_c", "percentage_used_pct",
+    "available_spare_pct", "media_errors", "error_log_entries", "reallocated_sectors",
+    "pending_sectors", "power_on_hours"))
+
+
+def _health_lines(model: Model) -> list[str]:
+    """Each physical disk's health: status, the numbers, why; an unreadable one says why
+    in one line."""
+    if not model.health:
+        return []
+    names = sorted(model.health, key=_natural_key)
+    width = max(len("Device"), *(len(n) for n in names))
+    widths = [max(6, len(m.label)) for m in _HEALTH_COLUMNS]
+    if any(model.health[n].reading.readable for n in names):
+        lines = [f"{'Device':<{width}} {'health':<8}" + "".join(
+            f" {m.label:>{w}}" for m, w in zip(_HEALTH_COLUMNS, widths)) + "  source: reasons"]
+    else:
+        lines = [f"{'Device':<{width}} health"]
+    for n in names:
+        v = model.health[n]
+        h = v.reading
+        if not h.readable:
+            lines.append(f"{n:<{width}} {'n/a':<8} {h.unreadable_reason or 'not readable'}")
+            continue
+        row = f"{n:<{width}} {v.status:<8}" + "".join(
+            f" {_f(getattr(h, m.field), '{:.0f}', '-'):>{w}}"
+            for m, w in zip(_HEALTH_COLUMNS, widths))
+        row += f"  {h.source}" + (f": {'; '.join(v.reasons)}" if v.reasons else "")
+        if h.unreadable_reason:     # the kernel's view only: why smartctl's is missing
+            row += f" (smartctl: {h.unreadable_reason})"
+        lines.append(row)
+    return lines
+
+
 def _mount_lines(model: Model) -> list[str]:
     """The network and FUSE mounts the job reads, beside the block devices."""
     if not model.mounts:
@@ -267,6 +315,9 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
     mounts = _mount_lines(model)
     if mounts:
         parts += ["", *mounts]
+    health = _health_lines(model)
+    if health:
+        parts += ["", *health]
     warnings = [*model.sample.warnings, *model.warnings]
     if warnings:
         parts += ["", *(f"warning: {w}" for w in warnings)]

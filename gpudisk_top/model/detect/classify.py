@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.health import evidence_clause, health_of
 from gpudisk_top.model.ioprocs import readers_of
 from gpudisk_top.model.detect.remote import mount_advice, mount_evidence
 from gpudisk_top.model.detect.job import Job
@@ -208,6 +209,13 @@ class Classifier:
         info = model.devices.get(name)
         return info.display_name if info else name
 
+    def _health(self, model: Model, name: str) -> str:
+        """'; composite temperature 78 °C, above its 75 °C warning for 14 min: thermal
+        throttling' when the disk under `name` is hot or logs media errors (model/health.py
+        evidence_clause): a dying or throttling disk looks saturated by every other number."""
+        clause = evidence_clause(health_of(model.health, model.devices, name))
+        return f"; {clause}" if clause else ""
+
     def _feeding_devices(self, model: Model, job: Job, sats) -> list[Saturation]:
         """Saturated devices under files the job's readers have open, best first."""
         found = {n: sats[n] for n in self._job_read_devices(model, job)
@@ -248,7 +256,7 @@ class Classifier:
             else:
                 share = min(100.0, job.read_kb_s / s.read_kb_s * 100) if s.read_kb_s else 0.0
                 evidence = (s.evidence(self._display(model, s.name)) if kind == "saturated"
-                            else self._headroom(model, s, lt))
+                            else self._headroom(model, s, lt)) + self._health(model, s.name)
                 detail = f"{evidence}; {share:.0f}% of its reads from {job.describe()}"
                 others = self._other_loaders(model, s.name)
                 if others and share < 90:
@@ -267,7 +275,8 @@ class Classifier:
             if not busy:
                 return None
             s = max(busy, key=lambda x: x.read_kb_s)
-            detail = (f"{s.evidence(self._display(model, s.name))}; the job's processes cannot "
+            detail = (f"{s.evidence(self._display(model, s.name))}{self._health(model, s.name)}; "
+                      f"the job's processes cannot "
                       f"be seen from here (another PID namespace, or no permission), so this "
                       f"is the busiest saturated disk, not a proven cause")
             others = self._other_loaders(model, s.name)
