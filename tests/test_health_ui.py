@@ -2,17 +2,22 @@
 column at 80x24 and 120x40, the device detail's health section, recordings (readings as
 slow samples, read back by replay) and report's trend over the window.
 
-The node is the simulator at a fixed seed; its disks' health readings are made here
-(DiskHealth values as the collector hands them over), replaced every POLL_S samples as
-the slow poller replaces its snapshot."""
+The node is the simulator at a fixed seed; its disks' health readings are real drives'
+`smartctl --json` (tests/fixtures/health/, README there) read by the collector's parser,
+replaced every POLL_S samples as the slow poller replaces its snapshot, with the
+counters a drive adds to between two readings advanced."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
+from pathlib import Path
 
 import pytest
 
+from gpudisk_top.collect.health import parse_smartctl
 from gpudisk_top.collect.sample import DiskHealth, HealthSnapshot
 from gpudisk_top.commands import report as report_cmd
 from gpudisk_top.model.snapshot import Model
@@ -29,46 +34,37 @@ from recording_helpers import ROOT, call, write_recording
 ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
           "kernel": "simulated"}
 POLL_S = 60          # samples between two polls (the real poller: 10 minutes)
+FIXTURES = Path(__file__).parent / "fixtures" / "health"
+VIRTIO = "virtio disk: no SMART (the hypervisor does not pass it through)"
 
 
-def nvme(dev: str, t: float, **kw) -> DiskHealth:
-    """A healthy NVMe drive's reading, as smartctl --json gives it; kw changes fields."""
-    fields = dict(read_wall_s=t, source="smartctl", readable=True, protocol="NVMe",
-                  model="SAMSUNG MZ1L21T9HCLS-00A07", serial="S64PNE0R700123",
-                  firmware="GDC7302Q", smart_passed=True, critical_warning=0,
-                  temperature_c=41.0, warning_temp_c=80.0, critical_temp_c=83.0,
-                  warning_temp_time_min=10, critical_temp_time_min=0,
-                  percentage_used_pct=3.0, available_spare_pct=100.0,
-                  available_spare_threshold_pct=10.0, media_errors=0, unsafe_shutdowns=41,
-                  error_log_entries=10, power_on_hours=9000, thermal_throttle_s=0,
-                  read_cpu_s=0.004)
-    fields.update(kw)
-    return DiskHealth(dev, **fields)
+@functools.cache
+def parsed(name: str) -> DiskHealth:
+    text = (FIXTURES / name).read_text()
+    return parse_smartctl(text, "sdx", json.loads(text)["smartctl"]["exit_status"])
 
 
-def ata(dev: str, t: float, **kw) -> DiskHealth:
-    fields = dict(read_wall_s=t, source="smartctl", readable=True, protocol="ATA",
-                  model="WDC WD80EFZX", serial="7HKJ2ABC", firmware="83.H0A83",
-                  smart_passed=True, temperature_c=38.0, reallocated_sectors=0,
-                  pending_sectors=0, offline_uncorrectable=0, error_log_entries=0,
-                  power_on_hours=31000)
-    fields.update(kw)
-    return DiskHealth(dev, **fields)
+def drive(name: str, dev: str, t: float, **kw) -> DiskHealth:
+    """A real drive's reading (its fixture's) as `dev`'s, read at t; kw changes fields."""
+    return dataclasses.replace(parsed(name), device=dev, read_wall_s=t, **kw)
 
 
 def poll(k: int, t: float) -> dict[str, DiskHealth]:
     """The poller's k-th reading (from 0) of the demo node's disks: sdb (the disk the
-    demo's job starves on) gains reallocated sectors, nvme0n1 runs hot and gains media
-    errors, error-log entries and wear, sde's self-assessment failed, vda (virtio) cannot
-    be read, sdf is fine; the other disks are not read."""
+    demo's job starves on) is a Seagate with 304 reallocated sectors that gains 4 a poll;
+    nvme0n1 a Samsung 970 EVO with 7 media errors that runs hot (81 °C over its 80 °C
+    WCTEMP, as the kernel's hwmon gives it) and gains media errors, error-log entries,
+    wear and minutes above warning; sde the Hitachi whose self-assessment failed; sdf a
+    healthy WD Red; vda a virtio disk; the other disks are not read."""
     return {
-        "sdb": ata("sdb", t, reallocated_sectors=8 + 4 * k, pending_sectors=2),
-        "nvme0n1": nvme("nvme0n1", t, temperature_c=81.0, media_errors=3 * k,
-                        error_log_entries=10 + 12 * k, percentage_used_pct=3.0 + k,
-                        warning_temp_time_min=10 + 14 * k),
-        "sde": ata("sde", t, smart_passed=False, failing_attributes=("Reallocated_Sector_Ct",)),
-        "vda": DiskHealth("vda", t, unreadable_reason="no SMART on a virtio disk"),
-        "sdf": ata("sdf", t),
+        "sdb": drive("hdd-7.3-reallocated.json", "sdb", t, reallocated_sectors=304 + 4 * k),
+        "nvme0n1": drive("nvme-7.0-media-errors.json", "nvme0n1", t, temperature_c=81.0,
+                         warning_temp_c=80.0, critical_temp_c=83.0, media_errors=7 + 3 * k,
+                         error_log_entries=62 + 12 * k, percentage_used_pct=3.0 + k,
+                         warning_temp_time_min=14 * k),
+        "sde": drive("hdd-7.1-failing.json", "sde", t),
+        "sdf": drive("hdd-7.3.json", "sdf", t),
+        "vda": DiskHealth("vda", t, unreadable_reason=VIRTIO),
     }
 
 
@@ -151,7 +147,7 @@ async def test_the_disk_tables_health_column_at_120x40_shows_the_first_reason():
         rows = rows_of(panel)
         assert "! warn reallocated sectors" in rows["sdb"]
         assert "✗ FAIL SMART self-assessme…" in rows["sde"]         # cut to the room there is
-        assert "? n/a  no SMART on a virti" in rows["vda"]
+        assert "? n/a  virtio disk: no SM" in rows["vda"]
         assert "! warn 81 °C above warning" in rows["nvme0n1"]
         # a disk the poller has no reading of
         assert rows["sda"].split()[-2] == "—"
@@ -214,17 +210,18 @@ async def test_the_device_detail_shows_every_field_and_the_trend_since_start():
         app.advance(1)
         await pilot.pause()
         text = detail_text(app)
-        assert "health ! warn: 81 °C above warning 80 °C; media errors 6" in text
+        assert "health ! warn: 81 °C above warning 80 °C; media errors 13" in text
         for words in ("SMART             passed", "critical warning  0x00",
                       "temperature       81 °C  (warning 80 °C, critical 83 °C)",
-                      "above warning     38 min in its life, above critical 0 min",
-                      "thermal throttle  0 s", "endurance used    5 %",
-                      "available spare   100 %  (threshold 10 %)", "media errors      6",
-                      "error log         34 entries", "unsafe shutdowns  41",
-                      "power-on          9000 h", "smartctl, read ", " ago · ",
-                      "NVMe SAMSUNG MZ1L21T9HCLS-00A07 serial S64PNE0R700123"):
+                      "above warning     28 min in its life, above critical 0 min",
+                      "endurance used    5 %",
+                      "available spare   99 %  (threshold 10 %)", "media errors      13",
+                      "error log         86 entries", "unsafe shutdowns  10",
+                      "power-on          12798 h", "smartctl, read ", " ago · ",
+                      "NVMe Samsung SSD 970 EVO 500GB serial S466NX0M776250H firmware 2B2QEXE7"):
             assert words in text, words
-        assert "sectors" not in text                # an NVMe drive keeps none
+        # what an NVMe drive (or this smartctl) does not keep is left out
+        assert "sectors" not in text and "thermal throttle" not in text
         assert ("since start       over 2m00s: media errors +6, error log +24, unsafe "
                 "shutdowns +0, wear +2 %, above warning +28 min") in text
 
@@ -239,7 +236,7 @@ async def test_the_device_detail_of_an_unreadable_disk_says_why():
         app.advance(1)
         await pilot.pause()
         text = detail_text(app)
-        assert "? n/a  no source" in text and "why               no SMART on a virtio disk" in text
+        assert "? n/a  no source" in text and f"why               {VIRTIO}" in text
         assert "SMART   " not in text
 
 
@@ -253,7 +250,7 @@ async def test_the_device_detail_of_a_partition_names_its_disk():
         app.advance(1)
         await pilot.pause()
         text = detail_text(app)
-        assert "sdb: ! warn" in text and "sectors           reallocated 8, pending 2" in text
+        assert "sdb: ! warn" in text and "sectors           reallocated 304, pending 0" in text
         assert "ATA attributes    none" in text
 
 
@@ -303,7 +300,7 @@ def test_rows_and_blocks_carry_a_reading_once(recorded):
         payload, token = coder.encode(i, layout, vals)
         coder.accepted(token)
         fl.accept(s)
-        sizes.append(payload.count(b"S64PNE0R700123"))
+        sizes.append(payload.count(b"S466NX0M776250H"))
     assert sizes[0] == 2                           # the reading and the first, once each
     assert sizes[1:60] == [0] * 59                 # nothing of it again until the next poll
     assert sizes[60] == 1                          # the new reading (the first stays)
@@ -351,7 +348,7 @@ def test_report_gives_each_disks_trend_over_the_window(recorded, recompute):
     assert list(h)[:2] == ["sde", "nvme0n1"] or list(h)[0] == "sde"    # failing first
     nv = h["nvme0n1"]
     assert nv["readings"] == 3 and nv["status"] == "warning"
-    assert nv["first"]["media_errors"] == 0 and nv["last"]["media_errors"] == 6
+    assert nv["first"]["media_errors"] == 7 and nv["last"]["media_errors"] == 13
     assert nv["first"]["read_wall_s"] == samples[0].wall_s
     assert nv["last"]["read_wall_s"] == samples[120].wall_s
     t = nv["trend"]
@@ -365,7 +362,7 @@ def test_report_gives_each_disks_trend_over_the_window(recorded, recompute):
     # the demo's episode starves on sdb, whose disk was warning then
     ep = next(e for e in d["episodes"] if "sdb" in e["devices"])
     assert ep["health"] == [{"device": "sdb", "disk": "sdb", "status": "warning",
-                             "reasons": ["reallocated sectors 8", "pending sectors 2"]}]
+                             "reasons": ["reallocated sectors 304"]}]
 
 
 def test_report_of_a_window_starts_at_the_reading_in_effect(recorded):
@@ -381,9 +378,9 @@ def test_report_of_a_window_starts_at_the_reading_in_effect(recorded):
 def test_minutes_above_warning_without_the_drives_counter(tmp_path):
     """An ATA drive keeps no such counter: the time between readings that found it at or
     above its warning temperature counts."""
-    def hot(k, t):
-        return {"sdb": ata("sdb", t, temperature_c=(60.0 if k == 1 else 40.0),
-                           warning_temp_c=55.0)}
+    def hot(k, t):        # a SATA SSD whose SCT limits say 70 °C
+        return {"sdb": drive("sata-ssd-7.0-x-sct.json", "sdb", t,
+                             temperature_c=72.0 if k == 1 else 36.0)}
     src = HealthSim(readings=hot)
     samples = [src.sample() for _ in range(181)]
     path = write_recording(tmp_path / "ata.gdtrec", samples)
@@ -401,10 +398,10 @@ def test_the_text_report_has_a_device_health_section(recorded, capsys):
     lines = out.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith("nvme0n1 "))
     assert lines[at].split() == ["nvme0n1", "!", "warn", "3", "+6", "+24", "n/a", "+2%", "28m",
-                                 "SAMSUNG", "MZ1L21T9HCLS-00A07"]
-    assert lines[at + 1] == "     why: 81 °C above warning 80 °C; media errors 6"
+                                 "Samsung", "SSD", "970", "EVO", "500GB"]
+    assert lines[at + 1] == "     why: 81 °C above warning 80 °C; media errors 13"
     sdb = next(x for x in lines[at:] if x.startswith("sdb "))
     assert sdb.split()[3:9] == ["3", "n/a", "0", "+8", "n/a", "n/a"]
-    assert "  health: sdb ! warn: reallocated sectors 8; pending sectors 2" in out
+    assert "  health: sdb ! warn: reallocated sectors 304" in out
     assert call(report_cmd, str(path), "--json") == 0
     assert json.loads(capsys.readouterr().out)["health"][0]["device"] == "sde"

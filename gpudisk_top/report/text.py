@@ -7,7 +7,7 @@ import textwrap
 from dataclasses import dataclass
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
-from gpudisk_top.model.vocab import DISK, HEALTH_BADGE
+from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.textsafe import printable
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
@@ -161,9 +161,12 @@ def _health(health: list[dict]) -> list[str]:
     first reading in the window to its last, and why (with its worst, when that was
     earlier and worse)."""
     width = max(len("disk"), *(len(h["device"]) for h in health))
+    # the counters' gains, under the counters' own labels
+    media, log, realloc = (HEALTH[f].label for f in ("media_errors", "error_log_entries",
+                                                      "reallocated_sectors"))
     lines = ["Device health (readings in the window; gained from the first to the last):",
-             f"{'disk':<{width}} {'status':<7} {'readings':>8} {'media err':>9} {'err log':>8} "
-             f"{'realloc':>8} {'wear':>6} {'>warn':>7}  model"]
+             f"{'disk':<{width}} {'status':<7} {'readings':>8} {media:>9} {log:>8} "
+             f"{realloc:>8} {'wear':>6} {'>warn':>7}  model"]
     for h in health:
         t = h["trend"] or {}
         warm = t.get("minutes_above_warning")
