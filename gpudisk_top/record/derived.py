@@ -165,14 +165,14 @@ def interval_facts(model: Model, state: str, gpus):
 _HEALTH_FIELDS = tuple(f.name for f in fields(DiskHealth))
 
 
-def health_json(h: DiskHealth) -> dict:
+def reading_record(h: DiskHealth) -> dict:
     """A health reading as a summary block keeps it: the fields it has (None and empty
     ones left out: most drives give half of them)."""
     return {k: list(v) if isinstance(v, tuple) else v for k in _HEALTH_FIELDS
             if (v := getattr(h, k)) is not None and v != ()}
 
 
-def health_from(d: dict) -> DiskHealth:
+def reading_from_record(d: dict) -> DiskHealth:
     """The DiskHealth of a summary block's reading (fields this code does not know are
     left out, those it lacks take their defaults)."""
     return DiskHealth(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()
@@ -247,7 +247,7 @@ class SummaryBlock:
             "episodes": self.episodes,
         }
         if self.health:             # summaries without health stay as they were
-            out["health"] = [[j, health_json(h)] for j, h in self.health]
+            out["health"] = [[j, reading_record(h)] for j, h in self.health]
         return out
 
     @classmethod
@@ -264,7 +264,7 @@ class SummaryBlock:
                                          for k, v in rec.items() if k in known})
                      for name, rec in d["devices"]}
         state, raw, episode, gpus = (expand(c) for c in d["codes"])
-        health = [(j, health_from(h)) for j, h in d.get("health", ())]
+        health = [(j, reading_from_record(h)) for j, h in d.get("health", ())]
         return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"], health)
 
 

@@ -55,7 +55,7 @@ def _reading_json(h: DiskHealth) -> dict:
     return out
 
 
-def health_json(series: HealthSeries) -> list[dict]:
+def health_section(series: HealthSeries) -> list[dict]:
     """Per disk the window's first and last reading, the status of the last and the
     worst over the window, and the trend from the first readable reading to the last
     (None with fewer than two): trend() and minutes_above_warning() (model/health.py).

@@ -40,7 +40,7 @@ from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import episode_json, iso_time
 from gpudisk_top.record import derived, sources
 from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
-from gpudisk_top.report.health import HealthSeries, episode_health, health_json
+from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.model.step import CLOCK_STEP_S
 from gpudisk_top.session.replay import Replay
@@ -693,7 +693,7 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         "states": {str(i): {k: round(v, 3) for k, v in states[i].items()} for i in sorted(states)},
         "episodes": [episode_json(e) for e in episodes],
         "devices": _devices_json(disks, devices),
-        "health": health_json(health),
+        "health": health_section(health),
         "warnings": list(rec.warnings),
     }
     for e in data["episodes"]:
