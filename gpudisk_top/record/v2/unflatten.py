@@ -376,16 +376,20 @@ class Unflattener:
         if len(last) == len(recs) and all(map(operator.is_, last, recs)):
             return snap
         cached = self._cached
-        polls, polled = (list(vals[hp]) + [0, None])[:2]
-        now = {d: (vals[i], cached(vals[i], self._health_reading)) for d, i in readings}
-        firsts = {}
-        for d, i in first:
-            rec = vals[i]
-            got = now.get(d)
-            # live, the first reading is the latest one (one object) until the next poll;
-            # equal records are that one reading (its read time tells polls apart), so
-            # model.health sees no trend from a reading to itself, as live
-            firsts[d] = got[1] if got is not None and got[0] == rec else cached(rec, self._health_reading)
+        try:
+            polls, polled = (list(vals[hp]) + [0, None])[:2]
+            now = {d: (vals[i], cached(vals[i], self._health_reading)) for d, i in readings}
+            firsts = {}
+            for d, i in first:
+                rec = vals[i]
+                got = now.get(d)
+                # live, the first reading is the latest one (one object) until the next
+                # poll; equal records are that one reading (its read time tells polls
+                # apart), so model.health sees no trend from a reading to itself, as live
+                firsts[d] = (got[1] if got is not None and got[0] == rec
+                             else cached(rec, self._health_reading))
+        except (TypeError, ValueError) as err:
+            raise FormatError(f"a health record that cannot be read: {err}") from None
         snap = HealthSnapshot(readings={d: h for d, (_, h) in now.items()}, first=firsts,
                               polled_wall_s=polled, polls=polls)
         self._health_last = (recs, snap)
