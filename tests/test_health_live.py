@@ -227,6 +227,26 @@ def test_the_poller_reads_off_the_sampling_thread_and_never_slows_a_sample(tmp_p
         sampler.close()
 
 
+def test_a_disk_gone_to_sleep_keeps_its_last_reading(tmp_path):
+    """The first poll reads the disk; at the second it is in standby and smartctl -n
+    standby leaves it asleep: its last reading stands (no spin-up, no gap)."""
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    fixture = Path(__file__).parent / "fixtures" / "health" / "hdd-7.3.json"
+    asleep = {"json_format_version": [1, 0], "smartctl": {"exit_status": 2, "messages": [
+        {"string": "Device is in STANDBY mode, exit(2)", "severity": "information"}]}}
+    (tmp_path / "asleep.json").write_text(json.dumps(asleep))
+    state = tmp_path / "polled-once"
+    script = tmp_path / "smartctl"
+    script.write_text(f"#!/bin/sh\nif [ -e {state} ]; then cat {tmp_path / 'asleep.json'}; "
+                      f"exit 2; fi\ncat {fixture}\n")
+    script.chmod(0o755)
+    poller = HealthPoller(roots, smartctl=str(script))
+    first = poller.poll().readings["sda"]
+    assert first.readable and first.model == "WDC WD20EFRX-68EUZN0"
+    state.touch()
+    assert poller.poll().readings["sda"] is first
+
+
 def test_demo_runs_no_smartctl_and_reads_no_health(tmp_path):
     marker = tmp_path / "smartctl-ran"
     bindir = stand_in_smartctl(tmp_path, marker=marker)

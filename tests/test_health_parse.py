@@ -219,6 +219,20 @@ def test_open_failed_is_unreadable_with_smartctls_reason():
     assert classify(h) == (UNKNOWN, ("Unable to detect device type",))
 
 
+def test_a_disk_asleep_is_not_woken_and_says_so():
+    """-n standby: smartctl's ataprint.cpp says jinf("Device is in %s mode, exit(%d)")
+    and exits 2 (the default -n status) without touching the disk."""
+    from gpudisk_top.collect.health import ASLEEP
+
+    for mode in ("STANDBY", "STANDBY_Y", "SLEEP"):
+        doc = {"json_format_version": [1, 0], "smartctl": {"version": [7, 3], "exit_status": 2,
+               "messages": [{"string": f"Device is in {mode} mode, exit(2)",
+                             "severity": "information"}]},
+               "power_mode": {"ata_value": 0, "name": mode}}
+        h = parse_smartctl(doc, "sdb", 2)
+        assert not h.readable and h.unreadable_reason == ASLEEP, mode
+
+
 # ---------------------------------------------------------------------------- trend
 def test_trend_between_two_readings_of_one_drive():
     doc = load("nvme-7.0-media-errors.json")

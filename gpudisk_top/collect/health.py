@@ -64,7 +64,9 @@ BIT_PARSE, BIT_OPEN, BIT_COMMAND, BIT_FAILING = 0x01, 0x02, 0x04, 0x08
 ATA_REALLOCATED, ATA_PENDING, ATA_OFFLINE_UNC, ATA_TEMP, ATA_AIRFLOW_TEMP = 5, 197, 198, 194, 190
 
 # kernel names that are never a physical disk with health of its own
-_NOT_DISKS = re.compile(r"^(loop|ram|zram|dm-|md|sr|fd|nbd|rbd|drbd|zd)\d|^nvme\d+c\d+n\d+$")
+_NOT_DISKS = re.compile(r"^(loop|ram|zram|dm-|md|sr|fd|nbd|rbd|drbd|zd)\d|^nvme\d+c\d+n\d+$"
+                        r"|^mmcblk\d+(boot\d+|rpmb)$")
+ASLEEP = "in standby: not woken to read its health (smartctl -n standby)"
 
 
 # ---------------------------------------------------------------------------- smartctl JSON
@@ -143,7 +145,9 @@ def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None
     messages = smartctl_messages(doc)
     if exit_status & (BIT_PARSE | BIT_OPEN):
         why = messages[0] if messages else f"smartctl exit status {exit_status}"
-        h.unreadable_reason = why.replace(f"/dev/{device}: ", "")
+        # -n standby: smartctl leaves a sleeping disk asleep ("Device is in STANDBY mode")
+        asleep = re.search(r"\bis in (STANDBY|SLEEP)", why) and exit_status & BIT_OPEN
+        h.unreadable_reason = ASLEEP if asleep else why.replace(f"/dev/{device}: ", "")
         return h
     h.protocol = _get(doc, "device", "protocol")
     h.model = _first(_get(doc, "model_name"), _get(doc, "scsi_model_name"),
@@ -332,7 +336,8 @@ def read_device(roots: Roots, device: str, smartctl: str | None, dev_dir: str = 
     """One disk's health now: smartctl's reading (smartctl None: not installed), the
     kernel's filling what it lacks or standing in for it.  why_not: the disk is known to
     have no SMART (virtio): nothing is run.  read_cpu_s is the CPU it cost (smartctl's,
-    from this process's children's rusage, and ours).  Never raises."""
+    from this process's children's rusage, and ours; a child of another thread that ends
+    meanwhile counts too).  Never raises."""
     wall = time.time()
     cpu0, child0 = time.thread_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if why_not is not None:
@@ -397,11 +402,16 @@ class HealthPoller:
         """Read every disk once, now, on the calling thread; publish and return it."""
         self.poll_thread_id = threading.get_ident()
         readings = {}
+        before = self.latest.readings if self.latest is not None else {}
         for device, why_not in physical_disks(self.roots).items():
             if self._stop.is_set():
                 break
-            readings[device] = read_device(self.roots, device, self.smartctl, self.dev_dir,
-                                           why_not, self.timeout_s)
+            h = read_device(self.roots, device, self.smartctl, self.dev_dir, why_not,
+                            self.timeout_s)
+            if h.unreadable_reason == ASLEEP and before.get(device) is not None \
+                    and before[device].readable:
+                h = before[device]   # a disk asleep is not read: its last reading stands
+            readings[device] = h
         for device, h in readings.items():
             if h.readable and device not in self._first:
                 self._first[device] = h

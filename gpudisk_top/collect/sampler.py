@@ -191,11 +191,10 @@ class Sampler:
         idle = (a.idle - b.idle) + (a.iowait - b.iowait)
         return total > 0 and idle < 0.1 * total
 
-    def wait_health(self, timeout_s: float) -> None:
+    def wait_health(self, timeout_s: float) -> bool:
         """Wait (at most timeout_s) for the health poller's first reading: `--once`
-        makes one report, and its health is part of it."""
-        if self.health is not None:
-            self.health.wait_first(timeout_s)
+        makes one report, and its health is part of it.  False: it is not in yet."""
+        return self.health is None or self.health.wait_first(timeout_s)
 
     def close(self) -> None:
         if self.health is not None:

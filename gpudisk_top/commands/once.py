@@ -62,8 +62,9 @@ def _one_interval(source, virtual: bool, interval_s: float, thresholds):
     if not virtual:
         time.sleep(interval_s)
     wait_health = getattr(source, "wait_health", None)
-    if wait_health is not None:
-        wait_health(HEALTH_WAIT_S)
+    if wait_health is not None and not wait_health(HEALTH_WAIT_S):
+        warn(f"device health not read within {HEALTH_WAIT_S:g} s (smartctl has not answered "
+             "yet): left out of this report")
     second = source.sample()
     model = Model.new(second, first)
     return model, one_interval(model, thresholds)

@@ -39,6 +39,9 @@ Public API (stable; the disk table, the device detail, recordings and the report
     HealthView          what the model shows for one disk: reading, status, reasons,
                         since_start (trend from the run's first reading, or None);
                         .device, .summary() ("warning: media errors 12"), .as_json()
+    view_of(reading, first=None) -> HealthView
+                        one reading judged, with its trend since `first` (a recording's
+                        replay builds views this way from its slow samples)
     health_views(snapshot) -> {device: HealthView}
                         Model.health; the same dict object while the snapshot is the same
     health_of(views, devices, name) -> HealthView | None
