@@ -466,3 +466,11 @@ def episode_json(e) -> dict:
         "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
         "intervals": e.intervals,
     }
+
+
+# ---------------------------------------------------------------------------- device health
+# A disk's health status (model/health.py STATUSES) as every screen and the text report
+# show it: a glyph and a short word, so that the meaning never rests on colour alone
+# (NO_COLOR, 16 colours).  A disk the poller has no reading of shows NO_HEALTH.
+HEALTH_BADGE = {"ok": "✓ OK", "warning": "! warn", "failing": "✗ FAIL", "unknown": "? n/a"}
+NO_HEALTH = "—"

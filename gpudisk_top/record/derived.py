@@ -10,7 +10,11 @@ keeps per summary block (SUMMARY_SAMPLES consecutive samples of one session):
     (sum, count, minimum) for the chart, and per device the interval sums `report` needs
     (requests, milliseconds waited, sectors, busy milliseconds: integers, so any window of
     whole blocks adds up exactly to what replaying it gives) with the worst await;
-  - the GPUs and devices it saw, and every episode open during it, as of the block's end.
+  - the GPUs and devices it saw, and every episode open during it, as of the block's end;
+  - the disks' health readings (Sample.health) that were new at one of its samples: the
+    readings its session's first sample carried, then each one the poller made after.
+    These are raw readings, not derived: `report` judges them with today's model, and
+    takes them from the samples where it replays.
 
 Everything here is derived: a summary is used only when it was made by this model and
 detector (gpudisk_top.model.MODEL_VERSION, DERIVED_LAYOUT) with the thresholds `report`
@@ -24,6 +28,7 @@ import json
 import zlib
 from dataclasses import asdict, dataclass, field, fields
 
+from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.detect import STARVED_STATES, STATES, Episode
 from gpudisk_top.model.snapshot import Model
@@ -156,6 +161,47 @@ def interval_facts(model: Model, state: str, gpus):
     return gstates, utils, disks
 
 
+# ---------------------------------------------------------------------------- health readings
+_HEALTH_FIELDS = tuple(f.name for f in fields(DiskHealth))
+
+
+def reading_record(h: DiskHealth) -> dict:
+    """A health reading as a summary block keeps it: the fields it has (None and empty
+    ones left out: most drives give half of them)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k in _HEALTH_FIELDS
+            if (v := getattr(h, k)) is not None and v != ()}
+
+
+def reading_from_record(d: dict) -> DiskHealth:
+    """The DiskHealth of a summary block's reading (fields this code does not know are
+    left out, those it lacks take their defaults)."""
+    return DiskHealth(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()
+                         if k in _HEALTH_FIELDS})
+
+
+class NewReadings:
+    """The health readings a run of samples carries, each once: new_in(snapshot) gives
+    those that differ from the ones the samples before carried (all of them at first).
+    The poller replaces its snapshot whole at each poll, so a sample costs one identity
+    test.  Shared by the recorder's summaries and report's replay."""
+
+    def __init__(self) -> None:
+        self.snapshot = None
+        self.last: dict[str, DiskHealth] = {}
+
+    def new_in(self, snapshot) -> list[DiskHealth]:
+        if snapshot is None or snapshot is self.snapshot:
+            return []
+        self.snapshot = snapshot
+        out = []
+        for dev, h in snapshot.readings.items():
+            old = self.last.get(dev)
+            if old is not h and old != h:
+                self.last[dev] = h
+                out.append(h)
+        return out
+
+
 # ---------------------------------------------------------------------------- summary blocks
 def episode_record(e: Episode, opened_at: int, intervals_at_open: int) -> dict:
     d = asdict(e)
@@ -184,10 +230,12 @@ class SummaryBlock:
     gpus: list[int]                # bit mask of the GPUs the verdict names
     sums: Stretch
     episodes: list[dict]           # every episode open during the block, as of its end
+    # (place in the block, reading) of each health reading new at one of its samples
+    health: list[tuple[int, DiskHealth]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         s = self.sums
-        return {
+        out = {
             "first": self.first, "n": self.n,
             "codes": [runs(self.state), runs(self.raw), runs(self.episode), runs(self.gpus)],
             "samples": s.samples, "covered": s.covered_s,
@@ -198,6 +246,9 @@ class SummaryBlock:
             "devices": [[name, _device_list(info)] for name, info in s.devices.items()],
             "episodes": self.episodes,
         }
+        if self.health:             # summaries without health stay as they were
+            out["health"] = [[j, reading_record(h)] for j, h in self.health]
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "SummaryBlock":
@@ -213,7 +264,8 @@ class SummaryBlock:
                                          for k, v in rec.items() if k in known})
                      for name, rec in d["devices"]}
         state, raw, episode, gpus = (expand(c) for c in d["codes"])
-        return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"])
+        health = [(j, reading_from_record(h)) for j, h in d.get("health", ())]
+        return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"], health)
 
 
 def _device_list(info) -> dict:
@@ -264,6 +316,7 @@ class Deriver:
         self._pending: list = []     # samples not derived yet
         self._first = 0              # session number of the first pending sample
         self._opened: dict[int, tuple[int, int]] = {}   # episode id -> (opened at, intervals)
+        self._health = NewReadings()
         self.done: list[SummaryBlock] = []              # blocks not yet taken by the writer
 
     def add(self, sample) -> bool:
@@ -297,7 +350,9 @@ class Deriver:
         if det.open_episode is not None:
             touched[det.open_episode.id] = det.open_episode
         index = _STATE_INDEX
+        health = []
         for j, sample in enumerate(self._pending):
+            health += [(j, h) for h in self._health.new_in(sample.health)]
             model, v = self.stepper.step(sample)
             ep = v.episode
             codes_state.append(index.get(v.state, 255))
@@ -318,7 +373,7 @@ class Deriver:
         records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)))
                    for e in touched.values()]
         self.done.append(SummaryBlock(first, n, codes_state, codes_raw, codes_ep, codes_gpus,
-                                      s, records))
+                                      s, records, health))
         self._first += n
         self._pending = []
 

@@ -40,6 +40,7 @@ from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import episode_json, iso_time
 from gpudisk_top.record import derived, sources
 from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
+from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.model.step import CLOCK_STEP_S
 from gpudisk_top.session.replay import Replay
@@ -171,6 +172,7 @@ class _Partial:
     warnings: list[str] = field(default_factory=list)
     replayed: int = 0                   # samples replayed from raw counters
     breaks_first: bool = False          # its first sample starts a session or follows a clock step
+    health: HealthSeries = field(default_factory=HealthSeries)   # the disks' health readings
 
 
 class _Selector:
@@ -215,6 +217,7 @@ def _pass(rec: Recording, lo: int, hi: int, clip_s, since_s, series: Series, thr
         series.at(i)
         add_interval(s, model, verdict.state, verdict.gpus, clip_s=clip_s, selected=select,
                      series=series)
+        part.health.add_sample(model.sample)
         ep = verdict.episode
         if ep is not None and verdict.raw_state == ep.state:
             inside[id(ep)] = inside.get(id(ep), 0) + 1
@@ -465,12 +468,14 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
                  and not (start_s is not None and a == lo))
         if whole:
             _add_block(s, series, rec, g, b, select)
+            part.health.add(h for _, h in b.health)
             continue
         part.replayed += z - a + 1
         for i in range(a, z + 1):
             j = i - g
             last = rec.sample(i - 1) if i > 0 and not rec.starts_session(i) else None
             model = Model.new(rec.sample(i), last)
+            part.health.add_sample(model.sample)
             state = STATES[b.state[j]] if b.state[j] < len(STATES) else "idle"
             gpus = [k for k in range(b.gpus[j].bit_length()) if b.gpus[j] >> k & 1]
             series.at(i)
@@ -627,7 +632,9 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
     first_s = last_s = None
     devices: dict = {}
     disks: dict[str, DiskSums] = {}
+    health = HealthSeries()
     for part in parts:
+        health.merge(part.health)
         t = part.stretch
         samples += t.samples
         covered += t.covered_s
@@ -686,8 +693,11 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         "states": {str(i): {k: round(v, 3) for k, v in states[i].items()} for i in sorted(states)},
         "episodes": [episode_json(e) for e in episodes],
         "devices": _devices_json(disks, devices),
+        "health": health_section(health),
         "warnings": list(rec.warnings),
     }
+    for e in data["episodes"]:
+        e["health"] = episode_health(health, devices, e)
     if how == RECORDED:
         data["replayed_samples"] = replayed
     return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings))

@@ -1,4 +1,5 @@
-"""The text postmortem: span, time in each state per GPU, episodes, worst devices, charts."""
+"""The text postmortem: span, time in each state per GPU, episodes, worst devices, the
+disks' health over the window (where it was read), charts."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import textwrap
 from dataclasses import dataclass
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
-from gpudisk_top.model.vocab import DISK
+from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.textsafe import printable
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
@@ -69,6 +70,9 @@ def render(summary: Summary, charts: bool = True) -> str:
     out += _episodes(d)
     out.append("")
     out += _devices(d)
+    if d.get("health"):
+        out.append("")
+        out += _health(d["health"])
     if charts and d["samples"] > 1:
         out.append("")
         out += _charts(summary)
@@ -112,6 +116,11 @@ def _episodes(d: dict) -> list[str]:
         if e["advice"]:
             lines += textwrap.wrap(e["advice"], WIDTH, initial_indent="     try: ",
                                    subsequent_indent="          ")
+        for h in e.get("health") or ():
+            on = f" (disk {h['disk']})" if h["disk"] != h["device"] else ""
+            lines += textwrap.wrap(f"{h['device']}{on} {HEALTH_BADGE[h['status']]}: "
+                                   + "; ".join(h["reasons"]), WIDTH,
+                                   initial_indent="  health: ", subsequent_indent="          ")
     return lines
 
 
@@ -137,6 +146,41 @@ def _devices(d: dict, top: int = 5) -> list[str]:
             f"{_short(x['worst_at'])[11:]:<8} {_f(x['r_s']):>9} {_f(x['w_s']):>9} "
             f"{_f(x['rkb_s']):>10} {_f(x['wkb_s']):>10} {_f(x['util_pct'], '{:.1f}'):>6}  "
             f"{','.join(x['mountpoints']) or '-'}")
+    return lines
+
+
+def _gain(value, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+    return ("+" if value > 0 else "") + text + unit
+
+
+def _health(health: list[dict]) -> list[str]:
+    """Each disk's health over the window: its status at the end, what it gained from its
+    first reading in the window to its last, and why (with its worst, when that was
+    earlier and worse)."""
+    width = max(len("disk"), *(len(h["device"]) for h in health))
+    # the counters' gains, under the counters' own labels
+    media, log, realloc = (HEALTH[f].label for f in ("media_errors", "error_log_entries",
+                                                      "reallocated_sectors"))
+    lines = ["Device health (readings in the window; gained from the first to the last):",
+             f"{'disk':<{width}} {'status':<7} {'readings':>8} {media:>9} {log:>8} "
+             f"{realloc:>8} {'wear':>6} {'>warn':>7}  model"]
+    for h in health:
+        t = h["trend"] or {}
+        warm = t.get("minutes_above_warning")
+        lines.append(f"{h['device']:<{width}} {HEALTH_BADGE[h['status']]:<7} {h['readings']:>8} "
+                     f"{_gain(t.get('media_errors_gained')):>9} {_gain(t.get('error_log_gained')):>8} "
+                     f"{_gain(t.get('reallocated_gained')):>8} "
+                     f"{_gain(t.get('wear_gained_pct'), '%'):>6} "
+                     f"{'n/a' if warm is None else f'{warm:.0f}m':>7}  {h['model'] or '-'}")
+        why = "; ".join(h["reasons"])
+        if h["worst_status"] != h["status"] and h["worst_reasons"]:
+            why += ("; " if why else "") + f"earlier {h['worst_status']}: " + "; ".join(h["worst_reasons"])
+        if why:
+            lines += textwrap.wrap(why, WIDTH, initial_indent="     why: ",
+                                   subsequent_indent="          ")
     return lines
 
 

@@ -12,8 +12,8 @@ import operator
 import struct
 
 from gpudisk_top.collect.diskstats import DiskCounters
-from gpudisk_top.collect.sample import (CpuTimes, DeviceInfo, GpuProcessRaw, UtilWindow,
-                                        window_values)
+from gpudisk_top.collect.sample import (CpuTimes, DeviceInfo, DiskHealth, GpuProcessRaw,
+                                        UtilWindow, window_values)
 
 VERSION = 2
 IO_FIELDS = ("rchar", "wchar", "read_bytes", "write_bytes")
@@ -42,6 +42,15 @@ PROC_ACCT = (("rd", "run_delay_ns"), ("bio", "blkio_ticks"), ("sr", "syscr"), ("
 # a network or FUSE mount (MountRaw): "m/I" its identity record, "m/I/KEY" its counters
 # (I: its place in the sample; a mountpoint holds slashes, a layout key cannot)
 MOUNT_STATIC = ("mountpoint", "fstype", "source", "kind", "daemon_pid")
+# the disks' health (Sample.health, a HealthSnapshot), slow data: "H/DEV" the poller's
+# latest reading of DEV, "Hf/DEV" this run's first readable one (what the trend since
+# start is taken from), "Hp" [polls, polled_wall_s].  Readings are records by the
+# header's schema "health" (DiskHealth's fields), made again only when the poller has a
+# new reading (polls changed): a row carries a record only when it changed, a block
+# keeps it as a run, so a reading costs its bytes once, not once a sample.  Recordings
+# made before them lack the keys, and read back health None.
+HEALTH_FIELDS = field_names(DiskHealth)
+HEALTH_HEADS = ("H", "Hf", "Hp")
 
 
 def schema() -> dict[str, list[str]]:
@@ -59,6 +68,7 @@ def schema() -> dict[str, list[str]]:
         "proc_io": list(IO_FIELDS),
         "proc_acct": [field for _, field in PROC_ACCT],
         "mount_static": list(MOUNT_STATIC),
+        "health": list(HEALTH_FIELDS),
     }
 
 

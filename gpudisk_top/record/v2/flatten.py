@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import operator
 
-from gpudisk_top.collect.sample import Sample
+from gpudisk_top.collect.sample import HealthSnapshot, Sample
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
-                                          GPU_INTS, GPU_PROCESS_FIELDS,
+                                          GPU_INTS, GPU_PROCESS_FIELDS, HEALTH_FIELDS,
                                           GPU_STATIC, IO_FIELDS, PROC_ACCT, SHARE_SCALE, EXACT,
                                           PROC_STATIC, MOUNT_STATIC, float_bits, util_window, window_parts)
 
@@ -50,11 +50,26 @@ _cpu = operator.attrgetter(*CPU_FIELDS)
 _proc_static = operator.attrgetter(*PROC_STATIC)
 _mount_static = operator.attrgetter(*MOUNT_STATIC)
 _io = operator.attrgetter(*IO_FIELDS)
+_health = operator.attrgetter(*HEALTH_FIELDS)
 _NO_CPU = (None,) * len(CPU_FIELDS)
 
 
 def _int_or_none(value: int | None) -> int:
     return -1 if value is None else value
+
+
+def health_record(h) -> list:
+    """A DiskHealth as its "H/DEV" record: its fields in HEALTH_FIELDS order, tuples as
+    lists (what JSON gives back, so a row and a block compare equal)."""
+    return [list(v) if isinstance(v, tuple) else v for v in _health(h)]
+
+
+def _health_values(snap: HealthSnapshot) -> tuple[list, tuple]:
+    """A health snapshot's values ("Hp", "H/DEV"..., "Hf/DEV"...) and its layout's part."""
+    vals = [[snap.polls, snap.polled_wall_s]]
+    vals += map(health_record, snap.readings.values())
+    vals += map(health_record, snap.first.values())
+    return vals, (tuple(snap.readings), tuple(snap.first))
 
 _NO_IO = (None,) * 4
 _ZERO4 = (0, 0, 0, 0)
@@ -74,6 +89,9 @@ class Flattener:
         self._layout: tuple[str, ...] | None = None
         self._dev_src = None
         self._dev_vals: list = []
+        self._health_src: HealthSnapshot | None = None
+        self._health_vals: list = []
+        self._health_keys: tuple | None = None
 
     def reset(self) -> None:
         """A new session: the next sample has no previous one."""
@@ -111,6 +129,9 @@ class Flattener:
             keys += [f"T/{t}/{f}" for f in IO_FIELDS]
         for i, m in enumerate(s.mounts.values()):
             keys += [f"m/{i}"] + [f"m/{i}/{k}" for k in m.counters]
+        if s.health is not None:
+            readings, first = self._health_keys
+            keys += ["Hp"] + [f"H/{d}" for d in readings] + [f"Hf/{d}" for d in first]
         keys.append("px")
         return tuple(keys)
 
@@ -226,10 +247,20 @@ class Flattener:
         for m in s.mounts.values():
             vals.append(_mount_static(m))
             vals += m.counters.values()
+        health = s.health
+        if health is not None:
+            src = self._health_src
+            # the poller replaces its snapshot at each poll: its records are made again
+            # only then, so rows and blocks see the same objects until the next reading
+            if health is not src and (src is None or health.polls != src.polls):
+                self._health_vals, self._health_keys = _health_values(health)
+            self._health_src = health
+            vals += self._health_vals
         vals.append(exact)
         sig = (tuple(s.disks), tuple(devices), len(s.gpu.gpus), tuple(s.procs), tuple(roots),
                tuple(h.psi), tuple(h.meminfo_kb),
                tuple((mp, tuple(m.counters)) for mp, m in s.mounts.items()),
+               None if health is None else self._health_keys,
                None if cg is None else (tuple((d, tuple(v)) for d, v in cg.io_stat.items()),
                                         tuple(cg.cpu_stat), tuple(cg.memory_stat)))
         if sig != self._sig:

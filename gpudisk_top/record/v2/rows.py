@@ -12,11 +12,11 @@ import operator
 import struct
 import zlib
 
-from gpudisk_top.record.v2.fields import GPU_FLOATS, INTS, FormatError, getter
+from gpudisk_top.record.v2.fields import GPU_FLOATS, HEALTH_HEADS, INTS, FormatError, getter
 
 ROW = struct.Struct("<I")    # session-relative sample number
 _STATIC_TAILS = frozenset(("st", "static", "procs") + GPU_FLOATS)
-_STATIC_HEADS = frozenset(("v", "gs", "w", "px"))
+_STATIC_HEADS = frozenset(("v", "gs", "w", "px") + HEALTH_HEADS)
 
 
 def _positions(layout) -> tuple:

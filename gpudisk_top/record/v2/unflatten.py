@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 
 from gpudisk_top.collect.diskstats import DiskCounters
-from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, GpuProcessRaw, GpuRaw,
-                                        GpuSnapshot, HostRaw, MountRaw, ProcIoRaw,
-                                        PsiTotals, Sample)
+from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, DiskHealth,
+                                        GpuProcessRaw, GpuRaw, GpuSnapshot, HealthSnapshot,
+                                        HostRaw, MountRaw, ProcIoRaw, PsiTotals, Sample)
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
-                                          GPU_INTS, IO_FIELDS, PROC_ACCT, PROC_STATIC, EXACT,
+                                          GPU_INTS, HEALTH_FIELDS, IO_FIELDS, PROC_ACCT,
+                                          PROC_STATIC, EXACT,
                                           FormatError, bits_float, field_names, getter, schema,
                                           window_of)
 from gpudisk_top.record.v2.flatten import Flattener
@@ -69,6 +71,7 @@ class _Plan:
     tree_index: dict       # root PID (or ~pid of a process without one) -> its 4 totals
     px: int | None
     mounts: list           # (identity index, [(counter key, index)]), in the sample's order
+    health: tuple | None   # ("Hp" index, [(device, "H/DEV" index)], [(device, "Hf/DEV" index)])
     mono: int
     wall: int
     status: int | None
@@ -91,6 +94,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
     trees: dict[str, list] = {}
     mounts: dict[int, list] = {}
     devices, mem = [], []
+    readings, first = [], []
     for i, k in enumerate(layout):
         parts = k.split("/")
         head = parts[0]
@@ -119,6 +123,10 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
                 m[0] = i
             else:
                 m[1].append(("/".join(parts[2:]), i))
+        elif head == "H" and len(parts) == 2:
+            readings.append((parts[1], i))
+        elif head == "Hf" and len(parts) == 2:
+            first.append((parts[1], i))
         elif head == "T" and len(parts) == 3:
             trees.setdefault(parts[1], [None] * 4)
             if parts[2] in IO_FIELDS:
@@ -150,6 +158,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
         tree_index={(~int(k[1:]) if k.startswith("s") else int(k)): v for k, v in trees.items()},
         px=pos.get("px"),
         mounts=[tuple(mounts[i]) for i in sorted(mounts) if mounts[i][0] is not None],
+        health=(pos["Hp"], readings, first) if "Hp" in pos else None,
         mono=pos["t/mono"], wall=pos["t/wall"],
         status=pos.get("gs/status"), driver=pos.get("gs/driver"), warnings=pos.get("w"),
     )
@@ -170,6 +179,7 @@ def _get(vals, i, default=None):
 _DISK_ZERO = DiskCounters.zero()
 _DEVICE_SET = frozenset(DEVICE_FIELDS)
 _GPU_SET = frozenset(field_names(GpuRaw))
+_HEALTH_SET = frozenset(HEALTH_FIELDS)
 
 
 def _record(cls, recorded: list[str]):
@@ -201,6 +211,8 @@ class Unflattener:
         self._gpu_static = list(sch["gpu_static"])
         self._gpu_proc = _record(GpuProcessRaw, sch["gpu_process"])
         self._mount_static = list(sch.get("mount_static", ()))
+        self._health_names = list(sch.get("health", HEALTH_FIELDS))
+        self._health_last: tuple = ((), None)   # (the records it came from, HealthSnapshot)
         st = list(sch["proc_static"])
         self._st = [st.index(f) if f in st else None for f in PROC_STATIC]
 
@@ -346,6 +358,43 @@ class Unflattener:
         return (ppid, root, name, cmd, tuple(dev) if isinstance(dev, list) else dev, cgroup,
                 tuple(mounts or ()))
 
+    def _health_reading(self, rec) -> DiskHealth:
+        kw = {n: tuple(v) if isinstance(v, list) else v
+              for n, v in zip(self._health_names, rec) if n in _HEALTH_SET}
+        kw.setdefault("device", "?")
+        return DiskHealth(**kw)
+
+    def _health(self, plan: _Plan, vals) -> HealthSnapshot | None:
+        """The sample's HealthSnapshot: the same object while its records are (they repeat,
+        as one object, until the poller's next reading), so that model.health.health_views
+        keeps its views by identity as it does live."""
+        if plan.health is None:
+            return None
+        hp, readings, first = plan.health
+        recs = (vals[hp],) + tuple(vals[i] for _, i in readings) + tuple(vals[i] for _, i in first)
+        last, snap = self._health_last
+        if len(last) == len(recs) and all(map(operator.is_, last, recs)):
+            return snap
+        cached = self._cached
+        try:
+            polls, polled = (list(vals[hp]) + [0, None])[:2]
+            now = {d: (vals[i], cached(vals[i], self._health_reading)) for d, i in readings}
+            firsts = {}
+            for d, i in first:
+                rec = vals[i]
+                got = now.get(d)
+                # live, the first reading is the latest one (one object) until the next
+                # poll; equal records are that one reading (its read time tells polls
+                # apart), so model.health sees no trend from a reading to itself, as live
+                firsts[d] = (got[1] if got is not None and got[0] == rec
+                             else cached(rec, self._health_reading))
+        except (TypeError, ValueError) as err:
+            raise FormatError(f"a health record that cannot be read: {err}") from None
+        snap = HealthSnapshot(readings={d: h for d, (_, h) in now.items()}, first=firsts,
+                              polled_wall_s=polled, polls=polls)
+        self._health_last = (recs, snap)
+        return snap
+
     def _gpu_identity(self, st):
         return {n: v for n, v in zip(self._gpu_static, st) if n in _GPU_SET}
 
@@ -410,7 +459,8 @@ class Unflattener:
                       gpu=GpuSnapshot(status=_get(vals, plan.status, "unavailable: not sampled"),
                                       driver_version=_get(vals, plan.driver), gpus=gpus),
                       host=host, procs=procs, mounts=self._mounts(plan, vals),
-                      warnings=list(_get(vals, plan.warnings) or ()))
+                      warnings=list(_get(vals, plan.warnings) or ()),
+                      health=self._health(plan, vals))
 
     def _mounts(self, plan: _Plan, vals) -> dict[str, MountRaw]:
         out = {}

@@ -3,8 +3,10 @@
 What it is (class, model, mountpoints, the probe's ceiling), its stack (the disk under a
 partition, the members under a dm/md device, the partitions and devices over it), every
 iostat -x column for it and the devices in its stack, its own timeline (%util, r_await,
-IOPS, MB/s, aqu-sz on the dashboard's x-axis, starved columns shaded) and the processes
-reading and writing it (model/ioprocs.py)."""
+IOPS, MB/s, aqu-sz on the dashboard's x-axis, starved columns shaded), where the health
+poller runs its disk's health (a line at the top, every field of the reading below the
+timeline: ui/widgets/health.py) and the processes reading and writing it
+(model/ioprocs.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.health import health_of
 from gpudisk_top.model.ioprocs import container_of, io_rows
 from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms, si
+from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.disks import CLASS_TAG, COLUMNS, column_widths, value_cells
 from gpudisk_top.ui.widgets.timeline import Timeline, glyph
@@ -53,6 +57,15 @@ class DeviceDetail(LinesPanel):
             stack.append(f"probe: {info.ceiling_iops:.0f} IOPS at QD32, "
                          f"{info.ceiling_mib_s or 0:.0f} MiB/s sequential")
         lines.append([(" " + (" · ".join(stack) or "a device on its own"), theme.DIM)])
+        read = model.sample.health is not None
+        if read:
+            # the verdict on its disk in plain sight; every field below the timeline
+            view = health_of(model.health, model.devices, name)
+            status = view.status if view is not None else None
+            lines.append([(" health ", theme.DIM),
+                          (health.cell(view), health.style(status)),
+                          ((": " + "; ".join(view.reasons) if view is not None and view.reasons
+                            else "")[:max(0, width - 16)], health.style(status))])
         lines.append([])
         # every iostat -x column, for it and its stack
         ncols = len(COLUMNS)       # as many of iostat's columns as fit
@@ -84,6 +97,9 @@ class DeviceDetail(LinesPanel):
                 lines.append(Timeline.row_line(label, text, spans, LABEL_W))
             lines.append(Timeline.axis(cols, LABEL_W))
         lines.append([])
+        if read:
+            lines += health.detail_lines(model, name, width)
+            lines.append([])
         # who reads and writes it
         rows = [r for r in io_rows(model)
                 if any(name in device_stack(model.devices, d) for d in r.view.devices or ())]

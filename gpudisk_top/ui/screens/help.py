@@ -41,6 +41,7 @@ HELP = """\
 [b]Disk marks[/b]
   ▲  the device named by the current verdict     !  saturated (not the job's cause)
   ▼  the column the disks are sorted by
+  health  ✓ OK  ! warn  ✗ FAIL  ? n/a unreadable  — no reading; enter: every field
   In I/O by process: ▲ a process outside the job loading the device the verdict names,
   J a process of the GPU job; %rd %wr its share of the device's reads and writes.
   Disk numbers are iostat -x's; saturation is never %util alone.

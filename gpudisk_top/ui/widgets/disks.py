@@ -1,21 +1,26 @@
 """Disks: per device r/s, w/s, rMB/s, wMB/s, r_await, w_await, aqu-sz, %util, class and
-mountpoint, as iostat -x computes them.  Saturated devices are marked (glyph and colour);
+mountpoint, as iostat -x computes them, and the disk's health where the health poller
+runs (model/health.py: OK, warn, FAIL, n/a, with a glyph; a partition or a dm/md device
+shows its disks' worst).  Saturated devices are marked (glyph and colour);
 `s` cycles the sort (busiest first by default, the sort column marked ▼), `a` all or
 active devices, `/` filters by name.  Focused, ↑/↓ move a row cursor and Enter opens the
 device's detail; the column header stays while the rows scroll.
 
 The columns fit the width: full device names, the mountpoint always shown (cut with …
-rather than dropped); the class and the wide columns (rareq-sz, %rrqm, f/s) only where
-they fit."""
+rather than dropped), the health status always where it is read; then the class, the
+first health reason (when a disk has one) and the wide columns (rareq-sz, %rrqm, f/s)
+only where they fit."""
 
 from __future__ import annotations
 
 import re
 
+from gpudisk_top.model.health import health_of
 from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms
+from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import LinesPanel
 
 SORTS = ("util", "r_await", "iops", "throughput", "name")
@@ -48,6 +53,9 @@ CORE = 8
 MOUNT_CELLS = {"r/s": ("r_s", 1.0), "rMB/s": ("rkb_s", 1 / 1024), "r_await": ("r_await_ms", 1.0),
                "aqu-sz": ("aqu_sz", 1.0)}
 MOUNT_TAG = {"nfs": "NFS", "fuse": "FUSE", "lustre": "Lstr", "network": "net"}
+HEALTH_SHORT = 1 + health.SHORT_W   # the health column with the status alone
+REASON_MIN = 16    # a reason cut narrower says too little: the status alone then
+REASON_MAX = 40
 
 
 def natural(name: str):
@@ -98,17 +106,27 @@ class DiskPanel(LinesPanel):
         }[self.sort]
         return sorted(names, key=key)
 
-    def _layout(self, width: int, dev_w: int) -> tuple[list[int], bool, int]:
-        """(the shown columns' widths, class shown, mount width) for `width`: as many
-        columns as leave the mountpoint MOUNT_MIN cells, 8 wide, else 7 without class."""
+    def _layout(self, width: int, dev_w: int, health_w: int = 0
+                ) -> tuple[list[int], bool, int, int]:
+        """(the shown columns' widths, class shown, mount width, health width) for `width`:
+        as many columns as leave the mountpoint MOUNT_MIN cells, 8 wide, else 7 without
+        class; health_w (0: no health column) is the health cell wanted with its reason,
+        which goes before the wide columns and after the class, down to the status alone
+        (HEALTH_SHORT), which always shows."""
+        tries = [health_w]
+        if health_w > HEALTH_SHORT:
+            tries = [h for h in (health_w, HEALTH_SHORT + 1 + REASON_MIN) if h <= health_w]
+            tries.append(HEALTH_SHORT)
         for num_w, with_class in ((8, True), (7, False)):
-            for ncols in range(len(COLUMNS), CORE - 1, -1):
-                widths = column_widths(num_w, ncols)
-                used = 1 + dev_w + (6 if with_class else 0) + sum(widths) + 2
-                if width - used >= MOUNT_MIN:
-                    return widths, with_class, width - used
+            for hw in tries:
+                for ncols in range(len(COLUMNS), CORE - 1, -1):
+                    widths = column_widths(num_w, ncols)
+                    used = 1 + dev_w + (6 if with_class else 0) + sum(widths) + hw + 2
+                    if width - used >= MOUNT_MIN:
+                        return widths, with_class, width - used, hw
         widths = column_widths(7, CORE)
-        return widths, False, max(1, width - (1 + dev_w + sum(widths) + 2))
+        hw = min(health_w, HEALTH_SHORT)
+        return widths, False, max(1, width - (1 + dev_w + sum(widths) + hw + 2)), hw
 
     def show(self, update) -> None:
         self._input = (update,)
@@ -125,7 +143,25 @@ class DiskPanel(LinesPanel):
                          key=natural)
         dev_w = min(NAME_MAX, max([6] + [len(model.devices[n].display_name) for n in names + dropped]
                                   + [len(mp) for mp in model.mounts]))
-        widths, with_class, mount_w = self._layout(width, dev_w)
+        # health: a column wherever the poller runs (None: it does not, or an old recording)
+        views = None
+        health_w = 0
+        if model.sample.health is not None:
+            views = {n: health_of(model.health, model.devices, n) for n in names + dropped}
+            reasons = [len(v.reasons[0]) for v in views.values()
+                       if v is not None and v.reasons and v.status != "ok"]
+            longest = min(REASON_MAX, max(reasons, default=0))
+            health_w = HEALTH_SHORT + (1 + longest if longest else 0)
+        widths, with_class, mount_w, health_w = self._layout(width, dev_w, health_w)
+        reason_w = max(0, health_w - HEALTH_SHORT - 1)
+        # room the mountpoints do not need goes to the reasons
+        if views and reason_w:
+            need = max([MOUNT_MIN] + [len(",".join(model.devices[n].mountpoints))
+                                      for n in names + dropped])
+            grow = min(max(0, mount_w - need), longest - reason_w)
+            reason_w += grow
+            health_w += grow
+            mount_w -= grow
         cols = list(zip(COLUMNS, widths))
         what = "all devices" if self.filter.all_devices else (
             f"filter {','.join(self.filter.patterns)}" if self.filter.patterns else "active devices")
@@ -134,6 +170,8 @@ class DiskPanel(LinesPanel):
             marked = self.sort in sorts
             head.append(((("▼" if marked else "") + title).rjust(w),
                          theme.HEAD_SORTED if marked else theme.HEAD))
+        if views is not None:
+            head.append((" health".ljust(health_w), theme.HEAD))
         head.append(("  mount".ljust(min(mount_w, 10) + 2), theme.HEAD))
         used = sum(len(t) for t, _ in head)
         for note in (f"  sort: {self.sort} · {what}" + ("  ↑↓ Enter: detail" if self.has_focus else ""),
@@ -158,13 +196,16 @@ class DiskPanel(LinesPanel):
             style = theme.CULPRIT if n in blamed else (theme.WARN if glyph == "!" else theme.PLAIN)
             text = self._name_cells(info, dev_w, with_class)
             text += value_cells(r, widths)
-            lines.append(self._row(n, glyph, text, style, info, mount_w))
+            lines.append(self._row(n, glyph, text, style, info, mount_w, views, health_w))
         for v in model.mounts.values():
-            lines.append(self._mount_row(v, v.mountpoint in blamed, dev_w, with_class, cols, mount_w))
+            row = self._mount_row(v, v.mountpoint in blamed, dev_w, with_class, cols, mount_w)
+            if views is not None:
+                row.insert(2, (" " * health_w, theme.PLAIN))
+            lines.append(row)
         for n in dropped:
             info = model.devices[n]
             text = self._name_cells(info, dev_w, with_class) + "".join("n/a".rjust(w) for _, w in cols)
-            row = self._row(n, "?", text, theme.DIM, info, mount_w)
+            row = self._row(n, "?", text, theme.DIM, info, mount_w, views, health_w)
             row[-1] = (f"  no rates: {model.disk_dropped[n]}", theme.WARN)
             lines.append(row)
         self.fixed = 1
@@ -193,11 +234,20 @@ class DiskPanel(LinesPanel):
         text = f"{_cut(info.display_name, dev_w):<{dev_w}}"
         return text + (f" {CLASS_TAG.get(info.dev_class, '?'):<5}" if with_class else "")
 
-    def _row(self, name: str, glyph: str, text: str, style, info, mount_w: int) -> list:
+    def _row(self, name: str, glyph: str, text: str, style, info, mount_w: int,
+             views: dict | None = None, health_w: int = 0) -> list:
         mounts = _cut(",".join(info.mountpoints) or "-", mount_w)
-        if self.has_focus and name == self.cursor:
+        selected = self.has_focus and name == self.cursor
+        if selected:
             style = theme.SELECTED + style
-        return [(glyph, style), (text, style), ("  " + mounts, theme.DIM)]
+        row = [(glyph, style), (text, style)]
+        if views is not None:
+            view = views.get(name)
+            cell = (" " + health.cell(view, health_w - HEALTH_SHORT - 1)).ljust(health_w)
+            hstyle = health.style(view.status if view is not None else None)
+            row.append((cell, theme.SELECTED + hstyle if selected else hstyle))
+        row.append(("  " + mounts, theme.DIM))
+        return row
 
     def scroll_lines(self, delta: int) -> None:
         """↑/↓: the row cursor moves (the rows scroll to keep it in sight)."""
