@@ -66,12 +66,16 @@ def listen_port(args: list[str]) -> int:
 
 
 # ---------------------------------------------------------------------------- Kubernetes
-MANIFESTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(K8S, "*.yaml")))
+# kustomize patches: partial objects, validated once applied (test_the_health_patch_...)
+PATCHES = ["health-patch.yaml"]
+MANIFESTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(K8S, "*.yaml"))
+                   if os.path.basename(p) not in PATCHES)
 
 
 def test_the_manifests_are_the_ones_these_tests_know():
     assert MANIFESTS == ["daemonset.yaml", "kustomization.yaml", "podmonitor.yaml",
                          "servicemonitor.yaml", "sidecar.yaml"]
+    assert all(os.path.exists(os.path.join(K8S, p)) for p in PATCHES)
 
 
 @pytest.mark.parametrize("name", MANIFESTS)
@@ -200,16 +204,130 @@ def test_the_kustomization_applies_the_daemonset_and_one_monitor():
     assert k["namespace"] == daemonset()["metadata"]["namespace"]
 
 
-@pytest.mark.skipif(not (shutil.which("kubectl") or shutil.which("kustomize")),
-                    reason="needs kubectl or kustomize (renders examples/k8s offline)")
-def test_kustomize_renders_the_kustomization():
-    cmd = (["kubectl", "kustomize", K8S] if shutil.which("kubectl")
-           else ["kustomize", "build", K8S])
+def kustomize(path: str) -> list[dict]:
+    cmd = (["kubectl", "kustomize", path] if shutil.which("kubectl")
+           else ["kustomize", "build", path])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "KUBECONFIG": os.devnull})
     assert proc.returncode == 0, proc.stderr
-    kinds = [(d["kind"], d["metadata"]["namespace"]) for d in yaml.safe_load_all(proc.stdout)]
+    return list(yaml.safe_load_all(proc.stdout))
+
+
+HAVE_KUSTOMIZE = bool(shutil.which("kubectl") or shutil.which("kustomize"))
+
+
+@pytest.mark.skipif(not HAVE_KUSTOMIZE,
+                    reason="needs kubectl or kustomize (renders examples/k8s offline)")
+def test_kustomize_renders_the_kustomization():
+    kinds = [(d["kind"], d["metadata"]["namespace"]) for d in kustomize(K8S)]
     assert sorted(kinds) == [("DaemonSet", "monitoring"), ("PodMonitor", "monitoring")]
+
+
+# ---------------------------------------------------------------------------- device health
+HEALTH_OPT_IN = "# patches:\n#   - path: health-patch.yaml\n"
+
+
+def _merge(base, patch):
+    """A strategic merge patch as kustomize applies this one: objects merged key by
+    key, containers by name, volumeMounts by mountPath, volumes by name, other lists
+    (args, capabilities) replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and patch and isinstance(patch[0], dict):
+        key = next(k for k in ("name", "mountPath") if k in patch[0])
+        out = [dict(b) for b in base]
+        for p in patch:
+            i = next((j for j, b in enumerate(out) if b.get(key) == p[key]), None)
+            if i is None:
+                out.append(p)
+            else:
+                out[i] = _merge(out[i], p)
+        return out
+    return patch
+
+
+def health_daemonset() -> dict:
+    """The DaemonSet with health-patch.yaml applied: kustomize's rendering of the
+    kustomization with its `patches` uncommented where kustomize is here, else _merge."""
+    with open(os.path.join(K8S, "health-patch.yaml")) as f:
+        patch = yaml.safe_load(f)
+    return _merge(daemonset(), patch)
+
+
+def test_the_daemonset_reads_no_disk_unless_opted_in():
+    """By default the pod reads the kernel's disk temperatures (through /host/sys), and
+    is given no disk: no /dev, no SYS_RAWIO or SYS_ADMIN, not privileged."""
+    c = container()
+    assert "--devfs" not in c["args"]
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/host/proc", "/host/sys"}
+    assert c["securityContext"]["capabilities"]["add"] == ["SYS_PTRACE"]
+    with open(os.path.join(K8S, "kustomization.yaml")) as f:
+        text = f.read()
+    assert HEALTH_OPT_IN in text and "health-patch.yaml" in open(
+        os.path.join(K8S, "daemonset.yaml")).read()
+
+
+def test_the_health_patch_gives_smartctl_the_nodes_disks_read_only():
+    ds = health_daemonset()
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    _accepted(c["args"])
+    base = container()["args"]
+    assert c["args"][:len(base)] == base and c["args"][len(base):] == ["--devfs", "/host/dev"]
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    dev = mounts["/host/dev"]
+    assert dev["readOnly"] is True and dev["recursiveReadOnly"] == "IfPossible"
+    assert volumes[dev["name"]] == {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}}
+    assert set(mounts) == {"/host/proc", "/host/sys", "/host/dev"}
+    assert all(m["readOnly"] is True for m in mounts.values())
+    sc = c["securityContext"]
+    assert {"SYS_PTRACE", "SYS_RAWIO", "SYS_ADMIN"} <= set(sc["capabilities"]["add"])
+    # a pod's device cgroup admits a node's disk only to a privileged container; the API
+    # server refuses privileged with allowPrivilegeEscalation false
+    assert sc["privileged"] is True and sc["allowPrivilegeEscalation"] is True
+    assert sc["readOnlyRootFilesystem"] is True
+    kv = pytest.importorskip("kubernetes_validate")
+    for v in dict.fromkeys([K8S_OLDEST, kv.latest_version()]):
+        if v in kv.utils.all_versions():
+            kv.validate(ds, v, strict=True)
+
+
+@pytest.mark.skipif(not HAVE_KUSTOMIZE,
+                    reason="needs kubectl or kustomize (renders examples/k8s offline)")
+def test_kustomize_applies_the_health_patch_as_its_comment_says(tmp_path):
+    for name in ("daemonset.yaml", "podmonitor.yaml", "health-patch.yaml"):
+        shutil.copy(os.path.join(K8S, name), tmp_path / name)
+    with open(os.path.join(K8S, "kustomization.yaml")) as f:
+        text = f.read()
+    (tmp_path / "kustomization.yaml").write_text(
+        text.replace(HEALTH_OPT_IN, "patches:\n  - path: health-patch.yaml\n"))
+    (ds,) = [d for d in kustomize(str(tmp_path)) if d["kind"] == "DaemonSet"]
+    assert _unordered(ds) == _unordered(health_daemonset())
+
+
+def _unordered(doc):
+    """doc with its lists of named objects in name order (kustomize puts a patch's new
+    volumes first)."""
+    if isinstance(doc, dict):
+        return {k: _unordered(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        items = [_unordered(x) for x in doc]
+        if items and all(isinstance(x, dict) and "name" in x for x in items):
+            items.sort(key=lambda x: x["name"])
+        return items
+    return doc
+
+
+def test_the_image_has_smartctl():
+    with open(os.path.join(EXAMPLES, "docker", "Dockerfile")) as f:
+        lines = [x for x in f.read().splitlines() if not x.startswith("#")]
+    text = "\n".join(lines).replace("\\\n", " ")
+    install = [x for x in text.splitlines() if "apt-get install" in x]
+    assert len(install) == 1 and "smartmontools" in install[0].split()
+    assert "--no-install-recommends" in install[0] and "rm -rf /var/lib/apt/lists/*" in install[0]
 
 
 # ---------------------------------------------------------------------------- Prometheus
@@ -290,10 +408,33 @@ def test_the_unit_serves_on_every_interface_hardened():
                        "PrivateTmp": "yes"}.items():
         assert svc[key] == value, key
     assert set(svc["ReadOnlyPaths"].split()) == {"/proc", "/sys"}
-    # what would blind it: hidden processes, no GPUs' device files
-    for key in ("ProtectProc", "ProcSubset", "PrivateDevices", "DevicePolicy"):
+    # what would blind it: hidden processes, no GPUs' device files (ProtectClock before
+    # systemd 252 implies DeviceAllow=char-rtc r, which denies every other device)
+    for key in ("ProtectProc", "ProcSubset", "PrivateDevices", "DevicePolicy", "DeviceAllow",
+                "ProtectClock"):
         assert key not in svc, key
     assert unit()["Install"]["WantedBy"] == "multi-user.target"
+
+
+DROP_IN = os.path.join(EXAMPLES, "systemd", "gpudisk-top.service.d", "health.conf")
+
+
+def test_the_health_drop_in_adds_the_two_capabilities_smartctl_needs():
+    """SMART is an opt-in on systemd too: the unit reads the kernel's temperatures, the
+    drop-in adds CAP_SYS_RAWIO (ATA/SCSI pass-through) and CAP_SYS_ADMIN (NVMe admin
+    commands) to both lists, which systemd merges with the unit's."""
+    svc = unit()["Service"]
+    for key in ("AmbientCapabilities", "CapabilityBoundingSet"):
+        assert not {"CAP_SYS_RAWIO", "CAP_SYS_ADMIN"} & set(svc[key].split())
+    cp = configparser.ConfigParser(interpolation=None, strict=True)
+    cp.optionxform = str
+    with open(DROP_IN) as f:
+        cp.read_file(f)
+    assert cp.sections() == ["Service"]
+    assert dict(cp["Service"]) == {"AmbientCapabilities": "CAP_SYS_RAWIO CAP_SYS_ADMIN",
+                                   "CapabilityBoundingSet": "CAP_SYS_RAWIO CAP_SYS_ADMIN"}
+    # opening the disk nodes (0660 root:disk) read-only: the unit's CAP_DAC_READ_SEARCH
+    assert "CAP_DAC_READ_SEARCH" in svc["AmbientCapabilities"].split()
 
 
 @pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="needs systemd-analyze (package systemd)")
@@ -305,6 +446,9 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
     assert text.count("/usr/local/bin/gpudisk-top serve") == 1
     copy = tmp_path / "gpudisk-top.service"
     copy.write_text(text.replace("/usr/local/bin/gpudisk-top serve", f"{sys.executable} serve"))
+    # with the health drop-in beside it, where systemd-analyze reads drop-ins from
+    (tmp_path / "gpudisk-top.service.d").mkdir()
+    shutil.copy(DROP_IN, tmp_path / "gpudisk-top.service.d" / "health.conf")
     proc = subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", str(copy)],
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr

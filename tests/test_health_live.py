@@ -283,3 +283,273 @@ def test_no_sys_at_all_is_no_health_and_no_crash(tmp_path):
     proc = cli("--once", "--json", "-i", "0.1", "--sysfs", str(tmp_path / "none"))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["health"] == []
+
+
+# ---------------------------------------------------------------------------- stand-ins
+def script(tmp_path: Path, name: str, body: str) -> Path:
+    """An executable shell script (a smartctl stand-in); `$dev` is its last argument."""
+    path = tmp_path / name
+    path.write_text(f'#!/bin/sh\nfor dev; do :; done\n{body}\n')
+    path.chmod(0o755)
+    return path
+
+
+def sata_sysfs(tmp_path: Path, n: int) -> Path:
+    """A /sys with n SATA disks (sda, sdb, ...), each with a drivetemp hwmon."""
+    sys_ = tmp_path / "sys"
+    (sys_ / "block").mkdir(parents=True)
+    for i in range(n):
+        name = "sd" + chr(ord("a") + i)
+        scsi = sys_ / "devices" / "pci0000:00" / "0000:00:17.0" / f"ata{i + 1}" / f"host{i}" \
+            / f"target{i}:0:0" / f"{i}:0:0:0"
+        (scsi / "block" / name).mkdir(parents=True)
+        os.symlink(f"../../../{i}:0:0:0", scsi / "block" / name / "device")
+        write(scsi / "hwmon" / f"hwmon{i}" / "temp1_input", "41000\n")
+        os.symlink(os.path.relpath(scsi / "block" / name, sys_ / "block"), sys_ / "block" / name)
+    return sys_
+
+
+FIXTURE_HDD = Path(__file__).parent / "fixtures" / "health" / "hdd-7.3.json"
+STANDBY = json.dumps({"json_format_version": [1, 0], "smartctl": {
+    "version": [7, 3], "exit_status": 2, "messages": [
+        {"string": "Device is in STANDBY mode, exit(2)", "severity": "information"}]}})
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------- one disk, one poll
+def test_one_disk_that_fails_to_read_leaves_the_others_read(tmp_path, monkeypatch):
+    """A bug reading one disk (here the kernel's view of sda) is that disk's reading,
+    with the reason; the other disks are read, and the poll is published."""
+    from gpudisk_top.collect import health as health_mod
+
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    real = health_mod.read_sysfs
+
+    def broken(roots, device, wall=0.0):
+        if device == "sda":
+            raise RuntimeError("odd hwmon")
+        return real(roots, device, wall)
+
+    monkeypatch.setattr(health_mod, "read_sysfs", broken)
+    snap = HealthPoller(roots, smartctl=False).poll()
+    assert snap is not None and snap.polls == 1
+    sda = snap.readings["sda"]
+    assert not sda.readable and sda.unreadable_reason == "health read failed: RuntimeError: odd hwmon"
+    assert snap.readings["nvme0n1"].readable and snap.readings["nvme0n1"].temperature_c == 77.85
+
+
+def test_a_failed_poll_is_said_once_in_the_samples(tmp_path, monkeypatch):
+    """A poll that fails as a whole (a bug) leaves the last readings; the samples say so
+    once, not once a second, and again only when it fails otherwise."""
+    from gpudisk_top.collect import health as health_mod
+
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    monkeypatch.setattr(health_mod, "physical_disks", lambda roots: 1 / 0)
+    poller = HealthPoller(roots, interval_s=0.05, smartctl=False)
+    sampler = Sampler(roots, health=poller)
+    try:
+        poller.start()
+        assert poller.wait_first(10)
+        said = [w for _ in range(5) for w in sampler.sample().warnings if "health" in w]
+        assert said == ["device health poll failed: ZeroDivisionError: division by zero "
+                        "(the last readings stand)"]
+    finally:
+        sampler.close()
+
+
+# ---------------------------------------------------------------------------- asleep
+def test_a_disk_asleep_is_not_read_through_the_kernel_either(tmp_path):
+    """smartctl -n standby leaves a sleeping disk asleep; so must the hwmon read after it
+    (drivetemp asks a SATA disk for its temperature with SCT/SMART commands, which may
+    reset its spin-down timer).  The stand-in answers as smartctl 7.3 does for a disk in
+    standby (exit status 2, its message); the kernel-shaped tree's sda has a drivetemp
+    hwmon at 41 °C, which a read would turn into a reading."""
+    from gpudisk_top.collect.health import ASLEEP
+
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    (tmp_path / "standby.json").write_text(STANDBY)
+    smartctl = script(tmp_path, "smartctl", f"cat {tmp_path / 'standby.json'}; exit 2")
+    h = read_device(roots, "sda", str(smartctl))
+    assert not h.readable and h.unreadable_reason == ASLEEP
+    assert h.source == "smartctl" and h.temperature_c is None      # hwmon was not read
+    # awake again: the kernel's view fills in as before
+    smartctl.write_text(f"#!/bin/sh\ncat {FIXTURE_HDD}\n")
+    assert read_device(roots, "sda", str(smartctl)).warning_temp_c == 70.0
+
+
+# ---------------------------------------------------------------------------- thresholds
+def test_hwmon_thresholds_a_drive_left_unset_are_none(tmp_path):
+    """An NVMe drive with WCTEMP and CCTEMP 0 K: the kernel's hwmon says -273150 and
+    (0xFFFF K) 65261850 millidegrees.  No threshold, not a drive always above its warning."""
+    sys_ = host_sysfs(tmp_path)
+    hw = next(sys_.glob("devices/**/nvme0/hwmon2"))
+    for name, value in (("temp1_max", -273150), ("temp1_crit", 65261850)):
+        (hw / name).write_text(f"{value}\n")
+    h = read_sysfs(Roots(sysfs=str(sys_)), "nvme0n1")
+    assert (h.temperature_c, h.warning_temp_c, h.critical_temp_c) == (77.85, None, None)
+    assert classify(h) == (OK, ())
+    (hw / "temp1_input").write_text("-273150\n")      # no sensor: no temperature at all
+    assert read_sysfs(Roots(sysfs=str(sys_)), "nvme0n1") is None
+
+
+# ---------------------------------------------------------------------------- smartctl's end
+def test_smartctl_killed_by_a_signal_is_no_reading(tmp_path):
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    smartctl = script(tmp_path, "smartctl", "kill -KILL $$")
+    h = read_device(roots, "vda", str(smartctl))
+    assert not h.readable and h.unreadable_reason == "smartctl was killed by SIGKILL: no reading"
+    h = read_device(roots, "nvme0n1", str(smartctl))     # the kernel's view stands in
+    assert h.readable and h.source == "sysfs"
+    assert h.unreadable_reason == "smartctl was killed by SIGKILL: no reading"
+
+
+def test_smartctl_that_does_not_answer_is_killed(tmp_path):
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    pid_file = tmp_path / "pid"
+    smartctl = script(tmp_path, "smartctl", f"echo $$ > {pid_file}\nexec sleep 60")
+    t0 = time.monotonic()
+    h = read_device(roots, "vda", str(smartctl), timeout_s=0.5)
+    assert time.monotonic() - t0 < 5
+    assert not h.readable and h.unreadable_reason == "smartctl did not answer in 0.5 s (stopped)"
+    assert not alive(int(pid_file.read_text()))        # killed, and reaped
+
+
+def test_close_kills_a_running_smartctl_and_joins_the_thread(tmp_path):
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    pids = tmp_path / "pids"
+    smartctl = script(tmp_path, "smartctl", f"echo $$ >> {pids}\nexec sleep 60")
+    poller = HealthPoller(roots, smartctl=str(smartctl)).start()
+    deadline = time.monotonic() + 10
+    while not (pids.exists() and len(pids.read_text().split()) == 2) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    running = [int(p) for p in pids.read_text().split()]
+    assert len(running) == 2 and all(map(alive, running))     # nvme0n1 and sda, at once
+    t0 = time.monotonic()
+    poller.close()
+    assert time.monotonic() - t0 < 2.5
+    assert not poller._thread.is_alive()
+    assert not any(map(alive, running))
+    assert poller.latest is None              # a poll cut short publishes nothing
+
+
+# ---------------------------------------------------------------------------- --once's wait
+def test_disks_are_read_a_few_at_a_time(tmp_path):
+    """Eight disks whose smartctl takes 1 s each: four at a time, two seconds, not eight."""
+    roots = Roots(sysfs=str(sata_sysfs(tmp_path, 8)))
+    smartctl = script(tmp_path, "smartctl", f"sleep 1; cat {FIXTURE_HDD}")
+    poller = HealthPoller(roots, smartctl=str(smartctl), parallel=4)
+    t0 = time.monotonic()
+    snap = poller.poll()
+    took = time.monotonic() - t0
+    assert list(snap.readings) == [f"sd{c}" for c in "abcdefgh"]
+    assert all(h.readable for h in snap.readings.values())
+    assert 1.9 < took < 5, took
+    # each reading's CPU is its own smartctl's, not its neighbours' (a sleep: almost none)
+    assert all(h.read_cpu_s < 0.5 for h in snap.readings.values())
+
+
+def test_once_reports_without_waiting_for_a_slow_disk(tmp_path):
+    """--once waits for the health reads a few seconds at most: a disk whose smartctl
+    has not answered by then is in the report as not read yet, the others are read."""
+    from gpudisk_top.collect.health import NOT_READ_YET
+    from gpudisk_top.commands.once import HEALTH_WAIT_S
+
+    sysfs = host_sysfs(tmp_path)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script(bindir, "smartctl", f'case "$dev" in */sda) exec sleep 60;; esac\ncat {FIXTURE_HDD}')
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
+    t0 = time.monotonic()
+    proc = cli("--once", "--json", "-i", "0.2", "--sysfs", str(sysfs), env=env)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    assert took < HEALTH_WAIT_S + 5, took
+    health = {h["device"]: h for h in json.loads(proc.stdout)["health"]}
+    assert health["sda"]["status"] == UNKNOWN and health["sda"]["reasons"] == [NOT_READ_YET]
+    assert health["nvme0n1"]["readable"] and health["nvme0n1"]["source"] == "smartctl"
+    text = cli("--once", "-i", "0.2", "--sysfs", str(sysfs), env=env).stdout
+    assert f"sda     n/a      {NOT_READ_YET}" in text
+
+
+def test_a_sampler_that_fails_leaves_no_poller_behind(tmp_path, monkeypatch):
+    """open_source starts the poller once the Sampler is built: a Sampler that raises
+    leaves no thread and runs no smartctl."""
+    import argparse
+
+    from gpudisk_top.collect import sampler as sampler_mod
+    from gpudisk_top.commands.common import open_source
+
+    marker = tmp_path / "smartctl-ran"
+    bindir = stand_in_smartctl(tmp_path, marker=marker)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ.get('PATH', '')}")
+
+    def broken(self, *a, **kw):
+        raise RuntimeError("no sampler")
+
+    monkeypatch.setattr(sampler_mod.Sampler, "__init__", broken)
+    args = argparse.Namespace(procfs="/proc", sysfs=str(host_sysfs(tmp_path)), devfs="/dev",
+                              interval=1.0, health_interval=600.0, demo=None, seed=None,
+                              demo_actions=False, delayacct=False)
+    with pytest.raises(RuntimeError, match="no sampler"):
+        open_source(args)
+    time.sleep(0.3)
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpudisk-top-health")]
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------- --devfs
+def test_devfs_names_the_node_smartctl_is_given(tmp_path):
+    """In a container the host's /dev is mounted elsewhere (--devfs /host/dev): smartctl
+    is given that node, with the type its name no longer tells."""
+    sysfs = host_sysfs(tmp_path)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "argv"
+    script(bindir, "smartctl", f'echo "$*" >> {log}\ncat {FIXTURE_HDD}')
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
+    hostdev = tmp_path / "host-dev"
+    hostdev.mkdir()
+    proc = cli("--once", "--json", "-i", "0.1", "--sysfs", str(sysfs), "--devfs", str(hostdev),
+               env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(log.read_text().splitlines()) == [
+        f"--json=c -x -n standby -d nvme {hostdev}/nvme0n1",
+        f"--json=c -x -n standby -d sat,auto {hostdev}/sda"]
+    proc = cli("--once", "-i", "0.1", "--sysfs", str(sysfs), "--devfs", str(tmp_path / "none"),
+               env=env)
+    assert proc.returncode == 0 and f"--devfs {tmp_path / 'none'}: no such directory" in proc.stderr
+
+
+# ---------------------------------------------------------------------------- a drive replaced
+def test_a_drive_replaced_in_its_slot_starts_its_trend_again(tmp_path):
+    """sda's drive is swapped between two polls (another serial number, fewer hours):
+    the trend since start is the new drive's, never one drive's counters against the
+    other's."""
+    from gpudisk_top.model.health import health_views
+
+    roots = Roots(sysfs=str(host_sysfs(tmp_path)))
+    doc = json.loads(FIXTURE_HDD.read_text())
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    doc.update(serial_number="WD-NEW0000001", power_on_time={"hours": 10})
+    (tmp_path / "new.json").write_text(json.dumps(doc))
+    which = tmp_path / "which"
+    which.write_text("old")
+    smartctl = script(tmp_path, "smartctl", f"cat {tmp_path}/$(cat {which}).json")
+    poller = HealthPoller(roots, smartctl=str(smartctl))
+    old = poller.poll().readings["sda"]
+    which.write_text("new")
+    snap = poller.poll()
+    new = snap.readings["sda"]
+    assert old.serial != new.serial and snap.first["sda"] is new
+    assert health_views(snap)["sda"].since_start is None
+    which.write_text("new")
+    again = poller.poll()
+    assert again.first["sda"] is new
+    assert health_views(again)["sda"].since_start.span_s >= 0

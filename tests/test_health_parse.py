@@ -7,6 +7,7 @@ attribute table (kept in the JSON as raw.string)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -253,6 +254,25 @@ def test_trend_between_two_readings_of_one_drive():
                                      "for 14 min: thermal throttling; 12 media errors (5 since start)")
 
 
+def test_no_trend_between_two_drives_in_one_slot():
+    """sdb replaced by a new drive (another serial number): its counters are not the
+    old one's plus anything; no trend, no time above warning across the two."""
+    doc = load("hdd-7.3-reallocated.json")
+    old = parse_smartctl(doc, "sdb", 0, read_wall_s=1000.0)
+    doc.update(serial_number="ZA-NEW-0001", power_on_time={"hours": 3})
+    for a in doc["ata_smart_attributes"]["table"]:
+        if a["id"] == 5:
+            a["raw"]["value"] = 0
+    new = parse_smartctl(doc, "sdb", 0, read_wall_s=1900.0)
+    assert trend(old, new) is None and view_of(new, old).since_start is None
+    assert trend(new, new) is not None                       # one drive: a trend
+    # no serial numbers: the model tells two drives apart when one source gives both
+    a = dataclasses.replace(old, serial=None)
+    assert trend(a, dataclasses.replace(new, serial=None, model="ST4000NM0035")) is None
+    assert trend(a, dataclasses.replace(new, serial=None)) is not None    # nothing tells
+    assert trend(a, dataclasses.replace(old, serial=None, source="sysfs", model="WDC")) is not None
+
+
 def test_minutes_above_warning_without_a_drive_counter():
     """ATA keeps no time-above-warning counter: the time between readings that found it
     at or above its warning temperature."""
@@ -271,3 +291,116 @@ def test_every_fixture_has_a_json_view(name):
     out = view.as_json()
     json.dumps(out, allow_nan=False)
     assert out["status"] in ("ok", "warning", "failing") and out["device"] == "sdx"
+
+
+# ---------------------------------------------------------------------------- odd documents
+def _paths(doc, pre=()):
+    """Every key and list index of a JSON document, outermost first."""
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        yield pre + (k,)
+        yield from _paths(v, pre + (k,))
+
+
+# what a key may hold instead of what smartctl writes there: every JSON type, and the
+# values json.loads takes that no number should be (NaN, an integer no float holds)
+WRONG = (None, 5, -1.5, "x", "", [], {}, True, [{"a": 1}], {"a": [1]}, float("nan"),
+         10 ** 400)
+
+
+def _valid(h) -> None:
+    """Every field of a reading is of its type (what a recording takes back:
+    record.v2.fields.health_value raises otherwise)."""
+    from gpudisk_top.record.v2.fields import HEALTH_FIELDS, health_record, health_value
+
+    for name, value in zip(HEALTH_FIELDS, health_record(h)):
+        health_value(name, value)
+    json.dumps(view_of(h).as_json(), allow_nan=False)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_any_key_of_any_type_never_raises(name):
+    """A smartctl of another version, a bridge that answers garbage: whatever type each
+    key holds, parse_smartctl gives a reading whose fields are each of their type."""
+    doc = load(name)
+    exit_status = doc["smartctl"]["exit_status"]
+    for path in list(_paths(doc)):
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        key = path[-1]
+        kept = parent[key]
+        for wrong in WRONG:
+            parent[key] = wrong
+            _valid(parse_smartctl(doc, "sda", exit_status))
+            if path[0] == "smartctl":                   # the exit status from the document
+                _valid(parse_smartctl(doc, "sda"))
+        parent[key] = kept
+    for odd in ({"temperature": 5}, {"smartctl": {"messages": 5}, "ata_smart_attributes": 1},
+                {"nvme_smart_health_information_log": [], "temperature": "hot"},
+                {"ata_device_statistics": {"pages": 7}}, "[" * 100000, b"\xff\xfe", 5, None):
+        _valid(parse_smartctl(odd, "sda", 0))
+
+
+def test_bit_2_with_data_is_read():
+    """Exit status bit 2 (a SMART or other ATA command failed: a drive that does not
+    answer one log) comes with the data smartctl did read: a reading."""
+    h = read("sata-ssd-7.3.json")
+    h4 = parse_smartctl((FIXTURES / "sata-ssd-7.3.json").read_text(), "sdx", 0x04)
+    assert h4.readable and h4.unreadable_reason is None
+    assert h4 == h
+
+
+# ---------------------------------------------------------------------------- thresholds
+@pytest.mark.parametrize("unset", [-273, 65262, 0, -128, 255, 1e6])
+def test_a_threshold_the_drive_did_not_set_is_none(unset):
+    """A drive that leaves WCTEMP/CCTEMP 0 (smartctl writes 0 K as -273 °C), at 0xFFFF K
+    (65262 °C), or an SCT limit of -128 (no value): no threshold, rather than a drive
+    always above its warning (or never)."""
+    doc = load("nvme-7.0-media-errors.json")
+    doc["nvme_composite_temperature_threshold"] = {"warning": unset, "critical": unset}
+    h = parse_smartctl(doc, "nvme0n1", 0)
+    assert (h.warning_temp_c, h.critical_temp_c) == (None, None)
+    assert classify(h)[0] != FAILING and not any("°C" in r for r in classify(h)[1])
+    doc = load("sata-ssd-7.0-x-sct.json")
+    for key in ("op_limit_max", "critical_limit_max", "limit_max"):
+        doc["temperature"][key] = unset
+    h = parse_smartctl(doc, "sda", 0)
+    assert (h.warning_temp_c, h.critical_temp_c) == (None, None)
+
+
+def test_a_temperature_outside_any_drives_range_is_none():
+    doc = load("nvme-7.0-media-errors.json")
+    for bad in (-273, 0, 151, 65262):
+        doc["temperature"]["current"] = bad
+        doc["nvme_smart_health_information_log"]["temperature"] = bad
+        assert parse_smartctl(doc, "nvme0n1", 0).temperature_c is None, bad
+    doc["temperature"]["current"] = 150
+    assert parse_smartctl(doc, "nvme0n1", 0).temperature_c == 150.0
+    sata = load("hdd-7.3.json")
+    for a in sata["ata_smart_attributes"]["table"]:
+        if a["id"] in (190, 194):
+            a["raw"]["string"] = "0"       # an attribute 194 without a sensor
+    sata.pop("temperature", None)
+    assert parse_smartctl(sata, "sda", 0).temperature_c is None
+
+
+# ---------------------------------------------------------------------------- the command line
+def test_smartctl_is_given_the_node_under_devfs_with_its_type():
+    """smartctl guesses a device's type from its name only under /dev/: under --devfs
+    /host/dev the type comes from the kernel's name (smartctl(8) -d)."""
+    from gpudisk_top.collect.health import SMARTCTL_ARGS, smartctl_argv
+
+    assert smartctl_argv("smartctl", "sda") == ["smartctl", *SMARTCTL_ARGS, "/dev/sda"]
+    assert smartctl_argv("smartctl", "nvme0n1", "/dev/") == ["smartctl", *SMARTCTL_ARGS,
+                                                             "/dev/nvme0n1"]
+    host = [smartctl_argv("smartctl", d, "/host/dev") for d in ("nvme0n1", "sda", "hdb", "vdc")]
+    assert [a[len(SMARTCTL_ARGS) + 1:] for a in host] == [
+        ["-d", "nvme", "/host/dev/nvme0n1"], ["-d", "sat,auto", "/host/dev/sda"],
+        ["-d", "ata", "/host/dev/hdb"], ["/host/dev/vdc"]]
+    assert "-n" in SMARTCTL_ARGS and SMARTCTL_ARGS[SMARTCTL_ARGS.index("-n") + 1] == "standby"
+    # its messages name the node it was given: left out of the reason
+    doc = {"smartctl": {"exit_status": 2, "messages": [
+        {"string": "/host/dev/sda: Permission denied", "severity": "error"}]}}
+    assert parse_smartctl(doc, "sda", 2, path="/host/dev/sda").unreadable_reason == \
+        "Permission denied"

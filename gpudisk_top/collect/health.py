@@ -6,16 +6,22 @@ dm, md are not disks; a partition's or a dm device's health is its disks', model
 health_of):
 
   - `smartctl --json=c -x -n standby /dev/X` (smartmontools >= 7; 6.7's experimental
-    JSON, format 0.1, reads too), run without a shell, with a timeout, stdin closed.
+    JSON, format 0.1, reads too), run without a shell, stdin closed, with a timeout
+    after which it is killed (our own child, by its Popen object: Children), up to
+    PARALLEL_READS disks at a time.  The node is looked up in dev_dir (--devfs: the
+    host's /dev mounted in a container; smartctl_argv says why the type is then given).
     -x adds what -a lacks: the NVMe temperature thresholds (in JSON since smartctl 7.5;
     before, only the kernel's hwmon gives them), ATA SCT temperature limits and device
     statistics (endurance used).
-    -n standby never spins up a sleeping disk to read it.  Its exit status is a bit mask
-    (smartctl(8) EXIT STATUS): bit 0 (the command line did not parse) or bit 1 (the
-    device could not be opened, did not identify, or is asleep) mean no data, and the
-    disk is unreadable with smartctl's own message; bit 2 (a SMART command failed) and
-    bits 3-7 (failing, prefail attributes at threshold, errors logged) still come with
-    data, which parse_smartctl() reads.
+    -n standby never spins up a sleeping disk to read it, and then the kernel is not
+    asked either (read_device).  Its exit status is a bit mask (smartctl(8) EXIT
+    STATUS): bit 0 (the command line did not parse) or bit 1 (the device could not be
+    opened, did not identify, or is asleep) mean no data, and the disk is unreadable
+    with smartctl's own message; bit 2 (a SMART command failed) and bits 3-7 (failing,
+    prefail attributes at threshold, errors logged) still come with data, which
+    parse_smartctl() reads.  A smartctl killed by a signal is no reading, and says so.
+    parse_smartctl() never raises, whatever the document holds, and a temperature or
+    threshold no drive could have (sane_temp_c) is None.
   - hwmon (/sys/block/X/device/hwmon*, the NVMe controller's and the SATA drivetemp
     driver's): temp1_input, temp1_max (NVMe: the over-temperature threshold, WCTEMP by
     default), temp1_crit (CCTEMP).  No tools, no privileges.  It fills the thresholds
@@ -25,9 +31,11 @@ health_of):
 
 A virtio or Xen disk has no SMART (the hypervisor does not pass it through): said so
 without running anything.  Nothing here writes to a device node, and nothing runs on the
-sampling thread: HealthPoller reads on a thread of its own and hands each poll's
+sampling thread: HealthPoller reads on threads of its own and hands each poll's
 readings over as one immutable HealthSnapshot, which the Sampler attaches to every
-Sample by reference.
+Sample by reference.  One disk that cannot be read (a bug) is that disk's reading, not
+the poll's; a poll that fails as a whole is HealthPoller.error, which the Sampler says
+once.
 
 Cost (bench/bench_health.py): smartctl is a process per disk per poll, a few ms of CPU
 each (the figures are in the README's Performance table); at the default interval of
@@ -38,10 +46,13 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 import resource
+import selectors
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -49,7 +60,7 @@ from collections.abc import Callable
 
 from gpudisk_top.collect.roots import Roots, read_first_line
 from gpudisk_top.collect.sample import (HEALTH_SMARTCTL, HEALTH_SYSFS, DiskHealth,
-                                        HealthSnapshot)
+                                        HealthSnapshot, same_drive)
 
 DEFAULT_INTERVAL_S = 600.0
 SMARTCTL_TIMEOUT_S = 30.0   # an HDD that spins up can take 10 s; a wedged bridge forever
@@ -86,7 +97,43 @@ def _int(value) -> int | None:
 
 
 def _num(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number as float; None for anything else (a string, a bool, NaN or an
+    infinity, which json.loads takes, an integer too large for a float)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _str(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dict(value) -> dict:
+    """value where it is a JSON object, else {}: smartctl's layout is read, never trusted."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+# A drive's temperature or threshold outside (TEMP_MIN_C, TEMP_MAX_C] is a value the drive
+# did not set, not a temperature: NVMe WCTEMP/CCTEMP 0 K (unset: smartctl and the kernel's
+# hwmon say -273 °C) or 0xFFFF K (65262 °C), ATA SCT's -128 (its "no value"), an attribute
+# 194 of 0 where there is no sensor.  No drive works at 0 °C or below (their operating
+# range starts above it) or above 150 °C (solder and controllers give out first).  Such a
+# threshold would make the drive always above its warning, or never.
+TEMP_MIN_C, TEMP_MAX_C = 0.0, 150.0
+
+
+def sane_temp_c(value) -> float | None:
+    """value (°C) where it can be a drive's temperature or threshold, else None."""
+    value = _num(value)
+    return value if value is not None and TEMP_MIN_C < value <= TEMP_MAX_C else None
 
 
 def _first(*values):
@@ -102,16 +149,16 @@ def _attr_temp(table: dict[int, dict]) -> float | None:
     ("25 (Min/Max 19/39)"); the raw value packs min/max in its upper bytes."""
     for attr_id in (ATA_TEMP, ATA_AIRFLOW_TEMP):
         text = _get(table.get(attr_id), "raw", "string")
-        m = re.match(r"\s*(\d+)", text) if isinstance(text, str) else None
+        m = re.match(r"\s*(\d{1,6})\b", text) if isinstance(text, str) else None
         if m:
-            return float(m.group(1))
+            return sane_temp_c(int(m.group(1)))
     return None
 
 
 def _device_statistic(doc: dict, name: str) -> int | None:
     """An ATA Device Statistics entry by name (smartctl -x: ata_device_statistics)."""
-    for page in _get(doc, "ata_device_statistics", "pages") or ():
-        for entry in (page.get("table") or ()) if isinstance(page, dict) else ():
+    for page in _list(_get(doc, "ata_device_statistics", "pages")):
+        for entry in _list(_dict(page).get("table")):
             if isinstance(entry, dict) and entry.get("name") == name:
                 return _int(entry.get("value"))
     return None
@@ -119,27 +166,31 @@ def _device_statistic(doc: dict, name: str) -> int | None:
 
 def smartctl_messages(doc: dict) -> list[str]:
     """smartctl's own messages (errors first), one line each."""
-    msgs = [m for m in _get(doc, "smartctl", "messages") or () if isinstance(m, dict)]
+    msgs = [m for m in _list(_get(doc, "smartctl", "messages")) if isinstance(m, dict)]
     msgs.sort(key=lambda m: m.get("severity") != "error")
-    return [str(m.get("string", "")).strip() for m in msgs if m.get("string")]
+    return [m["string"].strip() for m in msgs if isinstance(m.get("string"), str)
+            and m["string"].strip()]
 
 
 def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None = None,
-                   read_wall_s: float = 0.0) -> DiskHealth:
+                   read_wall_s: float = 0.0, path: str | None = None) -> DiskHealth:
     """A DiskHealth from one `smartctl --json` document (any json_format_version; a key
     an older smartctl does not write is None).  exit_status: smartctl's, else the one
-    the document records.  Never raises: text that is not JSON is an unreadable reading
-    that says so."""
+    the document records.  path: the device node smartctl was given (default
+    /dev/DEVICE), left out of its messages.  Never raises, whatever the document holds:
+    text that is not JSON is an unreadable reading that says so, and a key of an
+    unexpected type is None (every nested read is type-checked: _get, _dict, _list)."""
     h = DiskHealth(device=device, read_wall_s=read_wall_s, source=HEALTH_SMARTCTL)
     if not isinstance(doc, dict):
         try:
             doc = json.loads(doc)
-        except (ValueError, TypeError) as err:
+        except (ValueError, TypeError, RecursionError) as err:
             h.unreadable_reason = f"smartctl gave no JSON ({err})"
             return h
         if not isinstance(doc, dict):
             h.unreadable_reason = "smartctl gave no JSON object"
             return h
+    prefix = f"{path or '/dev/' + device}: "
     if exit_status is None:
         exit_status = _int(_get(doc, "smartctl", "exit_status")) or 0
     messages = smartctl_messages(doc)
@@ -147,31 +198,33 @@ def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None
         why = messages[0] if messages else f"smartctl exit status {exit_status}"
         # -n standby: smartctl leaves a sleeping disk asleep ("Device is in STANDBY mode")
         asleep = re.search(r"\bis in (STANDBY|SLEEP)", why) and exit_status & BIT_OPEN
-        h.unreadable_reason = ASLEEP if asleep else why.replace(f"/dev/{device}: ", "")
+        h.unreadable_reason = ASLEEP if asleep else why.replace(prefix, "")
         return h
-    h.protocol = _get(doc, "device", "protocol")
-    h.model = _first(_get(doc, "model_name"), _get(doc, "scsi_model_name"),
-                     _get(doc, "product"))
-    h.serial = _get(doc, "serial_number")
-    h.firmware = _first(_get(doc, "firmware_version"), _get(doc, "revision"))
+    h.protocol = _str(_get(doc, "device", "protocol"))
+    h.model = _first(_str(_get(doc, "model_name")), _str(_get(doc, "scsi_model_name")),
+                     _str(_get(doc, "product")))
+    h.serial = _str(_get(doc, "serial_number"))
+    h.firmware = _first(_str(_get(doc, "firmware_version")), _str(_get(doc, "revision")))
     passed = _get(doc, "smart_status", "passed")
     h.smart_passed = passed if isinstance(passed, bool) else None
 
-    nvme = _get(doc, "nvme_smart_health_information_log") or {}
-    table = {a["id"]: a for a in _get(doc, "ata_smart_attributes", "table") or ()
-             if isinstance(a, dict) and isinstance(a.get("id"), int)}
-    temp = _get(doc, "temperature") or {}
-    thresholds = _get(doc, "nvme_composite_temperature_threshold") or {}
+    nvme = _dict(_get(doc, "nvme_smart_health_information_log"))
+    table = {a["id"]: a for a in _list(_get(doc, "ata_smart_attributes", "table"))
+             if isinstance(a, dict) and _int(a.get("id")) is not None}
+    temp = _dict(_get(doc, "temperature"))
+    thresholds = _dict(_get(doc, "nvme_composite_temperature_threshold"))
 
     h.critical_warning = _int(nvme.get("critical_warning"))
-    h.temperature_c = _first(_num(temp.get("current")), _num(nvme.get("temperature")),
+    h.temperature_c = _first(sane_temp_c(temp.get("current")), sane_temp_c(nvme.get("temperature")),
                              _attr_temp(table))
     # NVMe WCTEMP/CCTEMP (smartctl >= 7.5 -x); ATA SCT's highest recommended operating
     # temperature and its limit; SCSI's drive trip temperature
-    h.warning_temp_c = _first(_num(thresholds.get("warning")), _num(temp.get("op_limit_max")))
-    h.critical_temp_c = _first(_num(thresholds.get("critical")),
-                               _num(temp.get("critical_limit_max")),
-                               _num(temp.get("limit_max")), _num(temp.get("drive_trip")))
+    h.warning_temp_c = _first(sane_temp_c(thresholds.get("warning")),
+                              sane_temp_c(temp.get("op_limit_max")))
+    h.critical_temp_c = _first(sane_temp_c(thresholds.get("critical")),
+                               sane_temp_c(temp.get("critical_limit_max")),
+                               sane_temp_c(temp.get("limit_max")),
+                               sane_temp_c(temp.get("drive_trip")))
     h.warning_temp_time_min = _int(nvme.get("warning_temp_time"))
     h.critical_temp_time_min = _int(nvme.get("critical_comp_time"))
     h.percentage_used_pct = _first(
@@ -199,9 +252,9 @@ def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None
                                  _int(_get(doc, "ata_smart_error_log", "summary", "count")))
     h.power_on_hours = _first(_int(_get(doc, "power_on_time", "hours")),
                               _int(nvme.get("power_on_hours")))
-    h.failing_attributes = tuple(f"{a.get('name', '?')} ({i})" for i, a in table.items()
+    h.failing_attributes = tuple(f"{_str(a.get('name')) or '?'} ({i})" for i, a in table.items()
                                  if a.get("when_failed") == "now")
-    h.failed_attributes = tuple(f"{a.get('name', '?')} ({i})" for i, a in table.items()
+    h.failed_attributes = tuple(f"{_str(a.get('name')) or '?'} ({i})" for i, a in table.items()
                                 if a.get("when_failed") == "past")
     tmt = [_int(nvme.get(f"thermal_mgmt_temperature_{n}_total_time")) for n in (1, 2)]
     h.thermal_throttle_s = sum(t for t in tmt if t is not None) if any(
@@ -212,7 +265,7 @@ def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None
     if all(v is None for v in said):
         h.unreadable_reason = (messages[0] if messages else
                                "smartctl read no health data from it (no SMART)")
-        h.unreadable_reason = h.unreadable_reason.replace(f"/dev/{device}: ", "")
+        h.unreadable_reason = h.unreadable_reason.replace(prefix, "")
         return h
     h.readable = True
     return h
@@ -220,9 +273,11 @@ def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None
 
 # ---------------------------------------------------------------------------- sysfs
 def _milli_c(path: str) -> float | None:
+    """A hwmon temperature file (millidegrees Celsius, hwmon's sysfs ABI) in °C, where
+    it is a sane one (sane_temp_c: the NVMe driver writes an unset WCTEMP as -273150)."""
     line = read_first_line(path)
     try:
-        return int(line) / 1000.0 if line is not None else None
+        return sane_temp_c(int(line) / 1000.0) if line is not None else None
     except ValueError:
         return None
 
@@ -247,7 +302,7 @@ def hwmon_dir(roots: Roots, device: str) -> str | None:
 def read_sysfs(roots: Roots, device: str, read_wall_s: float = 0.0) -> DiskHealth | None:
     """The kernel's view of the disk's temperature and its thresholds (hwmon), and its
     model, serial and firmware from sysfs; None where the kernel keeps no temperature
-    for it.  Never raises."""
+    for it (or only one that is not sane_temp_c).  Never raises."""
     hw = hwmon_dir(roots, device)
     if hw is None:
         return None
@@ -316,46 +371,178 @@ def physical_disks(roots: Roots) -> dict[str, str | None]:
     return out
 
 
-def _run_smartctl(smartctl: str, device: str, dev_dir: str, timeout_s: float
-                  ) -> tuple[int | None, str, str | None]:
-    """(exit status, stdout, None) or (None, "", why it did not run)."""
-    argv = [smartctl, *SMARTCTL_ARGS, os.path.join(dev_dir, device)]
+DEV_DIR = "/dev"
+
+
+def smartctl_argv(smartctl: str, device: str, dev_dir: str = DEV_DIR) -> list[str]:
+    """smartctl's command line for the disk the kernel calls `device`, whose node is in
+    dev_dir (--devfs: the host's /dev mounted in a container).  smartctl guesses a
+    device's type from its name only under /dev/ (os_linux.cpp autodetect_smart_device:
+    /host/dev/sda would be "Unable to detect device type"), so elsewhere the type is
+    given from the kernel's name: nvme; sat,auto for sd* (SAT for an ATA disk behind
+    the kernel's SCSI layer, SCSI for a SAS one: what autodetection picks; smartctl(8)
+    -d sat,auto); ata for hd*."""
+    argv = [smartctl, *SMARTCTL_ARGS]
+    if os.path.normpath(dev_dir) != DEV_DIR:
+        kind = ("nvme" if device.startswith("nvme") else "sat,auto" if device.startswith("sd")
+                else "ata" if device.startswith("hd") else None)
+        if kind is not None:
+            argv += ["-d", kind]
+    return argv + [os.path.join(dev_dir, device)]
+
+
+class Children:
+    """The smartctl processes a poller has started and not yet reaped.  kill_all() stops
+    them at close: each is known by its own Popen object and signalled only while it is
+    not reaped (reaping and signalling hold one lock, so a PID the kernel has handed to
+    another process is never signalled); nothing else is ever signalled."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.closed = False
+
+    def start(self, argv: list[str]) -> subprocess.Popen | None:
+        """A started child, or None once closed.  Raises OSError when it cannot run."""
+        with self._lock:
+            if self.closed:
+                return None
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, close_fds=True)
+            self._procs.add(proc)
+            return proc
+
+    def reap(self, proc: subprocess.Popen) -> resource.struct_rusage | None:
+        """Reap proc if it has exited, setting its returncode; its rusage (the CPU it
+        used), or None while it runs."""
+        with self._lock:
+            if proc.returncode is not None:
+                self._procs.discard(proc)
+                return None
+            try:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            except ChildProcessError:       # reaped by someone else: a bug, said as one
+                self._procs.discard(proc)
+                raise
+            if pid == 0:
+                return None
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            self._procs.discard(proc)
+            return usage
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            if proc.returncode is None:
+                os.kill(proc.pid, signal.SIGKILL)
+
+    def kill_all(self) -> None:
+        """Kill every child still running; start() starts none after this."""
+        with self._lock:
+            self.closed = True
+            for proc in self._procs:
+                if proc.returncode is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+
+
+_REAP_WAIT_S = 5.0   # for a killed child to go: one in an ioctl of a wedged device may not
+
+
+def _run_smartctl(argv: list[str], timeout_s: float, children: Children | None = None
+                  ) -> tuple[int | None, str, str | None, float | None]:
+    """(exit status, stdout, None, the child's CPU seconds), or (None, "", why no data,
+    its CPU seconds or None).  A child killed by a signal (close(), the OOM killer) is
+    no reading, and says which signal; one that does not answer in timeout_s is killed
+    (our own child: `children` knows it by its Popen object) and says so."""
+    children = children if children is not None else Children()
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=timeout_s, check=False, close_fds=True)
-    except subprocess.TimeoutExpired:
-        return None, "", f"smartctl did not answer in {timeout_s:g} s"
+        proc = children.start(argv)
     except OSError as err:
-        return None, "", f"cannot run smartctl: {err.strerror or err}"
-    return proc.returncode, proc.stdout.decode("utf-8", "replace"), None
+        return None, "", f"cannot run smartctl: {err.strerror or err}", None
+    if proc is None:
+        return None, "", "not read: gpudisk-top is stopping", None
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    timed_out = False
+    try:
+        fd = proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    timed_out = True
+                    break
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                chunks.append(data)
+    except BaseException:
+        children.kill(proc)     # no child left behind, whatever went wrong here
+        _reap(proc, children, _REAP_WAIT_S)
+        raise
+    finally:
+        proc.stdout.close()
+    if timed_out:
+        children.kill(proc)
+        cpu_s = _reap(proc, children, _REAP_WAIT_S)
+        return None, "", f"smartctl did not answer in {timeout_s:g} s (stopped)", cpu_s
+    # its answer is written: it exits now (one that does not is stopped)
+    cpu_s = _reap(proc, children, _REAP_WAIT_S)
+    if proc.returncode is None:
+        children.kill(proc)
+        cpu_s = _reap(proc, children, _REAP_WAIT_S)
+        return None, "", "smartctl did not exit after its answer (stopped)", cpu_s
+    rc = proc.returncode
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return None, "", f"smartctl was killed by {name}: no reading", cpu_s
+    return rc, b"".join(chunks).decode("utf-8", "replace"), None, cpu_s
 
 
-def read_device(roots: Roots, device: str, smartctl: str | None, dev_dir: str = "/dev",
-                why_not: str | None = None, timeout_s: float = SMARTCTL_TIMEOUT_S
-                ) -> DiskHealth:
+def _reap(proc: subprocess.Popen, children: Children, wait_s: float) -> float | None:
+    """Wait up to wait_s for proc to end and reap it: its CPU seconds (None: unknown, or
+    still running)."""
+    gone_by = time.monotonic() + wait_s
+    while True:
+        usage = children.reap(proc)
+        if usage is not None:
+            return usage.ru_utime + usage.ru_stime
+        if proc.returncode is not None or time.monotonic() >= gone_by:
+            return None
+        time.sleep(0.002)
+
+
+def read_device(roots: Roots, device: str, smartctl: str | None, dev_dir: str = DEV_DIR,
+                why_not: str | None = None, timeout_s: float = SMARTCTL_TIMEOUT_S,
+                children: Children | None = None) -> DiskHealth:
     """One disk's health now: smartctl's reading (smartctl None: not installed), the
     kernel's filling what it lacks or standing in for it.  why_not: the disk is known to
-    have no SMART (virtio): nothing is run.  read_cpu_s is the CPU it cost (smartctl's,
-    from this process's children's rusage, and ours; a child of another thread that ends
-    meanwhile counts too).  Never raises."""
+    have no SMART (virtio): nothing is run.  A disk asleep (-n standby) is not asked
+    again through the kernel either: drivetemp reads a SATA disk's temperature with SCT
+    and SMART commands, which may reset its spin-down timer.  read_cpu_s is the CPU it
+    cost (smartctl's own, from its rusage, and this thread's).  Never raises for what a
+    disk or smartctl answers."""
     wall = time.time()
-    cpu0, child0 = time.thread_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = time.thread_time()
+    child_cpu_s = None
     if why_not is not None:
         h = DiskHealth(device=device, read_wall_s=wall, unreadable_reason=why_not)
     elif smartctl is None:
         h = DiskHealth(device=device, read_wall_s=wall, unreadable_reason=NOT_INSTALLED)
     else:
-        rc, out, err = _run_smartctl(smartctl, device, dev_dir, timeout_s)
+        argv = smartctl_argv(smartctl, device, dev_dir)
+        rc, out, err, child_cpu_s = _run_smartctl(argv, timeout_s, children)
         if err is not None:
             h = DiskHealth(device=device, read_wall_s=wall, source=HEALTH_SMARTCTL,
                            unreadable_reason=err)
         else:
-            h = parse_smartctl(out, device, rc, wall)
-    if why_not is None:
+            h = parse_smartctl(out, device, rc, wall, path=argv[-1])
+    if why_not is None and h.unreadable_reason != ASLEEP:
         h = merge_sysfs(h, read_sysfs(roots, device, wall))
-    child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    h.read_cpu_s = (time.thread_time() - cpu0 + (child1.ru_utime - child0.ru_utime)
-                    + (child1.ru_stime - child0.ru_stime))
+    h.read_cpu_s = time.thread_time() - cpu0 + (child_cpu_s or 0.0)
     return h
 
 
@@ -366,6 +553,13 @@ def find_smartctl() -> str | None:
 
 
 # ---------------------------------------------------------------------------- the poller
+# smartctl processes at once: a node's disks answer in parallel (each is its own device;
+# an awake HDD takes about a second for -x), so a pass over 16 takes a quarter of the
+# time, while a few processes at a time keep a node's HBA and CPUs out of it
+PARALLEL_READS = 4
+NOT_READ_YET = "not read yet: smartctl had not answered when this was taken"
+
+
 class HealthPoller:
     """Reads every physical disk's health every interval_s on a daemon thread of its own.
 
@@ -373,23 +567,29 @@ class HealthPoller:
         poller.start()
         poller.latest          # the latest HealthSnapshot (None before the first poll)
         poller.wait_first(10)  # block until the first poll is in (--once)
-        poller.close()
+        poller.publish_partial()   # what the first poll has read so far (--once)
+        poller.close()         # stop: kill a running smartctl, join the thread
 
     The snapshot is replaced whole at each poll (never mutated), so a reader on another
     thread takes it with one attribute read and no lock.  The first readable reading of
-    each disk is kept as `first` (the trend since start).  smartctl: its path, None to
-    find it on PATH, or False for none (the kernel's view only)."""
+    each drive is kept as `first` (the trend since start; a drive replaced in the slot
+    starts again).  smartctl: its path, None to find it on PATH, or False for none (the
+    kernel's view only); up to `parallel` disks are read at once.  dev_dir: where the
+    disks' device nodes are (--devfs).  `error`: why the latest poll failed (a bug), said
+    once in the samples' warnings by the Sampler."""
 
     def __init__(self, roots: Roots | None = None, interval_s: float = DEFAULT_INTERVAL_S,
-                 smartctl: str | None | bool = None, dev_dir: str = "/dev",
+                 smartctl: str | None | bool = None, dev_dir: str = DEV_DIR,
                  timeout_s: float = SMARTCTL_TIMEOUT_S,
-                 on_poll: Callable[[HealthSnapshot], None] | None = None) -> None:
+                 on_poll: Callable[[HealthSnapshot], None] | None = None,
+                 parallel: int = PARALLEL_READS) -> None:
         self.roots = roots or Roots()
         self.interval_s = interval_s
         self.smartctl = (find_smartctl() if smartctl is None else smartctl) or None
         self.dev_dir = dev_dir
         self.timeout_s = timeout_s
         self.on_poll = on_poll
+        self.parallel = max(1, parallel)
         self.latest: HealthSnapshot | None = None
         self.error: str | None = None             # why the latest poll failed (a bug)
         self.poll_thread_id: int | None = None    # the thread polls run on (tests)
@@ -397,35 +597,89 @@ class HealthPoller:
         self._stop = threading.Event()
         self._polled = threading.Event()
         self._thread: threading.Thread | None = None
+        self._children = Children()
+        self._lock = threading.Lock()
+        self._progress: tuple[dict, dict] = ({}, {})   # this poll's disks, those read
 
-    def poll(self) -> HealthSnapshot:
-        """Read every disk once, now, on the calling thread; publish and return it."""
+    def _read_one(self, device: str, why_not: str | None) -> DiskHealth:
+        try:
+            return read_device(self.roots, device, self.smartctl, self.dev_dir, why_not,
+                               self.timeout_s, self._children)
+        except Exception as err:  # noqa: BLE001 - one disk's failure (a bug) is its reading, not the poll's
+            return DiskHealth(device=device, read_wall_s=time.time(),
+                              unreadable_reason=f"health read failed: {type(err).__name__}: {err}")
+
+    def _read_all(self, disks: dict[str, str | None]) -> dict[str, DiskHealth]:
+        """Every disk's reading, up to `parallel` at a time, on daemon threads (a wedged
+        smartctl never holds the process at exit)."""
+        done: dict[str, DiskHealth] = {}
+        with self._lock:
+            self._progress = (disks, done)
+        todo = list(disks.items())
+
+        def work() -> None:
+            while not self._stop.is_set():
+                with self._lock:
+                    if not todo:
+                        return
+                    device, why_not = todo.pop(0)
+                h = self._read_one(device, why_not)
+                with self._lock:
+                    done[device] = h
+
+        threads = [threading.Thread(target=work, name=f"gpudisk-top-health-{i}", daemon=True)
+                   for i in range(min(self.parallel, len(todo)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return {d: done[d] for d in disks if d in done}
+
+    def poll(self) -> HealthSnapshot | None:
+        """Read every disk once, now, on the calling thread; publish and return it
+        (None when close() stopped it half way: nothing is published then)."""
         self.poll_thread_id = threading.get_ident()
-        readings = {}
         before = self.latest.readings if self.latest is not None else {}
-        for device, why_not in physical_disks(self.roots).items():
-            if self._stop.is_set():
-                break
-            h = read_device(self.roots, device, self.smartctl, self.dev_dir, why_not,
-                            self.timeout_s)
-            if h.unreadable_reason == ASLEEP and before.get(device) is not None \
-                    and before[device].readable:
-                h = before[device]   # a disk asleep is not read: its last reading stands
-            readings[device] = h
+        readings = self._read_all(physical_disks(self.roots))
+        if self._stop.is_set():
+            return None
         for device, h in readings.items():
-            if h.readable and device not in self._first:
+            old = before.get(device)
+            if h.unreadable_reason == ASLEEP and old is not None and old.readable:
+                readings[device] = old   # a disk asleep is not read: its last reading stands
+        for device, h in readings.items():
+            first = self._first.get(device)
+            if h.readable and (first is None or not same_drive(first, h)):
                 self._first[device] = h
-        snap = HealthSnapshot(readings=readings, first=dict(self._first),
-                              polled_wall_s=time.time(),
-                              polls=(self.latest.polls if self.latest else 0) + 1)
-        self.latest = snap
+        with self._lock:    # publish_partial() publishes only while latest is None
+            snap = HealthSnapshot(readings=readings, first=dict(self._first),
+                                  polled_wall_s=time.time(),
+                                  polls=(self.latest.polls if self.latest else 0) + 1)
+            self.latest = snap
         self._polled.set()
         if self.on_poll is not None:
             self.on_poll(snap)
         return snap
 
+    def publish_partial(self) -> HealthSnapshot | None:
+        """Before the first poll is in: publish what it has read so far, each disk not
+        yet read as unreadable NOT_READ_YET (`--once` makes its report with that rather
+        than wait for the slowest disk).  Returns the latest snapshot."""
+        with self._lock:
+            if self.latest is not None:
+                return self.latest
+            disks, done = self._progress
+            wall = time.time()
+            readings = {d: done.get(d) or DiskHealth(device=d, read_wall_s=wall,
+                                                     unreadable_reason=NOT_READ_YET)
+                        for d in disks}
+            self.latest = HealthSnapshot(
+                readings=readings, first={d: h for d, h in readings.items() if h.readable},
+                polled_wall_s=None, polls=0)
+            return self.latest
+
     def start(self) -> "HealthPoller":
-        if self._thread is None and self.interval_s > 0:
+        if self._thread is None and self.interval_s > 0 and not self._stop.is_set():
             self._thread = threading.Thread(target=self._run, name="gpudisk-top-health",
                                             daemon=True)
             self._thread.start()
@@ -437,7 +691,7 @@ class HealthPoller:
                 self.poll()
                 self.error = None
             except Exception as err:  # noqa: BLE001 - a bug must not end the thread: say it, keep the last
-                self.error = f"device health poll failed: {err!r}"
+                self.error = f"device health poll failed: {type(err).__name__}: {err}"
                 self._polled.set()
             self._stop.wait(self.interval_s)
 
@@ -445,5 +699,11 @@ class HealthPoller:
         """Wait until the first poll is in; False when it is not after timeout_s."""
         return self._polled.wait(timeout_s)
 
-    def close(self) -> None:
+    def close(self, join_timeout_s: float = 2.0) -> None:
+        """Stop polling: kill the smartctl processes still running (our own children)
+        and wait up to join_timeout_s for the poll thread to end."""
         self._stop.set()
+        self._children.kill_all()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(join_timeout_s)

@@ -280,6 +280,26 @@ class HealthSnapshot:
     polls: int = 0
 
 
+def same_drive(a: DiskHealth, b: DiskHealth) -> bool:
+    """THE rule for whether two readings of one kernel name are of one drive (a drive
+    replaced in its slot is sdb again): not when both give a serial number and they
+    differ, nor when one source gives two different models (sysfs's SCSI model of a
+    SATA disk is shorter than smartctl's ATA one, so models are compared source to
+    source).  The trend since start, and a report's trend, never compare two drives."""
+    if a.serial and b.serial and a.serial != b.serial:
+        return False
+    return not (a.source == b.source and a.model and b.model and a.model != b.model)
+
+
+def is_new(now, before) -> bool:
+    """THE rule for whether slow data (a HealthSnapshot, a DiskHealth) is new: unless it
+    is the same object or an equal one.  The poller replaces its snapshot whole at each
+    poll and keeps a reading object while it stands (a disk asleep), so the usual case
+    costs one identity test; equality catches copies (a recording hands out a new object
+    per block).  The recorder's records and summaries and report's replay all ask this."""
+    return now is not before and now != before
+
+
 # ---------------------------------------------------------------------------- sample
 @dataclass(slots=True)
 class Sample:

@@ -51,6 +51,7 @@ class Sampler:
         # the slow health poller (collect/health.py HealthPoller, started by the caller;
         # closed with us): each sample takes its latest snapshot, one attribute read
         self.health = health
+        self._health_error_said: str | None = None   # the poller's error, said once
         self._delayacct = DelayAccounting() if delayacct else None
         self.notes: list[str] = []     # what starting up did or could not do, one line each
         if self._delayacct is not None:
@@ -146,6 +147,12 @@ class Sampler:
         sample.procs.update(self._io_busiest(sample.procs, mono, daemons))
         if self.health is not None:
             sample.health = self.health.latest
+            # a poll that failed (a bug) leaves the last readings standing: said once,
+            # and again only if it fails otherwise after
+            error = self.health.error
+            if error is not None and error != self._health_error_said:
+                sample.warnings.append(error + " (the last readings stand)")
+            self._health_error_said = error
         sample.warnings = list(dict.fromkeys(sample.warnings))  # two readers, one file
         self._last = sample
         return sample
@@ -193,8 +200,12 @@ class Sampler:
 
     def wait_health(self, timeout_s: float) -> bool:
         """Wait (at most timeout_s) for the health poller's first reading: `--once`
-        makes one report, and its health is part of it.  False: it is not in yet."""
-        return self.health is None or self.health.wait_first(timeout_s)
+        makes one report, and its health is part of it.  False: it is not in yet; then
+        the next sample has the disks read so far, the others "not read yet"."""
+        if self.health is None or self.health.wait_first(timeout_s):
+            return True
+        self.health.publish_partial()
+        return False
 
     def close(self) -> None:
         if self.health is not None:

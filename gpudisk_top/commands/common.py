@@ -98,6 +98,10 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
     g.add_argument("--procfs", default="/proc", metavar="PATH",
                    help="procfs to read (default /proc; e.g. the host's /proc mounted in a container)")
     g.add_argument("--sysfs", default="/sys", metavar="PATH", help="sysfs to read (default /sys)")
+    g.add_argument("--devfs", default="/dev", metavar="PATH",
+                   help="where the disks' device nodes are, for smartctl's health reads "
+                        "(default /dev; e.g. the host's /dev mounted in a container at "
+                        "/host/dev); nothing is ever written to them")
     g.add_argument("--delayacct", action="store_true",
                    help="as root: switch kernel.task_delayacct on while running (off again at "
                         "exit), so the time the job's loaders are blocked on reads is measured, "
@@ -261,11 +265,18 @@ def open_source(args, gpu_init_wait_s: float | None = None, start_wall_s: float 
     roots = roots_from(args)
     every_s = health_interval_s(args)
     # the disks' health, read on a thread of its own (never the sampler's): each Sample
-    # gets the latest readings by reference
-    health = HealthPoller(roots, interval_s=every_s).start() if every_s > 0 else None
+    # gets the latest readings by reference.  Started once the Sampler is built: a
+    # Sampler that fails leaves no thread and no smartctl behind
+    health = (HealthPoller(roots, interval_s=every_s, dev_dir=getattr(args, "devfs", "/dev"))
+              if every_s > 0 else None)
     sampler = Sampler(roots, interval_s=args.interval,
                       delayacct=getattr(args, "delayacct", False),
                       gpu_init_wait_s=gpu_init_wait_s, ceilings=probed_ceilings, health=health)
+    if health is not None:
+        if not os.path.isdir(health.dev_dir):
+            warn(f"--devfs {health.dev_dir}: no such directory; smartctl will find no disk "
+                 "there (the kernel's temperatures are still read)")
+        health.start()
     for line in sampler.notes:
         note(line)
     # what cannot be seen from here, by key: the dashboard's header flags it

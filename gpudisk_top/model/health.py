@@ -26,14 +26,15 @@ Public API (stable; the disk table, the device detail, recordings and the report
                         "unknown"), reasons short strings, worst first ("spare 8% <
                         threshold 10%", "media errors 12", "78 °C above warning 75 °C").
                         Unreadable: ("unknown", (unreadable_reason,)).
-    trend(first, last) -> HealthTrend
-                        what the disk gained from one reading to a later one: span_s,
+    trend(first, last) -> HealthTrend | None
+                        what the disk gained from one reading to a later one (None when
+                        they are of two drives: collect.sample.same_drive): span_s,
                         media_errors_gained, error_log_gained, reallocated_gained,
                         pending_gained, unsafe_shutdowns_gained, wear_gained_pct,
                         warning_temp_min_gained, critical_temp_min_gained (None where
                         either reading lacks the number); HealthTrend.as_json()
     minutes_above_warning(readings) -> float | None
-                        over a series of readings (oldest first): the drive's own counter
+                        over a series of readings of one drive (oldest first): the drive's own counter
                         where both ends have it (NVMe), else the time between readings
                         that found it at or above its warning temperature
     HealthView          what the model shows for one disk: reading, status, reasons,
@@ -69,7 +70,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.collect.sample import (HEALTH_SIMULATED, HEALTH_SMARTCTL, HEALTH_SYSFS,
-                                        DiskHealth, HealthSnapshot)
+                                        DiskHealth, HealthSnapshot, same_drive)
 
 __all__ = ["DiskHealth", "HealthSnapshot", "HealthTrend", "HealthView", "STATUSES",
            "STATUS_RANK", "HEALTH_SMARTCTL", "HEALTH_SYSFS", "HEALTH_SIMULATED", "classify",
@@ -188,10 +189,15 @@ def _gain(a, b):
     return None if a is None or b is None else b - a
 
 
-def trend(first: DiskHealth, last: DiskHealth) -> HealthTrend:
-    """What the disk gained from `first` to `last` (two readings of the same disk, first
-    the older).  A counter that went down (another drive in the slot, a vendor reset)
-    gives None for it, not a negative gain; pending sectors may go down.  Never raises."""
+def trend(first: DiskHealth, last: DiskHealth) -> HealthTrend | None:
+    """What the disk gained from `first` to `last` (two readings of one kernel name, first
+    the older).  None when they are two drives (same_drive: another serial number in the
+    slot), whose counters have nothing to do with each other.  A counter that went down
+    (a vendor reset) gives None for it, not a negative gain; pending sectors may go
+    down.  Never raises."""
+    if not same_drive(first, last):
+        return None
+
     def counter(name):
         g = _gain(getattr(first, name), getattr(last, name))
         return None if g is None or g < 0 else g
@@ -223,7 +229,8 @@ def minutes_above_warning(readings: Sequence[DiskHealth]) -> float | None:
     readable = [h for h in readings if h.readable]
     if len(readable) < 2:
         return None
-    g = trend(readable[0], readable[-1]).warning_temp_min_gained
+    t = trend(readable[0], readable[-1])
+    g = t.warning_temp_min_gained if t is not None else None
     if g is not None:
         return float(g)
     if not any(h.temperature_c is not None and h.warning_temp_c is not None for h in readable):
@@ -240,7 +247,7 @@ class HealthView:
     reading: DiskHealth
     status: str
     reasons: tuple[str, ...]
-    since_start: HealthTrend | None = None   # from this run's first readable reading
+    since_start: HealthTrend | None = None   # from this run's first readable reading of this drive
 
     @property
     def device(self) -> str:

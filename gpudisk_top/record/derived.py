@@ -28,12 +28,12 @@ import json
 import zlib
 from dataclasses import asdict, dataclass, field, fields
 
-from gpudisk_top.collect.sample import DiskHealth
+from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.detect import STARVED_STATES, STATES, Episode
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
-from gpudisk_top.record.v2.fields import expand, runs
+from gpudisk_top.record.v2.fields import expand, health_named, health_reading, runs
 
 DERIVED_LAYOUT = 1        # the layout of a summary block; raised when it changes
 SUMMARY_SAMPLES = 60      # samples per summary block
@@ -162,41 +162,23 @@ def interval_facts(model: Model, state: str, gpus):
 
 
 # ---------------------------------------------------------------------------- health readings
-_HEALTH_FIELDS = tuple(f.name for f in fields(DiskHealth))
-
-
-def reading_record(h: DiskHealth) -> dict:
-    """A health reading as a summary block keeps it: the fields it has (None and empty
-    ones left out: most drives give half of them)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k in _HEALTH_FIELDS
-            if (v := getattr(h, k)) is not None and v != ()}
-
-
-def reading_from_record(d: dict) -> DiskHealth:
-    """The DiskHealth of a summary block's reading (fields this code does not know are
-    left out, those it lacks take their defaults)."""
-    return DiskHealth(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()
-                         if k in _HEALTH_FIELDS})
-
-
 class NewReadings:
     """The health readings a run of samples carries, each once: new_in(snapshot) gives
-    those that differ from the ones the samples before carried (all of them at first).
-    The poller replaces its snapshot whole at each poll, so a sample costs one identity
-    test.  Shared by the recorder's summaries and report's replay."""
+    those that differ from the ones the samples before carried (all of them at first),
+    by the one rule (collect.sample.is_new) the recorder's records also follow.  Shared
+    by the recorder's summaries and report's replay."""
 
     def __init__(self) -> None:
         self.snapshot = None
         self.last: dict[str, DiskHealth] = {}
 
     def new_in(self, snapshot) -> list[DiskHealth]:
-        if snapshot is None or snapshot is self.snapshot:
+        if snapshot is None or not is_new(snapshot, self.snapshot):
             return []
         self.snapshot = snapshot
         out = []
         for dev, h in snapshot.readings.items():
-            old = self.last.get(dev)
-            if old is not h and old != h:
+            if is_new(h, self.last.get(dev)):
                 self.last[dev] = h
                 out.append(h)
         return out
@@ -247,7 +229,7 @@ class SummaryBlock:
             "episodes": self.episodes,
         }
         if self.health:             # summaries without health stay as they were
-            out["health"] = [[j, reading_record(h)] for j, h in self.health]
+            out["health"] = [[j, health_named(h)] for j, h in self.health]
         return out
 
     @classmethod
@@ -264,7 +246,7 @@ class SummaryBlock:
                                          for k, v in rec.items() if k in known})
                      for name, rec in d["devices"]}
         state, raw, episode, gpus = (expand(c) for c in d["codes"])
-        health = [(j, reading_from_record(h)) for j, h in d.get("health", ())]
+        health = [(j, health_reading(h.items())) for j, h in d.get("health", ())]
         return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"], health)
 
 

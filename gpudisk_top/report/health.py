@@ -2,7 +2,8 @@
 compared by model/health.py (classify, trend, minutes_above_warning, health_of).
 
 A disk's readings in a window are the one its first sample carried (read at or before
-the window's start) and each new one the poller made after, oldest first: from the
+the window's start) and each new one the poller made after, oldest first (split where
+another drive took the slot: collect.sample.same_drive): from the
 recorded summaries where report adds whole blocks up (record/derived.py keeps each new
 reading once), from the samples where it replays them.  Both feed a HealthSeries, which
 keeps each reading once however it came.
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gpudisk_top.collect.sample import DiskHealth
+from gpudisk_top.collect.sample import DiskHealth, is_new, same_drive
 from gpudisk_top.model.health import (STATUS_RANK, health_of, minutes_above_warning, trend,
                                       view_of)
+from gpudisk_top.model.vocab import iso_time
 from gpudisk_top.record.derived import NewReadings
 
 
@@ -31,7 +33,7 @@ class HealthSeries:
     def add(self, readings: Iterable[DiskHealth]) -> None:
         for h in readings:
             seq = self.readings.setdefault(h.device, [])
-            if not seq or (seq[-1] is not h and seq[-1] != h):
+            if not seq or is_new(h, seq[-1]):
                 seq.append(h)
 
     def add_sample(self, sample) -> None:
@@ -55,29 +57,59 @@ def _reading_json(h: DiskHealth) -> dict:
     return out
 
 
+def drives(seq: list[DiskHealth]) -> list[list[DiskHealth]]:
+    """One disk's readings split where the drive in its slot changed (same_drive: another
+    serial number), oldest first.  A reading that names no drive (unreadable) stays
+    with the drive before it."""
+    runs: list[list[DiskHealth]] = []
+    ref: DiskHealth | None = None      # the run's latest reading that names its drive
+    for h in seq:
+        names = h.serial is not None or h.model is not None
+        if runs and not (names and ref is not None and not same_drive(ref, h)):
+            runs[-1].append(h)
+        else:
+            runs.append([h])
+        if names:
+            ref = h
+    return runs
+
+
+def _drive_json(seq: list[DiskHealth]) -> dict:
+    """One drive's readings in the window: the status of its last, the worst, and the
+    trend from its first readable reading to its last (None with fewer than two)."""
+    first, last = seq[0], seq[-1]
+    views = [view_of(h) for h in seq]
+    worst = max(views, key=lambda v: STATUS_RANK[v.status])
+    readable = [h for h in seq if h.readable]
+    gained = None
+    t = trend(readable[0], readable[-1]) if len(readable) >= 2 else None
+    if t is not None:
+        gained = t.as_json()
+        gained["minutes_above_warning"] = minutes_above_warning(seq)
+    return {"model": last.model, "serial": last.serial, "source": last.source,
+            "status": views[-1].status, "reasons": list(views[-1].reasons),
+            "worst_status": worst.status, "worst_reasons": list(worst.reasons),
+            "readings": len(seq), "first": _reading_json(first), "last": _reading_json(last),
+            "trend": gained}
+
+
 def health_section(series: HealthSeries) -> list[dict]:
     """Per disk the window's first and last reading, the status of the last and the
     worst over the window, and the trend from the first readable reading to the last
     (None with fewer than two): trend() and minutes_above_warning() (model/health.py).
-    Worst first, then by name."""
+    Where the drive in the slot was replaced in the window (another serial number), all
+    of that is the last drive's, and `replaced` lists the earlier ones, each with
+    `replaced_at` and `replaced_at_s` (the new drive's first reading): two drives'
+    counters are never compared.  Worst first, then by name."""
     out = []
     for dev, seq in series.readings.items():
-        first, last = seq[0], seq[-1]
-        views = [view_of(h) for h in seq]
-        status, reasons = views[-1].status, views[-1].reasons
-        worst = max(views, key=lambda v: STATUS_RANK[v.status])
-        readable = [h for h in seq if h.readable]
-        gained = None
-        if len(readable) >= 2:
-            gained = trend(readable[0], readable[-1]).as_json()
-            gained["minutes_above_warning"] = minutes_above_warning(seq)
-        out.append({
-            "device": dev, "model": last.model, "serial": last.serial, "source": last.source,
-            "status": status, "reasons": list(reasons),
-            "worst_status": worst.status, "worst_reasons": list(worst.reasons),
-            "readings": len(seq), "first": _reading_json(first), "last": _reading_json(last),
-            "trend": gained,
-        })
+        *earlier, current = drives(seq)
+        entry = {"device": dev, **_drive_json(current), "replaced": []}
+        for old, new in zip(earlier, [*earlier[1:], current]):
+            at = new[0].read_wall_s
+            entry["replaced"].append({**_drive_json(old), "replaced_at": iso_time(at),
+                                      "replaced_at_s": at})
+        out.append(entry)
     out.sort(key=lambda d: (-STATUS_RANK[d["worst_status"]], d["device"]))
     return out
 

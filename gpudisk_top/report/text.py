@@ -181,6 +181,14 @@ def _health(health: list[dict]) -> list[str]:
         if why:
             lines += textwrap.wrap(why, WIDTH, initial_indent="     why: ",
                                    subsequent_indent="          ")
+        for old in h.get("replaced", ()):
+            was = " ".join(x for x in (old["model"], old["serial"] and f"serial {old['serial']}")
+                           if x) or "another drive"
+            lines += textwrap.wrap(
+                f"{h['device']}: drive replaced at {_short(old['replaced_at'])}; before it "
+                f"{was}, {old['readings']} readings, last {old['status']} (the numbers above "
+                "are the new drive's)", WIDTH, initial_indent="     ",
+                subsequent_indent="          ")
     return lines
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import operator
 import struct
 
@@ -51,6 +52,7 @@ MOUNT_STATIC = ("mountpoint", "fstype", "source", "kind", "daemon_pid")
 # made before them lack the keys, and read back health None.
 HEALTH_FIELDS = field_names(DiskHealth)
 HEALTH_HEADS = ("H", "Hf", "Hp")
+_health_values = operator.attrgetter(*HEALTH_FIELDS)
 
 
 def schema() -> dict[str, list[str]]:
@@ -74,6 +76,80 @@ def schema() -> dict[str, list[str]]:
 
 class FormatError(ValueError):
     """A payload that passed its CRC but cannot be decoded (a bug, or a foreign writer)."""
+
+
+# ---------------------------------------------------------------------------- health readings
+def health_record(h: DiskHealth) -> list:
+    """A DiskHealth as recordings keep it: its fields in HEALTH_FIELDS order, tuples as
+    lists (what JSON gives back, so a row and a block compare equal).  The one
+    serialisation: an "H/DEV" record is this list, a summary block's reading the
+    fields of it that are set (health_named)."""
+    return [list(v) if isinstance(v, tuple) else v for v in _health_values(h)]
+
+
+def health_named(h: DiskHealth) -> dict:
+    """health_record's fields by name, the unset ones (None, empty) left out: a summary
+    block's reading (most drives give half of them)."""
+    return {n: v for n, v in zip(HEALTH_FIELDS, health_record(h)) if v is not None and v != []}
+
+
+def _health_kinds() -> dict[str, tuple]:
+    """Per DiskHealth field, what a recorded value may be: its annotation's types (a
+    float field takes an int: JSON writes 78.0 as 78 nowhere, but other writers may)."""
+    import types
+    import typing
+
+    out = {}
+    for name, hint in typing.get_type_hints(DiskHealth).items():
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        kinds = []
+        for a in args:
+            if a is float:
+                kinds += [float, int]
+            elif typing.get_origin(a) is tuple:
+                kinds.append(tuple)
+            else:
+                kinds.append(a)
+        out[name] = tuple(kinds)
+    return out
+
+
+_HEALTH_KINDS = _health_kinds()
+
+
+def health_value(name: str, value):
+    """A recorded value of DiskHealth field `name`, as the field holds it (a list of
+    strings as a tuple).  Raises FormatError for one of another type, a number that is
+    not finite or a bool where a number belongs."""
+    kinds = _HEALTH_KINDS[name]
+    if isinstance(value, list) and tuple in kinds:
+        if all(isinstance(x, str) for x in value):
+            return tuple(value)
+    elif value is None and type(None) in kinds:
+        return None
+    elif isinstance(value, bool):
+        if bool in kinds:
+            return value
+    elif isinstance(value, int):
+        if int in kinds:
+            return value
+    elif isinstance(value, float):
+        if float in kinds and math.isfinite(value):
+            return value
+    elif isinstance(value, str) and str in kinds:
+        return value
+    raise FormatError(f"health field {name}: {type(value).__name__} {str(value)[:40]!r}")
+
+
+def health_reading(pairs) -> DiskHealth:
+    """The DiskHealth of recorded (field name, value) pairs: an "H/DEV" record zipped
+    with the header's schema names, or a summary's reading's items.  Fields this code
+    does not know are left out, those it lacks take their defaults.  Raises FormatError
+    for a value of the wrong type, or no device name."""
+    kw = {n: health_value(n, v) for n, v in pairs if n in _HEALTH_KINDS}
+    if not isinstance(kw.get("device"), str):
+        raise FormatError("a health reading without its device")
+    return DiskHealth(**kw)
 
 
 INTS = {int}

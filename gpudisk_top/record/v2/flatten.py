@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import operator
 
-from gpudisk_top.collect.sample import HealthSnapshot, Sample
+from gpudisk_top.collect.sample import HealthSnapshot, Sample, is_new
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
-                                          GPU_INTS, GPU_PROCESS_FIELDS, HEALTH_FIELDS,
-                                          GPU_STATIC, IO_FIELDS, PROC_ACCT, SHARE_SCALE, EXACT,
-                                          PROC_STATIC, MOUNT_STATIC, float_bits, util_window, window_parts)
+                                          GPU_INTS, GPU_PROCESS_FIELDS, GPU_STATIC, IO_FIELDS,
+                                          PROC_ACCT, SHARE_SCALE, EXACT, PROC_STATIC,
+                                          MOUNT_STATIC, float_bits, health_record, util_window,
+                                          window_parts)
 
 
 _device_rec = operator.attrgetter(*DEVICE_FIELDS)
@@ -50,18 +51,11 @@ _cpu = operator.attrgetter(*CPU_FIELDS)
 _proc_static = operator.attrgetter(*PROC_STATIC)
 _mount_static = operator.attrgetter(*MOUNT_STATIC)
 _io = operator.attrgetter(*IO_FIELDS)
-_health = operator.attrgetter(*HEALTH_FIELDS)
 _NO_CPU = (None,) * len(CPU_FIELDS)
 
 
 def _int_or_none(value: int | None) -> int:
     return -1 if value is None else value
-
-
-def health_record(h) -> list:
-    """A DiskHealth as its "H/DEV" record: its fields in HEALTH_FIELDS order, tuples as
-    lists (what JSON gives back, so a row and a block compare equal)."""
-    return [list(v) if isinstance(v, tuple) else v for v in _health(h)]
 
 
 def _health_values(snap: HealthSnapshot) -> tuple[list, tuple]:
@@ -249,10 +243,10 @@ class Flattener:
             vals += m.counters.values()
         health = s.health
         if health is not None:
-            src = self._health_src
-            # the poller replaces its snapshot at each poll: its records are made again
-            # only then, so rows and blocks see the same objects until the next reading
-            if health is not src and (src is None or health.polls != src.polls):
+            # records are made again only for a new snapshot (collect.sample.is_new: the
+            # poller's next one, not a copy of this one), so rows and blocks see the same
+            # objects until the next reading
+            if is_new(health, self._health_src):
                 self._health_vals, self._health_keys = _health_values(health)
             self._health_src = health
             vals += self._health_vals

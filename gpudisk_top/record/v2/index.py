@@ -74,6 +74,7 @@ class V2Index:
         self._end_states: dict[int, dict] = {}   # id(block unit) -> processes' counters after it
         self._block_cache: tuple | None = None
         self._summaries: list | None = None
+        self._left_out_said = False
         self._build(session_cls)
 
     # ------------------------------------------------------------------ indexing
@@ -306,10 +307,10 @@ class V2Index:
         if c is None or c[0] is not unit or c[1] > pos:
             if unit.kind == _B:
                 blk = self._block(unit)
-                c = [unit, 0, v2.Unflattener(blk.state, unit.schema), None]
+                c = [unit, 0, v2.Unflattener(blk.state, unit.schema, self._left_out), None]
             else:
                 base = self._end_state(unit.prev_block) if unit.prev_block is not None else {}
-                c = [unit, 0, v2.Unflattener(base, unit.schema),
+                c = [unit, 0, v2.Unflattener(base, unit.schema, self._left_out),
                      v2.RowDecoder()]
             self._cursor = c
         un = c[2]
@@ -337,6 +338,13 @@ class V2Index:
             raise
         c[1] = pos + 1
         return out
+
+    def _left_out(self, line: str) -> None:
+        """What a decoder read without (health records that cannot be read): said once
+        per recording, in `warnings`, whichever block it is in (the first one's words)."""
+        if not self._left_out_said:
+            self._left_out_said = True
+            self.warnings.append(f"{self.path}: {line}")
 
     def sample_index(self, session: int, number: int) -> int | None:
         """The index of sample `number` (from 0 in its session) of indexed session

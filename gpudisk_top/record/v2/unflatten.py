@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
+from collections.abc import Callable
 
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, DiskHealth,
@@ -17,8 +18,8 @@ from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, DiskHeal
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
                                           GPU_INTS, HEALTH_FIELDS, IO_FIELDS, PROC_ACCT,
                                           PROC_STATIC, EXACT,
-                                          FormatError, bits_float, field_names, getter, schema,
-                                          window_of)
+                                          FormatError, bits_float, field_names, getter,
+                                          health_reading, schema, window_of)
 from gpudisk_top.record.v2.flatten import Flattener
 
 
@@ -179,7 +180,6 @@ def _get(vals, i, default=None):
 _DISK_ZERO = DiskCounters.zero()
 _DEVICE_SET = frozenset(DEVICE_FIELDS)
 _GPU_SET = frozenset(field_names(GpuRaw))
-_HEALTH_SET = frozenset(HEALTH_FIELDS)
 
 
 def _record(cls, recorded: list[str]):
@@ -199,7 +199,13 @@ class Unflattener:
     with it.  `recorded` is the session header's schema: positional records (device
     identity, GPU identity and processes, process identity) are read by those names."""
 
-    def __init__(self, counters: dict | None = None, recorded: dict | None = None) -> None:
+    def __init__(self, counters: dict | None = None, recorded: dict | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
+        """warn: told once, in a line, of what was left out (health records that cannot
+        be read); by default the lines are kept in `warnings`."""
+        self.warnings: list[str] = []
+        self._warn = warn or self.warnings.append
+        self._health_warned = False
         self.counters: dict[int, list] = dict(counters or {})
         self._plans: dict[tuple, _Plan] = {}
         self._devices: dict = {}     # DeviceInfo -> the one equal object handed out
@@ -359,10 +365,9 @@ class Unflattener:
                 tuple(mounts or ()))
 
     def _health_reading(self, rec) -> DiskHealth:
-        kw = {n: tuple(v) if isinstance(v, list) else v
-              for n, v in zip(self._health_names, rec) if n in _HEALTH_SET}
-        kw.setdefault("device", "?")
-        return DiskHealth(**kw)
+        if not isinstance(rec, list):
+            raise FormatError(f"a health record that is a {type(rec).__name__}")
+        return health_reading(zip(self._health_names, rec))
 
     def _health(self, plan: _Plan, vals) -> HealthSnapshot | None:
         """The sample's HealthSnapshot: the same object while its records are (they repeat,
@@ -378,6 +383,8 @@ class Unflattener:
         cached = self._cached
         try:
             polls, polled = (list(vals[hp]) + [0, None])[:2]
+            if not isinstance(polls, int) or not (polled is None or isinstance(polled, (int, float))):
+                raise FormatError(f"a health poll record {vals[hp]!r:.40}")
             now = {d: (vals[i], cached(vals[i], self._health_reading)) for d, i in readings}
             firsts = {}
             for d, i in first:
@@ -389,7 +396,13 @@ class Unflattener:
                 firsts[d] = (got[1] if got is not None and got[0] == rec
                              else cached(rec, self._health_reading))
         except (TypeError, ValueError) as err:
-            raise FormatError(f"a health record that cannot be read: {err}") from None
+            # health is slow, optional data: the sample keeps everything else it holds
+            self._health_last = (recs, None)
+            if not self._health_warned:
+                self._health_warned = True
+                self._warn(f"health records that cannot be read ({err}): those samples "
+                           "are read without device health")
+            return None
         snap = HealthSnapshot(readings={d: h for d, (_, h) in now.items()}, first=firsts,
                               polled_wall_s=polled, polls=polls)
         self._health_last = (recs, snap)
