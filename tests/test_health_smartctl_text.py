@@ -29,6 +29,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -423,27 +424,34 @@ def test_end_to_end_the_collector_on_the_fake_drives(shim, tmp_path):
     """The collector's own path: HealthPoller finds the disks under a sysfs tree and runs
     its smartctl command on <dev_dir>/<disk> (its `smartctl` and `dev_dir` parameters:
     no product change).  The command is a wrapper that runs the real smartctl with the
-    shim, standing in for /nonexistent/smartshim-dev/<disk> only, with `-d TYPE` added
-    (smartctl tells NVMe from ATA by the /dev name, which a fake path must not have).
+    shim, standing in for /nonexistent/smartshim-dev/<disk> only, with the `-d TYPE` the
+    shim emulates in place of the collector's (outside /dev the collector names the type:
+    smartctl tells NVMe from ATA by the /dev name, which a fake path must not have).
     The NVMe thresholds, text only in smartctl 7.3's output, come from the kernel's hwmon
     here, as on a real machine, and equal the text."""
     dev_dir = "/nonexistent/smartshim-dev"
     assert not os.path.lexists(dev_dir)
     disks = {"nvme0n1": ("nvme-7.0-media-errors.json", "nvme"),
              "sda": ("hdd-7.1-failing.json", "ata")}
-    cases = []
+    cases = {}
     for disk, (name, kind) in disks.items():
         data = write_data(tmp_path / f"{disk}.pages", pages_for(name))
-        cases.append(f'  {dev_dir}/{disk}) data={data}; type={kind} ;;')
+        cases[f"{dev_dir}/{disk}"] = (str(data), kind)
     wrapper = tmp_path / "bin" / "smartctl"
-    _write(wrapper, "#!/bin/sh\n"
+    # the collector says the type itself outside /dev (-d nvme, -d sat,auto); the shim
+    # answers ATA through HDIO (-d ata), so the wrapper puts its own type in its place
+    _write(wrapper, f"#!{sys.executable}\n"
            "# the real smartctl on the shim's fake drive named by the last argument\n"
-           'for dev; do :; done\n'
-           'case "$dev" in\n' + "\n".join(cases) + "\n"
-           '  *) echo "not a fake drive: $dev" >&2; exit 2 ;;\n'
-           "esac\n"
-           f'export LD_PRELOAD={shim} SMARTSHIM_PATH="$dev" SMARTSHIM_DATA="$data"\n'
-           f'exec {SMARTCTL} -d "$type" "$@"\n')
+           "import os, sys\n"
+           f"cases = {cases!r}\n"
+           "args, dev = sys.argv[1:], sys.argv[-1]\n"
+           "if dev not in cases:\n"
+           "    sys.exit(f'not a fake drive: {dev}')\n"
+           "while '-d' in args:\n"
+           "    i = args.index('-d'); del args[i:i + 2]\n"
+           "data, kind = cases[dev]\n"
+           f"os.environ.update(LD_PRELOAD={str(shim)!r}, SMARTSHIM_PATH=dev, SMARTSHIM_DATA=data)\n"
+           f"os.execv({SMARTCTL!r}, [{SMARTCTL!r}, '-d', kind, *args])\n")
     wrapper.chmod(0o755)
     roots = Roots(sysfs=str(fake_sysfs(tmp_path, load("nvme-7.0-media-errors.json"))))
     snap = HealthPoller(roots, interval_s=600, smartctl=str(wrapper), dev_dir=dev_dir,
