@@ -17,8 +17,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from fleet_harness import DripServer
 from gpudisk_top.errors import UsageError
-from gpudisk_top.fleet import queries
+from gpudisk_top.fleet import promapi, queries
 from gpudisk_top.fleet.model import (SPARK_POINTS, NodeRow, QueryCost, build_timeline,
                                      build_view, judge_job)
 from gpudisk_top.fleet.promapi import PromClient, QueryResult, Series, check_url, parse_answer
@@ -364,6 +365,32 @@ def test_check_url_keeps_a_path_prefix_and_hides_a_password():
     assert c.base_url == "http://h:9090" and "secret" not in repr(c)
 
 
+@pytest.mark.parametrize("url", [
+    "alice:s3cret@h:9090",                   # not a URL
+    "http://alice:s3cret@host:99999",        # the port out of range
+    "http://alice:s3cret@host:port",         # the port not a number
+    "http://alice:s3cret@[::1:9090",         # a broken IPv6 address
+    "ftp://alice:s3cret@h",                  # not http
+    "http://alice:s3cret@",                  # no host
+    "http://alice:s3cret@h:9090/?x=1",       # a query
+    "http://alice:s3cret@h:0",               # port 0
+    "http://alice:s3/cret@h:9090",           # a / in the password (not escaped)
+    "http://alice:s3cret@h:9090/\udcff",     # not UTF-8
+])
+def test_a_bad_url_never_shows_its_password(url):
+    with pytest.raises(UsageError) as err:
+        check_url(url)
+    message = str(err.value)
+    assert "cret" not in message and "\n" not in message
+    assert message.startswith("--prometheus '") and "***@" in message
+
+
+def test_redact_hides_the_user_info_only():
+    assert promapi.redact("http://u:p@h:1/x?y=@z") == "http://***@h:1/x?y=@z"
+    assert promapi.redact("https://h/prometheus") == "https://h/prometheus"
+    assert promapi.redact("u:p@h") == "***@h"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -387,17 +414,40 @@ def test_a_server_that_never_answers_times_out_as_a_value():
     assert not r.ok and r.error == f"Prometheus at http://127.0.0.1:{port}: timed out after 0.5 s"
 
 
+def test_the_timeout_is_a_deadline_for_the_whole_answer():
+    """A server that sends its answer a byte at a time: every socket read returns well
+    within the timeout, yet the query ends at its deadline."""
+    with DripServer(every_s=0.1) as drip:
+        started = time.monotonic()
+        r = PromClient(drip.url, timeout_s=1).instant("up")
+        took = time.monotonic() - started
+    assert r.error == f"Prometheus at http://127.0.0.1:{drip.port}: timed out after 1 s"
+    assert 0.9 < took < 2.0, took
+
+
+def test_an_answer_larger_than_the_cap_is_refused(monkeypatch):
+    monkeypatch.setattr(promapi, "MAX_ANSWER_BYTES", 1000)
+    with DripServer(every_s=0.01, head=b"[" * 5000) as drip:
+        r = PromClient(drip.url, timeout_s=5).instant("up")
+    assert r.error == f"Prometheus at http://127.0.0.1:{drip.port}: the answer is larger than 1000 bytes"
+
+
 class _Handler(BaseHTTPRequestHandler):
     replies: dict = {}
 
     def do_POST(self):
-        self.server.seen.append((self.path, self.rfile.read(int(self.headers["Content-Length"])),
+        length = int(self.headers.get("Content-Length") or 0)
+        self.server.seen.append((self.path, self.rfile.read(length),
                                  self.headers.get("Authorization")))
-        status, body = self.replies[self.path]
+        status, body, *headers = self.replies[self.path]
         self.send_response(status)
+        for name, value in (headers[0] if headers else {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    do_GET = do_POST
 
     def log_message(self, *args):
         pass
@@ -412,6 +462,29 @@ def http_server():
     yield server
     server.shutdown()
     server.server_close()
+
+
+def test_a_redirect_is_refused_not_followed(http_server):
+    """urllib would follow a 302 as a GET (the query dropped) and send the basic auth on to
+    wherever it points: refused, the final URL named (its user-info redacted)."""
+    port = http_server.server_address[1]
+    base = f"http://127.0.0.1:{port}"
+    _Handler.replies = {
+        "/old/api/v1/query": (302, b"", {"Location": f"{base}/new/api/v1/query"}),
+        "/new/api/v1/query": (200, json.dumps(fixture("table.json")).encode()),
+        "/away/api/v1/query": (301, b"", {"Location": "http://x:secret@elsewhere/api"}),
+        "/rel/api/v1/query": (307, b"", {"Location": "/new/api/v1/query"}),
+    }
+    r = PromClient(f"http://u:pw@127.0.0.1:{port}/old", timeout_s=2).instant("up")
+    assert r.error == (f"Prometheus at {base}/old: redirected to {base}/new/api/v1/query "
+                       "(HTTP 302): give the final URL")
+    assert [path for path, *_ in http_server.seen] == ["/old/api/v1/query"]   # not followed
+    r = PromClient(f"{base}/away", timeout_s=2).instant("up")
+    assert r.error.endswith("redirected to http://***@elsewhere/api (HTTP 301): give the "
+                            "final URL") and "secret" not in r.error
+    r = PromClient(f"{base}/rel", timeout_s=2).instant("up")
+    assert "redirected to " + base + "/new/api/v1/query (HTTP 307)" in r.error
+    assert [path for path, *_ in http_server.seen].count("/new/api/v1/query") == 0
 
 
 def test_http_errors_and_foreign_answers_are_one_line(http_server):
