@@ -87,6 +87,56 @@ def wait_until(fn, timeout_s: float, what: str):
         time.sleep(0.25)
 
 
+class DripServer:
+    """A server on loopback that answers 200 with a long body (and `head`), then sends it
+    a byte every `every_s`: each read of a client returns well within any socket timeout,
+    the body never ends.  Its threads are named drip-*.  close() stops it.
+
+        with DripServer(0.1) as drip:
+            PromClient(drip.url, timeout_s=1).instant("up")      # ends at its deadline
+    """
+
+    def __init__(self, every_s: float = 0.1, head: bytes = b"") -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.every_s, self.head = every_s, head
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, name="drip-accept", daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), name="drip-conn",
+                             daemon=True).start()
+
+    def _drip(self, conn) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100000000\r\n\r\n" + self.head)
+                while not self.stop.wait(self.every_s):
+                    conn.sendall(b" ")
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+    def __enter__(self) -> "DripServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class Fleet:
     """Starts the serve processes and Prometheus; stops them all on exit."""
 

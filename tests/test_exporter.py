@@ -360,6 +360,32 @@ def test_the_verdict_what_it_blames_and_since_when():
     assert value(s, "gpudisk_top_gpus_starved") == len(v.gpus) > 0
 
 
+def test_gpus_starved_counts_only_a_node_starved_by_its_own_cause():
+    """A straggler's or an undiagnosed stall's GPUs wait on a peer, not on this node: the
+    verdict names them (verdict_info's gpus), gpudisk_top_gpus_starved does not count them
+    (model/detect/classify.py OWN_CAUSE_STATES, the fleet rules' starved states)."""
+    from types import SimpleNamespace
+
+    from gpudisk_top.model.detect import OWN_CAUSE_STATES
+
+    server, v, _ = _stepped("straggler", 45)
+    s = scrape(server)
+    assert v.state == "straggler" and v.gpus == [5]
+    assert series(s, "gpudisk_top_verdict_info")[0]["gpus"] == "5"
+    assert value(s, "gpudisk_top_gpus_starved") == 0
+    for state in STATES:
+        server = MetricsServer(None)
+        server.update(model(5, {"sda": 90.0}), SimpleNamespace(
+            state=state, wall_s=5.0, gpus=[0, 1, 2], kind=None, devices=[], processes=[],
+            reason="", raw_reason="", saturation={}), [], (), [])
+        assert value(scrape(server), "gpudisk_top_gpus_starved") == (
+            3 if state in OWN_CAUSE_STATES else 0), state
+    help_text = server.render_text().split("# HELP gpudisk_top_gpus_starved ", 1)[1]
+    assert help_text.startswith("GPUs the node's own input or output path starves: the "
+                                "verdict's GPUs in state disk-starved, cpu-starved or "
+                                "checkpoint-stall; 0 otherwise")
+
+
 def test_a_calm_state_keeps_its_since():
     server, v, _ = _stepped("healthy-cached", 12)
     first = scrape(server)

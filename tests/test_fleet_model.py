@@ -10,21 +10,30 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from fleet_harness import DripServer
 from gpudisk_top.errors import UsageError
-from gpudisk_top.fleet import queries
-from gpudisk_top.fleet.model import (SPARK_POINTS, NodeRow, QueryCost, build_timeline,
-                                     build_view, judge_job)
+from gpudisk_top.fleet import promapi, queries
+from gpudisk_top.fleet.labels import (format_filters, label_value, node_name, parse_filter_text,
+                                      parse_pairs)
+from gpudisk_top.fleet.model import (SPARK_POINTS, DeviceEvidence, NodeRow, QueryCost,
+                                     build_timeline, build_view, judge_job, natural_key)
 from gpudisk_top.fleet.promapi import PromClient, QueryResult, Series, check_url, parse_answer
 from gpudisk_top.fleet.source import FleetSource
+from gpudisk_top.model.detect import OWN_CAUSE_STATES, STARVED_STATES
+from gpudisk_top.model.timefmt import age, clock_hm, duration
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "fleet")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "fleet")
 
 
 def fixture(name: str):
@@ -89,9 +98,11 @@ def test_a_disk_starved_node_carries_its_device_and_evidence():
 
 
 def test_the_local_straggler_state_names_its_waiting_gpu():
+    """Its verdict names the GPU that waits, but the exporter counts no GPU starved: it
+    waits on a peer, not on its own node (OWN_CAUSE_STATES)."""
     peer = next(r for r in table_view().rows if NAME[r.node] == "peer1")
-    assert (peer.state, peer.gpus, peer.gpus_starved, peer.evidence) == ("straggler", [5], 1, [])
-    assert peer.waiting and not peer.starved
+    assert (peer.state, peer.gpus, peer.gpus_starved, peer.evidence) == ("straggler", [5], 0, [])
+    assert peer.waits() and not peer.starved
 
 
 def test_sparkline_a_value_a_minute_the_newest_last():
@@ -113,11 +124,11 @@ def test_json_is_strict_and_has_the_documented_keys():
     assert set(doc["nodes"][0]) == {
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
-        "gpu_util_by_gpu", "evidence_text"}
+        "gpu_util_by_gpu", "evidence_text", "members"}
     assert set(doc["nodes"][0]["evidence"][0]) == {
         "device", "mountpoint", "dev_class", "read_await_ms", "queue_size", "util_pct",
         "read_kb_s"}
-    assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "reason"}
+    assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "reason", "since_s"}
     assert doc["cost"] == {"queries": 2, "series": len(answer("table.json").series) + 5,
                            "elapsed_ms": 0.0}
 
@@ -127,9 +138,13 @@ def test_group_by_another_label_gathers_its_targets():
     rows = {r.node: r for r in table_view(group_by="training_job").rows}
     assert set(rows) == {"llama", "bert"}
     assert rows["llama"].state == "disk-starved" and rows["llama"].gpus_total == 24
-    assert rows["llama"].gpus_starved == 8 + 1 + 1
+    assert rows["llama"].gpus_starved == 8           # the disk's; its peers wait, not starve
     assert rows["bert"].state == "cpu-starved" and rows["bert"].gpus_total == 16
     assert rows["llama"].labels == {"job": "gpudisk-top", "training_job": "llama"}
+    instances = META["nodes"]
+    assert rows["llama"].members == sorted((instances[n] for n in ("disk", "peer1", "peer2")),
+                                           key=natural_key)
+    assert len(rows["bert"].members) == 4                # the stale and the down ones too
 
 
 # ---------------------------------------------------------------------------- jobs
@@ -141,10 +156,18 @@ def test_the_job_view_names_the_straggler_and_why():
     assert llama.reason.startswith(f"{llama.straggler.node} holds training_job=llama back: "
                                    "disk-starved on sda (r_await ")
     assert llama.reason.endswith("2 of 2 other nodes wait (2 in state straggler)")
+    assert llama.since_s == llama.straggler.since_s
     assert bert.straggler is None
-    assert bert.reason == (f"{META['nodes']['cpu']} is cpu-starved since "
-                           f"{time.strftime('%H:%M', time.localtime(bert.nodes[0].since_s))}"
-                           ", but only 0 of 1 other nodes wait; 2 stopped reporting")
+    # the model's text has no clock (--json's since_s has the time); the text and the
+    # screens put one in
+    cpu = bert.nodes[0]
+    assert bert.reason == (f"{META['nodes']['cpu']} is cpu-starved, but only 0 of 1 other "
+                           "nodes wait; 2 stopped reporting")
+    assert bert.since_s == cpu.since_s
+    assert bert.describe(clock_hm) == (
+        f"{META['nodes']['cpu']} is cpu-starved since "
+        f"{time.strftime('%H:%M', time.localtime(cpu.since_s))}, but only 0 of 1 other nodes "
+        "wait; 2 stopped reporting")
 
 
 def test_the_job_query_alone_gives_the_same_job():
@@ -153,19 +176,84 @@ def test_the_job_query_alone_gives_the_same_job():
     assert [j.job for j in view.jobs] == ["llama"] and view.jobs[0].straggler is view.rows[0]
 
 
-def row(node, state, util=None, since=None, stale=False, job="j"):
+def row(node, state, util=None, since=None, stale=False, job="j", devices=()):
     return NodeRow(node=node, labels={"training_job": job}, state=state, gpu_util_pct=util,
-                   since_s=since, stale=stale)
+                   since_s=since, stale=stale, devices=list(devices))
 
 
 def test_straggler_rule_of_several_starved_the_lowest_utilization_then_longest():
+    """Two of five starved (fewer than half: no shared cause): the one with the lowest
+    GPU utilization, then the longest starved."""
     a = row("a", "disk-starved", 40, since=100)
     b = row("b", "cpu-starved", 30, since=200)
-    c = row("c", "healthy", 20)
-    g = judge_job("j", [a, b, c])
-    assert g.straggler is b and "2 of 2 other nodes wait (GPU 30%)" in g.reason
+    waiting = [row(n, "healthy", 20) for n in "cde"]
+    g = judge_job("j", [a, b, *waiting])
+    # a, starved itself, is not counted among those that wait
+    assert g.straggler is b and g.reason.endswith("3 of 4 other nodes wait (GPU 20%)")
     a.gpu_util_pct = 30
-    assert judge_job("j", [a, b, c]).straggler is a          # a tie: the longest starved
+    assert judge_job("j", [a, b, *waiting]).straggler is a     # a tie: the longest starved
+
+
+def test_a_node_waiting_on_an_undiagnosed_stall_is_not_the_straggler():
+    """(a): a is disk-starved; b, c, d wait on it with their GPUs idle, nothing saturated
+    there (their local state undiagnosed-stall, GPUs at 30 %, under a's 55 %).  The
+    straggler is a, the node starved by its own cause, never a peer that waits."""
+    a = row("a", "disk-starved", 55, since=100, devices=["sda"])
+    peers = [row(n, "undiagnosed-stall", 30, since=110) for n in "bcd"]
+    g = judge_job("j", [a, *peers])
+    assert g.straggler is a
+    assert g.reason == "a holds training_job=j back: disk-starved on sda; 3 of 3 other nodes wait (GPU 30%)"
+    assert all(p.waits() and not p.starved for p in peers) and not a.waits()
+
+
+def test_every_node_starved_is_a_shared_cause_not_a_straggler():
+    """(b): all four nodes disk-starved on the same NFS mount: no node holds the others
+    back (the rules' FleetNodesStarved fires, JobStraggler does not)."""
+    nodes = [row(n, "disk-starved", u, since=100, devices=["/mnt/ds"])
+             for n, u in zip("abcd", (40, 35, 45, 50))]
+    g = judge_job("j", nodes)
+    assert g.straggler is None and g.since_s is None
+    assert g.reason == "4 of 4 nodes starved (a shared cause: 4 disk-starved on /mnt/ds)"
+    assert sum(n.starved for n in nodes) == 4 and not any(n.waits() for n in nodes)
+
+
+@pytest.mark.parametrize("states, straggler", [
+    # half of the running nodes starved, two at least: a shared cause (FleetNodesStarved)
+    (("disk-starved", "cpu-starved", "healthy", "straggler"), None),
+    # exactly one starved of two: JobStraggler's
+    (("checkpoint-stall", "straggler"), "n0"),
+    # idle nodes are not running: 2 of 3 running starved
+    (("disk-starved", "disk-starved", "straggler", "idle", "idle"), None),
+    # undiagnosed-stall is not starved: one starved of four
+    (("disk-starved", "undiagnosed-stall", "undiagnosed-stall", "undiagnosed-stall"), "n0"),
+])
+def test_the_straggler_rule_agrees_with_the_alert_rules(states, straggler):
+    nodes = [row(f"n{i}", st, 20, since=100) for i, st in enumerate(states)]
+    g = judge_job("j", nodes)
+    assert (g.straggler.node if g.straggler else None) == straggler, g.reason
+    if straggler is None:
+        assert " nodes starved (a shared cause: " in g.reason
+
+
+def test_an_undiagnosed_stall_is_a_candidate_only_when_none_is_starved():
+    a = row("a", "undiagnosed-stall", 10, since=100)
+    peers = [row(n, "straggler", 90) for n in "bc"]
+    g = judge_job("j", [a, *peers])
+    assert g.straggler is a and "a holds training_job=j back: undiagnosed-stall;" in g.reason
+
+
+def test_own_cause_states_are_the_alert_rules_starved_states():
+    """One definition (model/detect/classify.py OWN_CAUSE_STATES): the fleet model's, the
+    exporter's gpudisk_top_gpus_starved and the fleet alert rules' regex agree."""
+    yaml = pytest.importorskip("yaml")
+    with open(os.path.join(ROOT, "examples", "prometheus-rules.yml")) as f:
+        groups = {g["name"]: g["rules"] for g in yaml.safe_load(f)["groups"]}
+    fleet = {r.get("record") or r.get("alert"): r["expr"] for r in groups["gpudisk-top-fleet"]}
+    regex = "|".join(OWN_CAUSE_STATES)
+    for name in ("gpudisk_top:node_starved:bool", "JobStraggler"):
+        assert re.findall(r'state=~"([^"]*)"', fleet[name]) == [regex], name
+    assert set(OWN_CAUSE_STATES) < STARVED_STATES
+    assert {"straggler", "undiagnosed-stall"}.isdisjoint(OWN_CAUSE_STATES)
 
 
 def test_straggler_rule_needs_half_of_the_others_waiting():
@@ -181,6 +269,8 @@ def test_straggler_rule_needs_half_of_the_others_waiting():
 
 @pytest.mark.parametrize("nodes, reason", [
     ([row("a", "disk-starved", 10)], "one node"),
+    ([row("a", "disk-starved", 10), row("b", "healthy", 95)],
+     "a is disk-starved, but only 0 of 1 other nodes wait"),
     ([row("a", "healthy", 95), row("b", "idle", 0)], "no node starved of data; 1 of 2 wait"),
     ([row("a", "healthy", 95), row("b", "stale", stale=True)],
      "no node starved of data; 1 stopped reporting"),
@@ -250,6 +340,24 @@ def test_filters_go_into_every_selector_quoted():
     assert queries.spark_query("host", {"a": "b"}) == \
         'avg by (host) (gpudisk_top_gpu_utilization_ratio{a="b"})[60m:60s]'
     assert queries.timeline_query("instance", "n:1").endswith(',instance="n:1"}')
+
+
+def test_a_whole_failing_exporter_job_is_asked_for_in_the_same_query():
+    """The exporters' own job's failing targets come through whether or not any node of
+    it was ever seen (a whole job down showed "no node"); other jobs' only when they held
+    a gpudisk-top node in the hour.  Still one instant query."""
+    q = queries.table_query()
+    assert 'label_replace((up{job="gpudisk-top"} == 0) or (up == 0 and on (job) ' in q
+    q = queries.table_query({"training_job": "llama"}, exporter_job="node-exporters")
+    assert '(up{job="node-exporters",training_job="llama"} == 0) or ' in q
+    # a --match on job is the user's: kept, not replaced by the exporter job
+    assert '(up{job="x"} == 0) or ' in queries.table_query({"job": "x"})
+    source = FleetSource(CannedClient(), exporter_job="gpu-nodes")
+    assert '(up{job="gpu-nodes"} == 0)' in source.table_expr
+    source.retarget(filters={"a": "b"})
+    assert '(up{a="b",job="gpu-nodes"} == 0)' in source.table_expr
+    with pytest.raises(ValueError, match="--exporter-job"):
+        FleetSource(CannedClient(), exporter_job="")
 
 
 @pytest.mark.parametrize("name", ["", "1a", "a-b", "__name__", "a b"])
@@ -345,6 +453,30 @@ def test_node_timeline_asks_for_that_node_only():
     assert source.cost.queries == 1
 
 
+def test_a_row_of_several_targets_has_no_one_timeline():
+    """--by training_job: a row gathers several nodes; opening it would draw their GPUs
+    and disks as one node's.  Refused with why, no query sent."""
+    client = CannedClient()
+    source = FleetSource(client, group_by="training_job")
+    source.refresh(now_s=META["table_at_s"], spark=False)
+    tl = source.node_timeline("llama", window_s=60, width=60, now_s=1000.0)
+    assert tl.error.startswith("training_job=llama gathers 3 scrape targets (")
+    assert "group the rows by instance" in tl.error and len(tl.history) == 0
+    assert not any(isinstance(s, tuple) for s in client.sent)
+
+
+def test_the_no_label_row_asks_for_the_targets_without_the_label():
+    """The '(no cluster)' row stands for the targets without the label: its timeline asks
+    for cluster="" (those), not for the placeholder's text."""
+    assert node_name({"instance": "a"}, "cluster") == "(no cluster)"
+    assert label_value("(no cluster)", "cluster") == "" and label_value("x", "cluster") == "x"
+    client = CannedClient()
+    source = FleetSource(client, group_by="cluster")
+    source.node_timeline("(no cluster)", window_s=60, width=60, now_s=1000.0)
+    (_, expr, _, _), = [s for s in client.sent if isinstance(s, tuple)]
+    assert expr.endswith(',cluster=""}') and "(no cluster)" not in expr
+
+
 def test_query_cost_adds_up():
     c = QueryCost().add(QueryResult(ok=True, series=[Series({})] * 3, elapsed_s=0.002))
     assert (c + c).text() == "2 queries, 6 series, 4 ms"
@@ -362,6 +494,32 @@ def test_check_url_keeps_a_path_prefix_and_hides_a_password():
     assert check_url("https://h/prometheus/") == "https://h/prometheus"
     c = PromClient("http://me:secret@h:9090")
     assert c.base_url == "http://h:9090" and "secret" not in repr(c)
+
+
+@pytest.mark.parametrize("url", [
+    "alice:s3cret@h:9090",                   # not a URL
+    "http://alice:s3cret@host:99999",        # the port out of range
+    "http://alice:s3cret@host:port",         # the port not a number
+    "http://alice:s3cret@[::1:9090",         # a broken IPv6 address
+    "ftp://alice:s3cret@h",                  # not http
+    "http://alice:s3cret@",                  # no host
+    "http://alice:s3cret@h:9090/?x=1",       # a query
+    "http://alice:s3cret@h:0",               # port 0
+    "http://alice:s3/cret@h:9090",           # a / in the password (not escaped)
+    "http://alice:s3cret@h:9090/\udcff",     # not UTF-8
+])
+def test_a_bad_url_never_shows_its_password(url):
+    with pytest.raises(UsageError) as err:
+        check_url(url)
+    message = str(err.value)
+    assert "cret" not in message and "\n" not in message
+    assert message.startswith("--prometheus '") and "***@" in message
+
+
+def test_redact_hides_the_user_info_only():
+    assert promapi.redact("http://u:p@h:1/x?y=@z") == "http://***@h:1/x?y=@z"
+    assert promapi.redact("https://h/prometheus") == "https://h/prometheus"
+    assert promapi.redact("u:p@h") == "***@h"
 
 
 def _free_port() -> int:
@@ -387,17 +545,40 @@ def test_a_server_that_never_answers_times_out_as_a_value():
     assert not r.ok and r.error == f"Prometheus at http://127.0.0.1:{port}: timed out after 0.5 s"
 
 
+def test_the_timeout_is_a_deadline_for_the_whole_answer():
+    """A server that sends its answer a byte at a time: every socket read returns well
+    within the timeout, yet the query ends at its deadline."""
+    with DripServer(every_s=0.1) as drip:
+        started = time.monotonic()
+        r = PromClient(drip.url, timeout_s=1).instant("up")
+        took = time.monotonic() - started
+    assert r.error == f"Prometheus at http://127.0.0.1:{drip.port}: timed out after 1 s"
+    assert 0.9 < took < 2.0, took
+
+
+def test_an_answer_larger_than_the_cap_is_refused(monkeypatch):
+    monkeypatch.setattr(promapi, "MAX_ANSWER_BYTES", 1000)
+    with DripServer(every_s=0.01, head=b"[" * 5000) as drip:
+        r = PromClient(drip.url, timeout_s=5).instant("up")
+    assert r.error == f"Prometheus at http://127.0.0.1:{drip.port}: the answer is larger than 1000 bytes"
+
+
 class _Handler(BaseHTTPRequestHandler):
     replies: dict = {}
 
     def do_POST(self):
-        self.server.seen.append((self.path, self.rfile.read(int(self.headers["Content-Length"])),
+        length = int(self.headers.get("Content-Length") or 0)
+        self.server.seen.append((self.path, self.rfile.read(length),
                                  self.headers.get("Authorization")))
-        status, body = self.replies[self.path]
+        status, body, *headers = self.replies[self.path]
         self.send_response(status)
+        for name, value in (headers[0] if headers else {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    do_GET = do_POST
 
     def log_message(self, *args):
         pass
@@ -412,6 +593,29 @@ def http_server():
     yield server
     server.shutdown()
     server.server_close()
+
+
+def test_a_redirect_is_refused_not_followed(http_server):
+    """urllib would follow a 302 as a GET (the query dropped) and send the basic auth on to
+    wherever it points: refused, the final URL named (its user-info redacted)."""
+    port = http_server.server_address[1]
+    base = f"http://127.0.0.1:{port}"
+    _Handler.replies = {
+        "/old/api/v1/query": (302, b"", {"Location": f"{base}/new/api/v1/query"}),
+        "/new/api/v1/query": (200, json.dumps(fixture("table.json")).encode()),
+        "/away/api/v1/query": (301, b"", {"Location": "http://x:secret@elsewhere/api"}),
+        "/rel/api/v1/query": (307, b"", {"Location": "/new/api/v1/query"}),
+    }
+    r = PromClient(f"http://u:pw@127.0.0.1:{port}/old", timeout_s=2).instant("up")
+    assert r.error == (f"Prometheus at {base}/old: redirected to {base}/new/api/v1/query "
+                       "(HTTP 302): give the final URL")
+    assert [path for path, *_ in http_server.seen] == ["/old/api/v1/query"]   # not followed
+    r = PromClient(f"{base}/away", timeout_s=2).instant("up")
+    assert r.error.endswith("redirected to http://***@elsewhere/api (HTTP 301): give the "
+                            "final URL") and "secret" not in r.error
+    r = PromClient(f"{base}/rel", timeout_s=2).instant("up")
+    assert "redirected to " + base + "/new/api/v1/query (HTTP 307)" in r.error
+    assert [path for path, *_ in http_server.seen].count("/new/api/v1/query") == 0
 
 
 def test_http_errors_and_foreign_answers_are_one_line(http_server):
@@ -478,3 +682,64 @@ def test_retarget_asks_other_rows_and_the_sparkline_again():
     view = source.refresh(now_s=META["table_at_s"])
     assert client.sent == ["table", "spark", "table", "table", "spark"]
     assert view.group_by == "training_job" and {r.node for r in view.rows} == {"llama", "bert"}
+
+
+# ---------------------------------------------------------------------------- labels
+def test_one_syntax_for_match_and_the_screen_filter():
+    """--match's words and the screen's line go through the same pair parser
+    (fleet/labels.py): the same quoting, the same refusals."""
+    assert parse_pairs(["training_job=llama", 'rack="row 3"', "x="]) == {
+        "training_job": "llama", "rack": "row 3", "x": ""}
+    assert parse_filter_text('training_job=llama rack="row 3",x=') == {
+        "training_job": "llama", "rack": "row 3", "x": ""}
+    assert parse_filter_text("") == {}
+    assert parse_filter_text(format_filters({"rack": "row 3", "a": "x"})) == {"rack": "row 3",
+                                                                            "a": "x"}
+    for bad in ("llama", "=x", "1a=b", "__name__=x", "a=1 a=2", "a=\udcff"):
+        with pytest.raises(ValueError) as screen:
+            parse_filter_text(bad)
+        with pytest.raises(ValueError) as match:
+            parse_pairs(bad.split(), "--match")
+        assert str(screen.value).startswith("filter ")
+        assert str(match.value).startswith("--match ") and "\n" not in str(match.value)
+
+
+def fleet_cli(*args) -> subprocess.CompletedProcess:
+    """The CLI with argv as bytes, as a shell passes $'\\xff' (no server is reached)."""
+    argv = [a if isinstance(a, bytes) else a.encode() for a in args]
+    return subprocess.run([sys.executable.encode(), b"-m", b"gpudisk_top", b"fleet", *argv],
+                          capture_output=True, timeout=60, cwd=ROOT,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("args, says", [
+    ([b"--match", b"training_job=\xff"], b"--match 'training_job=\\udcff': the value is not UTF-8"),
+    ([b"--job", b"ll\xffama"], b"--job 'll\\udcffama': not UTF-8"),
+    ([b"--exporter-job", b"\xff"], b"--exporter-job '\\udcff': not UTF-8"),
+    ([b"--match", b'rack="row 3"', b"--match", b"rack=x"], b"rack: given twice"),
+])
+def test_a_value_that_is_not_utf8_is_bad_usage_in_one_line(args, says):
+    proc = fleet_cli(b"--prometheus", b"http://127.0.0.1:9", b"--once", *args)
+    assert proc.returncode == 2 and proc.stdout == b"", proc.stderr
+    assert proc.stderr.startswith(b"gpudisk-top: error: ") and proc.stderr.count(b"\n") == 1
+    assert says in proc.stderr, proc.stderr
+
+
+def test_a_password_in_a_bad_url_is_never_printed():
+    proc = fleet_cli(b"--prometheus", b"http://alice:s3cret@host:99999", b"--once")
+    assert proc.returncode == 2 and b"s3cret" not in proc.stderr + proc.stdout
+    assert proc.stderr == (b"gpudisk-top: error: --prometheus 'http://***@host:99999': the "
+                           b"port is not a number from 1 to 65535\n")
+
+
+# ---------------------------------------------------------------------------- formats
+def test_times_and_evidence_have_one_format_each():
+    assert [duration(s) for s in (None, 45, 119.6, 725, 3 * 3600 + 300, 2 * 86400 + 4 * 3600)] == [
+        "", "45 s", "2 min", "12 min", "3 h 05 min", "2 d 4 h"]
+    assert [age(s) for s in (None, 45, 725, 3 * 3600, 2 * 86400)] == ["?", "45s", "12m", "3h", "2d"]
+    assert clock_hm(None) == "?"
+    ev = DeviceEvidence("sdb", read_await_ms=48.2, queue_size=3.25, util_pct=99.6, read_kb_s=1024)
+    assert ev.text == "sdb r_await 48 ms, aqu-sz 3.2, util 100%"
+    assert ev.short == "r_await 48 ms, aqu-sz 3.2"
+    assert DeviceEvidence("md0", read_kb_s=2048).text == "md0 read 2 MB/s"
+    assert DeviceEvidence("md0", read_kb_s=2048).short == ""

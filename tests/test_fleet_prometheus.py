@@ -93,6 +93,9 @@ def test_the_job_view_names_the_straggler(fleet):
     assert job["reason"].startswith(f"{fleet.instance('disk')} holds training_job=llama "
                                     "back: disk-starved on sda (r_await ")
     assert "2 of 2 other nodes wait (2 in state straggler)" in job["reason"]
+    # the JSON's reason has no local clock: since_s has the time
+    assert " since " not in job["reason"] and job["since_s"] == next(
+        n["since_s"] for n in doc["nodes"] if n["node"] == fleet.instance("disk"))
     text = fleet_cli("--prometheus", fleet.base, "--once", "--job", "llama").stdout
     assert f"llama: 3 nodes, straggler {fleet.instance('disk')}: " in text
     assert "query cost: 2 queries" in text
@@ -111,6 +114,23 @@ def test_the_opened_nodes_timeline_from_one_range_query(fleet):
     assert tl.step_s == 2.0 and len(tl.history) == 60 and source.cost.queries >= 1
     assert tl.states[-1] == "disk-starved" and tl.named == ["sda"] and tl.gpus == list(range(8))
     assert tl.history.columns[-1].metric("sda", "aqu_sz") > 10
+
+
+def test_a_whole_exporter_job_down_is_shown_down(tmp_path):
+    """Every target of the exporters' Prometheus job fails its scrapes and none was ever
+    seen: each is shown down (not "no node"), from the same one instant query;
+    --exporter-job names another job."""
+    nodes = (("a", None, "llama", False), ("b", None, "llama", False))
+    with Fleet(tmp_path, nodes=nodes) as fleet:
+        def down():
+            doc = once_json(fleet.base)
+            return doc if len(doc["nodes"]) == 2 else None
+        doc = wait_until(down, 30, "both targets down")
+        assert {n["node"]: n["state"] for n in doc["nodes"]} == {
+            fleet.instance("a"): "down", fleet.instance("b"): "down"}
+        assert all(n["stale"] and n["last_seen_s"] is None for n in doc["nodes"])
+        assert doc["cost"]["queries"] == 2          # the table's one query and the sparkline
+        assert once_json(fleet.base, "--exporter-job", "other")["nodes"] == []
 
 
 def test_prometheus_down_is_one_line_exit_1():
@@ -142,6 +162,7 @@ def test_a_prometheus_that_never_answers_times_out_shown_not_raised():
     (["--prometheus", "http://h:9090", "--once", "--match", "training_job"], "give LABEL=VALUE"),
     (["--prometheus", "http://h:9090", "--once", "--match", "1x=y"], "not a Prometheus label"),
     (["--prometheus", "http://h:9090", "--once", "--by", "a-b"], "--by 'a-b'"),
+    (["--prometheus", "http://h:9090", "--once", "--exporter-job", ""], "--exporter-job"),
     (["--prometheus", "http://h:9090", "--json"], "--json needs --once"),
     (["--prometheus", "http://h:9090", "--once", "-i", "0.1"], "between 1 and 3600"),
     (["--prometheus", "http://h:9090", "--once", "--job", "a", "--match", "training_job=b"],

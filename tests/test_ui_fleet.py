@@ -15,18 +15,20 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 
 import pytest
 
-from fleet_harness import EXPECTED, PROMETHEUS, Fleet
+from fleet_harness import EXPECTED, PROMETHEUS, DripServer, Fleet
 
+from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.promapi import PromClient
 from gpudisk_top.fleet.source import FleetSource
 from gpudisk_top.model.history import Column, History
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.fleet_app import FleetApp
-from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen, format_filters, parse_filters
+from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen
 from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
 from gpudisk_top.ui.screens.fleet_job import JobBanner, JobPicker, JobScreen
 from gpudisk_top.ui.screens.fleet_node import FleetTimeline, NodeHead, NodeScreen, merge
@@ -290,14 +292,72 @@ async def test_a_prometheus_that_never_answers_times_out_on_screen_and_keys_go_o
 
 
 def test_label_filters_parse_and_print_back():
-    assert parse_filters("") == {}
-    assert parse_filters("training_job=llama cluster=a") == {"training_job": "llama", "cluster": "a"}
-    assert parse_filters("a=1,b=2") == {"a": "1", "b": "2"}
-    assert parse_filters('rack="row 3"') == {"rack": "row 3"}
-    for bad in ("llama", "=x", "1a=b", "__name__=x"):
+    assert parse_filter_text("") == {}
+    assert parse_filter_text("training_job=llama cluster=a") == {"training_job": "llama",
+                                                                 "cluster": "a"}
+    assert parse_filter_text("a=1,b=2") == {"a": "1", "b": "2"}
+    assert parse_filter_text('rack="row 3"') == {"rack": "row 3"}
+    for bad in ("llama", "=x", "1a=b", "__name__=x", "a=\udcff"):
         with pytest.raises(ValueError):
-            parse_filters(bad)
-    assert parse_filters(format_filters({"rack": "row 3", "a": "x"})) == {"rack": "row 3", "a": "x"}
+            parse_filter_text(bad)
+    assert parse_filter_text(format_filters({"rack": "row 3", "a": "x"})) == {"rack": "row 3",
+                                                                            "a": "x"}
+
+
+def _new_threads(before: set[int]) -> list[str]:
+    return [t.name for t in threading.enumerate()
+            if t.ident not in before and not t.name.startswith("drip")]
+
+
+async def test_a_hung_prometheus_never_piles_up_threads():
+    """A Prometheus that sends its answer a byte at a time (every socket read returns
+    within the timeout): each query still ends at its deadline, and `r` pressed again and
+    again, a new filter, and the node screen's `r` start no second query while one is in
+    flight: the threads stay one per screen, not one per key."""
+    before = {t.ident for t in threading.enumerate()}
+    with DripServer(every_s=0.2) as drip:
+        app = FleetApp(FleetSource(PromClient(drip.url, timeout_s=1.5)), interval_s=1.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.2)
+            for _ in range(8):
+                await pilot.press("r")
+            await pilot.press("slash", *"rack=a", "enter")
+            await pilot.pause(0.3)
+            assert len(_new_threads(before)) <= 1, _new_threads(before)
+            header = app.query_one(FleetHeader)
+            started = time.monotonic()
+            await until(pilot, lambda: "✕ ERROR" in text_of(header), 10, "the deadline's line")
+            assert "timed out after 1.5 s" in text_of(header), text_of(header)
+            # the answer to the question before the filter was dropped, the filter's asked
+            assert time.monotonic() - started < 4.5
+            app.open_node("127.0.0.1:1")
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, NodeScreen)
+            for _ in range(6):
+                await pilot.press("r")
+            await pilot.pause(0.3)
+            assert len(_new_threads(before)) <= 2, _new_threads(before)
+            head = app.screen.query_one(NodeHead)
+            await until(pilot, lambda: "timed out after 1.5 s" in text_of(head), 10,
+                        "the node's deadline")
+            assert app.is_running
+
+
+async def test_a_row_of_several_targets_is_not_opened_as_one_node():
+    """--by training_job (or `g`): a row gathers several nodes; Enter says so instead of
+    drawing their GPUs and disks as one node's timeline."""
+    source = fleet_shots.CannedSource()
+    source.group_by = "training_job"
+    app = FleetApp(source, autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.apply(source.refresh())
+        await pilot.pause()
+        assert app.query_one(FleetTable).cursor in ("llama", "bert")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, NodeScreen)
+        (note,) = [n.message for n in app._notifications]
+        assert " gathers " in note and "scrape targets" in note and "(g, /)" in note
 
 
 def test_the_sparkline_marks_unknown_minutes_and_ends_now():

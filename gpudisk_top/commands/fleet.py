@@ -1,8 +1,8 @@
 """`gpudisk-top fleet`: many nodes' exporters read back through Prometheus.
 
     gpudisk-top fleet --prometheus URL [--by LABEL] [--job-label LABEL]
-                      [--match LABEL=VALUE ...] [--job NAME] [-i S] [--timeout S]
-                      [--once [--json]]
+                      [--match LABEL=VALUE ...] [--job NAME] [--exporter-job NAME]
+                      [-i S] [--timeout S] [--once [--json]]
 
 One row per node (the --by label's value, default instance): its state, GPUs starved,
 the device blamed and its evidence, since when, a sparkline of the last hour; the nodes
@@ -12,7 +12,7 @@ side with their straggler.  The screen refreshes every -i seconds with one insta
 
 Output is an API: --once prints the table, --once --json one object (README, "Fleet").
 Exit status 0; 1 when Prometheus cannot be read (one line on stderr: why); 2 for bad
-usage (a URL that is not one, a bad --match).
+usage (a URL that is not one, a bad --match, a value that is not UTF-8).
 """
 
 from __future__ import annotations
@@ -47,10 +47,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--job", metavar="NAME",
                    help="the job view: only the nodes of this training job, side by side, "
                         "its straggler called out")
+    p.add_argument("--exporter-job", default="gpudisk-top", metavar="NAME",
+                   help="the Prometheus job that scrapes the nodes' exporters: its failing "
+                        "targets are shown down even when none was ever seen (default "
+                        "gpudisk-top, as the alert rules expect)")
     p.add_argument("-i", "--interval", type=_interval, default=5.0, metavar="S",
                    help="seconds between refreshes of the screen (default 5)")
     p.add_argument("--timeout", type=_timeout, default=3.0, metavar="S",
-                   help="the most one query may take, in seconds (default 3)")
+                   help="the most one query may take, in seconds, its answer read whole "
+                        "(default 3)")
     p.add_argument("--once", action="store_true",
                    help="query once, print the table and exit (no terminal needed)")
     p.add_argument("--json", action="store_true", help="with --once: print one JSON object")
@@ -58,26 +63,19 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def parse_matches(items: list[str]) -> dict[str, str]:
-    """['a=b', ...] -> {'a': 'b'}; raises UsageError for one that is not LABEL=VALUE."""
-    from gpudisk_top.fleet.queries import check_label
+    """['a=b', ...] -> {'a': 'b'} (fleet/labels.py's syntax, the screen filter's); raises
+    UsageError for one that is not LABEL=VALUE, or not UTF-8."""
+    from gpudisk_top.fleet.labels import parse_pairs
 
-    out: dict[str, str] = {}
-    for item in items:
-        label, eq, value = item.partition("=")
-        if not eq:
-            raise UsageError(f"--match {item!r}: give LABEL=VALUE (e.g. training_job=llama)")
-        try:
-            check_label(label.strip(), "--match label")
-        except ValueError as err:
-            raise UsageError(str(err)) from None
-        if label.strip() in out and out[label.strip()] != value:
-            raise UsageError(f"--match {label.strip()}: given twice, with different values")
-        out[label.strip()] = value
-    return out
+    try:
+        return parse_pairs(items, "--match")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def make_source(args):
-    """A FleetSource for the options.  Raises UsageError for a bad URL or label."""
+    """A FleetSource for the options.  Raises UsageError for a bad URL, label or value."""
+    from gpudisk_top.fleet.labels import check_value
     from gpudisk_top.fleet.promapi import PromClient
     from gpudisk_top.fleet.source import FleetSource
 
@@ -85,13 +83,18 @@ def make_source(args):
     if args.job is not None:
         if not args.job:
             raise UsageError("--job: give the training job's name")
+        try:
+            check_value(args.job, "--job")
+        except ValueError as err:
+            raise UsageError(str(err)) from None
         if filters.get(args.job_label, args.job) != args.job:
             raise UsageError(f"--job {args.job} and --match {args.job_label}="
                              f"{filters[args.job_label]} ask for different jobs")
         filters[args.job_label] = args.job
     client = PromClient(args.prometheus, timeout_s=args.timeout)
     try:
-        return FleetSource(client, group_by=args.by, job_label=args.job_label, filters=filters)
+        return FleetSource(client, group_by=args.by, job_label=args.job_label, filters=filters,
+                           exporter_job=args.exporter_job)
     except ValueError as err:
         raise UsageError(str(err)) from None
 

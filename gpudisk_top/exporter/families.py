@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
-from gpudisk_top.model.detect import STARVED_STATES, STATES
+from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
 from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HEALTH,
@@ -249,8 +249,11 @@ class Renderer:
                                  "remote-mount, throttled, own, others; empty if none), the "
                                  "devices (comma-joined) and the GPUs (comma-joined indexes).",
                                  labels=["state", "kind", "devices", "gpus"])
-        starved = GaugeMetricFamily(P + "gpus_starved", "GPUs the verdict finds waiting on "
-                                    "data (a starved state's GPUs; 0 otherwise).")
+        own = ", ".join(OWN_CAUSE_STATES[:-1]) + " or " + OWN_CAUSE_STATES[-1]
+        starved = GaugeMetricFamily(P + "gpus_starved", "GPUs the node's own input or output "
+                                    f"path starves: the verdict's GPUs in state {own}; 0 "
+                                    "otherwise (straggler and undiagnosed-stall GPUs wait on "
+                                    "a peer, not on this node).")
         v = frame.verdict
         current = getattr(v, "state", None)
         if current is not None:
@@ -262,7 +265,7 @@ class Renderer:
             info.add_metric([current, getattr(v, "kind", None) or "",
                              ",".join(getattr(v, "devices", None) or []),
                              ",".join(str(g) for g in gpus)], 1)
-            starved.add_metric([], len(gpus) if current in STARVED_STATES else 0)
+            starved.add_metric([], len(gpus) if current in OWN_CAUSE_STATES else 0)
         for s in STATES:
             episodes.add_metric([s], frame.episodes.get(s, 0))
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):

@@ -3,9 +3,9 @@
 UI-free (never imports Textual), as collect/ and model/ are:
 
   promapi.py   PromClient: /api/v1/query and query_range; errors as values
+  labels.py    label names and values, LABEL=VALUE pairs (--match and the screen's filter)
   queries.py   every PromQL expression sent, and why it costs what it costs
   model.py     build_view() -> FleetView (NodeRow, JobGroup), build_timeline() -> NodeTimeline
   source.py    FleetSource: the client, the queries and their cost, refresh by refresh
   text.py      `fleet --once`'s table and `--once --json`'s object
-  text.py      --once's text and JSON
 """

@@ -13,7 +13,8 @@ What the UI gets
                      idle.  NodeRow.evidence_text is the device column's text;
                      spark_pct the last hour's mean GPU utilization, a value a minute.
   FleetView.jobs     JobGroup per value of the job label (nodes of one training job side
-                     by side), each with its straggler (or None) and a one-line reason.
+                     by side), each with its straggler (or None) and a one-line reason
+                     (judge_job: the straggler rule, the alert rules' own definitions).
   NodeTimeline       the opened node's window as a model.history.History of Columns, the
                      very objects the local dashboard's timeline draws: the UI hands
                      (history, gpus, disks, named) to ui.widgets.timeline.Timeline.show()
@@ -27,22 +28,21 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
+from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.queries import DOWN_LABEL, P, SPARK_STEP_S, SPARK_WINDOW_S
-from gpudisk_top.model.detect import STATES, Thresholds
+from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, Thresholds
 from gpudisk_top.model.history import Column, History
 from gpudisk_top.model.vocab import TIMELINE
 
 STALE = "stale"        # seen in the last hour, not now
 DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
-# states whose GPUs wait on their own node's data: a job's straggler is one of these
-STARVING = ("disk-starved", "cpu-starved", "checkpoint-stall", "undiagnosed-stall")
-# screen order, by tier
-_TIER = {"disk-starved": 0, "cpu-starved": 0, "checkpoint-stall": 0, STALE: 1, DOWN: 1,
-         "straggler": 2, "undiagnosed-stall": 3, "healthy": 4, "idle": 5}
+# screen order, by tier: the nodes starved by their own cause (OWN_CAUSE_STATES) first
+_TIER = {**{s: 0 for s in OWN_CAUSE_STATES}, STALE: 1, DOWN: 1, "straggler": 2,
+         "undiagnosed-stall": 3, "healthy": 4, "idle": 5}
 GPU_LOW_PCT = Thresholds().gpu_low_util_pct    # below it a GPU waits (the detector's default
 SPARK_POINTS = SPARK_WINDOW_S // SPARK_STEP_S
 
@@ -84,29 +84,28 @@ class DeviceEvidence:
     util_pct: float | None = None
     read_kb_s: float | None = None
 
-    @property
-    def text(self) -> str:
-        """'sdb r_await 48 ms, aqu-sz 31, util 100%'."""
+    def _parts(self, full: bool) -> list[str]:
         parts = []
         if self.read_await_ms is not None:
             parts.append(f"r_await {_num(self.read_await_ms)} ms")
         if self.queue_size is not None:
             parts.append(f"aqu-sz {_num(self.queue_size)}")
-        if self.util_pct is not None:
+        if full and self.util_pct is not None:
             parts.append(f"util {self.util_pct:.0f}%")
-        if self.read_kb_s is not None and not parts:
+        if full and self.read_kb_s is not None and not parts:
             parts.append(f"read {_num(self.read_kb_s / 1024)} MB/s")
+        return parts
+
+    @property
+    def text(self) -> str:
+        """'sdb r_await 48 ms, aqu-sz 31, util 100%'."""
+        parts = self._parts(full=True)
         return f"{self.device} {', '.join(parts)}" if parts else self.device
 
     @property
     def short(self) -> str:
-        """'r_await 48 ms, aqu-sz 31' (the straggler line's)."""
-        parts = []
-        if self.read_await_ms is not None:
-            parts.append(f"r_await {_num(self.read_await_ms)} ms")
-        if self.queue_size is not None:
-            parts.append(f"aqu-sz {_num(self.queue_size)}")
-        return ", ".join(parts)
+        """'r_await 48 ms, aqu-sz 31' (the straggler line's: the latency and the queue)."""
+        return ", ".join(self._parts(full=False))
 
 
 @dataclass
@@ -117,11 +116,13 @@ class NodeRow:
     training job's ...); state: the node's detector state, or "stale" (seen in the last
     hour, not now) or "down" (its target fails scrapes, not seen in the hour); kind: what
     the verdict blames (saturated, latency-bound, remote-mount, throttled, own, others) or
-    None; devices and gpus: those the verdict names; gpus_starved / gpus_total; gpu_util_pct:
+    None; devices and gpus: those the verdict names; gpus_starved (the exporter's: GPUs
+    starved by the node's own cause, OWN_CAUSE_STATES) / gpus_total; gpu_util_pct:
     the mean over its GPUs now; since_s: when the state began (Unix s); last_seen_s: its
     latest sample (Unix s); stale: not reporting now (state stale or down); evidence: the
     named devices' numbers; spark_pct: the last hour's mean GPU utilization, a value a
-    minute (None: no data that minute)."""
+    minute (None: no data that minute); members: the instances of the scrape targets the
+    row gathers (one, unless --by names a label several targets share)."""
 
     node: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -138,6 +139,7 @@ class NodeRow:
     evidence: list[DeviceEvidence] = field(default_factory=list)
     spark_pct: list[float | None] = field(default_factory=list)
     gpu_util_by_gpu: dict[int, float | None] = field(default_factory=dict)
+    members: list[str] = field(default_factory=list)
 
     @property
     def evidence_text(self) -> str:
@@ -147,13 +149,16 @@ class NodeRow:
 
     @property
     def starved(self) -> bool:
-        return _TIER.get(self.state) == 0 or self.state == "undiagnosed-stall"
+        """Reporting, and starved by its own cause (OWN_CAUSE_STATES), as the alert rules'
+        gpudisk_top:node_starved:bool."""
+        return self.state in OWN_CAUSE_STATES and not self.stale
 
-    @property
-    def waiting(self) -> bool:
-        """Its GPUs wait: the local state straggler, or utilization under GPU_LOW_PCT."""
-        return self.state == "straggler" or (
-            self.gpu_util_pct is not None and self.gpu_util_pct < GPU_LOW_PCT)
+    def waits(self, gpu_low_pct: float = GPU_LOW_PCT) -> bool:
+        """Its GPUs wait on a peer: reporting, not starved itself, and the local state
+        straggler or a mean GPU utilization under gpu_low_pct."""
+        return not self.stale and not self.starved and (
+            self.state == "straggler"
+            or (self.gpu_util_pct is not None and self.gpu_util_pct < gpu_low_pct))
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -167,17 +172,28 @@ class NodeRow:
 class JobGroup:
     """The nodes of one training job (a value of the job label), in screen order;
     straggler: the node that holds the others back, or None; reason: one line why (or
-    why none)."""
+    why none), without a clock; since_s: when the state of the node the reason names
+    began (Unix s; None when it names none).  describe() puts that time in the line."""
 
     job: str
     nodes: list[NodeRow] = field(default_factory=list)
     straggler: NodeRow | None = None
     reason: str = ""
+    since_s: float | None = None
+    _since_at: int | None = field(default=None, repr=False, compare=False)
+
+    def describe(self, clock: Callable[[float | None], str] | None = None) -> str:
+        """The reason, with ' since <clock(since_s)>' after the named node's state when a
+        clock is given (text and screens pass theirs: the model formats no local time)."""
+        if clock is None or self._since_at is None:
+            return self.reason
+        at = self._since_at
+        return f"{self.reason[:at]} since {clock(self.since_s)}{self.reason[at:]}"
 
     def to_json(self) -> dict:
         return {"job": self.job, "nodes": [r.node for r in self.nodes],
                 "straggler": self.straggler.node if self.straggler else None,
-                "reason": self.reason}
+                "reason": self.reason, "since_s": self.since_s}
 
 
 @dataclass
@@ -268,10 +284,6 @@ def _member_key(labels: dict[str, str]) -> tuple[str, str]:
     return labels.get("job", ""), labels.get("instance", "")
 
 
-def node_name(labels: dict[str, str], group_by: str) -> str:
-    return labels.get(group_by) or f"(no {group_by})"
-
-
 def _collect(table: QueryResult, group_by: str) -> dict[str, dict[tuple, _Member]]:
     nodes: dict[str, dict[tuple, _Member]] = {}
     preferred: dict[int, set] = {}      # id(member) -> mount fields set by a preferred source
@@ -328,7 +340,8 @@ def _split(text: str | None) -> list[str]:
     return [t for t in (text or "").split(",") if t]
 
 
-def _row(node: str, members: list[_Member]) -> NodeRow:
+def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
+    members = list(keyed.values())
     # the worst member speaks for the row (one member unless --by groups several targets)
     worst = min(members, key=lambda m: (_TIER.get(m.state, 6), -(m.gpus_starved or 0)))
     state = worst.state
@@ -341,7 +354,8 @@ def _row(node: str, members: list[_Member]) -> NodeRow:
     row = NodeRow(node=node, labels=labels or {}, state=state,
                   gpus_total=sum(len(m.gpu_util) for m in members),
                   gpu_util_pct=sum(utils) / len(utils) if utils else None,
-                  stale=state in (STALE, DOWN))
+                  stale=state in (STALE, DOWN),
+                  members=sorted({instance for _job, instance in keyed}, key=natural_key))
     seen = [t for m in members for t in (m.last_sample_s, m.seen_s) if t is not None]
     row.last_seen_s = max(seen) if seen else None
     if len(members) == 1:
@@ -402,8 +416,7 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
     if not table.ok:
         return view
     view.data_wall_s = now_s
-    rows = [_row(node, list(members.values()))
-            for node, members in _collect(table, group_by).items()]
+    rows = [_row(node, members) for node, members in _collect(table, group_by).items()]
     if spark is not None and spark.ok and spark.series:
         ends = [t for s in spark.series for t, _ in s.values[-1:]]
         end = max(ends) if ends else now_s
@@ -431,31 +444,36 @@ def job_groups(rows: list[NodeRow], job_label: str,
     return groups
 
 
-def _clock(wall_s: float | None) -> str:
-    return "?" if wall_s is None else time.strftime("%H:%M", time.localtime(wall_s))
-
-
-def _waits(r: NodeRow, gpu_low_pct: float) -> bool:
-    return r.state == "straggler" or (r.gpu_util_pct is not None and r.gpu_util_pct < gpu_low_pct)
-
-
 def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
               gpu_low_pct: float = GPU_LOW_PCT) -> JobGroup:
-    """The straggler rule.  In a job of 2+ nodes, the straggler is a node in a starved
-    state of its own (disk-starved, cpu-starved, checkpoint-stall, undiagnosed-stall)
-    while at least half of the other reporting nodes wait (local state straggler, or
-    mean GPU utilization under gpu_low_pct); of several such nodes, the one with the
-    lowest GPU utilization, then the longest starved."""
+    """The straggler rule, on the alert rules' definitions (examples/prometheus-rules.yml).
+
+    A node is *starved* when its own cause holds its GPUs back (OWN_CAUSE_STATES:
+    disk-starved, cpu-starved, checkpoint-stall); *running* when it reports and is not
+    idle (the rules' gpudisk_top:job_nodes:count).  In a job of 2+ nodes:
+    - two or more starved and at least half of the running nodes starved: no straggler,
+      a shared cause (their storage, a class of disks, the checkpoint volume) holds the
+      job back, not one node (the rules' FleetNodesStarved);
+    - else the straggler is a starved node (undiagnosed-stall only when none is starved)
+      while at least half of the other reporting nodes wait (NodeRow.waits: not starved
+      themselves, local state straggler or GPUs under gpu_low_pct); of several, the one
+      with the lowest GPU utilization, then the longest in its state."""
     group = JobGroup(job=job, nodes=list(nodes))
     live = [r for r in nodes if not r.stale]
     gone = len(nodes) - len(live)
     tail = f"; {gone} stopped reporting" if gone else ""
-    candidates = [r for r in live if r.state in STARVING]
     if len(nodes) < 2:
         group.reason = f"one node{tail}"
         return group
+    starved = [r for r in live if r.starved]
+    running = [r for r in live if r.state != "idle"]
+    if len(starved) >= 2 and 2 * len(starved) >= len(running):
+        group.reason = (f"{len(starved)} of {len(running)} nodes starved (a shared cause: "
+                        f"{_shared(starved)}){tail}")
+        return group
+    candidates = starved or [r for r in live if r.state == "undiagnosed-stall"]
     if not candidates:
-        waiting = sum(_waits(r, gpu_low_pct) for r in live)
+        waiting = sum(r.waits(gpu_low_pct) for r in live)
         group.reason = (f"no node starved of data; {waiting} of {len(live)} wait" if waiting
                         else "no node starved of data") + tail
         return group
@@ -463,26 +481,39 @@ def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
         r.gpu_util_pct if r.gpu_util_pct is not None else math.inf,
         r.since_s if r.since_s is not None else math.inf, natural_key(r.node)))
     others = [r for r in live if r is not pick]
-    waiting = [r for r in others if _waits(r, gpu_low_pct)]
+    waiting = [r for r in others if r.waits(gpu_low_pct)]
     where = f" on {','.join(pick.devices)}" if pick.devices else ""
     ev = "; ".join(e.short for e in pick.evidence if e.short)
-    what = f"{pick.state}{where}{f' ({ev})' if ev else ''} since {_clock(pick.since_s)}"
+    what = f"{pick.state}{where}{f' ({ev})' if ev else ''}"
     if not others or 2 * len(waiting) < len(others):
-        group.reason = (f"{pick.node} is {what}, but only {len(waiting)} of {len(others)} "
-                        f"other nodes wait{tail}")
-        return group
-    group.straggler = pick
-    by_state = sum(r.state == "straggler" for r in waiting)
-    utils = [r.gpu_util_pct for r in waiting
-             if r.state != "straggler" and r.gpu_util_pct is not None]
-    how = []
-    if by_state:
-        how.append(f"{by_state} in state straggler")
-    if utils and by_state < len(waiting):
-        how.append(f"GPU {sum(utils) / len(utils):.0f}%")
-    group.reason = (f"{pick.node} holds {job_label}={job} back: {what}; {len(waiting)} of "
-                    f"{len(others)} other nodes wait ({', '.join(how)}){tail}")
+        head = f"{pick.node} is {what}"
+        group.reason = f"{head}, but only {len(waiting)} of {len(others)} other nodes wait{tail}"
+    else:
+        group.straggler = pick
+        by_state = sum(r.state == "straggler" for r in waiting)
+        utils = [r.gpu_util_pct for r in waiting
+                 if r.state != "straggler" and r.gpu_util_pct is not None]
+        how = []
+        if by_state:
+            how.append(f"{by_state} in state straggler")
+        if utils and by_state < len(waiting):
+            how.append(f"GPU {sum(utils) / len(utils):.0f}%")
+        head = f"{pick.node} holds {job_label}={job} back: {what}"
+        group.reason = (f"{head}; {len(waiting)} of {len(others)} other nodes wait "
+                        f"({', '.join(how)}){tail}")
+    if pick.since_s is not None:
+        group.since_s, group._since_at = pick.since_s, len(head)
     return group
+
+
+def _shared(starved: list[NodeRow]) -> str:
+    """'3 disk-starved on /mnt/ds, 1 cpu-starved': the starved nodes by state and the
+    devices their verdicts blame, the most first."""
+    counts: dict[str, int] = {}
+    for r in starved:
+        key = r.state + (f" on {','.join(r.devices)}" if r.devices else "")
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {key}" for key, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 # ---------------------------------------------------------------------------- timeline

@@ -9,13 +9,21 @@ once, before the first query.
 urllib only (no new dependency).  Queries are POSTed form-encoded, so a long selector
 never meets a URL length limit; Prometheus's own `timeout` parameter is set to the
 client's, so a query given up here is given up there too.  A URL with user:password@
-sends them as HTTP basic auth and never shows them in a message.
+sends them as HTTP basic auth and never shows them in a message (redact()).
+
+The timeout is a deadline for the whole query (connecting, sending, the answer's headers
+and body), not a limit per socket read: a server that sends a byte a second cannot keep
+a query alive past it.  The answer is read up to MAX_ANSWER_BYTES.  Redirects are refused,
+not followed: urllib would turn the POST into a GET without its query and send the basic
+auth on to wherever the redirect points; the error names the final URL to give instead.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import http.client
+import io
 import json
 import math
 import socket
@@ -28,6 +36,10 @@ from dataclasses import dataclass, field
 from gpudisk_top.errors import UsageError
 
 USER_AGENT = "gpudisk-top-fleet"
+# an answer larger than this is refused: 64 nodes' table is ~1 MB, a node's hour of
+# timeline ~5 MB; a runaway answer must not fill the screen process's memory
+MAX_ANSWER_BYTES = 64 * 2**20
+_CHUNK_BYTES = 64 * 1024
 
 
 @dataclass
@@ -65,27 +77,54 @@ class QueryResult:
         return cls(ok=False, error=error, elapsed_s=elapsed_s)
 
 
+def redact(url: str) -> str:
+    """The URL with its user-info (user:password@) shown as ***@: what a message may say
+    of a URL.  Works on text that is not a valid URL too (no scheme, a bad port).  Errs on
+    the side of hiding: everything up to the last @ before any ?query or #fragment goes,
+    so a password with an unescaped / in it is hidden too."""
+    text = str(url)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    ends = [i for i in (rest.find(c) for c in "?#") if i >= 0]
+    end = min(ends) if ends else len(rest)
+    at = rest.rfind("@", 0, end)
+    if at >= 0:
+        rest = "***" + rest[at:]
+    return scheme + sep + rest
+
+
 def check_url(url: str) -> str:
     """The base URL (no trailing slash) of a Prometheus server, e.g. http://host:9090 or
-    https://host/prometheus.  Raises UsageError (one line) for anything else."""
+    https://host/prometheus.  Raises UsageError (one line, the URL's user-info redacted)
+    for anything else."""
     text = (url or "").strip()
+    shown = f"--prometheus {redact(text)!r}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{shown}: not UTF-8 text") from None
     if "://" not in text:
-        raise UsageError(f"--prometheus {url!r}: not a URL; give http://HOST:PORT "
+        raise UsageError(f"{shown}: not a URL; give http://HOST:PORT "
                          "(e.g. http://127.0.0.1:9090)")
     try:
         parts = urllib.parse.urlsplit(text)
         port = parts.port                  # raises ValueError for a port out of range
     except ValueError as err:
-        raise UsageError(f"--prometheus {url!r}: {err}") from None
+        # urllib's own words may quote the URL's parts (the password among them): not
+        # repeated
+        why = ("not a valid IPv6 address in brackets" if "IPv6" in str(err) else
+               "the port is not a number from 1 to 65535" if "Port" in str(err) else
+               "not a valid URL")
+        raise UsageError(f"{shown}: {why}") from None
     if parts.scheme not in ("http", "https"):
-        raise UsageError(f"--prometheus {url!r}: only http:// and https:// are spoken")
+        raise UsageError(f"{shown}: only http:// and https:// are spoken")
     if not parts.hostname:
-        raise UsageError(f"--prometheus {url!r}: no host")
+        raise UsageError(f"{shown}: no host")
     if parts.query or parts.fragment:
-        raise UsageError(f"--prometheus {url!r}: give the server's base URL, without "
-                         "?query or #fragment")
+        raise UsageError(f"{shown}: give the server's base URL, without ?query or #fragment")
     if port == 0:
-        raise UsageError(f"--prometheus {url!r}: port 0")
+        raise UsageError(f"{shown}: port 0")
     return text.rstrip("/")
 
 
@@ -134,28 +173,36 @@ class PromClient:
 
     # ------------------------------------------------------------------ transport
     def _get(self, endpoint: str, params: dict[str, str]) -> QueryResult:
-        params = dict(params, timeout=f"{self.timeout_s:g}s")
-        url = f"{self.base_url}/api/v1/{endpoint}"
-        data = urllib.parse.urlencode(params).encode()
-        headers = {"Content-Type": "application/x-www-form-urlencoded",
-                   "Accept": "application/json", "User-Agent": USER_AGENT}
-        if self._auth:
-            headers["Authorization"] = self._auth
-        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
         started = time.monotonic()
+        deadline = started + self.timeout_s
         where = f"Prometheus at {self.base_url}"
 
         def failed(why: str) -> QueryResult:
             return QueryResult.failed(f"{where}: {why}", time.monotonic() - started)
 
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = response.read()
+            params = dict(params, timeout=f"{self.timeout_s:g}s")
+            data = urllib.parse.urlencode(params).encode()
+            headers = {"Content-Type": "application/x-www-form-urlencoded",
+                       "Accept": "application/json", "User-Agent": USER_AGENT}
+            if self._auth:
+                headers["Authorization"] = self._auth
+            request = urllib.request.Request(f"{self.base_url}/api/v1/{endpoint}", data=data,
+                                             headers=headers, method="POST")
+            with _opener(deadline).open(request, timeout=self.timeout_s) as response:
+                body = _read_capped(response)
+        except _Redirected as err:
+            return failed(f"redirected to {_one_line(redact(err.location))} (HTTP {err.code}): "
+                          "give the final URL")
+        except _TooLarge:
+            cap = MAX_ANSWER_BYTES
+            return failed("the answer is larger than "
+                          + (f"{cap // 2**20} MiB" if cap % 2**20 == 0 else f"{cap} bytes"))
         except urllib.error.HTTPError as err:
             # Prometheus answers a bad query with 400 (or 422, 503) and its JSON error
             try:
-                body = err.read()
-            except (OSError, http.client.HTTPException):
+                body = _read_capped(err)
+            except (OSError, http.client.HTTPException, _TooLarge):
                 body = b""
             finally:
                 err.close()
@@ -170,6 +217,141 @@ class PromClient:
         except (OSError, http.client.HTTPException, ValueError) as err:
             return failed(_reason(err, self.timeout_s))
         return parse_answer(_json(body), where, time.monotonic() - started)
+
+
+class _Redirected(Exception):
+    def __init__(self, code: int, location: str) -> None:
+        super().__init__(code, location)
+        self.code, self.location = code, location
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Every 3xx with a Location (301, 302, 303, 307, 308) ends the query, before urllib
+    looks at where it points; one without a Location is an HTTP error like any other."""
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        location = headers.get("location") or headers.get("uri")
+        if location is None:
+            return None
+        fp.close()
+        raise _Redirected(code, urllib.parse.urljoin(req.full_url, location))
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+class _DeadlineSocket:
+    """A connected socket whose every send and receive may wait only until the deadline
+    (time.monotonic()): the socket's timeout is set to the time left before each one, and
+    none starts after it (TimeoutError).  http.client reads the answer through makefile()."""
+
+    def __init__(self, sock, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def arm(self) -> None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the query's deadline passed")
+        self._sock.settimeout(left)
+
+    def sendall(self, data, *args):
+        self.arm()
+        return self._sock.sendall(data, *args)
+
+    def makefile(self, mode="r", *args, **kwargs):
+        # the socket's own SocketIO (it keeps the socket open while the answer is read,
+        # after urllib closes the connection's reference), each read armed first
+        return io.BufferedReader(_DeadlineReader(self, self._sock.makefile("rb", buffering=0)))
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+class _DeadlineReader(io.RawIOBase):
+    def __init__(self, owner: _DeadlineSocket, raw) -> None:
+        super().__init__()
+        self._owner, self._raw = owner, raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self._owner.arm()
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineConnection:
+    """Mixed into http.client's connections: the socket, once connected (and wrapped in
+    TLS), keeps to the query's deadline."""
+
+    deadline = math.inf
+
+    def __init__(self, *args, deadline: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        self.timeout = max(0.001, min(self.timeout, self.deadline - time.monotonic()))
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock, self.deadline)
+
+
+class _HTTP(_DeadlineConnection, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPS(_DeadlineConnection, http.client.HTTPSConnection):
+    pass
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req):
+        return self.do_open(functools.partial(_HTTP, deadline=self.deadline), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req):
+        return self.do_open(functools.partial(_HTTPS, deadline=self.deadline), req,
+                            context=self._context)
+
+
+def _opener(deadline: float) -> urllib.request.OpenerDirector:
+    """urllib's opener (proxies from the environment, as urlopen), with the query's
+    deadline on its sockets and redirects refused."""
+    return urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline),
+                                       _RefuseRedirects())
+
+
+def _read_capped(response) -> bytes:
+    """The body, MAX_ANSWER_BYTES at most (_TooLarge beyond), read in chunks (each under
+    the socket's deadline)."""
+    chunks, total = [], 0
+    # read1: what has arrived (at most one socket read), not a wait for a full chunk
+    read = getattr(response, "read1", response.read)
+    while True:
+        chunk = read(_CHUNK_BYTES)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > MAX_ANSWER_BYTES:
+            raise _TooLarge()
+        chunks.append(chunk)
 
 
 def parse_answer(doc, where: str = "Prometheus", elapsed_s: float = 0.0) -> QueryResult:

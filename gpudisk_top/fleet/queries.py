@@ -6,8 +6,10 @@ The cost is fixed by construction:
                    name-regex selector for the node-level series (verdict, since, GPUs
                    starved, last sample, per-GPU utilization, the disks' and network
                    mounts' evidence), `or` the targets that fail their scrapes (`up == 0`,
-                   marked with the label fleet_down="1"), `or` the last hour's
-                   last-sample timestamp (the nodes seen in the last hour but not now).
+                   marked with the label fleet_down="1": those of the exporters' own
+                   Prometheus job, --exporter-job, and those of any other job that held a
+                   gpudisk-top node in the hour), `or` the last hour's last-sample
+                   timestamp (the nodes seen in the last hour but not now).
   spark_query      ONE instant subquery at most once a minute: each node's mean GPU
                    utilization over the last hour, one point a minute.
   timeline_query   ONE range query, only for the node opened (Enter): its verdicts, GPUs
@@ -25,7 +27,7 @@ extra label so that they never match anything and always come through.
 
 from __future__ import annotations
 
-import re
+from gpudisk_top.fleet.labels import check_label
 
 # The series of one node the table reads (families.py); the disks' and mounts' evidence
 # metrics are those a verdict's device is judged by.
@@ -47,20 +49,10 @@ TIMELINE_FAMILIES = (
 )
 P = "gpudisk_top_"
 DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's answer
+EXPORTER_JOB = "gpudisk-top"       # the exporters' Prometheus job (the alert rules' too)
 STALE_WINDOW = "1h"                # a node not seen for longer is gone from the table
 SPARK_WINDOW_S = 3600
 SPARK_STEP_S = 60
-
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
-
-def check_label(name: str, what: str = "label") -> str:
-    """A Prometheus label name, else ValueError (one line)."""
-    if not _LABEL_NAME.match(name or "") or name.startswith("__"):
-        raise ValueError(f"{what} {name!r}: not a Prometheus label name "
-                         "(letters, digits and _, not starting with a digit or __)")
-    return name
-
 
 def quote(value: str) -> str:
     """A PromQL string literal."""
@@ -83,15 +75,20 @@ def _sel(name_or_regex: str, filters: dict[str, str], regex: bool = False) -> st
     return name_or_regex + ("{" + inner + "}" if inner else "")
 
 
-def table_query(filters: dict[str, str] | None = None) -> str:
+def table_query(filters: dict[str, str] | None = None,
+                exporter_job: str = EXPORTER_JOB) -> str:
     """The table's one instant query.  filters: label -> value, applied to every
-    selector (so a job's view asks only for its nodes)."""
+    selector (so a job's view asks only for its nodes); exporter_job: the Prometheus job
+    that scrapes the exporters."""
     f = filters or {}
     last = _sel(P + "last_sample_timestamp_seconds", f)
     seen = f"max_over_time({last}[{STALE_WINDOW}])"
-    # a failing target of a Prometheus job that holds gpudisk-top nodes (not every
-    # failing target of the server), marked so that it always comes through
-    down = (f"label_replace(({_sel('up', f)} == 0) and on (job) {seen}, "
+    # the failing targets of the exporters' own job, whether or not any of them was ever
+    # seen (a whole job down is what most needs showing), and those of any other job that
+    # held gpudisk-top nodes in the hour (not every failing target of the server); marked
+    # so that they always come through
+    own = _sel("up", dict(f, job=exporter_job)) if "job" not in f else _sel("up", f)
+    down = (f"label_replace(({own} == 0) or ({_sel('up', f)} == 0 and on (job) {seen}), "
             f"{quote(DOWN_LABEL)}, \"1\", \"\", \"\")")
     return f"{_sel(_names(TABLE_FAMILIES), f, regex=True)} or {down} or {seen}"
 
@@ -104,9 +101,10 @@ def spark_query(group_by: str, filters: dict[str, str] | None = None) -> str:
             f"[{SPARK_WINDOW_S // 60}m:{SPARK_STEP_S}s]")
 
 
-def timeline_query(group_by: str, node: str, filters: dict[str, str] | None = None) -> str:
-    """One node's timeline rows (a range query)."""
-    f = dict(filters or {}, **{check_label(group_by): node})
+def timeline_query(group_by: str, value: str, filters: dict[str, str] | None = None) -> str:
+    """One node's timeline rows (a range query): the targets whose group_by label is
+    `value` ('' for those without it: labels.label_value turns a row's name into it)."""
+    f = dict(filters or {}, **{check_label(group_by): value})
     return _sel(_names(TIMELINE_FAMILIES), f, regex=True)
 
 

@@ -7,7 +7,8 @@
 
 refresh() sends the table's one instant query, and the sparkline query only when it is
 due (every spark_every_s, 60 s by default): at most 1 + 1/12 queries a refresh at 5 s.
-node_timeline() sends one range query, for that node only.  Neither raises for what
+node_timeline() sends one range query, for that node only (a row that gathers several
+scrape targets, --by cluster, is no one node: refused, with why).  Neither raises for what
 Prometheus does (down, slow, an error): the view or timeline carries the one-line error,
 and a failed refresh keeps the last good rows (view.data_wall_s says when they were read).
 
@@ -19,27 +20,34 @@ from __future__ import annotations
 import time
 
 from gpudisk_top.fleet import queries
-from gpudisk_top.fleet.model import (FleetView, NodeTimeline, QueryCost, build_timeline,
-                                     build_view, timeline_window)
+from gpudisk_top.fleet.labels import check_label, check_value, label_value
+from gpudisk_top.fleet.model import (FleetView, NodeRow, NodeTimeline, QueryCost,
+                                     build_timeline, build_view, timeline_window)
 from gpudisk_top.fleet.promapi import PromClient, QueryResult
 
 
 class FleetSource:
     """client: a PromClient; group_by: the label that names a node (a row); job_label:
     the label that names a training job (job groups); filters: label -> value, every
-    query restricted to them; spark_every_s: seconds between sparkline queries.
-    Raises ValueError (one line) for a label name that is not one."""
+    query restricted to them; exporter_job: the Prometheus job that scrapes the exporters
+    (its failing targets are shown down even if never seen); spark_every_s: seconds
+    between sparkline queries.  Raises ValueError (one line) for a label name that is not
+    one, or a value that is not UTF-8."""
 
     def __init__(self, client: PromClient, group_by: str = "instance",
                  job_label: str = "training_job", filters: dict[str, str] | None = None,
-                 spark_every_s: float = 60.0, clock=time.monotonic) -> None:
+                 spark_every_s: float = 60.0, clock=time.monotonic,
+                 exporter_job: str = queries.EXPORTER_JOB) -> None:
         self.client = client
-        self.group_by = queries.check_label(group_by, "--by")
-        self.job_label = queries.check_label(job_label, "--job-label")
-        self.filters = dict(filters or {})
-        queries.matchers(self.filters)            # ValueError now, not at the first query
+        self.group_by = check_label(group_by, "--by")
+        self.job_label = check_label(job_label, "--job-label")
+        self.filters = _checked(filters or {})
+        if not exporter_job:
+            raise ValueError("--exporter-job: give the Prometheus job name that scrapes "
+                             "the exporters (default gpudisk-top)")
+        self.exporter_job = check_value(exporter_job, "--exporter-job")
         self.spark_every_s = spark_every_s
-        self.table_expr = queries.table_query(self.filters)
+        self.table_expr = queries.table_query(self.filters, self.exporter_job)
         self.spark_expr = queries.spark_query(self.group_by, self.filters)
         self.cost = QueryCost()                   # every query sent, all refreshes
         self.refreshes = 0
@@ -59,9 +67,9 @@ class FleetSource:
         group) and the last good rows are forgotten (they are the old question's).
         Raises ValueError (one line) for a label name that is not one, changing
         nothing."""
-        group_by = self.group_by if group_by is None else queries.check_label(group_by, "--by")
-        filters = dict(self.filters if filters is None else filters)
-        table_expr = queries.table_query(filters)
+        group_by = self.group_by if group_by is None else check_label(group_by, "--by")
+        filters = _checked(self.filters if filters is None else filters)
+        table_expr = queries.table_query(filters, self.exporter_job)
         spark_expr = queries.spark_query(group_by, filters)
         self.group_by, self.filters = group_by, filters
         self.table_expr, self.spark_expr = table_expr, spark_expr
@@ -93,13 +101,42 @@ class FleetSource:
             view.data_wall_s = self._last.data_wall_s
         return view
 
+    def row(self, node: str) -> NodeRow | None:
+        """The node's row in the last good refresh (None: not in it, or none yet)."""
+        rows = self._last.rows if self._last is not None else []
+        return next((r for r in rows if r.node == node), None)
+
     def node_timeline(self, node: str, window_s: float, width: int,
                       now_s: float | None = None) -> NodeTimeline:
         """One node's last window_s seconds, one column per step (queries.timeline_step_s:
-        max(1 s, window / width)), from one range query."""
+        max(1 s, window / width)), from one range query.  A row of the last refresh that
+        gathers several scrape targets is refused (the timeline's error says why; no
+        query is sent): their series would be drawn as one node's."""
         step = queries.timeline_step_s(window_s, width)
         start, end = timeline_window(time.time() if now_s is None else now_s, window_s, step)
-        result = self.client.range(queries.timeline_query(self.group_by, node, self.filters),
-                                   start, end, step)
+        why = not_one_node(self.row(node), self.group_by)
+        if why:
+            return build_timeline(QueryResult.failed(why), node, start, end, step)
+        expr = queries.timeline_query(self.group_by, label_value(node, self.group_by),
+                                      self.filters)
+        result = self.client.range(expr, start, end, step)
         self.cost.add(result)
         return build_timeline(result, node, start, end, step)
+
+
+def not_one_node(row: NodeRow | None, group_by: str) -> str | None:
+    """Why a row has no one timeline (it gathers several scrape targets), else None."""
+    if row is None or len(row.members) < 2:
+        return None
+    shown = ", ".join(row.members[:3]) + (", ..." if len(row.members) > 3 else "")
+    return (f"{group_by}={row.node} gathers {len(row.members)} scrape targets ({shown}): a "
+            "timeline is one node's: group the rows by instance, or filter, to open one")
+
+
+def _checked(filters: dict[str, str]) -> dict[str, str]:
+    """The filters, every name and value checked (ValueError, one line, now rather than at
+    the first query)."""
+    for label, value in filters.items():
+        check_label(label, "filter label")
+        check_value(value, f"filter {label}=")
+    return dict(filters)

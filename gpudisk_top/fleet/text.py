@@ -8,10 +8,11 @@ printable() before it reaches a terminal.
 from __future__ import annotations
 
 import json
-import time
 
 from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
+from gpudisk_top.model.detect import STARVED_STATES
 from gpudisk_top.model.detect.classify import gpu_ranges
+from gpudisk_top.model.timefmt import clock, clock_hm, date_clock, duration
 from gpudisk_top.textsafe import printable
 
 COST_NOTE = "the table: 1 instant query a refresh; the sparkline: 1 query a minute"
@@ -19,24 +20,6 @@ COST_NOTE = "the table: 1 instant query a refresh; the sparkline: 1 query a minu
 
 def render_json(view: FleetView) -> str:
     return json.dumps(view.to_json(), indent=2, allow_nan=False, default=str)
-
-
-def duration(seconds: float | None) -> str:
-    """'45 s', '12 min', '3 h 05 min', '2 d 4 h'; '' for None."""
-    if seconds is None:
-        return ""
-    s = max(0, int(round(seconds)))
-    if s < 120:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
-
-
-def clock(wall_s: float | None) -> str:
-    return "" if wall_s is None else time.strftime("%H:%M:%S", time.localtime(wall_s))
 
 
 def since_text(row: NodeRow, now_s: float) -> str:
@@ -56,7 +39,7 @@ def device_text(row: NodeRow) -> str:
     """The device column: the blamed devices' evidence, else the GPUs the verdict names
     (a straggler's, a CPU-starved node's), and the verdict's kind."""
     text = row.evidence_text
-    if not text and row.gpus and row.gpus_starved:
+    if not text and row.gpus and row.state in STARVED_STATES:
         text = gpu_ranges(row.gpus)
     if row.kind:
         text = f"{text} ({row.kind})" if text else f"({row.kind})"
@@ -84,9 +67,10 @@ def _row_line(row: NodeRow, now_s: float) -> str:
 
 def _job_line(group: JobGroup) -> str:
     head = f"  {printable(group.job)}: {len(group.nodes)} node{'s' if len(group.nodes) != 1 else ''}"
+    reason = printable(group.describe(clock_hm))
     if group.straggler is not None:
-        return f"{head}, straggler {printable(group.straggler.node)}: {printable(group.reason)}"
-    return f"{head}, no straggler: {printable(group.reason)}"
+        return f"{head}, straggler {printable(group.straggler.node)}: {reason}"
+    return f"{head}, no straggler: {reason}"
 
 
 def render_text(view: FleetView, job: str | None = None) -> str:
@@ -95,7 +79,7 @@ def render_text(view: FleetView, job: str | None = None) -> str:
     now = view.wall_s
     lines = [f"gpudisk-top fleet  Prometheus {printable(view.url)}  "
              f"{len(view.rows)} node{'s' if len(view.rows) != 1 else ''} by "
-             f"{printable(view.group_by)}  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))}"]
+             f"{printable(view.group_by)}  {date_clock(now)}"]
     if view.error:
         lines.append(f"error: {printable(view.error)}")
     header = "  ".join(f"{t:<{w}}" if t not in ("GPUS", "GPU%") else f"{t:>{w}}"

@@ -5,7 +5,9 @@ The app only reads FleetViews.  Every query runs on a thread worker (FleetSource
 blocks on HTTP), so a slow or dead Prometheus shows as an error line in the header while
 the keys go on answering; the table stays the last good one, dimmed, marked as old.  One
 refresh every interval (5 s): the table is rebuilt from the new view in place, and only
-the rows that changed are repainted.
+the rows that changed are repainted.  At most one refresh is in flight: one asked for
+meanwhile (`r`, a new filter or grouping) runs when it ends, which the client's deadline
+bounds, so a hung Prometheus never piles up threads.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
+from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.model import FleetView, natural_key
+from gpudisk_top.fleet.source import not_one_node
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen, format_filters, parse_filters
+from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen
 from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
 from gpudisk_top.ui.screens.fleet_job import JobPicker, JobScreen
 from gpudisk_top.ui.screens.fleet_node import NodeScreen
@@ -42,10 +46,11 @@ SORT_NOTE = {"starved": "starved first", "node": "by node", "util": "lowest GPU 
 class ViewReady(Message):
     """A refresh finished (on the worker's thread): its FleetView."""
 
-    def __init__(self, view, asked_mono: float) -> None:
+    def __init__(self, view, asked_mono: float, generation: int) -> None:
         super().__init__()
         self.view = view
         self.asked_mono = asked_mono
+        self.generation = generation
 
 
 def sort_rows(rows, sort: str):
@@ -114,6 +119,8 @@ class FleetApp(App):
         self._pending: dict = {}
         self._pending_lock = threading.Lock()
         self._asked_mono: float | None = None   # a refresh is in flight since then
+        self._again = False                     # another asked for while it was
+        self._generation = 0                    # +1 a retarget: older answers are dropped
         self._timer = None
         self._job_opened = False
         self._labels: set[str] = set()     # labels_seen()
@@ -150,19 +157,22 @@ class FleetApp(App):
             # Textual's input thread would spin on a dead terminal: leave instead
             self.exit(return_code=1, message=f"gpudisk-top: {gone}; exiting")
             return
-        if self.paused:
-            return
-        if self._asked_mono is not None and time.monotonic() - self._asked_mono < 4 * self.interval_s:
-            return          # the last one has not answered yet (the client's timeout will)
+        if self.paused or self._asked_mono is not None:
+            return          # the last one has not answered yet (the client's deadline will)
         self.action_refresh()
 
     def action_refresh(self) -> None:
-        """`r`: query now (a refresh still in flight is dropped)."""
+        """`r`: query now, or, while a refresh is in flight, as soon as it ends (never a
+        second worker: it would only wait behind the first on the source's lock)."""
+        if self._asked_mono is not None:
+            self._again = True
+            return
+        self._again = False
         self._asked_mono = time.monotonic()
-        self._refresh(self._asked_mono)
+        self._refresh(self._asked_mono, self._generation)
 
-    @work(thread=True, exclusive=True, group="fleet-table", exit_on_error=False)
-    def _refresh(self, asked_mono: float) -> None:
+    @work(thread=True, group="fleet-table", exit_on_error=False)
+    def _refresh(self, asked_mono: float, generation: int) -> None:
         worker = get_current_worker()
         try:
             with self.source_lock:
@@ -174,13 +184,17 @@ class FleetApp(App):
         except Exception as err:      # noqa: BLE001 - a bug must show on screen, not end it
             view = _Failed(f"internal error: {type(err).__name__}: {err}")
         if not worker.is_cancelled:
-            self.post_message(ViewReady(view, asked_mono))
+            self.post_message(ViewReady(view, asked_mono, generation))
 
     def on_view_ready(self, message: ViewReady) -> None:
         if message.asked_mono != self._asked_mono:
-            return                    # an older refresh, overtaken by one asked since
+            return
         self._asked_mono = None
-        self.apply(message.view)
+        if message.generation == self._generation:
+            self.apply(message.view)
+        # else: the answer to the question before a retarget; the new one is asked now
+        if self._again or message.generation != self._generation:
+            self.action_refresh()
 
     def apply(self, view) -> None:
         """Show a FleetView (the worker's, or a test's): the table, and the node or job
@@ -256,6 +270,12 @@ class FleetApp(App):
             self.open_node(node)
 
     def open_node(self, node: str) -> None:
+        """The node's timeline; a row that gathers several scrape targets (--by cluster)
+        is no one node: said, not opened."""
+        why = not_one_node(self.row_of(node), self.target("group_by"))
+        if why:
+            self.notify(why + " (g, /)", severity="warning", timeout=6, markup=False)
+            return
         wall_s = self.view.wall_s if self.view is not None else time.time()
         self.push_screen(NodeScreen(self.source, node, self.row_of(node), wall_s,
                                     self.interval_s, self.source_lock))
@@ -305,6 +325,7 @@ class FleetApp(App):
         source by the next refresh, which is now; the old rows go."""
         with self._pending_lock:
             self._pending.update(change)
+        self._generation += 1
         self.view = None
         self.render_view()
         self.action_refresh()
@@ -317,7 +338,7 @@ class FleetApp(App):
         if text is None:
             return
         try:
-            filters = parse_filters(text)
+            filters = parse_filter_text(text)
         except ValueError as err:
             self.notify(str(err), severity="error", timeout=5, markup=False)
             return
@@ -328,7 +349,7 @@ class FleetApp(App):
             self.set_filters({})
 
     def set_filters(self, filters: dict[str, str]) -> None:
-        """filters: label -> value (parse_filters' checked names)."""
+        """filters: label -> value (parse_filter_text's checked names and values)."""
         self.notify("filter: " + (format_filters(filters) or "none (every node)"), timeout=2,
                     markup=False)
         self.retarget(filters=dict(filters))

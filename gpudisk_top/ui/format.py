@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
+from gpudisk_top.model import timefmt
 
 
 def na(value, fmt: str = "{:.0f}") -> str:
@@ -34,14 +34,6 @@ def mib(value_mib: float | None) -> str:
     return f"{value_mib / 1024:.0f}G" if value_mib >= 10240 else f"{value_mib / 1024:.1f}G"
 
 
-def clock(wall_s: float) -> str:
-    return dt.datetime.fromtimestamp(wall_s).strftime("%H:%M:%S")
-
-
-def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+# times: one owner (model/timefmt.py) for the dashboard, the fleet screens and --once
+clock = timefmt.clock
+duration = timefmt.duration_compact

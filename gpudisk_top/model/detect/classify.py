@@ -34,6 +34,14 @@ from gpudisk_top.model.snapshot import Model
 STATES = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
           "undiagnosed-stall")
 STARVED_STATES = frozenset(STATES[2:])
+# The starved states whose cause is the node's own input or output path (its storage, its
+# CPUs, its checkpoint writes): a node in one of these holds its GPUs back by itself.
+# straggler and undiagnosed-stall are left out: on the nodes of a multi-node job they are
+# what waiting on a slower peer looks like (GPUs spinning in NCCL, or idle with nothing
+# saturated).  The one definition for the exporter's gpudisk_top_gpus_starved, the fleet's
+# straggler rule and starved counts, and the fleet alert rules' state regex
+# (examples/prometheus-rules.yml; tests/test_fleet_model.py checks they agree).
+OWN_CAUSE_STATES = ("disk-starved", "cpu-starved", "checkpoint-stall")
 # one glyph per state, the same on the dashboard's timeline and in the report's charts
 STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
                "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?"}

@@ -21,10 +21,10 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from gpudisk_top.model.history import History
+from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import clock
 from gpudisk_top.ui.widgets.base import LinesPanel
-from gpudisk_top.ui.widgets.fleet_table import age, state_cell
+from gpudisk_top.ui.widgets.fleet_table import state_cell
 from gpudisk_top.ui.widgets.timeline import Timeline
 
 LOAD_S = 900          # the window fetched when the screen opens: 15 minutes ...
@@ -150,10 +150,14 @@ class NodeScreen(Screen):
         self.set_interval(self.interval_s, self._tick)
 
     def _tick(self) -> None:
-        if not self._asked:
-            self.action_fetch_now()
+        self.action_fetch_now()
 
     def action_fetch_now(self) -> None:
+        """`r`, and every interval: one range query, never a second while one is in flight
+        (it ends by the client's deadline; another thread would only queue behind it on
+        the source's lock)."""
+        if self._asked:
+            return
         if self.history.columns:
             newest = self.history.columns[-1].wall_s
             window = min(LOAD_S, max(REFETCH_S, time.time() - newest + REFETCH_S))

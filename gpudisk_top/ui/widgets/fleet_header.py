@@ -6,10 +6,9 @@ one, and the line says how old."""
 
 from __future__ import annotations
 
+from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import clock
 from gpudisk_top.ui.widgets.base import LinesPanel
-from gpudisk_top.ui.widgets.fleet_table import age
 from gpudisk_top.ui.widgets.verdict import fit_clauses
 
 

@@ -11,8 +11,8 @@ the rows that changed."""
 from __future__ import annotations
 
 from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import clock
 from gpudisk_top.ui.widgets.base import Line, LinesPanel
 
 SPARK = "▁▂▃▄▅▆▇█"     # 0 % is the lowest bar, not a blank: a blank would read as no data
@@ -28,20 +28,6 @@ KIND_TEXT = {"own": "(no device: the job's own loaders)", "others": "(no device:
              "throttled": "(no device: CPU throttled)", "saturated": "(a device, not named)",
              "latency-bound": "(latency-bound)", "remote-mount": "(a remote mount)"}
 MARK = " ◀"            # after the name of the node a view calls out (the job's straggler)
-
-
-def age(seconds: float | None) -> str:
-    """A short relative time: 45s, 12m, 3h, 2d ("?" when unknown)."""
-    if seconds is None:
-        return "?"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
 
 
 def sparkline(values, width: int) -> str:

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
+from gpudisk_top.model.timefmt import date_clock as _stamp
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import duration
 from gpudisk_top.ui.widgets.base import LinesPanel
-
-import datetime as dt
-
-
-def _stamp(wall_s: float) -> str:
-    return dt.datetime.fromtimestamp(wall_s).strftime("%Y-%m-%d %H:%M:%S")
 
 
 class PositionBar(LinesPanel):

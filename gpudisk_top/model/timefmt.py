@@ -1,0 +1,73 @@
+"""Times and durations as the tool prints them: the one owner of these formats.
+
+The fleet's --once text (fleet/text.py), the fleet screens and the dashboard's widgets
+(ui/format.py re-exports what they use) all format here, so a clock or an age reads the
+same wherever it is shown.  UI-free: no Textual.
+
+  clock(wall_s)        '14:02:11'   local time, '' for None
+  clock_hm(wall_s)     '14:02'      local time, '?' for None
+  date_clock(wall_s)   '2026-12-02 14:02:11'
+  duration(s)          '45 s', '12 min', '3 h 05 min', '2 d 4 h'   (words: --once)
+  duration_compact(s)  '45 s', '2m05s', '1h02m'                    (the dashboard's)
+  age(s)               '45s', '12m', '3h', '2d'; '?' for None      (a table column)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+def _local(wall_s: float, fmt: str) -> str:
+    return dt.datetime.fromtimestamp(wall_s).strftime(fmt)
+
+
+def clock(wall_s: float | None) -> str:
+    """The local wall clock to the second; '' when unknown."""
+    return "" if wall_s is None else _local(wall_s, "%H:%M:%S")
+
+
+def clock_hm(wall_s: float | None) -> str:
+    """The local wall clock to the minute; '?' when unknown."""
+    return "?" if wall_s is None else _local(wall_s, "%H:%M")
+
+
+def date_clock(wall_s: float) -> str:
+    return _local(wall_s, "%Y-%m-%d %H:%M:%S")
+
+
+def duration(seconds: float | None) -> str:
+    """'45 s', '12 min', '3 h 05 min', '2 d 4 h'; '' for None; never negative."""
+    if seconds is None:
+        return ""
+    s = max(0, int(round(seconds)))
+    if s < 120:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def duration_compact(seconds: float) -> str:
+    """'45 s', '2m05s', '1h02m' (the dashboard's banners and position line)."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def age(seconds: float | None) -> str:
+    """A short relative time: 45s, 12m, 3h, 2d ('?' when unknown)."""
+    if seconds is None:
+        return "?"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
