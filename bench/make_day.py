@@ -9,11 +9,11 @@ bytes go (sample blocks, their wall times, summaries, frame headers), and the re
 CPU per sample beside the simulator's (in a tight loop: a recorder at 1 Hz pays more per
 sample for cold caches; bench/bench_record.py measures that).
 
---health S gives every physical disk a health reading every S seconds, as the health
-poller would (the simulator gives none): real drives' smartctl JSON
-(tests/fixtures/health/) read by the collector's parser, one drive per disk in turn, the
-temperature moving and the counters a drive adds to growing from one poll to the next.
-Run it with and without to see what health readings cost a recording.
+--health S gives every disk a health reading every S seconds of the simulated clock, the
+simulator's own (gpudisk_top/sim/health.py: a drive of each disk's class, its
+temperature following the disk's load, the virtual disks unreadable); without it the
+samples carry none.  Run it with and without to see what health readings cost a
+recording.
 """
 
 from __future__ import annotations
@@ -49,51 +49,6 @@ def where_the_bytes_go(path: str) -> dict[str, int]:
     return parts
 
 
-class HealthPoller:
-    """Snapshots as collect/health.py's poller hands them over, every interval_s of the
-    simulator's clock: readings of real drives for `disks`."""
-
-    def __init__(self, disks: list[str], interval_s: float) -> None:
-        import dataclasses
-        import glob
-        import json
-
-        from gpudisk_top.collect.health import parse_smartctl
-
-        self.replace = dataclasses.replace
-        files = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))), "tests", "fixtures", "health", "*.json")))
-        drives = []
-        for f in files:
-            text = open(f).read()
-            drives.append(parse_smartctl(text, "x", json.loads(text)["smartctl"]["exit_status"]))
-        self.drives = {d: drives[k % len(drives)] for k, d in enumerate(disks)}
-        self.interval_s = interval_s
-        self.snapshot = None
-        self.next_s = None
-        self.polls = 0
-
-    def _read(self, h, dev: str, t: float, k: int):
-        def grown(value, by):
-            return None if value is None else value + by
-        return self.replace(h, device=dev, read_wall_s=t, read_cpu_s=0.003 + 0.001 * (k % 5),
-                            temperature_c=grown(h.temperature_c, (k * 7 + len(dev)) % 9),
-                            power_on_hours=grown(h.power_on_hours, k // 6),
-                            error_log_entries=grown(h.error_log_entries, k // 12),
-                            warning_temp_time_min=grown(h.warning_temp_time_min, k % 3))
-
-    def snapshot_at(self, wall_s: float):
-        from gpudisk_top.collect.sample import HealthSnapshot
-
-        if self.next_s is None or wall_s >= self.next_s:
-            self.next_s = wall_s + self.interval_s
-            readings = {d: self._read(h, d, wall_s, self.polls) for d, h in self.drives.items()}
-            first = self.snapshot.first if self.snapshot is not None else readings
-            self.polls += 1
-            self.snapshot = HealthSnapshot(readings, first, wall_s, self.polls)
-        return self.snapshot
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-o", "--output", default="/tmp/gpudisk-top-day.gdtrec")
@@ -101,28 +56,23 @@ def main() -> int:
     p.add_argument("--scenario", default="demo")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-summaries", action="store_true", help="raw samples only")
-    p.add_argument("--health", type=float, metavar="S",
-                   help="a health reading of every physical disk every S seconds")
+    p.add_argument("--health", type=float, default=0.0, metavar="S",
+                   help="a health reading of every disk every S simulated seconds "
+                        "(default 0: none)")
     args = p.parse_args()
     if os.path.exists(args.output):
         os.remove(args.output)
     n = int(args.hours * 3600)
-    sim = Simulator(builtin(args.scenario), seed=args.seed)
+    sim = Simulator(builtin(args.scenario), seed=args.seed, health_interval_s=args.health)
     origin = {"source": f"simulated, scenario {args.scenario}, seed {args.seed}",
               "host_name": "demo-node", "kernel": "simulated"}
     t0 = time.process_time()
     sample_s = 0.0
-    poller = None
     with Recorder(args.output, make_header(origin, 1.0), sync_interval_s=None,
                   summaries=not args.no_summaries) as rec:
         for i in range(n):
             a = time.process_time()
             s = sim.sample()
-            if args.health:
-                if poller is None:
-                    poller = HealthPoller([d for d, info in s.devices.items()
-                                           if info.kind == "disk"], args.health)
-                s.health = poller.snapshot_at(s.wall_s)
             sample_s += time.process_time() - a
             rec.append(s)
             if i % 3600 == 0:
@@ -135,8 +85,8 @@ def main() -> int:
           f"CPU {(took - sample_s) / n * 1e6:.0f} us/sample in the recorder"
           f"{'' if args.no_summaries else ' (summaries included)'}, "
           f"{sample_s / n * 1e6:.0f} us in the simulator")
-    if poller is not None:
-        print(f"  health: {poller.polls} polls of {len(poller.drives)} disks")
+    if sim.health is not None:
+        print(f"  health: {sim.health.polls} polls of {len(sim.health.latest.readings)} disks")
     for name, b in sorted(where_the_bytes_go(args.output).items(), key=lambda x: -x[1]):
         print(f"  {name:<36} {b / n:7.1f} bytes/sample  {b / 1e6 * 86400 / n:6.2f} MB/day")
     return 0

@@ -1,5 +1,7 @@
 """How examples/demo-simulated.gdtrec was made: one pass (270 s) of the simulator's demo
-scenario at 1 Hz, labelled as simulated in its header.
+scenario at 1 Hz, labelled as simulated in its header, its disks' simulated health read
+every HEALTH_INTERVAL_S (`record --demo --health-interval 60`): at the default 600 s the
+pass would hold one reading, and report no trend.
 
     python examples/make_demo.py
 """
@@ -15,12 +17,14 @@ sys.path.insert(0, os.path.dirname(HERE))
 from gpudisk_top.record import Recorder, make_header  # noqa: E402
 from gpudisk_top.sim import Simulator, builtin  # noqa: E402
 
+HEALTH_INTERVAL_S = 60.0
+
 
 def main() -> None:
     path = os.path.join(HERE, "demo-simulated.gdtrec")
     if os.path.exists(path):
         os.remove(path)
-    sim = Simulator(builtin("demo"), seed=0)
+    sim = Simulator(builtin("demo"), seed=0, health_interval_s=HEALTH_INTERVAL_S)
     origin = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
               "kernel": "simulated"}
     with Recorder(path, make_header(origin, 1.0, note="made by examples/make_demo.py"),

@@ -247,13 +247,19 @@ def test_a_disk_gone_to_sleep_keeps_its_last_reading(tmp_path):
     assert poller.poll().readings["sda"] is first
 
 
-def test_demo_runs_no_smartctl_and_reads_no_health(tmp_path):
+def test_demo_runs_no_smartctl_and_reads_no_real_health(tmp_path):
+    """--demo's health is the simulator's: no smartctl runs, no sysfs (not even one
+    named by --sysfs, whose hwmon would say otherwise) is read."""
     marker = tmp_path / "smartctl-ran"
     bindir = stand_in_smartctl(tmp_path, marker=marker)
+    sysfs = host_sysfs(tmp_path)
     env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
-    proc = cli("--once", "--json", "--demo", env=env)
+    proc = cli("--once", "--json", "--demo", "--sysfs", str(sysfs), env=env)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["health"] == []
+    health = json.loads(proc.stdout)["health"]
+    assert len(health) == 16 and {h["source"] for h in health} == {"simulated"}
+    nvme = next(h for h in health if h["device"] == "nvme0n1")
+    assert nvme["temperature_c"] != 77.85 and nvme["warning_temp_c"] != 74.85
     assert not marker.exists()
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpudisk_top.collect.health import parse_smartctl
-from gpudisk_top.collect.sample import DiskHealth, HealthSnapshot
+from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.commands import report as report_cmd
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.record import Recording
@@ -68,32 +68,12 @@ def poll(k: int, t: float) -> dict[str, DiskHealth]:
     }
 
 
-class HealthSim:
-    """The simulator with a slow health poller beside it: a new HealthSnapshot every
-    POLL_S samples (from the first), shared by the samples in between."""
-
-    def __init__(self, scenario: str = "demo", readings=poll) -> None:
-        self.sim = Simulator(builtin(scenario), seed=0)
-        self.readings = readings
-        self.snapshot: HealthSnapshot | None = None
-        self.n = 0
-
-    def __getattr__(self, name):
-        return getattr(self.sim, name)
-
-    def sample(self):
-        s = self.sim.sample()
-        if self.n % POLL_S == 0:
-            now = self.readings(self.n // POLL_S, s.wall_s)
-            old = self.snapshot
-            first = dict(old.first) if old is not None else {}
-            for dev, h in now.items():
-                if h.readable:
-                    first.setdefault(dev, h)
-            self.snapshot = HealthSnapshot(now, first, s.wall_s, (old.polls if old else 0) + 1)
-        s.health = self.snapshot
-        self.n += 1
-        return s
+def HealthSim(scenario: str = "demo", readings=poll) -> Simulator:
+    """The simulator whose health poller (sim/health.py SimulatedPoller, the real
+    poller's rule) reads `readings` every POLL_S samples, from the first; the samples in
+    between share its snapshot."""
+    return Simulator(builtin(scenario), seed=0, health_interval_s=POLL_S,
+                     health_readings=readings)
 
 
 def make_app(source=None) -> GpuDiskApp:
@@ -173,7 +153,7 @@ async def test_a_partition_shows_its_disks_health():
 
 async def test_no_health_poller_no_column():
     """A node (or a recording) without health readings draws the table as before."""
-    app = make_app(Simulator(builtin("demo"), seed=0))
+    app = make_app(Simulator(builtin("demo"), seed=0, health_interval_s=0))
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(100)
         await pilot.pause()

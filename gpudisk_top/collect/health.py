@@ -78,6 +78,9 @@ ATA_REALLOCATED, ATA_PENDING, ATA_OFFLINE_UNC, ATA_TEMP, ATA_AIRFLOW_TEMP = 5, 1
 _NOT_DISKS = re.compile(r"^(loop|ram|zram|dm-|md|sr|fd|nbd|rbd|drbd|zd)\d|^nvme\d+c\d+n\d+$"
                         r"|^mmcblk\d+(boot\d+|rpmb)$")
 ASLEEP = "in standby: not woken to read its health (smartctl -n standby)"
+# why a virtual disk has no health to read (the simulator's virtual disks say the same)
+VIRTIO_NO_SMART = "virtio disk: no SMART (the hypervisor does not pass it through)"
+XEN_NO_SMART = "Xen virtual disk: no SMART"
 
 
 # ---------------------------------------------------------------------------- smartctl JSON
@@ -363,9 +366,9 @@ def physical_disks(roots: Roots) -> dict[str, str | None]:
         if "/devices/virtual/" in real:
             continue
         if "/virtio" in real:
-            out[name] = "virtio disk: no SMART (the hypervisor does not pass it through)"
+            out[name] = VIRTIO_NO_SMART
         elif "/vbd-" in real or name.startswith("xvd"):
-            out[name] = "Xen virtual disk: no SMART"
+            out[name] = XEN_NO_SMART
         else:
             out[name] = None
     return out
@@ -560,6 +563,20 @@ PARALLEL_READS = 4
 NOT_READ_YET = "not read yet: smartctl had not answered when this was taken"
 
 
+def next_snapshot(last: HealthSnapshot | None, readings: dict[str, DiskHealth],
+                  polled_wall_s: float) -> HealthSnapshot:
+    """The snapshot a poll hands over: its readings, with `first` (each disk's first
+    readable reading of the run) carried on from `last` and the polls counted.  The one
+    rule for every poller (this module's, the simulator's).  Never raises."""
+    first = dict(last.first) if last is not None else {}
+    for device, h in readings.items():
+        old = first.get(device)
+        if h.readable and (old is None or not same_drive(old, h)):
+            first[device] = h      # a drive replaced in the slot starts its trend again
+    return HealthSnapshot(readings=readings, first=first, polled_wall_s=polled_wall_s,
+                          polls=(last.polls if last is not None else 0) + 1)
+
+
 class HealthPoller:
     """Reads every physical disk's health every interval_s on a daemon thread of its own.
 
@@ -593,7 +610,6 @@ class HealthPoller:
         self.latest: HealthSnapshot | None = None
         self.error: str | None = None             # why the latest poll failed (a bug)
         self.poll_thread_id: int | None = None    # the thread polls run on (tests)
-        self._first: dict[str, DiskHealth] = {}
         self._stop = threading.Event()
         self._polled = threading.Event()
         self._thread: threading.Thread | None = None
@@ -647,14 +663,8 @@ class HealthPoller:
             old = before.get(device)
             if h.unreadable_reason == ASLEEP and old is not None and old.readable:
                 readings[device] = old   # a disk asleep is not read: its last reading stands
-        for device, h in readings.items():
-            first = self._first.get(device)
-            if h.readable and (first is None or not same_drive(first, h)):
-                self._first[device] = h
         with self._lock:    # publish_partial() publishes only while latest is None
-            snap = HealthSnapshot(readings=readings, first=dict(self._first),
-                                  polled_wall_s=time.time(),
-                                  polls=(self.latest.polls if self.latest else 0) + 1)
+            snap = next_snapshot(self.latest, readings, time.time())
             self.latest = snap
         self._polled.set()
         if self.on_poll is not None:

@@ -109,7 +109,8 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
     g.add_argument("--health-interval", type=_health_interval, metavar="S",
                    help="seconds between reads of each disk's SMART / NVMe health "
                         "(smartctl, hwmon), on a thread of its own (default 600, or the "
-                        "config file's [health] interval_s; 0: never)")
+                        "config file's [health] interval_s; 0: never; with --demo: "
+                        "seconds of simulated time between simulated readings)")
     g.add_argument("-a", "--all-devices", action="store_true",
                    help="show every block device: partitions, loop, idle devices too")
     g.add_argument("-d", "--devices", metavar="GLOBS",
@@ -253,7 +254,10 @@ def open_source(args, gpu_init_wait_s: float | None = None, start_wall_s: float 
                              f"choose one of: {', '.join(BUILTIN_NAMES)}")
         seed = (args.seed if args.seed is not None else 0) + seed_offset
         start = {} if start_wall_s is None else {"start_wall_s": start_wall_s}
-        sim = Simulator(builtin(name), seed=seed, interval_s=args.interval, **start)
+        # the simulated disks' health, read every --health-interval of simulated time;
+        # nothing real is read (no smartctl, no /sys)
+        sim = Simulator(builtin(name), seed=seed, interval_s=args.interval,
+                        health_interval_s=health_interval_s(args), **start)
         origin = {"source": f"simulated, scenario {name}, seed {seed}",
                   "host_name": host_name, "kernel": "simulated"}
         return sim, True, origin

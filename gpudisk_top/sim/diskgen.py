@@ -142,6 +142,10 @@ class DiskCounterGen:
             c[_IDX["tot_ticks"]] += min(max(r.util_pct, 0.0), 100.0) / 100.0 * dt_ms
             c[_IDX["rq_ticks"]] += max(r.aqu_sz, 0.0) * dt_ms
 
+    def busy_ms(self, name: str) -> float:
+        """Disk `name`'s busy time (io_ticks, ms) as counted, not wrapped at 2**32."""
+        return self._counters[name][_IDX["tot_ticks"]]
+
     def text(self) -> str:
         """/proc/diskstats as a 5.5+ kernel prints it: 20 fields a line."""
         lines = []

@@ -15,6 +15,7 @@ Every problem found is a ScenarioError whose message names the field and the pha
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass, field
 
 LABELS = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
@@ -52,6 +53,34 @@ class GpuSpec:
 
 
 @dataclass
+class HealthSpec:
+    """A disk's simulated health (gpudisk_top/sim/health.py) where it is not its class's:
+    each field left None is the class's (seeded per disk where drives differ).  Counters
+    are the drive's lifetime counts at the start; *_per_h adds to one as simulated time
+    passes, so a reading can gain what a dying drive gains."""
+
+    unreadable_reason: str | None = None   # the disk's health cannot be read: why
+    idle_temp_c: float | None = None       # its temperature with no I/O (its slot's airflow)
+    busy_temp_rise_c: float | None = None  # added at 100 % util, reached over minutes
+    warning_temp_c: float | None = None    # NVMe WCTEMP; ATA: SCT's highest recommended
+    critical_temp_c: float | None = None   # NVMe CCTEMP; ATA: SCT's temperature limit
+    percentage_used_pct: float | None = None
+    available_spare_pct: float | None = None
+    available_spare_threshold_pct: float | None = None
+    media_errors: int | None = None
+    unsafe_shutdowns: int | None = None
+    error_log_entries: int | None = None
+    reallocated_sectors: int | None = None
+    pending_sectors: int | None = None
+    offline_uncorrectable: int | None = None
+    power_on_hours: int | None = None
+    smart_passed: bool | None = None
+    media_errors_per_h: float = 0.0
+    reallocated_per_h: float = 0.0
+    pending_per_h: float = 0.0
+
+
+@dataclass
 class DiskSpec:
     """One whole disk.  Numbers left None take CLASS_DEFAULTS of its class."""
 
@@ -69,6 +98,7 @@ class DiskSpec:
     read_merge_pct: float | None = None
     background_r_s: float = 0.2            # system noise (logs, metadata) on every disk
     background_w_s: float = 1.0
+    health: HealthSpec | None = None       # None: its class's simulated health
 
     def __post_init__(self) -> None:
         if self.dev_class not in DISK_CLASSES:
@@ -303,6 +333,8 @@ def _validate(sc: Scenario) -> None:
                     "max_write_mb_s"):
             if not getattr(d, key) > 0:
                 fail(f"disk {d.name!r}: {key} must be > 0, not {getattr(d, key)}")
+        if d.health is not None:
+            _validate_health(d, fail)
     pids: list[int] = []
     if sc.job is not None:
         job = sc.job
@@ -368,6 +400,22 @@ def _validate(sc: Scenario) -> None:
                 fail(f"{pw}: {key} must be > 0, not {getattr(phase, key)}")
         if (phase.read_mb_s or phase.write_mb_s) and sc.job is None:
             fail(f"{pw}: read_mb_s/write_mb_s are the job's rates, and the scenario has no job")
+
+
+def _validate_health(d: DiskSpec, fail) -> None:
+    h = d.health
+    for f in dataclasses.fields(h):
+        value = getattr(h, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value < 0:
+            fail(f"disk {d.name!r}: health.{f.name} must be >= 0, not {value}")
+        if f.name in ("available_spare_pct", "available_spare_threshold_pct") and value > 100:
+            fail(f"disk {d.name!r}: health.{f.name} must be within 0..100, not {value}")
+    if (h.warning_temp_c is not None and h.critical_temp_c is not None
+            and h.critical_temp_c < h.warning_temp_c):
+        fail(f"disk {d.name!r}: health.critical_temp_c ({h.critical_temp_c:g}) is below "
+             f"warning_temp_c ({h.warning_temp_c:g})")
 
 
 def _walk(items, prefix: str, fail):

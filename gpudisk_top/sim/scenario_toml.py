@@ -10,6 +10,8 @@ ScenarioError that names the file and the place ("phases[3] 'ckpt': unknown key 
     name = "sda"
     class = "SSD"
     mountpoint = "/data"
+    health = { idle_temp_c = 45, reallocated_sectors = 8 }  # its simulated health where
+                                          # it is not its class's (sim/scenario.py HealthSpec)
     [job]
     dataset_disk = "sda"
     workers = 8
@@ -43,9 +45,9 @@ import tomllib
 import types
 import typing
 
-from gpudisk_top.sim.scenario import (DiskSpec, DiskState, GpuSpec, HostSpec, JobSpec,
-                                      OtherLoad, OtherProcess, Phase, PhaseGroup, Scenario,
-                                      ScenarioError)
+from gpudisk_top.sim.scenario import (DiskSpec, DiskState, GpuSpec, HealthSpec, HostSpec,
+                                      JobSpec, OtherLoad, OtherProcess, Phase, PhaseGroup,
+                                      Scenario, ScenarioError)
 
 _ALIASES = {DiskSpec: {"class": "dev_class"}}
 
@@ -111,7 +113,8 @@ def _build(cls, data: dict, where: str, done: frozenset | set = frozenset()):
         raise ScenarioError(f"{where}: {err}") from None
 
 
-_DATACLASSES = (GpuSpec, DiskSpec, HostSpec, JobSpec, OtherProcess, OtherLoad, DiskState)
+_DATACLASSES = (GpuSpec, DiskSpec, HostSpec, JobSpec, OtherProcess, OtherLoad, DiskState,
+                HealthSpec)
 
 
 def _convert(value, hint, where: str):

@@ -14,6 +14,10 @@ drives, read by the real GpuCollector.  Host and process counters are built dire
 HostRaw and ProcIoRaw.  Same scenario and seed: byte-identical diskstats text and equal
 Samples (one random.Random(seed); no wall clock, no global random).
 
+Each Sample carries the disks' health (Sample.health) as collect/health.py's poller would
+hand it over: read every health_interval_s of simulated time (sim/health.py: each disk a
+drive of its class, or the scenario's HealthSpec); nothing real is read.
+
 The interval may change between samples (the dashboard's `+`/`-` set `interval_s`): the
 scenario's clock then goes on from where it was, by the new interval, as a real node's
 would; it never jumps or runs back.
@@ -28,9 +32,11 @@ import threading
 
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.gpu import GpuCollector, Resolved
+from gpudisk_top.collect.health import DEFAULT_INTERVAL_S as DEFAULT_HEALTH_INTERVAL_S
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.sim.diskgen import DiskCounterGen
 from gpudisk_top.sim.fake_nvml import SAMPLES_PER_S, FakeGpu, FakeNvml
+from gpudisk_top.sim.health import DriveGen, Readings, SimulatedPoller
 from gpudisk_top.sim.hostgen import HostCounters, ProcCounters
 from gpudisk_top.sim.load import IntervalLoad, LoadModel
 from gpudisk_top.sim.scenario import Phase, Scenario
@@ -50,15 +56,26 @@ class Simulator:
     see them wrap); by default each starts at a seeded random value.
 
     interval_s may be set between samples (Feed.set_interval does): the next interval is
-    that long and starts where the last one ended.  Raises ValueError for an interval that
-    is not a finite number above 0.
+    that long and starts where the last one ended.
+
+    health_interval_s: simulated seconds between two readings of the disks' health (the
+    real poller's default); 0: none (Sample.health None, as with --health-interval 0).
+    health_readings(k, wall_s) -> {device: DiskHealth}: the k-th poll's readings instead
+    of the simulated drives' (a test's real drives).
+
+    Raises ValueError for an interval that is not a finite number above 0, or a
+    health_interval_s below 0.
     """
 
     def __init__(self, scenario: Scenario, seed: int = 0, interval_s: float = 1.0,
                  start_wall_s: float = DEFAULT_START_WALL_S,
                  start_mono_s: float = DEFAULT_START_MONO_S,
-                 ticks_start: int | None = None) -> None:
+                 ticks_start: int | None = None,
+                 health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
+                 health_readings: Readings | None = None) -> None:
         _check_interval(interval_s)
+        if not (math.isfinite(health_interval_s) and health_interval_s >= 0):
+            raise ValueError(f"health_interval_s must be >= 0, not {health_interval_s}")
         scenario.timeline()  # validates: raises ScenarioError
         self.scenario = scenario
         self.seed = seed
@@ -77,6 +94,12 @@ class Simulator:
         self._disks = DiskCounterGen(scenario.disks, self._rng, ticks_start)
         self._devices = self._disks.devices()
         self._text = self._disks.text()
+        self.health: SimulatedPoller | None = None
+        if health_interval_s > 0:
+            if health_readings is None:
+                health_readings = DriveGen(scenario.disks, seed, self._disks.busy_ms,
+                                           start_wall_s, uptime_s=start_mono_s).read
+            self.health = SimulatedPoller(health_readings, health_interval_s)
         self._host = HostCounters.booted(scenario.host.ncpu, start_mono_s)
         self._mono_s = start_mono_s
         self._job_gpus = self._job_gpu_list()
@@ -160,8 +183,11 @@ class Simulator:
         procs = {p.pid: p.raw() for p in self._others.values()}
         if running and self._job_visible:
             procs.update((p.pid, p.raw()) for p in self._ranks + self._workers)
+        # the health poller's latest snapshot, a new one only when a poll is due
+        health = self.health.at(wall_s) if self.health is not None else None
         return Sample(mono_s=self._mono_s, wall_s=wall_s, disks=diskstats.parse(self._text),
-                      devices=dict(self._devices), gpu=gpu, host=self._host.raw(), procs=procs)
+                      devices=dict(self._devices), gpu=gpu, host=self._host.raw(), procs=procs,
+                      health=health)
 
     def samples_until(self, t_s: float) -> int:
         """How many samples bring the clock to t_s scenario seconds (the last one at or
