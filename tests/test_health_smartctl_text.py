@@ -423,8 +423,10 @@ def test_end_to_end_the_collector_on_the_fake_drives(shim, tmp_path):
     """The collector's own path: HealthPoller finds the disks under a sysfs tree and runs
     its smartctl command on <dev_dir>/<disk> (its `smartctl` and `dev_dir` parameters:
     no product change).  The command is a wrapper that runs the real smartctl with the
-    shim, standing in for /nonexistent/smartshim-dev/<disk> only, with `-d TYPE` added
-    (smartctl tells NVMe from ATA by the /dev name, which a fake path must not have).
+    shim, standing in for /nonexistent/smartshim-dev/<disk> only, with the shim's `-d
+    TYPE` in place of the collector's (a node outside /dev gets `-d nvme` or `-d
+    sat,auto` from smartctl_argv, which the wrapper logs; the shim's ATA drive answers
+    the HDIO ioctls of `-d ata`, not SAT's SCSI pass-through).
     The NVMe thresholds, text only in smartctl 7.3's output, come from the kernel's hwmon
     here, as on a real machine, and equal the text."""
     dev_dir = "/nonexistent/smartshim-dev"
@@ -436,12 +438,22 @@ def test_end_to_end_the_collector_on_the_fake_drives(shim, tmp_path):
         data = write_data(tmp_path / f"{disk}.pages", pages_for(name))
         cases.append(f'  {dev_dir}/{disk}) data={data}; type={kind} ;;')
     wrapper = tmp_path / "bin" / "smartctl"
+    argv_log = tmp_path / "argv"
     _write(wrapper, "#!/bin/sh\n"
            "# the real smartctl on the shim's fake drive named by the last argument\n"
+           f'echo "$*" >> {argv_log}\n'
            'for dev; do :; done\n'
            'case "$dev" in\n' + "\n".join(cases) + "\n"
            '  *) echo "not a fake drive: $dev" >&2; exit 2 ;;\n'
            "esac\n"
+           "# the collector's -d TYPE out, the shim's in\n"
+           'skip=0\n'
+           'for a; do\n'
+           '  shift\n'
+           '  if [ "$skip" = 1 ]; then skip=0; continue; fi\n'
+           '  if [ "$a" = "-d" ]; then skip=1; continue; fi\n'
+           '  set -- "$@" "$a"\n'
+           'done\n'
            f'export LD_PRELOAD={shim} SMARTSHIM_PATH="$dev" SMARTSHIM_DATA="$data"\n'
            f'exec {SMARTCTL} -d "$type" "$@"\n')
     wrapper.chmod(0o755)
@@ -449,6 +461,9 @@ def test_end_to_end_the_collector_on_the_fake_drives(shim, tmp_path):
     snap = HealthPoller(roots, interval_s=600, smartctl=str(wrapper), dev_dir=dev_dir,
                         timeout_s=RUN_TIMEOUT_S).poll()
     assert sorted(snap.readings) == ["nvme0n1", "sda"]
+    assert sorted(argv_log.read_text().splitlines()) == [
+        " ".join([*SMARTCTL_ARGS, "-d", "nvme", f"{dev_dir}/nvme0n1"]),
+        " ".join([*SMARTCTL_ARGS, "-d", "sat,auto", f"{dev_dir}/sda"])]
     views = health_views(snap)
     for disk, (name, kind) in disks.items():
         h = snap.readings[disk]
