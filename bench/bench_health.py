@@ -2,11 +2,15 @@
 """CPU of a device health read (collect/health.py), and what the sampling thread pays.
 
 Measured, each as the median of --repeat runs:
-  smartctl    `smartctl --json=c -x -n standby /dev/X` on each disk of this machine that
+  smartctl    `smartctl --json=co -x -n standby /dev/X` on each disk of this machine that
               has a node (run even where sysfs says it has no SMART, virtio: the process
               is the cost), CPU of the child (rusage) plus our parse, and wall time
   parse       parse_smartctl() of the largest real -x output in tests/fixtures/health
               (a SATA SSD with SCT and device statistics, 38 kB), CPU
+  text        what --json=o costs: parse_smartctl() of smartctl 7.3's NVMe -x document
+              with its text (smartctl.output, read for WCTEMP/CCTEMP and the thermal
+              management times) and of the same document without it (--json=c), size
+              and CPU
   sysfs       read_sysfs() of an NVMe controller's hwmon (a tree laid out as the kernel
               does: this machine has no disk with a hwmon), CPU
   per sample  what Sampler.sample() adds (one attribute read) and Model.new adds
@@ -40,6 +44,7 @@ from gpudisk_top.collect.sample import DiskHealth, HealthSnapshot  # noqa: E402
 from gpudisk_top.model.health import health_views  # noqa: E402
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "health", "sata-ssd-7.0-x-sct.json")
+TEXT_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "health", "nvme-7.3-shim-text.json")
 
 
 def cpu_s() -> float:
@@ -106,6 +111,19 @@ def main() -> int:
     parse_us = median_us(lambda: parse_smartctl(text, "sda", 0), args.repeat * 20)
     out["parse_us"] = parse_us
     print(f"parse_smartctl of a {len(text) // 1000} kB -x output: {parse_us:.0f} µs")
+
+    with open(TEXT_FIXTURE) as f:
+        with_text = f.read()
+    doc = json.loads(with_text)
+    doc["smartctl"].pop("output")
+    doc["smartctl"]["argv"] = [a.replace("--json=co", "--json=c") for a in doc["smartctl"]["argv"]]
+    without = json.dumps(doc, separators=(",", ":"))
+    text_us = median_us(lambda: parse_smartctl(with_text, "nvme0n1", 0), args.repeat * 20)
+    plain_us = median_us(lambda: parse_smartctl(without, "nvme0n1", 0), args.repeat * 20)
+    out["text"] = {"bytes_c": len(without), "bytes_co": len(with_text), "parse_c_us": plain_us,
+                   "parse_co_us": text_us}
+    print(f"parse_smartctl of smartctl 7.3's NVMe -x: --json=c {len(without)} B {plain_us:.0f} µs, "
+          f"--json=co {len(with_text)} B {text_us:.0f} µs (its text read)")
 
     with tempfile.TemporaryDirectory() as tmp:
         roots = nvme_sysfs(tmp)

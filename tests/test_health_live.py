@@ -526,8 +526,8 @@ def test_devfs_names_the_node_smartctl_is_given(tmp_path):
                env=env)
     assert proc.returncode == 0, proc.stderr
     assert sorted(log.read_text().splitlines()) == [
-        f"--json=c -x -n standby -d nvme {hostdev}/nvme0n1",
-        f"--json=c -x -n standby -d sat,auto {hostdev}/sda"]
+        f"--json=co -x -n standby -d nvme {hostdev}/nvme0n1",
+        f"--json=co -x -n standby -d sat,auto {hostdev}/sda"]
     proc = cli("--once", "-i", "0.1", "--sysfs", str(sysfs), "--devfs", str(tmp_path / "none"),
                env=env)
     assert proc.returncode == 0 and f"--devfs {tmp_path / 'none'}: no such directory" in proc.stderr

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudisk_top.collect.health import BIT_OPEN, parse_smartctl
+from gpudisk_top.collect.health import BIT_OPEN, merge_sysfs, parse_smartctl
+from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.model.health import (FAILING, OK, UNKNOWN, WARNING, classify,
                                       evidence_clause, minutes_above_warning, trend, view_of)
 
@@ -383,6 +384,144 @@ def test_a_temperature_outside_any_drives_range_is_none():
             a["raw"]["string"] = "0"       # an attribute 194 without a sensor
     sata.pop("temperature", None)
     assert parse_smartctl(sata, "sda", 0).temperature_c is None
+
+
+# ---------------------------------------------------------------------------- smartctl's text
+# nvme-7.3-shim-text.json: what the real smartctl 7.3 wrote with the collector's options
+# (--json=co) for the 660p's pages on tests/smartshim, thermal management times 120 s and
+# 30 s added (test_health_smartctl_text.py checks smartctl still writes these lines)
+SHIM_TEXT = "nvme-7.3-shim-text.json"
+
+
+def _with_lines(replace: dict[str, str | None], name: str = SHIM_TEXT) -> dict:
+    """The document with smartctl.output's lines that start with a key replaced by its
+    value (None: the line left out)."""
+    doc = load(name)
+    out = []
+    for line in doc["smartctl"]["output"]:
+        key = next((k for k in replace if line.startswith(k)), None)
+        if key is None:
+            out.append(line)
+        elif replace[key] is not None:
+            out.append(replace[key])
+    doc["smartctl"]["output"] = out
+    return doc
+
+
+def test_smartctl_7_3_text_gives_the_nvme_thresholds_and_thermal_times():
+    """smartctl 7.3's JSON has neither WCTEMP/CCTEMP nor the thermal management times;
+    its text (smartctl.output, --json=o) has both, and they are read from it."""
+    doc = load(SHIM_TEXT)
+    assert doc["smartctl"]["version"] == [7, 3] and "--json=co" in doc["smartctl"]["argv"]
+    assert "nvme_composite_temperature_threshold" not in doc
+    assert not any(k.startswith("thermal_mgmt") for k in doc["nvme_smart_health_information_log"])
+    lines = doc["smartctl"]["output"]
+    for line in ("Warning  Comp. Temp. Threshold:     75 Celsius",
+                 "Critical Comp. Temp. Threshold:     85 Celsius",
+                 "Thermal Temp. 1 Total Time:         120",
+                 "Thermal Temp. 2 Total Time:         30"):
+        assert line in lines
+    h = read(SHIM_TEXT, "nvme0n1")
+    assert (h.warning_temp_c, h.critical_temp_c, h.thermal_throttle_s) == (75, 85, 150)
+    assert view_of(h).as_json()["thermal_throttle_s"] == 150
+    # every other number is the 660p's own, as without the text
+    plain = read("nvme-7.1-healthy.json", "nvme0n1")
+    for f in DiskHealth.__slots__:
+        if f not in ("warning_temp_c", "critical_temp_c", "thermal_throttle_s"):
+            assert getattr(h, f) == getattr(plain, f), f
+    # without the text (smartctl run with --json=c): none of the three, as before
+    doc["smartctl"].pop("output")
+    h = parse_smartctl(doc, "nvme0n1", 0)
+    assert (h.warning_temp_c, h.critical_temp_c, h.thermal_throttle_s) == (None, None, None)
+
+
+def test_json_keys_win_over_the_text():
+    """A smartctl that writes the keys (7.5: the thresholds; after 7.5: the times) is
+    read from its JSON, whatever its text says; a key it wrote that no drive could mean
+    is None, not the text's."""
+    doc = load(SHIM_TEXT)
+    doc["nvme_composite_temperature_threshold"] = {"warning": 70, "critical": 80}
+    doc["nvme_smart_health_information_log"].update(
+        thermal_mgmt_temperature_1_total_time=60, thermal_mgmt_temperature_2_total_time=0)
+    h = parse_smartctl(doc, "nvme0n1", 0)
+    assert (h.warning_temp_c, h.critical_temp_c, h.thermal_throttle_s) == (70, 80, 60)
+    doc["nvme_composite_temperature_threshold"] = {"warning": -273}    # WCTEMP 0 K; no CCTEMP
+    h = parse_smartctl(doc, "nvme0n1", 0)
+    assert (h.warning_temp_c, h.critical_temp_c) == (None, 85)
+
+
+def test_the_drives_own_threshold_wins_over_the_kernels():
+    """Where smartctl's text gives WCTEMP, hwmon's temp1_max (the over-temperature
+    threshold the host may have set with Set Features, WCTEMP only by default) does not
+    replace it; hwmon fills only what smartctl said nothing of."""
+    kernel = DiskHealth(device="nvme0n1", source="sysfs", readable=True, temperature_c=36.0,
+                        warning_temp_c=70.0, critical_temp_c=84.0)
+    h = merge_sysfs(read(SHIM_TEXT, "nvme0n1"), dataclasses.replace(kernel))
+    assert (h.warning_temp_c, h.critical_temp_c, h.source) == (75, 85, "smartctl")
+    h = merge_sysfs(read("nvme-7.1-healthy.json", "nvme0n1"), dataclasses.replace(kernel))
+    assert (h.warning_temp_c, h.critical_temp_c) == (70, 84)
+
+
+W, C = "Warning  Comp. Temp. Threshold", "Critical Comp. Temp. Threshold"
+T1, T2 = "Thermal Temp. 1 Total Time", "Thermal Temp. 2 Total Time"
+
+
+@pytest.mark.parametrize("lines, want", [
+    # kelvin_to_str() of 0 K (printed only with -r nvmeioctl): no threshold
+    ({W: f"{W}:     -", C: f"{C}:     -"}, (None, None, 150)),
+    # 0 K read as a number, 0xFFFF K: not a drive's threshold (sane_temp_c)
+    ({W: f"{W}:     -273 Celsius", C: f"{C}:     65262 Celsius"}, (None, None, 150)),
+    # another unit, text after the number, not an integer, no number: not read
+    ({W: f"{W}:     75 Kelvin", C: f"{C}:     85 Celsius (x)"}, (None, None, 150)),
+    ({W: f"{W}:     75.5 Celsius", C: f"{C}:"}, (None, None, 150)),
+    # trailing blanks are not text after it
+    ({W: f"{W}:     75 Celsius  "}, (75, 85, 150)),
+    # %d of a count past 2^31 is negative: the sum is not known, never a part of it
+    ({T1: f"{T1}:         -5"}, (75, 85, None)),
+    ({T2: f"{T2}:         30 s"}, (75, 85, None)),
+    # printed only where not 0 (smartctl before 8d65173): one printed, the other is 0
+    ({T2: None}, (75, 85, 120)),
+    ({T1: None}, (75, 85, 30)),
+    # neither printed: 0 or not kept, which smartctl's text cannot tell: not known
+    ({T1: None, T2: None}, (75, 85, None)),
+    ({W: None, C: None}, (None, None, 150)),
+    # a label nvmeprint.cpp does not print is not read
+    ({W: "Warning Comp. Temp. Threshold 75 Celsius",
+      C: "Critical Composite Temp. Threshold:  85 Celsius"}, (None, None, 150)),
+])
+def test_a_text_line_that_is_not_exactly_smartctls_is_not_read(lines, want):
+    h = parse_smartctl(_with_lines(lines), "nvme0n1", 0)
+    assert (h.warning_temp_c, h.critical_temp_c, h.thermal_throttle_s) == want
+    _valid(h)
+
+
+def test_two_lines_that_disagree_are_not_read():
+    doc = load(SHIM_TEXT)
+    doc["smartctl"]["output"] += ["Warning  Comp. Temp. Threshold:     70 Celsius",
+                                  "Thermal Temp. 1 Total Time:         7",
+                                  "Critical Comp. Temp. Threshold:     85 Celsius"]
+    h = parse_smartctl(doc, "nvme0n1", 0)
+    assert (h.warning_temp_c, h.critical_temp_c, h.thermal_throttle_s) == (None, 85, None)
+
+
+def test_the_text_is_read_only_for_nvme():
+    """The labels are nvmeprint.cpp's: an ATA or SCSI document's text is not searched."""
+    doc = load("sata-ssd-7.3.json")
+    doc["smartctl"]["output"] = load(SHIM_TEXT)["smartctl"]["output"]
+    h = parse_smartctl(doc, "sda", 0)
+    assert (h.warning_temp_c, h.critical_temp_c, h.thermal_throttle_s) == (None, None, None)
+
+
+@pytest.mark.parametrize("output", [None, 5, f"{W}:     75 Celsius", {"0": "x"},
+                                    [1, None, ["x"], {"a": 1}], [],
+                                    [f"{W}:     {'9' * 5000} Celsius"]])
+def test_text_of_another_shape_is_not_read(output):
+    doc = load(SHIM_TEXT)
+    doc["smartctl"]["output"] = output
+    h = parse_smartctl(doc, "nvme0n1", 0)
+    assert h.readable and (h.warning_temp_c, h.critical_temp_c, h.thermal_throttle_s) == (
+        None, None, None)
+    _valid(h)
 
 
 # ---------------------------------------------------------------------------- the command line

@@ -15,10 +15,13 @@ with the number in smartctl's text.  Then the loop is closed: the reading equals
 our parser makes of the original fixture, and smartctl's JSON of the pages equals the
 fixture's own keys (fixture -> pages -> smartctl -> our parser == fixture).
 
-One difference is known and asserted as such (not hidden): smartctl 7.3 prints the NVMe
-composite temperature thresholds (WCTEMP/CCTEMP) as text only, its JSON has them from 7.5
-on; our reading of 7.3's JSON has none, and the collector takes them from the kernel's
-hwmon (merge_sysfs), which the end-to-end test below shows.
+Two NVMe facts smartctl 7.3 prints as text only were once the known gaps here: the
+composite temperature thresholds (WCTEMP/CCTEMP; JSON from 7.5) and the thermal
+management transition times (JSON only after 7.5).  The collector's --json=co puts that
+text in the same document (smartctl.output[]), our parser reads the two from it where the
+JSON lacks them (collect/health.py nvme_text_facts), and the tests below assert both
+equal the text, and that 7.3's JSON itself still lacks them (so it is the text that
+gives them, not a key).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +48,7 @@ from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.output.once import _HEALTH_COLUMNS, render_text, to_json
 
 SHIM_SRC = Path(__file__).resolve().parent / "smartshim" / "smartshim.c"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "health"
 SMARTCTL = find_smartctl() or next(
     (p for p in ("/usr/sbin/smartctl", "/sbin/smartctl") if os.access(p, os.X_OK)), None)
 GCC = shutil.which("gcc") or shutil.which("cc")
@@ -155,7 +158,7 @@ def nvme_text(text: str) -> dict[str, object]:
         "warning_temp_c": number(f.get("Warning  Comp. Temp. Threshold")),
         "critical_temp_c": number(f.get("Critical Comp. Temp. Threshold")),
         # printed only where not 0; in JSON only since smartmontools commit 8d65173 (May
-        # 2026, after 7.5): see test_nvme_thermal_management_time_is_text_only_before_7_6
+        # 2026, after 7.5): see test_nvme_thermal_management_time_equals_the_text
         "thermal_throttle_s": (None if "Thermal Temp. 1 Total Time" not in f
                                and "Thermal Temp. 2 Total Time" not in f else
                                (number(f.get("Thermal Temp. 1 Total Time")) or 0)
@@ -223,26 +226,26 @@ def once_outputs(view: HealthView) -> tuple[dict[str, float | None], str, dict]:
     return shown, row, entries[0]
 
 
-# the NVMe thresholds smartctl 7.3 prints as text only (JSON: 7.5 and later)
-TEXT_ONLY_BEFORE_7_5 = ("warning_temp_c", "critical_temp_c")
+# what smartctl before 7.5 prints about an NVMe drive as text only: its JSON keys
+TEXT_ONLY_KEYS = {
+    "warning_temp_c": ("nvme_composite_temperature_threshold", "warning"),
+    "critical_temp_c": ("nvme_composite_temperature_threshold", "critical"),
+    "thermal_throttle_s": ("nvme_smart_health_information_log",
+                           "thermal_mgmt_temperature_1_total_time"),
+}
 
 
-def compare_with_text(h: DiskHealth, view: HealthView, said: dict[str, object],
-                      smartctl_doc: dict | None) -> list[str]:
-    """Every number and verdict we show (the reading, --once's row and JSON) against
-    smartctl's text; the known gaps (TEXT_ONLY_BEFORE_7_5 with a 7.3 JSON) are returned,
-    anything else that differs fails."""
+def json_has(doc: dict, field: str) -> bool:
+    outer, inner = TEXT_ONLY_KEYS[field]
+    return inner in doc.get(outer, {})
+
+
+def compare_with_text(h: DiskHealth, view: HealthView, said: dict[str, object]) -> None:
+    """Every number and verdict we show (the reading, --once's row and JSON) equals
+    smartctl's text: anything that differs fails (no known gap is left)."""
     shown, row, entry = once_outputs(view)
-    gaps = []
     for field, text_value in said.items():
         ours = getattr(h, field)
-        if field in TEXT_ONLY_BEFORE_7_5 and smartctl_doc is not None \
-                and "nvme_composite_temperature_threshold" not in smartctl_doc \
-                and text_value is not None:
-            # the text has it, smartctl's JSON does not: we show "n/a", never a guess
-            assert ours is None and entry[field] is None and shown[field] is None, field
-            gaps.append(f"{field}: text {text_value}, smartctl JSON has none, ours None")
-            continue
         if isinstance(text_value, tuple):
             assert ours == text_value, (field, ours, text_value)
             assert tuple(entry[field]) == text_value, (field, entry[field], text_value)
@@ -258,7 +261,6 @@ def compare_with_text(h: DiskHealth, view: HealthView, said: dict[str, object],
     if view.reasons:
         assert row.endswith(f"smartctl: {'; '.join(view.reasons)}"), row
     assert (entry["status"], entry["reasons"]) == (view.status, list(view.reasons))
-    return gaps
 
 
 def expected_verdict(name: str, said: dict) -> tuple[str, tuple[str, ...]]:
@@ -312,14 +314,19 @@ def run(request, shim, tmp_path_factory) -> Run:
 def test_our_numbers_are_the_ones_smartctl_prints(run):
     assert run.health.readable, run.health.unreadable_reason
     said = nvme_text(run.text) if run.kind == "nvme" else ata_text(run.text)
-    gaps = compare_with_text(run.health, run.view, said, run.doc)
-    if run.kind == "nvme" and run.doc["smartctl"]["version"][:2] < [7, 5]:
-        # the one known difference: WCTEMP/CCTEMP are text only in smartctl 7.3
+    compare_with_text(run.health, run.view, said)
+    if run.kind == "nvme":
+        # the once-known gap, closed: WCTEMP/CCTEMP as the text says them, from the text
+        # in smartctl's document where its JSON has no key for them (7.3: none)
         assert said["warning_temp_c"] == STAND_INS["nvme_warning_temp_c"]
         assert said["critical_temp_c"] == STAND_INS["nvme_critical_temp_c"]
-        assert len(gaps) == 2, gaps
-    else:
-        assert gaps == []
+        assert (run.health.warning_temp_c, run.health.critical_temp_c) == (
+            said["warning_temp_c"], said["critical_temp_c"])
+        if run.doc["smartctl"]["version"][:2] < [7, 5]:
+            assert not json_has(run.doc, "warning_temp_c")
+            assert not json_has(run.doc, "critical_temp_c")
+            assert f"Warning  Comp. Temp. Threshold:     {said['warning_temp_c']} Celsius" \
+                in run.doc["smartctl"]["output"]
 
 
 def test_the_verdict_is_what_the_text_implies(run):
@@ -335,6 +342,12 @@ def test_the_loop_closes_fixture_pages_smartctl_parser(run):
     what the pages cannot carry (named below)."""
     fixture = load(run.name)
     ours_of_fixture = parse_smartctl(fixture, DEVICE[run.kind], fixture["smartctl"]["exit_status"])
+    if run.kind == "nvme":
+        # the one thing the pages add: WCTEMP/CCTEMP stand-ins, which no fixture has
+        # (their smartctl wrote them as text only, and kept no text), smartctl's text says
+        assert ours_of_fixture.warning_temp_c is None is ours_of_fixture.critical_temp_c
+        ours_of_fixture.warning_temp_c = float(STAND_INS["nvme_warning_temp_c"])
+        ours_of_fixture.critical_temp_c = float(STAND_INS["nvme_critical_temp_c"])
     for f in DiskHealth.__slots__:
         if f in ("read_wall_s", "read_cpu_s"):
             continue
@@ -365,30 +378,59 @@ def test_the_loop_closes_fixture_pages_smartctl_parser(run):
     assert run.json_rc == want
 
 
-def test_nvme_thermal_management_time_is_text_only_in_smartctl_7_3(shim, tmp_path):
+def thermal_pages(times: tuple[int, int] = (120, 30)) -> dict[str, bytes]:
     """Not a fixture's data: the 660p's pages with Thermal Management Temperature 1 and 2
-    total times of 120 s and 30 s (SMART / Health log bytes 224-231; none of the fixtures'
-    drives has any).  smartctl 7.3 prints them as text, its JSON has no key for them
-    (smartmontools added thermal_mgmt_temperature_*_total_time in commit 8d65173, after
-    7.5), and our reading, which sums those keys, has None: --once --json says null where
-    smartctl's text says 150 s, and, unlike WCTEMP/CCTEMP, the kernel gives no fallback.
-    Pinned here so a smartctl that writes them makes this test say so."""
+    transition counts 2 and 1 and total times `times` (SMART / Health log bytes 216-231;
+    none of the fixtures' drives has any)."""
     pages = pages_for("nvme-7.1-healthy.json")
     log = bytearray(pages["nvme.log.02"])
-    struct.pack_into("<IIII", log, 216, 2, 1, 120, 30)   # transitions 1, 2; times 1, 2
+    struct.pack_into("<IIII", log, 216, 2, 1, *times)   # transitions 1, 2; times 1, 2
     pages["nvme.log.02"] = bytes(log)
-    data = write_data(tmp_path / "p", pages)
+    return pages
+
+
+@pytest.mark.parametrize("times", [(120, 30), (0, 45), (120, 0)])
+def test_nvme_thermal_management_time_equals_the_text(shim, tmp_path, times):
+    """smartctl 7.3 prints the transition times as text (each only where not 0), its JSON
+    has no key for them (thermal_mgmt_temperature_*_total_time: smartmontools commit
+    8d65173, after 7.5), and the kernel keeps none: the once-known gap.  Our reading takes
+    them from the text in smartctl's document (--json=o), and --once --json says what
+    smartctl's text says."""
+    data = write_data(tmp_path / "p", thermal_pages(times))
     text = smartctl(shim, data, FAKE_PATH["nvme"], "-d", "nvme", "-x").stdout
     js = smartctl(shim, data, FAKE_PATH["nvme"], "-d", "nvme", *SMARTCTL_ARGS)
     doc = json.loads(js.stdout)
     said = nvme_text(text)
-    assert said["thermal_throttle_s"] == 150
+    assert said["thermal_throttle_s"] == sum(times)
     h = parse_smartctl(js.stdout, "nvme0n1", js.returncode)
-    if "thermal_mgmt_temperature_1_total_time" in doc["nvme_smart_health_information_log"]:
-        assert h.thermal_throttle_s == 150
-    else:
-        assert h.thermal_throttle_s is None
-        assert view_of(h).as_json()["thermal_throttle_s"] is None
+    assert h.thermal_throttle_s == sum(times)
+    assert view_of(h).as_json()["thermal_throttle_s"] == sum(times)
+    compare_with_text(h, view_of(h), said)      # every other number too
+    if doc["smartctl"]["version"][:2] <= [7, 5]:
+        assert not json_has(doc, "thermal_throttle_s")   # it is the text that gives it
+
+
+def test_the_stored_text_fixture_is_what_this_smartctl_prints(shim, tmp_path):
+    """tests/fixtures/health/nvme-7.3-shim-text.json (test_health_parse.py's document with
+    smartctl.output) was written by smartctl 7.3 on these pages: this smartctl, if it is a
+    7.3, writes the same lines (the time and the build's platform aside), and every
+    key of it."""
+    stored = json.loads((FIXTURES / "nvme-7.3-shim-text.json").read_text())
+    data = write_data(tmp_path / "p", thermal_pages())
+    js = smartctl(shim, data, FAKE_PATH["nvme"], "-d", "nvme", *SMARTCTL_ARGS)
+    doc = json.loads(js.stdout)
+    if doc["smartctl"]["version"] != stored["smartctl"]["version"]:
+        pytest.skip(f"smartctl {doc['smartctl']['version']}: the fixture is 7.3's")
+
+    def steady(lines):
+        return [line for line in lines
+                if not line.startswith(("smartctl 7", "Local Time is:"))]
+
+    assert steady(doc["smartctl"]["output"]) == steady(stored["smartctl"]["output"])
+    for key in set(doc) | set(stored):
+        if key not in ("local_time", "smartctl"):
+            assert doc.get(key) == stored.get(key), key
+    assert parse_smartctl(doc, "nvme0n1", js.returncode).thermal_throttle_s == 150
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -397,10 +439,16 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+# the NVMe controller's hwmon temp1_max: its over-temperature threshold (Get Features,
+# Temperature Threshold), WCTEMP by default, here as a host set it lower (Set Features,
+# or a write to temp1_max): not the drive's own WCTEMP, which smartctl's text says
+HWMON_MAX_C = STAND_INS["nvme_warning_temp_c"] - 5
+
+
 def fake_sysfs(root: Path, nvme_doc: dict) -> Path:
-    """A /sys with one NVMe disk (its controller's hwmon: the composite temperature and
-    WCTEMP/CCTEMP, which the kernel reads from the same Identify Controller) and one
-    SATA disk (no hwmon)."""
+    """A /sys with one NVMe disk (its controller's hwmon: the composite temperature, the
+    over-temperature threshold HWMON_MAX_C and CCTEMP, which the kernel reads from the
+    same Identify Controller) and one SATA disk (no hwmon)."""
     sys_ = root / "sys"
     pci = sys_ / "devices" / "pci0000:00"
     ctrl = pci / "0000:00:1d.0" / "0000:3d:00.0" / "nvme" / "nvme0"
@@ -408,7 +456,7 @@ def fake_sysfs(root: Path, nvme_doc: dict) -> Path:
     os.symlink("../../nvme0", ctrl / "nvme0n1" / "device")
     temp = nvme_doc["nvme_smart_health_information_log"]["temperature"]
     for f, v in (("temp1_input", temp * 1000),
-                 ("temp1_max", STAND_INS["nvme_warning_temp_c"] * 1000),
+                 ("temp1_max", HWMON_MAX_C * 1000),
                  ("temp1_crit", STAND_INS["nvme_critical_temp_c"] * 1000), ("name", "nvme")):
         _write(ctrl / "hwmon2" / f, f"{v}\n")
     scsi = pci / "0000:00:17.0" / "ata1" / "host0" / "target0:0:0" / "0:0:0:0"
@@ -424,49 +472,60 @@ def test_end_to_end_the_collector_on_the_fake_drives(shim, tmp_path):
     """The collector's own path: HealthPoller finds the disks under a sysfs tree and runs
     its smartctl command on <dev_dir>/<disk> (its `smartctl` and `dev_dir` parameters:
     no product change).  The command is a wrapper that runs the real smartctl with the
-    shim, standing in for /nonexistent/smartshim-dev/<disk> only, with the `-d TYPE` the
-    shim emulates in place of the collector's (outside /dev the collector names the type:
-    smartctl tells NVMe from ATA by the /dev name, which a fake path must not have).
-    The NVMe thresholds, text only in smartctl 7.3's output, come from the kernel's hwmon
-    here, as on a real machine, and equal the text."""
+    shim, standing in for /nonexistent/smartshim-dev/<disk> only, with the shim's `-d
+    TYPE` in place of the collector's (a node outside /dev gets `-d nvme` or `-d
+    sat,auto` from smartctl_argv, which the wrapper logs; the shim's ATA drive answers
+    the HDIO ioctls of `-d ata`, not SAT's SCSI pass-through).
+    The NVMe thresholds, text only in smartctl 7.3's output, come from that text in the
+    document the collector's own command gets, and equal the text: the drive's WCTEMP,
+    not the lower over-temperature threshold the kernel's hwmon says (HWMON_MAX_C)."""
     dev_dir = "/nonexistent/smartshim-dev"
     assert not os.path.lexists(dev_dir)
     disks = {"nvme0n1": ("nvme-7.0-media-errors.json", "nvme"),
              "sda": ("hdd-7.1-failing.json", "ata")}
-    cases = {}
+    cases = []
     for disk, (name, kind) in disks.items():
         data = write_data(tmp_path / f"{disk}.pages", pages_for(name))
-        cases[f"{dev_dir}/{disk}"] = (str(data), kind)
+        cases.append(f'  {dev_dir}/{disk}) data={data}; type={kind} ;;')
     wrapper = tmp_path / "bin" / "smartctl"
-    # the collector says the type itself outside /dev (-d nvme, -d sat,auto); the shim
-    # answers ATA through HDIO (-d ata), so the wrapper puts its own type in its place
-    _write(wrapper, f"#!{sys.executable}\n"
+    argv_log = tmp_path / "argv"
+    _write(wrapper, "#!/bin/sh\n"
            "# the real smartctl on the shim's fake drive named by the last argument\n"
-           "import os, sys\n"
-           f"cases = {cases!r}\n"
-           "args, dev = sys.argv[1:], sys.argv[-1]\n"
-           "if dev not in cases:\n"
-           "    sys.exit(f'not a fake drive: {dev}')\n"
-           "while '-d' in args:\n"
-           "    i = args.index('-d'); del args[i:i + 2]\n"
-           "data, kind = cases[dev]\n"
-           f"os.environ.update(LD_PRELOAD={str(shim)!r}, SMARTSHIM_PATH=dev, SMARTSHIM_DATA=data)\n"
-           f"os.execv({SMARTCTL!r}, [{SMARTCTL!r}, '-d', kind, *args])\n")
+           f'echo "$*" >> {argv_log}\n'
+           'for dev; do :; done\n'
+           'case "$dev" in\n' + "\n".join(cases) + "\n"
+           '  *) echo "not a fake drive: $dev" >&2; exit 2 ;;\n'
+           "esac\n"
+           "# the collector's -d TYPE out, the shim's in\n"
+           'skip=0\n'
+           'for a; do\n'
+           '  shift\n'
+           '  if [ "$skip" = 1 ]; then skip=0; continue; fi\n'
+           '  if [ "$a" = "-d" ]; then skip=1; continue; fi\n'
+           '  set -- "$@" "$a"\n'
+           'done\n'
+           f'export LD_PRELOAD={shim} SMARTSHIM_PATH="$dev" SMARTSHIM_DATA="$data"\n'
+           f'exec {SMARTCTL} -d "$type" "$@"\n')
     wrapper.chmod(0o755)
     roots = Roots(sysfs=str(fake_sysfs(tmp_path, load("nvme-7.0-media-errors.json"))))
     snap = HealthPoller(roots, interval_s=600, smartctl=str(wrapper), dev_dir=dev_dir,
                         timeout_s=RUN_TIMEOUT_S).poll()
     assert sorted(snap.readings) == ["nvme0n1", "sda"]
+    assert sorted(argv_log.read_text().splitlines()) == [
+        " ".join([*SMARTCTL_ARGS, "-d", "nvme", f"{dev_dir}/nvme0n1"]),
+        " ".join([*SMARTCTL_ARGS, "-d", "sat,auto", f"{dev_dir}/sda"])]
     views = health_views(snap)
     for disk, (name, kind) in disks.items():
         h = snap.readings[disk]
         assert h.readable and h.source == "smartctl", h.unreadable_reason
         text = smartctl(shim, tmp_path / f"{disk}.pages", f"{dev_dir}/{disk}", "-d", kind, "-x")
         said = nvme_text(text.stdout) if kind == "nvme" else ata_text(text.stdout)
-        # every number, the thresholds included (the kernel's): no gap left
-        assert compare_with_text(h, views[disk], said, None) == []
+        # every number, the thresholds included (smartctl's text's): no gap left
+        compare_with_text(h, views[disk], said)
         assert (views[disk].status, views[disk].reasons) == expected_verdict(name, said)
-    assert snap.readings["nvme0n1"].warning_temp_c == STAND_INS["nvme_warning_temp_c"]
+    nvme = snap.readings["nvme0n1"]
+    assert nvme.warning_temp_c == STAND_INS["nvme_warning_temp_c"] != HWMON_MAX_C
+    assert nvme.critical_temp_c == STAND_INS["nvme_critical_temp_c"]
 
 
 # ---------------------------------------------------------------------------- the shim's safety

@@ -5,14 +5,16 @@ What is read, per whole disk found under /sys/block that is not virtual (loop, z
 dm, md are not disks; a partition's or a dm device's health is its disks', model/health.py
 health_of):
 
-  - `smartctl --json=c -x -n standby /dev/X` (smartmontools >= 7; 6.7's experimental
+  - `smartctl --json=co -x -n standby /dev/X` (smartmontools >= 7; 6.7's experimental
     JSON, format 0.1, reads too), run without a shell, stdin closed, with a timeout
     after which it is killed (our own child, by its Popen object: Children), up to
     PARALLEL_READS disks at a time.  The node is looked up in dev_dir (--devfs: the
     host's /dev mounted in a container; smartctl_argv says why the type is then given).
-    -x adds what -a lacks: the NVMe temperature thresholds (in JSON since smartctl 7.5;
-    before, only the kernel's hwmon gives them), ATA SCT temperature limits and device
-    statistics (endurance used).
+    -x adds what -a lacks: the NVMe temperature thresholds, ATA SCT temperature limits
+    and device statistics (endurance used).  --json=o adds smartctl's text to the same
+    document (smartctl.output[]): smartctl before 7.5 prints the NVMe thresholds
+    (WCTEMP/CCTEMP) and the thermal management times as text only, and
+    nvme_text_facts() reads those two from it wherever the JSON has no key for them.
     -n standby never spins up a sleeping disk to read it, and then the kernel is not
     asked either (read_device).  Its exit status is a bit mask (smartctl(8) EXIT
     STATUS): bit 0 (the command line did not parse) or bit 1 (the device could not be
@@ -28,6 +30,16 @@ health_of):
     smartctl did not give, and is the whole reading (source "sysfs") where smartctl is
     not installed or cannot open the disk.  The kernel keeps no error counters for a
     disk: media errors, spare and wear come only from smartctl.
+
+An NVMe drive's warning and critical temperatures, first found first: smartctl's JSON key
+(7.5 and later), smartctl's text in the same document (before 7.5), the kernel's hwmon.
+The first two are one value, the drive's own WCTEMP/CCTEMP from its Identify Controller
+data, which a 7.5 node and a 7.3 node thus read alike.  hwmon's temp1_crit is that CCTEMP
+too, but its temp1_max is the controller's over-temperature threshold (Get Features,
+Temperature Threshold), which the host can set (a write to temp1_max, nvme set-feature):
+WCTEMP only until someone changes it.  The warning the verdict judges by is the drive's
+rated one, so hwmon comes last, for a drive smartctl says nothing of (not installed, no
+permission, an older smartctl run without its text).
 
 A virtio or Xen disk has no SMART (the hypervisor does not pass it through): said so
 without running anything.  Nothing here writes to a device node, and nothing runs on the
@@ -64,7 +76,14 @@ from gpudisk_top.collect.sample import (HEALTH_SMARTCTL, HEALTH_SYSFS, DiskHealt
 
 DEFAULT_INTERVAL_S = 600.0
 SMARTCTL_TIMEOUT_S = 30.0   # an HDD that spins up can take 10 s; a wedged bridge forever
-SMARTCTL_ARGS = ("--json=c", "-x", "-n", "standby")
+# --json=c: compact; o: smartctl's text too, as smartctl.output[] (nvme_text_facts reads two
+# NVMe facts from it that smartctl before 7.5 keeps out of its JSON).  Both letters are
+# smartctl's since 6.7's JSON (o: December 2017, c: October 2018).  The text makes the
+# document 2-4 kB larger for an NVMe drive, 4-13 kB for an ATA one, and its parse tens of
+# µs longer, within the noise of smartctl's own 10-30 ms (bench/bench_health.py): every
+# disk gets it, so one command line serves all, an NVMe drive behind a USB bridge (sdX)
+# included.
+SMARTCTL_ARGS = ("--json=co", "-x", "-n", "standby")
 NOT_INSTALLED = "smartctl not installed (smartmontools >= 7 reads SMART and NVMe health)"
 
 # smartctl(8) EXIT STATUS bits
@@ -175,6 +194,61 @@ def smartctl_messages(doc: dict) -> list[str]:
             and m["string"].strip()]
 
 
+# ---------------------------------------------------------------------------- smartctl's text
+# Two NVMe facts smartctl before 7.5 prints as text only (nvmeprint.cpp's pout(), which
+# its JSON does not see): the composite temperature thresholds WCTEMP/CCTEMP from Identify
+# Controller (JSON nvme_composite_temperature_threshold from 7.5, commit 9b473b7) and the
+# thermal management transition times of the SMART / Health log (JSON
+# thermal_mgmt_temperature_{1,2}_total_time only after 7.5, commit 8d65173).  With
+# --json=o smartctl also writes its whole text, line by line, as smartctl.output[]; these
+# lines are read from it, and only where the JSON has no key for the fact.  The labels
+# and formats are nvmeprint.cpp's, the same in 7.0 to 7.5 ("%s" of kelvin_to_str(): "75
+# Celsius", or "-" for 0 K; "%d" of a 32-bit count of seconds); a line that is not exactly
+# that (another label, "-", a negative %d of a count past 2^31, text after the number) is
+# not read.
+_TEXT_WCTEMP = re.compile(r"Warning +Comp\. Temp\. Threshold: +(-?\d{1,6}) Celsius")
+_TEXT_CCTEMP = re.compile(r"Critical +Comp\. Temp\. Threshold: +(-?\d{1,6}) Celsius")
+_TEXT_TMT_LABEL = re.compile(r"Thermal Temp\. ([12]) Total Time:")
+_TEXT_TMT = re.compile(r"Thermal Temp\. ([12]) Total Time: +(\d{1,10})")
+_TEXT_STARTS = ("Warning", "Critical", "Thermal")     # the only lines looked at
+_UNREAD = object()
+
+
+def _text_value(lines: list[str], label: re.Pattern) -> float | None:
+    """The one number `label` (a fullmatch pattern with one group) gives in lines; None
+    where no line has it, or where two lines disagree."""
+    found = {int(m.group(1)) for line in lines if (m := label.fullmatch(line))}
+    return float(found.pop()) if len(found) == 1 else None
+
+
+def nvme_text_facts(doc: dict) -> tuple[float | None, float | None, int | None]:
+    """(WCTEMP °C, CCTEMP °C, thermal management seconds, both transitions summed) as
+    smartctl's text says them in smartctl.output[] (--json=o); None each where it does
+    not.  smartctl before the JSON keys prints a transition time only where it is not 0:
+    one of the two printed makes the other 0, neither printed is None (0, or a drive
+    that keeps no such times: smartctl's text cannot tell which, nor can its JSON since
+    8d65173, which writes the keys only where one is not 0).  A time line that is not
+    read (a negative %d) makes the sum None, never a part of it.  Never raises."""
+    lines = [line.rstrip() for line in _list(_get(doc, "smartctl", "output"))
+             if isinstance(line, str) and line.startswith(_TEXT_STARTS)]
+    if not lines:
+        return None, None, None
+    times: dict[str, object] = {}      # "1", "2": seconds, or _UNREAD
+    for line in lines:
+        label = _TEXT_TMT_LABEL.match(line)
+        if label is None:
+            continue
+        m = _TEXT_TMT.fullmatch(line)
+        value = int(m.group(2)) if m else _UNREAD
+        n = label.group(1)
+        times[n] = value if times.get(n, value) == value else _UNREAD
+    if not times or _UNREAD in times.values():
+        throttle = None
+    else:
+        throttle = sum(times.values())
+    return _text_value(lines, _TEXT_WCTEMP), _text_value(lines, _TEXT_CCTEMP), throttle
+
+
 def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None = None,
                    read_wall_s: float = 0.0, path: str | None = None) -> DiskHealth:
     """A DiskHealth from one `smartctl --json` document (any json_format_version; a key
@@ -217,17 +291,30 @@ def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None
     temp = _dict(_get(doc, "temperature"))
     thresholds = _dict(_get(doc, "nvme_composite_temperature_threshold"))
 
+    # the NVMe facts older smartctl prints as text only (nvme_text_facts): read from its
+    # text, but never over a key its JSON has
+    text_warning = text_critical = text_throttle = None
+    if h.protocol == "NVMe":
+        text_warning, text_critical, text_throttle = nvme_text_facts(doc)
+        if "warning" in thresholds:
+            text_warning = None
+        if "critical" in thresholds:
+            text_critical = None
+
     h.critical_warning = _int(nvme.get("critical_warning"))
     h.temperature_c = _first(sane_temp_c(temp.get("current")), sane_temp_c(nvme.get("temperature")),
                              _attr_temp(table))
     # NVMe WCTEMP/CCTEMP (smartctl >= 7.5 -x); ATA SCT's highest recommended operating
-    # temperature and its limit; SCSI's drive trip temperature
+    # temperature and its limit; SCSI's drive trip temperature; before 7.5, NVMe
+    # WCTEMP/CCTEMP from smartctl's text (--json=o)
     h.warning_temp_c = _first(sane_temp_c(thresholds.get("warning")),
-                              sane_temp_c(temp.get("op_limit_max")))
+                              sane_temp_c(temp.get("op_limit_max")),
+                              sane_temp_c(text_warning))
     h.critical_temp_c = _first(sane_temp_c(thresholds.get("critical")),
                                sane_temp_c(temp.get("critical_limit_max")),
                                sane_temp_c(temp.get("limit_max")),
-                               sane_temp_c(temp.get("drive_trip")))
+                               sane_temp_c(temp.get("drive_trip")),
+                               sane_temp_c(text_critical))
     h.warning_temp_time_min = _int(nvme.get("warning_temp_time"))
     h.critical_temp_time_min = _int(nvme.get("critical_comp_time"))
     h.percentage_used_pct = _first(
@@ -259,9 +346,15 @@ def parse_smartctl(doc: dict | str | bytes, device: str, exit_status: int | None
                                  if a.get("when_failed") == "now")
     h.failed_attributes = tuple(f"{_str(a.get('name')) or '?'} ({i})" for i, a in table.items()
                                 if a.get("when_failed") == "past")
-    tmt = [_int(nvme.get(f"thermal_mgmt_temperature_{n}_total_time")) for n in (1, 2)]
-    h.thermal_throttle_s = sum(t for t in tmt if t is not None) if any(
-        t is not None for t in tmt) else None
+    # the thermal management transition times: smartctl's JSON keys (after 7.5) where it
+    # has either, else its text (--json=o, nvme_text_facts)
+    tmt_keys = [f"thermal_mgmt_temperature_{n}_total_time" for n in (1, 2)]
+    if any(k in nvme for k in tmt_keys):
+        tmt = [_int(nvme.get(k)) for k in tmt_keys]
+        h.thermal_throttle_s = sum(t for t in tmt if t is not None) if any(
+            t is not None for t in tmt) else None
+    else:
+        h.thermal_throttle_s = text_throttle
 
     said = (h.smart_passed, h.temperature_c, h.percentage_used_pct, h.available_spare_pct,
             h.media_errors, h.reallocated_sectors, h.pending_sectors, h.power_on_hours)
@@ -328,10 +421,10 @@ def read_sysfs(roots: Roots, device: str, read_wall_s: float = 0.0) -> DiskHealt
 
 
 def merge_sysfs(h: DiskHealth, kernel: DiskHealth | None) -> DiskHealth:
-    """smartctl's reading with the thresholds only the kernel gave (a smartctl before
-    7.5 writes no NVMe WCTEMP/CCTEMP to JSON).  The kernel's is the reading when
-    smartctl's is unreadable; then smartctl's reason stays, as a note of what is not
-    known (errors, spare, wear)."""
+    """smartctl's reading with the thresholds only the kernel gave (smartctl's JSON and
+    its text had none: the drive's own WCTEMP/CCTEMP come first, the module says why).
+    The kernel's is the reading when smartctl's is unreadable; then smartctl's reason
+    stays, as a note of what is not known (errors, spare, wear)."""
     if kernel is None:
         return h
     if not h.readable:
