@@ -100,7 +100,6 @@ class Recorder:
         self._file_first_wall_s: float | None = None
         self._dirty = False
         self._bytes_per_sample = 400.0    # of a block, for --max-size before the first one
-        self._largest_row = 0             # the largest sample's frames written so far
         if summaries:
             from gpudisk_top.record import derived  # the model: only when summaries are made
             from gpudisk_top.model.detect import Thresholds
@@ -279,27 +278,29 @@ class Recorder:
             if self.closed:
                 raise RuntimeFailure(f"{self.path}: the recorder is closed")
             rot = self.rotation
+            layout, vals, token, data = self._encode(sample)
             if rot is not None and self._session_samples:
-                # the next sample's frames, and the block the tail becomes (written beside
-                # the rows before it replaces them): the most the file can take up before
-                # it shrinks again (a minute's summaries are left to the block, below)
-                peak = self._size + self._largest_row + self._block_bytes(1)
+                # the next sample's row as it will be written (a row after a block carries
+                # every record; the others only what changed), and the block the tail
+                # becomes (written beside the rows before it replaces them): the most the
+                # file can take up before it shrinks again (a minute's summaries are left
+                # to the block, below)
+                peak = self._size + len(data) + self._block_bytes(1)
                 if (rot.part_bytes is not None and peak > rot.part_bytes
                         and len(self._rows) >= MIN_EARLY_BLOCK):
                     # rows take several times the room of their block: compact before the
                     # file outgrows its part of --max-size, not only every SEGMENT_SAMPLES
                     # (fewer rows than MIN_EARLY_BLOCK would make a block larger than them)
                     self._commit()
-                    peak = self._size + self._largest_row + self._block_bytes(1)
+                    layout, vals, token, data = self._encode(sample)
+                    peak = self._size + len(data) + self._block_bytes(1)
                 if rot.due(peak, 0, self._file_first_wall_s, sample.wall_s):
                     self._rotate(sample.wall_s)
+                    layout, vals, token, data = self._encode(sample)
             if self._fd is None:
                 return self._drop("cannot-open", f"cannot write {self.path}: it could not be "
                                   "opened again after rotating")
             number = self._session_samples
-            layout, vals = self._flat.flatten(sample)
-            payload, token = self._rowcoder.encode(number, layout, vals)
-            data = frames.pack(frames.ROW, payload, sample.wall_s)
             tail_start = self._tail_start
             if number == 0:
                 hdr = frames.pack(frames.SESSION, json.dumps(
@@ -313,7 +314,6 @@ class Recorder:
             dropped = self._write_sample(data)
             if dropped is not None:
                 return dropped
-            self._largest_row = max(self._largest_row, len(data))
             if number == 0:
                 self._tail_start = tail_start
             self._rowcoder.accepted(token)
@@ -340,6 +340,14 @@ class Recorder:
                     or self._short_of_room()):
                 self._commit()
             return None
+
+    def _encode(self, sample: Sample) -> tuple:
+        """(layout, vals, token, row frame) of the sample as the next row of this session:
+        nothing changes until the row is accepted, so a block or a rotation in between
+        only means encoding it again (a row after either carries every record)."""
+        layout, vals = self._flat.flatten(sample)
+        payload, token = self._rowcoder.encode(self._session_samples, layout, vals)
+        return layout, vals, token, frames.pack(frames.ROW, payload, sample.wall_s)
 
     def _write_sample(self, data: bytes) -> str | None:
         """Append a sample's frames; on a refused write, compact the tail and try once
