@@ -12,8 +12,13 @@ runs, one pane is read back (tmux capture-pane) to check that the screen shows t
 nodes and what one refresh cost; Prometheus's own CPU over the runs is printed for scale.
 bench/bench_fleet.py measures the refresh itself (its queries, series, CPU) in detail.
 
+The peer, measured the same way in the same runs (interleaved): the cheapest thing a user
+does today for the same table, Prometheus's own CLI asking the screen's one instant query
+every interval (`watch -n S promtool query instant URL QUERY`), which prints the series
+and draws nothing.  The ratio is the screen's median over the peer's.
+
 usage: python bench/bench_fleet_screen.py [--seconds 60] [--runs 3] [--nodes 64] [--json OUT]
-needs: prometheus and tmux on PATH
+needs: prometheus and tmux on PATH (promtool and watch for the peer)
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -89,8 +95,20 @@ def main() -> int:
                    f"--prometheus {fleet.base} -i {args.interval:g}")
         head = screen_check(command, args.nodes, args.interval)
         print("the screen:\n  " + "\n  ".join(line.rstrip() for line in head), flush=True)
-        cpus, prom_pcts = [], []
+        peer = None
+        if shutil.which("promtool") and shutil.which("watch"):
+            from gpudisk_top.fleet.queries import table_query
+            peer = (f"exec watch -n {args.interval:g} promtool query instant {fleet.base} "
+                    f"{shlex.quote(table_query({}))}")
+        cpus, prom_pcts, peer_cpus = [], [], []
         for run in range(args.runs):
+            if peer is not None:
+                out = subprocess.run(["bash", MEASURE, str(args.seconds), peer],
+                                     capture_output=True, text=True, check=True).stdout
+                fields = dict(kv.split("=") for kv in out.split())
+                peer_cpus.append(float(fields["cpu_pct"]))
+                print(f"run {run + 1}: peer (watch promtool query instant) "
+                      f"{fields['cpu_pct']} % of a core, RSS {fields['rss_mb']} MB", flush=True)
             p0, t0 = cpu_s(fleet.prometheus.pid), time.monotonic()
             out = subprocess.run(["bash", MEASURE, str(args.seconds), command],
                                  capture_output=True, text=True, check=True).stdout
@@ -103,10 +121,15 @@ def main() -> int:
     print(f"fleet screen, {args.nodes} nodes, refresh every {args.interval:g} s: "
           f"{median:.2f} % of a core (median of {args.runs} x {args.seconds} s); "
           f"{'under' if median < 2.0 else 'OVER'} the 2 % budget")
+    peer_median = statistics.median(peer_cpus) if peer_cpus else None
+    if peer_median:
+        print(f"peer, the same query by promtool every {args.interval:g} s: "
+              f"{peer_median:.2f} % of a core; ratio screen/peer {median / peer_median:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu_pct_runs": cpus, "cpu_pct_median": median, "screen": head,
                        "prometheus_cpu_pct_runs": prom_pcts, "nodes": args.nodes,
+                       "peer_cpu_pct_runs": peer_cpus, "peer_cpu_pct_median": peer_median,
                        "interval_s": args.interval, "seconds": args.seconds}, f, indent=1)
     return 0 if median < 2.0 else 1
 
