@@ -9,6 +9,7 @@ counters a drive adds to between two readings advanced."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -30,6 +31,7 @@ from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.device import DeviceDetail, DeviceScreen
 from gpudisk_top.ui.widgets.disks import DiskPanel
 from recording_helpers import ROOT, call, write_recording
+from ui_helpers import made_with_no_color
 
 ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
           "kernel": "simulated"}
@@ -99,12 +101,29 @@ def detail_text(app) -> str:
     return "\n".join("".join(t for t, _ in line) for line in app.screen.query_one(DeviceDetail)._lines)
 
 
+@contextlib.asynccontextmanager
+async def running(app, size: tuple[int, int], samples: int = 100):
+    """(app, pilot): `app` under Pilot at `size`, `samples` samples in and drawn."""
+    async with app.run_test(size=size) as pilot:
+        app.advance(samples)
+        await pilot.pause()
+        yield app, pilot
+
+
+async def detail_after(samples: int, device: str) -> str:
+    """The text of `device`'s detail screen, opened after `samples` samples of the demo
+    and drawn by the sample after."""
+    async with running(make_app(), (120, 60), samples) as (app, pilot):
+        app.push_screen(DeviceScreen(device))
+        await pilot.pause()
+        app.advance(1)
+        await pilot.pause()
+        return detail_text(app)
+
+
 # ---------------------------------------------------------------------------- the disk table
 async def test_the_disk_tables_health_column_at_80x24_shows_the_status_alone():
-    app = make_app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        app.advance(100)
-        await pilot.pause()
+    async with running(make_app(), (80, 24)) as (app, pilot):
         panel = app.query_one(DiskPanel)
         assert " health" in head_of(panel) and "mount" in head_of(panel)
         rows = rows_of(panel)
@@ -119,10 +138,7 @@ async def test_the_disk_tables_health_column_at_80x24_shows_the_status_alone():
 
 
 async def test_the_disk_tables_health_column_at_120x40_shows_the_first_reason():
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.advance(100)
-        await pilot.pause()
+    async with running(make_app(), (120, 40)) as (app, pilot):
         panel = app.query_one(DiskPanel)
         rows = rows_of(panel)
         assert "! warn reallocated sectors" in rows["sdb"]
@@ -139,10 +155,7 @@ async def test_the_disk_tables_health_column_at_120x40_shows_the_first_reason():
 
 
 async def test_a_partition_shows_its_disks_health():
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.advance(100)
-        await pilot.pause()
+    async with running(make_app(), (120, 40)) as (app, pilot):
         await pilot.press("a")                     # every device, partitions too
         await pilot.pause()
         panel = app.query_one(DiskPanel)
@@ -153,22 +166,13 @@ async def test_a_partition_shows_its_disks_health():
 
 async def test_no_health_poller_no_column():
     """A node (or a recording) without health readings draws the table as before."""
-    app = make_app(Simulator(builtin("demo"), seed=0, health_interval_s=0))
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.advance(100)
-        await pilot.pause()
+    bare = make_app(Simulator(builtin("demo"), seed=0, health_interval_s=0))
+    async with running(bare, (120, 40)) as (app, pilot):
         assert "health" not in head_of(app.query_one(DiskPanel))
 
 
 async def test_no_color_health_is_told_by_glyph_and_attributes():
-    os.environ["NO_COLOR"] = "1"                   # Textual reads it as the app is made
-    try:
-        app = make_app()
-    finally:
-        del os.environ["NO_COLOR"]
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.advance(100)
-        await pilot.pause()
+    async with running(made_with_no_color(make_app), (120, 40)) as (app, pilot):
         panel = app.query_one(DiskPanel)
         for line in panel._lines[1:]:
             for text, style in line:
@@ -181,57 +185,33 @@ async def test_no_color_health_is_told_by_glyph_and_attributes():
 
 # ---------------------------------------------------------------------------- the detail
 async def test_the_device_detail_shows_every_field_and_the_trend_since_start():
-    app = make_app()
-    async with app.run_test(size=(120, 60)) as pilot:
-        app.advance(130)                            # three polls: 0, 60 and 120
-        await pilot.pause()
-        app.push_screen(DeviceScreen("nvme0n1"))
-        await pilot.pause()
-        app.advance(1)
-        await pilot.pause()
-        text = detail_text(app)
-        assert "health ! warn: 81 °C above warning 80 °C; media errors 13" in text
-        for words in ("SMART             passed", "critical warning  0x00",
-                      "temperature       81 °C  (warning 80 °C, critical 83 °C)",
-                      "above warning     28 min in its life, above critical 0 min",
-                      "endurance used    5 %",
-                      "available spare   99 %  (threshold 10 %)", "media errors      13",
-                      "error log         86 entries", "unsafe shutdowns  10",
-                      "power-on          12798 h", "smartctl, read ", " ago · ",
-                      "NVMe Samsung SSD 970 EVO 500GB serial S466NX0M776250H firmware 2B2QEXE7"):
-            assert words in text, words
-        # what an NVMe drive (or this smartctl) does not keep is left out
-        assert "sectors" not in text and "thermal throttle" not in text
-        assert ("since start       over 2m00s: media errors +6, error log +24, unsafe "
-                "shutdowns +0, wear +2 %, above warning +28 min") in text
+    text = await detail_after(130, "nvme0n1")      # three polls: 0, 60 and 120
+    assert "health ! warn: 81 °C above warning 80 °C; media errors 13" in text
+    for words in ("SMART             passed", "critical warning  0x00",
+                  "temperature       81 °C  (warning 80 °C, critical 83 °C)",
+                  "above warning     28 min in its life, above critical 0 min",
+                  "endurance used    5 %",
+                  "available spare   99 %  (threshold 10 %)", "media errors      13",
+                  "error log         86 entries", "unsafe shutdowns  10",
+                  "power-on          12798 h", "smartctl, read ", " ago · ",
+                  "NVMe Samsung SSD 970 EVO 500GB serial S466NX0M776250H firmware 2B2QEXE7"):
+        assert words in text, words
+    # what an NVMe drive (or this smartctl) does not keep is left out
+    assert "sectors" not in text and "thermal throttle" not in text
+    assert ("since start       over 2m00s: media errors +6, error log +24, unsafe "
+            "shutdowns +0, wear +2 %, above warning +28 min") in text
 
 
 async def test_the_device_detail_of_an_unreadable_disk_says_why():
-    app = make_app()
-    async with app.run_test(size=(120, 60)) as pilot:
-        app.advance(10)
-        await pilot.pause()
-        app.push_screen(DeviceScreen("vda"))
-        await pilot.pause()
-        app.advance(1)
-        await pilot.pause()
-        text = detail_text(app)
-        assert "? n/a  no source" in text and f"why               {VIRTIO}" in text
-        assert "SMART   " not in text
+    text = await detail_after(10, "vda")
+    assert "? n/a  no source" in text and f"why               {VIRTIO}" in text
+    assert "SMART   " not in text
 
 
 async def test_the_device_detail_of_a_partition_names_its_disk():
-    app = make_app()
-    async with app.run_test(size=(120, 60)) as pilot:
-        app.advance(10)
-        await pilot.pause()
-        app.push_screen(DeviceScreen("sdb1"))
-        await pilot.pause()
-        app.advance(1)
-        await pilot.pause()
-        text = detail_text(app)
-        assert "sdb: ! warn" in text and "sectors           reallocated 304, pending 0" in text
-        assert "ATA attributes    none" in text
+    text = await detail_after(10, "sdb1")
+    assert "sdb: ! warn" in text and "sectors           reallocated 304, pending 0" in text
+    assert "ATA attributes    none" in text
 
 
 # ---------------------------------------------------------------------------- recordings
@@ -298,10 +278,7 @@ async def test_replay_shows_the_same_health_at_the_same_moment(recorded):
     from gpudisk_top.ui.replay_app import ReplayApp
 
     path, samples = recorded
-    live = make_app()
-    async with live.run_test(size=(120, 40)) as pilot:
-        live.advance(100)
-        await pilot.pause()
+    async with running(make_app(), (120, 40)) as (live, pilot):
         want = rows_of(live.query_one(DiskPanel))
     rec = Recording.open(path)
     app = ReplayApp(rec, {"source": "replay", "host_name": "demo-node", "kernel": "simulated"},

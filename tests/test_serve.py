@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ import urllib.request
 
 import pytest
 
+from fleet_harness import free_ports
 from test_exporter import SERVE
 from test_push import Recorder
 
@@ -94,11 +94,7 @@ def test_sigterm_stops_cleanly_after_a_last_push():
 
 
 def test_nodes_serve_a_simulated_fleet_one_port_each():
-    from test_prometheus_server import free_port
-
-    base = free_port()
-    while any(not _port_free(base + i) for i in range(3)):
-        base = free_port()
+    base = free_ports(3)
     proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo",
                              "disk-starved-sata,healthy-cached", "--nodes", "3", "--seed", "7",
                              "--listen", f"127.0.0.1:{base}", "-i", "0.2"],
@@ -152,15 +148,6 @@ def test_demo_start_serves_a_scenario_seconds_in_with_its_past():
     finally:
         if proc.poll() is None:
             proc.kill()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.mark.parametrize("argv, message", [

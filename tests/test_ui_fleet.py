@@ -11,6 +11,7 @@ captured answers (screenshots/fleet_shots.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -21,6 +22,7 @@ import time
 import pytest
 
 from fleet_harness import EXPECTED, PROMETHEUS, DripServer, Fleet
+from ui_helpers import made_with_no_color
 
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.promapi import PromClient
@@ -93,6 +95,15 @@ async def settled(app, pilot, fleet) -> None:
                 f"the nodes in their states {expected_now(fleet)} (now {states(app, fleet)})")
 
 
+@contextlib.asynccontextmanager
+async def settled_app(fleet):
+    """(app, pilot): the fleet screen at 120x40, every node in its expected state."""
+    app = make_app(fleet)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(app, pilot, fleet)
+        yield app, pilot
+
+
 def row_line(app, widget, fleet, name: str):
     """(text, styled runs) of the node's row in a table widget."""
     i = widget.order.index(fleet.instance(name))
@@ -103,9 +114,7 @@ def row_line(app, widget, fleet, name: str):
 # ---------------------------------------------------------------------------- live
 @needs_prometheus
 async def test_starved_nodes_first_and_a_killed_node_turns_stale(fleet):
-    app = make_app(fleet)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settled(app, pilot, fleet)
+    async with settled_app(fleet) as (app, pilot):
         table = app.query_one(FleetTable)
         names = {fleet.instance(n): n for n in fleet.ports}
         order = [names[node] for node in table.order]
@@ -137,9 +146,7 @@ async def test_starved_nodes_first_and_a_killed_node_turns_stale(fleet):
 
 @needs_prometheus
 async def test_enter_opens_the_nodes_timeline_from_range_queries(fleet):
-    app = make_app(fleet)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settled(app, pilot, fleet)
+    async with settled_app(fleet) as (app, pilot):
         table = app.query_one(FleetTable)
         for _ in range(len(table.order)):
             if table.cursor == fleet.instance("disk"):
@@ -173,9 +180,7 @@ async def test_enter_opens_the_nodes_timeline_from_range_queries(fleet):
 
 @needs_prometheus
 async def test_the_job_view_names_the_straggler(fleet):
-    app = make_app(fleet)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settled(app, pilot, fleet)
+    async with settled_app(fleet) as (app, pilot):
         await pilot.press("J")
         assert isinstance(app.screen, JobPicker)
         picker = app.screen
@@ -208,9 +213,7 @@ async def test_the_job_view_names_the_straggler(fleet):
 
 @needs_prometheus
 async def test_filter_by_label_and_group_by_another_label(fleet):
-    app = make_app(fleet)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settled(app, pilot, fleet)
+    async with settled_app(fleet) as (app, pilot):
         await pilot.press("slash")
         assert isinstance(app.screen, LabelFilterScreen)
         await pilot.press(*"training_job=llama", "enter")
@@ -240,9 +243,7 @@ async def test_filter_by_label_and_group_by_another_label(fleet):
 @needs_prometheus
 async def test_a_stopped_prometheus_shows_the_error_and_the_last_table(fleet):
     """Last in the module: it stops the module's Prometheus."""
-    app = make_app(fleet)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settled(app, pilot, fleet)
+    async with settled_app(fleet) as (app, pilot):
         fleet.prometheus.terminate()
         fleet.prometheus.wait(15)
         header = app.query_one(FleetHeader)
@@ -390,11 +391,7 @@ async def test_no_color_the_states_read_in_glyphs_words_and_attributes():
     """NO_COLOR: a starved node's badge is bold and reversed, with its glyph and word; a
     stale one says STALE and is dimmed; no colour anywhere in the rows."""
     source = fleet_shots.CannedSource()
-    os.environ["NO_COLOR"] = "1"                   # Textual reads it as the app is made
-    try:
-        app = FleetApp(source, autostart=False)
-    finally:
-        del os.environ["NO_COLOR"]
+    app = made_with_no_color(lambda: FleetApp(source, autostart=False))
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             app.apply(source.refresh())

@@ -5,8 +5,6 @@ the simulator at a fixed seed, except where the real sampler is the point."""
 
 from __future__ import annotations
 
-import os
-
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
@@ -19,6 +17,7 @@ from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
+from ui_helpers import made_with_no_color
 
 ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
           "kernel": "simulated"}
@@ -217,11 +216,7 @@ async def test_no_gpu_says_so_and_the_disks_come_first():
 
 
 async def test_no_color_emphasis_is_bold_and_reverse_and_goes_back():
-    os.environ["NO_COLOR"] = "1"                   # Textual reads it as the app is made
-    try:
-        app = make_app()
-    finally:
-        del os.environ["NO_COLOR"]
+    app = made_with_no_color(make_app)
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(100)
         await pilot.pause()

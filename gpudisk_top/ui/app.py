@@ -25,19 +25,18 @@ from gpudisk_top.ui.screens.device import DeviceScreen
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.filter import FilterScreen
 from gpudisk_top.ui.screens.help import HelpScreen
-from gpudisk_top.ui.terminal import terminal_gone
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
 from gpudisk_top.ui import theme
+from gpudisk_top.ui.appkit import TOO_SMALL_CSS, fit_screen, left_dead_terminal, palette
 from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
-from gpudisk_top.ui.widgets.timeline import Timeline
+from gpudisk_top.ui.widgets.timeline import Timeline, TimelineKeys
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 
 STALE_AFTER = 2.5  # intervals without a sample before the header says STALE
-MIN_SIZE = (80, 24)  # below this the screen says so instead of clipping
 ROOMY_HEIGHT = 56    # from this height the I/O by process shows under the timeline
 
 
@@ -47,7 +46,7 @@ class SampleReady(Message):
         self.update = update
 
 
-class GpuDiskApp(App):
+class GpuDiskApp(TimelineKeys, App):
     TITLE = "gpudisk-top"
     CSS = """
     Screen { layout: vertical; overflow: hidden; }
@@ -60,12 +59,9 @@ class GpuDiskApp(App):
     Screen.no-gpu GpuPanel { max-height: 2; }
     Screen.no-gpu DiskPanel { max-height: 70%; }
     Screen.tall DiskPanel { max-height: 50%; }
-    #too-small { display: none; width: 100%; height: 100%; content-align: center middle; }
     Screen.io-view.short DiskPanel { max-height: 5; }
-    Screen.too-small > * { display: none; }
     Screen.too-small.io-view IoProcPanel, Screen.too-small.roomy IoProcPanel { display: none; }
-    Screen.too-small #too-small { display: block; }
-    """
+    """ + TOO_SMALL_CSS
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("space", "pause", "Pause"),
@@ -134,13 +130,8 @@ class GpuDiskApp(App):
             self.set_interval(1.0, self._check_stale)  # the STALE flag needs a clock
 
     def on_resize(self, event) -> None:
-        width, height = event.size
-        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
-        self.screen.set_class(small, "too-small")
-        if small:
-            self.query_one("#too-small", Static).update(
-                f"terminal too small: {width}x{height}\n"
-                f"gpudisk-top needs {MIN_SIZE[0]}x{MIN_SIZE[1]}; q quits")
+        height = event.size.height
+        fit_screen(self.screen, self.query_one("#too-small", Static), event.size, "gpudisk-top")
         self.screen.set_class(height >= 50, "tall")
         # room for the timeline and the I/O by process under it (200x60, 250x70)
         self.screen.set_class(height >= ROOMY_HEIGHT, "roomy")
@@ -240,10 +231,7 @@ class GpuDiskApp(App):
         return out
 
     def _check_stale(self) -> None:
-        gone = terminal_gone()
-        if gone is not None:
-            # Textual's input thread would spin on a dead terminal: leave instead
-            self.exit(return_code=1, message=f"gpudisk-top: {gone}; exiting")
+        if left_dead_terminal(self):
             return
         flags = self.flags()
         if flags != self._last_flags:
@@ -290,10 +278,6 @@ class GpuDiskApp(App):
             self._rerender()
 
         self.push_screen(FilterScreen(",".join(panel.filter.patterns)), done)
-
-    def action_metric(self) -> None:
-        metric = self.query_one(Timeline).cycle_metric()
-        self.notify(f"timeline disk rows: {metric}", timeout=2)
 
     def action_episodes(self) -> None:
         update = self.shown or self.latest
@@ -360,22 +344,12 @@ class GpuDiskApp(App):
         if isinstance(focused, LinesPanel):
             focused.scroll_lines(delta)
 
-    def action_time(self, delta: int) -> None:
-        self.query_one(Timeline).scroll_time(delta)
-
-    def action_time_home(self) -> None:
-        self.query_one(Timeline).scroll_time_home()
-
-    def action_time_now(self) -> None:
-        self.query_one(Timeline).scroll_time_to(0)
-
     def _rerender(self) -> None:
         if self.shown is not None:
             self.render_update(self.shown)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """This tool's commands only (not Textual's stock Theme, Maximize, Keys...)."""
-        for title, help_text, action in (
+        return palette((
             ("Pause or resume", "Freeze the screen; sampling goes on", self.action_pause),
             ("Sort disks", "Cycle the disk sort: %util, r_await, IOPS, throughput, name", self.action_sort),
             ("All or active devices", "Show every block device, or the active disks", self.action_all_devices),
@@ -390,5 +364,4 @@ class GpuDiskApp(App):
             ("Shorter interval", "Sample more often", self.action_faster),
             ("Keys and glyphs", "The help screen", self.action_help),
             ("Quit", "Quit gpudisk-top", self.action_quit),
-        ):
-            yield SystemCommand(title, help_text, action)
+        ))

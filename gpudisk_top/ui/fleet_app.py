@@ -22,21 +22,20 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
-from textual.worker import get_current_worker
 
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.model import FleetView, natural_key
 from gpudisk_top.fleet.source import not_one_node
 from gpudisk_top.ui import theme
+from gpudisk_top.ui.appkit import TOO_SMALL_CSS, fit_screen, left_dead_terminal, palette
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen
 from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
 from gpudisk_top.ui.screens.fleet_job import JobPicker, JobScreen
 from gpudisk_top.ui.screens.fleet_node import NodeScreen
-from gpudisk_top.ui.terminal import terminal_gone
+from gpudisk_top.ui.source_call import call_source
 from gpudisk_top.ui.widgets.fleet_header import FleetHeader
 from gpudisk_top.ui.widgets.fleet_table import FleetTable
 
-MIN_SIZE = (80, 24)
 INTERVALS_S = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 SORTS = ("starved", "node", "util", "since")
 SORT_NOTE = {"starved": "starved first", "node": "by node", "util": "lowest GPU util first",
@@ -74,10 +73,7 @@ class FleetApp(App):
     TITLE = "gpudisk-top fleet"
     CSS = """
     Screen { layout: vertical; overflow: hidden; }
-    #too-small { display: none; width: 100%; height: 100%; content-align: center middle; }
-    Screen.too-small > * { display: none; }
-    Screen.too-small #too-small { display: block; }
-    """
+    """ + TOO_SMALL_CSS
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -141,21 +137,13 @@ class FleetApp(App):
             self._timer = self.set_interval(self.interval_s, self._tick)
 
     def on_resize(self, event) -> None:
-        width, height = event.size
-        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
-        self.default_screen.set_class(small, "too-small")    # the table's screen
-        if small:
-            self.query_one("#too-small", Static).update(
-                f"terminal too small: {width}x{height}\n"
-                f"gpudisk-top fleet needs {MIN_SIZE[0]}x{MIN_SIZE[1]}; q quits")
+        fit_screen(self.default_screen, self.query_one("#too-small", Static), event.size,
+                   "gpudisk-top fleet")     # the table's screen, whichever is on top
         self.render_view()
 
     # ------------------------------------------------------------------ refresh
     def _tick(self) -> None:
-        gone = terminal_gone()
-        if gone is not None:
-            # Textual's input thread would spin on a dead terminal: leave instead
-            self.exit(return_code=1, message=f"gpudisk-top: {gone}; exiting")
+        if left_dead_terminal(self):
             return
         if self.paused or self._asked_mono is not None:
             return          # the last one has not answered yet (the client's deadline will)
@@ -173,18 +161,18 @@ class FleetApp(App):
 
     @work(thread=True, group="fleet-table", exit_on_error=False)
     def _refresh(self, asked_mono: float, generation: int) -> None:
-        worker = get_current_worker()
-        try:
-            with self.source_lock:
-                with self._pending_lock:
-                    pending, self._pending = self._pending, {}
-                if pending:
-                    self.source.retarget(**pending)
-                view = self.source.refresh()
-        except Exception as err:      # noqa: BLE001 - a bug must show on screen, not end it
-            view = _Failed(f"internal error: {type(err).__name__}: {err}")
-        if not worker.is_cancelled:
+        view = call_source(self.source_lock, self._ask_source, _Failed)
+        if view is not None:
             self.post_message(ViewReady(view, asked_mono, generation))
+
+    def _ask_source(self) -> FleetView:
+        """On the worker, holding the source's lock: the regrouping or filter asked for
+        meanwhile, then the refresh."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        if pending:
+            self.source.retarget(**pending)
+        return self.source.refresh()
 
     def on_view_ready(self, message: ViewReady) -> None:
         if message.asked_mono != self._asked_mono:
@@ -393,8 +381,7 @@ class FleetApp(App):
         self._set_interval(-1)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """This tool's commands only (not Textual's stock Theme, Maximize, Keys...)."""
-        for title, help_text, action in (
+        return palette((
             ("Open node", "The timeline of the node under the cursor", self.action_open_node),
             ("Job view", "The nodes of one training job, the straggler named", self.action_jobs),
             ("Filter by label", "label=value pairs; empty: every node", self.action_filter),
@@ -407,8 +394,7 @@ class FleetApp(App):
             ("Shorter interval", "Refresh more often", self.action_faster),
             ("Keys and glyphs", "The help screen", self.action_help),
             ("Quit", "Quit gpudisk-top fleet", self.action_quit),
-        ):
-            yield SystemCommand(title, help_text, action)
+        ))
 
 
 def _Failed(error: str) -> FleetView:

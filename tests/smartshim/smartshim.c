@@ -179,12 +179,19 @@ static int is_tracked(int fd)
         }                                                                            \
     } while (0)
 
+/* First in every open wrapper: the path we stand in for opens as a tracked memfd, or
+ * fails (ENOENT) where it is refused; any other path goes on to libc */
+#define STAND_IN(path)                                                               \
+    do {                                                                             \
+        int r_ = ours(path);                                                         \
+        if (r_)                                                                      \
+            return r_ < 0 ? -1 : fake_fd();                                          \
+    } while (0)
+
 int open(const char *path, int flags, ...)
 {
     mode_t mode = 0;
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     MODE_ARG(flags, mode);
     RESOLVE(open);
     return real_open(path, flags, mode);
@@ -193,9 +200,7 @@ int open(const char *path, int flags, ...)
 int open64(const char *path, int flags, ...)
 {
     mode_t mode = 0;
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     MODE_ARG(flags, mode);
     RESOLVE(open64);
     return real_open64(path, flags, mode);
@@ -204,9 +209,7 @@ int open64(const char *path, int flags, ...)
 int openat(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     MODE_ARG(flags, mode);
     RESOLVE(openat);
     return real_openat(dirfd, path, flags, mode);
@@ -215,9 +218,7 @@ int openat(int dirfd, const char *path, int flags, ...)
 int openat64(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     MODE_ARG(flags, mode);
     RESOLVE(openat64);
     return real_openat64(dirfd, path, flags, mode);
@@ -225,36 +226,28 @@ int openat64(int dirfd, const char *path, int flags, ...)
 
 int __open_2(const char *path, int flags)
 {
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     RESOLVE(__open_2);
     return real___open_2(path, flags);
 }
 
 int __open64_2(const char *path, int flags)
 {
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     RESOLVE(__open64_2);
     return real___open64_2(path, flags);
 }
 
 int __openat_2(int dirfd, const char *path, int flags)
 {
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     RESOLVE(__openat_2);
     return real___openat_2(dirfd, path, flags);
 }
 
 int __openat64_2(int dirfd, const char *path, int flags)
 {
-    int r = ours(path);
-    if (r)
-        return r < 0 ? -1 : fake_fd();
+    STAND_IN(path);
     RESOLVE(__openat64_2);
     return real___openat64_2(dirfd, path, flags);
 }

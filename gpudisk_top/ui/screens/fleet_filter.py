@@ -6,35 +6,16 @@ filters), so a filtered table costs Prometheus less, not more.  Their syntax is
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from gpudisk_top.ui.screens.prompt import PromptScreen, box_css
 
-class LabelFilterScreen(ModalScreen[str | None]):
-    DEFAULT_CSS = """
-    LabelFilterScreen { align: center middle; }
-    LabelFilterScreen > Vertical { width: 76; max-width: 100%; height: auto;
-                                   border: round $accent; background: $surface; padding: 0 1; }
-    """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+class LabelFilterScreen(PromptScreen):
+    DEFAULT_CSS = box_css("LabelFilterScreen", 76)
 
     def __init__(self, current: str, labels: list[str]) -> None:
-        super().__init__()
+        seen = ", ".join(labels[:8]) or "none yet"
+        super().__init__("Nodes to show: label=value pairs, several separated by spaces "
+                         "(e.g. training_job=llama cluster=a). Empty: every node. "
+                         f"Labels seen: {seen}", "training_job=llama", "labels", current)
         self.current = current
         self.labels = labels
-
-    def compose(self) -> ComposeResult:
-        seen = ", ".join(self.labels[:8]) or "none yet"
-        with Vertical():
-            yield Static("Nodes to show: label=value pairs, several separated by spaces "
-                         "(e.g. training_job=llama cluster=a). Empty: every node. "
-                         f"Labels seen: {seen}", markup=False)
-            yield Input(value=self.current, placeholder="training_job=llama", id="labels")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip())
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -18,14 +18,14 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.worker import get_current_worker
 
 from gpudisk_top.model.history import History
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
+from gpudisk_top.ui.source_call import call_source
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.fleet_table import state_cell
-from gpudisk_top.ui.widgets.timeline import Timeline
+from gpudisk_top.ui.widgets.timeline import Timeline, TimelineKeys
 
 LOAD_S = 900          # the window fetched when the screen opens: 15 minutes ...
 KEEP_COLUMNS = 3600   # ... and the columns kept as it stays open (an hour, as the local one)
@@ -105,7 +105,7 @@ class FleetTimeline(Timeline):
         self._rows.clear()       # the per-row glyphs, rebuilt from the history at the next show
 
 
-class NodeScreen(Screen):
+class NodeScreen(TimelineKeys, Screen):
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "Back"),
         Binding("left", "time(5)", "Back in time", key_display="←"),
@@ -168,14 +168,10 @@ class NodeScreen(Screen):
 
     @work(thread=True, exclusive=True, group="fleet-node", exit_on_error=False)
     def _fetch(self, window_s: float) -> None:
-        worker = get_current_worker()
-        try:
-            with self.lock:
-                # width = window: one column a second, the local timeline's
-                tl = self.source.node_timeline(self.node, window_s, int(window_s))
-        except Exception as err:     # noqa: BLE001 - a bug must show on screen, not end it
-            tl = _Failed(f"internal error: {type(err).__name__}: {err}")
-        if not worker.is_cancelled:
+        # width = window: one column a second, the local timeline's
+        tl = call_source(self.lock, lambda: self.source.node_timeline(
+            self.node, window_s, int(window_s)), _Failed)
+        if tl is not None:
             self.post_message(TimelineReady(tl))
 
     def on_timeline_ready(self, message: TimelineReady) -> None:
@@ -199,21 +195,8 @@ class NodeScreen(Screen):
         self.query_one(NodeHead).show(self.node, self.row, self.wall_s, self.timeline,
                                       self.fetched_wall_s)
 
-    def action_time(self, delta: int) -> None:
-        self.query_one(FleetTimeline).scroll_time(delta)
-
-    def action_time_home(self) -> None:
-        self.query_one(FleetTimeline).scroll_time_home()
-
-    def action_time_now(self) -> None:
-        self.query_one(FleetTimeline).scroll_time_to(0)
-
     def action_rows(self, delta: int) -> None:
         self.query_one(FleetTimeline).scroll_lines(delta)
-
-    def action_metric(self) -> None:
-        metric = self.query_one(FleetTimeline).cycle_metric()
-        self.notify(f"timeline disk rows: {metric}", timeout=2)
 
 
 class _Failed:

@@ -130,3 +130,35 @@ class LinesPanel(Widget):
         s = strip(line, width)
         self._strips[i] = s
         return s
+
+
+class CursorPanel(LinesPanel):
+    """A LinesPanel whose rows under its one header line carry a row cursor (the disk
+    table, the fleet table): the cursor stays on its key while the rows reorder, goes to
+    the first row when its key leaves, and ↑/↓ move it, the rows scrolling to keep it in
+    sight while the panel has focus."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cursor: str | None = None     # the key of the row under the cursor
+        self._order: list[str] = []        # the rows' keys, as last drawn
+
+    def _set_order(self, keys: list[str]) -> None:
+        """The rows' keys, top to bottom, before the rows are built (they mark the
+        cursor's)."""
+        self._order = keys
+        if self.cursor not in self._order:
+            self.cursor = self._order[0] if self._order else None
+
+    def _show_cursor(self) -> None:
+        """After set_lines: scroll the cursor's row into sight while focused."""
+        if self.has_focus and self.cursor in self._order:
+            self.scroll_to_show(1 + self._order.index(self.cursor))
+
+    def scroll_lines(self, delta: int) -> None:
+        """↑/↓: the row cursor moves (the rows scroll to keep it in sight)."""
+        if not self._order:
+            return
+        i = self._order.index(self.cursor) if self.cursor in self._order else 0
+        self.cursor = self._order[min(max(0, i + delta), len(self._order) - 1)]
+        self.redraw()

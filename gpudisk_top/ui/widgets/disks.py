@@ -21,7 +21,7 @@ from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms
 from gpudisk_top.ui.widgets import health
-from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.base import CursorPanel
 
 SORTS = ("util", "r_await", "iops", "throughput", "name")
 CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
@@ -83,7 +83,7 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(0, width - 1)] + "…"
 
 
-class DiskPanel(LinesPanel):
+class DiskPanel(CursorPanel):
     DEFAULT_CSS = "DiskPanel { height: auto; max-height: 40%; }"
     can_focus = True
 
@@ -91,8 +91,6 @@ class DiskPanel(LinesPanel):
         super().__init__(*args, **kwargs)
         self.sort = SORTS[0]
         self.filter = DeviceFilter()
-        self.cursor: str | None = None     # the device under the row cursor
-        self._order: list[str] = []        # the rows' devices, as last drawn
 
     def selected(self, model) -> list[str]:
         names = [n for n in model.disks if n in model.devices
@@ -182,9 +180,7 @@ class DiskPanel(LinesPanel):
         if self.sort == "name":
             head[1] = (head[1][0], theme.HEAD_SORTED)
         lines = [head]
-        self._order = names + dropped
-        if self.cursor not in self._order:
-            self.cursor = self._order[0] if self._order else None
+        self._set_order(names + dropped)
         if not model.disks and not dropped:
             lines.append([(" collecting: rates need two samples", theme.DIM)])
         elif not names and not dropped:
@@ -210,8 +206,7 @@ class DiskPanel(LinesPanel):
             lines.append(row)
         self.fixed = 1
         self.set_lines(lines)
-        if self.has_focus and self.cursor in self._order:
-            self.scroll_to_show(1 + self._order.index(self.cursor))
+        self._show_cursor()
 
     @staticmethod
     def _mount_row(v, blamed: bool, dev_w: int, with_class: bool, cols, mount_w: int) -> list:
@@ -248,11 +243,3 @@ class DiskPanel(LinesPanel):
             row.append((cell, theme.SELECTED + hstyle if selected else hstyle))
         row.append(("  " + mounts, theme.DIM))
         return row
-
-    def scroll_lines(self, delta: int) -> None:
-        """↑/↓: the row cursor moves (the rows scroll to keep it in sight)."""
-        if not self._order:
-            return
-        i = self._order.index(self.cursor) if self.cursor in self._order else 0
-        self.cursor = self._order[min(max(0, i + delta), len(self._order) - 1)]
-        self.redraw()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from gpudisk_top.model.detect import STARVED_STATES
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.widgets.base import Line, LinesPanel
+from gpudisk_top.ui.widgets.base import CursorPanel, Line
 
 SPARK = "▁▂▃▄▅▆▇█"     # 0 % is the lowest bar, not a blank: a blank would read as no data
 SPARK_UNKNOWN = "·"    # no sample in that minute (not reporting, or no GPU)
@@ -74,14 +74,9 @@ def layout(width: int, node_w: int) -> dict[str, int]:
     return {"node": node_w, "clock": clock_w, "spark": spark_w, "evidence": max(8, rest())}
 
 
-class FleetTable(LinesPanel):
+class FleetTable(CursorPanel):
     DEFAULT_CSS = "FleetTable { height: 1fr; }"
     can_focus = True
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.cursor: str | None = None      # the node under the row cursor
-        self._order: list[str] = []
 
     @property
     def order(self) -> list[str]:
@@ -106,17 +101,14 @@ class FleetTable(LinesPanel):
         lines: list[Line] = [[(head[:width], theme.HEAD)]]
         if note and len(head) + len(note) + 2 <= width:
             lines[0] = [(head, theme.HEAD), ("  " + note, theme.DIM)]
-        self._order = [r.node for r in rows]
-        if self.cursor not in self._order:
-            self.cursor = self._order[0] if self._order else None
+        self._set_order([r.node for r in rows])
         if not rows:
             lines.append([(" " + (empty or "no node reports gpudisk-top metrics"), theme.DIM)])
         for r in rows:
             lines.append(self._row(r, wall_s, cols, old, r.node == marked))
         self.fixed = 1
         self.set_lines(lines)
-        if self.has_focus and self.cursor in self._order:
-            self.scroll_to_show(1 + self._order.index(self.cursor))
+        self._show_cursor()
 
     def _row(self, r, wall_s: float, cols: dict, old: bool, marked: bool) -> Line:
         badge, badge_style = state_cell(r, wall_s)
@@ -155,12 +147,6 @@ class FleetTable(LinesPanel):
         return out
 
     def move(self, delta: int) -> None:
-        """↑/↓ (j/k): the row cursor (the rows scroll to keep it in sight)."""
-        if not self._order:
-            return
-        i = self._order.index(self.cursor) if self.cursor in self._order else 0
-        self.cursor = self._order[min(max(0, i + delta), len(self._order) - 1)]
-        self.redraw()
-
-    def scroll_lines(self, delta: int) -> None:
-        self.move(delta)
+        """↑/↓ (j/k), a page, the ends: the row cursor (the rows scroll to keep it in
+        sight)."""
+        self.scroll_lines(delta)

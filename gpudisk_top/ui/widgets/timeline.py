@@ -271,3 +271,22 @@ class Timeline(LinesPanel):
 
     def scroll_time(self, delta: int) -> None:
         self.scroll_time_to(self.back + delta)
+
+
+class TimelineKeys:
+    """The timeline's actions, for the app or screen that shows one (the dashboard, a
+    fleet node's screen; each binds its own keys to them): ← → scroll 5 columns, Home to
+    the oldest, End to now, m the disk rows' metric."""
+
+    def action_time(self, delta: int) -> None:
+        self.query_one(Timeline).scroll_time(delta)
+
+    def action_time_home(self) -> None:
+        self.query_one(Timeline).scroll_time_home()
+
+    def action_time_now(self) -> None:
+        self.query_one(Timeline).scroll_time_to(0)
+
+    def action_metric(self) -> None:
+        metric = self.query_one(Timeline).cycle_metric()
+        self.notify(f"timeline disk rows: {metric}", timeout=2)
