@@ -310,6 +310,13 @@ def _new_threads(before: set[int]) -> list[str]:
             if t.ident not in before and not t.name.startswith("drip")]
 
 
+# Textual runs thread workers in asyncio's default executor (threads asyncio_N), which
+# starts a second thread when a worker is handed over while the one before has not yet
+# gone idle: one more thread than queries in flight, at most.  A pile-up is one thread
+# per key pressed (6 and more here).
+HANDOVER_THREADS = 1
+
+
 async def test_a_hung_prometheus_never_piles_up_threads():
     """A Prometheus that sends its answer a byte at a time (every socket read returns
     within the timeout): each query still ends at its deadline, and `r` pressed again and
@@ -324,7 +331,7 @@ async def test_a_hung_prometheus_never_piles_up_threads():
                 await pilot.press("r")
             await pilot.press("slash", *"rack=a", "enter")
             await pilot.pause(0.3)
-            assert len(_new_threads(before)) <= 1, _new_threads(before)
+            assert len(_new_threads(before)) <= 1 + HANDOVER_THREADS, _new_threads(before)
             header = app.query_one(FleetHeader)
             started = time.monotonic()
             await until(pilot, lambda: "✕ ERROR" in text_of(header), 10, "the deadline's line")
@@ -337,7 +344,7 @@ async def test_a_hung_prometheus_never_piles_up_threads():
             for _ in range(6):
                 await pilot.press("r")
             await pilot.pause(0.3)
-            assert len(_new_threads(before)) <= 2, _new_threads(before)
+            assert len(_new_threads(before)) <= 2 + HANDOVER_THREADS, _new_threads(before)
             head = app.screen.query_one(NodeHead)
             await until(pilot, lambda: "timed out after 1.5 s" in text_of(head), 10,
                         "the node's deadline")
