@@ -14,11 +14,12 @@ bench/bench_fleet.py measures the refresh itself (its queries, series, CPU) in d
 
 The peer, measured the same way in the same runs (interleaved): the cheapest thing a user
 does today for the same table, Prometheus's own CLI asking the screen's one instant query
-every interval (`watch -n S promtool query instant URL QUERY`), which prints the series
-and draws nothing.  The ratio is the screen's median over the peer's.
+every interval (`promtool query instant URL QUERY`), which prints the series and draws
+nothing; its CPU a query (getrusage of the runs) as a % of a core at one query every
+interval.  The ratio is the screen's median over the peer's.
 
 usage: python bench/bench_fleet_screen.py [--seconds 60] [--runs 3] [--nodes 64] [--json OUT]
-needs: prometheus and tmux on PATH (promtool and watch for the peer)
+needs: prometheus and tmux on PATH (promtool for the peer)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
+import resource
 import shutil
 import statistics
 import subprocess
@@ -46,6 +47,7 @@ MEASURE = os.environ.get("MEASURE", os.path.join(ROOT, "..", "shared", "tools",
 SCENARIOS = ("disk-starved-sata", "straggler", "straggler", "straggler", "straggler",
              "cpu-starved-cached", "healthy-cached", "healthy-nvme-busy")
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+PEER_QUERIES = 12            # promtool runs a round: a minute's worth at a 5 s refresh
 
 
 def cpu_s(pid: int) -> float:
@@ -88,6 +90,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, \
             Fleet(tmp, nodes=nodes, interval_s=args.interval, scrape_s=args.interval) as fleet:
         from gpudisk_top.fleet.promapi import PromClient
+        from gpudisk_top.fleet.queries import table_query
         client = PromClient(fleet.base)
         wait_until(lambda: len(client.instant("gpudisk_top_verdict_info").series) == args.nodes,
                    120, f"Prometheus to scrape all {args.nodes} nodes")
@@ -96,19 +99,29 @@ def main() -> int:
         head = screen_check(command, args.nodes, args.interval)
         print("the screen:\n  " + "\n  ".join(line.rstrip() for line in head), flush=True)
         peer = None
-        if shutil.which("promtool") and shutil.which("watch"):
-            from gpudisk_top.fleet.queries import table_query
-            peer = (f"exec watch -n {args.interval:g} promtool query instant {fleet.base} "
-                    f"{shlex.quote(table_query({}))}")
+        if shutil.which("promtool"):
+            peer = ["promtool", "query", "instant", fleet.base, table_query({})]
+            once = subprocess.run(peer, capture_output=True, text=True, timeout=60)
+            lines = once.stdout.count("\n")
+            if once.returncode != 0 or lines < args.nodes:
+                sys.exit(f"bench_fleet_screen: the peer's query failed ({once.returncode}, "
+                         f"{lines} lines): {once.stderr.strip()[:300]}")
+            print(f"peer: promtool prints {lines} series for the same query", flush=True)
         cpus, prom_pcts, peer_cpus = [], [], []
         for run in range(args.runs):
             if peer is not None:
-                out = subprocess.run(["bash", MEASURE, str(args.seconds), peer],
-                                     capture_output=True, text=True, check=True).stdout
-                fields = dict(kv.split("=") for kv in out.split())
-                peer_cpus.append(float(fields["cpu_pct"]))
-                print(f"run {run + 1}: peer (watch promtool query instant) "
-                      f"{fields['cpu_pct']} % of a core, RSS {fields['rss_mb']} MB", flush=True)
+                # a short-lived child's CPU is its parent's only once reaped, so the peer
+                # is timed by getrusage over PEER_QUERIES runs, as a % of a core at one
+                # query every interval
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                for _ in range(PEER_QUERIES):
+                    subprocess.run(peer, stdout=subprocess.DEVNULL, check=True, timeout=60)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                per_query_s = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / PEER_QUERIES
+                peer_cpus.append(per_query_s / args.interval * 100)
+                print(f"run {run + 1}: peer (promtool query instant) {per_query_s * 1e3:.1f} ms "
+                      f"of CPU a query: {peer_cpus[-1]:.2f} % of a core every "
+                      f"{args.interval:g} s", flush=True)
             p0, t0 = cpu_s(fleet.prometheus.pid), time.monotonic()
             out = subprocess.run(["bash", MEASURE, str(args.seconds), command],
                                  capture_output=True, text=True, check=True).stdout
