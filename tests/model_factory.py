@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import DeviceInfo, GpuSnapshot, Sample
@@ -86,9 +85,11 @@ def model(i: int, disk_util: dict[str, float] | None = None, gpus=None, interval
 
 
 def verdict(state: str, wall_s: float = 0.0, processes=(), reason: str = ""):
-    """What the engine and the exporter read of a Verdict."""
-    return SimpleNamespace(state=state, wall_s=wall_s, processes=list(processes), reason=reason,
-                           raw_reason=reason, saturation={})
+    """A Verdict of one interval in `state`, as the engine and the exporter read it."""
+    from gpudisk_top.model.detect import Verdict
+
+    return Verdict(wall_s=wall_s, state=state, raw_state=state, processes=list(processes),
+                   reason=reason, raw_reason=reason)
 
 
 HEALTH_FIXTURES = Path(__file__).parent / "fixtures" / "health"

@@ -364,9 +364,7 @@ def test_gpus_starved_counts_only_a_node_starved_by_its_own_cause():
     """A straggler's or an undiagnosed stall's GPUs wait on a peer, not on this node: the
     verdict names them (verdict_info's gpus), gpudisk_top_gpus_starved does not count them
     (model/detect/classify.py OWN_CAUSE_STATES, the fleet rules' starved states)."""
-    from types import SimpleNamespace
-
-    from gpudisk_top.model.detect import OWN_CAUSE_STATES
+    from gpudisk_top.model.detect import OWN_CAUSE_STATES, Verdict
 
     server, v, _ = _stepped("straggler", 45)
     s = scrape(server)
@@ -375,9 +373,8 @@ def test_gpus_starved_counts_only_a_node_starved_by_its_own_cause():
     assert value(s, "gpudisk_top_gpus_starved") == 0
     for state in STATES:
         server = MetricsServer(None)
-        server.update(model(5, {"sda": 90.0}), SimpleNamespace(
-            state=state, wall_s=5.0, gpus=[0, 1, 2], kind=None, devices=[], processes=[],
-            reason="", raw_reason="", saturation={}), [], (), [])
+        server.update(model(5, {"sda": 90.0}), Verdict(
+            wall_s=5.0, state=state, raw_state=state, gpus=[0, 1, 2]), [], (), [])
         assert value(scrape(server), "gpudisk_top_gpus_starved") == (
             3 if state in OWN_CAUSE_STATES else 0), state
     help_text = server.render_text().split("# HELP gpudisk_top_gpus_starved ", 1)[1]

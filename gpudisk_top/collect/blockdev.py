@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.mounts import unescape_mountinfo
@@ -244,7 +245,7 @@ def read_identity(roots: Roots, name: str) -> tuple[str, str] | None:
     return None
 
 
-def device_stack(infos: dict[str, DeviceInfo], name: str) -> list[str]:
+def device_stack(infos: Mapping[str, DeviceInfo], name: str) -> list[str]:
     """name, then every device below it: a partition's disk, a dm/md device's members,
     recursively (the one walker of device stacks: mountpoints, the detector, probe)."""
     out: list[str] = []

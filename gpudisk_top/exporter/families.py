@@ -255,17 +255,14 @@ class Renderer:
                                     "otherwise (straggler and undiagnosed-stall GPUs wait on "
                                     "a peer, not on this node).")
         v = frame.verdict
-        current = getattr(v, "state", None)
-        if current is not None:
+        if v is not None:
             for s in STATES:
-                state.add_metric([s], 1 if s == current else 0)
-            if getattr(v, "since_wall_s", None) is not None:
+                state.add_metric([s], 1 if s == v.state else 0)
+            if v.since_wall_s is not None:
                 since.add_metric([], v.since_wall_s)
-            gpus = getattr(v, "gpus", None) or []
-            info.add_metric([current, getattr(v, "kind", None) or "",
-                             ",".join(getattr(v, "devices", None) or []),
-                             ",".join(str(g) for g in gpus)], 1)
-            starved.add_metric([], len(gpus) if current in OWN_CAUSE_STATES else 0)
+            info.add_metric([v.state, v.kind or "", ",".join(v.devices),
+                             ",".join(str(g) for g in v.gpus)], 1)
+            starved.add_metric([], len(v.gpus) if v.state in OWN_CAUSE_STATES else 0)
         for s in STATES:
             episodes.add_metric([s], frame.episodes.get(s, 0))
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):

@@ -299,7 +299,7 @@ def health_of(views: Mapping[str, HealthView], devices: Mapping, name: str
     """The health of the disk that holds `name`: its own, a partition's disk's, or the
     worst of a dm/md device's members (devices: Model.devices, for the stack).  None when
     no disk under it was read."""
-    found = [views[d] for d in device_stack(dict(devices), name) if d in views]
+    found = [views[d] for d in device_stack(devices, name) if d in views]
     if not found:
         return None
     return max(found, key=lambda v: STATUS_RANK[v.status])
