@@ -26,8 +26,12 @@ def quick_start_commands() -> list[str]:
 def test_quick_start_has_exactly_two_commands():
     cmds = quick_start_commands()
     assert len(cmds) == 2 and all("\n" not in c for c in cmds), cmds
-    assert cmds[0].startswith("pip install ") and "gpudisk-top" in cmds[0]
-    assert "[test]" in cmds[1] and "pytest" in cmds[1]
+    # a venv first: Debian 12's and Ubuntu's system Python refuse a bare pip install
+    # (externally-managed-environment)
+    for cmd in cmds:
+        assert cmd.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install "), cmd
+    assert cmds[0].endswith("&& gpudisk-top")
+    assert "[test]" in cmds[1] and cmds[1].endswith("&& python -m pytest")
 
 
 def test_ci_runs_readmes_test_command_verbatim():
