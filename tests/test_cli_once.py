@@ -35,7 +35,9 @@ def test_once_json_without_a_driver_is_complete():
     doc = json.loads(proc.stdout)
     assert doc["gpu_status"].startswith("unavailable: ")
     assert doc["gpus"] == []
-    assert doc["interval_s"] == pytest.approx(0.5, abs=0.1)
+    # the interval actually measured: never shorter than asked, later on a loaded machine
+    # (0.835 s was seen on a busy CI box)
+    assert 0.45 <= doc["interval_s"] <= 5.0
     assert doc["time"][-6] in "+-" and "T" in doc["time"]  # ISO 8601 with a zone
     assert doc["disks"], "the root disk has done I/O since boot, so it is selected"
     for disk in doc["disks"]:
