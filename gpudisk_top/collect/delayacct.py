@@ -63,7 +63,10 @@ class DelayAccounting:
             return self._enable_unlocked(was, err)
         try:
             others = self._live_others()
-            self._join()
+            try:
+                self._join()
+            except OSError as err:
+                return self._enable_unlocked(was, err)
             marker = os.path.join(self.lock_dir, SWITCHED_ON)
             if was == "1":
                 if os.path.exists(marker):
