@@ -71,8 +71,11 @@ def test_loaders_mostly_new_have_no_time_yet():
 
 
 def _printed_shares(text: str) -> list[int]:
-    """The whole percentages of a describe() line, in order."""
-    return [int(w[:-1]) for w in text.replace(",", " ").split() if w.endswith("%")]
+    """The whole percentages of a describe() line that are shares, in order (not the
+    estimate that was cut, in its parentheses)."""
+    import re
+    return [int(w[:-1]) for w in re.sub(r"\([^)]*\)", "", text).replace(",", " ").split()
+            if w.endswith("%")]
 
 
 def test_an_estimate_beyond_the_time_left_is_cut_to_it_and_the_shares_add_up():
@@ -86,7 +89,7 @@ def test_an_estimate_beyond_the_time_left_is_cut_to_it_and_the_shares_add_up():
         assert abs(s.on_cpu_pct + s.cpu_wait_pct + s.io_wait_pct + s.asleep_pct - 100.0) < 1e-9
     text = lt.describe()
     assert "5% on CPU, 19% waiting for a CPU, 76% blocked on reads (estimated: reads x r_await, " \
-           "at most the time left), 0% asleep" in text
+           "cut from 94% to the time left), 0% asleep" in text
     assert sum(_printed_shares(text)) == 100
     # an estimate within the time left is not said to be cut
     lt = loader_time({"nvme0n1": disk}, [worker(1, 5.0, 19.0, read_kb_s=1000.0)])
@@ -177,6 +180,23 @@ def test_the_probed_ceiling_says_how_much_headroom_is_left():
     v2 = verdict(m2)
     assert (v2.state, v2.kind) == ("disk-starved", "saturated")
     assert "peak" in v2.saturation["nvme0n1"].signals
+
+
+def test_an_estimate_cut_to_the_time_left_still_weighs_in_full_against_the_cpu():
+    """Others hold the CPUs: the workers' reads x r_await (60 %) exceed what their 17 % on a
+    CPU and 46 % waiting for one leave (37 %).  The shares add up; the reads still weigh
+    60 % against the CPU's 63 % and the 40 % threshold: disk-starved, as the same job on a
+    real disk is
+    (test_real_jobs.test_disk_starved_stays_disk_starved_when_others_take_every_cpu)."""
+    disk = rates(r_s=24_000.0, rkb_s=96_000.0, rareq_kb=4.0, r_await_ms=0.05, aqu_sz=1.2,
+                 util_pct=70.0)
+    host = HostView(ncpu=2, cpu_user_pct=95.0, cpu_system_pct=4.0, cpu_iowait_pct=0.0,
+                    cpu_idle_pct=1.0, psi_cpu_some_pct=80.0)
+    m = job_model([worker(p, 17.0, 46.0, read_kb_s=48_000.0) for p in (1, 2)], disk=disk, host=host)
+    v = verdict(m)
+    assert (v.state, v.kind) == ("disk-starved", "latency-bound"), v.reason
+    assert ("17% on CPU, 46% waiting for a CPU, 37% blocked on reads (estimated: reads x r_await, "
+            "cut from 60% to the time left), 0% asleep") in v.reason
 
 
 def test_loaders_blocked_on_reads_stay_disk_starved_when_others_hold_the_cpus():

@@ -141,6 +141,8 @@ class DelayAccounting:
     def _guard(self) -> int:
         """The directory made (root's, no link), and its guard file flock'd; raises
         OSError where it cannot be, or when another holds it GUARD_WAIT_S."""
+        # each level made with its own mode (makedirs gives the ones above 0o777 less umask)
+        os.makedirs(os.path.dirname(self.lock_dir), mode=0o755, exist_ok=True)
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
         st = os.lstat(self.lock_dir)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():

@@ -21,8 +21,11 @@ loader's leading thread's time is split (model/procs.py has where each number co
   asleep           the rest (the prefetch queue is full: the trainer is the bottleneck)
 
 Per loader the four add up to 100 %: on a CPU first (capped at 100), then the wait for one,
-then the blocked time, each bounded by what the ones before left (an estimate can exceed
-it: r_await also holds the wake-up's wait for a CPU), asleep the rest.
+then the blocked time, each bounded by what the ones before left, asleep the rest.  An
+estimate can exceed what the CPU shares left (a read's wake-up may wait for a CPU within
+the device's r_await, and a device's mean r_await is a loader's only approximately): the
+detector then weighs the reads by io_claim_pct, the estimate bounded only by the time off
+a CPU, against the CPU shares, and the evidence says the estimate was cut.
 
 The detector reads one LoaderTime for the whole job (model/detect/job.py), the process view
 and --once one per GPU process; both come from loader_time() here.
@@ -79,6 +82,8 @@ class LoaderTime:
     mount_read_ms: float | None = None   # ... per read() call: the latency the job sees
     io_measured: int = 0            # loaders whose blocked time delay accounting measured
     io_capped: bool = False         # an estimate was cut to the time the loader had left
+    io_claim_pct: float | None = None   # the blocked time before that cut (bounded by the
+                                        # time off a CPU only): what the detector weighs
     each: list[LoaderShare] = field(default_factory=list)   # in pid order
 
     @property
@@ -95,7 +100,8 @@ class LoaderTime:
         """How io_wait_pct was found: 'delay accounting', 'estimated: reads x r_await',
         'measured for 2 of 4 workers by delay accounting, estimated for the others:
         reads x r_await'; ', at most the time left' where an estimate was cut."""
-        cap = ", at most the time left" if self.io_capped else ""
+        cap = (f", cut from {self.io_claim_pct:.0f}% to the time left"
+               if self.io_capped and self.io_claim_pct is not None else "")
         if self.io_source != IO_PARTLY:
             return f"{self.io_source}{cap if self.io_source == IO_ESTIMATED else ''}"
         unit = "worker" if self.kind == "DataLoader worker" else self.kind
@@ -174,9 +180,10 @@ def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
             for v, dev in zip(loaders, devices)]
     shares = [s for s, _ in each]
     sources = {s.io_source for s in shares}
-    io_pct = source = None
+    io_pct = source = claim = None
     if None not in sources:
         io_pct = sum(s.io_wait_pct for s in shares) / n
+        claim = sum(c for _, c in each) / n
         source = sources.pop() if len(sources) == 1 else IO_PARTLY
     waits = [s.cpu_wait_pct for s in shares if s.cpu_wait_pct is not None]
     device = max(reads_kb, key=reads_kb.get) if reads_kb else None
@@ -193,12 +200,14 @@ def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
         read_kb=r.rareq_kb if r is not None else None,
         read_wait_ms=r.r_await_ms if r is not None else None,
         io_measured=sum(1 for s in shares if s.io_source == IO_MEASURED),
-        io_capped=any(capped for _, capped in each), each=shares)
+        # said where the cut shows in the mean: a percentage point or more
+        io_capped=claim is not None and claim - io_pct >= 1.0, io_claim_pct=claim, each=shares)
 
 
-def _share(v: ProcView, r: DiskRates | None, estimable: bool) -> tuple[LoaderShare, bool]:
-    """One loader's shares, adding up to 100 %, and whether its estimated blocked time was
-    cut to what it had left.  estimable: the loaders' reads reach a device (the estimate
+def _share(v: ProcView, r: DiskRates | None,
+           estimable: bool) -> tuple[LoaderShare, float | None]:
+    """One loader's shares, adding up to 100 %, and its blocked time bounded only by its
+    time off a CPU (an estimate may exceed what the CPU shares left).  estimable: the loaders' reads reach a device (the estimate
     of one that reads none of them is then 0)."""
     on_cpu = max(0.0, min(100.0, v.cpu_pct))
     wait = None if v.cpu_wait_pct is None else max(0.0, min(v.cpu_wait_pct, 100.0 - on_cpu))
@@ -217,10 +226,11 @@ def _share(v: ProcView, r: DiskRates | None, estimable: bool) -> tuple[LoaderSha
         measured = None      # blocked on reads now, most of the time by its reads: not 0
     io, source = ((measured, IO_MEASURED) if measured is not None else
                   (estimate, IO_ESTIMATED) if estimate is not None else (None, None))
-    capped = source == IO_ESTIMATED and io - left > 0.5
+    claim = None
     if io is not None:
+        claim = max(0.0, min(io, 100.0 - on_cpu))
         io = max(0.0, min(io, left))
-    return LoaderShare(v.pid, on_cpu, wait, io, source, left - (io or 0.0)), capped
+    return LoaderShare(v.pid, on_cpu, wait, io, source, left - (io or 0.0)), claim
 
 
 def _mount_wait(loaders: list[ProcView], shares: list[LoaderShare]) -> dict:
