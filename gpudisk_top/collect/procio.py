@@ -41,6 +41,13 @@ READ_SYSCALLS = {"x86_64": {0, 17, 19, 295, 327},
                  "aarch64": {63, 65, 67, 69, 286}}.get(platform.machine(), set())
 
 
+def _clk_tck() -> int:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError):
+        return 100
+
+
 @dataclass(slots=True)
 class PidStat:
     """What one /proc/PID/stat line says that we use."""
@@ -156,6 +163,12 @@ class ProcIoCollector:
         self._children_files: bool | None = None  # None: not yet known
         self._proc_dir = os.path.join(roots.procfs, "")
         self.delayacct_on = False             # as the latest collect() found it
+        # kernel.task_delayacct has been on, as far as we saw, since this many clock ticks
+        # after boot (None: off, or not yet looked at): a task forked after it has its
+        # accounting, one forked before it may read 0 for ever (see _blkio)
+        self._acct_since_ticks: float | None = None
+        self._acct_seen: bool | None = None   # what the previous collect() found
+        self.delayacct_change: str | None = None  # set when it changed under us, node-wide
         self._others: list[int] = []          # the busiest processes outside the job
         self._others_scan: tuple[float, dict[int, int]] | None = None  # (when, pid -> ticks)
         self._followed: list[int] = []        # the busiest at block I/O (collect/ioscan.py)
@@ -187,6 +200,8 @@ class ProcIoCollector:
         trees = self._cached_trees(gpu_pids, now)
         out: dict[int, ProcIoRaw] = {}
         delayacct = self.delayacct_on = self.delayacct() if trees else False
+        if trees:
+            self._delayacct_seen(delayacct)
         for pid, (root_host_pid, st) in trees.items():
             raw = self._one(pid, root_host_pid, st, now, delayacct)
             if raw is not None:
@@ -198,6 +213,38 @@ class ProcIoCollector:
                 del self._known[pid]  # exited, or no longer under a GPU process
                 self.files.forget(self.roots.proc(str(pid)) + os.sep)
         return out
+
+    def _delayacct_seen(self, on: bool) -> None:
+        """Keep when accounting was first seen on (continuously since), and say when it
+        was switched while we run: the sysctl is node-wide, anyone may flip it."""
+        if on and self._acct_since_ticks is None:
+            uptime = self.files.read(self.roots.proc("uptime"))
+            try:
+                self._acct_since_ticks = float(uptime.split()[0]) * _clk_tck()
+            except (AttributeError, IndexError, ValueError):
+                self._acct_since_ticks = float("inf")   # no clock: trust moved values only
+        elif not on:
+            self._acct_since_ticks = None
+        if self._acct_seen is not None and on != self._acct_seen:
+            self.delayacct_change = (
+                "kernel.task_delayacct was switched on while running (it is node-wide): "
+                "the blocked time of loaders started before is still estimated" if on else
+                "kernel.task_delayacct was switched off while running (it is node-wide): "
+                "the loaders' blocked time is estimated from now on")
+        self._acct_seen = on
+
+    def _blkio(self, st: PidStat) -> int | None:
+        """Field 42, where it can be believed.  A task's delay accounting is set up at
+        fork only while kernel.task_delayacct is on (include/linux/delayacct.h
+        delayacct_tsk_init): a task forked before it was switched on reads 0 for ever,
+        blocked as it may be.  So 0 counts only for a task forked after we saw it on;
+        a value that has moved shows the task is accounted, whenever it started."""
+        ticks = st.blkio_ticks
+        if ticks is None or self._acct_since_ticks is None:
+            return None
+        if ticks > 0 or st.start_ticks > self._acct_since_ticks:
+            return ticks
+        return None
 
     def _cached_trees(self, gpu_pids: dict[int, int], now: float):
         """The GPU process trees, found afresh at most every TREES_REFRESH_S: finding a
@@ -384,8 +431,9 @@ class ProcIoCollector:
             blocked_on=self._blocked_on(pid, known.mount_devs, st.state),
             state=st.state,
             run_delay_ns=parse_schedstat(sched) if sched is not None else None,
-            # field 42 reads 0 while delay accounting is off: that is "not measured"
-            blkio_ticks=st.blkio_ticks if delayacct else None,
+            # field 42 reads 0 while delay accounting is off, and for ever for a task
+            # forked before it was on: that is "not measured"
+            blkio_ticks=self._blkio(st) if delayacct else None,
             syscr=io.get("syscr"),
             cgroup=known.cgroup,
         )

@@ -199,7 +199,8 @@ class ProcIoRaw:
     state: str | None = None       # R, S, D, ... at the sample (/proc/PID/stat field 3)
     run_delay_ns: int | None = None  # time runnable, waiting for a CPU (schedstat field 2)
     blkio_ticks: int | None = None   # time blocked on block I/O, clock ticks (stat field 42);
-                                     # None while kernel.task_delayacct is off
+                                     # None while kernel.task_delayacct is off, and
+                                     # for a task it cannot have measured (procio.py)
     syscr: int | None = None       # read system calls (/proc/PID/io)
     cgroup: str | None = None      # its cgroup path (collect.host.parse_process_cgroup)
     mounts: tuple[str, ...] = ()   # network and FUSE mounts its files live on (mountpoints)

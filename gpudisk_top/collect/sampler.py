@@ -14,6 +14,7 @@ import time
 from gpudisk_top.collect import diskstats, lustre, nfsstats
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
+from gpudisk_top.errors import note
 from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
@@ -27,6 +28,9 @@ from gpudisk_top.collect.sample import DeviceInfo, Sample
 from gpudisk_top.collect.visibility import PID_NAMESPACE, blind_spots
 
 DEVICE_REFRESH_S = 10.0
+
+
+ACCT_CHANGE_SAID_S = 60.0   # how long a switch of kernel.task_delayacct under us is said
 
 
 class SourceError(Exception):
@@ -54,6 +58,7 @@ class Sampler:
         self._health_error_said: str | None = None   # the poller's error, said once
         self._delayacct = DelayAccounting() if delayacct else None
         self.notes: list[str] = []     # what starting up did or could not do, one line each
+        self._acct_change: tuple[str, float] | None = None  # (what, said until monotonic s)
         if self._delayacct is not None:
             note = self._delayacct.enable()
             if note:
@@ -139,6 +144,12 @@ class Sampler:
         sample.procs = self._procio.collect(gpu_pids)
         if sample.procs and not self._procio.delayacct_on:
             sample.warnings.append(OFF_WARNING)
+        if self._procio.delayacct_change is not None:
+            # someone switched the node-wide setting under us: said for a minute
+            self._acct_change = (self._procio.delayacct_change, mono + ACCT_CHANGE_SAID_S)
+            self._procio.delayacct_change = None
+        if self._acct_change is not None and mono < self._acct_change[1]:
+            sample.warnings.append(self._acct_change[0])
         if sample.procs:
             others = self._procio.collect_others(sample.procs, self._contended(sample))
             sample.procs.update(others)
@@ -211,7 +222,9 @@ class Sampler:
         if self.health is not None:
             self.health.close()
         if self._delayacct is not None:
-            self._delayacct.restore()
+            left_on = self._delayacct.restore()
+            if left_on:
+                note(left_on)
         self.gpu.close()
         self._files.close()
         self._pidmap.close()

@@ -9,7 +9,8 @@ cpu_pct is pidstat's %CPU: 100 is one CPU fully busy, so a process can exceed 10
 Where the time of a process's leading thread went, in % of the interval: cpu_wait_pct
 runnable but waiting for a CPU (schedstat's run_delay; pidstat -w's and perf sched's
 "wait time"), io_wait_pct blocked on block I/O (delay accounting's blkio delay, what
-iotop calls IO>; None while kernel.task_delayacct is off).
+iotop calls IO>; None while kernel.task_delayacct is off, and for a task forked before it
+was on: collect/procio.py).
 """
 
 from __future__ import annotations

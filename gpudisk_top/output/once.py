@@ -13,7 +13,7 @@ import re
 from gpudisk_top import __version__
 from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
-from gpudisk_top.model.loaders import IO_ESTIMATED
+from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.textsafe import printable
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.health import health_of
@@ -161,7 +161,7 @@ def _gpu_lines(model: Model) -> list[str]:
             pid = p.pid_label()
             lt = io.get("loaders")
             if lt is not None and lt.io_wait_pct is not None:
-                mark = "~" if lt.io_source == IO_ESTIMATED else ""
+                mark = "~" if lt.io_source != IO_MEASURED else ""
                 estimated |= bool(mark)
                 io_pct = f"{mark}{lt.io_wait_pct:.0f}"
             else:
@@ -175,7 +175,8 @@ def _gpu_lines(model: Model) -> list[str]:
         lines.append("  %cpu, %wait, %io: where the time of its loaders (DataLoader workers, else "
                      "itself) went: on a CPU, waiting for one, blocked on reads; mean per loader")
         if estimated:
-            lines.append("  ~ estimated from reads x r_await (no delay accounting for these processes)")
+            lines.append("  ~ estimated from reads x r_await (no delay accounting for these processes, "
+                         "or for some of their loaders)")
         if any(not p.mapped for _, p in procs):
             lines.append("  * not visible from this PID namespace: its I/O cannot be read")
         if any(p.mapped_by == MAPPED_BY_DEVICE_FILE for _, p in procs):

@@ -241,7 +241,9 @@ class Classifier:
         if job.visible:
             t = self.t
             lt = job.time
-            io = lt.io_wait_pct if lt is not None else None
+            # the reads' claim: an estimate cut to the shares' 100 % still weighs in full
+            # against the CPU (model/loaders.py)
+            io = lt.io_claim_pct if lt is not None else None
             feeding = self._feeding_devices(model, job, sats)
             # a saturated device the job reads from is the cause unless the loaders' time
             # says they are CPU-bound instead (then reads are not what they wait on)
@@ -372,13 +374,13 @@ class Classifier:
         details = []
         taken = False            # the loaders wait for CPUs that others hold
         if lt is not None:
-            if lt.io_wait_pct is not None and lt.io_wait_pct > lt.cpu_share_pct:
+            if lt.io_claim_pct is not None and lt.io_claim_pct > lt.cpu_share_pct:
                 return None      # the loaders wait on reads more than on CPUs
             loaders = [v for v in (job.workers or job.members) if v.cpu_pct is not None]
             hot = [v for v in loaders
                    if (v.cpu_pct or 0) + (v.cpu_wait_pct or 0) >= t.loader_cpu_pct]
             waiting = (lt.cpu_wait_pct is not None and lt.cpu_wait_pct >= t.loader_cpu_wait_pct
-                       and lt.cpu_wait_pct >= (lt.io_wait_pct or 0.0))
+                       and lt.cpu_wait_pct >= (lt.io_claim_pct or 0.0))
             if len(hot) >= max(1, math.ceil(0.75 * len(loaders))):
                 kind = "DataLoader worker" if job.workers else "process"
                 cpu = _mean([v.cpu_pct for v in hot])

@@ -5,7 +5,7 @@ each GPU process's read rate (summed over its DataLoader workers)."""
 from __future__ import annotations
 
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
-from gpudisk_top.model.loaders import IO_ESTIMATED
+from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, si
 from gpudisk_top.ui.widgets.base import LinesPanel
@@ -130,6 +130,6 @@ def _loader_cells(lt) -> tuple[str, str, str]:
         return "n/a", "n/a", "n/a"
     pct = lambda v: "n/a" if v is None else f"{v:.0f}"  # noqa: E731
     blocked = pct(lt.io_wait_pct)
-    if lt.io_wait_pct is not None and lt.io_source == IO_ESTIMATED:
+    if lt.io_wait_pct is not None and lt.io_source != IO_MEASURED:
         blocked = "~" + blocked
     return pct(lt.on_cpu_pct), pct(lt.cpu_wait_pct), blocked
