@@ -1,0 +1,128 @@
+"""`--once` names who loads the disk, and its advice follows the evidence (issue 23, items
+2 and 3), on the real machine.
+
+The set-up of tests/test_io_culprit.py: a loop device on this machine's disk whose reads
+are capped at 3000 IOPS for one cgroup (tests/realdisk.py), the real loader job
+(tests/jobs/loader_job.py `disk`: two workers of 4 KiB O_DIRECT reads) fed to a stand-in
+GPU that follows its progress, and beside it an unrelated fio (libaio, queue depth 32, two
+jobs) on the same device.  fio takes most of the device's reads; the job's workers wait
+behind them.  `--once` (text, and --json) at -i 2 and -i 6 must name fio's pid with its
+share of the reads; its advice must name fio by pid and say stop or throttle it (ionice,
+io.max), not warm the page cache: the job reads with O_DIRECT, which the cache cannot
+help.  Before the fix --once saw only the job's own 3%: its node scan had not found fio
+yet (it follows a process from the sample after the scan that finds it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import realdisk
+import standin
+from jobrun import JOB
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.root(reason="a loop device and a cgroup I/O cap need root")]
+
+RUN_S = 60
+CAP_IOPS = 3000
+
+
+@pytest.fixture(scope="module")
+def onces(tmp_path_factory):
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed (Debian: fio)")
+    tmp = tmp_path_factory.mktemp("evidence")
+    progress = str(tmp / "progress")
+    out: dict = {}
+    with realdisk.loop_device(256, "evidence") as (dev, path):
+        cap = realdisk.IopsCap.for_disk_of(path, CAP_IOPS)
+        job = fio = None
+        try:
+            job = subprocess.Popen([sys.executable, JOB, "disk", "--workers", "2", "--reads", "4",
+                                    "--seconds", str(RUN_S), "--data", dev,
+                                    "--progress", progress], preexec_fn=cap.enter_self)
+            fio = subprocess.Popen(["fio", "--name=neighbour", f"--filename={dev}", "--readonly",
+                                    "--rw=randread", "--bs=4k", "--direct=1",
+                                    "--ioengine=libaio", "--iodepth=32", "--numjobs=2",
+                                    "--group_reporting", "--time_based",
+                                    f"--runtime={RUN_S}"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   preexec_fn=cap.enter_self)
+            time.sleep(4)              # the job's workers started, fio's jobs forked
+            gpu = dict(gpus=1, processes={0: [job.pid]}, progress=progress,
+                       healthy_steps_s=50.0)
+            for key, argv in (("text2", ["--once", "-i", "2"]),
+                              ("json2", ["--once", "--json", "-i", "2"]),
+                              ("json6", ["--once", "--json", "-i", "6"])):
+                proc = standin.run(argv, **gpu)
+                assert proc.returncode == 0, proc.stderr
+                out[key] = proc.stdout
+            # fio with --numjobs forks: its readers are the children of the one started
+            kids = subprocess.run(["pgrep", "-P", str(fio.pid)], capture_output=True,
+                                  text=True).stdout.split()
+            out["fio"] = {fio.pid, *map(int, kids)}
+            out["job"] = job.pid
+            # the loop device, or the disk under it (the disk table's, the one blamed)
+            out["devices"] = {dev.rsplit("/", 1)[-1], realdisk.whole_disk(path)}
+        finally:
+            for p in (fio, job):
+                if p is not None:
+                    p.kill()
+                    p.wait()
+            cap.remove()
+    return out
+
+
+def _starved(verdict: dict, devices: set[str]) -> None:
+    assert verdict["state"] == "disk-starved", json.dumps(verdict, indent=1)
+    assert devices.intersection(verdict["devices"]), verdict
+
+
+@pytest.mark.parametrize("key", ["json2", "json6"])
+def test_once_json_names_the_neighbour_with_its_share(onces, key):
+    verdict = json.loads(onces[key])["verdict"]
+    _starved(verdict, onces["devices"])
+    fio = [c for c in verdict["culprits"] if c["pid"] in onces["fio"]]
+    assert fio, verdict["culprits"]
+    assert all(c["name"] == "fio" and c["device"] in verdict["devices"] for c in fio), fio
+    # fio holds most of the device's reads; the job's two workers the rest
+    assert sum(c["read_share_pct"] for c in fio) >= 50, verdict["culprits"]
+    assert all(c["pid"] != onces["job"] for c in verdict["culprits"]), verdict["culprits"]
+    # the same figures are in the evidence text
+    for c in fio:
+        assert f"pid {c['pid']} (fio), {c['read_share_pct']:.0f}% of its reads" in verdict["reason"]
+
+
+@pytest.mark.parametrize("key", ["json2", "json6"])
+def test_once_advice_throttles_the_neighbour_not_the_page_cache(onces, key):
+    verdict = json.loads(onces[key])["verdict"]
+    _starved(verdict, onces["devices"])
+    advice = verdict["advice"]
+    # fio's two jobs are two processes: the advice names both, by pid
+    pids = [str(c["pid"]) for c in verdict["culprits"] if c["pid"] in onces["fio"]]
+    assert pids and all(pid in advice for pid in pids), json.dumps(verdict, indent=1)
+    assert "(fio)" in advice and f"ionice -c3 -p {' '.join(pids)}" in advice, advice
+    assert "ionice" in advice and "io.max" in advice, advice
+    assert "page cache" not in advice, advice        # O_DIRECT: the cache cannot help
+
+
+def test_once_text_names_the_neighbour_and_the_advice(onces):
+    text = onces["text2"]
+    line = next(l for l in text.splitlines() if l.startswith("verdict: "))
+    advice = next((l for l in text.splitlines() if l.startswith("advice: ")), "")
+    print(line)
+    print(advice)
+    assert line.startswith("verdict: disk-starved"), text
+    m = re.search(r"pid (\d+) \(fio\), (\d+)% of its reads", line)
+    assert m and int(m.group(1)) in onces["fio"], line
+    top = re.search(r"pids? ([\d, ]+) \(fio\)", advice)
+    assert top and {int(p) for p in top.group(1).split(", ")} <= onces["fio"], advice
+    assert "ionice" in advice and "page cache" not in advice, advice
