@@ -270,11 +270,17 @@ class Classifier:
                 share = min(100.0, job.read_kb_s / s.read_kb_s * 100) if s.read_kb_s else 0.0
                 evidence = (s.evidence(self._display(model, s.name)) if kind == "saturated"
                             else self._headroom(model, s, lt)) + self._health(model, s.name)
-                detail = f"{evidence}; {share:.0f}% of its reads from {job.describe()}"
+                mine = f"{share:.0f}% of its reads from {job.describe()}"
                 culprits = culprits_of(model, s.name) if share < 90 else []
-                if culprits:
-                    detail += (f"; {'also ' if share >= 10 else ''}read by "
-                               f"{culprits_clause(culprits)}")
+                if culprits and sum(c.read_share_pct or 0.0 for c in culprits) > share:
+                    # the neighbour holds more of the device than the job: named first, so
+                    # that a banner cut to its first clauses still says who
+                    detail = f"{evidence}; read by {culprits_clause(culprits)}; {mine}"
+                elif culprits:
+                    detail = (f"{evidence}; {mine}; {'also ' if share >= 10 else ''}read by "
+                              f"{culprits_clause(culprits)}")
+                else:
+                    detail = f"{evidence}; {mine}"
                 if lt is not None and lt.io_wait_pct is not None:
                     detail += f"; {lt.describe()}"
             advice = (self._disk_advice(model, job, s, culprits) if kind == "saturated" else
