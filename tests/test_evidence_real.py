@@ -190,6 +190,8 @@ def test_every_surface_names_the_same_culprits(onces):
     from gpudisk_top.output import once
 
     rec, (index, model, verdict) = _one_model(onces["rec"])
+    # the recording keeps what the collector read of the job's data files: O_DIRECT
+    assert any(v.direct_reads for v in model.procs.values() if v.root_pid is not None)
     culprits = [c.as_json() for c in verdict.culprits]
     clauses = [c.clause() for c in verdict.culprits]
     assert any(c["name"] == "fio" for c in culprits), culprits
