@@ -64,8 +64,9 @@ class Verdict:
     episode: Episode | None = None
     saturation: dict[str, Saturation] = field(default_factory=dict)
     raw: IntervalState | None = None
-    # the processes outside the job that `reason` names as reading the blamed device
-    # (model/detect/evidence.py): what every surface says of "who"
+    # the processes outside the job that `reason` names as reading the blamed device (an
+    # undiagnosed stall's: a saturated device the job does not read), built once by
+    # model/detect/evidence.py: what every surface says of "who"
     culprits: list[Culprit] = field(default_factory=list)
 
 
