@@ -79,7 +79,8 @@ def onces(tmp_path_factory):
             out["fio"] = {fio.pid, *map(int, kids)}
             out["job"] = job.pid
             # the loop device, or the disk under it (the disk table's, the one blamed)
-            out["devices"] = {dev.rsplit("/", 1)[-1], realdisk.whole_disk(path)}
+            out["loop"] = dev.rsplit("/", 1)[-1]
+            out["devices"] = {out["loop"], realdisk.whole_disk(path)}
         finally:
             for p in (fio, job):
                 if p is not None:
@@ -103,6 +104,9 @@ def test_once_json_names_the_neighbour_with_its_share(onces, key):
     fio = [c for c in verdict["culprits"] if c["name"] == "fio"]
     assert fio, verdict["culprits"]
     assert all(c["device"] in verdict["devices"] for c in fio), fio
+    if onces["loop"] in verdict["devices"]:
+        # only this test's processes read the loop device: the fio named is ours
+        assert {c["pid"] for c in fio} <= onces["fio"], (fio, onces["fio"])
     # fio holds most of the device's reads; the job's two workers the rest
     assert sum(c["read_share_pct"] for c in fio) >= 50, verdict["culprits"]
     assert all(c["pid"] != onces["job"] for c in verdict["culprits"]), verdict["culprits"]
