@@ -37,6 +37,8 @@ FD_SCAN_LIMIT = 8192
 # a regular file this large, open on a block device, counts as data (a dataset's file or
 # shard, a memmap), not a log or a lock file; a block device opened directly always does
 DATA_FILE_MIN_BYTES = 1 << 20
+DATA_FDINFO_LIMIT = 64   # data files whose fdinfo is read per device scan (workers open
+                         # their shards alike: 64 say how they read)
 # O_DIRECT as /proc/PID/fdinfo/N `flags:` shows it (octal): 040000 on x86-64 and most
 # architectures, 0200000 on arm64, arm and mips' 0100000 (include/uapi/asm-generic/fcntl.h
 # and each arch's fcntl.h)
@@ -471,10 +473,11 @@ class ProcIoCollector:
         DATA_FILE_MIN_BYTES on a block device, block devices opened directly): whether
         one of them is open with O_DIRECT (its fdinfo `flags:`, octal), which the page
         cache cannot serve, and the KiB of those read through the page cache (their
-        sizes: the working set the cache would have to hold).  (None, None) without data
-        files; only their fdinfo is read, one small file each."""
+        sizes: the working set the cache would have to hold; of the first
+        DATA_FDINFO_LIMIT, so a lower bound past them).  (None, None) without data files;
+        only their fdinfo is read, one small file each."""
         direct, buffered_bytes, known = False, 0, False
-        for fd, size in files:
+        for fd, size in list(files)[:DATA_FDINFO_LIMIT]:
             text = read_text(f"{self._proc_dir}{pid}/fdinfo/{fd}")
             flags = next((line.split(":", 1)[1] for line in (text or "").splitlines()
                           if line.startswith("flags:")), None)
