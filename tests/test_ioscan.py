@@ -126,3 +126,32 @@ def test_container_of_names_containers_and_units():
     assert container_of("/kubepods.slice/kubepods-pod1f2e3d4c_5b6a.slice") == "pod 1f2e3d4c_5b6"
     assert container_of("/system.slice/rsync.service") == "rsync.service"
     assert container_of(None) == "-"
+
+
+def test_a_covered_first_interval_has_the_readers_rates(reader):
+    """--once's one interval: a sampler asked to cover its next interval has the reader's
+    read rate over exactly the interval between its first two samples, as pidstat would;
+    a sampler that was not has none for it there (the scan follows a process from the
+    sample after the one that finds it), which is what --once printed before."""
+    proc, idle, path = reader
+    views = {}
+    for cover in (True, False):
+        sampler = Sampler(Roots())
+        try:
+            if cover:
+                sampler.cover_next_interval()
+            first = sampler.sample()
+            time.sleep(1.0)
+            second = sampler.sample()
+        finally:
+            sampler.close()
+        views[cover] = Model.new(second, first).procs.get(proc.pid)
+        if cover:
+            # its rate is read_bytes over the two samples' interval, of what it read then
+            grown = second.procs[proc.pid].read_bytes - first.procs[proc.pid].read_bytes
+            assert views[cover].read_kb_s == pytest.approx(
+                grown / 1024 / (second.mono_s - first.mono_s))
+            assert idle.pid not in second.procs      # bare counters: only the busiest follow
+    assert views[True].read_kb_s > 0 and views[True].name is not None
+    assert views[True].devices, views[True]
+    assert views[False] is None or views[False].read_kb_s is None

@@ -484,3 +484,42 @@ def test_descendants_are_looked_for_afresh_every_few_seconds(monkeypatch):
         subprocess.run(["pkill", "-P", str(parent.pid)], capture_output=True)
         parent.kill()
         parent.wait()
+
+
+def test_data_files_say_o_direct_and_the_buffered_working_set():
+    """Two real readers of one 8 MiB file on this machine's disk: one opened O_DIRECT, one
+    through the page cache.  The collector reads their fdinfo flags: the first reads past
+    the cache (direct_reads True), the second through it, with the file's size as the
+    working set the cache would have to hold.  A process with no data file says None."""
+    base = "/var/tmp" if os.path.isdir("/var/tmp") else "/tmp"
+    path = os.path.join(base, f"gdt-direct-{os.getpid()}.bin")
+    with open(path, "wb") as f:
+        f.write(os.urandom(FILE_BYTES))
+    if os.major(os.stat(path).st_dev) == 0:
+        os.unlink(path)
+        pytest.skip(f"{base} is not on a block device here")
+    hold = ("import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY | "
+            "(os.O_DIRECT if sys.argv[2] == 'direct' else 0)); print('ok', flush=True); "
+            "time.sleep(60)")
+    procs = []
+    try:
+        for mode in ("direct", "buffered"):
+            p = subprocess.Popen([sys.executable, "-c", hold, path, mode],
+                                 stdout=subprocess.PIPE, text=True)
+            assert p.stdout.readline().strip() == "ok"
+            procs.append(p)
+        idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        procs.append(idle)
+        raws = ProcIoCollector(Roots()).collect({p.pid: p.pid for p in procs})
+        direct, buffered, none = (raws[p.pid] for p in procs)
+        assert (direct.direct_reads, direct.data_kb) == (True, None)
+        assert (buffered.direct_reads, buffered.data_kb) == (False, FILE_BYTES // 1024)
+        assert (none.direct_reads, none.data_kb) == (None, None)
+        views = proc_views(raws, raws, 1.0)
+        assert views[procs[0].pid].direct_reads is True
+        assert views[procs[1].pid].data_kb == FILE_BYTES // 1024
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        os.unlink(path)

@@ -10,6 +10,7 @@ from model_factory import gpu, model
 from gpudisk_top.alerts import catalog
 from gpudisk_top.model import vocab
 from gpudisk_top.model.detect import Episode, Verdict
+from gpudisk_top.model.detect.evidence import Culprit
 from gpudisk_top.model.disk import RATE_FIELDS
 from gpudisk_top.model.gpu import GpuProcessView, GpuView, gpu_as_json
 from gpudisk_top.model.host import HOST_FIELDS, host_as_json
@@ -97,20 +98,24 @@ def test_json_outputs_have_the_vocabulary_keys():
 
 
 def test_verdict_and_episode_json():
+    fio = Culprit(pid=912, name="fio", device="sda", read_share_pct=88.4, read_kb_s=12000.04)
     ep = Episode(id=2, state="disk-starved", start_wall_s=100.0, last_wall_s=112.5, gpus=[0, 1],
                  devices=["sda"], processes=[42], reason="GPU 0-1 at 20% for 12 s", kind="saturated",
-                 intervals=12, min_util_pct=19.96)
+                 intervals=12, min_util_pct=19.96, culprits=[fio])
     v = Verdict(wall_s=112.5, state="disk-starved", raw_state="disk-starved", gpus=[0, 1],
                 devices=["sda"], processes=[42], reason=ep.reason, advice="cache it",
-                kind="saturated", episode=ep)
+                kind="saturated", episode=ep, culprits=[fio])
+    culprits = [{"pid": 912, "name": "fio", "device": "sda", "read_share_pct": 88.4,
+                 "read_kb_s": 12000.0}]
     assert vocab.verdict_json(v) == {"state": "disk-starved", "gpus": [0, 1], "devices": ["sda"],
                                      "processes": [42], "reason": ep.reason, "advice": "cache it",
-                                     "kind": "saturated"}
+                                     "kind": "saturated", "culprits": culprits}
     assert vocab.verdict_json(None) is None
     j = vocab.episode_json(ep)
     assert list(j) == ["id", "state", "start", "end", "start_s", "end_s", "duration_s", "gpus",
                        "devices", "processes", "reason", "advice", "kind", "min_util_pct",
-                       "intervals"]
+                       "intervals", "culprits"]
+    assert j["culprits"] == culprits
     # still open: it ends at its latest interval in its state
     assert j["end_s"] == 112.5 and j["duration_s"] == 12.5 and j["min_util_pct"] == 20.0
     assert j["start"] == vocab.iso_time(100.0)

@@ -52,6 +52,7 @@ class IoScan:
         self._last: dict[int, int] | None = None   # pid -> read_bytes + write_bytes
         self._last_s: float | None = None
         self.busiest: list[int] = []               # as the last scan found them
+        self.counters: dict[int, bytes] = {}       # pid -> its io file, if the scan kept them
         self._scans = 0
 
     def due(self, now_s: float, view_open: bool) -> bool:
@@ -62,10 +63,12 @@ class IoScan:
         every = SCAN_OPEN_S if view_open else SCAN_S
         return now_s - self._last_s >= every
 
-    def run(self, now_s: float) -> list[int]:
+    def run(self, now_s: float, keep: bool = False) -> list[int]:
         """Read every process's counters; the `top` PIDs whose block I/O grew since the
-        last scan, busiest first ([] on the first scan: nothing to compare with)."""
+        last scan, busiest first ([] on the first scan: nothing to compare with).
+        keep: also keep each process's io file as read (`counters`), until the next scan."""
         counts: dict[int, int] = {}
+        kept: dict[int, bytes] = {}
         try:
             names = os.listdir(self.roots.procfs)
         except OSError:
@@ -80,7 +83,10 @@ class IoScan:
             total = read_io_bytes(data)
             if total is not None:
                 counts[int(name)] = total
+                if keep and total:
+                    kept[int(name)] = data
         last, self._last, self._last_s = self._last, counts, now_s
+        self.counters = kept
         self._scans += 1
         if last is None:
             self.busiest = []

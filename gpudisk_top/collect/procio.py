@@ -34,6 +34,16 @@ OTHERS_CONTENDED = 0.10  # ... and only while tasks waited for a CPU this share 
 TREES_REFRESH_S = 5.0   # how often GPU processes' descendants are looked for afresh
 DEV_NAMES_REFRESH_S = 30.0
 FD_SCAN_LIMIT = 8192
+# a regular file this large, open on a block device, counts as data (a dataset's file or
+# shard, a memmap), not a log or a lock file; a block device opened directly always does
+DATA_FILE_MIN_BYTES = 1 << 20
+DATA_FDINFO_LIMIT = 64   # data files whose fdinfo is read per device scan (workers open
+                         # their shards alike: 64 say how they read)
+# O_DIRECT as /proc/PID/fdinfo/N `flags:` shows it (octal): 040000 on x86-64 and most
+# architectures, 0200000 on arm64, arm and mips' 0100000 (include/uapi/asm-generic/fcntl.h
+# and each arch's fcntl.h)
+O_DIRECT_FLAG = {"aarch64": 0o200000, "arm64": 0o200000, "armv7l": 0o200000,
+                 "mips": 0o100000, "mips64": 0o100000}.get(platform.machine(), 0o40000)
 # read(), pread64(), readv(), preadv(), preadv2() by architecture (the kernel's syscall
 # tables: arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h for
 # arm64 and the other generic ones): what a process blocked in a file read sleeps in
@@ -145,6 +155,8 @@ class _Known:
     devices_at: float | None = None   # monotonic seconds of the last device scan
     mount_devs: dict = field(default_factory=dict)  # st_dev -> mountpoint: the network and
                                                     # FUSE mounts its files live on
+    direct_reads: bool | None = None  # its data files opened with O_DIRECT (_data_files)
+    data_kb: int | None = None
 
 
 class ProcIoCollector:
@@ -409,7 +421,8 @@ class ProcIoCollector:
                            parse_process_cgroup(cgroup_text) if cgroup_text else None)
             self._known[pid] = known
         if devices and (known.devices_at is None or now - known.devices_at >= self.devices_refresh_s):
-            known.devices, known.mount_devs = self._devices(pid, now)
+            known.devices, known.mount_devs, data = self._devices(pid, now)
+            known.direct_reads, known.data_kb = data
             known.devices_at = now
 
         io_text = self.files.read(known.paths[0])
@@ -436,6 +449,8 @@ class ProcIoCollector:
             blkio_ticks=self._blkio(st) if delayacct else None,
             syscr=io.get("syscr"),
             cgroup=known.cgroup,
+            direct_reads=known.direct_reads,
+            data_kb=known.data_kb,
         )
 
     # ------------------------------------------------------------------ devices
@@ -456,11 +471,13 @@ class ProcIoCollector:
             return None
         return mount_devs.get((os.major(st.st_dev), os.minor(st.st_dev)))
 
-    def _devices(self, pid: int, now: float) -> tuple[tuple[str, ...] | None, dict]:
+    def _devices(self, pid: int, now: float) -> tuple[tuple[str, ...] | None, dict, tuple]:
         """Kernel names of the block devices under the process's open files and file
-        mappings (None when neither its fds nor its maps can be read), and the network
-        and FUSE mounts among them (collect/mounts.py): {st_dev: mountpoint}."""
+        mappings (None when neither its fds nor its maps can be read), the network
+        and FUSE mounts among them (collect/mounts.py): {st_dev: mountpoint}, and
+        (direct_reads, data_kb) of its data files (_data_files)."""
         devs: set[tuple[int, int]] = set()
+        data: dict[tuple[int, int], tuple[str, int]] = {}   # (st_dev, st_ino) -> (fd, size)
         readable = False
         fd_dir = self.roots.proc(str(pid), "fd")
         try:
@@ -482,18 +499,50 @@ class ProcIoCollector:
             if stat_mod.S_ISBLK(s.st_mode):
                 # a block device opened directly: its data lives on that device itself
                 devs.add((os.major(s.st_rdev), os.minor(s.st_rdev)))
+                data.setdefault((s.st_rdev, -1), (fd, 0))
+            elif (stat_mod.S_ISREG(s.st_mode) and os.major(s.st_dev) != 0
+                  and s.st_size >= DATA_FILE_MIN_BYTES):
+                data.setdefault((s.st_dev, s.st_ino), (fd, s.st_size))
         maps = read_text(self.roots.proc(str(pid), "maps"))
         if maps is not None:
             readable = True
             devs |= parse_maps_devices(maps)
         if not readable:
-            return None, {}
+            return None, {}, (None, None)
         names = {self._dev_name(major, minor) for major, minor in devs if major != 0}
         names.discard(None)
         table = self.mount_table.of(pid, now) if any(major == 0 for major, _ in devs) else {}
         mounts = {d: table[d].mountpoint for d in devs
                   if d in table and table[d].kind in REMOTE_KINDS}
-        return tuple(sorted(names)), mounts
+        return tuple(sorted(names)), mounts, self._data_files(pid, data.values())
+
+    def _data_files(self, pid: int, files) -> tuple[bool | None, int | None]:
+        """(direct_reads, data_kb) of a process's data files (regular files of at least
+        DATA_FILE_MIN_BYTES on a block device, block devices opened directly): whether
+        one of them is open with O_DIRECT (its fdinfo `flags:`, octal), which the page
+        cache cannot serve, and the KiB of those read through the page cache (their
+        sizes: the working set the cache would have to hold; of the first
+        DATA_FDINFO_LIMIT, so a lower bound past them).  (None, None) without data files;
+        only their fdinfo is read, one small file each."""
+        direct, buffered_bytes, known = False, 0, False
+        for fd, size in list(files)[:DATA_FDINFO_LIMIT]:
+            text = read_text(f"{self._proc_dir}{pid}/fdinfo/{fd}")
+            flags = next((line.split(":", 1)[1] for line in (text or "").splitlines()
+                          if line.startswith("flags:")), None)
+            try:
+                value = int(flags, 8) if flags is not None else None
+            except ValueError:
+                value = None
+            if value is None:
+                continue          # closed meanwhile, or no access
+            known = True
+            if value & O_DIRECT_FLAG:
+                direct = True
+            else:
+                buffered_bytes += size
+        if not known:
+            return None, None
+        return direct, buffered_bytes // 1024 if buffered_bytes else None
 
     def _dev_name(self, major: int, minor: int) -> str | None:
         key = (major, minor)

@@ -205,6 +205,9 @@ class ProcIoRaw:
     cgroup: str | None = None      # its cgroup path (collect.host.parse_process_cgroup)
     mounts: tuple[str, ...] = ()   # network and FUSE mounts its files live on (mountpoints)
     blocked_on: str | None = None  # the one of them it was in a read() of, at the sample
+    direct_reads: bool | None = None  # one of its data files (collect/procio.py) is open with
+                                      # O_DIRECT; None: it has none, or they cannot be read
+    data_kb: int | None = None     # the size of its data files read through the page cache
 
 
 # ---------------------------------------------------------------------------- mounts

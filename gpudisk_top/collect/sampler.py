@@ -22,9 +22,9 @@ from gpudisk_top.collect.ioscan import IoScan
 from gpudisk_top.collect.mounts import MountCollector, MountTable
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
-from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
+from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector, parse_pid_io
 from gpudisk_top.collect.roots import FileCache, Roots
-from gpudisk_top.collect.sample import DeviceInfo, Sample
+from gpudisk_top.collect.sample import DeviceInfo, ProcIoRaw, Sample
 from gpudisk_top.collect.visibility import PID_NAMESPACE, blind_spots
 
 DEVICE_REFRESH_S = 10.0
@@ -83,6 +83,8 @@ class Sampler:
                                       {"nfs": nfsstats.read_counters, "lustre": lustre.read_counters})
         self._ioscan = IoScan(self.roots)
         self.io_view = False   # the I/O process view is open: scan the node more often
+        self._cover = False    # the next sample keeps every process's I/O counters
+        self._rescan = False   # ... and the one after it scans the node again
         self._devices: dict[str, DeviceInfo] = {}
         self._devices_at = float("-inf")
         self._last: Sample | None = None
@@ -168,14 +170,38 @@ class Sampler:
         self._last = sample
         return sample
 
+    def cover_next_interval(self) -> None:
+        """Make the interval after the next sample name everyone who did block I/O in it.
+
+        A process the node scan finds busy is followed from the sample after that scan,
+        so its first interval has no rates: a session's first interval never names who
+        else loads a disk, and that interval is all `--once` reports.  The next sample
+        therefore keeps the counters of every process its scan reads (the scan reads them
+        all anyway): whichever the following sample's scan finds busiest over the
+        interval between the two has rates for exactly that interval."""
+        self._cover = True
+
     def _io_busiest(self, already, mono: float, daemons=()):
         """The processes outside the job doing the most block I/O, found by a scan of
         the node now and then (collect/ioscan.py), and the daemons of the FUSE mounts the
         job reads (their CPU and traffic), followed every sample."""
-        if self._ioscan.due(mono, self.io_view):
-            self._ioscan.run(mono)
-        return self._procio.follow(list(dict.fromkeys([*daemons, *self._ioscan.busiest])),
-                                   already)
+        cover, self._cover = self._cover, False
+        rescan, self._rescan = self._rescan, cover
+        if cover or rescan or self._ioscan.due(mono, self.io_view):
+            self._ioscan.run(mono, keep=cover)
+        out = self._procio.follow(list(dict.fromkeys([*daemons, *self._ioscan.busiest])),
+                                  already)
+        if cover:
+            # bare counters (no name, no devices): the next sample reads the busiest fully
+            for pid, data in self._ioscan.counters.items():
+                if pid not in already and pid not in out:
+                    io = parse_pid_io(data.decode("ascii", "replace"))
+                    out[pid] = ProcIoRaw(pid=pid, rchar=io.get("rchar"), wchar=io.get("wchar"),
+                                         read_bytes=io.get("read_bytes"),
+                                         write_bytes=io.get("write_bytes"),
+                                         syscr=io.get("syscr"))
+            self._ioscan.counters = {}
+        return out
 
     def _host_read_errors(self) -> list[str]:
         """A warning for each host file that is there but could not be read (a FIFO, a

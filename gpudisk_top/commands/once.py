@@ -60,6 +60,9 @@ def _one_interval(source, virtual: bool, interval_s: float, thresholds):
     from gpudisk_top.model.detect import one_interval
     from gpudisk_top.model.snapshot import Model
 
+    cover = getattr(source, "cover_next_interval", None)
+    if cover is not None:
+        cover()     # the interval names everyone who loaded a disk in it, not only the job
     first = source.sample()
     if not virtual:
         time.sleep(interval_s)

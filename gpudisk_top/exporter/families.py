@@ -249,6 +249,11 @@ class Renderer:
                                  "remote-mount, throttled, own, others; empty if none), the "
                                  "devices (comma-joined) and the GPUs (comma-joined indexes).",
                                  labels=["state", "kind", "devices", "gpus"])
+        culprit = GaugeMetricFamily(P + "verdict_culprit_read_ratio", "Share (0-1) of the "
+                                    "blamed device's reads taken by each process outside the "
+                                    "job that the current verdict's evidence names (its "
+                                    "culprits); no series when it names none.",
+                                    labels=["pid", "name", "device"])
         own = ", ".join(OWN_CAUSE_STATES[:-1]) + " or " + OWN_CAUSE_STATES[-1]
         starved = GaugeMetricFamily(P + "gpus_starved", "GPUs the node's own input or output "
                                     f"path starves: the verdict's GPUs in state {own}; 0 "
@@ -263,11 +268,13 @@ class Renderer:
             info.add_metric([v.state, v.kind or "", ",".join(v.devices),
                              ",".join(str(g) for g in v.gpus)], 1)
             starved.add_metric([], len(v.gpus) if v.state in OWN_CAUSE_STATES else 0)
+            for c in v.culprits:
+                _add(culprit, [str(c.pid), c.name or "", c.device], c.read_share_pct, 0.01)
         for s in STATES:
             episodes.add_metric([s], frame.episodes.get(s, 0))
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):
             fired.add_metric([name], frame.alerts_fired.get(name, 0))
-        return [state, since, info, starved, episodes, fired]
+        return [state, since, info, culprit, starved, episodes, fired]
 
     def _paths(self, frame: Frame) -> list:
         labels = ["path", "device"]

@@ -52,6 +52,8 @@ class ProcView:
     cgroup: str | None = None             # its cgroup path, when it could be read
     mounts: tuple[str, ...] = ()          # network and FUSE mounts its files live on
     blocked_on: str | None = None         # the one it was in a read() of, at the end
+    direct_reads: bool | None = None      # a data file of it open with O_DIRECT (ProcIoRaw)
+    data_kb: int | None = None            # its data files read through the page cache
 
 
 def _rate(cur: int | None, prev: int | None, interval_s: float,
@@ -80,7 +82,8 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
         if p is None:
             out[pid] = ProcView(pid, c.root_pid, c.name, c.cmdline,
                                 None, None, None, None, None, c.devices, state=c.state,
-                                cgroup=c.cgroup, mounts=c.mounts, blocked_on=c.blocked_on)
+                                cgroup=c.cgroup, mounts=c.mounts, blocked_on=c.blocked_on,
+                                direct_reads=c.direct_reads, data_kb=c.data_kb)
             continue
         # positional, in ProcView field order: this runs for every job process every
         # second (the time accounting's budget is 0.1 % of a core for 64 of them)
@@ -99,6 +102,8 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             c.cgroup,
             c.mounts,
             c.blocked_on,
+            c.direct_reads,
+            c.data_kb,
         )
     return out
 

@@ -440,21 +440,22 @@ def iso_time(wall_s: float) -> str:
 def verdict_json(verdict) -> dict | None:
     """An interval's verdict (a Verdict, model/detect) as `--once --json` and `export
     --format jsonl` write it: the reported state (with hysteresis), the GPUs, devices and
-    processes it names, its evidence (reason), advice, and the kind of starvation.  None
-    for no verdict."""
+    processes it names, its evidence (reason), advice, the kind of starvation, and the
+    processes outside the job its evidence names as reading the blamed device (culprits:
+    pid, name, device, read_share_pct, read_kb_s).  None for no verdict."""
     if verdict is None:
         return None
     return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
             "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice,
-            "kind": verdict.kind}
+            "kind": verdict.kind, "culprits": [c.as_json() for c in verdict.culprits]}
 
 
 def episode_json(e) -> dict:
     """A starvation episode (an Episode, model/detect) as `report --json` writes it (and
     `export --format perfetto` takes a slice's args from): its times as ISO text and as
     Unix seconds (an episode still open ends at its latest interval in its state), its
-    duration in s, what it names, its evidence and advice, the lowest GPU utilization
-    seen and its intervals in its state."""
+    duration in s, what it names, its evidence, culprits (as verdict_json's) and advice,
+    the lowest GPU utilization seen and its intervals in its state."""
     end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
     return {
         "id": e.id, "state": e.state,
@@ -465,6 +466,7 @@ def episode_json(e) -> dict:
         "reason": e.reason, "advice": e.advice, "kind": e.kind,
         "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
         "intervals": e.intervals,
+        "culprits": [c.as_json() for c in e.culprits],
     }
 
 

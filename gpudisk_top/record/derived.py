@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, fields
 from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.detect import STARVED_STATES, STATES, Episode
+from gpudisk_top.model.detect.evidence import Culprit
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
 from gpudisk_top.record.v2.fields import expand, health_named, health_reading, runs
@@ -197,7 +198,8 @@ def episode_from(d: dict) -> Episode:
                    end_wall_s=d["end_wall_s"], last_wall_s=d["last_wall_s"],
                    gpus=list(d["gpus"]), devices=list(d["devices"]),
                    processes=list(d["processes"]), reason=d["reason"], advice=d["advice"],
-                   kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"])
+                   kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"],
+                   culprits=[Culprit(**c) for c in d.get("culprits") or ()])
 
 
 @dataclass

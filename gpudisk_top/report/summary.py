@@ -272,6 +272,7 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
                         have.extend(x for x in getattr(e, attr) if x not in have)
                     last.gpus.sort()
                     last.reason, last.advice = e.reason or last.reason, e.advice or last.advice
+                    last.culprits = e.culprits if e.reason else last.culprits
                     if e.min_util_pct is not None:
                         last.min_util_pct = e.min_util_pct if last.min_util_pct is None \
                             else min(last.min_util_pct, e.min_util_pct)

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import evidence_clause, health_of
-from gpudisk_top.model.ioprocs import readers_of
+from gpudisk_top.model.detect.evidence import (Culprit, culprits_clause, culprits_of,
+                                                storage_advice)
 from gpudisk_top.model.detect.remote import mount_advice, mount_evidence
 from gpudisk_top.model.detect.job import Job
 from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
@@ -65,6 +66,9 @@ class IntervalState:
     gpu_util_pct: float | None = None   # mean utilization of `gpus`
     detail: str = ""                    # the evidence after the GPU part
     advice: str | None = None
+    # the processes outside the job named in `detail` as reading the blamed device, with
+    # their share of its reads (model/detect/evidence.py): every surface's "who"
+    culprits: list[Culprit] = field(default_factory=list)
 
 
 def gpu_ranges(indexes: list[int]) -> str:
@@ -261,25 +265,33 @@ class Classifier:
                 kind, s = "latency-bound", self._device_of(model, lt.device, sats)
             else:
                 return None
+            culprits: list[Culprit] = []
             if s is None:
                 detail = f"{lt.describe()}; {job.describe()}"
             else:
                 share = min(100.0, job.read_kb_s / s.read_kb_s * 100) if s.read_kb_s else 0.0
                 evidence = (s.evidence(self._display(model, s.name)) if kind == "saturated"
                             else self._headroom(model, s, lt)) + self._health(model, s.name)
-                detail = f"{evidence}; {share:.0f}% of its reads from {job.describe()}"
-                others = self._other_loaders(model, s.name)
-                if others and share < 90:
-                    detail += f"; {'also ' if share >= 10 else ''}read by {others}"
+                mine = f"{share:.0f}% of its reads from {job.describe()}"
+                culprits = culprits_of(model, s.name) if share < 90 else []
+                if culprits and sum(c.read_share_pct or 0.0 for c in culprits) > share:
+                    # the neighbour holds more of the device than the job: named first, so
+                    # that a banner cut to its first clauses still says who
+                    detail = f"{evidence}; read by {culprits_clause(culprits)}; {mine}"
+                elif culprits:
+                    detail = (f"{evidence}; {mine}; {'also ' if share >= 10 else ''}read by "
+                              f"{culprits_clause(culprits)}")
+                else:
+                    detail = f"{evidence}; {mine}"
                 if lt is not None and lt.io_wait_pct is not None:
                     detail += f"; {lt.describe()}"
-            advice = (self._disk_advice(model, job) if kind == "saturated" else
+            advice = (self._disk_advice(model, job, s, culprits) if kind == "saturated" else
                       "the device has headroom: more DataLoader workers (num_workers), larger "
                       "or parallel reads (bigger files or chunks, a thread pool or io_uring "
                       "per worker), and prefetch (prefetch_factor)")
             return IntervalState("disk-starved", kind=kind,
                                  devices=[s.name] if s is not None else [], detail=detail,
-                                 advice=advice)
+                                 advice=advice, culprits=culprits)
         else:
             busy = [s for s in sats.values() if s.saturated and s.read_kb_s > 0]
             if not busy:
@@ -289,11 +301,12 @@ class Classifier:
                       f"the job's processes cannot "
                       f"be seen from here (another PID namespace, or no permission), so this "
                       f"is the busiest saturated disk, not a proven cause")
-            others = self._other_loaders(model, s.name)
-            if others:
-                detail += f"; read by {others}"
+            culprits = culprits_of(model, s.name)
+            if culprits:
+                detail += f"; read by {culprits_clause(culprits)}"
         return IntervalState("disk-starved", kind="saturated", devices=[s.name], detail=detail,
-                             advice=self._disk_advice(model, job))
+                             advice=self._disk_advice(model, job, s, culprits),
+                             culprits=culprits)
 
     # ------------------------------------------------------------------ network, FUSE
     def _mount(self, model: Model, job: Job) -> IntervalState | None:
@@ -339,29 +352,14 @@ class Classifier:
                 f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f}: not saturated, so each "
                 f"synchronous read{size} waits {fmt_ms(s.await_ms)} ms")
 
-    def _other_loaders(self, model: Model, device: str, n: int = 2) -> str | None:
-        """'pid 912 (rsync), 88% of its reads': the processes outside the GPU job that read
-        the most from `device` (model/ioprocs.py), with their share of its reads."""
-        rows = [r for r in readers_of(model, device) if not r.job][:n]
-        if not rows:
-            return None
-        return ", ".join(f"pid {r.view.pid} ({r.view.name or '?'}), "
-                         + (f"{r.read_share_pct:.0f}% of its reads" if r.read_share_pct is not None
-                            else f"{(r.view.read_kb_s or 0) / 1024:.0f} MB/s")
-                         for r in rows)
-
-    def _disk_advice(self, model: Model, job: Job) -> str:
-        h = model.host
-        if h is not None and h.cached_kb and h.mem_total_kb and h.mem_available_kb is not None:
-            cached_gib = h.cached_kb / 1048576
-            free_gib = h.mem_available_kb / 1048576
-            if h.mem_available_kb < 0.2 * h.mem_total_kb or h.cached_kb > 0.3 * h.mem_total_kb:
-                return (f"the dataset does not fit in the page cache ({cached_gib:.0f} GiB): "
-                        "faster storage, a local NVMe cache, or a packed format "
-                        "(fewer, larger reads)")
-            return (f"{free_gib:.0f} GiB of memory is free: warm the page cache with the "
-                    "dataset, or use faster storage or a packed format")
-        return "faster storage, a local cache, or a packed format (fewer, larger reads)"
+    def _disk_advice(self, model: Model, job: Job, s: Saturation | None,
+                     culprits: list[Culprit]) -> str:
+        """model/detect/evidence.py storage_advice for the device `s` the job waits on."""
+        job_seen = job.visible and job.running
+        return storage_advice(model.host, culprits,
+                              self._display(model, s.name) if s is not None else "the device",
+                              job.direct_reads if job_seen else None,
+                              job.data_kb if job_seen else None)
 
     # ------------------------------------------------------------------ CPU
     def _cpu(self, model: Model, job: Job, sats) -> IntervalState | None:
@@ -522,9 +520,11 @@ class Classifier:
             parts.append(f"busiest disk {self._display(model, s.name)} r_await "
                          f"{fmt_ms(s.await_ms)} ms (baseline {fmt_ms(s.baseline_ms)} ms), "
                          f"aqu-sz {s.aqu_sz:.1f}")
+        culprits: list[Culprit] = []
         for s in sorted(elsewhere, key=lambda x: x.name):
-            others = self._other_loaders(model, s.name)
-            by = f" (read by {others})" if others else ""
+            others = culprits_of(model, s.name)
+            culprits += others
+            by = f" (read by {culprits_clause(others)})" if others else ""
             parts.append(f"{self._display(model, s.name)} saturated{by}, but the job does not "
                          "read from it")
         busy = self._host_busy_pct(model.host)
@@ -535,6 +535,6 @@ class Classifier:
             parts.append(lt.describe())
         if not job.visible:
             parts.append("the job's processes cannot be seen from here")
-        return IntervalState("undiagnosed-stall", detail="; ".join(parts),
+        return IntervalState("undiagnosed-stall", detail="; ".join(parts), culprits=culprits,
                              advice="profile the step (torch.profiler): synchronisation, "
                                     "small kernels or a host-side wait")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.model.detect.classify import (STARVED_STATES, STATES, Classifier, IntervalState,
                                                gpu_ranges)
+from gpudisk_top.model.detect.evidence import Culprit
 from gpudisk_top.model.detect.job import find_job
 from gpudisk_top.model.detect.saturation import Saturation, SaturationTracker
 from gpudisk_top.model.detect.thresholds import Thresholds
@@ -34,6 +35,7 @@ class Episode:
     kind: str | None = None               # disk: saturated | latency-bound; cpu: own | others
     intervals: int = 0                    # intervals in this state
     min_util_pct: float | None = None
+    culprits: list[Culprit] = field(default_factory=list)   # named in `reason`
 
     @property
     def open(self) -> bool:
@@ -62,6 +64,10 @@ class Verdict:
     episode: Episode | None = None
     saturation: dict[str, Saturation] = field(default_factory=dict)
     raw: IntervalState | None = None
+    # the processes outside the job that `reason` names as reading the blamed device (an
+    # undiagnosed stall's: a saturated device the job does not read), built once by
+    # model/detect/evidence.py: what every surface says of "who"
+    culprits: list[Culprit] = field(default_factory=list)
 
 
 @dataclass
@@ -146,11 +152,12 @@ class Detector:
         if ep is not None:
             if raw.state == ep.state:
                 ep.reason, ep.advice = _compose(raw, model.wall_s - ep.start_wall_s), raw.advice
+                ep.culprits = list(raw.culprits)
             return Verdict(wall_s=model.wall_s, state=ep.state, raw_state=raw.state,
                            gpus=list(ep.gpus), devices=list(ep.devices),
                            processes=list(ep.processes), reason=ep.reason, advice=ep.advice,
                            raw_reason=raw_reason, kind=ep.kind, episode=ep, saturation=sats,
-                           raw=raw)
+                           raw=raw, culprits=list(ep.culprits))
         if raw.state not in STARVED_STATES:
             self._calm = raw.state
             return Verdict(wall_s=model.wall_s, state=raw.state, raw_state=raw.state,
@@ -220,7 +227,7 @@ def one_interval(model: Model, thresholds: Thresholds | None = None) -> Verdict:
     return Verdict(wall_s=v.wall_s, state=raw.state, raw_state=raw.state, gpus=raw.gpus,
                    devices=raw.devices, processes=raw.processes, reason=v.raw_reason,
                    advice=raw.advice, raw_reason=v.raw_reason, kind=raw.kind,
-                   saturation=v.saturation, raw=raw)
+                   saturation=v.saturation, raw=raw, culprits=list(raw.culprits))
 
 
 __all__ = ["Detector", "Episode", "Verdict", "STATES", "one_interval"]

@@ -28,6 +28,21 @@ class Job:
     time: LoaderTime | None = None   # None: the loaders' time cannot be read
 
     @property
+    def direct_reads(self) -> bool | None:
+        """Whether the job reads its data with O_DIRECT (past the page cache): True when a
+        process of it that reads has a data file open with it, False when those with data
+        files have none, None when unknown (collect/procio.py _data_files)."""
+        known = [v.direct_reads for v in self.members
+                 if v.direct_reads is not None and (v.read_kb_s or v.rchar_kb_s)]
+        return any(known) if known else None
+
+    @property
+    def data_kb(self) -> int | None:
+        """The size of the data files one of its processes has open through the page cache,
+        the largest (workers often share one dataset file); None when unknown."""
+        return max((v.data_kb for v in self.members if v.data_kb), default=None)
+
+    @property
     def running(self) -> bool:
         return bool(self.gpus)
 

@@ -32,7 +32,10 @@ GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
             "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
 GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")
 GPU_PROCESS_FIELDS = field_names(GpuProcessRaw)
-PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices", "cgroup", "mounts")
+# direct_reads and data_kb (its data files: O_DIRECT, the size read through the page cache)
+# came later: recordings made before them lack them in their schema, and read back None
+PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices", "cgroup", "mounts",
+               "direct_reads", "data_kb")
 # where a process's time went (ProcIoRaw): columns "p/PID/<key>", integers with -1 for
 # None so that rows stay integer (coded as differences) and blocks pack them narrow;
 # the state letter is kept as its code point, blocked_on as its place in the process's

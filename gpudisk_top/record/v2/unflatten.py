@@ -359,10 +359,10 @@ class Unflattener:
 
     def _proc_identity(self, st):
         idx = self._st
-        ppid, root, name, cmd, dev, cgroup, mounts = [st[i] if i is not None and i < len(st)
-                                                      else None for i in idx]
+        ppid, root, name, cmd, dev, cgroup, mounts, direct, data_kb = [
+            st[i] if i is not None and i < len(st) else None for i in idx]
         return (ppid, root, name, cmd, tuple(dev) if isinstance(dev, list) else dev, cgroup,
-                tuple(mounts or ()))
+                tuple(mounts or ()), direct, data_kb)
 
     def _health_reading(self, rec) -> DiskHealth:
         if not isinstance(rec, list):
@@ -458,7 +458,8 @@ class Unflattener:
         procs = {}
         identity = self._proc_identity
         for pid, st_i, cpu_i, _io in plan.procs:
-            ppid, root, name, cmd, dev, cgroup, mounts = cached(vals[st_i], identity)
+            ppid, root, name, cmd, dev, cgroup, mounts, direct, data_kb = cached(vals[st_i],
+                                                                                 identity)
             c = counters[pid]
             rd, bio, sr, st, bo = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
                                    for i in plan.acct[pid]]
@@ -466,7 +467,8 @@ class Unflattener:
                                    vals[cpu_i] if cpu_i is not None else None, dev,
                                    state=chr(st) if st else None, run_delay_ns=rd,
                                    blkio_ticks=bio, syscr=sr, cgroup=cgroup, mounts=mounts,
-                                   blocked_on=mounts[bo - 1] if bo and bo <= len(mounts) else None)
+                                   blocked_on=mounts[bo - 1] if bo and bo <= len(mounts) else None,
+                                   direct_reads=direct, data_kb=data_kb)
         return Sample(mono_s=bits_float(vals[plan.mono]), wall_s=bits_float(vals[plan.wall]),
                       disks=disks, devices=devices,
                       gpu=GpuSnapshot(status=_get(vals, plan.status, "unavailable: not sampled"),

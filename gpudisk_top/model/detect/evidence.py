@@ -1,0 +1,120 @@
+"""Who else loads the blamed device, and what to do about the job's storage: the one
+builder of the verdict's culprits and storage advice.
+
+A culprit is a process outside the GPU job that reads the device the verdict blames, with
+its share of the device's reads (model/ioprocs.py readers_of).  The detector builds them
+once per interval; the evidence text ("read by pid 912 (rsync), 88% of its reads"), the
+JSON (`verdict.culprits`, an episode's `culprits`), the report and the exporter are all
+made from these objects, so a pid or a figure named on one surface is the one named on
+every other.  The share is rounded once, here, for the same reason.
+
+The advice follows the evidence: a neighbour that holds most of the device's reads is
+the first thing to deal with (stop, throttle or move it: no cache or faster disk helps a
+job that queues behind another's reads); the page cache is advised only when the job's
+reads go through it (not O_DIRECT) and its data could fit in the memory available.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpudisk_top.model.ioprocs import readers_of
+
+# a neighbour holding at least this share of the blamed device's reads is what the job
+# waits behind: the advice is to stop, throttle or move it
+NEIGHBOUR_SHARE_PCT = 50.0
+CULPRITS_SHOWN = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Culprit:
+    """A process outside the job reading the device the verdict blames, over one interval."""
+
+    pid: int
+    name: str | None
+    device: str
+    read_share_pct: float | None     # of the device's reads (rkB/s), rounded to 0.1
+    read_kb_s: float | None
+
+    def clause(self) -> str:
+        """'pid 912 (rsync), 88% of its reads' (else its read rate)."""
+        share = (f"{self.read_share_pct:.0f}% of its reads" if self.read_share_pct is not None
+                 else f"{(self.read_kb_s or 0) / 1024:.0f} MB/s")
+        return f"pid {self.pid} ({self.name or '?'}), {share}"
+
+    def as_json(self) -> dict:
+        return {"pid": self.pid, "name": self.name, "device": self.device,
+                "read_share_pct": self.read_share_pct,
+                "read_kb_s": None if self.read_kb_s is None else round(self.read_kb_s, 1)}
+
+
+def culprits_of(model, device: str, n: int = CULPRITS_SHOWN) -> list[Culprit]:
+    """The `n` processes outside the GPU job that read the most from `device`."""
+    rows = [r for r in readers_of(model, device) if not r.job][:n]
+    return [Culprit(r.view.pid, r.view.name, device,
+                    None if r.read_share_pct is None else round(r.read_share_pct, 1),
+                    r.view.read_kb_s) for r in rows]
+
+
+def culprits_clause(culprits: list[Culprit]) -> str:
+    """'pid 912 (rsync), 88% of its reads, pid 40 (tar), 3% of its reads'."""
+    return ", ".join(c.clause() for c in culprits)
+
+
+def neighbours(culprits: list[Culprit]) -> list[Culprit]:
+    """The culprits when together they hold most of the device's reads (a tool with
+    several worker processes, such as fio --numjobs, is one neighbour); else []."""
+    known = [c for c in culprits if c.read_share_pct]
+    if sum(c.read_share_pct for c in known) < NEIGHBOUR_SHARE_PCT:
+        return []
+    return known
+
+
+def _who(culprits: list[Culprit]) -> str:
+    """'pid 912 (rsync)', 'pids 912, 913 (fio)', 'pid 912 (rsync) and pid 40 (tar)'."""
+    names = {c.name for c in culprits}
+    if len(culprits) > 1 and len(names) == 1:
+        return f"pids {', '.join(str(c.pid) for c in culprits)} ({culprits[0].name or '?'})"
+    return " and ".join(f"pid {c.pid} ({c.name or '?'})" for c in culprits)
+
+
+def storage_advice(host, culprits: list[Culprit], display: str, direct: bool | None,
+                   data_kb: float | None) -> str:
+    """What to do about a saturated device the job reads from.
+
+    host: the model's HostView (memory); display: the device as the disk table names it;
+    direct: whether the job's loaders read their data with O_DIRECT (None: unknown);
+    data_kb: the size of the data files a loader has open through the page cache (None:
+    unknown)."""
+    top = neighbours(culprits)
+    if top:
+        one = len(top) == 1
+        share = sum(c.read_share_pct for c in top)
+        return (f"{_who(top)} {'takes' if one else 'take'} {share:.0f}% of {display}'s reads "
+                f"(not the job): stop {'it' if one else 'them'}, throttle "
+                f"{'it' if one else 'them'} (ionice -c3 -p "
+                f"{' '.join(str(c.pid) for c in top)}, or {'its' if one else 'their'} "
+                f"cgroup's io.max or blkio weight) or move {'it' if one else 'them'} to another disk")
+    if direct:
+        return ("the job reads with O_DIRECT, which the page cache cannot help: faster "
+                "storage, a local NVMe copy, or a packed format (fewer, larger reads)")
+    h = host
+    if data_kb and h is not None and h.mem_available_kb is not None:
+        data_gib, free_gib = data_kb / 1048576, h.mem_available_kb / 1048576
+        if data_kb <= h.mem_available_kb:
+            return (f"the data files open ({data_gib:.1f} GiB) fit in the {free_gib:.0f} GiB "
+                    "of memory available: warm the page cache with them (e.g. vmtouch -t), "
+                    "or use faster storage or a packed format")
+        return (f"the data files open ({data_gib:.0f} GiB) do not fit in the {free_gib:.0f} "
+                "GiB of memory available: faster storage, a local NVMe cache, or a packed "
+                "format (fewer, larger reads)")
+    if h is not None and h.cached_kb and h.mem_total_kb and h.mem_available_kb is not None:
+        cached_gib = h.cached_kb / 1048576
+        free_gib = h.mem_available_kb / 1048576
+        if h.mem_available_kb < 0.2 * h.mem_total_kb or h.cached_kb > 0.3 * h.mem_total_kb:
+            return (f"the dataset does not fit in the page cache ({cached_gib:.0f} GiB): "
+                    "faster storage, a local NVMe cache, or a packed format "
+                    "(fewer, larger reads)")
+        return (f"{free_gib:.0f} GiB of memory is free: warm the page cache with the "
+                "dataset, or use faster storage or a packed format")
+    return "faster storage, a local cache, or a packed format (fewer, larger reads)"
