@@ -149,6 +149,24 @@ def gpu_views(cur: GpuSnapshot, prev: GpuSnapshot | None,
     return [gpu_view(g, previous.get(g.uuid or g.index), window_us) for g in cur.gpus]
 
 
+UNAVAILABLE_PREFIX = "unavailable: "     # collect/sample.py GpuSnapshot.status
+
+
+def unreadable_reason(status: str, gpus: list[GpuView]) -> str | None:
+    """Why no GPU can be read in this interval, or None when one can: NVML unavailable
+    (no driver, an NVML error, a hung driver call: the status says which), NVML seeing
+    no GPU, or every GPU lost."""
+    if status != "ok":
+        return status.removeprefix(UNAVAILABLE_PREFIX) or "NVML unavailable"
+    if not gpus:
+        return "NVML sees no GPU"
+    if all(g.lost for g in gpus):
+        error = next((g.error for g in gpus if g.error), None) or "GPU is lost"
+        return (f"the GPU is lost: {error}" if len(gpus) == 1
+                else f"all {len(gpus)} GPUs are lost: {error}")
+    return None
+
+
 def gpu_as_json(view: GpuView) -> dict:
     return {
         "index": view.index, "name": view.name, "uuid": view.uuid, "pci_bus_id": view.pci_bus_id,
