@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, GpuRaw, GpuSnapshot, UtilWindow,
-                                        window_values)
+from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, UNAVAILABLE_PREFIX, GpuRaw,
+                                        GpuSnapshot, UtilWindow, window_values)
 
 MIB = 2**20  # nvidia-smi's memory.used is in MiB
 
@@ -147,9 +147,6 @@ def gpu_views(cur: GpuSnapshot, prev: GpuSnapshot | None,
     # The same GPU in prev: by uuid when known (indices can shift after a GPU is lost).
     previous = {(g.uuid or g.index): g for g in prev.gpus} if prev is not None else {}
     return [gpu_view(g, previous.get(g.uuid or g.index), window_us) for g in cur.gpus]
-
-
-UNAVAILABLE_PREFIX = "unavailable: "     # collect/sample.py GpuSnapshot.status
 
 
 def unreadable_reason(status: str, gpus: list[GpuView]) -> str | None:

@@ -320,8 +320,8 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
             f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({ncpu} CPU)")
     if origin["source"] != "live":
         head = f"DEMO ({origin['source']}): " + head
-    parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model, verdict), "", *_host_lines(model),
-             "", *_disk_lines(model, dev_filter)]
+    parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model, verdict), "",
+             *_host_lines(model), "", *_disk_lines(model, dev_filter)]
     mounts = _mount_lines(model)
     if mounts:
         parts += ["", *mounts]
