@@ -61,7 +61,7 @@ def test_python_dash_m_is_the_same_program():
 def test_once_text_report_names_the_root_disk():
     proc = run("--once", "--interval", "0.3")
     assert proc.returncode == 0, proc.stderr
-    assert "GPUs: unavailable: " in proc.stdout
+    assert "verdict: unavailable: " in proc.stdout and "GPUs: none readable" in proc.stdout
     assert "avg-cpu:" in proc.stdout and "pressure:" in proc.stdout
     assert "r_await" in proc.stdout and "%util" in proc.stdout
     root = os.stat("/").st_dev

@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 
+from gpudisk_top.model.detect import STATES
 from test_exporter import SERVE
 
 PROMETHEUS = shutil.which("prometheus")
@@ -140,8 +141,8 @@ def test_prometheus_scrapes_our_series(prometheus, serve):
 
     states = query(base, "gpudisk_top_state == 1")
     assert len(states) == 1 and states[0]["metric"]["state"] in ("healthy", "idle")
-    assert len(query(base, "gpudisk_top_state")) == 7
-    assert len(query(base, "gpudisk_top_episodes_total")) == 7
+    assert len(query(base, "gpudisk_top_state")) == len(STATES)
+    assert len(query(base, "gpudisk_top_episodes_total")) == len(STATES)
 
     (path,) = query(base, "gpudisk_top_path_avail_bytes")
     assert path["metric"]["path"] == ckpt and float(path["value"][1]) > 0

@@ -212,6 +212,9 @@ async def test_no_gpu_says_so_and_the_disks_come_first():
         assert "NO GPUS" in banner and "libnvidia-ml.so.1" in banner
         assert "IDLE" not in banner and "no compute process" not in banner
         assert app.screen.has_class("no-gpu")
+        # the reason once (in the banner), not again in the GPU panel (issue 23, item 11)
+        assert screen_text(app).count("libnvidia-ml.so.1") == 1
+        assert "GPUs: none readable" in screen_text(app)
         assert "live" not in screen_text(app)      # nothing claims the rest is "live"
 
 

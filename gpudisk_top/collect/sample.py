@@ -117,6 +117,9 @@ class GpuRaw:
     processes: list[GpuProcessRaw] | None = None
 
 
+UNAVAILABLE_PREFIX = "unavailable: "    # GpuSnapshot.status without GPUs: + the reason
+
+
 @dataclass(slots=True)
 class GpuSnapshot:
     """All GPUs, or why there are none: status is "ok" or "unavailable: <reason>"."""

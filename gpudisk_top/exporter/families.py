@@ -10,6 +10,7 @@ module's.  A value the model has as None (n/a) is left out, never exported as 0.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -17,11 +18,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
-from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES
+from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
 from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HEALTH,
                                      HOST, MOUNT)
+from gpudisk_top.textsafe import printable
 
 P = "gpudisk_top_"
 
@@ -48,6 +50,18 @@ def episode_counts(episodes) -> dict[str, int]:
     for ep in episodes:
         counts[ep.state] = counts.get(ep.state, 0) + 1
     return counts
+
+
+REASON_MAX_CHARS = 200
+_RUNNING_FOR = re.compile(r" for \d+(?:\.\d+)? s\b")
+
+
+def reason_label(reason: str) -> str:
+    """A reason as a label value: control characters escaped, at most REASON_MAX_CHARS,
+    and without a hung call's running time ("has not answered for 12.0 s"), which would
+    make a new series every sample."""
+    text = printable(_RUNNING_FOR.sub("", reason or ""))
+    return text if len(text) <= REASON_MAX_CHARS else text[:REASON_MAX_CHARS - 1] + "…"
 
 
 def _add(fam, labels, value, factor=1):
@@ -259,8 +273,14 @@ class Renderer:
                                     f"path starves: the verdict's GPUs in state {own}; 0 "
                                     "otherwise (straggler and undiagnosed-stall GPUs wait on "
                                     "a peer, not on this node).")
+        unavailable = GaugeMetricFamily(P + "gpus_unavailable_info", "Always 1, present only "
+                                        "while the state is unavailable (no GPU can be read); "
+                                        "reason: why (no driver, an NVML error, a hung driver "
+                                        "call, every GPU lost).", labels=["reason"])
         v = frame.verdict
         if v is not None:
+            if v.state == UNAVAILABLE:
+                unavailable.add_metric([reason_label(v.reason)], 1)
             for s in STATES:
                 state.add_metric([s], 1 if s == v.state else 0)
             if v.since_wall_s is not None:
@@ -274,7 +294,7 @@ class Renderer:
             episodes.add_metric([s], frame.episodes.get(s, 0))
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):
             fired.add_metric([name], frame.alerts_fired.get(name, 0))
-        return [state, since, info, culprit, starved, episodes, fired]
+        return [state, since, info, culprit, starved, unavailable, episodes, fired]
 
     def _paths(self, frame: Frame) -> list:
         labels = ["path", "device"]

@@ -8,10 +8,11 @@ feed them Prometheus JSON captured from a real server.
 What the UI gets
   FleetView.rows     NodeRow per node (the --by label's value), in screen order: starved
                      first (more GPUs starved first, then the longest starved), then the
-                     nodes that stopped reporting (stale) or fail their scrapes (down),
-                     then straggler (GPUs waiting on peers), undiagnosed-stall, healthy,
-                     idle.  NodeRow.evidence_text is the device column's text;
-                     spark_pct the last hour's mean GPU utilization, a value a minute.
+                     nodes that stopped reporting (stale), fail their scrapes (down) or
+                     read no GPU (unavailable), then straggler (GPUs waiting on peers),
+                     undiagnosed-stall, healthy, idle.  NodeRow.evidence_text is the
+                     device column's text; spark_pct the last hour's mean GPU
+                     utilization, a value a minute.
   FleetView.jobs     JobGroup per value of the job label (nodes of one training job side
                      by side), each with its straggler (or None) and a one-line reason
                      (judge_job: the straggler rule, the alert rules' own definitions).
@@ -34,15 +35,18 @@ from typing import Callable
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.queries import DOWN_LABEL, P, SPARK_STEP_S, SPARK_WINDOW_S
-from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, Thresholds
+from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.history import Column, History
 from gpudisk_top.model.vocab import TIMELINE
 
 STALE = "stale"        # seen in the last hour, not now
 DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
-# screen order, by tier: the nodes starved by their own cause (OWN_CAUSE_STATES) first
-_TIER = {**{s: 0 for s in OWN_CAUSE_STATES}, STALE: 1, DOWN: 1, "straggler": 2,
+# screen order, by tier: the nodes starved by their own cause (OWN_CAUSE_STATES) first,
+# then those that give no data: not reporting, or reading no GPU (a broken driver, not idle)
+_TIER = {**{s: 0 for s in OWN_CAUSE_STATES}, STALE: 1, DOWN: 1, UNAVAILABLE: 1, "straggler": 2,
          "undiagnosed-stall": 3, "healthy": 4, "idle": 5}
+# the device column of a node in state unavailable (why: its gpudisk_top_gpus_unavailable_info)
+NO_GPU_TEXT = "no GPU can be read there (no driver, NVML error or hang)"
 GPU_LOW_PCT = Thresholds().gpu_low_util_pct    # below it a GPU waits (the detector's default
 SPARK_POINTS = SPARK_WINDOW_S // SPARK_STEP_S
 
@@ -144,7 +148,9 @@ class NodeRow:
     @property
     def evidence_text(self) -> str:
         """'sdb r_await 48 ms, aqu-sz 31, util 100%' (several devices: '; '-joined);
-        '' when the verdict names no device."""
+        NO_GPU_TEXT for a node in state unavailable; '' when the verdict names no device."""
+        if self.state == UNAVAILABLE and not self.evidence:
+            return NO_GPU_TEXT
         return "; ".join(e.text for e in self.evidence)
 
     @property

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, GpuRaw, GpuSnapshot, UtilWindow,
-                                        window_values)
+from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, UNAVAILABLE_PREFIX, GpuRaw,
+                                        GpuSnapshot, UtilWindow, window_values)
 
 MIB = 2**20  # nvidia-smi's memory.used is in MiB
 
@@ -147,6 +147,21 @@ def gpu_views(cur: GpuSnapshot, prev: GpuSnapshot | None,
     # The same GPU in prev: by uuid when known (indices can shift after a GPU is lost).
     previous = {(g.uuid or g.index): g for g in prev.gpus} if prev is not None else {}
     return [gpu_view(g, previous.get(g.uuid or g.index), window_us) for g in cur.gpus]
+
+
+def unreadable_reason(status: str, gpus: list[GpuView]) -> str | None:
+    """Why no GPU can be read in this interval, or None when one can: NVML unavailable
+    (no driver, an NVML error, a hung driver call: the status says which), NVML seeing
+    no GPU, or every GPU lost."""
+    if status != "ok":
+        return status.removeprefix(UNAVAILABLE_PREFIX) or "NVML unavailable"
+    if not gpus:
+        return "NVML sees no GPU"
+    if all(g.lost for g in gpus):
+        error = next((g.error for g in gpus if g.error), None) or "GPU is lost"
+        return (f"the GPU is lost: {error}" if len(gpus) == 1
+                else f"all {len(gpus)} GPUs are lost: {error}")
+    return None
 
 
 def gpu_as_json(view: GpuView) -> dict:

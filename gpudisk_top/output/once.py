@@ -13,6 +13,7 @@ import re
 from gpudisk_top import __version__
 from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
+from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.textsafe import printable
 from gpudisk_top.model.gpu import gpu_as_json
@@ -113,8 +114,15 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
         "health": health_json(model),
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
-        "warnings": [*model.sample.warnings, *model.warnings],
+        "warnings": [*model.sample.warnings, *model.warnings, *_unavailable_warning(verdict)],
     }
+
+
+def _unavailable_warning(verdict) -> list[str]:
+    """No readable GPU is a problem a script must see in `warnings` too."""
+    if verdict is None or verdict.state != UNAVAILABLE:
+        return []
+    return [f"GPUs unavailable: {verdict.reason}"]
 
 
 def render_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
@@ -131,10 +139,12 @@ def _f(value, fmt: str = "{:.2f}", na: str = "n/a") -> str:
 _CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
 
 
-def _gpu_lines(model: Model) -> list[str]:
-    lines = [f"GPUs: {model.gpu_status}"]
+def _gpu_lines(model: Model, verdict=None) -> list[str]:
     if not model.gpus:
-        return lines
+        # the verdict line above already says why (once is enough)
+        shown = verdict is not None and verdict.state == UNAVAILABLE
+        return ["GPUs: none readable" if shown else f"GPUs: {model.gpu_status}"]
+    lines = [f"GPUs: {model.gpu_status}"]
     lines.append(f"{'GPU':>3} {'name':<22} {'util%':>6} {'mem%':>5} {'mem used/total MiB':>19} "
                  f"{'power W':>12} {'temp C':>6} {'PCIe rx/tx KB/s':>17} procs")
     for g in model.gpus:
@@ -311,8 +321,8 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
             f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({ncpu} CPU)")
     if origin["source"] != "live":
         head = f"DEMO ({origin['source']}): " + head
-    parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model), "", *_host_lines(model),
-             "", *_disk_lines(model, dev_filter)]
+    parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model, verdict), "",
+             *_host_lines(model), "", *_disk_lines(model, dev_filter)]
     mounts = _mount_lines(model)
     if mounts:
         parts += ["", *mounts]

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
-from gpudisk_top.model.detect import STARVED_STATES, STATES, Episode
+from gpudisk_top.model.detect import STARVED_STATES, STATES, UNAVAILABLE, Episode
 from gpudisk_top.model.detect.evidence import Culprit
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
@@ -138,6 +138,9 @@ class Stretch:
     util_sum: float = 0.0
     util_n: int = 0
     util_min: float | None = None
+    # seconds in state unavailable with no GPU to read at all (NVML down or hung): each
+    # GPU the report knows spent them "unavailable" (lost GPUs are tallied "lost")
+    no_gpu_s: float = 0.0
     disks: dict = field(default_factory=dict)         # name -> DiskSums
     devices: dict = field(default_factory=dict)       # name -> DeviceInfo, as last seen
 
@@ -230,6 +233,8 @@ class SummaryBlock:
             "devices": [[name, _device_list(info)] for name, info in s.devices.items()],
             "episodes": self.episodes,
         }
+        if s.no_gpu_s:
+            out["no_gpu"] = s.no_gpu_s
         if self.health:             # summaries without health stay as they were
             out["health"] = [[j, health_named(h)] for j, h in self.health]
         return out
@@ -242,6 +247,7 @@ class SummaryBlock:
         s.gpu_info = {i: {"index": i, "name": n, "uuid": u} for i, n, u in d["gpu_info"]}
         s.states = {idx: dict(per) for idx, per in d["states"]}
         s.util_sum, s.util_n, s.util_min = d["util"]
+        s.no_gpu_s = d.get("no_gpu", 0.0)
         s.disks = {name: DiskSums.from_list(v) for name, v in d["disks"]}
         known = {f.name for f in fields(DeviceInfo)}
         s.devices = {name: DeviceInfo(**{k: tuple(v) if isinstance(v, list) else v
@@ -391,6 +397,8 @@ def add_interval(s: Stretch, model: Model, state: str, gpus, offset=None, clip_s
     for idx, st in gstates:
         per = s.states[idx]
         per[st] = per.get(st, 0.0) + dt
+    if state == UNAVAILABLE and not model.gpus:
+        s.no_gpu_s += dt
     if utils:
         total, low = sum(utils), min(utils)
         s.util_sum += total

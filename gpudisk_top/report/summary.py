@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top import __version__
 from gpudisk_top.model import MODEL_VERSION
-from gpudisk_top.model.detect import STATES, Episode, Thresholds
+from gpudisk_top.model.detect import STATES, UNAVAILABLE, Episode, Thresholds
 from gpudisk_top.model.detect.classify import gpu_ranges
 from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
@@ -523,6 +523,7 @@ def _add_block(s: Stretch, series: Series, rec: Recording, g: int, b, select: _S
         for st, sec in per.items():
             into[st] = into.get(st, 0.0) + sec
     s.covered_s += t.covered_s
+    s.no_gpu_s += t.no_gpu_s
     s.devices = t.devices or s.devices
     # the buckets of the block's intervals (most blocks fall in one)
     axis = series.axis
@@ -629,7 +630,7 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
     series = Series(axis)
     states: dict[int, dict[str, float]] = {}
     gpu_info: dict[int, dict] = {}
-    samples, covered = 0, 0.0
+    samples, covered, no_gpu_s = 0, 0.0, 0.0
     first_s = last_s = None
     devices: dict = {}
     disks: dict[str, DiskSums] = {}
@@ -639,6 +640,7 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         t = part.stretch
         samples += t.samples
         covered += t.covered_s
+        no_gpu_s += t.no_gpu_s
         # the earliest and the latest sample: pieces are in recorded order, and a clock
         # that stepped back puts a later piece earlier
         if t.first_s is not None:
@@ -662,6 +664,8 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         for w in part.warnings:
             if w not in rec.warnings:
                 rec.warnings.append(w)
+    for per in states.values():      # no GPU could be read: each known GPU was unavailable
+        per[UNAVAILABLE] += no_gpu_s
     for name in disks:
         series.disks.setdefault(name, _DiskChart())
     header = rec.header
@@ -692,6 +696,7 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         "left_out": rec.left_out,
         "gpus": [gpu_info[i] for i in sorted(gpu_info)],
         "states": {str(i): {k: round(v, 3) for k, v in states[i].items()} for i in sorted(states)},
+        "unavailable_s": round(no_gpu_s, 3),
         "episodes": [episode_json(e) for e in episodes],
         "devices": _devices_json(disks, devices),
         "health": health_section(health),

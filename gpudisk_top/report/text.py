@@ -85,6 +85,9 @@ def render(summary: Summary, charts: bool = True) -> str:
 def _states(d: dict) -> list[str]:
     states = d["states"]
     if not states:
+        if d.get("unavailable_s"):
+            return [f"GPUs: none readable (unavailable) for {_dur(d['unavailable_s'])} of "
+                    f"{_dur(d['duration_s'])}"]
         return ["GPUs: none recorded"]
     used = [s for s in GPU_STATES if any(v[s] > 0 for v in states.values())] or ["idle"]
     width = max(len(s) for s in used) + 1

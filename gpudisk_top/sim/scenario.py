@@ -18,8 +18,11 @@ import bisect
 import dataclasses
 from dataclasses import dataclass, field
 
-LABELS = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
-          "undiagnosed-stall")
+from gpudisk_top.model.detect.classify import STATES, UNAVAILABLE
+
+# the detector's states a phase can be labelled with: all but "unavailable" (a simulated
+# node's phases always have GPUs; FakeNvml's failures make the other case)
+LABELS = tuple(s for s in STATES if s != UNAVAILABLE)
 DISK_CLASSES = ("NVMe", "SSD", "HDD", "virtual")
 
 # Per class: read and write latency of an unloaded disk for a typical request (ms), the

@@ -9,8 +9,8 @@ from rich.style import Style
 from gpudisk_top.model.detect import STATE_GLYPH  # noqa: E402,F401 - shared with the report
 STATE_BADGE = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
                "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT-STALL",
-               "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED STALL"}
-NO_GPU_BADGE = "○ NO GPUS"
+               "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED STALL",
+               "unavailable": "× NO GPUS"}
 BARS = " ▁▂▃▄▅▆▇█"
 
 PLAIN = Style()

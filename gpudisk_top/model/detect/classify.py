@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.gpu import unreadable_reason
 from gpudisk_top.model.health import evidence_clause, health_of
 from gpudisk_top.model.detect.evidence import (Culprit, culprits_clause, culprits_of,
                                                 storage_advice)
@@ -32,9 +33,12 @@ from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
 
+# the one list of states; "unavailable" (no GPU can be read: no driver, an NVML error, a
+# hung driver, every GPU lost) is last so that the recorder's state codes keep their values
 STATES = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
-          "undiagnosed-stall")
-STARVED_STATES = frozenset(STATES[2:])
+          "undiagnosed-stall", "unavailable")
+STARVED_STATES = frozenset(STATES[2:7])
+UNAVAILABLE = STATES[7]
 # The starved states whose cause is the node's own input or output path (its storage, its
 # CPUs, its checkpoint writes): a node in one of these holds its GPUs back by itself.
 # straggler and undiagnosed-stall are left out: on the nodes of a multi-node job they are
@@ -45,7 +49,8 @@ STARVED_STATES = frozenset(STATES[2:])
 OWN_CAUSE_STATES = ("disk-starved", "cpu-starved", "checkpoint-stall")
 # one glyph per state, the same on the dashboard's timeline and in the report's charts
 STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
-               "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?"}
+               "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?",
+               "unavailable": "×"}
 _PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
 # loaders blocked on reads less than this share of the time do not wait on the device,
 # however saturated it is (by others): 64 workers sharing an HDD queue of 9 are each
@@ -106,6 +111,9 @@ class Classifier:
     # ------------------------------------------------------------------ entry point
     def classify(self, model: Model, job: Job, sats: dict[str, Saturation]) -> IntervalState:
         t = self.t
+        unreadable = unreadable_reason(model.gpu_status, model.gpus)
+        if unreadable is not None:      # no GPU to judge is not an idle GPU
+            return IntervalState(UNAVAILABLE, detail=unreadable)
         dirty_kb = self._dirty_kb(model)
         if not job.running:
             self._learn_dirty(dirty_kb, burst=False)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.model.detect.classify import (STARVED_STATES, STATES, Classifier, IntervalState,
-                                               gpu_ranges)
+from gpudisk_top.model.detect.classify import (STARVED_STATES, STATES, UNAVAILABLE, Classifier,
+                                               IntervalState, gpu_ranges)
 from gpudisk_top.model.detect.evidence import Culprit
 from gpudisk_top.model.detect.job import find_job
 from gpudisk_top.model.detect.saturation import Saturation, SaturationTracker
@@ -78,7 +78,9 @@ class _Run:
 
 
 def _compose(s: IntervalState, seconds: float) -> str:
-    """'GPU 0-3 at 18% for 12 s; <evidence>'."""
+    """'GPU 0-3 at 18% for 12 s; <evidence>'; for no readable GPU, why not."""
+    if s.state == UNAVAILABLE:
+        return s.detail
     if s.state not in STARVED_STATES:
         return ""
     head = gpu_ranges(s.gpus) if s.gpus else "GPUs"
@@ -159,10 +161,11 @@ class Detector:
                            raw_reason=raw_reason, kind=ep.kind, episode=ep, saturation=sats,
                            raw=raw, culprits=list(ep.culprits))
         if raw.state not in STARVED_STATES:
-            self._calm = raw.state
+            if raw.state != UNAVAILABLE:    # GPUs that come back are judged afresh
+                self._calm = raw.state
             return Verdict(wall_s=model.wall_s, state=raw.state, raw_state=raw.state,
                            gpus=raw.gpus, devices=raw.devices, processes=raw.processes,
-                           raw_reason=raw_reason, saturation=sats, raw=raw)
+                           reason=raw_reason, raw_reason=raw_reason, saturation=sats, raw=raw)
         calm = self._calm if job.running or self._calm == "idle" else "healthy"
         if job.running and calm == "idle":
             calm = "healthy"

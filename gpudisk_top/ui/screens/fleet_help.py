@@ -35,6 +35,7 @@ FLEET_HELP = """\
   ▲ DISK-STARVED  a starved state (also CPU-STARVED, CHECKPOINT, STRAGGLER, UNDIAGNOSED)
   ● HEALTHY  ○ IDLE   a node whose GPUs are busy / have no job
   × STALE 3m  the node stopped reporting 3 minutes ago (its row dimmed, last values kept)
+  × NO GPUS   the node reads no GPU (no driver, NVML error or hang, all lost): device says why
   GPUs 3/8    GPUs starved of the node's GPUs;  util: their mean utilization now
   since       how long the node has been in its state, and from when (clock)
   ▁▂▃▄▅▆▇█   the last hour's GPU utilization, a bar a minute; · no sample that minute

@@ -36,6 +36,7 @@ HELP = """\
   K  checkpoint-stall   GPUs dip together while the job writes a burst
   S  straggler          one GPU starved while its peers spin in NCCL
   ?  undiagnosed-stall  GPUs low with a job, and nothing saturated
+  ×  unavailable        no GPU can be read: no driver, an NVML error or hang, all lost
   ·  healthy            blank: idle (no job on the GPUs)
 
 [b]Disk marks[/b]

@@ -10,7 +10,7 @@ the rows that changed."""
 
 from __future__ import annotations
 
-from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.model.detect import STARVED_STATES, UNAVAILABLE
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.base import CursorPanel, Line
@@ -21,7 +21,8 @@ STATE_W = 15
 # the table's short state words (theme.STATE_BADGE's are the banner's, wider)
 STATE_WORD = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
               "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT",
-              "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED"}
+              "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED",
+              "unavailable": "× NO GPUS"}
 STALE_GLYPH = "×"
 # what the verdict blames when it names no device (the exporter's verdict_info kind)
 KIND_TEXT = {"own": "(no device: the job's own loaders)", "others": "(no device: other processes)",
@@ -51,6 +52,8 @@ def state_cell(row, wall_s: float) -> tuple[str, object]:
     word = STATE_WORD.get(row.state, "? " + str(row.state).upper())
     if row.state in STARVED_STATES:
         return word, theme.STARVED_BG
+    if row.state == UNAVAILABLE:       # a problem (a broken driver), not an idle node
+        return word, theme.WARN
     return word, theme.GOOD if row.state == "healthy" else theme.PLAIN
 
 

@@ -5,6 +5,7 @@ each GPU process's read rate (summed over its DataLoader workers)."""
 from __future__ import annotations
 
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
+from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, si
@@ -31,7 +32,10 @@ class GpuPanel(LinesPanel):
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
         if not model.gpus:
-            self.set_lines([[mark, ("GPUs: ", theme.LABEL), (model.gpu_status, theme.WARN)]])
+            # the verdict banner says why when the state is unavailable: once is enough
+            v = update.verdict
+            why = "none readable" if v is not None and v.state == UNAVAILABLE else model.gpu_status
+            self.set_lines([[mark, ("GPUs: ", theme.LABEL), (why, theme.WARN)]])
             return
         names = {g.name for g in model.gpus if g.name}
         title = [mark, (f"GPUs ({len(model.gpus)})", theme.LABEL),

@@ -1,7 +1,8 @@
 """The timeline: one column per sample and the same x-axis for every row.
 
 Rows: the detector's state (a letter per starved column: D disk, C cpu, K checkpoint,
-S straggler, ? undiagnosed; lower case while it builds up), one row per GPU's utilization,
+S straggler, ? undiagnosed; lower case while it builds up; × no GPU can be read),
+one row per GPU's utilization,
 one row per selected disk in the switchable metric (m), and a time axis.  Starved columns
 are shaded on every row and carry their letter on the state row, so the meaning survives
 NO_COLOR.  When focused: up/down scroll rows, left/right scroll back in time.
@@ -113,7 +114,7 @@ class Timeline(LinesPanel):
         scale = "" if self.metric == "util_pct" else " log scale"
         title = [mark, ("Timeline", theme.LABEL),
                  (f"  disk rows: {TIMELINE[self.metric].label}{scale} (m){back}"
-                  "  · D disk C cpu K checkpoint S straggler ? undiagnosed", theme.DIM)]
+                  "  · D disk C cpu K checkpoint S straggler ? undiagnosed × no GPU", theme.DIM)]
         if not cols:
             self.fixed = 0
             self.set_lines([title, [(" " * label_w + "collecting…", theme.DIM)]])

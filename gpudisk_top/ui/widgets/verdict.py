@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.model.detect import STARVED_STATES, UNAVAILABLE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, duration
 from gpudisk_top.ui.widgets.base import LinesPanel
@@ -59,10 +59,8 @@ class VerdictBanner(LinesPanel):
         elif v.state == "healthy":
             utils = [g.util_pct for g in model.gpus if g.processes and g.util_pct is not None]
             text = f" GPUs with a job are busy (mean {sum(utils) / len(utils):.0f}%)" if utils else ""
-        elif v.state == "idle" and not model.gpus:
-            # no GPU at all is not an idle GPU: say what NVML said
-            badge, style = theme.NO_GPU_BADGE, theme.HEAD
-            text = f" {model.gpu_status}"
+        elif v.state == UNAVAILABLE:
+            text = f" {v.reason}"       # why no GPU can be read (the GPU panel does not repeat it)
         elif v.state == "idle":
             text = " no compute process on the GPUs"
         advice = v.advice if v.state in STARVED_STATES else None
