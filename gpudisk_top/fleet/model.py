@@ -37,7 +37,7 @@ from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.queries import DOWN_LABEL, P, SPARK_STEP_S, SPARK_WINDOW_S
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.history import Column, History
-from gpudisk_top.model.vocab import TIMELINE
+from gpudisk_top.model.vocab import TIMELINE, mb_s
 
 STALE = "stale"        # seen in the last hour, not now
 DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
@@ -97,7 +97,7 @@ class DeviceEvidence:
         if full and self.util_pct is not None:
             parts.append(f"util {self.util_pct:.0f}%")
         if full and self.read_kb_s is not None and not parts:
-            parts.append(f"read {_num(self.read_kb_s / 1024)} MB/s")
+            parts.append(f"read {_num(mb_s(self.read_kb_s))} MB/s")
         return parts
 
     @property

@@ -11,14 +11,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from gpudisk_top.model.mounts import like_disk
-from gpudisk_top.model.vocab import TIMELINE
+from gpudisk_top.model.vocab import TIMELINE, mb_s
 
 # How each disk metric the timeline can show (vocab.TIMELINE) comes from a device's DiskRates
 _FROM_RATES = {
     "util_pct": lambda r: r.util_pct,
     "r_await_ms": lambda r: r.r_await_ms,
     "iops": lambda r: r.r_s + r.w_s,
-    "mb_s": lambda r: (r.rkb_s + r.wkb_s) / 1024,
+    "mb_s": lambda r: mb_s(r.rkb_s + r.wkb_s),
     "aqu_sz": lambda r: r.aqu_sz,
 }
 _VALUES = tuple(_FROM_RATES[m.field] for m in TIMELINE)    # in Column.disk's order
@@ -28,7 +28,7 @@ _FROM_MOUNT = {
     "util_pct": None,
     "r_await_ms": lambda d: d["r_await_ms"],
     "iops": lambda d: d["r_s"],
-    "mb_s": lambda d: None if d["rkb_s"] is None else d["rkb_s"] / 1024,
+    "mb_s": lambda d: mb_s(d["rkb_s"]),
     "aqu_sz": lambda d: d["aqu_sz"],
 }
 _MOUNT_VALUES = tuple(_FROM_MOUNT[m.field] for m in TIMELINE)

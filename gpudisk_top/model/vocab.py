@@ -41,6 +41,15 @@ BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MHz"
                "min": 60, "h": 3600}
 
 
+def mb_s(kb_s: float | None) -> float | None:
+    """iostat's MB/s from its kB/s: rMB/s = rkB/s / 1024, iostat's kB being KiB and its MB
+    MiB (2^20 bytes).  The one conversion: every MB/s gpudisk-top shows (the disk table,
+    the processes' rates, the verdicts' evidence, the fleet) goes through here, so a
+    process never reads more than the disk it reads from.  None stays None."""
+    return None if kb_s is None else kb_s / KIB
+
+
+
 @dataclass(frozen=True)
 class Metric:
     """One number of the model and every name it goes by (see the module's docstring)."""

@@ -36,7 +36,9 @@ from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
 from gpudisk_top.record.v2.fields import expand, health_named, health_reading, runs
 
-DERIVED_LAYOUT = 1        # the layout of a summary block; raised when it changes
+DERIVED_LAYOUT = 2        # the layout of a summary block; raised when it changes
+# 2: a device's worst is its worst interval's await (reads and writes together), not
+# the larger of its r_await and w_await
 SUMMARY_SAMPLES = 60      # samples per summary block
 GPU_STATES = STATES + ("lost",)
 _STATE_INDEX = {s: i for i, s in enumerate(STATES)}
@@ -63,8 +65,13 @@ def disk_ints(r, interval_s: float) -> tuple[int, int, int, int, int, int, int]:
             round(r.rkb_s * k * 2), round(r.wkb_s * k * 2), round(r.util_pct * k * 10))
 
 
-def worst_await_ms(r) -> float:
-    return max(r.r_await_ms if r.r_s > 0 else 0.0, r.w_await_ms if r.w_s > 0 else 0.0)
+def interval_await_ms(ints) -> float:
+    """iostat's await (every request's wait over every request, reads and writes
+    together) of one interval's disk_ints: the figure `report`'s await column and its
+    chart give over the window, so the worst interval is the worst of that same figure.
+    0 for an interval without requests."""
+    ios = ints[0] + ints[1]
+    return (ints[2] + ints[3]) / ios if ios else 0.0
 
 
 @dataclass
@@ -160,7 +167,8 @@ def interval_facts(model: Model, state: str, gpus):
             if name not in devices:
                 continue
             c = counters.get(name)
-            disks.append((name, disk_ints(r, k), worst_await_ms(r),
+            ints = disk_ints(r, k)
+            disks.append((name, ints, interval_await_ms(ints),
                           c is not None and c.total_ios() > 0))
     return gstates, utils, disks
 

@@ -671,6 +671,7 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
     header = rec.header
     _place(rec, series, episodes, where or [0] * len(episodes), header.get("interval_s"))
     source = rec.source
+    episodes_json = [episode_json(e) for e in episodes]
     data = {
         "version": __version__,
         "file": rec.path,
@@ -697,8 +698,8 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         "gpus": [gpu_info[i] for i in sorted(gpu_info)],
         "states": {str(i): {k: round(v, 3) for k, v in states[i].items()} for i in sorted(states)},
         "unavailable_s": round(no_gpu_s, 3),
-        "episodes": [episode_json(e) for e in episodes],
-        "devices": _devices_json(disks, devices),
+        "episodes": episodes_json,
+        "devices": _devices_json(disks, devices, episodes_json),
         "health": health_section(health),
         "warnings": list(rec.warnings),
     }
@@ -747,9 +748,29 @@ def _mean(total: float, n: float) -> float | None:
     return round(total / n, 3) if n > 0 else None
 
 
-def _devices_json(disks: dict[str, DiskSums], infos: dict) -> list[dict]:
+def blamed_by(episodes: list[dict], listed, infos: dict) -> dict[str, list[dict]]:
+    """The episodes that blame each listed device: those whose `devices` name it, or name
+    a device over it that is not listed itself (a partition, where the list has its disk:
+    the default filter lists disks).  Each episode once per device, in their order."""
+    out: dict[str, list[dict]] = {}
+    for e in episodes:
+        named = []
+        for name in e["devices"]:
+            info = infos.get(name)
+            if name not in listed and info is not None and info.parent in listed:
+                name = info.parent
+            if name in listed and name not in named:
+                named.append(name)
+        for name in named:
+            out.setdefault(name, []).append(e)
+    return out
+
+
+def _devices_json(disks: dict[str, DiskSums], infos: dict, episodes: list[dict]) -> list[dict]:
+    blamed = blamed_by(episodes, disks, infos)
     out = []
     for name, d in disks.items():
+        eps = blamed.get(name, [])
         ios = d.r_ios + d.w_ios
         info = infos.get(name)
         out.append({
@@ -767,9 +788,13 @@ def _devices_json(disks: dict[str, DiskSums], infos: dict) -> list[dict]:
             "rkb_s": _mean(d.r_sectors / 2, d.seconds),
             "wkb_s": _mean(d.w_sectors / 2, d.seconds),
             "util_pct": _mean(d.busy_ms / 10, d.seconds),
+            "blamed_s": round(sum(e["duration_s"] for e in eps), 3),
+            "blamed_by": [e["id"] for e in eps],
         })
-    # worst first: iostat's await over the window, then the worst interval
-    out.sort(key=lambda x: (-(x["await_ms"] or 0.0), -x["worst_await_ms"], x["name"]))
+    # the devices the episodes blame first, the most starved time first; then the worst
+    # await (iostat's, over the window), then the worst interval's
+    out.sort(key=lambda x: (-x["blamed_s"], -(x["await_ms"] or 0.0), -x["worst_await_ms"],
+                            x["name"]))
     return out
 
 

@@ -138,13 +138,15 @@ def _devices(d: dict, top: int = 5) -> list[str]:
         # interval's are the report's own)
         return f"{DISK[name].label:>{w}}"
 
-    lines = ["Devices with the worst await (over the window; worst single interval):",
-             f"{'device':<{width}} {'class':<5} {'await':>8} {col('r_await_ms', 8)} "
+    lines = ["Devices (those the episodes blame first, most starved time first; then the worst "
+             "await):",
+             f"{'device':<{width}} {'class':<5} {'blamed':>7} {'await':>8} {col('r_await_ms', 8)} "
              f"{col('w_await_ms', 8)} {'worst':>8} {'at':<8} {col('r_s', 9)} {col('w_s', 9)} "
              f"{col('rkb_s', 10)} {col('wkb_s', 10)} {col('util_pct', 6)}  mountpoints"]
     for x in devs:
         lines.append(
-            f"{x['display_name']:<{width}} {x['class'][:5]:<5} {_f(x['await_ms']):>8} "
+            f"{x['display_name']:<{width}} {x['class'][:5]:<5} "
+            f"{_dur(x['blamed_s']) if x['blamed_s'] else '-':>7} {_f(x['await_ms']):>8} "
             f"{_f(x['r_await_ms']):>8} {_f(x['w_await_ms']):>8} {_f(x['worst_await_ms']):>8} "
             f"{_short(x['worst_at'])[11:]:<8} {_f(x['r_s']):>9} {_f(x['w_s']):>9} "
             f"{_f(x['rkb_s']):>10} {_f(x['wkb_s']):>10} {_f(x['util_pct'], '{:.1f}'):>6}  "
@@ -218,17 +220,14 @@ def chart_devices(summary: Summary) -> list[tuple[str, str]]:
     by %util over the window."""
     d = summary.data
     charted = summary.series.disks
-    seconds: dict[str, float] = {}
-    named_by: dict[str, list[dict]] = {}
-    for e in d["episodes"]:
-        for name in e["devices"]:
-            if name in charted:
-                seconds[name] = seconds.get(name, 0.0) + e["duration_s"]
-                named_by.setdefault(name, []).append(e)
+    # the devices table's order (summary.blamed_by): blamed first, most episode time first
+    blamed = [x for x in d["devices"] if x["blamed_s"] and x["name"] in charted]
+    seconds = {x["name"]: x["blamed_s"] for x in blamed}
     if seconds:
+        by_id = {e["id"]: e for e in d["episodes"]}
         out = []
         for name in sorted(seconds, key=lambda n: (-seconds[n], n))[:MAX_DISK_CHARTS]:
-            eps = named_by[name]
+            eps = [by_id[i] for x in blamed if x["name"] == name for i in x["blamed_by"]]
             ids = ", ".join(str(e["id"]) for e in eps[:4]) + (", ..." if len(eps) > 4 else "")
             states = ", ".join(dict.fromkeys(e["state"] for e in eps))
             word = "episode" if len(eps) == 1 else "episodes"

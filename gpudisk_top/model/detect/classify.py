@@ -32,6 +32,7 @@ from gpudisk_top.model.detect.job import Job
 from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
+from gpudisk_top.model.vocab import mb_s
 
 # the one list of states; "unavailable" (no GPU can be read: no driver, an NVML error, a
 # hung driver, every GPU lost) is last so that the recorder's state codes keep their values
@@ -202,10 +203,10 @@ class Classifier:
         parts = []
         devices = []
         if burst:
-            parts.append(f"{job.describe()} writing {job.write_kb_s / 1024:.0f} MB/s")
+            parts.append(f"{job.describe()} writing {mb_s(job.write_kb_s):.0f} MB/s")
         else:
             parts.append(f"{job.describe()} waits on writeback (writes "
-                         f"{job.write_kb_s / 1024:.0f} MB/s itself, e.g. in fsync)")
+                         f"{mb_s(job.write_kb_s):.0f} MB/s itself, e.g. in fsync)")
         if target is not None:
             info = model.devices.get(target.name)
             where = f" ({info.mountpoints[0]})" if info and info.mountpoints else ""
@@ -219,7 +220,7 @@ class Classifier:
                       else f"{dirty_kb / 1024:.0f} MB" if dirty_kb >= 10240
                       else f"{dirty_kb / 1024:.1f} MB")
             parts.append(f"{what} {amount}")
-        parts.append(f"reads {job.read_kb_s / 1024:.0f} MB/s")
+        parts.append(f"reads {mb_s(job.read_kb_s):.0f} MB/s")
         return IntervalState("checkpoint-stall", devices=devices, detail="; ".join(parts),
                              advice="asynchronous checkpoints (e.g. torch.distributed.checkpoint "
                                     "async_save) or a faster local checkpoint disk")

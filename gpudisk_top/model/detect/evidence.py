@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudisk_top.model.ioprocs import readers_of
+from gpudisk_top.model.vocab import mb_s
 
 # a neighbour holding at least this share of the blamed device's reads is what the job
 # waits behind: the advice is to stop, throttle or move it
@@ -39,7 +40,7 @@ class Culprit:
     def clause(self) -> str:
         """'pid 912 (rsync), 88% of its reads' (else its read rate)."""
         share = (f"{self.read_share_pct:.0f}% of its reads" if self.read_share_pct is not None
-                 else f"{(self.read_kb_s or 0) / 1024:.0f} MB/s")
+                 else f"{mb_s(self.read_kb_s or 0):.0f} MB/s")
         return f"pid {self.pid} ({self.name or '?'}), {share}"
 
     def as_json(self) -> dict:

@@ -4,6 +4,7 @@ that fits its kind (the detector's `disk-starved` kind `remote-mount`)."""
 from __future__ import annotations
 
 from gpudisk_top.model.mounts import MountView
+from gpudisk_top.model.vocab import mb_s
 
 
 def mount_evidence(m: MountView) -> str:
@@ -16,7 +17,7 @@ def mount_evidence(m: MountView) -> str:
             parts.append(f"{m.waiting} request{'s' * (m.waiting != 1)} waiting on its daemon")
         if m.daemon_pid is not None:
             cpu = f"{m.daemon_cpu_pct:.0f}% CPU" if m.daemon_cpu_pct is not None else "CPU n/a"
-            traffic = (f", reading {m.daemon_rchar_kb_s / 1024:.1f} MB/s"
+            traffic = (f", reading {mb_s(m.daemon_rchar_kb_s):.1f} MB/s"
                        if m.daemon_rchar_kb_s is not None else "")
             parts.append(f"daemon pid {m.daemon_pid} ({cpu}{traffic})")
         else:
@@ -26,7 +27,7 @@ def mount_evidence(m: MountView) -> str:
             parts.append(f"READ {m.read_ops_s:.0f} ops/s" if m.kind == "nfs"
                          else f"{m.read_ops_s:.0f} reads/s")
         if m.read_kb_s is not None:
-            parts.append(f"{m.read_kb_s / 1024:.1f} MB/s")
+            parts.append(f"{mb_s(m.read_kb_s):.1f} MB/s")
         if m.rtt_ms is not None:
             parts.append(f"RTT {m.rtt_ms:.1f} ms")
         if m.exec_ms is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.disk import DiskRates
+from gpudisk_top.model.vocab import mb_s
 
 BASELINE_ALPHA = 0.1       # EWMA weight of a new light-load latency observation
 BASELINE_MIN_OBS = 10      # light-load intervals before the learned baseline is trusted
@@ -58,7 +59,7 @@ class Saturation:
     rareq_kb: float = 0.0
 
     def write_evidence(self, display_name: str) -> str:
-        return (f"{display_name} writing {self.write_kb_s / 1024:.0f} MB/s, "
+        return (f"{display_name} writing {mb_s(self.write_kb_s):.0f} MB/s, "
                 f"w_await {fmt_ms(self.w_await_ms)} ms, aqu-sz {self.aqu_sz:.0f}")
 
     def evidence(self, display_name: str) -> str:

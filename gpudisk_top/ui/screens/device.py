@@ -19,7 +19,7 @@ from gpudisk_top.model.health import health_of
 from gpudisk_top.model.ioprocs import container_of, io_rows
 from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import ms, si
+from gpudisk_top.ui.format import ms, rate, si
 from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.disks import CLASS_TAG, COLUMNS, column_widths, value_cells
@@ -109,8 +109,8 @@ class DeviceDetail(LinesPanel):
             lines.append([("   none followed (i: I/O by process)", theme.DIM)])
         for r in rows:
             v = r.view
-            text = (f"   {v.pid:>8} {si((v.read_kb_s or 0) * 1024, 'B'):>7} "
-                    f"{si((v.write_kb_s or 0) * 1024, 'B'):>7} {'J' if r.job else ' '} "
+            text = (f"   {v.pid:>8} {rate(v.read_kb_s or 0):>7} "
+                    f"{rate(v.write_kb_s or 0):>7} {'J' if r.job else ' '} "
                     f"{container_of(v.cgroup)[:17]:<17} {v.cmdline or v.name or '?'}")
             lines.append([(text[:width], theme.PLAIN)])
         lines.append([])

@@ -46,6 +46,8 @@ HELP = """\
   In I/O by process: ▲ a process outside the job loading the device the verdict names,
   J a process of the GPU job; %rd %wr its share of the device's reads and writes.
   Disk numbers are iostat -x's; saturation is never %util alone.
+  Units are iostat's everywhere, processes' rates included: kB is 1024 bytes, MB 1024 kB
+  (MiB: rMB/s = rkB/s / 1024), so a process never reads more than its disk.
 
 [b]Flags[/b] in the header: DEMO (simulated node), REPLAY, PAUSED, STALE (sampling is
 waiting on a slow NVML call or disk read; the screen shows the last good sample).

@@ -18,6 +18,7 @@ import re
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
+from gpudisk_top.model.vocab import mb_s
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms
 from gpudisk_top.ui.widgets import health
@@ -33,8 +34,8 @@ MOUNT_MIN = 10     # the mountpoint column is never narrower
 COLUMNS = (
     ("r/s", lambda r: f"{r.r_s:.1f}", ("iops",)),
     ("w/s", lambda r: f"{r.w_s:.1f}", ("iops",)),
-    ("rMB/s", lambda r: f"{r.rkb_s / 1024:.1f}", ("throughput",)),
-    ("wMB/s", lambda r: f"{r.wkb_s / 1024:.1f}", ("throughput",)),
+    ("rMB/s", lambda r: f"{mb_s(r.rkb_s):.1f}", ("throughput",)),
+    ("wMB/s", lambda r: f"{mb_s(r.wkb_s):.1f}", ("throughput",)),
     ("r_await", lambda r: ms(r.r_await_ms), ("r_await",)),
     ("w_await", lambda r: ms(r.w_await_ms), ()),
     ("aqu-sz", lambda r: f"{r.aqu_sz:.2f}", ()),
@@ -49,9 +50,9 @@ COLUMNS = (
 )
 CORE = 8
 # a network or FUSE mount's row: its numbers (model/mounts.py like_disk) under the columns
-# that mean the same (title -> field, scale); the rest "-"
-MOUNT_CELLS = {"r/s": ("r_s", 1.0), "rMB/s": ("rkb_s", 1 / 1024), "r_await": ("r_await_ms", 1.0),
-               "aqu-sz": ("aqu_sz", 1.0)}
+# that mean the same (title -> field, its unit from the model's); the rest "-"
+MOUNT_CELLS = {"r/s": ("r_s", float), "rMB/s": ("rkb_s", mb_s), "r_await": ("r_await_ms", float),
+               "aqu-sz": ("aqu_sz", float)}
 MOUNT_TAG = {"nfs": "NFS", "fuse": "FUSE", "lustre": "Lstr", "network": "net"}
 HEALTH_SHORT = 1 + health.SHORT_W   # the health column with the status alone
 REASON_MIN = 16    # a reason cut narrower says too little: the status alone then
@@ -217,9 +218,9 @@ class DiskPanel(CursorPanel):
         text += f" {MOUNT_TAG.get(v.kind, v.kind)[:5]:<5}" if with_class else ""
         numbers = like_disk(v)
         for (title, _, _), w in cols:
-            field, scale = MOUNT_CELLS.get(title, (None, 1.0))
+            field, unit = MOUNT_CELLS.get(title, (None, float))
             value = numbers.get(field)
-            cell = "-" if value is None else (ms(value) if title == "r_await" else f"{value * scale:.1f}")
+            cell = "-" if value is None else (ms(value) if title == "r_await" else f"{unit(value):.1f}")
             text += _fit(cell, w - 1).rjust(w)
         return [("▲" if blamed else " ", style), (text, style),
                 ("  " + _cut(v.source, mount_w), theme.DIM)]

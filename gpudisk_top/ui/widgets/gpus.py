@@ -8,7 +8,7 @@ from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import mib, si
+from gpudisk_top.ui.format import mib, rate
 from gpudisk_top.ui.widgets.base import LinesPanel
 
 CELL_W = 46          # full cell: bar, util, memory, power, temperature, PCIe, processes
@@ -66,7 +66,7 @@ class GpuPanel(LinesPanel):
         mem = f"{mib(g.mem_used_mib)}/{mib(g.mem_total_mib)}"
         power = "n/a" if g.power_w is None else f"{g.power_w:.0f}W"
         temp = "n/a" if g.temp_c is None else f"{g.temp_c}C"
-        pcie = f"↓{si(None if g.pcie_rx_kb_s is None else g.pcie_rx_kb_s * 1024)}"
+        pcie = f"↓{rate(g.pcie_rx_kb_s, '')}"
         util_s = "n/a" if util is None else f"{util:3.0f}%"
         return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, BAR_W), style),
                 (f" {util_s:>4} ", style), (f"{mem:>9} {power:>5} {temp:>4} {pcie:>6} ", theme.PLAIN),
@@ -109,8 +109,8 @@ class GpuPanel(LinesPanel):
                 cpu, wait, blocked = _loader_cells(io.get("loaders"))
                 estimated |= blocked.startswith("~")
                 text = (f"   {g.index:>3} {pid:>8} {(p.name or '?')[:20]:<20} "
-                        f"{mib(p.gpu_mem_mib):>7} {si(None if read is None else read * 1024, 'B'):>7} "
-                        f"{si(None if rchar is None else rchar * 1024, 'B'):>8} "
+                        f"{mib(p.gpu_mem_mib):>7} {rate(read):>7} "
+                        f"{rate(rchar):>8} "
                         f"{io.get('nprocs') or 0:>5} {cpu:>5} {wait:>6} {blocked:>5}  {devs}")
                 lines.append([(text[:width], theme.PLAIN)])
         if len(lines) > 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpudisk_top.model.ioprocs import container_of, io_rows
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import si
+from gpudisk_top.ui.format import rate
 from gpudisk_top.ui.widgets.base import LinesPanel
 
 HEAD = "     PID  read/s write/s  device       %rd  %wr  cpu% J  cgroup            command"
@@ -20,10 +20,6 @@ CGROUP_W = 17
 
 def _pct(value: float | None) -> str:
     return "   -" if value is None else f"{value:4.0f}"
-
-
-def _rate(kb_s: float | None) -> str:
-    return si(None if kb_s is None else kb_s * 1024, "B")
 
 
 class IoProcPanel(LinesPanel):
@@ -49,7 +45,7 @@ class IoProcPanel(LinesPanel):
             device = model.devices[r.device].display_name if r.device in model.devices else "-"
             culprit = r.device in blamed and not r.job and (r.read_share_pct or 0) >= 10
             cpu = "   -" if v.cpu_pct is None else f"{v.cpu_pct:4.0f}"
-            text = (f"{v.pid:>8} {_rate(v.read_kb_s):>7} {_rate(v.write_kb_s):>7}  "
+            text = (f"{v.pid:>8} {rate(v.read_kb_s):>7} {rate(v.write_kb_s):>7}  "
                     f"{device[:12]:<12} {_pct(r.read_share_pct)} {_pct(r.write_share_pct)} "
                     f"{cpu} {'J' if r.job else ' '}  "
                     f"{container_of(v.cgroup)[:CGROUP_W]:<{CGROUP_W}} "
