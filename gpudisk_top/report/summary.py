@@ -412,6 +412,14 @@ def _fast_plan(rec: Recording, lo: int, hi: int, thresholds) -> list | None:
     return pieces
 
 
+def reads_summaries(rec: Recording, thresholds=None) -> bool:
+    """Would build() over the whole recording add its recorded summaries up (well under a
+    second for a day) rather than replay every sample?  The replay screen asks, to know
+    the recording's episodes at once or to find them in the background."""
+    ranges = rec.ranges()
+    return len(ranges) == 1 and _fast_plan(rec, *ranges[0], thresholds) is not None
+
+
 def _stepped(rec: Recording, g: int, b) -> bool:
     """Did the wall clock step forward within a summary block's intervals?  Their wall
     span against the monotonic seconds they cover: the recorder's detector ran across the
