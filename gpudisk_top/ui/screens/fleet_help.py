@@ -30,9 +30,11 @@ FLEET_HELP = """\
 
 [b]Job view[/b] (J)
   ↑ ↓ enter     a node of the job, and its timeline;  J: another job;  escape: back
+  ▲ STRAGGLER ◀  the node that holds the job back;  ◇ WAITING: a node waiting on it
 
 [b]The table[/b]
-  ▲ DISK-STARVED  a starved state (also CPU-STARVED, CHECKPOINT, STRAGGLER, UNDIAGNOSED)
+  ▲ DISK-STARVED  starved by its own cause (also CPU-STARVED, CHECKPOINT)
+  ◇ WAITING   its GPUs wait on peers (its detector's straggler);  ◇ UNDIAGNOSED: a stall
   ● HEALTHY  ○ IDLE   a node whose GPUs are busy / have no job
   × STALE 3m  the node stopped reporting 3 minutes ago (its row dimmed, last values kept)
   GPUs 3/8    GPUs starved of the node's GPUs;  util: their mean utilization now
