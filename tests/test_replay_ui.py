@@ -294,3 +294,31 @@ async def test_too_long_to_replay_without_summaries_says_so(tmp_path, monkeypatc
         await pilot.press("n")                      # still found by replaying ahead
         await pilot.pause()
         assert app.latest.verdict.state in ("disk-starved", "cpu-starved", "checkpoint-stall")
+
+
+async def test_known_episodes_across_a_clock_that_went_back(tmp_path):
+    """A clock stepped back over itself: episodes of the second stretch began at wall
+    times the first stretch also holds; each is placed in its own stretch, and n visits
+    each in recorded order, landing where the screen's own detector confirms it."""
+    from fault_helpers import shifted
+
+    s = sim_samples("demo", 300, seed=2)
+    steps = s[:150] + shifted(s[150:], -100)
+    path = write_recording(tmp_path / "steps.gdtrec", steps, seed=2)
+    expected = report_episodes(path)
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert [(e.id, e.state, e.start_wall_s) for e in app.feed.known] == expected
+        (a0, b0), (a1, _) = app.rec.runs
+        assert len(expected) == 3 and a1 == 150
+        # the later two began at times the first stretch holds as well
+        assert all(app.rec.wall_s(a0) <= t <= app.rec.wall_s(b0) for _, _, t in expected[1:])
+        landed = []
+        for _, state, start_s in expected:
+            await pilot.press("n")
+            await pilot.pause()
+            landed.append(app.feed.index)
+            assert app.latest.verdict.state == state
+            assert app.rec.wall_s(app.feed.index) >= start_s
+        assert landed == sorted(landed) and landed[0] < a1 <= landed[1]

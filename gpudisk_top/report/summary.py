@@ -156,6 +156,9 @@ class Summary:
     series: Series
     episodes: list[Episode]
     warnings: list[str]
+    # per episode: the (first, last) sample indexes of the stretch of a steady clock it
+    # was found in (Recording.ranges: wall times alone are ambiguous after a step back)
+    spans: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -708,7 +711,8 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         e["health"] = episode_health(health, devices, e)
     if how == RECORDED:
         data["replayed_samples"] = replayed
-    return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings))
+    return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings),
+                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)])
 
 
 def _place(rec: Recording, series: Series, episodes: list[Episode], where: list[int],

@@ -281,18 +281,21 @@ class ReplayFeed(StepperViews):
         return self.seek(self.index - n)
 
     # ------------------------------------------------------------------ episodes
-    def know(self, episodes: list[Episode]) -> None:
-        """The whole recording's episodes, in order (report's summary of it): each is placed
-        at the first sample at or after its start, within the stretch of a steady clock
-        that holds its start (Recording.ranges: no episode spans a clock step)."""
+    def know(self, episodes: list[Episode], spans: list[tuple[int, int]] | None = None) -> None:
+        """The whole recording's episodes (report's summary of it) and, per episode, the
+        (first, last) samples of the stretch of a steady clock it was found in (wall times
+        alone are ambiguous once the clock went back over itself): each is placed at the
+        first sample of its stretch at or after its start."""
         rec = self.rec
         known = []
-        for ep in episodes:
-            onset = rec.index_at(ep.start_wall_s)
-            if rec.wall_s(onset) < ep.start_wall_s and onset + 1 < len(rec):
-                onset += 1
+        for k, ep in enumerate(episodes):
+            if spans is not None and k < len(spans):
+                a, b = spans[k]
+                onset = min(b, bisect.bisect_left(rec.walls, ep.start_wall_s, a, b + 1))
+            else:
+                onset = rec.index_at(ep.start_wall_s)
             known.append((ep, onset))
-        self._known = sorted(known, key=lambda k: k[1])
+        self._known = sorted(known, key=lambda x: x[1])
 
     @property
     def known(self) -> list[Episode] | None:

@@ -89,12 +89,13 @@ class ReplayApp(GpuDiskApp):
             threading.Thread(target=self._find_in_background, name="replay-episodes",
                              daemon=True).start()
 
-    def _episodes_of_recording(self) -> tuple[list | None, str]:
-        """(the episodes, or None, and why not)."""
+    def _episodes_of_recording(self) -> tuple[list | None, list | None, str]:
+        """(the episodes and the stretch of the clock of each, or None, and why not)."""
         try:
-            return summary.build(self.rec, thresholds=self.thresholds).episodes, ""
+            found = summary.build(self.rec, thresholds=self.thresholds)
         except Exception as err:      # a damaged stretch: the replay itself goes on
-            return None, f"episodes so far: the recording's could not be read ({err})"
+            return None, None, f"episodes so far: the recording's could not be read ({err})"
+        return found.episodes, found.spans, ""
 
     def _find_in_background(self) -> None:
         found = self._episodes_of_recording()
@@ -103,11 +104,11 @@ class ReplayApp(GpuDiskApp):
         except RuntimeError:      # the app has gone meanwhile
             pass
 
-    def _episodes_found(self, episodes, why: str) -> None:
+    def _episodes_found(self, episodes, spans, why: str) -> None:
         if episodes is None:
             self.episodes_note = why
             return
-        self.feed.know(episodes)
+        self.feed.know(episodes, spans)
         n = len(episodes)
         self.episodes_note = (f"the recording's {n} episode{'' if n == 1 else 's'}, "
                               "as `gpudisk-top report` lists them")
