@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer
 
+from gpudisk_top.errors import RuntimeFailure
 from gpudisk_top.report import summary
 from gpudisk_top.session.replay import SPEEDS, ReplayFeed
 from gpudisk_top.textsafe import printable
@@ -93,7 +94,7 @@ class ReplayApp(GpuDiskApp):
         """(the episodes and the stretch of the clock of each, or None, and why not)."""
         try:
             found = summary.build(self.rec, thresholds=self.thresholds)
-        except Exception as err:      # a damaged stretch: the replay itself goes on
+        except (RuntimeFailure, OSError) as err:   # a damaged stretch: the replay goes on
             return None, None, f"episodes so far: the recording's could not be read ({err})"
         return found.episodes, found.spans, ""
 
@@ -115,12 +116,17 @@ class ReplayApp(GpuDiskApp):
         if self.latest is not None:
             self._render_position()
 
-    def action_episodes(self) -> None:
+    def listed_episodes(self) -> list:
+        """What `e` lists and the position bar marks: the recording's episodes once known,
+        else those the replay has passed."""
         known = self.feed.known
+        return known if known is not None else self.feed.episodes
+
+    def action_episodes(self) -> None:
         update = self.shown or self.latest
         now = update.model.wall_s if update is not None else self.rec.end_s
-        episodes = known if known is not None else self.feed.episodes
-        self.push_screen(EpisodesScreen(episodes, now, self.episodes_note), self.goto_episode)
+        self.push_screen(EpisodesScreen(self.listed_episodes(), now, self.episodes_note),
+                         self.goto_episode)
 
     # ------------------------------------------------------------------ display
     def render_update(self, update) -> None:
@@ -129,8 +135,7 @@ class ReplayApp(GpuDiskApp):
 
     def _render_position(self) -> None:
         rec = self.rec
-        known = self.feed.known
-        starts = [e.start_wall_s for e in (known if known is not None else self.feed.episodes)]
+        starts = [e.start_wall_s for e in self.listed_episodes()]
         self.query_one(PositionBar).show(self.playing, self.speed, self.feed.index, len(rec),
                                          rec.wall_s(self.feed.index), rec.start_s, rec.end_s, starts)
 
