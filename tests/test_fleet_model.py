@@ -128,7 +128,7 @@ def test_json_is_strict_and_has_the_documented_keys():
     assert set(doc["nodes"][0]["evidence"][0]) == {
         "device", "mountpoint", "dev_class", "read_await_ms", "queue_size", "util_pct",
         "read_kb_s"}
-    assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "reason", "since_s"}
+    assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "waiting", "reason", "since_s"}
     assert doc["cost"] == {"queries": 2, "series": len(answer("table.json").series) + 5,
                            "elapsed_ms": 0.0}
 
@@ -155,7 +155,7 @@ def test_the_job_view_names_the_straggler_and_why():
     assert [NAME[r.node] for r in llama.nodes] == ["disk", "peer1", "peer2"]
     assert llama.reason.startswith(f"{llama.straggler.node} holds training_job=llama back: "
                                    "disk-starved on sda (r_await ")
-    assert llama.reason.endswith("2 of 2 other nodes wait (2 in state straggler)")
+    assert llama.reason.endswith("2 of 2 other nodes wait (2 by their own verdict)")
     assert llama.since_s == llama.straggler.since_s
     assert bert.straggler is None
     # the model's text has no clock (--json's since_s has the time); the text and the
@@ -264,7 +264,7 @@ def test_straggler_rule_needs_half_of_the_others_waiting():
     busy[0].state, busy[1].gpu_util_pct = "straggler", 12
     g = judge_job("j", [a, *busy])
     assert g.straggler is a
-    assert g.reason.endswith("2 of 3 other nodes wait (1 in state straggler, GPU 12%)")
+    assert g.reason.endswith("2 of 3 other nodes wait (1 by their own verdict, GPU 12%)")
 
 
 @pytest.mark.parametrize("nodes, reason", [
@@ -653,10 +653,37 @@ def test_once_text_names_every_node_its_job_lines_and_the_cost():
     assert " disk-starved " in row["disk"] and row["disk"].endswith("% (saturated)")
     assert " stale " in row["stopped"] and " ago" in row["stopped"]
     assert " down " in row["down"] and row["down"].endswith(" never")
-    assert row["peer1"].endswith("GPU 5") and row["cpu"].endswith("GPU 0-7 (own)")
+    # a node whose own detector says straggler waits on its job's straggler, and says on
+    # which; "straggler" is left to the node that holds the job back
+    disk = META["nodes"]["disk"]
+    for peer in ("peer1", "peer2"):
+        assert " waiting " in row[peer] and " straggler " not in row[peer], row[peer]
+        assert row[peer].endswith(f"waiting on {disk}"), row[peer]
+    assert row["cpu"].endswith("GPU 0-7 (no device: the job's own loaders)"), row["cpu"]
     assert any(ln.startswith("  llama: 3 nodes, straggler ") for ln in lines)
     assert lines[-1].startswith("query cost: 2 queries, ")
     assert all(ln == ln.rstrip() for ln in lines)
+
+
+def test_once_text_of_a_job_labels_its_straggler_and_those_waiting_on_it():
+    """`fleet --once --job llama`: the job view's labels, one straggler, the others
+    waiting on it; their evidence as in the whole table."""
+    from gpudisk_top.fleet.text import render_text
+
+    view = table_view()
+    whole = render_text(view).splitlines()
+    lines = render_text(view, job="llama").splitlines()
+    row = {NAME[ln.split()[0]]: ln for ln in lines if ln.split() and ln.split()[0] in NAME}
+    llama = {"disk", "peer1", "peer2"}
+    assert [NAME[r.node] for r in view.job("llama").waiting] == ["peer1", "peer2"]
+    assert row["disk"].split()[1] == "straggler"
+    assert [row[p].split()[1] for p in ("peer1", "peer2")] == ["waiting", "waiting"]
+    assert sum(ln.split()[1:2] == ["straggler"] for ln in lines if ln.split()[:1]
+               and ln.split()[0] in NAME and NAME[ln.split()[0]] in llama) == 1
+    same = {NAME[ln.split()[0]]: ln for ln in whole if ln.split() and ln.split()[0] in NAME}
+    for n in llama:
+        assert row[n].endswith(same[n].split("ago", 1)[1].strip()), (row[n], same[n])
+    assert view.job("bert").waiting == [] and view.job("bert").role(view.job("bert").nodes[0]) is None
 
 
 def test_once_text_escapes_what_came_from_prometheus():

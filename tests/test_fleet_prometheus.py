@@ -92,12 +92,17 @@ def test_the_job_view_names_the_straggler(fleet):
     assert job["job"] == "llama" and job["straggler"] == fleet.instance("disk")
     assert job["reason"].startswith(f"{fleet.instance('disk')} holds training_job=llama "
                                     "back: disk-starved on sda (r_await ")
-    assert "2 of 2 other nodes wait (2 in state straggler)" in job["reason"]
+    assert "2 of 2 other nodes wait (2 by their own verdict)" in job["reason"]
+    assert job["waiting"] == [fleet.instance("peer1"), fleet.instance("peer2")]
     # the JSON's reason has no local clock: since_s has the time
     assert " since " not in job["reason"] and job["since_s"] == next(
         n["since_s"] for n in doc["nodes"] if n["node"] == fleet.instance("disk"))
     text = fleet_cli("--prometheus", fleet.base, "--once", "--job", "llama").stdout
     assert f"llama: 3 nodes, straggler {fleet.instance('disk')}: " in text
+    # one node labelled straggler, the others waiting on it, in the table as in its line
+    state = {fleet.name_of(ln.split()[0]): ln.split()[1] for ln in text.splitlines()
+             if ln.split() and ln.split()[0] in {fleet.instance(n) for n in EXPECTED}}
+    assert state == {"disk": "straggler", "peer1": "waiting", "peer2": "waiting"}, text
     assert "query cost: 2 queries" in text
     bert = once_json(fleet.base, "--match", "training_job=bert")["jobs"][0]
     assert bert["job"] == "bert" and bert["straggler"] is None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -11,7 +14,10 @@ from gpudisk_top.record import Recording
 from gpudisk_top.record.header import make_header
 from gpudisk_top.record.writer import Recorder
 from gpudisk_top.sim import Simulator, builtin
+from gpudisk_top.ui import replay_app
 from gpudisk_top.ui.replay_app import ReplayApp
+from gpudisk_top.ui.screens.episodes import EpisodesScreen
+from textual.widgets import OptionList
 from recording_helpers import sim_samples, write_recording
 from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.header import HeaderBar
@@ -192,3 +198,127 @@ async def test_help_in_replay_lists_replay_keys(recording):
         assert "Replay" in app.screen.text and "next / previous starvation episode" in app.screen.text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+# ---------------------------------------------------------------------------- issue 23, item 8
+DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    "examples", "demo-simulated.gdtrec")
+
+
+def report_episodes(path) -> list[tuple[int, str, float]]:
+    """(id, state, start_s) of the episodes `gpudisk-top report --json` lists."""
+    proc = subprocess.run([sys.executable, "-m", "gpudisk_top", "report", "--json", path],
+                          capture_output=True, text=True, check=True)
+    return [(e["id"], e["state"], e["start_s"]) for e in json.loads(proc.stdout)["episodes"]]
+
+
+def listed(screen) -> list[str]:
+    return [str(o.prompt) for o in screen.query_one(OptionList)._options]
+
+
+async def settle(pilot, app, timeout_s: float = 60.0) -> None:
+    """Until the recording's episodes are known (a thread finds them without summaries)."""
+    deadline = time.monotonic() + timeout_s
+    while app.feed.known is None:
+        assert time.monotonic() < deadline, "the recording's episodes never came"
+        await pilot.pause(0.1)
+
+
+async def test_the_recordings_episodes_are_there_from_the_start():
+    expected = report_episodes(DEMO)
+    assert len(expected) == 3
+    app = make_app(DEMO)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.feed.index == 1                  # at the start, nothing passed yet
+        assert app.feed.known is not None           # from the summaries, at once
+        assert text_of(app.query_one(PositionBar)).count("▲") == 3
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, EpisodesScreen)
+        rows = listed(app.screen)
+        assert [r.split()[:2] for r in rows] == [[f"#{i}", s] for i, s, _ in reversed(expected)]
+        assert "No starvation episode yet" not in str(app.screen.query_one("#evidence").render())
+        assert "3 episodes" in str(app.screen.query_one("#note").render())
+        await pilot.press("escape")
+        # n lands on each in turn, where the replayed detector confirms it; then no more
+        for _, state, start_s in expected:
+            await pilot.press("n")
+            await pilot.pause()
+            assert app.latest.verdict.state == state
+            assert app.rec.wall_s(app.feed.index) >= start_s
+            assert text_of(app.query_one(PositionBar)).count("▲") >= 2   # the cursor hides one at most
+        here = app.feed.index
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.feed.index == here
+        # N back through them, each once (not stuck on the one it is in)
+        for _, state, _ in reversed(expected[:-1]):
+            await pilot.press("N")
+            await pilot.pause()
+            assert app.latest.verdict.state == state
+        # Enter on an episode in the list goes to it
+        await pilot.press("end", "e")
+        await pilot.pause()
+        await pilot.press("enter")                  # the newest, highlighted first
+        await pilot.pause()
+        assert app.latest.verdict.state == expected[-1][1]
+
+
+async def test_without_summaries_the_episodes_are_found_by_replaying(tmp_path):
+    path = write_recording(tmp_path / "plain.gdtrec", sim_samples("demo", 271), summaries=False)
+    expected = report_episodes(path)
+    assert expected
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert [(e.id, e.state, e.start_wall_s) for e in app.feed.known] == expected
+        assert text_of(app.query_one(PositionBar)).count("▲") == len(expected)
+        await pilot.press("e")
+        await pilot.pause()
+        assert len(listed(app.screen)) == len(expected)
+
+
+async def test_too_long_to_replay_without_summaries_says_so(tmp_path, monkeypatch):
+    path = write_recording(tmp_path / "plain.gdtrec", sim_samples("demo", 100), summaries=False)
+    monkeypatch.setattr(replay_app, "FIND_MAX_SAMPLES", 50)
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        note = str(app.screen.query_one("#note").render())
+        assert "no summaries" in note and "report" in note, note
+        assert app.feed.known is None
+        await pilot.press("escape")
+        await pilot.press("n")                      # still found by replaying ahead
+        await pilot.pause()
+        assert app.latest.verdict.state in ("disk-starved", "cpu-starved", "checkpoint-stall")
+
+
+async def test_known_episodes_across_a_clock_that_went_back(tmp_path):
+    """A clock stepped back over itself: episodes of the second stretch began at wall
+    times the first stretch also holds; each is placed in its own stretch, and n visits
+    each in recorded order, landing where the screen's own detector confirms it."""
+    from fault_helpers import shifted
+
+    s = sim_samples("demo", 300, seed=2)
+    steps = s[:150] + shifted(s[150:], -100)
+    path = write_recording(tmp_path / "steps.gdtrec", steps, seed=2)
+    expected = report_episodes(path)
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert [(e.id, e.state, e.start_wall_s) for e in app.feed.known] == expected
+        (a0, b0), (a1, _) = app.rec.runs
+        assert len(expected) == 3 and a1 == 150
+        # the later two began at times the first stretch holds as well
+        assert all(app.rec.wall_s(a0) <= t <= app.rec.wall_s(b0) for _, _, t in expected[1:])
+        landed = []
+        for _, state, start_s in expected:
+            await pilot.press("n")
+            await pilot.pause()
+            landed.append(app.feed.index)
+            assert app.latest.verdict.state == state
+            assert app.rec.wall_s(app.feed.index) >= start_s
+        assert landed == sorted(landed) and landed[0] < a1 <= landed[1]

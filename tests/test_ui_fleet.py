@@ -15,13 +15,14 @@ import contextlib
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
 
 import pytest
 
-from fleet_harness import EXPECTED, PROMETHEUS, DripServer, Fleet
+from fleet_harness import EXPECTED, PROMETHEUS, DripServer, Fleet, gpudisk
 from ui_helpers import made_with_no_color
 
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
@@ -104,6 +105,27 @@ async def settled_app(fleet):
         yield app, pilot
 
 
+def masked(text: str) -> str:
+    """The text with its numbers as #: the same evidence at another moment."""
+    return re.sub(r"\d+(\.\d+)?", "#", text.rstrip())
+
+
+def badge_counts(table) -> dict[str, int]:
+    """How many of a table's rows carry each mark (▲ ◇ ×) in their state column."""
+    rows = lines_of(table)[1:]
+    return {g: sum(1 for line in rows if line[1:2] == g) for g in "▲◇×"}
+
+
+def header_counts(head: str) -> dict[str, int]:
+    found = {g: re.search(rf"{g} \w+ (\d+)", head) for g in "▲◇×"}
+    return {g: int(m.group(1)) for g, m in found.items() if m}
+
+
+def banner_counts(banner: str) -> dict[str, int]:
+    found = {g: re.search(rf"{g} (\d+) \w+", banner) for g in "▲◇×"}
+    return {g: int(m.group(1)) for g, m in found.items() if m}
+
+
 def row_line(app, widget, fleet, name: str):
     """(text, styled runs) of the node's row in a table widget."""
     i = widget.order.index(fleet.instance(name))
@@ -130,6 +152,11 @@ async def test_starved_nodes_first_and_a_killed_node_turns_stale(fleet):
         head = text_of(app.query_one(FleetHeader))
         assert fleet.base in head and "by instance" in head
         assert "nodes 7" in head and "starved 2" in head and "stale 1" in head, head
+        # the header counts what the rows mark: ▲ starved, ◇ waiting on peers, × stale
+        assert header_counts(head) == badge_counts(table), (head, lines_of(table))
+        for peer in ("peer1", "peer2"):
+            assert "◇ WAITING" in row_line(app, table, fleet, peer)[0]
+        assert not any("STRAGGLER" in line for line in lines_of(table))
         assert "1 query" in head or "2 queries" in head, head
 
         fleet.stop("stopped")
@@ -141,6 +168,7 @@ async def test_starved_nodes_first_and_a_killed_node_turns_stale(fleet):
         # dimmed, and said in words: NO_COLOR loses nothing
         assert all(style.dim for t, style in runs[1:] if t.strip()), runs
         assert "stale 2" in text_of(app.query_one(FleetHeader))
+        assert header_counts(text_of(app.query_one(FleetHeader))) == badge_counts(table)
         assert app.is_running
 
 
@@ -196,6 +224,27 @@ async def test_the_job_view_names_the_straggler(fleet):
         jobs = app.screen.query_one(FleetTable)
         assert sorted(jobs.order) == sorted(fleet.instance(n) for n in ("disk", "peer1", "peer2"))
         assert row_line(app, jobs, fleet, "disk")[0].count("◀") == 1
+        # one row labelled straggler, the nodes waiting on it labelled so, and the
+        # banner's counts those of the rows' marks
+        rows = {n: row_line(app, jobs, fleet, n)[0] for n in ("disk", "peer1", "peer2")}
+        assert [n for n, line in rows.items() if "STRAGGLER" in line] == ["disk"], rows
+        for peer in ("peer1", "peer2"):
+            assert "◇ WAITING" in rows[peer] and rows[peer].endswith(f"waiting on {disk}")
+        assert banner_counts(banner) == badge_counts(jobs) == {"▲": 1, "◇": 2, "×": 0}, banner
+        # each row's evidence reads as `fleet --once --job llama` gives it (wide enough
+        # that none is cut; the numbers masked: the two read Prometheus at other moments)
+        await pilot.resize_terminal(220, 40)
+        await pilot.pause()
+        once = subprocess.run(gpudisk("fleet", "--prometheus", fleet.base, "--once", "--job",
+                                      "llama"), capture_output=True, text=True, timeout=60)
+        assert once.returncode == 0, once.stderr
+        for n in ("disk", "peer1", "peer2"):
+            said = next(ln for ln in once.stdout.splitlines()
+                        if ln.startswith(fleet.instance(n) + " "))
+            evidence = said.split(" ago", 1)[1].strip()
+            assert evidence, said
+            assert masked(row_line(app, jobs, fleet, n)[0]).endswith(masked(evidence)), (
+                row_line(app, jobs, fleet, n)[0], said)
         await pilot.press("enter")            # a node of the job: its timeline
         assert isinstance(app.screen, NodeScreen)
         await pilot.press("escape", "escape")

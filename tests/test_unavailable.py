@@ -201,7 +201,7 @@ def test_the_state_list_is_one_and_unavailable_is_not_starved():
     assert UNAVAILABLE in STATES and UNAVAILABLE not in STARVED_STATES
     assert STATES[-1] == UNAVAILABLE     # the recorder's state codes of the others unchanged
     assert theme.STATE_GLYPH[UNAVAILABLE] == "×"
-    assert theme.STATE_BADGE[UNAVAILABLE] == "× NO GPUS"
+    assert theme.STATE_BADGE[UNAVAILABLE] == "⊘ NO GPUS"
 
 
 # ---------------------------------------------------------------------------- recordings
@@ -268,7 +268,7 @@ async def test_the_replay_screen_shows_the_state_its_glyph_and_the_reason_once(g
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         banner = _text(app.query_one(VerdictBanner))
-        assert "× NO GPUS" in banner and "NVIDIA driver not loaded" in banner, banner
+        assert "⊘ NO GPUS" in banner and "NVIDIA driver not loaded" in banner, banner
         assert "IDLE" not in banner
         assert _text(app.query_one(GpuPanel)).strip(" >") == "GPUs: none readable"
         [state_row] = [line for line in _text(app.query_one(Timeline)).splitlines()
@@ -325,6 +325,6 @@ def test_the_fleet_lists_it_with_the_problem_rows_not_with_idle():
     assert all(s in ("stale", "down", "straggler", "undiagnosed-stall", "healthy", "idle")
                for s in tiers[at + 1:]), tiers
     assert not broken.starved and broken.evidence_text == NO_GPU_TEXT
-    assert state_cell(broken, view.wall_s) == ("× NO GPUS", theme.WARN)
+    assert state_cell(broken, view.wall_s) == ("⊘ NO GPUS", theme.WARN)
     line = next(line for line in fleet_text(view).splitlines() if line.startswith(broken.node))
     assert "unavailable" in line and NO_GPU_TEXT in line, line

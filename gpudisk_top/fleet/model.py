@@ -177,13 +177,15 @@ class NodeRow:
 @dataclass
 class JobGroup:
     """The nodes of one training job (a value of the job label), in screen order;
-    straggler: the node that holds the others back, or None; reason: one line why (or
-    why none), without a clock; since_s: when the state of the node the reason names
-    began (Unix s; None when it names none).  describe() puts that time in the line."""
+    straggler: the node that holds the others back, or None; waiting: the nodes that
+    wait on it (empty without one); reason: one line why (or why none), without a clock;
+    since_s: when the state of the node the reason names began (Unix s; None when it
+    names none).  describe() puts that time in the line; role() says which a node is."""
 
     job: str
     nodes: list[NodeRow] = field(default_factory=list)
     straggler: NodeRow | None = None
+    waiting: list[NodeRow] = field(default_factory=list)
     reason: str = ""
     since_s: float | None = None
     _since_at: int | None = field(default=None, repr=False, compare=False)
@@ -196,9 +198,19 @@ class JobGroup:
         at = self._since_at
         return f"{self.reason[:at]} since {clock(self.since_s)}{self.reason[at:]}"
 
+    def role(self, row: NodeRow) -> str | None:
+        """"straggler" for the node that holds the job back, "waiting" for a node that
+        waits on it, None for the others (and for every node of a job without one)."""
+        if self.straggler is None:
+            return None
+        if row.node == self.straggler.node:
+            return "straggler"
+        return "waiting" if any(r.node == row.node for r in self.waiting) else None
+
     def to_json(self) -> dict:
         return {"job": self.job, "nodes": [r.node for r in self.nodes],
                 "straggler": self.straggler.node if self.straggler else None,
+                "waiting": [r.node for r in self.waiting],
                 "reason": self.reason, "since_s": self.since_s}
 
 
@@ -495,13 +507,15 @@ def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
         head = f"{pick.node} is {what}"
         group.reason = f"{head}, but only {len(waiting)} of {len(others)} other nodes wait{tail}"
     else:
-        group.straggler = pick
+        group.straggler, group.waiting = pick, waiting
         by_state = sum(r.state == "straggler" for r in waiting)
         utils = [r.gpu_util_pct for r in waiting
                  if r.state != "straggler" and r.gpu_util_pct is not None]
         how = []
         if by_state:
-            how.append(f"{by_state} in state straggler")
+            # their own detectors say they wait on peers (the local state straggler);
+            # "straggler" is left to the node that holds them back
+            how.append(f"{by_state} by their own verdict")
         if utils and by_state < len(waiting):
             how.append(f"GPU {sum(utils) / len(utils):.0f}%")
         head = f"{pick.node} holds {job_label}={job} back: {what}"

@@ -35,14 +35,41 @@ def last_seen_text(row: NodeRow, now_s: float) -> str:
     return f"{duration(now_s - row.last_seen_s)} ago"
 
 
-def device_text(row: NodeRow) -> str:
-    """The device column: the blamed devices' evidence, else the GPUs the verdict names
-    (a straggler's, a CPU-starved node's), and the verdict's kind."""
+# what the verdict blames when it names no device (the exporter's verdict_info kind)
+KIND_TEXT = {"own": "(no device: the job's own loaders)", "others": "(no device: other processes)",
+             "throttled": "(no device: CPU throttled)", "saturated": "(a device, not named)",
+             "latency-bound": "(latency-bound)", "remote-mount": "(a remote mount)"}
+
+
+def groups_of(jobs: list[JobGroup]) -> dict[str, JobGroup]:
+    """Each node's job group, by node."""
+    return {r.node: g for g in jobs for r in g.nodes}
+
+
+def state_text(row: NodeRow, group: JobGroup | None = None) -> str:
+    """A row's state word: in a job's view (its group given) "straggler" for the node
+    that holds the job back and "waiting" for those that wait on it; elsewhere a node
+    whose own detector says straggler (its GPUs wait on peers) reads "waiting" too, so
+    that "straggler" only ever names the node that holds the others back."""
+    role = group.role(row) if group is not None else None
+    return role or ("waiting" if row.state == "straggler" else row.state)
+
+
+def device_text(row: NodeRow, group: JobGroup | None = None) -> str:
+    """The device column, the one text of a row's evidence on the screens and in
+    --once: for a node that waits on its job's straggler (group: its job), "waiting on"
+    that node; else the blamed devices' evidence with the verdict's kind, else the GPUs
+    the verdict names (a CPU-starved node's) and what the kind blames."""
+    if group is not None and group.role(row) == "waiting":
+        return f"waiting on {group.straggler.node}"
     text = row.evidence_text
-    if not text and row.gpus and row.state in STARVED_STATES:
+    if text:
+        return f"{text} ({row.kind})" if row.kind else text
+    if row.gpus and row.state in STARVED_STATES:
         text = gpu_ranges(row.gpus)
     if row.kind:
-        text = f"{text} ({row.kind})" if text else f"({row.kind})"
+        kind = KIND_TEXT.get(row.kind, f"({row.kind})")
+        text = f"{text} {kind}" if text else kind
     return text
 
 
@@ -54,15 +81,15 @@ _COLUMNS = (("NODE", 21), ("STATE", 17), ("GPUS", 5), ("GPU%", 5), ("SINCE", 20)
             ("SEEN", 9))
 
 
-def _row_line(row: NodeRow, now_s: float) -> str:
+def _row_line(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool) -> str:
     util = "" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%"
-    cells = (row.node, row.state, gpus_text(row), util, since_text(row, now_s),
-             last_seen_text(row, now_s))
+    cells = (row.node, state_text(row, group if by_role else None), gpus_text(row), util,
+             since_text(row, now_s), last_seen_text(row, now_s))
     out = []
     for (title, width), cell in zip(_COLUMNS, cells):
         text = printable(str(cell))
         out.append(f"{text:<{width}}" if title != "GPUS" and title != "GPU%" else f"{text:>{width}}")
-    return ("  ".join(out) + "  " + printable(device_text(row))).rstrip()
+    return ("  ".join(out) + "  " + printable(device_text(row, group))).rstrip()
 
 
 def _job_line(group: JobGroup) -> str:
@@ -74,8 +101,9 @@ def _job_line(group: JobGroup) -> str:
 
 
 def render_text(view: FleetView, job: str | None = None) -> str:
-    """The table (a job's nodes only when `job` is given), the job groups with their
-    straggler line, and the query cost."""
+    """The table (a job's nodes only when `job` is given, each then labelled as the job
+    view does: the straggler, those waiting on it), the job groups with their straggler
+    line, and the query cost."""
     now = view.wall_s
     lines = [f"gpudisk-top fleet  Prometheus {printable(view.url)}  "
              f"{len(view.rows)} node{'s' if len(view.rows) != 1 else ''} by "
@@ -85,7 +113,8 @@ def render_text(view: FleetView, job: str | None = None) -> str:
     header = "  ".join(f"{t:<{w}}" if t not in ("GPUS", "GPU%") else f"{t:>{w}}"
                        for t, w in _COLUMNS) + "  DEVICE / EVIDENCE"
     lines.append(header)
-    lines += [_row_line(r, now) for r in view.rows]
+    groups = groups_of(view.jobs)
+    lines += [_row_line(r, now, groups.get(r.node), job is not None) for r in view.rows]
     if not view.rows and not view.error:
         lines.append("  (no node: no gpudisk-top series in the last hour"
                      + (" matching the filters)" if job else ")"))

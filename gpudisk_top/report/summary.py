@@ -156,6 +156,9 @@ class Summary:
     series: Series
     episodes: list[Episode]
     warnings: list[str]
+    # per episode: the (first, last) sample indexes of the stretch of a steady clock it
+    # was found in (Recording.ranges: wall times alone are ambiguous after a step back)
+    spans: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -411,6 +414,14 @@ def _fast_plan(rec: Recording, lo: int, hi: int, thresholds) -> list | None:
     if i <= hi:
         pieces.append(("replay", i, hi))
     return pieces
+
+
+def reads_summaries(rec: Recording, thresholds=None) -> bool:
+    """Would build() over the whole recording add its recorded summaries up (well under a
+    second for a day) rather than replay every sample?  The replay screen asks, to know
+    the recording's episodes at once or to find them in the background."""
+    ranges = rec.ranges()
+    return len(ranges) == 1 and _fast_plan(rec, *ranges[0], thresholds) is not None
 
 
 def _stepped(rec: Recording, g: int, b) -> bool:
@@ -707,7 +718,8 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         e["health"] = episode_health(health, devices, e)
     if how == RECORDED:
         data["replayed_samples"] = replayed
-    return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings))
+    return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings),
+                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)])
 
 
 def _place(rec: Recording, series: Series, episodes: list[Episode], where: list[int],

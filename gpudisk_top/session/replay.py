@@ -160,7 +160,9 @@ class ReplayFeed(StepperViews):
     seek; step() moves one sample forward.  The detector starts afresh where Replay's does
     (breaks()), so the screen, `report` and `export` agree about every moment.  Episodes
     are remembered with the sample where each began, so n/N land on it even when the wall
-    clock went back.  UI-free.
+    clock went back.  know() gives it the whole recording's episodes (the screen asks
+    report's summary for them when it opens): then `known` lists them from the start and
+    n/N go from one to the next; until then n/N find them by replaying ahead.  UI-free.
     """
 
     def __init__(self, recording: Recording, thresholds: Thresholds | None = None,
@@ -178,6 +180,9 @@ class ReplayFeed(StepperViews):
         self._life = 0             # the first sample the current detector was fed
         self._seq = 0
         self._self = SelfStats()   # the header's "self": this replaying process's cost
+        # the recording's episodes, each with the sample where it began (know()); None
+        # until known
+        self._known: list[tuple[Episode, int]] | None = None
 
     def __len__(self) -> int:
         return len(self.rec)
@@ -276,10 +281,47 @@ class ReplayFeed(StepperViews):
         return self.seek(self.index - n)
 
     # ------------------------------------------------------------------ episodes
+    def know(self, episodes: list[Episode], spans: list[tuple[int, int]] | None = None) -> None:
+        """The whole recording's episodes (report's summary of it) and, per episode, the
+        (first, last) samples of the stretch of a steady clock it was found in (wall times
+        alone are ambiguous once the clock went back over itself): each is placed at the
+        first sample of its stretch at or after its start."""
+        rec = self.rec
+        known = []
+        for k, ep in enumerate(episodes):
+            if spans is not None and k < len(spans):
+                a, b = spans[k]
+                onset = min(b, bisect.bisect_left(rec.walls, ep.start_wall_s, a, b + 1))
+            else:
+                onset = rec.index_at(ep.start_wall_s)
+            known.append((ep, onset))
+        self._known = sorted(known, key=lambda x: x[1])
+
+    @property
+    def known(self) -> list[Episode] | None:
+        """The recording's episodes from know(), in order; None before."""
+        return None if self._known is None else [ep for ep, _ in self._known]
+
+    def onset_of(self, episode: Episode) -> int:
+        """The sample where a known episode began (else the one its start time shows)."""
+        for ep, onset in self._known or ():
+            if ep is episode:
+                return onset
+        return self.rec.index_at(episode.start_wall_s)
+
     def next_episode_index(self, direction: int) -> int | None:
-        """The sample where the next (+1) or previous (-1) starvation episode starts, as
-        the current model finds it from here on (forward) or in the warm-up (backward)."""
+        """The sample where the next (+1) or previous (-1) starvation episode starts: of the
+        known episodes (know()), the next or previous one whose confirmation (its start and
+        `enter_intervals`, where the screen lands on it) is beyond this sample; before they
+        are known, as the current model finds them from here on (forward) or in the
+        warm-up (backward)."""
         here = self.index
+        if self._known is not None:
+            enter = (self.thresholds or Thresholds()).enter_intervals
+            lands = [(min(len(self.rec) - 1, onset + enter), onset) for _, onset in self._known]
+            if direction > 0:
+                return next((onset for at, onset in lands if at > here), None)
+            return next((onset for at, onset in reversed(lands) if at < here), None)
         if direction < 0:
             starts = [self._starts[id(e)] for e in self.episodes
                       if id(e) in self._starts and self._starts[id(e)] < here]

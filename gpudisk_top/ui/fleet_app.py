@@ -34,7 +34,8 @@ from gpudisk_top.ui.screens.fleet_job import JobPicker, JobScreen
 from gpudisk_top.ui.screens.fleet_node import NodeScreen
 from gpudisk_top.ui.source_call import call_source
 from gpudisk_top.ui.widgets.fleet_header import FleetHeader
-from gpudisk_top.ui.widgets.fleet_table import FleetTable
+from gpudisk_top.ui.widgets.fleet_table import (NOGPU_GLYPH, STALE_GLYPH, STARVED_GLYPH, WAIT_GLYPH,
+                                                 FleetTable, marks)
 
 INTERVALS_S = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 SORTS = ("starved", "node", "util", "since")
@@ -219,8 +220,9 @@ class FleetApp(App):
 
     def render_view(self) -> None:
         rows = self.rows()
-        counts = (len(rows), sum(1 for r in rows if r.starved and not r.stale),
-                  sum(1 for r in rows if r.stale))
+        marked = marks(rows)      # what the rows' badges show, counted
+        counts = (len(rows), marked[STARVED_GLYPH], marked[WAIT_GLYPH], marked[STALE_GLYPH],
+                  marked[NOGPU_GLYPH])
         filters = self.target("filters")
         self.query_one(FleetHeader).show(
             self.view, getattr(self.source, "url", "?"), self.target("group_by"),
@@ -233,7 +235,7 @@ class FleetApp(App):
         self.query_one(FleetTable).show(
             rows, view.wall_s if view is not None else time.time(),
             old=bool(view is not None and view.error), empty=empty,
-            note=f"sort: {SORT_NOTE[self.sort]} (s)")
+            note=f"sort: {SORT_NOTE[self.sort]} (s)", jobs=view.jobs if view is not None else ())
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in TABLE_ACTIONS and len(self.screen_stack) > 1:

@@ -1,22 +1,34 @@
 """The dashboard driven by a recording: play and pause, step, x1/x10/x60, jump to a time,
 next and previous episode, and a position bar.  Verdicts are recomputed from the raw
-counters by the current model (ReplayFeed)."""
+counters by the current model (ReplayFeed).  The whole recording's episodes are known
+from the start (`e`, the position bar's ▲, n/N): report's summary of the recording gives
+them (report.summary.build, the one reader of the recorder's summaries) at once where
+its summaries serve, else from replaying it on a thread."""
 
 from __future__ import annotations
+
+import threading
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer
 
+from gpudisk_top.errors import RuntimeFailure
+from gpudisk_top.report import summary
 from gpudisk_top.session.replay import SPEEDS, ReplayFeed
 from gpudisk_top.textsafe import printable
 from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 from gpudisk_top.ui.app import GpuDiskApp
+from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.help import HelpScreen
 from gpudisk_top.ui.screens.jump import JumpScreen
 from gpudisk_top.ui.widgets.position import PositionBar
 
 FRAME_S = 0.1  # at x10 and x60 the screen repaints 10 times a second, several samples a time
+# A recording without summaries this version can use is replayed on a thread to find its
+# episodes (report's way, about a millisecond a sample): up to this many samples (10 hours
+# at 1 Hz); beyond, the episodes show as the replay passes them, and `e` says so.
+FIND_MAX_SAMPLES = 36_000
 
 
 class ReplayApp(GpuDiskApp):
@@ -46,6 +58,7 @@ class ReplayApp(GpuDiskApp):
         self.speed = 1
         self._timer = None
         self._carry = 0.0
+        self.episodes_note = ""    # what `e` says above the list (where they come from)
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
@@ -57,6 +70,63 @@ class ReplayApp(GpuDiskApp):
         super().on_mount()
         # a session's first sample has no interval: open on the first one with rates
         self.apply(self.feed.seek(self.feed.shown_at(self.start_index)))
+        self._find_episodes()
+
+    # ------------------------------------------------------------------ episodes
+    def _find_episodes(self) -> None:
+        """The recording's episodes as `report` finds them: at once from its summaries,
+        else by replaying it on a daemon thread (quitting never waits for it), up to
+        FIND_MAX_SAMPLES samples; beyond, said."""
+        n = len(self.rec)
+        if summary.reads_summaries(self.rec, self.thresholds):
+            self._episodes_found(*self._episodes_of_recording())
+        elif n > FIND_MAX_SAMPLES:
+            self.episodes_note = (f"episodes so far: the recording has no summaries this version "
+                                  f"can use and {n} samples to replay; `gpudisk-top report` lists "
+                                  "them all")
+        else:
+            self.episodes_note = (f"episodes so far: finding the recording's (replaying its {n} "
+                                  "samples: it has no summaries this version can use)")
+            threading.Thread(target=self._find_in_background, name="replay-episodes",
+                             daemon=True).start()
+
+    def _episodes_of_recording(self) -> tuple[list | None, list | None, str]:
+        """(the episodes and the stretch of the clock of each, or None, and why not)."""
+        try:
+            found = summary.build(self.rec, thresholds=self.thresholds)
+        except (RuntimeFailure, OSError) as err:   # a damaged stretch: the replay goes on
+            return None, None, f"episodes so far: the recording's could not be read ({err})"
+        return found.episodes, found.spans, ""
+
+    def _find_in_background(self) -> None:
+        found = self._episodes_of_recording()
+        try:
+            self.call_from_thread(self._episodes_found, *found)
+        except RuntimeError:      # the app has gone meanwhile
+            pass
+
+    def _episodes_found(self, episodes, spans, why: str) -> None:
+        if episodes is None:
+            self.episodes_note = why
+            return
+        self.feed.know(episodes, spans)
+        n = len(episodes)
+        self.episodes_note = (f"the recording's {n} episode{'' if n == 1 else 's'}, "
+                              "as `gpudisk-top report` lists them")
+        if self.latest is not None:
+            self._render_position()
+
+    def listed_episodes(self) -> list:
+        """What `e` lists and the position bar marks: the recording's episodes once known,
+        else those the replay has passed."""
+        known = self.feed.known
+        return known if known is not None else self.feed.episodes
+
+    def action_episodes(self) -> None:
+        update = self.shown or self.latest
+        now = update.model.wall_s if update is not None else self.rec.end_s
+        self.push_screen(EpisodesScreen(self.listed_episodes(), now, self.episodes_note),
+                         self.goto_episode)
 
     # ------------------------------------------------------------------ display
     def render_update(self, update) -> None:
@@ -65,7 +135,7 @@ class ReplayApp(GpuDiskApp):
 
     def _render_position(self) -> None:
         rec = self.rec
-        starts = [e.start_wall_s for e in self.feed.episodes]
+        starts = [e.start_wall_s for e in self.listed_episodes()]
         self.query_one(PositionBar).show(self.playing, self.speed, self.feed.index, len(rec),
                                          rec.wall_s(self.feed.index), rec.start_s, rec.end_s, starts)
 
@@ -152,7 +222,7 @@ class ReplayApp(GpuDiskApp):
     def goto_episode(self, episode) -> None:
         """Enter on an episode in the list: go to it, as n does."""
         if episode is not None:
-            self._seek_confirmed(self.rec.index_at(episode.start_wall_s))
+            self._seek_confirmed(self.feed.onset_of(episode))
 
     def _seek_confirmed(self, onset: int) -> None:
         """Pause where an episode with that onset is confirmed (it opens

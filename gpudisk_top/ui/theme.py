@@ -10,7 +10,7 @@ from gpudisk_top.model.detect import STATE_GLYPH  # noqa: E402,F401 - shared wit
 STATE_BADGE = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
                "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT-STALL",
                "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED STALL",
-               "unavailable": "× NO GPUS"}
+               "unavailable": "⊘ NO GPUS"}
 BARS = " ▁▂▃▄▅▆▇█"
 
 PLAIN = Style()

@@ -1,5 +1,7 @@
 """`e`: the starvation episodes; the highlighted one's evidence is shown below the list,
-and Enter goes to it (the dashboard's timeline scrolls to its start; a replay seeks)."""
+and Enter goes to it (the dashboard's timeline scrolls to its start; a replay seeks).
+A note above the list says where the episodes come from when that is not obvious (a
+replay: the whole recording's, or those passed so far and why)."""
 
 from __future__ import annotations
 
@@ -41,17 +43,21 @@ class EpisodesScreen(ModalScreen):
     EpisodesScreen > Vertical { width: 100; max-width: 100%; height: 90%;
                                 border: round $accent; background: $surface; }
     EpisodesScreen OptionList { height: 1fr; }
+    EpisodesScreen #note { height: auto; padding: 0 1; color: $text-muted; }
     EpisodesScreen #evidence { height: auto; max-height: 50%; padding: 0 1; border-top: solid $accent; }
     """
     BINDINGS = [Binding("escape,e,q", "dismiss", "Close")]
 
-    def __init__(self, episodes, now_s: float) -> None:
+    def __init__(self, episodes, now_s: float, note: str = "") -> None:
         super().__init__()
         self.episodes = list(reversed(episodes))  # newest first
         self.now_s = now_s
+        self.note = note
 
     def compose(self) -> ComposeResult:
         with Vertical():
+            if self.note:
+                yield Static(Text(printable(self.note)), id="note")
             if self.episodes:
                 yield OptionList(*[Option(_describe(ep, self.now_s), id=str(ep.id))
                                    for ep in self.episodes])

@@ -30,12 +30,14 @@ FLEET_HELP = """\
 
 [b]Job view[/b] (J)
   ↑ ↓ enter     a node of the job, and its timeline;  J: another job;  escape: back
+  ▲ STRAGGLER ◀  the node that holds the job back;  ◇ WAITING: a node waiting on it
 
 [b]The table[/b]
-  ▲ DISK-STARVED  a starved state (also CPU-STARVED, CHECKPOINT, STRAGGLER, UNDIAGNOSED)
+  ▲ DISK-STARVED  starved by its own cause (also CPU-STARVED, CHECKPOINT)
+  ◇ WAITING   its GPUs wait on peers (its detector's straggler);  ◇ UNDIAGNOSED: a stall
   ● HEALTHY  ○ IDLE   a node whose GPUs are busy / have no job
   × STALE 3m  the node stopped reporting 3 minutes ago (its row dimmed, last values kept)
-  × NO GPUS   the node reads no GPU (no driver, NVML error or hang, all lost): device says why
+  ⊘ NO GPUS   the node reads no GPU (no driver, NVML error or hang, all lost): device says why
   GPUs 3/8    GPUs starved of the node's GPUs;  util: their mean utilization now
   since       how long the node has been in its state, and from when (clock)
   ▁▂▃▄▅▆▇█   the last hour's GPU utilization, a bar a minute; · no sample that minute

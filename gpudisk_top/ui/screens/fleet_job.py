@@ -1,7 +1,9 @@
 """`J` (or `fleet --job NAME`): the nodes of one training job side by side, a row each on
 the fleet table's columns (their last-hour sparklines on one time axis), the straggler
-called out: a banner line with the model's reason (fleet.model.judge_job) and ◀ after its
-name.  A list picks the job when there are several."""
+called out: a banner line with the model's reason (fleet.model.judge_job), its row
+labelled ▲ STRAGGLER with ◀ after its name, the rows of the nodes that wait on it
+◇ WAITING ("waiting on" it), and the banner's counts those of the rows' badges.  A list
+picks the job when there are several."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from gpudisk_top.model.timefmt import clock_hm
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.base import LinesPanel
-from gpudisk_top.ui.widgets.fleet_table import FleetTable
+from gpudisk_top.ui.widgets.fleet_table import (NOGPU_GLYPH, STALE_GLYPH, STARVED_GLYPH, WAIT_GLYPH,
+                                                 FleetTable, marks)
 from gpudisk_top.ui.widgets.verdict import fit_clauses
 
 
@@ -33,10 +36,13 @@ class JobBanner(LinesPanel):
                              ("  no node of this job reports now", theme.DIM)]])
             return
         nodes = group.nodes
-        starved = sum(1 for r in nodes if r.starved and not r.stale)
-        stale = sum(1 for r in nodes if r.stale)
+        marked = marks(nodes, group)      # what the rows' badges show, counted
         lines = [[(f" {label}={job} ", theme.HEAD),
-                  (f"  {len(nodes)} nodes · {starved} starved · {stale} stale", theme.PLAIN)]]
+                  (f"  {len(nodes)} nodes · {STARVED_GLYPH} {marked[STARVED_GLYPH]} starved · "
+                   f"{WAIT_GLYPH} {marked[WAIT_GLYPH]} waiting · "
+                   f"{STALE_GLYPH} {marked[STALE_GLYPH]} stale"
+                   + (f" · {NOGPU_GLYPH} {marked[NOGPU_GLYPH]} no GPUs" if marked[NOGPU_GLYPH]
+                      else ""), theme.PLAIN)]]
         if group.straggler is not None:
             badge, style = f"▲ STRAGGLER {group.straggler.node}", theme.BANNER_STARVED
         else:
@@ -81,7 +87,7 @@ class JobScreen(Screen):
         self.query_one(FleetTable).show(
             rows, view.wall_s, old=bool(view.error), marked=group.straggler.node
             if group is not None and group.straggler is not None else None,
-            empty=f"no node with {view.job_label}={self.job}")
+            empty=f"no node with {view.job_label}={self.job}", jobs=view.jobs, job=group)
 
     @property
     def cursor(self) -> str | None:

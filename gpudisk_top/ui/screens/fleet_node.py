@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from gpudisk_top.fleet.text import device_text
 from gpudisk_top.model.history import History
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
@@ -82,7 +83,7 @@ class NodeHead(LinesPanel):
                 head.append((f"  GPUs starved {row.gpus_starved}/{row.gpus_total}, util {util}",
                              theme.PLAIN))
             lines = [head]
-            lines.append([("  " + (row.evidence_text or "no device blamed"),
+            lines.append([("  " + (device_text(row) or "no device blamed"),
                            theme.CULPRIT if row.evidence and not row.stale else theme.PLAIN)])
             labels = " ".join(f"{k}={v}" for k, v in sorted(row.labels.items()))
             lines.append([("  " + labels[:width - 2], theme.DIM)])

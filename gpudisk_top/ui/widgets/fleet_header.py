@@ -1,6 +1,6 @@
 """The fleet screen's header: where the data comes from (the Prometheus URL, the label the
 rows group by, the refresh interval, the time of the refresh), what the table holds
-(nodes, starved, stale), what the last refresh cost (queries, series, milliseconds), and,
+(nodes, starved, waiting, stale, no GPUs), what the last refresh cost (queries, series, milliseconds), and,
 when Prometheus failed or timed out, an error line: the table below is then the last good
 one, and the line says how old."""
 
@@ -16,10 +16,11 @@ class FleetHeader(LinesPanel):
     DEFAULT_CSS = "FleetHeader { height: auto; background: $panel; }"
 
     def show(self, view, url: str, group_by: str, interval_s: float,
-             counts: tuple[int, int, int], flags: list[str], filters: str = "") -> None:
+             counts: tuple[int, int, int, int, int], flags: list[str], filters: str = "") -> None:
         """view: the latest fleet.model.FleetView (None before the first answer); counts:
-        (nodes, starved, stale) of the rows shown; flags: PAUSED and the like; filters:
-        the label filter in force, as typed."""
+        (nodes, starved, waiting, stale, no GPUs) of the rows shown, as their badges mark them
+        (fleet_table.marks); flags: PAUSED and the like; filters: the label filter in
+        force, as typed."""
         width = max(40, self.size.width or 80)
         left = [("gpudisk-top fleet ", theme.BOLD), (url + " ", theme.PLAIN),
                 (f"by {group_by} ", theme.PLAIN), (f"every {interval_s:g}s ", theme.DIM)]
@@ -30,10 +31,13 @@ class FleetHeader(LinesPanel):
             right += [(f" {flag} ", theme.HEAD), (" ", theme.PLAIN)]
         used = sum(len(t) for t, _ in left + right)
         first = left + [(" " * max(1, width - used), theme.PLAIN)] + right
-        nodes, starved, stale = counts
+        nodes, starved, waiting, stale, no_gpus = counts
         second = [(f" nodes {nodes}", theme.PLAIN), ("  ", theme.PLAIN),
                   (f"▲ starved {starved}", theme.BAD if starved else theme.PLAIN),
+                  ("  ", theme.PLAIN), (f"◇ waiting {waiting}", theme.PLAIN),
                   ("  ", theme.PLAIN), (f"× stale {stale}", theme.WARN if stale else theme.PLAIN)]
+        if no_gpus:          # a broken driver is a problem to count, never folded into idle
+            second += [("  ", theme.PLAIN), (f"⊘ no GPUs {no_gpus}", theme.WARN)]
         if view is not None and view.cost is not None:
             second.append(("  · " + view.cost.text(), theme.DIM))
         if filters:

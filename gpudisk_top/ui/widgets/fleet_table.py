@@ -3,14 +3,19 @@ nodes first).  A row: the state badge (glyph and word, so NO_COLOR still reads i
 starved of the total, mean GPU utilization, since when (relative and clock), a last-hour
 sparkline of GPU utilization and the blamed device with its evidence.  A node that stopped
 reporting is dimmed and says STALE and for how long.  ↑/↓ (j/k) move a row cursor; the
-app opens the cursor's node on Enter.
+app opens the cursor's node on Enter.  ▲ marks a node starved by its own cause (or, in a
+job's view, the straggler), ◇ one whose GPUs wait on peers; marks() counts the badges
+for the headers, so their counts are what the rows show.
 
 The lines are rebuilt from each FleetView (every few seconds); LinesPanel repaints only
 the rows that changed."""
 
 from __future__ import annotations
 
-from gpudisk_top.model.detect import STARVED_STATES, UNAVAILABLE
+from collections import Counter
+
+from gpudisk_top.fleet.text import device_text, groups_of, state_text
+from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.base import CursorPanel, Line
@@ -18,16 +23,16 @@ from gpudisk_top.ui.widgets.base import CursorPanel, Line
 SPARK = "▁▂▃▄▅▆▇█"     # 0 % is the lowest bar, not a blank: a blank would read as no data
 SPARK_UNKNOWN = "·"    # no sample in that minute (not reporting, or no GPU)
 STATE_W = 15
-# the table's short state words (theme.STATE_BADGE's are the banner's, wider)
+STARVED_GLYPH = "▲"    # starved by its own cause; in a job's view, its straggler
+WAIT_GLYPH = "◇"       # its GPUs wait on peers (or stall with nothing saturated)
+STALE_GLYPH = "×"
+NOGPU_GLYPH = "⊘"      # no GPU can be read there (state unavailable): a problem, not idle
+# the table's short words for fleet.text.state_text's (theme.STATE_BADGE's are the
+# banner's, wider); the glyph is the mark marks() counts
 STATE_WORD = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
               "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT",
-              "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED",
-              "unavailable": "× NO GPUS"}
-STALE_GLYPH = "×"
-# what the verdict blames when it names no device (the exporter's verdict_info kind)
-KIND_TEXT = {"own": "(no device: the job's own loaders)", "others": "(no device: other processes)",
-             "throttled": "(no device: CPU throttled)", "saturated": "(a device, not named)",
-             "latency-bound": "(latency-bound)", "remote-mount": "(a remote mount)"}
+              "straggler": "▲ STRAGGLER", "waiting": "◇ WAITING",
+              "undiagnosed-stall": "◇ UNDIAGNOSED", UNAVAILABLE: "⊘ NO GPUS"}
 MARK = " ◀"            # after the name of the node a view calls out (the job's straggler)
 
 
@@ -43,18 +48,26 @@ def sparkline(values, width: int) -> str:
     return "".join(out).rjust(max(0, width))
 
 
-def state_cell(row, wall_s: float) -> tuple[str, object]:
-    """The badge and its style: STALE and since when for a node that stopped reporting."""
+def state_cell(row, wall_s: float, group=None) -> tuple[str, object]:
+    """The badge and its style: STALE and since when for a node that stopped reporting;
+    group: the row's job in a job's view (its straggler, those waiting on it)."""
     if row.stale:
         if row.last_seen_s is None:       # its target fails scrapes, not seen in the hour
             return f"{STALE_GLYPH} DOWN", theme.WARN
         return f"{STALE_GLYPH} STALE {age(wall_s - row.last_seen_s)}", theme.WARN
-    word = STATE_WORD.get(row.state, "? " + str(row.state).upper())
-    if row.state in STARVED_STATES:
+    state = state_text(row, group)
+    word = STATE_WORD.get(state, "? " + str(state).upper())
+    if word.startswith(STARVED_GLYPH):
         return word, theme.STARVED_BG
-    if row.state == UNAVAILABLE:       # a problem (a broken driver), not an idle node
+    if state == UNAVAILABLE:       # a problem (a broken driver), not an idle node
         return word, theme.WARN
-    return word, theme.GOOD if row.state == "healthy" else theme.PLAIN
+    return word, theme.GOOD if state == "healthy" else theme.PLAIN
+
+
+def marks(rows, group=None) -> Counter:
+    """How many of the rows carry each glyph (STARVED_GLYPH, WAIT_GLYPH, STALE_GLYPH,
+    NOGPU_GLYPH) in their badge, as state_cell draws them: the headers' counts."""
+    return Counter(state_cell(r, 0.0, group)[0][:1] for r in rows)
 
 
 def _cut(text: str, width: int) -> str:
@@ -86,13 +99,15 @@ class FleetTable(CursorPanel):
         return list(self._order)
 
     def show(self, rows, wall_s: float, old: bool = False, note: str = "",
-             marked: str | None = None, empty: str = "") -> None:
+             marked: str | None = None, empty: str = "", jobs=(), job=None) -> None:
         """rows: fleet.model.NodeRows in the order to draw; wall_s: now (the ages are
         counted to it); old: the rows are the last good table while Prometheus fails
         (every row dimmed); note: said in the column header (the sort); marked: a node
         called out with MARK (the job view's straggler); empty: what to say when there
-        is no row."""
-        self._input = (rows, wall_s, old, note, marked, empty)
+        is no row; jobs: the view's JobGroups (a row's evidence says which node it waits
+        on); job: the JobGroup whose view this is (its rows labelled by their part)."""
+        self._input = (rows, wall_s, old, note, marked, empty, jobs, job)
+        groups = groups_of(jobs)
         width = max(60, self.size.width or 80)
         names = [len(r.node) + (len(MARK) if r.node == marked else 0) for r in rows]
         cols = layout(width, max([4] + names))
@@ -108,13 +123,15 @@ class FleetTable(CursorPanel):
         if not rows:
             lines.append([(" " + (empty or "no node reports gpudisk-top metrics"), theme.DIM)])
         for r in rows:
-            lines.append(self._row(r, wall_s, cols, old, r.node == marked))
+            lines.append(self._row(r, wall_s, cols, old, r.node == marked,
+                                   groups.get(r.node), job))
         self.fixed = 1
         self.set_lines(lines)
         self._show_cursor()
 
-    def _row(self, r, wall_s: float, cols: dict, old: bool, marked: bool) -> Line:
-        badge, badge_style = state_cell(r, wall_s)
+    def _row(self, r, wall_s: float, cols: dict, old: bool, marked: bool, group,
+             job) -> Line:
+        badge, badge_style = state_cell(r, wall_s, job)
         dim = r.stale or old
         base = theme.DIM if dim else theme.PLAIN
         if dim:
@@ -140,8 +157,8 @@ class FleetTable(CursorPanel):
         if cols["clock"]:
             out.append((f"{clock(since) if since else '':<8} ", theme.DIM))
         out.append((sparkline(r.spark_pct, cols["spark"]) + " ", base))
-        text = _cut(r.evidence_text or KIND_TEXT.get(r.kind or "", r.kind or ""), cols["evidence"])
-        blamed = r.state in STARVED_STATES and not dim and r.evidence
+        text = _cut(device_text(r, group), cols["evidence"])
+        blamed = badge.startswith(STARVED_GLYPH) and not dim and r.evidence
         if blamed and text.startswith(r.evidence[0].device):
             dev = r.evidence[0].device
             out += [(dev, theme.CULPRIT), (text[len(dev):], base)]

@@ -19,7 +19,7 @@ class PositionBar(LinesPanel):
         bar_w = max(10, width - len(state) - len(where) - 3)
         cells = ["─"] * bar_w
         span = max(end_s - start_s, 1e-9)
-        for s in episode_starts:  # episode starts as the current model finds them
+        for s in episode_starts:  # the recording's episodes (ReplayFeed.known), else those passed
             cells[min(bar_w - 1, int((s - start_s) / span * bar_w))] = "▲"
         pos = min(bar_w - 1, int((wall_s - start_s) / span * bar_w))
         line = [(state, theme.HEAD), (where, theme.PLAIN), ("".join(cells[:pos]), theme.DIM),
