@@ -113,7 +113,7 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
         "health": health_json(model),
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
-        "warnings": [*model.sample.warnings, *model.warnings],
+        "warnings": model.all_warnings,
     }
 
 
@@ -318,7 +318,7 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
     health = _health_lines(model)
     if health:
         parts += ["", *health]
-    warnings = [*model.sample.warnings, *model.warnings]
+    warnings = model.all_warnings
     if warnings:
         parts += ["", *(f"warning: {w}" for w in warnings)]
     return printable("\n".join(parts) + "\n", newlines=True)

@@ -25,8 +25,9 @@ from gpudisk_top.ui.screens.device import DeviceScreen
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.filter import FilterScreen
 from gpudisk_top.ui.screens.help import HelpScreen
+from gpudisk_top.ui.screens.hidden import HiddenScreen
 from gpudisk_top.ui.widgets.base import LinesPanel
-from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
+from gpudisk_top.ui.widgets.disks import SORT_LABEL, SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
 from gpudisk_top.ui import theme
@@ -63,9 +64,11 @@ class GpuDiskApp(TimelineKeys, App):
     Screen.too-small.io-view IoProcPanel, Screen.too-small.roomy IoProcPanel { display: none; }
     """ + TOO_SMALL_CSS
     BINDINGS = [
-        Binding("q", "quit", "Quit"),
+        # F10 quits and h, F1 open help, as in htop, glances and nvitop
+        Binding("q,f10", "quit", "Quit", key_display="q"),
         Binding("space", "pause", "Pause"),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("question_mark,h,f1", "help", "Help", key_display="?"),
+        Binding("exclamation_mark", "hidden", "Fix", key_display="!", show=False),
         Binding("tab", "focus_next", "Panel", show=False),
         Binding("s", "sort", "Sort"),
         Binding("a", "all_devices", "All"),
@@ -88,7 +91,7 @@ class GpuDiskApp(TimelineKeys, App):
     def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
                  dev_filter: DeviceFilter | None = None, on_sample=None,
                  autostart: bool = True, show_self: bool = True, prefill: int = 0,
-                 feed=None, hooks=None) -> None:
+                 feed=None, hooks=None, record_path: str | None = None) -> None:
         super().__init__()
         self.origin = origin
         # a live Feed over `source`, or a ready-made feed (replay)
@@ -104,6 +107,7 @@ class GpuDiskApp(TimelineKeys, App):
         self._first_frame_at: float | None = None
         self._last_flags: list[str] = []
         self.prefill = prefill  # samples to take at once before going live (--demo-start)
+        self.record_path = record_path  # --record FILE: the header says REC
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -215,6 +219,15 @@ class GpuDiskApp(TimelineKeys, App):
             out.append("DEMO")
         if self.paused:
             out.append("PAUSED")
+        if self.record_path is not None and getattr(self.feed, "sink_error", None) is None:
+            out.append("REC")
+        # what the disk table leaves out, which it has no room to say at 80 columns
+        panels = self.query(DiskPanel)
+        dev_filter = panels.first().filter if panels else None
+        if dev_filter is not None and dev_filter.patterns:
+            out.append(f"FILTER: {','.join(dev_filter.patterns)}")
+        if dev_filter is not None and dev_filter.all_devices:
+            out.append("ALL DEVICES")
         out += [BLIND_SPOT_FLAGS.get(k, k) for k in self.origin.get("blind_spots", ())]
         if self.feed.last_error is not None:
             out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
@@ -240,10 +253,12 @@ class GpuDiskApp(TimelineKeys, App):
     def _render_header(self) -> None:
         u = self.shown or self.latest
         self._last_flags = self.flags()
-        self.query_one(HeaderBar).show(
-            self.origin, self.feed.interval_s, u.model.wall_s if u else None,
-            u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
-            self._last_flags, show_self=self.show_self)
+        # the dashboard's header, and a device detail's over it (the same flags)
+        for bar in {self.query_one(HeaderBar), *self.screen.query(HeaderBar)}:
+            bar.show(self.origin, self.feed.interval_s, u.model.wall_s if u else None,
+                     u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
+                     self._last_flags, show_self=self.show_self,
+                     fix=bool(self.origin.get("blind_spots")))
 
     # ------------------------------------------------------------------ actions
     def action_pause(self) -> None:
@@ -256,17 +271,23 @@ class GpuDiskApp(TimelineKeys, App):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_hidden(self) -> None:
+        """`!`: what cannot be seen from here and its fix, as --once says it."""
+        update = self.shown or self.latest
+        self.push_screen(HiddenScreen(update.model.all_warnings if update else []))
+
     def action_sort(self) -> None:
         panel = self.query_one(DiskPanel)
         panel.sort = SORTS[(SORTS.index(panel.sort) + 1) % len(SORTS)]
         self._rerender()
-        self.notify(f"disks sorted by {panel.sort}", timeout=2)
+        self.notify(f"disks sorted by {SORT_LABEL[panel.sort]}", timeout=2)
 
     def action_all_devices(self) -> None:
         panel = self.query_one(DiskPanel)
         panel.filter = DeviceFilter(all_devices=not panel.filter.all_devices,
                                     patterns=panel.filter.patterns)
         self._rerender()
+        self._render_header()
 
     def action_filter(self) -> None:
         panel = self.query_one(DiskPanel)
@@ -276,6 +297,7 @@ class GpuDiskApp(TimelineKeys, App):
                 return
             panel.filter = DeviceFilter.from_option(panel.filter.all_devices, pattern)
             self._rerender()
+            self._render_header()
 
         self.push_screen(FilterScreen(",".join(panel.filter.patterns)), done)
 
@@ -300,6 +322,7 @@ class GpuDiskApp(TimelineKeys, App):
         screen = DeviceScreen(panel.cursor)
         self.push_screen(screen)
         self.call_after_refresh(screen.show, self.shown, self.feed.history)
+        self.call_after_refresh(self._render_header)
 
     def action_processes(self) -> None:
         panel = self.query_one(GpuPanel)
@@ -363,5 +386,6 @@ class GpuDiskApp(TimelineKeys, App):
             ("Longer interval", "Sample less often", self.action_slower),
             ("Shorter interval", "Sample more often", self.action_faster),
             ("Keys and glyphs", "The help screen", self.action_help),
+            ("What cannot be seen", "The header's flags (NOT ROOT, ...) and their fix", self.action_hidden),
             ("Quit", "Quit gpudisk-top", self.action_quit),
         ))

@@ -12,10 +12,12 @@ from __future__ import annotations
 from gpudisk_top.model.ioprocs import container_of, io_rows
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import si
-from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.base import LinesPanel, cut, fit
 
 HEAD = "     PID  read/s write/s  device       %rd  %wr  cpu% J  cgroup            command"
+LEFT = HEAD.index("cgroup")   # the columns before the cgroup, never cut
 CGROUP_W = 17
+COMMAND_MIN = 30   # a command keeps this much before the cgroup id is cut
 
 
 def _pct(value: float | None) -> str:
@@ -24,6 +26,24 @@ def _pct(value: float | None) -> str:
 
 def _rate(kb_s: float | None) -> str:
     return si(None if kb_s is None else kb_s * 1024, "B")
+
+
+def cgroup_and_command(commands: list[str], room: int) -> tuple[int, int]:
+    """(cgroup cells with their space, command cells) of a process row's last two columns
+    in `room` cells: a long command's tail, then the cgroup id, are cut before the command
+    itself (base.CUT_FIRST["ioprocs"])."""
+    want = max([len("command")] + [len(c) for c in commands])
+    cgroup_ws = [CGROUP_W + 1] + list(range(CGROUP_W, 6, -1)) + [0]
+    pick = fit("ioprocs", {"cgroup": cgroup_ws,
+                           "command-tail": list(range(max(0, want - COMMAND_MIN), -1, -1)),
+                           "command": list(range(min(want, COMMAND_MIN), 7, -1))}, room)
+    cgroup_w = cgroup_ws[pick["cgroup"]]
+    return cgroup_w, max(1, room - cgroup_w)
+
+
+def cgroup_cell(cgroup: str | None, cgroup_w: int) -> str:
+    """A process's container or cgroup in cgroup_w cells (its space included)."""
+    return (cut(container_of(cgroup), cgroup_w - 1) + " ").ljust(cgroup_w) if cgroup_w else ""
 
 
 class IoProcPanel(LinesPanel):
@@ -39,12 +59,14 @@ class IoProcPanel(LinesPanel):
         blamed = list(update.verdict.devices) if update.verdict is not None else []
         rows = io_rows(model, blamed)
         back = "i: back to the timeline" if self.screen.has_class("io-view") else "i: full height"
+        commands = [r.view.cmdline or r.view.name or "?" for r in rows]
+        cgroup_w, command_w = cgroup_and_command(commands, width - 1 - LEFT)
         lines = [[mark, ("I/O by process", theme.LABEL), (f"  busiest first (the blamed device's first) · {back}{note}", theme.DIM)],
-                 [(HEAD[:width], theme.HEAD)]]
+                 [((" " + HEAD[:LEFT] + ("cgroup".ljust(cgroup_w) if cgroup_w else "") + "command")[:width], theme.HEAD)]]
         if not rows:
             lines.append([("   no process did block I/O in this interval (a new one shows "
                            "from its second interval)"[:width], theme.DIM)])
-        for r in rows:
+        for r, command in zip(rows, commands):
             v = r.view
             device = model.devices[r.device].display_name if r.device in model.devices else "-"
             culprit = r.device in blamed and not r.job and (r.read_share_pct or 0) >= 10
@@ -52,8 +74,7 @@ class IoProcPanel(LinesPanel):
             text = (f"{v.pid:>8} {_rate(v.read_kb_s):>7} {_rate(v.write_kb_s):>7}  "
                     f"{device[:12]:<12} {_pct(r.read_share_pct)} {_pct(r.write_share_pct)} "
                     f"{cpu} {'J' if r.job else ' '}  "
-                    f"{container_of(v.cgroup)[:CGROUP_W]:<{CGROUP_W}} "
-                    f"{(v.cmdline or v.name or '?')}")
+                    f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command, command_w)}")
             # the process loading the device the verdict names: a glyph and bold reverse,
             # which NO_COLOR keeps
             glyph = ("▲", theme.CULPRIT) if culprit else (" ", theme.PLAIN)
