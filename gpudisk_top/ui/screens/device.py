@@ -18,14 +18,14 @@ from textual.widgets import Footer
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.ioprocs import io_rows
-from gpudisk_top.model.vocab import TIMELINE
+from gpudisk_top.model.vocab import CLASS_TAG, TIMELINE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms, si
 from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import LinesPanel, cut
-from gpudisk_top.ui.widgets.ioprocs import cgroup_and_command, cgroup_cell
+from gpudisk_top.ui.widgets.ioprocs import cgroup_and_command, cgroup_cell, command_of
 from gpudisk_top.ui.widgets.header import HeaderBar
-from gpudisk_top.ui.widgets.disks import CLASS_TAG, COLUMNS, column_widths, value_cells
+from gpudisk_top.ui.widgets.disks import COLUMNS, column_widths, value_cells
 from gpudisk_top.ui.widgets.timeline import Timeline, glyph
 
 LABEL_W = 16
@@ -110,13 +110,12 @@ class DeviceDetail(LinesPanel):
                       ("  read/s write/s of each (not split by device)", theme.DIM)])
         if not rows:
             lines.append([("   none followed (i: I/O by process)", theme.DIM)])
-        commands = [r.view.cmdline or r.view.name or "?" for r in rows]
-        cgroup_w, command_w = cgroup_and_command(commands, width - 31)
-        for r, command in zip(rows, commands):
+        cgroup_w, command_w = cgroup_and_command([r.view for r in rows], width - 31)
+        for r in rows:
             v = r.view
             text = (f"   {v.pid:>8} {si((v.read_kb_s or 0) * 1024, 'B'):>7} "
                     f"{si((v.write_kb_s or 0) * 1024, 'B'):>7} {'J' if r.job else ' '} "
-                    f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command, command_w)}")
+                    f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command_of(v), command_w)}")
             lines.append([(text[:width], theme.PLAIN)])
         self.set_lines(lines)
 

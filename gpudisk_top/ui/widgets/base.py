@@ -43,7 +43,8 @@ CUT_FIRST = {
 def fit(panel: str, parts: dict[str, Sequence[int]], room: int) -> dict[str, int]:
     """For each part (key -> the widths it may take, widest first) the index of the width
     it gets, so that the widths add up to `room` if they can: the panel's parts are cut
-    in CUT_FIRST[panel]'s order, each as far as it must before the next is touched.
+    in CUT_FIRST[panel]'s order, each as far as it must before the next is touched; then
+    what a later, coarser cut left room for grows back, the most important first.
     Raises KeyError for an unknown panel."""
     choice = {key: 0 for key in parts}
     total = sum(widths[0] for widths in parts.values() if widths)
@@ -58,6 +59,14 @@ def fit(panel: str, parts: dict[str, Sequence[int]], room: int) -> dict[str, int
         choice[key] = i
         if total <= room:
             break
+    # a later cut may have freed more than it had to: what matters more grows back first
+    for key in reversed(CUT_FIRST[panel]):
+        widths, i = parts.get(key), choice.get(key, 0)
+        while i > 0 and total + widths[i - 1] - widths[i] <= room:
+            total += widths[i - 1] - widths[i]
+            i -= 1
+        if key in choice:
+            choice[key] = i
     return choice
 
 

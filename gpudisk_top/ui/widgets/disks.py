@@ -18,7 +18,7 @@ import re
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.model.vocab import DISK, TIMELINE
+from gpudisk_top.model.vocab import CLASS_TAG, DISK, TIMELINE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms
 from gpudisk_top.ui.widgets import health
@@ -29,7 +29,6 @@ SORTS = ("util", "r_await", "iops", "throughput", "name")
 SORT_LABEL = {"util": TIMELINE["util_pct"].label, "r_await": DISK["r_await_ms"].label,
               "iops": TIMELINE["iops"].label, "throughput": TIMELINE["mb_s"].label,
               "name": "name"}
-CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
 NAME_MAX = 24      # a device's name is cut only beyond this
 MOUNT_MIN = 10     # the mountpoint column is never narrower
 

@@ -16,7 +16,7 @@ from gpudisk_top.ui.widgets.base import LinesPanel, cut, fit
 
 HEAD = "     PID  read/s write/s  device       %rd  %wr  cpu% J  cgroup            command"
 LEFT = HEAD.index("cgroup")   # the columns before the cgroup, never cut
-CGROUP_W = 17
+CGROUP_W = 23     # 'containerd 3f2a1b9c0d4e' whole
 COMMAND_MIN = 30   # a command keeps this much before the cgroup id is cut
 
 
@@ -28,12 +28,18 @@ def _rate(kb_s: float | None) -> str:
     return si(None if kb_s is None else kb_s * 1024, "B")
 
 
-def cgroup_and_command(commands: list[str], room: int) -> tuple[int, int]:
-    """(cgroup cells with their space, command cells) of a process row's last two columns
-    in `room` cells: a long command's tail, then the cgroup id, are cut before the command
-    itself (base.CUT_FIRST["ioprocs"])."""
-    want = max([len("command")] + [len(c) for c in commands])
-    cgroup_ws = [CGROUP_W + 1] + list(range(CGROUP_W, 6, -1)) + [0]
+def command_of(view) -> str:
+    return view.cmdline or view.name or "?"
+
+
+def cgroup_and_command(views, room: int) -> tuple[int, int]:
+    """(cgroup cells with their space, command cells) of the process rows' last two
+    columns in `room` cells: the cgroup as wide as its longest name (up to CGROUP_W); a
+    long command's tail, then the cgroup, are cut before the command itself
+    (base.CUT_FIRST["ioprocs"])."""
+    want = max([len("command")] + [len(command_of(v)) for v in views])
+    longest = min(CGROUP_W, max([len("cgroup")] + [len(container_of(v.cgroup)) for v in views]))
+    cgroup_ws = [longest + 1] + list(range(longest, 6, -1)) + [0]
     pick = fit("ioprocs", {"cgroup": cgroup_ws,
                            "command-tail": list(range(max(0, want - COMMAND_MIN), -1, -1)),
                            "command": list(range(min(want, COMMAND_MIN), 7, -1))}, room)
@@ -59,14 +65,13 @@ class IoProcPanel(LinesPanel):
         blamed = list(update.verdict.devices) if update.verdict is not None else []
         rows = io_rows(model, blamed)
         back = "i: back to the timeline" if self.screen.has_class("io-view") else "i: full height"
-        commands = [r.view.cmdline or r.view.name or "?" for r in rows]
-        cgroup_w, command_w = cgroup_and_command(commands, width - 1 - LEFT)
+        cgroup_w, command_w = cgroup_and_command([r.view for r in rows], width - 1 - LEFT)
         lines = [[mark, ("I/O by process", theme.LABEL), (f"  busiest first (the blamed device's first) · {back}{note}", theme.DIM)],
                  [((" " + HEAD[:LEFT] + ("cgroup".ljust(cgroup_w) if cgroup_w else "") + "command")[:width], theme.HEAD)]]
         if not rows:
             lines.append([("   no process did block I/O in this interval (a new one shows "
                            "from its second interval)"[:width], theme.DIM)])
-        for r, command in zip(rows, commands):
+        for r in rows:
             v = r.view
             device = model.devices[r.device].display_name if r.device in model.devices else "-"
             culprit = r.device in blamed and not r.job and (r.read_share_pct or 0) >= 10
@@ -74,7 +79,7 @@ class IoProcPanel(LinesPanel):
             text = (f"{v.pid:>8} {_rate(v.read_kb_s):>7} {_rate(v.write_kb_s):>7}  "
                     f"{device[:12]:<12} {_pct(r.read_share_pct)} {_pct(r.write_share_pct)} "
                     f"{cpu} {'J' if r.job else ' '}  "
-                    f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command, command_w)}")
+                    f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command_of(v), command_w)}")
             # the process loading the device the verdict names: a glyph and bold reverse,
             # which NO_COLOR keeps
             glyph = ("▲", theme.CULPRIT) if culprit else (" ", theme.PLAIN)
