@@ -18,7 +18,7 @@ from textual.widgets import Footer, Static
 
 from gpudisk_top.collect.gpu_deadline import hung
 from gpudisk_top.collect.ioscan import SCAN_OPEN_S
-from gpudisk_top.collect.visibility import NOT_ROOT
+from gpudisk_top.collect.visibility import NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.session.live import Feed, Update
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.device import DeviceScreen
@@ -228,7 +228,7 @@ class GpuDiskApp(TimelineKeys, App):
             out.append(f"FILTER: {','.join(dev_filter.patterns)}")
         if dev_filter is not None and dev_filter.all_devices:
             out.append("ALL DEVICES")
-        out += [BLIND_SPOT_FLAGS.get(k, k) for k in self.origin.get("blind_spots", ())]
+        out += [BLIND_SPOT_FLAGS.get(k, k) for k in self._blind_spots()]
         if self.feed.last_error is not None:
             out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
         if self.latest is not None and hung(self.latest.model.gpu_status):
@@ -258,7 +258,14 @@ class GpuDiskApp(TimelineKeys, App):
             bar.show(self.origin, self.feed.interval_s, u.model.wall_s if u else None,
                      u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
                      self._last_flags, show_self=self.show_self,
-                     fix=bool(self.origin.get("blind_spots")))
+                     fix=bool(self._blind_spots()))
+
+    def _blind_spots(self) -> list[str]:
+        """What the header flags as hidden from here: the sampler's blind spots, another
+        PID namespace only where there are GPUs (as the sampler's warnings, which `!`
+        shows, say it: only GPU processes suffer from it)."""
+        gpus = self.latest is not None and bool(self.latest.model.gpus)
+        return [k for k in self.origin.get("blind_spots", ()) if k != PID_NAMESPACE or gpus]
 
     # ------------------------------------------------------------------ actions
     def action_pause(self) -> None:
