@@ -31,8 +31,9 @@ CUT_FIRST = {
     # the class, the rest of the reason, the health word (its glyph stays), and only
     # then the mountpoint
     "disks": ("wide", "reason-tail", "pad", "class", "health-reason", "health-word", "mount"),
-    # I/O by process: a long command's tail, the cgroup id, then the command itself
-    "ioprocs": ("command-tail", "cgroup", "device", "command"),
+    # I/O by process: a long command's tail, the cgroup id, then the command itself; in
+    # its title and legend, the longer words, then how the processes were found
+    "ioprocs": ("command-tail", "cgroup", "command", "legend", "order", "note"),
     # the timeline's title: the state letters' meanings (down to the letters), how to
     # see hidden rows, the letters, the "disk rows:" word, the keys back to now; the
     # metric, the time scrolled back to and how many rows are hidden stay

@@ -18,6 +18,8 @@ HEAD = "     PID  read/s write/s  device       %rd  %wr  cpu% J  cgroup         
 LEFT = HEAD.index("cgroup")   # the columns before the cgroup, never cut
 CGROUP_W = 23     # 'containerd 3f2a1b9c0d4e' whole
 COMMAND_MIN = 30   # a command keeps this much before the cgroup id is cut
+LEGEND = ("   %rd %wr: its share of that device's reads and writes (iostat rkB/s, wkB/s) · "
+          "J: the GPU job's")
 
 
 def _pct(value: float | None) -> str:
@@ -66,7 +68,13 @@ class IoProcPanel(LinesPanel):
         rows = io_rows(model, blamed)
         back = "i: back to the timeline" if self.screen.has_class("io-view") else "i: full height"
         cgroup_w, command_w = cgroup_and_command([r.view for r in rows], width - 1 - LEFT)
-        lines = [[mark, ("I/O by process", theme.LABEL), (f"  busiest first (the blamed device's first) · {back}{note}", theme.DIM)],
+        # the title's words: how rows are ordered, how they are found, then how to go back
+        parts = {"name": [" I/O by process"],
+                 "order": ["  busiest first (the blamed device's first)", "  busiest first"],
+                 "back": [f" · {back}"], "note": [note, ""]}
+        pick = fit("ioprocs", {k: [len(f) for f in v] for k, v in parts.items()}, width)
+        title = "".join(v[pick[k]] for k, v in parts.items() if k != "name")
+        lines = [[mark, ("I/O by process", theme.LABEL), (title, theme.DIM)],
                  [((" " + HEAD[:LEFT] + ("cgroup".ljust(cgroup_w) if cgroup_w else "") + "command")[:width], theme.HEAD)]]
         if not rows:
             lines.append([("   no process did block I/O in this interval (a new one shows "
@@ -84,6 +92,7 @@ class IoProcPanel(LinesPanel):
             # which NO_COLOR keeps
             glyph = ("▲", theme.CULPRIT) if culprit else (" ", theme.PLAIN)
             lines.append([glyph, (text[:width - 1], theme.CULPRIT if culprit else theme.PLAIN)])
-        lines.append([("   %rd %wr: its share of that device's reads and writes (iostat "
-                       "rkB/s, wkB/s) · J: the GPU job's"[:width], theme.DIM)])
+        legend = [LEGEND, "   %rd %wr: its share of the device's reads, writes · J: the job's"]
+        lines.append([(legend[fit("ioprocs", {"legend": [len(t) for t in legend]}, width)["legend"]]
+                       [:width], theme.DIM)])
         self.set_lines(lines)
