@@ -7,6 +7,7 @@ the real sampler, a real process and a real disk are the point."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import secrets
@@ -365,6 +366,10 @@ def test_once_d_filters_the_health_table_too():
     assert {"sdb", "sde", "nvme0n1"} <= set(every)
     assert health_rows(run("-d", "sdb1")) == ["sdb"]          # a partition: its disk's
     assert health_rows(run("-d", "sde,nvme0n1")) == ["nvme0n1", "sde"]
+    # and the JSON's health[], as its disks[]
+    out = json.loads(run("--json", "-d", "sdb1"))
+    assert [d["name"] for d in out["disks"]] == ["sdb1"]
+    assert [h["device"] for h in out["health"]] == ["sdb"]
 
 
 def test_report_says_a_virtual_disks_class_whole():

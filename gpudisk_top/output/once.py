@@ -75,7 +75,7 @@ def health_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
     return sorted(names, key=_natural_key)
 
 
-def health_json(model: Model, dev_filter: DeviceFilter = DeviceFilter()) -> list[dict]:
+def health_json(model: Model, dev_filter: DeviceFilter) -> list[dict]:
     """Each shown physical disk's latest health reading (model/health.py
     HealthView.as_json), by name; [] when health was not read."""
     return [model.health[d].as_json() for d in health_disks(model, dev_filter)]

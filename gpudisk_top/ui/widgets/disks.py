@@ -146,7 +146,8 @@ class DiskPanel(CursorPanel):
         dropped = sorted((n for n in model.disk_dropped if n in model.devices
                           and self.filter.selected(model.devices[n], model.sample.disks.get(n))),
                          key=natural)
-        dev_w = min(NAME_MAX, max([6 + (self.sort == "name")] + [len(model.devices[n].display_name) for n in names + dropped]
+        least = len("▼Device") if self.sort == "name" else 6
+        dev_w = min(NAME_MAX, max([least] + [len(model.devices[n].display_name) for n in names + dropped]
                                   + [len(mp) for mp in model.mounts]))
         # health: a column wherever the poller runs (None: it does not, or an old recording)
         views = None
@@ -157,8 +158,8 @@ class DiskPanel(CursorPanel):
                        if v is not None and v.reasons and v.status != "ok"]
             longest = min(REASON_MAX, max(reasons, default=0))
             health_w = HEALTH_SHORT + (1 + longest if longest else 0)
-        need = max([MOUNT_MIN] + [len(",".join(model.devices[n].mountpoints))
-                                  for n in names + dropped] + [len(v.source) for v in model.mounts.values()])
+        need = max([MOUNT_MIN] + [len(",".join(model.devices[n].mountpoints)) for n in names + dropped]
+                   + [len(v.source) for v in model.mounts.values()])
         widths, with_class, mount_w, health_w = self._layout(width, dev_w, health_w, need)
         cols = list(zip(COLUMNS, widths))
         what = "all devices" if self.filter.all_devices else (
