@@ -222,11 +222,10 @@ class GpuDiskApp(TimelineKeys, App):
         if self.record_path is not None and getattr(self.feed, "sink_error", None) is None:
             out.append("REC")
         # what the disk table leaves out, which it has no room to say at 80 columns
-        panels = self.query(DiskPanel)
-        dev_filter = panels.first().filter if panels else None
-        if dev_filter is not None and dev_filter.patterns:
+        dev_filter = self.query_one("#disks", DiskPanel).filter
+        if dev_filter.patterns:
             out.append(f"FILTER: {','.join(dev_filter.patterns)}")
-        if dev_filter is not None and dev_filter.all_devices:
+        if dev_filter.all_devices:
             out.append("ALL DEVICES")
         out += [BLIND_SPOT_FLAGS.get(k, k) for k in self._blind_spots()]
         if self.feed.last_error is not None:
@@ -254,11 +253,15 @@ class GpuDiskApp(TimelineKeys, App):
         u = self.shown or self.latest
         self._last_flags = self.flags()
         # the dashboard's header, and a device detail's over it (the same flags)
-        for bar in {self.query_one(HeaderBar), *self.screen.query(HeaderBar)}:
+        bars = [self.query_one("#header", HeaderBar)]
+        if isinstance(self.screen, DeviceScreen):
+            bars.append(self.screen.query_one("#header", HeaderBar))
+        fix = bool(self._blind_spots())
+        for bar in bars:
             bar.show(self.origin, self.feed.interval_s, u.model.wall_s if u else None,
                      u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
                      self._last_flags, show_self=self.show_self,
-                     fix=bool(self._blind_spots()))
+                     fix=fix)
 
     def _blind_spots(self) -> list[str]:
         """What the header flags as hidden from here: the sampler's blind spots, another

@@ -146,7 +146,7 @@ class DeviceScreen(ModalScreen):
         self.device = name
 
     def compose(self) -> ComposeResult:
-        yield HeaderBar()
+        yield HeaderBar(id="header")
         yield DeviceDetail()
         yield Footer(compact=True)
 
