@@ -63,7 +63,7 @@ def test_every_subcommand_and_its_options_are_in_readme():
 def _key_names(bindings) -> list[str]:
     shown = {"question_mark": "?", "slash": "/", "comma": ",", "full_stop": ".",
              "plus": "+", "minus": "-", "equals_sign": "+", "up": "↑", "down": "↓",
-             "left": "←", "right": "→"}
+             "left": "←", "right": "→", "f1": "F1", "f10": "F10", "exclamation_mark": "!"}
     out = []
     for b in bindings:
         for key in b.key.split(","):

@@ -42,9 +42,13 @@ def test_matrix_snapshot_matches(view, width, height):
     assert len(lines) == height
     assert all(len(line) <= width for line in lines)
     # nothing clipped without a word: the dashboard shows its footer's keys at every
-    # size, a device's detail (a screen of its own) says what is below
+    # size, a device's detail (a screen of its own) says what is below and, in its
+    # footer, how to go back
     last = lines[-1].lstrip()
-    assert last.startswith("↓") if view == "device" else last.startswith("q Quit"), last
+    if view == "device":
+        assert last.startswith("esc Back") and lines[-2].lstrip().startswith("↓"), lines[-2:]
+    else:
+        assert last.startswith("q Quit"), last
 
 
 def test_sizes_cover_80x24_and_160x48():

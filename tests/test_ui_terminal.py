@@ -250,13 +250,16 @@ def test_dashboard_records_while_it_runs(tmux, tmp_path):
     from gpudisk_top.record import Recording
 
     path = tmp_path / "dash.gdtrec"
-    t = tmux(f"{EXE} --demo --record {path}", env={"TERM": "xterm-256color"})
-    t.wait_for("DEMO", "Timeline", "Quit")
+    t = tmux(f"{EXE} --demo --record {path}", width=80, height=24, env={"TERM": "xterm-256color"})
+    screen = t.wait_for("DEMO", "Timeline", "Quit")
+    # the header says it records, at 80 columns too (issue 23)
+    assert re.search(r"\sREC\s", screen.split("\n")[0] + " "), screen
     time.sleep(3)
-    t.keys("q")
+    t.keys("F10")                  # quits, as in htop and nvitop
     deadline = time.monotonic() + 5
     while t.alive() and time.monotonic() < deadline:
         time.sleep(0.1)
+    assert not t.alive(), "F10 did not quit"
     with Recording.open(str(path)) as rec:
         assert len(rec) >= 3 and rec.header["simulated"] is True
         assert rec.sessions[-1].end is not None   # closed cleanly on quit

@@ -34,7 +34,8 @@ def run(args) -> int:
     app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
                      dev_filter=device_filter(args),
                      prefill=source.samples_until(args.demo_start) if args.demo_start else 0,
-                     on_sample=recorder.append if recorder else None, hooks=hooks)
+                     on_sample=recorder.append if recorder else None, hooks=hooks,
+                     record_path=args.record)
     try:
         with screen_on_terminal():
             app.run(mouse=not args.no_mouse)

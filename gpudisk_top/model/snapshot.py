@@ -49,6 +49,12 @@ class Model:
     # could not read is in sample.warnings
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def all_warnings(self) -> list[str]:
+        """Every warning of the interval, as `--once`, its JSON and the dashboard's `!`
+        say them: the collectors' (each blind spot with its fix first) then the model's."""
+        return [*self.sample.warnings, *self.warnings]
+
     @classmethod
     def new(cls, sample: Sample, last: Sample | None) -> "Model":
         """Derive the interval ending at `sample`.  With no `last` (the first sample),

@@ -483,5 +483,8 @@ def episode_json(e) -> dict:
 # A disk's health status (model/health.py STATUSES) as every screen and the text report
 # show it: a glyph and a short word, so that the meaning never rests on colour alone
 # (NO_COLOR, 16 colours).  A disk the poller has no reading of shows NO_HEALTH.
+# a device's class (collect/blockdev.py dev_class) in at most 5 cells: the disk table, the
+# device detail, --once and report's tables
+CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
 HEALTH_BADGE = {"ok": "✓ OK", "warning": "! warn", "failing": "✗ FAIL", "unknown": "? n/a"}
 NO_HEALTH = "—"

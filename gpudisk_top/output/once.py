@@ -11,6 +11,7 @@ import platform
 import re
 
 from gpudisk_top import __version__
+from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.detect import UNAVAILABLE
@@ -21,8 +22,8 @@ from gpudisk_top.model.health import health_of
 from gpudisk_top.model.host import host_as_json
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU_PROCESS, GPU_PROCESS_IO, HEALTH, MOUNT,
-                                     iso_time, verdict_json)
+from gpudisk_top.model.vocab import (AVG_CPU, CLASS_TAG, DISK, GPU_PROCESS, GPU_PROCESS_IO,
+                                     HEALTH, MOUNT, iso_time, verdict_json)
 
 
 def selected_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
@@ -64,10 +65,21 @@ def disk_json(model: Model, name: str) -> dict:
     return out
 
 
-def health_json(model: Model) -> list[dict]:
-    """Every physical disk's latest health reading (model/health.py HealthView.as_json),
-    by name; [] when health was not read."""
-    return [model.health[d].as_json() for d in sorted(model.health, key=_natural_key)]
+def health_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
+    """The physical disks whose health reading is shown, by name: every one read, or with
+    -d (patterns) those under the devices it names (a partition's disk, a dm device's
+    members), as the disk table shows only those."""
+    names = set(model.health)
+    if dev_filter.patterns:
+        named = [n for n, info in model.devices.items() if dev_filter.matches_name(info)]
+        names &= {d for n in named for d in device_stack(model.devices, n)}
+    return sorted(names, key=_natural_key)
+
+
+def health_json(model: Model, dev_filter: DeviceFilter) -> list[dict]:
+    """Each shown physical disk's latest health reading (model/health.py
+    HealthView.as_json), by name; [] when health was not read."""
+    return [model.health[d].as_json() for d in health_disks(model, dev_filter)]
 
 
 def mount_json(view) -> dict:
@@ -111,10 +123,10 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
         "gpus": gpus_json(model),
         "disks": [disk_json(model, n) for n in shown_disks(model, dev_filter)],
         "mounts": [mount_json(v) for v in model.mounts.values()],
-        "health": health_json(model),
+        "health": health_json(model, dev_filter),
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
-        "warnings": [*model.sample.warnings, *model.warnings, *_unavailable_warning(verdict)],
+        "warnings": [*model.all_warnings, *_unavailable_warning(verdict)],
     }
 
 
@@ -134,9 +146,6 @@ def render_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
 # ------------------------------------------------------------------------------ text
 def _f(value, fmt: str = "{:.2f}", na: str = "n/a") -> str:
     return na if value is None else fmt.format(value)
-
-
-_CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
 
 
 def _gpu_lines(model: Model, verdict=None) -> list[str]:
@@ -237,7 +246,7 @@ def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     lines = [head]
     for n in names:
         info, r = model.devices[n], model.disks.get(n)
-        row = f"{info.display_name:<{width}} {_CLASS_TAG.get(info.dev_class, '?'):<5}" + "".join(
+        row = f"{info.display_name:<{width}} {CLASS_TAG.get(info.dev_class, '?'):<5}" + "".join(
             f" {_f(None if r is None else getattr(r, m.field)):>{max(7, len(m.label))}}"
             for m in DISK)
         row += "  " + (",".join(info.mountpoints) or "-")
@@ -256,12 +265,12 @@ _HEALTH_COLUMNS = tuple(HEALTH[f] for f in (
     "pending_sectors", "power_on_hours"))
 
 
-def _health_lines(model: Model) -> list[str]:
-    """Each physical disk's health: status, the numbers, why; an unreadable one says why
-    in one line."""
-    if not model.health:
+def _health_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
+    """Each shown physical disk's health (health_disks): status, the numbers, why; an
+    unreadable one says why in one line."""
+    names = health_disks(model, dev_filter)
+    if not names:
         return []
-    names = sorted(model.health, key=_natural_key)
     width = max(len("Device"), *(len(n) for n in names))
     widths = [max(6, len(m.label)) for m in _HEALTH_COLUMNS]
     if any(model.health[n].reading.readable for n in names):
@@ -326,10 +335,10 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
     mounts = _mount_lines(model)
     if mounts:
         parts += ["", *mounts]
-    health = _health_lines(model)
+    health = _health_lines(model, dev_filter)
     if health:
         parts += ["", *health]
-    warnings = [*model.sample.warnings, *model.warnings]
+    warnings = model.all_warnings
     if warnings:
         parts += ["", *(f"warning: {w}" for w in warnings)]
     return printable("\n".join(parts) + "\n", newlines=True)

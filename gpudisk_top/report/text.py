@@ -7,7 +7,7 @@ import textwrap
 from dataclasses import dataclass
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
-from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
+from gpudisk_top.model.vocab import CLASS_TAG, DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.textsafe import printable
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
@@ -145,7 +145,7 @@ def _devices(d: dict, top: int = 5) -> list[str]:
              f"{col('rkb_s', 10)} {col('wkb_s', 10)} {col('util_pct', 6)}  mountpoints"]
     for x in devs:
         lines.append(
-            f"{x['display_name']:<{width}} {x['class'][:5]:<5} "
+            f"{x['display_name']:<{width}} {CLASS_TAG.get(x['class'], '?'):<5} "
             f"{_dur(x['blamed_s']) if x['blamed_s'] else '-':>7} {_f(x['await_ms']):>8} "
             f"{_f(x['r_await_ms']):>8} {_f(x['w_await_ms']):>8} {_f(x['worst_await_ms']):>8} "
             f"{_short(x['worst_at'])[11:]:<8} {_f(x['r_s']):>9} {_f(x['w_s']):>9} "

@@ -18,15 +18,16 @@ from textual.widgets import Footer, Static
 
 from gpudisk_top.collect.gpu_deadline import hung
 from gpudisk_top.collect.ioscan import SCAN_OPEN_S
-from gpudisk_top.collect.visibility import NOT_ROOT
+from gpudisk_top.collect.visibility import NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.session.live import Feed, Update
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.device import DeviceScreen
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.filter import FilterScreen
 from gpudisk_top.ui.screens.help import HelpScreen
+from gpudisk_top.ui.screens.hidden import HiddenScreen
 from gpudisk_top.ui.widgets.base import LinesPanel
-from gpudisk_top.ui.widgets.disks import SORTS, DiskPanel
+from gpudisk_top.ui.widgets.disks import SORT_LABEL, SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
 from gpudisk_top.ui import theme
@@ -63,9 +64,11 @@ class GpuDiskApp(TimelineKeys, App):
     Screen.too-small.io-view IoProcPanel, Screen.too-small.roomy IoProcPanel { display: none; }
     """ + TOO_SMALL_CSS
     BINDINGS = [
-        Binding("q", "quit", "Quit"),
+        # F10 quits and h, F1 open help, as in htop, glances and nvitop
+        Binding("q,f10", "quit", "Quit", key_display="q"),
         Binding("space", "pause", "Pause"),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("question_mark,h,f1", "help", "Help", key_display="?"),
+        Binding("exclamation_mark", "hidden", "Fix", key_display="!", show=False),
         Binding("tab", "focus_next", "Panel", show=False),
         Binding("s", "sort", "Sort"),
         Binding("a", "all_devices", "All"),
@@ -88,7 +91,7 @@ class GpuDiskApp(TimelineKeys, App):
     def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
                  dev_filter: DeviceFilter | None = None, on_sample=None,
                  autostart: bool = True, show_self: bool = True, prefill: int = 0,
-                 feed=None, hooks=None) -> None:
+                 feed=None, hooks=None, record_path: str | None = None) -> None:
         super().__init__()
         self.origin = origin
         # a live Feed over `source`, or a ready-made feed (replay)
@@ -104,6 +107,7 @@ class GpuDiskApp(TimelineKeys, App):
         self._first_frame_at: float | None = None
         self._last_flags: list[str] = []
         self.prefill = prefill  # samples to take at once before going live (--demo-start)
+        self.record_path = record_path  # --record FILE: the header says REC
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -215,7 +219,15 @@ class GpuDiskApp(TimelineKeys, App):
             out.append("DEMO")
         if self.paused:
             out.append("PAUSED")
-        out += [BLIND_SPOT_FLAGS.get(k, k) for k in self.origin.get("blind_spots", ())]
+        if self.record_path is not None and getattr(self.feed, "sink_error", None) is None:
+            out.append("REC")
+        # what the disk table leaves out, which it has no room to say at 80 columns
+        dev_filter = self.query_one("#disks", DiskPanel).filter
+        if dev_filter.patterns:
+            out.append(f"FILTER: {','.join(dev_filter.patterns)}")
+        if dev_filter.all_devices:
+            out.append("ALL DEVICES")
+        out += [BLIND_SPOT_FLAGS.get(k, k) for k in self._blind_spots()]
         if self.feed.last_error is not None:
             out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
         if self.latest is not None and hung(self.latest.model.gpu_status):
@@ -240,10 +252,23 @@ class GpuDiskApp(TimelineKeys, App):
     def _render_header(self) -> None:
         u = self.shown or self.latest
         self._last_flags = self.flags()
-        self.query_one(HeaderBar).show(
-            self.origin, self.feed.interval_s, u.model.wall_s if u else None,
-            u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
-            self._last_flags, show_self=self.show_self)
+        # the dashboard's header, and a device detail's over it (the same flags)
+        bars = [self.query_one("#header", HeaderBar)]
+        if isinstance(self.screen, DeviceScreen):
+            bars.append(self.screen.query_one("#header", HeaderBar))
+        fix = bool(self._blind_spots())
+        for bar in bars:
+            bar.show(self.origin, self.feed.interval_s, u.model.wall_s if u else None,
+                     u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
+                     self._last_flags, show_self=self.show_self,
+                     fix=fix)
+
+    def _blind_spots(self) -> list[str]:
+        """What the header flags as hidden from here: the sampler's blind spots, another
+        PID namespace only where there are GPUs (as the sampler's warnings, which `!`
+        shows, say it: only GPU processes suffer from it)."""
+        gpus = self.latest is not None and bool(self.latest.model.gpus)
+        return [k for k in self.origin.get("blind_spots", ()) if k != PID_NAMESPACE or gpus]
 
     # ------------------------------------------------------------------ actions
     def action_pause(self) -> None:
@@ -256,17 +281,23 @@ class GpuDiskApp(TimelineKeys, App):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_hidden(self) -> None:
+        """`!`: what cannot be seen from here and its fix, as --once says it."""
+        update = self.shown or self.latest
+        self.push_screen(HiddenScreen(update.model.all_warnings if update else []))
+
     def action_sort(self) -> None:
         panel = self.query_one(DiskPanel)
         panel.sort = SORTS[(SORTS.index(panel.sort) + 1) % len(SORTS)]
         self._rerender()
-        self.notify(f"disks sorted by {panel.sort}", timeout=2)
+        self.notify(f"disks sorted by {SORT_LABEL[panel.sort]}", timeout=2)
 
     def action_all_devices(self) -> None:
         panel = self.query_one(DiskPanel)
         panel.filter = DeviceFilter(all_devices=not panel.filter.all_devices,
                                     patterns=panel.filter.patterns)
         self._rerender()
+        self._render_header()
 
     def action_filter(self) -> None:
         panel = self.query_one(DiskPanel)
@@ -276,6 +307,7 @@ class GpuDiskApp(TimelineKeys, App):
                 return
             panel.filter = DeviceFilter.from_option(panel.filter.all_devices, pattern)
             self._rerender()
+            self._render_header()
 
         self.push_screen(FilterScreen(",".join(panel.filter.patterns)), done)
 
@@ -300,6 +332,7 @@ class GpuDiskApp(TimelineKeys, App):
         screen = DeviceScreen(panel.cursor)
         self.push_screen(screen)
         self.call_after_refresh(screen.show, self.shown, self.feed.history)
+        self.call_after_refresh(self._render_header)
 
     def action_processes(self) -> None:
         panel = self.query_one(GpuPanel)
@@ -363,5 +396,6 @@ class GpuDiskApp(TimelineKeys, App):
             ("Longer interval", "Sample less often", self.action_slower),
             ("Shorter interval", "Sample more often", self.action_faster),
             ("Keys and glyphs", "The help screen", self.action_help),
+            ("What cannot be seen", "The header's flags (NOT ROOT, ...) and their fix", self.action_hidden),
             ("Quit", "Quit gpudisk-top", self.action_quit),
         ))

@@ -13,16 +13,19 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
+from textual.widgets import Footer
 
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import health_of
-from gpudisk_top.model.ioprocs import container_of, io_rows
-from gpudisk_top.model.vocab import TIMELINE
+from gpudisk_top.model.ioprocs import io_rows
+from gpudisk_top.model.vocab import CLASS_TAG, TIMELINE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms, rate, si
 from gpudisk_top.ui.widgets import health
-from gpudisk_top.ui.widgets.base import LinesPanel
-from gpudisk_top.ui.widgets.disks import CLASS_TAG, COLUMNS, column_widths, value_cells
+from gpudisk_top.ui.widgets.base import LinesPanel, cut
+from gpudisk_top.ui.widgets.ioprocs import cgroup_and_command, cgroup_cell, command_of
+from gpudisk_top.ui.widgets.header import HeaderBar
+from gpudisk_top.ui.widgets.disks import COLUMNS, column_widths, value_cells
 from gpudisk_top.ui.widgets.timeline import Timeline, glyph
 
 LABEL_W = 16
@@ -107,14 +110,13 @@ class DeviceDetail(LinesPanel):
                       ("  read/s write/s of each (not split by device)", theme.DIM)])
         if not rows:
             lines.append([("   none followed (i: I/O by process)", theme.DIM)])
+        cgroup_w, command_w = cgroup_and_command([r.view for r in rows], width - 31)
         for r in rows:
             v = r.view
             text = (f"   {v.pid:>8} {rate(v.read_kb_s or 0):>7} "
                     f"{rate(v.write_kb_s or 0):>7} {'J' if r.job else ' '} "
-                    f"{container_of(v.cgroup)[:17]:<17} {v.cmdline or v.name or '?'}")
+                    f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command_of(v), command_w)}")
             lines.append([(text[:width], theme.PLAIN)])
-        lines.append([])
-        lines.append([(" escape: back · ↑↓ scroll", theme.DIM)])
         self.set_lines(lines)
 
 
@@ -130,18 +132,23 @@ class DeviceScreen(ModalScreen):
     """The detail of one device; the app calls show() with every update."""
 
     DEFAULT_CSS = """
-    DeviceScreen { align: center middle; }
-    DeviceScreen > DeviceDetail { width: 100%; height: 100%; background: $surface; }
+    DeviceScreen { layout: vertical; background: $surface; }
+    DeviceScreen > DeviceDetail { width: 100%; height: 1fr; background: $surface; }
     """
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "Back"),
-                Binding("up", "scroll(-1)", show=False), Binding("down", "scroll(1)", show=False)]
+    # its header is the dashboard's (DEMO, REPLAY, PAUSED...: the app draws it); its
+    # footer says how to go back
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Back", key_display="esc"),
+                Binding("up", "scroll(-1)", "Scroll", key_display="↑↓"),
+                Binding("down", "scroll(1)", show=False)]
 
     def __init__(self, name: str) -> None:
         super().__init__()
         self.device = name
 
     def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
         yield DeviceDetail()
+        yield Footer(compact=True)
 
     def show(self, update, history) -> None:
         self.query_one(DeviceDetail).show(update, history, self.device)

@@ -12,9 +12,10 @@ HELP = """\
 [b]gpudisk-top[/b]  GPUs and the disks that feed them, on one timeline
 
 [b]Keys[/b]
-  q             quit
+  q F10         quit
   space         pause / resume the screen (sampling and recording go on)
-  ?             this help
+  ? h F1        this help
+  !             what cannot be seen from here (NOT ROOT, CONTAINER PIDS...) and the fix
   tab           next panel (GPUs, disks, timeline); shift+tab: previous
   ↑ ↓           scroll the focused panel (on the disks: move the row cursor)
   enter         on a disk: its detail; in the episode list: go to the episode
@@ -43,6 +44,7 @@ HELP = """\
   ▲  the device named by the current verdict     !  saturated (not the job's cause)
   ▼  the column the disks are sorted by
   health  ✓ OK  ! warn  ✗ FAIL  ? n/a unreadable  — no reading; enter: every field
+          (a narrow screen keeps the glyph alone, and the mountpoint whole)
   In I/O by process: ▲ a process outside the job loading the device the verdict names,
   J a process of the GPU job; %rd %wr its share of the device's reads and writes.
   Disk numbers are iostat -x's; saturation is never %util alone.
@@ -50,7 +52,10 @@ HELP = """\
   (MiB: rMB/s = rkB/s / 1024), so a process never reads more than its disk.
 
 [b]Flags[/b] in the header: DEMO (simulated node), REPLAY, PAUSED, STALE (sampling is
-waiting on a slow NVML call or disk read; the screen shows the last good sample).
+waiting on a slow NVML call or disk read; the screen shows the last good sample), REC
+(--record), FILTER (/ or -d), ALL DEVICES (a, -a; ALL where narrow); what cannot be
+seen from here: NO /sys, CONTAINER PIDS (PID NS where narrow), NOT ROOT, NO PSI, then
+a ! : press ! for what each hides and its fix.
 
 escape or ? closes this screen.
 """
@@ -75,7 +80,7 @@ class HelpScreen(ModalScreen):
     HelpScreen > VerticalScroll { width: 90; max-width: 100%; height: auto; max-height: 100%;
                                   border: round $accent; background: $surface; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,question_mark,q,h,f1", "dismiss", "Close")]
 
     def __init__(self, replay: bool = False) -> None:
         super().__init__()

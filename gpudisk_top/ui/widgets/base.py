@@ -3,6 +3,8 @@ render_line() hands them out, so a repaint costs no formatting."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Region, Size
@@ -16,6 +18,62 @@ Line = list[tuple[str, Style]]  # runs of text with one style each
 
 _PAD = Style()
 _MORE = Style(dim=True, italic=True)
+
+# What is cut first when a line does not fit, least important first: the one table of
+# every panel's columns and the header's parts (issue 23: at 80 columns an id was kept
+# and the command cut; a health word kept and the mountpoint cut).  A part a panel
+# gives fit() that is not named here is never cut.
+CUT_FIRST = {
+    # the header: the tool's own CPU and RSS go first, the flags (and the `!` that opens
+    # what cannot be seen, with its fix) last, and they only get shorter words
+    "header": ("self", "kernel", "app", "every", "host", "fix-hint", "flags"),
+    # the disk table: iostat's wide columns, a health reason's tail, the numbers' padding,
+    # the class, the rest of the reason, the health word (its glyph stays), and only
+    # then the mountpoint
+    "disks": ("wide", "reason-tail", "pad", "class", "health-reason", "health-word", "mount"),
+    # I/O by process: a long command's tail, the cgroup id, then the command itself; in
+    # its title and legend, the longer words, then how the processes were found
+    "ioprocs": ("command-tail", "cgroup", "command", "legend", "order", "note"),
+    # the timeline's title: the state letters' meanings (down to the letters), how to
+    # see hidden rows, the letters, the "disk rows:" word, the keys back to now; the
+    # metric, the time scrolled back to and how many rows are hidden stay
+    "timeline": ("legend", "rows-detail", "letters", "rows-word", "keys"),
+}
+
+
+def fit(panel: str, parts: dict[str, Sequence[int]], room: int) -> dict[str, int]:
+    """For each part (key -> the widths it may take, widest first) the index of the width
+    it gets, so that the widths add up to `room` if they can: the panel's parts are cut
+    in CUT_FIRST[panel]'s order, each as far as it must before the next is touched; then
+    what a later, coarser cut left room for grows back, the most important first.
+    Raises KeyError for an unknown panel."""
+    choice = {key: 0 for key in parts}
+    total = sum(widths[0] for widths in parts.values() if widths)
+    for key in CUT_FIRST[panel]:
+        widths = parts.get(key)
+        if not widths:
+            continue
+        i = 0
+        while total > room and i < len(widths) - 1:
+            i += 1
+            total -= widths[i - 1] - widths[i]
+        choice[key] = i
+        if total <= room:
+            break
+    # a later cut may have freed more than it had to: what matters more grows back first
+    for key in reversed(CUT_FIRST[panel]):
+        widths, i = parts.get(key), choice.get(key, 0)
+        while i > 0 and total + widths[i - 1] - widths[i] <= room:
+            total += widths[i - 1] - widths[i]
+            i -= 1
+        if key in choice:
+            choice[key] = i
+    return choice
+
+
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` cells, a cut one ending in …."""
+    return text if len(text) <= width else text[:max(0, width - 1)] + "…"[:width]
 
 
 def strip(line: Line, width: int) -> Strip:

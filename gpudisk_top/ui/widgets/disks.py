@@ -6,10 +6,10 @@ shows its disks' worst).  Saturated devices are marked (glyph and colour);
 active devices, `/` filters by name.  Focused, ↑/↓ move a row cursor and Enter opens the
 device's detail; the column header stays while the rows scroll.
 
-The columns fit the width: full device names, the mountpoint always shown (cut with …
-rather than dropped), the health status always where it is read; then the class, the
-first health reason (when a disk has one) and the wide columns (rareq-sz, %rrqm, f/s)
-only where they fit."""
+The columns fit the width, cut in base.CUT_FIRST["disks"]'s order: full device names and
+iostat's core columns always; the wide columns (rareq-sz, %rrqm, f/s), the class, the
+first health reason and the health word (its glyph stays wherever health is read) go
+before the mountpoint is cut (with …, never dropped)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,17 @@ import re
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.model.vocab import mb_s
+from gpudisk_top.model.vocab import CLASS_TAG, DISK, TIMELINE, mb_s
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import ms
 from gpudisk_top.ui.widgets import health
-from gpudisk_top.ui.widgets.base import CursorPanel
+from gpudisk_top.ui.widgets.base import CursorPanel, cut, fit
 
 SORTS = ("util", "r_await", "iops", "throughput", "name")
-CLASS_TAG = {"NVMe": "NVMe", "SSD": "SSD", "HDD": "HDD", "virtual": "virt", "unknown": "?"}
+# each sort in the words of the column it marks (the toast, the table's note)
+SORT_LABEL = {"util": TIMELINE["util_pct"].label, "r_await": DISK["r_await_ms"].label,
+              "iops": TIMELINE["iops"].label, "throughput": TIMELINE["mb_s"].label,
+              "name": "name"}
 NAME_MAX = 24      # a device's name is cut only beyond this
 MOUNT_MIN = 10     # the mountpoint column is never narrower
 
@@ -55,6 +58,7 @@ MOUNT_CELLS = {"r/s": ("r_s", float), "rMB/s": ("rkb_s", mb_s), "r_await": ("r_a
                "aqu-sz": ("aqu_sz", float)}
 MOUNT_TAG = {"nfs": "NFS", "fuse": "FUSE", "lustre": "Lstr", "network": "net"}
 HEALTH_SHORT = 1 + health.SHORT_W   # the health column with the status alone
+HEALTH_GLYPH = 2                    # ... with its glyph alone (✓ ! ✗ ?), where narrow
 REASON_MIN = 16    # a reason cut narrower says too little: the status alone then
 REASON_MAX = 40
 
@@ -80,10 +84,6 @@ def value_cells(rates, widths: list[int]) -> str:
     return "".join(_fit(value(rates), w - 1).rjust(w) for (_, value, _), w in zip(COLUMNS, widths))
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
-
-
 class DiskPanel(CursorPanel):
     DEFAULT_CSS = "DiskPanel { height: auto; max-height: 40%; }"
     can_focus = True
@@ -105,27 +105,33 @@ class DiskPanel(CursorPanel):
         }[self.sort]
         return sorted(names, key=key)
 
-    def _layout(self, width: int, dev_w: int, health_w: int = 0
+    def _layout(self, width: int, dev_w: int, health_w: int = 0, mount_need: int = MOUNT_MIN
                 ) -> tuple[list[int], bool, int, int]:
-        """(the shown columns' widths, class shown, mount width, health width) for `width`:
-        as many columns as leave the mountpoint MOUNT_MIN cells, 8 wide, else 7 without
-        class; health_w (0: no health column) is the health cell wanted with its reason,
-        which goes before the wide columns and after the class, down to the status alone
-        (HEALTH_SHORT), which always shows."""
-        tries = [health_w]
-        if health_w > HEALTH_SHORT:
-            tries = [h for h in (health_w, HEALTH_SHORT + 1 + REASON_MIN) if h <= health_w]
-            tries.append(HEALTH_SHORT)
-        for num_w, with_class in ((8, True), (7, False)):
-            for hw in tries:
-                for ncols in range(len(COLUMNS), CORE - 1, -1):
-                    widths = column_widths(num_w, ncols)
-                    used = 1 + dev_w + (6 if with_class else 0) + sum(widths) + hw + 2
-                    if width - used >= MOUNT_MIN:
-                        return widths, with_class, width - used, hw
-        widths = column_widths(7, CORE)
-        hw = min(health_w, HEALTH_SHORT)
-        return widths, False, max(1, width - (1 + dev_w + sum(widths) + hw + 2)), hw
+        """(the shown columns' widths, class shown, mount width, health width) for `width`,
+        cut in base.CUT_FIRST["disks"]'s order: the wide columns, a reason's tail, the
+        numbers' padding (8 cells to 7), the class, the health reason, the health word (its
+        glyph stays), and the mountpoint last.  health_w (0: no health column) is the
+        health cell wanted with its reason; mount_need the longest mountpoint."""
+        core = [column_widths(num_w, CORE) for num_w in (8, 7)]
+        wide = [sum(column_widths(8, n)) - sum(column_widths(8, CORE))
+                for n in range(len(COLUMNS), CORE - 1, -1)]
+        parts = {"fixed": [1 + dev_w + sum(core[1]) + 2], "pad": [sum(core[0]) - sum(core[1]), 0],
+                 "wide": wide, "class": [6, 0],
+                 "mount": list(range(max(mount_need, MOUNT_MIN), 0, -1))}
+        if health_w:
+            reason_w = health_w - HEALTH_SHORT      # its space and the longest reason
+            parts["reason-tail"] = list(range(reason_w - 1 - REASON_MIN, -1, -1)) or [0]
+            parts["health-reason"] = [min(reason_w, 1 + REASON_MIN), 0]
+            parts["health-word"] = [HEALTH_SHORT, HEALTH_GLYPH]
+        pick = fit("disks", parts, width)
+        got = {k: v[pick[k]] for k, v in parts.items()}
+        ncols = len(COLUMNS) - pick["wide"]
+        widths = (core[0] if got["pad"] else core[1]) + column_widths(8, ncols)[CORE:]
+        health_w = sum(got.get(k, 0) for k in ("health-word", "health-reason", "reason-tail"))
+        if not got.get("health-reason"):
+            health_w = got.get("health-word", 0)
+        rest = width - (parts["fixed"][0] + got["pad"] + got["wide"] + got["class"] + health_w)
+        return widths, bool(got["class"]), max(1, rest), health_w
 
     def show(self, update) -> None:
         self._input = (update,)
@@ -140,7 +146,8 @@ class DiskPanel(CursorPanel):
         dropped = sorted((n for n in model.disk_dropped if n in model.devices
                           and self.filter.selected(model.devices[n], model.sample.disks.get(n))),
                          key=natural)
-        dev_w = min(NAME_MAX, max([6] + [len(model.devices[n].display_name) for n in names + dropped]
+        least = len("▼Device") if self.sort == "name" else 6
+        dev_w = min(NAME_MAX, max([least] + [len(model.devices[n].display_name) for n in names + dropped]
                                   + [len(mp) for mp in model.mounts]))
         # health: a column wherever the poller runs (None: it does not, or an old recording)
         views = None
@@ -151,29 +158,24 @@ class DiskPanel(CursorPanel):
                        if v is not None and v.reasons and v.status != "ok"]
             longest = min(REASON_MAX, max(reasons, default=0))
             health_w = HEALTH_SHORT + (1 + longest if longest else 0)
-        widths, with_class, mount_w, health_w = self._layout(width, dev_w, health_w)
-        reason_w = max(0, health_w - HEALTH_SHORT - 1)
-        # room the mountpoints do not need goes to the reasons
-        if views and reason_w:
-            need = max([MOUNT_MIN] + [len(",".join(model.devices[n].mountpoints))
-                                      for n in names + dropped])
-            grow = min(max(0, mount_w - need), longest - reason_w)
-            reason_w += grow
-            health_w += grow
-            mount_w -= grow
+        need = max([MOUNT_MIN] + [len(",".join(model.devices[n].mountpoints)) for n in names + dropped]
+                   + [len(v.source) for v in model.mounts.values()])
+        widths, with_class, mount_w, health_w = self._layout(width, dev_w, health_w, need)
         cols = list(zip(COLUMNS, widths))
         what = "all devices" if self.filter.all_devices else (
             f"filter {','.join(self.filter.patterns)}" if self.filter.patterns else "active devices")
-        head = [mark, (f"{'Device':<{dev_w}}" + (" class" if with_class else ""), theme.HEAD)]
+        title = ("▼" if self.sort == "name" else "") + "Device"
+        head = [mark, (f"{title:<{dev_w}}" + (" class" if with_class else ""), theme.HEAD)]
         for (title, _, sorts), w in cols:
             marked = self.sort in sorts
             head.append(((("▼" if marked else "") + title).rjust(w),
                          theme.HEAD_SORTED if marked else theme.HEAD))
         if views is not None:
-            head.append((" health".ljust(health_w), theme.HEAD))
+            # the glyph alone has no room for its title (help: ? h F1)
+            head.append(((" health" if health_w > HEALTH_GLYPH else "").ljust(health_w), theme.HEAD))
         head.append(("  mount".ljust(min(mount_w, 10) + 2), theme.HEAD))
         used = sum(len(t) for t, _ in head)
-        for note in (f"  sort: {self.sort} · {what}" + ("  ↑↓ Enter: detail" if self.has_focus else ""),
+        for note in (f"  sort: {SORT_LABEL[self.sort]} · {what}" + ("  ↑↓ Enter: detail" if self.has_focus else ""),
                      f"  {what}"):
             if used + len(note) <= width:
                 head.append((note, theme.DIM))
@@ -214,7 +216,7 @@ class DiskPanel(CursorPanel):
         """A network or FUSE mount under the disks: its mountpoint as the name, its type
         as the class, its source where a disk shows its mountpoints."""
         style = theme.CULPRIT if blamed else theme.PLAIN
-        text = f"{_cut(v.mountpoint, dev_w):<{dev_w}}"
+        text = f"{cut(v.mountpoint, dev_w):<{dev_w}}"
         text += f" {MOUNT_TAG.get(v.kind, v.kind)[:5]:<5}" if with_class else ""
         numbers = like_disk(v)
         for (title, _, _), w in cols:
@@ -223,23 +225,23 @@ class DiskPanel(CursorPanel):
             cell = "-" if value is None else (ms(value) if title == "r_await" else f"{unit(value):.1f}")
             text += _fit(cell, w - 1).rjust(w)
         return [("▲" if blamed else " ", style), (text, style),
-                ("  " + _cut(v.source, mount_w), theme.DIM)]
+                ("  " + cut(v.source, mount_w), theme.DIM)]
 
     @staticmethod
     def _name_cells(info, dev_w: int, with_class: bool) -> str:
-        text = f"{_cut(info.display_name, dev_w):<{dev_w}}"
+        text = f"{cut(info.display_name, dev_w):<{dev_w}}"
         return text + (f" {CLASS_TAG.get(info.dev_class, '?'):<5}" if with_class else "")
 
     def _row(self, name: str, glyph: str, text: str, style, info, mount_w: int,
              views: dict | None = None, health_w: int = 0) -> list:
-        mounts = _cut(",".join(info.mountpoints) or "-", mount_w)
+        mounts = cut(",".join(info.mountpoints) or "-", mount_w)
         selected = self.has_focus and name == self.cursor
         if selected:
             style = theme.SELECTED + style
         row = [(glyph, style), (text, style)]
         if views is not None:
             view = views.get(name)
-            cell = (" " + health.cell(view, health_w - HEALTH_SHORT - 1)).ljust(health_w)
+            cell = (" " + health.cell(view, health_w - HEALTH_SHORT - 1))[:health_w].ljust(health_w)
             hstyle = health.style(view.status if view is not None else None)
             row.append((cell, theme.SELECTED + hstyle if selected else hstyle))
         row.append(("  " + mounts, theme.DIM))

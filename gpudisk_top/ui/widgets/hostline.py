@@ -48,8 +48,8 @@ class HostLine(LinesPanel):
             line.append((f"  cgroup io {_psi(h.cgroup_io_some_pct, h.cgroup_io_full_pct)}", theme.DIM))
         if sum(len(t) for t, _ in line) <= (self.size.width or 80):
             lines = [line]
-        else:  # narrow: memory on a line of its own
-            lines = [line[:6], [(" ", theme.PLAIN)] + line[7:]]
+        else:  # narrow: memory on a line of its own, its label kept
+            lines = [line[:6], [(" MEM ", theme.LABEL)] + line[7:]]
         if update.free_space:  # the config file's watched paths ([watch], free_space rules)
             from gpudisk_top.watch.freespace import format_free_space
             lines.append([(" FREE ", theme.LABEL),

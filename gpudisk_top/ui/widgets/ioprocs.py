@@ -12,14 +12,42 @@ from __future__ import annotations
 from gpudisk_top.model.ioprocs import container_of, io_rows
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import rate
-from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.base import LinesPanel, cut, fit
 
 HEAD = "     PID  read/s write/s  device       %rd  %wr  cpu% J  cgroup            command"
-CGROUP_W = 17
+LEFT = HEAD.index("cgroup")   # the columns before the cgroup, never cut
+CGROUP_W = 23     # 'containerd 3f2a1b9c0d4e' whole
+COMMAND_MIN = 30   # a command keeps this much before the cgroup id is cut
+LEGEND = ("   %rd %wr: its share of that device's reads and writes (iostat rkB/s, wkB/s) · "
+          "J: the GPU job's")
 
 
 def _pct(value: float | None) -> str:
     return "   -" if value is None else f"{value:4.0f}"
+
+
+def command_of(view) -> str:
+    return view.cmdline or view.name or "?"
+
+
+def cgroup_and_command(views, room: int) -> tuple[int, int]:
+    """(cgroup cells with their space, command cells) of the process rows' last two
+    columns in `room` cells: the cgroup as wide as its longest name (up to CGROUP_W); a
+    long command's tail, then the cgroup, are cut before the command itself
+    (base.CUT_FIRST["ioprocs"])."""
+    want = max([len("command")] + [len(command_of(v)) for v in views])
+    longest = min(CGROUP_W, max([len("cgroup")] + [len(container_of(v.cgroup)) for v in views]))
+    cgroup_ws = [longest + 1] + list(range(longest, 6, -1)) + [0]
+    pick = fit("ioprocs", {"cgroup": cgroup_ws,
+                           "command-tail": list(range(max(0, want - COMMAND_MIN), -1, -1)),
+                           "command": list(range(min(want, COMMAND_MIN), 7, -1))}, room)
+    cgroup_w = cgroup_ws[pick["cgroup"]]
+    return cgroup_w, max(1, room - cgroup_w)
+
+
+def cgroup_cell(cgroup: str | None, cgroup_w: int) -> str:
+    """A process's container or cgroup in cgroup_w cells (its space included)."""
+    return (cut(container_of(cgroup), cgroup_w - 1) + " ").ljust(cgroup_w) if cgroup_w else ""
 
 
 class IoProcPanel(LinesPanel):
@@ -35,8 +63,15 @@ class IoProcPanel(LinesPanel):
         blamed = list(update.verdict.devices) if update.verdict is not None else []
         rows = io_rows(model, blamed)
         back = "i: back to the timeline" if self.screen.has_class("io-view") else "i: full height"
-        lines = [[mark, ("I/O by process", theme.LABEL), (f"  busiest first (the blamed device's first) · {back}{note}", theme.DIM)],
-                 [(HEAD[:width], theme.HEAD)]]
+        cgroup_w, command_w = cgroup_and_command([r.view for r in rows], width - 1 - LEFT)
+        # the title's words: how rows are ordered, how they are found, then how to go back
+        parts = {"name": [" I/O by process"],
+                 "order": ["  busiest first (the blamed device's first)", "  busiest first"],
+                 "back": [f" · {back}"], "note": [note, ""]}
+        pick = fit("ioprocs", {k: [len(f) for f in v] for k, v in parts.items()}, width)
+        title = "".join(v[pick[k]] for k, v in parts.items() if k != "name")
+        lines = [[mark, ("I/O by process", theme.LABEL), (title, theme.DIM)],
+                 [((" " + HEAD[:LEFT] + ("cgroup".ljust(cgroup_w) if cgroup_w else "") + "command")[:width], theme.HEAD)]]
         if not rows:
             lines.append([("   no process did block I/O in this interval (a new one shows "
                            "from its second interval)"[:width], theme.DIM)])
@@ -48,12 +83,12 @@ class IoProcPanel(LinesPanel):
             text = (f"{v.pid:>8} {rate(v.read_kb_s):>7} {rate(v.write_kb_s):>7}  "
                     f"{device[:12]:<12} {_pct(r.read_share_pct)} {_pct(r.write_share_pct)} "
                     f"{cpu} {'J' if r.job else ' '}  "
-                    f"{container_of(v.cgroup)[:CGROUP_W]:<{CGROUP_W}} "
-                    f"{(v.cmdline or v.name or '?')}")
+                    f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command_of(v), command_w)}")
             # the process loading the device the verdict names: a glyph and bold reverse,
             # which NO_COLOR keeps
             glyph = ("▲", theme.CULPRIT) if culprit else (" ", theme.PLAIN)
             lines.append([glyph, (text[:width - 1], theme.CULPRIT if culprit else theme.PLAIN)])
-        lines.append([("   %rd %wr: its share of that device's reads and writes (iostat "
-                       "rkB/s, wkB/s) · J: the GPU job's"[:width], theme.DIM)])
+        legend = [LEGEND, "   %rd %wr: its share of the device's reads, writes · J: the job's"]
+        lines.append([(legend[fit("ioprocs", {"legend": [len(t) for t in legend]}, width)["legend"]]
+                       [:width], theme.DIM)])
         self.set_lines(lines)

@@ -24,10 +24,12 @@ from gpudisk_top.model.history import Column, History
 from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, ms
-from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.base import LinesPanel, fit
 
 LABEL_W = 13       # the labels' column: at least this wide ...
 LABEL_MAX = 30     # ... and as wide as the longest device name needs, up to this
+LEGEND = "  · D disk C cpu K checkpoint S straggler ? undiagnosed × no GPU"
+LEGEND_SHORT = "  · D C K S ? × (h: help)"
 RANK_COLUMNS = 30  # the disk rows' order: their mean %util over this many columns
 # logarithmic ranges (low, high) of the metrics that are not percentages
 LOG_RANGES = {"r_await_ms": (0.01, 1000.0), "iops": (1.0, 1e6), "mb_s": (0.01, 1e4),
@@ -109,12 +111,18 @@ class Timeline(LinesPanel):
         first_i = max(0, end_i - ncols)
         cols = [cols_all[i] for i in range(first_i, end_i)]
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
-        back = (f" · {clock(cols[-1].wall_s)}, {self.back} back (← → End)"
-                if self.back and cols else "")
         scale = "" if self.metric == "util_pct" else " log scale"
-        title = [mark, ("Timeline", theme.LABEL),
-                 (f"  disk rows: {TIMELINE[self.metric].label}{scale} (m){back}"
-                  "  · D disk C cpu K checkpoint S straggler ? undiagnosed × no GPU", theme.DIM)]
+        # the title's parts, each from its whole form to its shortest ("" drops it), cut
+        # in base.CUT_FIRST["timeline"]'s order
+        parts = {"name": ["Timeline"], "rows-word": ["  disk rows: ", "  "],
+                 "metric": [f"{TIMELINE[self.metric].label}{scale} (m)"]}
+        if self.back and cols:
+            parts["back"] = [f" · {clock(cols[-1].wall_s)}, {self.back} back"]
+            parts["keys"] = [" (← → End)", " (End)", ""]
+        # the legend's words, then its letters (the shorter form is the longer's stand-in)
+        parts["legend"] = [LEGEND, LEGEND_SHORT]
+        parts["letters"] = ["", ""]
+        title = self._title(mark, parts, width)
         if not cols:
             self.fixed = 0
             self.set_lines([title, [(" " * label_w + "collecting…", theme.DIM)]])
@@ -147,11 +155,26 @@ class Timeline(LinesPanel):
         shown = body[self.rows_from:self.rows_from + max(1, room)]
         hidden = len(body) - len(shown)
         if hidden:
-            title.append((f"  rows {self.rows_from + 1}-{self.rows_from + len(shown)} of "
-                          f"{len(body)} (tab here, ↑↓)", theme.DIM))
+            first, last = self.rows_from + 1, self.rows_from + len(shown)
+            parts["rows"] = [f"  rows {first}-{last} of {len(body)}"]
+            parts["rows-detail"] = [" (tab here, ↑↓)", ""]
+            title = self._title(mark, parts, width)
         self.fixed = 0
         self.set_lines([title, self.state_line(cols, spans, label_w)] + shown
                        + [self.axis(cols, label_w)])
+
+    @staticmethod
+    def _title(mark, parts: dict[str, list[str]], width: int) -> list:
+        """The title line: each part in the longest form that lets the line fit; the
+        legend's short form goes last of the legend ("letters")."""
+        widths = {k: [len(f) for f in forms] for k, forms in parts.items()}
+        widths["letters"] = [len(LEGEND_SHORT), 0]
+        widths["legend"] = [len(LEGEND) - len(LEGEND_SHORT), 0]
+        pick = fit("timeline", widths, width - 1)
+        texts = {k: forms[pick[k]] for k, forms in parts.items()}
+        if pick["letters"]:
+            texts["legend"] = ""
+        return [mark, (texts.pop("name"), theme.LABEL), ("".join(texts.values()), theme.DIM)]
 
     @staticmethod
     def _disk_order(cols, disks: list[str], episodes, named=()) -> list[str]:
@@ -290,4 +313,4 @@ class TimelineKeys:
 
     def action_metric(self) -> None:
         metric = self.query_one(Timeline).cycle_metric()
-        self.notify(f"timeline disk rows: {metric}", timeout=2)
+        self.notify(f"timeline disk rows: {TIMELINE[metric].label}", timeout=2)
