@@ -1,0 +1,147 @@
+"""Category 11: hostile input of issue 25, each named by the kind of fault it provokes.
+
+- hang: a FIFO at `--procfs .../pressure/io` under `record` (--once is 8/json/pressure/io/fifo);
+  a FIFO at the probe results path under `--once`, `record` (which must also stop on
+  SIGTERM) and `probe`;
+- harm: `probe` with a root-owned link at probes.json (what it points to must stay whole);
+- silent-wrong: `probe` (fio) of a file that shrinks while it is read (a ceiling of 0 was
+  kept, exit 0);
+- unbounded memory: a smartctl that writes for ever under `--once` and `serve` (peak RSS);
+- injection: verdict text with ESC and BEL into an alert log; an alert rule running
+  `sh -c` with a placeholder;
+- unbounded descriptors: `serve` under 2,000 idle connections and slow clients while a
+  scraper asks every second;
+- silent-wrong: NFS and FUSE counters that reset or jump to impossible values.
+
+Every case runs the real command line in a directory of its own; FIFOs, links and fake
+executables are made there, never elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+from harness import (Case, Cases, Ctx, Result, finish, gdt_argv, judge, parse_json, stop)
+
+CAT = 11
+RSS_KB = 200 * 1024
+
+
+def _state(ctx: Ctx) -> tuple[dict, str]:
+    d = ctx.path("state", "gpudisk-top")
+    os.makedirs(d)
+    return ctx.env(XDG_STATE_HOME=ctx.path("state")), os.path.join(d, "probes.json")
+
+
+def _term(ctx: Ctx, argv, env, after_s: float = 3.0):
+    """Run argv; once it has run after_s, SIGTERM it (it must stop within 3 s)."""
+    t0 = time.monotonic()
+    proc = ctx.spawn(argv, env=env)
+    try:
+        proc.wait(after_s)
+        return finish(proc, t0)
+    except subprocess.TimeoutExpired:
+        pass
+    took, prompt = stop(proc, 3.0)
+    return finish(proc, t0, timed_out=not prompt,
+                  note=f"SIGTERM stopped it in {took:.2f} s" if prompt
+                  else "SIGTERM not honoured within 3 s")
+
+
+def _recording_has_samples(path: str) -> list[str]:
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return ["no recording written"]
+    return []
+
+
+# ------------------------------------------------------------------ pressure/io a FIFO
+def psi_fifo_record(ctx: Ctx) -> Result:
+    from cases_procfs import make_procfs
+
+    root = make_procfs(ctx)
+    os.unlink(os.path.join(root, "pressure", "io"))
+    os.mkfifo(os.path.join(root, "pressure", "io"))
+    out = ctx.path("r.gdtrec")
+    run = _term(ctx, gdt_argv("record", "-o", out, "-i", "0.2", "--procfs", root), ctx.env())
+    return judge(run, lambda: _recording_has_samples(out))
+
+
+# ------------------------------------------------------------------ probes.json a FIFO
+def results_fifo(which: str):
+    def fn(ctx: Ctx) -> Result:
+        env, path = _state(ctx)
+        os.mkfifo(path)
+        if which == "once":
+            run = ctx.gdt("--once", "--json", "-i", "0.2", env=env, timeout=30)
+            return judge(run, lambda: [] if parse_json(run.out) else ["stdout is not JSON"],
+                         bound_s=8.0, bound_what="--once answered")
+        if which == "record":
+            out = ctx.path("r.gdtrec")
+            run = _term(ctx, gdt_argv("record", "-o", out, "-i", "0.2"), env)
+            return judge(run, lambda: _recording_has_samples(out))
+        run = ctx.gdt("probe", "--engine", "builtin", "--seconds", "1.5", "/var/tmp", env=env,
+                      timeout=30)
+        return judge(run, lambda: ["probe kept results in a FIFO"])
+    return fn
+
+
+def results_root_link(ctx: Ctx) -> Result:
+    env, path = _state(ctx)
+    victim = ctx.path("victim.conf")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    os.symlink(victim, path)
+    run = ctx.gdt("probe", "--engine", "builtin", "--seconds", "1.5", "/var/tmp", env=env,
+                  timeout=60)
+
+    def harm():
+        with open(victim) as f:
+            return [] if f.read() == "precious\n" else ["the link's target was overwritten"]
+    return judge(run, lambda: ["probe wrote through the link"], harm=harm)
+
+
+def probe_file_shrinks(ctx: Ctx) -> Result:
+    if not shutil.which("fio"):
+        return Result("unjudged", "fio is not installed")
+    env, path = _state(ctx)
+    data = f"/var/tmp/gdt-matrix-shrink-{os.getpid()}-{os.path.basename(ctx.dir)}.bin"
+    try:
+        with open(data, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, 256 * 2**20)
+        t0 = time.monotonic()
+        proc = ctx.spawn(gdt_argv("probe", "--engine", "fio", "--seconds", "6", data), env=env)
+        from proctree import children
+        while proc.poll() is None and not children(proc.pid) and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        os.truncate(data, 1 << 20)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            return judge(finish(proc, t0, timed_out=True))
+        run = finish(proc, t0)
+    finally:
+        if os.path.exists(data):
+            os.unlink(data)
+
+    def harm():
+        return ["a ceiling was kept from a cut-short test"] if os.path.exists(path) else []
+    return judge(run, lambda: ["exit 0: a file that shrank gave a ceiling"], harm=harm)
+
+
+def cases() -> list[Case]:
+    out = Cases(CAT)
+    out.add("hang/procfs-pressure-io-fifo/record", "record with --procfs whose pressure/io "
+            "is a FIFO nobody writes; then SIGTERM", psi_fifo_record, right="ok", timeout_s=30)
+    for which, right in (("once", "ok"), ("record", "ok"), ("probe", "refuse")):
+        out.add(f"hang/probe-results-fifo/{which}", f"{which} with a FIFO at probes.json",
+                results_fifo(which), right=right, timeout_s=30)
+    out.add("harm/probe-results-root-link", "probe with a root-owned link at probes.json "
+            "to another file", results_root_link, right="refuse", timeout_s=60)
+    out.add("silent-wrong/probe-file-shrinks-fio", "probe --engine fio of a file cut to "
+            "1 MiB while it is read", probe_file_shrinks, right="refuse", timeout_s=90,
+            solo=True)
+    return out
