@@ -132,6 +132,61 @@ def probe_file_shrinks(ctx: Ctx) -> Result:
     return judge(run, lambda: ["exit 0: a file that shrank gave a ceiling"], harm=harm)
 
 
+# ------------------------------------------------------------------ smartctl floods
+def _flooding_smartctl(ctx: Ctx) -> dict:
+    bindir = ctx.path("bin")
+    os.mkdir(bindir)
+    script = os.path.join(bindir, "smartctl")
+    with open(script, "w") as f:
+        f.write('#!/bin/sh\nexec yes \'{"json_format_version": [1, 0], "x": "'
+                + "x" * 200 + '"}\'\n')
+    os.chmod(script, 0o755)
+    return ctx.env(PATH=f"{bindir}:{os.environ.get('PATH', '')}")
+
+
+def smartctl_flood(which: str):
+    def fn(ctx: Ctx) -> Result:
+        from pathlib import Path
+
+        from harness import kill_group, peak_rss_kb
+        from test_health_live import host_sysfs
+
+        env = _flooding_smartctl(ctx)
+        sysfs = str(host_sysfs(Path(ctx.dir)))
+        if which == "once":
+            proc_argv = gdt_argv("--once", "--json", "-i", "1.5", "--sysfs", sysfs)
+            t0 = time.monotonic()
+            proc = ctx.spawn(proc_argv, env=env)
+            peak = 0
+            while proc.poll() is None and time.monotonic() - t0 < 30:
+                peak = max(peak, peak_rss_kb(proc.pid))
+                time.sleep(0.05)
+            if proc.poll() is None:
+                kill_group(proc)
+                run = finish(proc, t0, timed_out=True)
+            else:
+                run = finish(proc, t0)
+        else:
+            t0 = time.monotonic()
+            proc = ctx.spawn(gdt_argv("serve", "--listen", "127.0.0.1:0", "-i", "0.5",
+                                      "--health-interval", "1", "--sysfs", sysfs), env=env)
+            peak = 0
+            while proc.poll() is None and time.monotonic() - t0 < 10:
+                peak = max(peak, peak_rss_kb(proc.pid))
+                time.sleep(0.05)
+            took, prompt = stop(proc, 3.0)
+            run = finish(proc, t0, timed_out=not prompt)
+        run.note = f"peak RSS {peak // 1024} MB"
+
+        def ok():
+            p = [f"peak RSS {peak // 1024} MB (bound {RSS_KB // 1024} MB)"] if peak > RSS_KB else []
+            if which == "once" and not parse_json(run.out):
+                p.append("stdout is not JSON")
+            return p
+        return judge(run, ok)
+    return fn
+
+
 def cases() -> list[Case]:
     out = Cases(CAT)
     out.add("hang/procfs-pressure-io-fifo/record", "record with --procfs whose pressure/io "
@@ -144,4 +199,8 @@ def cases() -> list[Case]:
     out.add("silent-wrong/probe-file-shrinks-fio", "probe --engine fio of a file cut to "
             "1 MiB while it is read", probe_file_shrinks, right="refuse", timeout_s=90,
             solo=True)
+    for which in ("once", "serve"):
+        out.add(f"memory/smartctl-writes-for-ever/{which}", f"{which} with a smartctl on PATH "
+                "that writes for ever (peak RSS under 200 MB)", smartctl_flood(which),
+                right="ok", timeout_s=40)
     return out
