@@ -187,6 +187,51 @@ def smartctl_flood(which: str):
     return fn
 
 
+# ------------------------------------------------------------------ alert text and shells
+def alert_log_escapes(ctx: Ctx) -> Result:
+    from cases_procfs import make_procfs
+
+    root = make_procfs(ctx)
+    name = "sd\x1b]2;pwned\x07\x1b[2J"
+    with open(os.path.join(root, "diskstats"), "w") as f:
+        f.write(f"   8       0 {name} 1000 0 8000 10 0 0 0 0 0 10 10 0 0 0 0 0 0\n")
+    log = ctx.path("alerts.log")
+    cfg = ctx.path("config.toml")
+    with open(cfg, "w") as f:
+        f.write('[[alerts]]\nname = "any"\nmetric = "disk_util_pct"\nop = ">="\n'
+                f'value = 0\ncooldown_s = 0\nlog = "{log}"\n')
+    run = ctx.gdt("serve", "--listen", "127.0.0.1:0", "-i", "0.2", "--count", "4", "-a",
+                  "--procfs", root, "--config", cfg, timeout=40)
+
+    def ok():
+        if not os.path.exists(log):
+            return ["no alert was logged"]
+        with open(log, "rb") as f:
+            data = f.read()
+        p = []
+        if b"\x1b" in data or b"\x07" in data:
+            p.append("raw ESC or BEL in the alert log")
+        if b"\\x1b" not in data:
+            p.append("the device name is not shown escaped in the log")
+        return p
+    return judge(run, ok)
+
+
+def alert_shell(ctx: Ctx) -> Result:
+    marker = ctx.path("ran")
+    cfg = ctx.path("config.toml")
+    with open(cfg, "w") as f:
+        f.write('[[alerts]]\nname = "sh"\nverdict = ["healthy", "idle", "starved"]\n'
+                f'cooldown_s = 0\ncommand = ["/bin/sh", "-c", "echo {{message}} > {marker}"]\n')
+    run = ctx.gdt("serve", "--listen", "127.0.0.1:0", "-i", "0.2", "--count", "3",
+                  "--config", cfg, timeout=40)
+
+    def harm():
+        return ["the shell ran with the machine's text in its script"] if os.path.exists(marker) else []
+    return judge(run, lambda: ["a shell rule with a placeholder in its script was accepted"],
+                 harm=harm)
+
+
 def cases() -> list[Case]:
     out = Cases(CAT)
     out.add("hang/procfs-pressure-io-fifo/record", "record with --procfs whose pressure/io "
@@ -203,4 +248,8 @@ def cases() -> list[Case]:
         out.add(f"memory/smartctl-writes-for-ever/{which}", f"{which} with a smartctl on PATH "
                 "that writes for ever (peak RSS under 200 MB)", smartctl_flood(which),
                 right="ok", timeout_s=40)
+    out.add("injection/alert-log-escapes", "serve with an alert logging to a file about a "
+            "device named with ESC and BEL", alert_log_escapes, right="ok", timeout_s=45)
+    out.add("injection/alert-shell-placeholder", 'serve with an alert command ["/bin/sh", '
+            '"-c", "echo {message} > FILE"]', alert_shell, right="refuse", timeout_s=45)
     return out
