@@ -232,6 +232,76 @@ def alert_shell(ctx: Ctx) -> Result:
                  harm=harm)
 
 
+# ------------------------------------------------------------------ connection floods
+def connection_flood(idle: int, slow: int):
+    def fn(ctx: Ctx) -> Result:
+        import re
+        import resource
+        import socket
+        import urllib.request
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = idle * 2 + slow + 256
+        if soft < want:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+            except (OSError, ValueError):
+                return Result("unjudged", f"cannot hold {want} descriptors here")
+        t0 = time.monotonic()
+        # the descriptors the old systemd unit gave it
+        proc = ctx.spawn(["prlimit", "--nofile=1024:1024", "--"]
+                         + gdt_argv("serve", "--listen", "127.0.0.1:0", "-i", "0.5"))
+        port = None
+        while time.monotonic() - t0 < 30 and port is None:
+            line = proc.stderr.readline().decode(errors="replace")
+            if not line:
+                break
+            m = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", line)
+            port = int(m.group(1)) if m else None
+        if port is None:
+            took, prompt = stop(proc, 3.0)
+            return judge(finish(proc, t0, timed_out=not prompt))
+        held, failures, ok_scrapes = [], [], 0
+        url = f"http://127.0.0.1:{port}/metrics"
+        try:
+            def connect():
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", port))
+                return s
+            held += [connect() for _ in range(idle)]
+            slows = [connect() for _ in range(slow)]
+            held += slows
+            for i in range(6):
+                for s in slows:
+                    try:
+                        s.send(b"GET /metrics HTTP/1.1\r\n"[i:i + 1])
+                    except OSError:
+                        pass
+                held += [connect() for _ in range(idle // 6)]
+                t1 = time.monotonic()
+                try:
+                    with urllib.request.urlopen(url, timeout=10) as r:
+                        ok_scrapes += r.status == 200 and b"gpudisk_top_" in r.read()
+                except OSError as err:
+                    failures.append(f"scrape {i}: {err}")
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - t1)))
+        finally:
+            for s in held:
+                s.close()
+        took, prompt = stop(proc, 3.0)
+        run = finish(proc, t0, timed_out=not prompt)
+        run.note = f"{ok_scrapes}/6 scrapes succeeded"
+
+        def ok():
+            p = failures[:3]
+            if "Too many open files" in run.err:
+                p.append("serve ran out of descriptors")
+            return p
+        return judge(run, ok)
+    return fn
+
+
 def cases() -> list[Case]:
     out = Cases(CAT)
     out.add("hang/procfs-pressure-io-fifo/record", "record with --procfs whose pressure/io "
@@ -252,4 +322,8 @@ def cases() -> list[Case]:
             "device named with ESC and BEL", alert_log_escapes, right="ok", timeout_s=45)
     out.add("injection/alert-shell-placeholder", 'serve with an alert command ["/bin/sh", '
             '"-c", "echo {message} > FILE"]', alert_shell, right="refuse", timeout_s=45)
+    for idle, slow in ((2000, 20), (1100, 0)):
+        out.add(f"descriptors/serve-{idle}-idle-{slow}-slow", f"serve (RLIMIT_NOFILE 1024) "
+                f"holding {idle} idle and {slow} slow connections, scraped every second",
+                connection_flood(idle, slow), right="ok", timeout_s=60, solo=True)
     return out
