@@ -302,6 +302,85 @@ def connection_flood(idle: int, slow: int):
     return fn
 
 
+# ------------------------------------------------------------------ NFS, Lustre, FUSE values
+# No command-line path reaches a mount's numbers without a GPU job reading from a network
+# mount, so these drive what the sampler hands the model (MountRaw counters, as
+# collect/mounts.py and the recordings give them) through model.mounts.mount_views, in a
+# fresh interpreter, from the published mountstats and Lustre samples.
+NETFS_CODE = r"""
+import dataclasses, json, math, os, sys
+from gpudisk_top.collect import lustre, nfsstats
+from gpudisk_top.collect.sample import MountRaw
+from gpudisk_top.model.mounts import mount_views
+fx = sys.argv[1]; which = sys.argv[2]
+def read(name):
+    return open(os.path.join(fx, name), "rb").read().decode("utf-8", "replace")
+MP = "/mnt/nfs1/docs"
+if which.startswith(("nfs", "recorded")):
+    text = read("mountstats_nfsmountstats_mixed.next")
+    if which == "nfs-digits":
+        text = text.replace("READ: 584 ", "READ: " + "9" * 5000 + " ")
+    prev = nfsstats.parse(read("mountstats_nfsmountstats_mixed"))[MP]
+    cur = nfsstats.parse(text)[MP]
+    rd = cur.ops.get("READ")
+    if which == "nfs-bytes":
+        cur.ops["READ"] = dataclasses.replace(rd, bytes_recv=rd.bytes_recv + 2**63)
+    elif which == "nfs-ops":
+        cur.ops["READ"] = dataclasses.replace(rd, ops=rd.ops + 10**13, trans=rd.trans + 10**13)
+    elif which == "nfs-rtt":
+        cur.ops["READ"] = dataclasses.replace(rd, rtt_ms=rd.rtt_ms + 10**18)
+    elif which == "nfs-backlog":
+        cur.xprt = dataclasses.replace(cur.xprt, bklog_u=cur.xprt.bklog_u + 10**16)
+    before, after = nfsstats.mount_counters(prev), nfsstats.mount_counters(cur)
+    if which == "recorded-1e40":
+        after["read_bytes_recv"] = 10**40
+    kind, fstype, source = "nfs", cur.fstype, cur.source
+elif which.startswith("lustre"):
+    prev = lustre.parse(read("lustre/llite_2.14_read_latency_stats"), name="a", kind="llite")
+    cur = lustre.parse(read("lustre/llite_2.14_read_latency_stats.next"), name="a", kind="llite")
+    rb = cur.counters["read_bytes"]
+    cur.counters["read_bytes"] = rb._replace(sum=rb.sum + 10**19)
+    before, after = lustre.mount_counters(prev), lustre.mount_counters(cur)
+    kind, fstype, source = "lustre", "lustre", "mgs@tcp:/fs"
+else:
+    value = {"fuse-waiting-huge": 10**40, "fuse-waiting-negative": -3}[which]
+    before, after = {"waiting": 1}, {"waiting": value}
+    kind, fstype, source = "fuse", "fuse.x", "x"
+views = mount_views({MP: MountRaw(MP, fstype, source, kind, counters=after)},
+                    {MP: MountRaw(MP, fstype, source, kind, counters=before)}, {}, 1.0)
+v = views[MP]
+out = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+out.setdefault("dropped", None)
+print(json.dumps(out, default=str))
+"""
+
+
+def netfs_case(which: str):
+    def fn(ctx: Ctx) -> Result:
+        from harness import PY, TESTS
+
+        fx = os.path.join(TESTS, "fixtures", "netfs")
+        run = ctx.run([PY, "-c", NETFS_CODE, fx, which], timeout=30)
+
+        def ok():
+            doc = parse_json(run.out)
+            if doc is None:
+                return ["no JSON"]
+            p = []
+            for k in ("read_ops_s", "read_kb_s", "rtt_ms", "exec_ms", "queue_ms",
+                      "retrans_s", "backlog", "waiting"):
+                v = doc.get(k)
+                if v is None:
+                    continue
+                if not isinstance(v, (int, float)) or not 0 <= v <= 1e9:
+                    p.append(f"{k} = {v:.3g}" if isinstance(v, (int, float)) else f"{k} = {v!r}")
+            if not doc.get("dropped"):
+                p.append("nothing says why a number is missing or impossible")
+            return p
+        return judge(run, ok)
+    return fn
+
+
 def cases() -> list[Case]:
     out = Cases(CAT)
     out.add("hang/procfs-pressure-io-fifo/record", "record with --procfs whose pressure/io "
@@ -326,4 +405,15 @@ def cases() -> list[Case]:
         out.add(f"descriptors/serve-{idle}-idle-{slow}-slow", f"serve (RLIMIT_NOFILE 1024) "
                 f"holding {idle} idle and {slow} slow connections, scraped every second",
                 connection_flood(idle, slow), right="ok", timeout_s=60, solo=True)
+    for which, desc in (("nfs-bytes", "NFS READ bytes up by 2^63 in a second"),
+                        ("nfs-ops", "NFS READs up by 1e13 in a second"),
+                        ("nfs-rtt", "NFS READ RTT up by 1e18 ms"),
+                        ("nfs-backlog", "NFS transport backlog up by 1e16"),
+                        ("nfs-digits", "an NFS READ counter of 5,000 digits"),
+                        ("recorded-1e40", "a recorded NFS counter of 1e40"),
+                        ("lustre-sum", "Lustre read_bytes sum up by 1e19 in a second"),
+                        ("fuse-waiting-huge", "FUSE waiting of 1e40"),
+                        ("fuse-waiting-negative", "FUSE waiting of -3")):
+        out.add(f"silent-wrong/netfs/{which}", desc + " (model, from MountRaw counters)",
+                netfs_case(which), right="ok", timeout_s=30)
     return out
