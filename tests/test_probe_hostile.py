@@ -186,6 +186,9 @@ def test_check_refuses_no_reads_a_zero_rate_a_short_run_and_a_changed_file(tmp_p
     os.truncate(f, 4096)                              # shrank while it was read
     with pytest.raises(RuntimeFailure, match="shrank to 4096 bytes"):
         check(SPEC, _good(), 1.0, target, fp, fingerprint(target))
+    small = fingerprint(target)                       # or before this test began
+    with pytest.raises(RuntimeFailure, match="shrank to 4096 bytes"):
+        check(SPEC, _good(), 1.0, target, small, small)
     f.unlink()
     f.write_bytes(b"\0" * 8192)                       # replaced by another file
     with pytest.raises(RuntimeFailure, match="was replaced|changed"):

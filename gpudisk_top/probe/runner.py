@@ -82,17 +82,16 @@ def check(spec, r: TestResult, asked_s: float, target: Target, before, after) ->
     if isinstance(after, str) or isinstance(before, str):
         raise RuntimeFailure(f"{what} failed: {target.path} could not be checked after it "
                              f"({after if isinstance(after, str) else before}); nothing kept")
-    if before != after:
-        size = {"file": 3, "device": 2}[before[0]]
+    size = {"file": 3, "device": 2}[before[0]]
+    if before != after or after[size] < target.span_bytes:
         if before[:size] != after[:size]:
-            why = "was replaced"
+            why = "was replaced while it was read"
         elif after[size] < target.span_bytes:
             why = (f"shrank to {after[size]} bytes (the test read up to "
                    f"{target.span_bytes})")
         else:
-            why = "changed (its size or modification time)"
-        raise RuntimeFailure(f"{what} failed: {target.path} {why} while it was read; "
-                             "nothing kept")
+            why = "changed (its size or modification time) while it was read"
+        raise RuntimeFailure(f"{what} failed: {target.path} {why}; nothing kept")
     if r.ios <= 0:
         raise RuntimeFailure(f"{what} failed: no reads completed; nothing kept")
     for name, value in (("IOPS", r.iops), ("MiB/s", r.read_mib_s)):
