@@ -231,3 +231,17 @@ def test_fio_probe_of_a_file_that_shrinks_mid_run_fails_and_keeps_nothing(tmp_pa
     last = err.strip().splitlines()[-1]
     assert last.startswith("gpudisk-top: error: ") and "failed" in last, err
     assert not os.path.exists(path)              # nothing kept
+
+
+def test_the_builtin_reader_refuses_a_fifo_swapped_in_without_waiting(tmp_path):
+    fifo = tmp_path / "data.bin"
+    os.mkfifo(fifo)
+    code = ("import sys\nfrom gpudisk_top.errors import RuntimeFailure\n"
+            "from gpudisk_top.probe import builtin\nfrom gpudisk_top.probe.spec import BY_NAME\n"
+            "try:\n    builtin.run(BY_NAME['randread_4k_qd1'], sys.argv[1], 1 << 28, 0.5)\n"
+            "except RuntimeFailure as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    # refused at once, by our check or by the kernel (O_DIRECT on a FIFO: EINVAL)
+    assert ("no longer a file or a block device" in proc.stdout
+            or "cannot open" in proc.stdout), proc.stdout + proc.stderr
