@@ -99,6 +99,7 @@ command = {argv}
     '["/usr/bin/env", "LC_ALL=C", "dash", "-c", "x {device}"]',
     '["/usr/local/bin/zsh", "-c", "notify {state}"]',
     '["busybox", "sh", "-c", "kill {pid}"]',
+    '["bash", "-o", "pipefail", "-c", "echo {device} | logger"]',
 ])
 def test_a_shell_with_a_placeholder_in_its_script_is_refused_with_the_safe_forms(tmp_path, argv):
     with pytest.raises(config.ConfigError) as err:

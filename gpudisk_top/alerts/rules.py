@@ -26,8 +26,9 @@ a condition is one of three fixed forms.
 Actions: `log = "stderr"` (the default) or a file path, or false; `bell = true` and
 `banner = true` (the dashboard's); `command = ["argv", ...]`, run without a shell, with
 the alert's details in GDT_ALERT_* environment variables and {name}-style placeholders in
-its arguments (a shell's -c script with a placeholder in it is refused unless the rule says
-`allow_shell = true`: the values are the machine's text); `touch = PATH`, a file (re)written with the alert's details as JSON.
+its arguments (a shell's -c script with a placeholder in it is refused unless the rule
+says `allow_shell = true`: the values are the machine's text); `touch = PATH`, a file
+(re)written with the alert's details as JSON.
 """
 
 from __future__ import annotations
@@ -283,14 +284,14 @@ def shell_script_placeholders(argv) -> tuple[str, list[str]] | None:
         rest = rest[1:]
     elif not _is_shell(args[0]):
         return None
-    for i, arg in enumerate(rest):
-        if _SHELL_C_RE.match(arg):
-            code = rest[:i + 2]          # the options so far and the script after -c
-            found = [w for a in code for w in _PLACEHOLDER_RE.findall(a)]
-            return (args[0], found) if found else None
-        if not arg.startswith("-"):
-            return None                  # a script file, not -c
-    return None
+    # the first -c anywhere (options such as `-o pipefail` take arguments; a -c after a
+    # script file would be the script's own argument: refused too, the safe side)
+    at = next((i for i, arg in enumerate(rest) if _SHELL_C_RE.match(arg)), None)
+    if at is None:
+        return None
+    code = rest[:at + 2]                 # the options and the script after -c
+    found = [w for a in code for w in _PLACEHOLDER_RE.findall(a)]
+    return (args[0], found) if found else None
 
 
 def _parse_actions(entry, fields, fail, label) -> None:
