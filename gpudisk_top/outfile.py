@@ -136,12 +136,17 @@ def _flags(fd: int) -> int:
 
 
 @contextmanager
-def replaced(path: str, *, text: bool = True, mode: int = DEFAULT_MODE, wait: bool = True):
+def replaced(path: str, *, text: bool = True, mode: int = DEFAULT_MODE, wait: bool = True,
+             in_place: bool = True):
     """Write `path` whole: `with replaced(p) as f: f.write(...)`.  A new or regular file
     appears only complete (a temporary file, renamed over it when the block ends without
-    an exception); a device, FIFO or followed link is written in place.  Raises
-    OutputError (one line)."""
+    an exception); a device, FIFO or followed link is written in place, or, without
+    `in_place` (a file that is ours alone, such as the probe results), refused: then
+    nothing is ever written through a link, and a link swapped in meanwhile is replaced
+    by the rename, never followed.  Raises OutputError (one line)."""
     kind, target = inspect(path)
+    if kind == "special" and not in_place:
+        raise OutputError(not_regular(path))
     if kind == "special":
         fd = _open_in_place(target, append=False, wait=wait)
         try:
@@ -256,6 +261,18 @@ def open_regular(path: str, *, mode: int = PRIVATE_MODE) -> int:
                           "a recording needs one")
     os.set_blocking(fd, True)
     return fd
+
+
+def not_regular(path: str) -> str:
+    """Why `path` (there, and not a regular file) is not written: one line."""
+    try:
+        st = os.lstat(path)
+    except OSError as err:
+        return f"cannot write {path}: {_reason(err)}"
+    if stat.S_ISLNK(st.st_mode):
+        return (f"{path} is a symbolic link (to {os.path.realpath(path)}), not a regular "
+                "file; not writing through it")
+    return f"{path} is {_kind(st.st_mode)}, not a regular file; not writing to it"
 
 
 def _kind(st_mode: int) -> str:

@@ -27,3 +27,24 @@ def test_this_machine_as_root_in_the_host_namespace_misses_only_what_it_lacks():
     assert PID_NAMESPACE not in spots and NOT_ROOT not in spots
     assert (NO_SYSFS in spots) == (not os.listdir("/sys/block"))
     assert (NO_PSI in spots) == (not os.path.exists("/proc/pressure/io"))
+
+
+def test_a_fifo_at_pressure_io_is_refused_at_once_not_waited_on(tmp_path):
+    # issue 25 (12): the PSI check opened its file with a plain open(), which blocks for
+    # ever on a FIFO nobody writes; it is run in a child so that a regression fails the
+    # test instead of hanging the suite
+    import subprocess
+    import sys
+
+    (tmp_path / "proc" / "pressure").mkdir(parents=True)
+    os.mkfifo(tmp_path / "proc" / "pressure" / "io")
+    code = ("import sys\n"
+            "from gpudisk_top.collect.roots import Roots\n"
+            "from gpudisk_top.collect.visibility import blind_spots\n"
+            "spots = blind_spots(Roots(procfs=sys.argv[1], sysfs='/sys'), True, None, 0)\n"
+            "print('\\n'.join(b.key + ' ' + b.line() for b in spots))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "proc")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    psi = [line for line in proc.stdout.splitlines() if line.startswith(NO_PSI + " ")]
+    assert len(psi) == 1 and "a FIFO" in psi[0], proc.stdout

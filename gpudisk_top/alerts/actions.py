@@ -23,6 +23,7 @@ import time
 from gpudisk_top import outfile
 from gpudisk_top.alerts.rules import _PLACEHOLDER_RE
 from gpudisk_top.model.vocab import iso_time
+from gpudisk_top.textsafe import printable
 
 MAX_RUNNING = 8       # commands running at once, all rules together
 MAX_WAITING = 256     # commands waiting to start; beyond this the oldest is dropped
@@ -30,8 +31,11 @@ NAMED_AT_EXIT = 5     # subjects named in the warning for commands never run
 
 
 def log_line(wall_s: float, message: str) -> str:
-    """'2026-01-01T00:00:03.000+00:00 gpudisk-top alert disk-busy: ...' (no newline)."""
-    return f"{iso_time(wall_s)} gpudisk-top alert {' '.join(message.split())}"
+    """'2026-01-01T00:00:03.000+00:00 gpudisk-top alert disk-busy: ...' (no newline).
+    Control characters and line breaks in the message (a verdict's reason, a mountpoint)
+    are shown escaped, as on a terminal: `tail -f` on a log file must not be retitled by
+    ESC and BEL, nor a reader of the log be handed a line we did not write."""
+    return printable(f"{iso_time(wall_s)} gpudisk-top alert {message}")
 
 
 def append_line(path: str, line: str) -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from gpudisk_top.alerts import catalog
 from gpudisk_top.alerts.actions import (CommandRunner, append_line, expand_argv, log_line,
                                         needs_pids, write_details)
-from gpudisk_top.alerts.rules import AlertRule
+from gpudisk_top.alerts.rules import AlertRule, shell_script_placeholders
 from gpudisk_top.outfile import OutputError
 from gpudisk_top.textsafe import printable
 from gpudisk_top.errors import warn as warn_line
@@ -97,6 +97,13 @@ class AlertEngine:
         self._lock = threading.Lock()     # active() may be called from the UI thread
         self._last_fired_mono: dict[tuple[str, str], float] = {}
         self.fired_total: dict[str, int] = {r.name: 0 for r in self.rules}
+        for rule in self.rules:           # said at every start, as long as it is allowed
+            shell = shell_script_placeholders(rule.command) if rule.allow_shell else None
+            if shell is not None:
+                words = " ".join(dict.fromkeys("{" + w + "}" for w in shell[1]))
+                self.warn(f"alert {rule.name}: allow_shell = true: its command runs "
+                          f"{printable(shell[0])} -c with {words} in its script, so text from "
+                          "the machine (mount paths, process names) runs as shell code")
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -236,6 +243,9 @@ class AlertEngine:
             pids = _pids(model)
         if self.simulated:
             pids = []                 # simulated PIDs name nobody on this machine
+        # one line, whatever the machine's text in it held: the banner, the log, a
+        # command's {message} and GDT_ALERT_MESSAGE all show control characters escaped
+        d["message"] = printable(d["message"])
         d["pids"] = " ".join(map(str, pids))
         d["pid"] = str(pids[0]) if pids else ""
         return d
@@ -247,7 +257,7 @@ class AlertEngine:
         if rule.log == "stderr":
             if self.stderr is not None:
                 try:
-                    self.stderr.write(printable(line) + "\n")
+                    self.stderr.write(line + "\n")     # log_line escaped it
                     self.stderr.flush()
                 except (OSError, ValueError):
                     pass

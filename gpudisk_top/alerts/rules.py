@@ -26,7 +26,9 @@ a condition is one of three fixed forms.
 Actions: `log = "stderr"` (the default) or a file path, or false; `bell = true` and
 `banner = true` (the dashboard's); `command = ["argv", ...]`, run without a shell, with
 the alert's details in GDT_ALERT_* environment variables and {name}-style placeholders in
-its arguments; `touch = PATH`, a file (re)written with the alert's details as JSON.
+its arguments (a shell's -c script with a placeholder in it is refused unless the rule
+says `allow_shell = true`: the values are the machine's text); `touch = PATH`, a file
+(re)written with the alert's details as JSON.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 KEYS = ("name", "metric", "op", "value", "device", "mountpoint", "gpu", "verdict",
         "free_space", "below_gb", "below_pct", "for_samples", "cooldown_s", "log", "bell",
-        "banner", "command", "touch", "timeout_s")
+        "banner", "command", "touch", "timeout_s", "allow_shell")
 CONDITIONS = ("metric", "verdict", "free_space")
 DEFAULT_COOLDOWN_S = 300.0
 DEFAULT_TIMEOUT_S = 60.0
@@ -86,6 +88,7 @@ class AlertRule:
     command: tuple[str, ...] = ()
     touch: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    allow_shell: bool = False               # a shell given placeholders in its script, asked for
     line: int | None = None                 # the [[alerts]] line in the config file
 
     def holds(self, value) -> bool:
@@ -254,6 +257,43 @@ def _parse_rule(entry, i: int, ctx) -> AlertRule:
     return AlertRule(**fields)
 
 
+# a shell is any program whose name ends in "sh" (sh, bash, dash, zsh, ksh, csh, fish,
+# rbash, ...; ssh's -c is a cipher) or busybox running one
+def _is_shell(path: str) -> bool:
+    name = os.path.basename(path)
+    return name.endswith("sh") and name != "ssh"
+
+
+_SHELL_C_RE = re.compile(r"^-[A-Za-z]*c[A-Za-z]*$")   # -c, -ec, -lc, ...
+
+
+def shell_script_placeholders(argv) -> tuple[str, list[str]] | None:
+    """(the shell, the placeholders in what it parses as code) when argv runs a shell
+    with -c and a placeholder is in its options or its script (not in the arguments
+    after the script, which the script sees as $0, $1, ...: data, never code).  None
+    otherwise.  `env` and VAR=value before the shell are seen through."""
+    args = list(argv)
+    if args and os.path.basename(args[0]) == "env":
+        args.pop(0)
+        while args and ("=" in args[0] or args[0].startswith("-")):
+            args.pop(0)
+    if not args:
+        return None
+    rest = args[1:]
+    if os.path.basename(args[0]) == "busybox" and rest and _is_shell(rest[0]):
+        rest = rest[1:]
+    elif not _is_shell(args[0]):
+        return None
+    # the first -c anywhere (options such as `-o pipefail` take arguments; a -c after a
+    # script file would be the script's own argument: refused too, the safe side)
+    at = next((i for i, arg in enumerate(rest) if _SHELL_C_RE.match(arg)), None)
+    if at is None:
+        return None
+    code = rest[:at + 2]                 # the options and the script after -c
+    found = [w for a in code for w in _PLACEHOLDER_RE.findall(a)]
+    return (args[0], found) if found else None
+
+
 def _parse_actions(entry, fields, fail, label) -> None:
     if "log" in entry:
         log = entry["log"]
@@ -285,7 +325,21 @@ def _parse_actions(entry, fields, fail, label) -> None:
                                     f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
             if "{pids}" in arg and arg != "{pids}":
                 fail("command", f"{label}: {{pids}} must be an argument of its own")
+        allow = entry.get("allow_shell", False)
+        if not isinstance(allow, bool):
+            fail("allow_shell", f"{label}: allow_shell must be true or false")
+        shell = shell_script_placeholders(argv)
+        if shell is not None and not allow:
+            words = " ".join(dict.fromkeys("{" + w + "}" for w in shell[1]))
+            fail("command", f"{label}: command runs {shell[0]} -c with {words} in its "
+                            "script: text from the machine (a mount path, a verdict's "
+                            "reason) would run as shell code. Pass values as arguments, "
+                            'e.g. ["/usr/local/bin/notify", "{message}"], or to the script '
+                            'as $1: ["sh", "-c", "notify \\"$1\\"", "sh", "{message}"], '
+                            "or read $GDT_ALERT_MESSAGE; allow_shell = true runs it as "
+                            "written")
         fields["command"] = tuple(argv)
+        fields["allow_shell"] = allow
     if "touch" in entry:
         path = entry["touch"]
         if not is_absolute_path(path):

@@ -7,7 +7,8 @@ health_of):
 
   - `smartctl --json=co -x -n standby /dev/X` (smartmontools >= 7; 6.7's experimental
     JSON, format 0.1, reads too), run without a shell, stdin closed, with a timeout
-    after which it is killed (our own child, by its Popen object: Children), up to
+    after which it is killed (our own child, by its Popen object: Children), as it is
+    past MAX_SMARTCTL_BYTES of answer (one that writes for ever costs 4 MiB), up to
     PARALLEL_READS disks at a time.  The node is looked up in dev_dir (--devfs: the
     host's /dev mounted in a container; smartctl_argv says why the type is then given).
     -x adds what -a lacks: the NVMe temperature thresholds, ATA SCT temperature limits
@@ -76,6 +77,10 @@ from gpudisk_top.collect.sample import (HEALTH_SMARTCTL, HEALTH_SYSFS, DiskHealt
 
 DEFAULT_INTERVAL_S = 600.0
 SMARTCTL_TIMEOUT_S = 30.0   # an HDD that spins up can take 10 s; a wedged bridge forever
+# The most of smartctl's answer read: a real `smartctl --json=o -x` is tens of kB (an HDD
+# with a long error log ~150 kB).  A smartctl that writes without end (a wrapper gone
+# wrong, a hostile one on PATH) took serve to 6 GB in 14 s; past this it is stopped.
+MAX_SMARTCTL_BYTES = 4 * 2**20
 # --json=c: compact; o: smartctl's text too, as smartctl.output[] (nvme_text_facts reads two
 # NVMe facts from it that smartctl before 7.5 keeps out of its JSON).  Both letters are
 # smartctl's since 6.7's JSON (o: December 2017, c: October 2018).  The text makes the
@@ -558,7 +563,8 @@ def _run_smartctl(argv: list[str], timeout_s: float, children: Children | None =
         return None, "", "not read: gpudisk-top is stopping", None
     deadline = time.monotonic() + timeout_s
     chunks: list[bytes] = []
-    timed_out = False
+    timed_out = flooded = False
+    total = 0
     try:
         fd = proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
@@ -571,6 +577,10 @@ def _run_smartctl(argv: list[str], timeout_s: float, children: Children | None =
                 data = os.read(fd, 1 << 16)
                 if not data:
                     break
+                total += len(data)
+                if total > MAX_SMARTCTL_BYTES:
+                    flooded = True
+                    break
                 chunks.append(data)
     except BaseException:
         children.kill(proc)     # no child left behind, whatever went wrong here
@@ -578,9 +588,13 @@ def _run_smartctl(argv: list[str], timeout_s: float, children: Children | None =
         raise
     finally:
         proc.stdout.close()
-    if timed_out:
+    if timed_out or flooded:
+        chunks.clear()
         children.kill(proc)
         cpu_s = _reap(proc, children, _REAP_WAIT_S)
+        if flooded:
+            return None, "", (f"smartctl wrote more than {MAX_SMARTCTL_BYTES // 2**20} MiB "
+                              "(stopped; a real answer is tens of kB): no reading"), cpu_s
         return None, "", f"smartctl did not answer in {timeout_s:g} s (stopped)", cpu_s
     # its answer is written: it exits now (one that does not is stopped)
     cpu_s = _reap(proc, children, _REAP_WAIT_S)

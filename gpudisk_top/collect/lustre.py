@@ -60,8 +60,13 @@ class LustreStatsRaw:
 
 
 def _int(token: str) -> int | None:
+    """A counter (samples, min, max: s64 or u64; sum of squares: u64), or None: not
+    digits, or outside 64 bits (no kernel printed it; int() of 5,000 digits raises)."""
     digits = token[1:] if token[:1] == "-" else token
-    return int(token) if digits.isascii() and digits.isdigit() else None
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 20):
+        return None
+    value = int(token)
+    return value if -(1 << 63) <= value < (1 << 64) else None
 
 
 def _seconds(token: str) -> float | None:
@@ -160,6 +165,10 @@ def mount_counters(raw: LustreStatsRaw) -> dict[str, int]:
 
 
 def from_counters(name: str, counters: dict) -> LustreStatsRaw:
+    """The LustreStatsRaw mount_counters() kept; a value no kernel could have printed
+    (not a whole number in [0, 2^64)) is left out."""
+    counters = {k: v for k, v in counters.items()
+                if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64}
     raw = LustreStatsRaw(name=name, snapshot_s=None, kind="llite")
     for key in RECORDED:
         if f"{key}/samples" in counters and f"{key}/sum" in counters:

@@ -143,8 +143,22 @@ class NfsMountRaw:
     ops: dict[str, NfsOpRaw] = field(default_factory=dict)
 
 
+U64 = 1 << 64     # the kernel's counters are u64 (unsigned long, ktime in ms): no more
+
+
 def _uint(token: str) -> int | None:
-    return int(token) if token.isascii() and token.isdigit() else None
+    """A u64 counter, or None: not digits, or more than 64 bits (no kernel printed it;
+    and int() of a 5,000-digit token would raise)."""
+    if not (token.isascii() and token.isdigit() and len(token) <= 20):
+        return None
+    value = int(token)
+    return value if value < U64 else None
+
+
+def _recorded_u64(counters: dict) -> dict:
+    """The counters a recording holds that could be a kernel's: whole numbers in [0, 2^64)."""
+    return {k: v for k, v in counters.items()
+            if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < U64}
 
 
 def _uints(tokens: list[str]) -> list[int] | None:
@@ -154,7 +168,10 @@ def _uints(tokens: list[str]) -> list[int] | None:
     digits = "".join(tokens)
     if not (digits.isascii() and digits.isdigit()):
         return None if digits else []
-    return list(map(int, tokens))
+    if max(map(len, tokens)) > 20:       # beyond 64 bits (and int() raises past 4,300)
+        return None
+    values = list(map(int, tokens))
+    return values if max(values) < U64 else None
 
 
 def _parse_device(parts: list[str]) -> tuple[str, str, str, str | None] | None:
@@ -260,9 +277,12 @@ def _parse_op_parts(parts: list[str]) -> tuple[str, NfsOpRaw] | None:
         return None
     tokens = parts[1:10]
     digits = "".join(tokens)       # _uints, inlined: this runs for every op of every mount
-    if not (digits.isascii() and digits.isdigit()):
+    if not (digits.isascii() and digits.isdigit()) or max(map(len, tokens)) > 20:
         return None
-    return name[:-1], NfsOpRaw(*map(int, tokens))   # the ninth, when there, is errors
+    values = list(map(int, tokens))
+    if max(values) >= U64:                 # no kernel prints more than 64 bits
+        return None
+    return name[:-1], NfsOpRaw(*values)   # the ninth, when there, is errors
 
 
 def parse(text: str) -> dict[str, NfsMountRaw]:
@@ -360,7 +380,9 @@ def mount_counters(raw: NfsMountRaw) -> dict[str, int]:
 
 
 def from_counters(mountpoint: str, fstype: str, source: str, counters: dict) -> NfsMountRaw:
-    """The NfsMountRaw that mount_counters() was taken from, as far as it keeps it."""
+    """The NfsMountRaw that mount_counters() was taken from, as far as it keeps it.  A
+    value that no kernel could have printed (not a u64) is left out."""
+    counters = _recorded_u64(counters)
     raw = NfsMountRaw(source=source, mountpoint=mountpoint, fstype=fstype, statvers="",
                       age_s=counters.get("age_s"))
     if all(k in counters for k in _READ_KEYS):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.roots import Roots, read_bytes
 
 # what each blind spot is called in JSON (`blind_spots`), an API like the verdict states
 NO_SYSFS = "no-sysfs"
@@ -68,8 +68,7 @@ def _root(euid: int) -> BlindSpot | None:
 def _psi(roots: Roots) -> BlindSpot | None:
     path = roots.proc("pressure", "io")
     try:
-        with open(path, "rb") as f:
-            f.read(256)
+        read_bytes(path, max_bytes=4096)   # the bounded reader: a FIFO or device is refused
         return None
     except OSError as err:
         why = "absent" if not os.path.exists(path) else (err.strerror or str(err))

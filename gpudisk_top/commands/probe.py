@@ -12,7 +12,7 @@ import signal
 import sys
 
 from gpudisk_top.commands.common import Parser, number_type
-from gpudisk_top.errors import UsageError, note, warn
+from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
 from gpudisk_top.textsafe import printable
 
 MIN_SECONDS = 1.5     # half a second for each of the three tests
@@ -72,6 +72,8 @@ def run(args) -> int:
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
         engine = _engine(args.engine)
+        if not args.no_save:
+            store.check_writable()   # before the device is loaded for a result we could not keep
         target = resolve(args.target)
         for line in target.notes:
             note(line)
@@ -82,18 +84,25 @@ def run(args) -> int:
         signal.signal(signal.SIGTERM, old)
     doc = result.to_json()
     doc["stored"] = None
+    failure = None
     if not args.no_save:
-        doc["stored"], problem = store.save(doc)
-        if problem:
-            warn(problem)
+        try:
+            doc["stored"], problem = store.save(doc)
+        except RuntimeFailure as err:   # the figures are still shown, then the error
+            failure = err
+        else:
+            if problem:
+                warn(problem)
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
-        sys.stdout.write(render_text(doc))
+        sys.stdout.write(render_text(doc, kept=failure is None))
+    if failure is not None:
+        raise failure
     return 0
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: dict, kept: bool = True) -> str:
     from gpudisk_top.probe.spec import TESTS
 
     what = "its device node" if doc["target_kind"] == "device" else "a file through the filesystem"
@@ -109,5 +118,6 @@ def render_text(doc: dict) -> str:
                      f"{'fio' if r['engine'] == 'fio' else 'built-in'}")
     weak = " (weak: no WWN or serial)" if doc["identity_weak"] else ""
     lines.append(f"kept as {doc['identity']}{weak} in {doc['stored']}" if doc["stored"]
-                 else f"identity {doc['identity']}{weak}; not kept (--no-save)")
+                 else f"identity {doc['identity']}{weak}; not kept"
+                 + (" (--no-save)" if kept else ""))
     return "\n".join(printable(line) for line in lines) + "\n"

@@ -18,14 +18,13 @@ import ipaddress
 import socket
 import threading
 import time
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.process_collector import ProcessCollector
 
 from gpudisk_top.errors import RuntimeFailure, UsageError, warn
 from gpudisk_top.exporter.families import Frame, Renderer, episode_counts, sample_age
+from gpudisk_top.exporter.httpserve import BoundedHTTPServer, raise_nofile
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.exporter.options import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
 from gpudisk_top.model.select import DeviceFilter
@@ -126,22 +125,6 @@ def metrics_app(registry):
     return app
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - a scrape a second is no news
-        pass
-
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    # socketserver's default backlog of 5 made scrapes from 20 clients at once wait a
-    # second (SYN retransmits) at the 99th percentile; the kernel caps this at somaxconn
-    request_queue_size = 128
-
-    def handle_error(self, request, client_address) -> None:
-        """A client that hung up mid-reply, or sent a request line too long to read:
-        its problem, not the node's.  socketserver would print a traceback."""
-
-
 class MetricsServer:
     """Prometheus exposition of the latest model.
 
@@ -182,10 +165,11 @@ class MetricsServer:
             raise UsageError(f"--listen {self.listen}: cannot resolve {host!r}: "
                              f"{err.strerror}") from None
         family = infos[0][0]
-        server_class = type("_Server", (_ThreadingServer,), {"address_family": family})
+        # a bounded server (exporter/httpserve.py): idle or slow clients cost a descriptor
+        # each, never a thread, and never the collectors' descriptors
+        raise_nofile()
         try:
-            self._httpd = make_server(host, port, metrics_app(self.registry),
-                                      server_class=server_class, handler_class=_QuietHandler)
+            self._httpd = BoundedHTTPServer(host, port, family, metrics_app(self.registry))
         except OSError as err:
             raise _bind_error(self.listen, host, port, err) from None
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.5},

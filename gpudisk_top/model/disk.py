@@ -294,8 +294,26 @@ def _implausible(cur: DiskCounters, prev: DiskCounters | None, base: DiskCounter
         for attr, column, ceiling in _CEILINGS:
             value = getattr(r, attr)
             if value > ceiling:
-                return (f"{column} {value:.3g} is more than any device can do "
-                        f"({ceiling:.3g}){fresh}")
+                return _beyond(column, value, ceiling) + fresh
+    return None
+
+
+def _beyond(column: str, value: float, ceiling: float) -> str:
+    return f"{column} {value:.3g} is more than any device can do ({ceiling:.3g})"
+
+
+def beyond_ceilings(ops_s=(), data_kb_s=()) -> str | None:
+    """The disks' ceilings held against another source's rates (NFS, Lustre: a network
+    filesystem's data also crosses PCIe and memory): ops_s and data_kb_s are (label,
+    value) pairs, requests a second and kB a second; None (no value) passes.  Returns
+    None, or one line naming the first value beyond MAX_OPS_S or MAX_DATA_BYTES_S (or
+    not a finite number).  Never raises."""
+    for pairs, ceiling in ((ops_s, MAX_OPS_S), (data_kb_s, MAX_DATA_BYTES_S / 1024)):
+        for label, value in pairs:
+            if value is not None and not (0 <= value <= ceiling):
+                if value < 0:
+                    return f"{label} {value:.3g} is below zero"
+                return _beyond(label, value, ceiling)
     return None
 
 

@@ -16,7 +16,9 @@ what applications read and osc's is what the servers sent.
 interval_s defaults to the difference of the two snapshot_time values, the kernel's own
 clock at each read.  A counter printed in prev and absent in cur, or one that went down
 (`lctl set_param llite.*.stats=clear`, a remount), gives None, never a negative rate; a
-counter absent in both is zero (Lustre does not print a counter with no samples).
+counter absent in both is zero (Lustre does not print a counter with no samples); either
+is said in `dropped`.  A rate beyond what any device can carry (the disks' ceilings,
+model/disk.py) cannot be real: that interval gives no rates, and `dropped` says why.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudisk_top.collect.lustre import LustreCounter, LustreStatsRaw
+from gpudisk_top.model.disk import beyond_ceilings
 
 _LATENCY_UNITS = frozenset(("usec", "usecs"))
 _ZERO = LustreCounter(0, "", 0, 0, 0, 0)
@@ -42,6 +45,9 @@ class LustreRates:
     write_ops_s: float | None = None
     write_kb_s: float | None = None
     write_latency_ms_per_op: float | None = None
+    # why rates are missing: a counter went down or vanished (its rates are None), or
+    # the interval is impossible (every rate None)
+    dropped: str | None = None
 
 
 def _pair(cur: LustreStatsRaw, prev: LustreStatsRaw, name: str
@@ -103,4 +109,27 @@ def lustre_rates(cur: LustreStatsRaw, prev: LustreStatsRaw,
     out.write_ops_s, out.write_kb_s = _bytes_rates(cur, prev, "write_bytes", interval_s)
     out.read_latency_ms_per_op = _latency_ms(cur, prev, ("read", "ost_read"))
     out.write_latency_ms_per_op = _latency_ms(cur, prev, ("write", "ost_write"))
+    why = beyond_ceilings((("read ops/s", out.read_ops_s), ("write ops/s", out.write_ops_s)),
+                          (("read kB/s", out.read_kb_s), ("write kB/s", out.write_kb_s)))
+    if why is not None:
+        return LustreRates(name=cur.name, kind=cur.kind, interval_s=interval_s,
+                           dropped=f"no rates this interval: {why}")
+    out.dropped = _went_down(cur, prev)
     return out
+
+
+def _went_down(cur: LustreStatsRaw, prev: LustreStatsRaw) -> str | None:
+    """One line naming the first counter that went down or vanished, or None."""
+    for name in ("read_bytes", "write_bytes", "read", "ost_read", "write", "ost_write"):
+        c, p = cur.counters.get(name), prev.counters.get(name)
+        if p is None:
+            continue
+        if c is None:
+            return (f"{name} vanished (its statistics were cleared): what uses it is n/a "
+                    "this interval")
+        for field_name in ("samples", "sum"):
+            now, was = getattr(c, field_name), getattr(p, field_name)
+            if now is not None and was is not None and now < was:
+                return (f"{name} {field_name} went down from {was} to {now} (its statistics "
+                        "were cleared): what uses it is n/a this interval")
+    return None

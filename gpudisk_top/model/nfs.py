@@ -39,6 +39,11 @@ that went down (a remount, or a new mount at the same mountpoint) makes every ra
 uses it None, never negative (nfsiostat prints the negative difference); a retrans below
 zero (the kernel updates ops and trans apart, so a read can see one without the other)
 is None.
+
+What cannot be real is not passed on (the disks' rule, model/disk.py): an interval with a
+rate beyond what any device can carry (MAX_OPS_S, MAX_DATA_BYTES_S), a backlog beyond the
+transport's queue, or a mean request time longer than the mount has existed gives no
+rates at all, and `dropped` says why; so does a counter that went down.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.nfsstats import NfsMountRaw, NfsOpRaw
+from gpudisk_top.model.disk import beyond_ceilings
 
 # the ops NfsRates names on its own; every op is in NfsRates.ops
 READ_OP = "READ"
@@ -94,6 +100,9 @@ class NfsRates:
     write_rtt_ms_per_op: float | None = None
     write_execute_ms_per_op: float | None = None
     ops: dict[str, NfsOpRates] = field(default_factory=dict)
+    # why rates are missing: the mount was mounted again, a counter went down (that
+    # counter's rates are None), or the interval is impossible (every rate None)
+    dropped: str | None = None
 
 
 def _delta(cur: int | None, prev: int | None) -> int | None:
@@ -150,7 +159,72 @@ def nfs_rates(cur: NfsMountRaw, prev: NfsMountRaw, interval_s: float) -> NfsRate
     if not interval_s > 0 or cur.source != prev.source or cur.fstype != prev.fstype:
         return out
     if cur.age_s is not None and prev.age_s is not None and cur.age_s < prev.age_s:
+        out.dropped = (f"mounted again (its age went from {prev.age_s} to {cur.age_s} s): "
+                       "no rates this interval")
         return out
+    out = _nfs_rates(cur, prev, interval_s, out)
+    why = _impossible(out, cur.age_s)
+    if why is not None:
+        return NfsRates(mountpoint=cur.mountpoint, interval_s=interval_s,
+                        dropped=f"no rates this interval: {why}")
+    out.dropped = _went_down(cur, prev)
+    return out
+
+
+# the counters of an op whose fall is said (errors is optional)
+_OP_COUNTERS = ("ops", "trans", "bytes_sent", "bytes_recv", "rtt_ms", "execute_ms",
+                "queue_ms", "errors")
+
+
+def _went_down(cur: NfsMountRaw, prev: NfsMountRaw) -> str | None:
+    """One line naming the first counter that went down (its rates are None), or None."""
+    pairs = []
+    if cur.xprt is not None and prev.xprt is not None:
+        pairs += [("xprt sends", cur.xprt.sends, prev.xprt.sends),
+                  ("xprt bklog_u", cur.xprt.bklog_u, prev.xprt.bklog_u)]
+    for name, op in cur.ops.items():
+        before = prev.ops.get(name)
+        if before is not None:
+            pairs += [(f"{name} {f}", getattr(op, f), getattr(before, f)) for f in _OP_COUNTERS]
+    for label, now, was in pairs:
+        if now is not None and was is not None and now < was:
+            return (f"{label} went down from {was} to {now} (its statistics were reset): "
+                    "what uses it is n/a this interval")
+    return None
+
+
+# the transport's backlog queue length is an unsigned short (struct rpc_wait_queue.qlen),
+# so its mean over the sends cannot be more
+MAX_BACKLOG = 65535
+
+
+def _impossible(r: NfsRates, age_s: int | None) -> str | None:
+    """Why this interval cannot be real (the disks' ceilings, model/disk.py; a backlog
+    beyond its queue; a request longer than the mount has existed), or None."""
+    ops = [("op/s", r.ops_s), ("retrans/s", r.retrans_s)]
+    data = [("server read kB/s", r.server_read_kb_s), ("app read kB/s", r.app_read_kb_s)]
+    for name, op in r.ops.items():
+        ops += [(f"{name} ops/s", op.ops_s), (f"{name} retrans/s", op.retrans_s),
+                (f"{name} errors/s", op.errors_s)]
+        data.append((f"{name} kB/s", op.kb_s))
+    why = beyond_ceilings(ops, data)
+    if why is not None:
+        return why
+    if r.backlog_avg is not None and not r.backlog_avg <= MAX_BACKLOG:
+        return f"a backlog of {r.backlog_avg:.3g} is more than its queue holds ({MAX_BACKLOG})"
+    if age_s is not None:
+        longest_ms = (age_s + 1) * 1000.0
+        for name, op in r.ops.items():
+            for what, ms in (("RTT", op.rtt_ms_per_op), ("exe", op.execute_ms_per_op),
+                             ("queue", op.queue_ms_per_op)):
+                if ms is not None and not ms <= longest_ms:
+                    return (f"{name} avg {what} {ms:.3g} ms is longer than the mount has "
+                            f"existed ({age_s} s)")
+    return None
+
+
+def _nfs_rates(cur: NfsMountRaw, prev: NfsMountRaw, interval_s: float,
+               out: NfsRates) -> NfsRates:
     if cur.xprt is not None and prev.xprt is not None:
         d_sends = _delta(cur.xprt.sends, prev.xprt.sends)
         out.ops_s = d_sends / interval_s if d_sends is not None else None

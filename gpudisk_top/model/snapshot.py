@@ -73,6 +73,8 @@ class Model:
         model.procs = proc_views(sample.procs, last.procs if last is not None else None, interval_s)
         model.mounts = mount_views(sample.mounts, last.mounts if last is not None else None,
                                    model.procs, interval_s)
+        model.warnings.extend(f"{mp}: {v.dropped}" for mp, v in model.mounts.items()
+                              if v.dropped is not None)
         gpu_local = {p.local_pid for g in model.gpus for p in g.processes}
         for gpu in model.gpus:
             for proc in gpu.processes:

@@ -15,6 +15,7 @@ import math
 import mmap
 import os
 import random
+import stat
 import threading
 import time
 from array import array
@@ -86,10 +87,18 @@ def run(spec: TestSpec, path: str, span_bytes: int, seconds: float,
     RuntimeFailure when the reads fail or hang; KeyboardInterrupt passes through once
     the threads have stopped."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC | os.O_NOCTTY)
+        # non-blocking, then checked: a FIFO swapped in since the target was resolved is
+        # refused, never waited on; the reads themselves block as usual
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC | os.O_NOCTTY
+                     | os.O_NONBLOCK)
     except OSError as err:
         raise RuntimeFailure(f"cannot open {path} for direct reads: "
                              f"{err.strerror or err}") from None
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISBLK(mode)):
+        os.close(fd)
+        raise RuntimeFailure(f"{path} is no longer a file or a block device; not read")
+    os.set_blocking(fd, True)
     state = _Run(spec, fd, span_bytes, seconds, ramp_s, start_bytes)
     threads = [threading.Thread(target=state.worker, daemon=True,
                                 name=f"probe-{spec.name}-{i}")

@@ -9,19 +9,23 @@ IDENTITY is the device's WWN or serial from sysfs ("wwid:...", "serial:..."), el
 model and kernel name ("model:.../sdb", "name:vdb"), which is weak (probe/target.py).
 A device keeps its latest probe.  The file is replaced whole (outfile.replaced: a
 temporary file, then rename; the umask applies) under an flock on its directory, so two
-probes at once do not lose each other's results.
+probes at once do not lose each other's results.  It is a regular file or nothing: a link,
+FIFO or device at its path is refused when writing (never written through) and when
+reading (never waited on).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Iterable
 
 from gpudisk_top import outfile
-from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.roots import Roots, read_bytes
 from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.errors import RuntimeFailure
 from gpudisk_top.probe.target import ceiling_device, describe_devices, identity
@@ -44,14 +48,17 @@ def load(path: str | None = None) -> dict[str, dict]:
     RuntimeFailure (one line) when it cannot be read or is not a results file."""
     path = path or state_path()
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_BYTES + 1)
+        # the bounded reader: a FIFO, a device or a link to one is refused at once, never
+        # waited on or read for ever
+        data = read_bytes(path, _MAX_BYTES)
     except FileNotFoundError:
         return {}
     except OSError as err:
-        raise RuntimeFailure(f"cannot read {path}: {err.strerror or err}") from None
+        if err.errno != errno.EFBIG:
+            raise RuntimeFailure(f"cannot read {path}: {err.strerror or err}") from None
+        data = None
     try:
-        doc = json.loads(data) if len(data) <= _MAX_BYTES else None
+        doc = json.loads(data) if data is not None else None
     except ValueError:
         doc = None
     if not (isinstance(doc, dict) and doc.get("format") == FORMAT
@@ -61,6 +68,17 @@ def load(path: str | None = None) -> dict[str, dict]:
         raise RuntimeFailure(f"{path} is version {doc.get('version')!r} of the results "
                              f"file; this gpudisk-top reads version {VERSION}")
     return {k: v for k, v in doc["devices"].items() if isinstance(v, dict)}
+
+
+def check_writable(path: str | None = None) -> None:
+    """Raise RuntimeFailure when the results file is there and is not a regular file (a
+    link, a FIFO, a device): save() would refuse it."""
+    path = path or state_path()
+    try:
+        if outfile.inspect(path)[0] == "special":
+            raise RuntimeFailure(outfile.not_regular(path))
+    except outfile.OutputError as err:
+        raise RuntimeFailure(str(err)) from None
 
 
 def save(result: dict, path: str | None = None) -> tuple[str, str | None]:
@@ -78,6 +96,9 @@ def save(result: dict, path: str | None = None) -> tuple[str, str | None]:
     warning = None
     try:
         fcntl.flock(dir_fd, fcntl.LOCK_EX)
+        # the results file is ours alone: a link, a FIFO or a device there is refused, not
+        # written through (a root-owned link to another file was overwritten)
+        check_writable(path)
         try:
             devices = load(path)
         except RuntimeFailure as err:
@@ -85,7 +106,7 @@ def save(result: dict, path: str | None = None) -> tuple[str, str | None]:
         devices[result["identity"]] = {k: v for k, v in result.items() if k != "stored"}
         doc = {"format": FORMAT, "version": VERSION, "devices": devices}
         try:
-            with outfile.replaced(path) as f:
+            with outfile.replaced(path, in_place=False) as f:
                 f.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         except outfile.OutputError as err:
             raise RuntimeFailure(str(err)) from None
@@ -115,10 +136,16 @@ class Ceiling:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             return float(value) if ok else None
 
+        def rate(value):
+            # a ceiling of 0 (a probe cut short, kept by an older gpudisk-top) or one that
+            # is not a number would make every busy device look saturated
+            value = num(value)
+            return value if value is not None and 0 < value < math.inf else None
+
         return cls(device=str(doc.get("device", "")), identity=str(doc.get("identity", "")),
-                   randread_qd32_iops=num(c.get("randread_qd32_iops")),
-                   randread_qd1_iops=num(c.get("randread_qd1_iops")),
-                   seq_read_mib_s=num(c.get("seq_read_mib_s")),
+                   randread_qd32_iops=rate(c.get("randread_qd32_iops")),
+                   randread_qd1_iops=rate(c.get("randread_qd1_iops")),
+                   seq_read_mib_s=rate(c.get("seq_read_mib_s")),
                    measured_at_s=num(doc.get("measured_at_s")),
                    engine=doc.get("engine"), target_kind=doc.get("target_kind"))
 

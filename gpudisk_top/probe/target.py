@@ -172,7 +172,9 @@ def _allocated(st) -> bool:
 def _readable(path: str) -> OSError | None:
     """None when `path` opens for O_DIRECT reading, else why not."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC | os.O_NOCTTY)
+        # O_NONBLOCK: a FIFO put there since it was looked at is not waited on
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC | os.O_NOCTTY
+                     | os.O_NONBLOCK)
     except OSError as err:
         return err
     os.close(fd)

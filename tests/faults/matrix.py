@@ -49,10 +49,11 @@ CATEGORIES = {
     8: "--procfs files",
     9: "config paths",
     10: "smaller argument faults",
+    11: "hostile input (issue 25)",
 }
 MODULES = {1: "cases_outputs", 2: "cases_alerts", 3: "cases_nvml", 4: "cases_diskfull",
            5: "cases_clocks", 6: "cases_sessions", 7: "cases_rates", 8: "cases_procfs",
-           9: "cases_config", 10: "cases_args"}
+           9: "cases_config", 10: "cases_args", 11: "cases_hostile"}
 
 
 def all_cases(categories) -> list[Case]:

@@ -1,0 +1,247 @@
+"""The probe results file and the probe's figures against hostile input (issue 25, items
+4, 5 and 10): a FIFO or a link at probes.json, a file that shrinks while it is read, a
+test that yields no reads, a rate of 0 or a run cut short.  FIFOs and links are made
+under tmp_path; what could hang runs in a child with a timeout."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gpudisk_top.errors import RuntimeFailure
+from gpudisk_top.probe import store
+from gpudisk_top.probe.runner import check, fingerprint
+from gpudisk_top.probe.spec import BY_NAME, TestResult
+from gpudisk_top.probe.target import Target
+from proctree import children
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLI = "import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))"
+SPEC = BY_NAME["randread_4k_qd32"]
+
+
+def gdt(*args: str, env: dict, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env, **kw)
+
+
+def state_env(tmp_path) -> tuple[dict, str]:
+    (tmp_path / "state" / "gpudisk-top").mkdir(parents=True)
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), PYTHONPATH=ROOT)
+    return env, str(tmp_path / "state" / "gpudisk-top" / "probes.json")
+
+
+def one_error(proc: subprocess.CompletedProcess, pattern: str) -> str:
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("gpudisk-top: error: ")]
+    assert len(errors) == 1 and pattern in errors[0], proc.stderr
+    return errors[0]
+
+
+@pytest.fixture
+def big_file():
+    """A 256 MiB file on a real disk (O_DIRECT: not tmpfs), allocated, never written."""
+    path = f"/var/tmp/gdt-probe-hostile-{os.getpid()}.bin"
+    try:
+        with open(path, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, 256 * 2**20)
+    except OSError as err:
+        if os.path.exists(path):
+            os.unlink(path)
+        pytest.skip(f"no 256 MiB file in /var/tmp: {err}")
+    try:
+        yield path
+    finally:
+        os.unlink(path)
+
+
+# ------------------------------------------------------------- a FIFO at probes.json
+def test_a_fifo_at_the_results_path_is_refused_by_probe_and_skipped_by_once(tmp_path):
+    env, path = state_env(tmp_path)
+    os.mkfifo(path)
+    # --once reads the ceilings: it answers, without them
+    once = gdt("--once", "--json", "-i", "0.2", env=env)
+    assert once.returncode == 0, once.stderr
+    assert json.loads(once.stdout)["disks"] is not None
+    # probe refuses before it loads the device
+    proc = gdt("probe", "--engine", "builtin", "--seconds", "1.5", "/var/tmp", env=env)
+    one_error(proc, "is a FIFO, not a regular file")
+    assert os.path.exists(path) and not os.path.isfile(path)   # still the FIFO
+
+
+def test_record_with_a_fifo_at_the_results_path_records_and_stops_on_sigterm(tmp_path):
+    env, path = state_env(tmp_path)
+    os.mkfifo(path)
+    out = tmp_path / "rec.gdt"
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "record", "-o", str(out), "-i", "0.2"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and out.stat().st_size > 0:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1]
+        assert out.exists() and out.stat().st_size > 0, "record wrote nothing"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)   # the old code waited on the FIFO for ever
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def test_load_refuses_a_fifo_at_once(tmp_path):
+    os.mkfifo(tmp_path / "probes.json")
+    code = ("import sys\nfrom gpudisk_top.probe import store\nfrom gpudisk_top.errors import "
+            "RuntimeFailure\ntry:\n    store.load(sys.argv[1])\nexcept RuntimeFailure as e:\n"
+            "    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "probes.json")],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert "not a regular file (a FIFO)" in proc.stdout, proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------- a link at probes.json
+def _result_doc(identity: str = "serial:x") -> dict:
+    target = Target(arg="vda", device="vda", path="/dev/vda", kind="device",
+                    span_bytes=2**31, identity=identity, identity_weak=False)
+    from gpudisk_top.probe.runner import ProbeResult
+
+    res = ProbeResult(target=target, engine="fio", seconds=10.0, measured_at_s=1.7e9)
+    res.tests[SPEC.name] = TestResult(SPEC.name, "fio", 3.0, 9000, 3000.0, 11.7, 0.1, 0.3)
+    return res.to_json()
+
+
+def test_a_root_owned_link_at_the_results_path_is_never_written_through(tmp_path):
+    victim = tmp_path / "victim.conf"
+    victim.write_text("precious\n")
+    link = tmp_path / "probes.json"
+    os.symlink(victim, link)            # ours (root when the suite runs as root)
+    with pytest.raises(RuntimeFailure, match="is a symbolic link .*not writing through it"):
+        store.save(_result_doc(), str(link))
+    assert victim.read_text() == "precious\n" and os.path.islink(link)
+    # a dangling link is not followed to create its target either
+    os.unlink(link)
+    os.symlink(tmp_path / "nowhere", link)
+    with pytest.raises(RuntimeFailure, match="does not exist"):
+        store.save(_result_doc(), str(link))
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_probe_through_a_link_exits_non_zero_before_loading_the_device(tmp_path):
+    env, path = state_env(tmp_path)
+    victim = tmp_path / "victim.conf"
+    victim.write_text("precious\n")
+    os.symlink(victim, path)
+    proc = gdt("probe", "--engine", "builtin", "--seconds", "1.5", "/var/tmp", env=env)
+    one_error(proc, "is a symbolic link")
+    assert "probe reads" not in proc.stderr        # refused before the device was loaded
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_regular_results_file_is_still_replaced_whole(tmp_path):
+    path = str(tmp_path / "probes.json")
+    store.save(_result_doc("serial:a"), path)
+    store.save(_result_doc("serial:b"), path)
+    assert sorted(store.load(path)) == ["serial:a", "serial:b"]
+    assert sorted(os.listdir(tmp_path)) == ["probes.json"]   # no temporary file left
+
+
+# ------------------------------------------------------------- figures that are no ceiling
+def _target(path: str, span: int) -> Target:
+    return Target(arg=path, device="x", path=path, kind="file", span_bytes=span,
+                  identity="name:x", identity_weak=True)
+
+
+def _good() -> TestResult:
+    return TestResult(SPEC.name, "fio", 1.0, 3000, 3000.0, 11.7, 0.1, 0.3)
+
+
+def test_check_refuses_no_reads_a_zero_rate_a_short_run_and_a_changed_file(tmp_path):
+    f = tmp_path / "data.bin"
+    f.write_bytes(b"\0" * 8192)
+    target = _target(str(f), 8192)
+    fp = fingerprint(target)
+    check(SPEC, _good(), 1.0, target, fp, fp)        # a sound test passes
+    cases = {
+        "no reads": dataclasses.replace(_good(), ios=0),
+        "a rate of 0": dataclasses.replace(_good(), iops=0.0),
+        "a rate of nan": dataclasses.replace(_good(), read_mib_s=float("nan")),
+        "cut short": dataclasses.replace(_good(), seconds=0.2),
+    }
+    for why, r in cases.items():
+        with pytest.raises(RuntimeFailure, match=why + ".*nothing kept"):
+            check(SPEC, r, 1.0, target, fp, fp)
+    os.truncate(f, 4096)                              # shrank while it was read
+    with pytest.raises(RuntimeFailure, match="shrank to 4096 bytes"):
+        check(SPEC, _good(), 1.0, target, fp, fingerprint(target))
+    small = fingerprint(target)                       # or before this test began
+    with pytest.raises(RuntimeFailure, match="shrank to 4096 bytes"):
+        check(SPEC, _good(), 1.0, target, small, small)
+    f.unlink()
+    f.write_bytes(b"\0" * 8192)                       # replaced by another file
+    with pytest.raises(RuntimeFailure, match="was replaced|changed"):
+        check(SPEC, _good(), 1.0, target, fp, fingerprint(target))
+    f.unlink()                                        # gone
+    with pytest.raises(RuntimeFailure, match="could not be checked"):
+        check(SPEC, _good(), 1.0, target, fp, fingerprint(target))
+
+
+def test_a_stored_ceiling_of_zero_is_no_ceiling():
+    doc = _result_doc()
+    doc["ceiling"] = {"randread_qd32_iops": 0, "randread_qd1_iops": -1.0,
+                      "seq_read_mib_s": 250.0}
+    c = store.Ceiling.from_json(doc)
+    assert c.randread_qd32_iops is None and c.randread_qd1_iops is None
+    assert c.seq_read_mib_s == 250.0
+
+
+@pytest.mark.skipif(not __import__("shutil").which("fio"), reason="fio is not installed")
+def test_fio_probe_of_a_file_that_shrinks_mid_run_fails_and_keeps_nothing(tmp_path, big_file):
+    env, path = state_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "probe", "--engine", "fio",
+                             "--seconds", "6", big_file], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and proc.poll() is None and not children(proc.pid):
+            time.sleep(0.02)                     # until fio runs the first test
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.3)
+        os.truncate(big_file, 1 << 20)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, out + err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("gpudisk-top: error: ") and "failed" in last, err
+    assert not os.path.exists(path)              # nothing kept
+
+
+def test_the_builtin_reader_refuses_a_fifo_swapped_in_without_waiting(tmp_path):
+    fifo = tmp_path / "data.bin"
+    os.mkfifo(fifo)
+    code = ("import sys\nfrom gpudisk_top.errors import RuntimeFailure\n"
+            "from gpudisk_top.probe import builtin\nfrom gpudisk_top.probe.spec import BY_NAME\n"
+            "try:\n    builtin.run(BY_NAME['randread_4k_qd1'], sys.argv[1], 1 << 28, 0.5)\n"
+            "except RuntimeFailure as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    # refused at once, by our check or by the kernel (O_DIRECT on a FIFO: EINVAL)
+    assert ("no longer a file or a block device" in proc.stdout
+            or "cannot open" in proc.stdout), proc.stdout + proc.stderr
