@@ -177,7 +177,9 @@ def test_delayacct_keeps_a_disk_starved_job_disk_starved(accounting_off, data_fi
     assert states == dict.fromkeys(runs, "disk-starved"), explain
     for r in runs.values():
         loaders = _loaders(json.loads(r.stdout))
-        assert loaders["count"] == 2 and loaders["io_wait_pct"] >= 40, explain
+        # the bug read 0 % blocked; a loaded machine moves some of the time to waiting
+        # for a CPU (36 % blocked was seen at a load of 8 on 2 CPUs), never to nothing
+        assert loaders["count"] == 2 and loaders["io_wait_pct"] >= 20, explain
         _check_shares(loaders)
         for e in loaders["each"]:
             # forked before accounting was on: estimated, or (a kernel that accounts them

@@ -10,7 +10,8 @@ import os
 import time
 from typing import Iterable
 
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult, ScreenStackError, SystemCommand
+from textual.css.query import NoMatches
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
@@ -210,6 +211,14 @@ class GpuDiskApp(TimelineKeys, App):
         with open(os.environ["GPUDISK_TOP_FIRST_FRAME_FILE"], "w") as f:
             f.write(f"{time.time():.3f}\n")
 
+    def _dev_filter(self):
+        """The disk table's filter, or None before the table is mounted (flags() is
+        also asked of an app that has not started: the replay's tests, a header)."""
+        try:
+            return self.query_one("#disks", DiskPanel).filter
+        except (NoMatches, ScreenStackError):
+            return None
+
     def flags(self) -> list[str]:
         out = []
         source = self.origin.get("source", "live")
@@ -222,10 +231,10 @@ class GpuDiskApp(TimelineKeys, App):
         if self.record_path is not None and getattr(self.feed, "sink_error", None) is None:
             out.append("REC")
         # what the disk table leaves out, which it has no room to say at 80 columns
-        dev_filter = self.query_one("#disks", DiskPanel).filter
-        if dev_filter.patterns:
+        dev_filter = self._dev_filter()
+        if dev_filter is not None and dev_filter.patterns:
             out.append(f"FILTER: {','.join(dev_filter.patterns)}")
-        if dev_filter.all_devices:
+        if dev_filter is not None and dev_filter.all_devices:
             out.append("ALL DEVICES")
         out += [BLIND_SPOT_FLAGS.get(k, k) for k in self._blind_spots()]
         if self.feed.last_error is not None:

@@ -49,9 +49,15 @@ class Culprit:
                 "read_kb_s": None if self.read_kb_s is None else round(self.read_kb_s, 1)}
 
 
+# a reader with less of the device's reads than this is not a culprit: naming "pid 13407
+# (pip), 0% of its reads" beside the fio that takes 95% is noise
+CULPRIT_MIN_PCT = 1.0
+
+
 def culprits_of(model, device: str, n: int = CULPRITS_SHOWN) -> list[Culprit]:
     """The `n` processes outside the GPU job that read the most from `device`."""
-    rows = [r for r in readers_of(model, device) if not r.job][:n]
+    rows = [r for r in readers_of(model, device) if not r.job
+            and (r.read_share_pct is None or r.read_share_pct >= CULPRIT_MIN_PCT)][:n]
     return [Culprit(r.view.pid, r.view.name, device,
                     None if r.read_share_pct is None else round(r.read_share_pct, 1),
                     r.view.read_kb_s) for r in rows]
