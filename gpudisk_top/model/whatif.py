@@ -64,6 +64,9 @@ MEASURED = "measured"
 ESTIMATED = "estimated"
 WORTH = 1.02            # a fix gaining less than 2 % is not offered
 MAX_WORKERS = 64
+# others' CPU worth stopping even where none of them is named (the collector names them
+# after two scans of every process, OTHERS_REFRESH_S apart: a --once is too short)
+OTHERS_MIN_CPUS = 0.3
 
 
 @dataclass
@@ -312,13 +315,15 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
 def _others(p, state, kind, gaps) -> WhatIf | None:
     waits = (p.w or 0.0) if p.loaders else 0.0
     twait = p.trainer_w or 0.0
-    if not p.others or (waits < 0.03 and twait < 0.03) or p.cpus is None:
+    if (not p.others and p.others_cpu < OTHERS_MIN_CPUS) or (waits < 0.03 and twait < 0.03) \
+            or p.cpus is None:
         return None
     own_fits = (p.job_cpu or 0.0) <= p.cpus * 0.9
     if not own_fits:
         return None                  # the job alone fills its CPUs: the wait stays
     speed, cap = _solve(p, p.loaders, w=0.0, trainer_wait=False, others_stay=False)
-    named = ", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
+    named = (", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
+             or "processes outside the job (not named: none followed yet)")
     basis = [_loaders_basis(p) if p.loaders else "the trainer",
              f"without the run-queue wait that {named} cause ({p.others_cpu:.1f} CPUs)"]
     if p.trainer_w:
@@ -374,11 +379,11 @@ def _checkpoint(p, state, kind, gaps) -> WhatIf | None:
         speed = p.ckpt_period_s / (p.ckpt_period_s - p.ckpt_lost_s)
         basis = [f"{p.ckpt_lost_s:.1f} GPU-seconds lost a checkpoint, one every "
                  f"{p.ckpt_period_s:.0f} s"]
-        g = gaps
+        g = []                       # the loaders' figures are not its inputs
     else:
         speed = 1.0 / p.gpu_util
         basis = ["the GPU back at work while it saves"]
-        g = gaps + ["the time between checkpoints (one seen so far)"]
+        g = ["the time between checkpoints (one seen so far)"]
     w = _make(p, "checkpoint", speed, None, basis, g)
     if p.ckpt_period_s:
         w.gpu_util_pct = min(100.0, w.gpu_now_pct * speed)

@@ -33,7 +33,7 @@ from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import mb_s
-from gpudisk_top.model.whatif import WhatIf, pipeline_of, predict
+from gpudisk_top.model.whatif import ACTIVE_PCT, WhatIf, pipeline_of, predict
 
 # the fixes that act on the reads, and those that act on the CPUs (model/whatif.py): a
 # verdict names the family whose best fix gains more; the other, where it is worth at
@@ -44,6 +44,11 @@ SECOND_CAUSE = 1.05
 # loaders blocked on reads at least this share of the time hold a real share of the
 # cause, even where the wait for a CPU is longer
 MIXED_IO_PCT = 20.0
+# ... and their fixes are preferred within this factor of the CPUs' best: a reader's wait
+# for a CPU after each read is in part the wake-up's own, not all of it others' doing, so
+# the others' gain is the less certain of the two (a verdict must not flip between the two
+# from one run to the next on a few percent)
+MIXED_PREFER_DISK = 0.9
 # the training loop itself: its GPU process on a CPU or waiting for one this share of the
 # time while its loaders sleep on a full prefetch queue (asleep at least TRAINER_ASLEEP_PCT)
 TRAINER_BUSY_PCT = 50.0
@@ -129,7 +134,7 @@ class Classifier:
         self._dirty_usual_kb: float | None = None
         # checkpoint stalls: (start, GPU-seconds lost) of the latest runs of them
         self._ckpts: list[list[float]] = []
-        self._in_ckpt = False
+        self._ckpt_end_s: float | None = None
 
     # ------------------------------------------------------------------ entry point
     def classify(self, model: Model, job: Job, sats: dict[str, Saturation]) -> IntervalState:
@@ -174,10 +179,12 @@ class Classifier:
         stalls' starts): the checkpoint fix's inputs, None where not seen yet."""
         if state == "checkpoint-stall":
             lost = (1.0 - (util or 0.0) / 100.0) * model.interval_s
-            if not self._in_ckpt:
-                self._ckpts = (self._ckpts + [[model.wall_s - model.interval_s, 0.0]])[-3:]
+            start = model.wall_s - model.interval_s
+            # a new stall: the last one's latest interval ended before this one began
+            if self._ckpt_end_s is None or start - self._ckpt_end_s > 0.5 * model.interval_s:
+                self._ckpts = (self._ckpts + [[start, 0.0]])[-3:]
             self._ckpts[-1][1] += lost
-        self._in_ckpt = state == "checkpoint-stall"
+            self._ckpt_end_s = model.wall_s
         if not self._ckpts:
             return None, None
         done = self._ckpts[-2] if len(self._ckpts) >= 2 else self._ckpts[-1]
@@ -198,7 +205,7 @@ class Classifier:
         lt = job.time
         if (state.state == "cpu-starved" and state.kind == "others" and lt is not None
                 and (lt.io_claim_pct or 0.0) >= MIXED_IO_PCT
-                and best[DISK_FIXES] >= best[CPU_FIXES]):
+                and best[DISK_FIXES] >= MIXED_PREFER_DISK * best[CPU_FIXES]):
             disk = self._disk(model, job, sats, mixed=True)
             if disk is not None:
                 disk.gpus, disk.gpu_util_pct, disk.whatif = state.gpus, state.gpu_util_pct, state.whatif
@@ -492,6 +499,11 @@ class Classifier:
             if lt.io_claim_pct is not None and lt.io_claim_pct > lt.cpu_share_pct:
                 return None      # the loaders wait on reads more than on CPUs
             loaders = [v for v in (job.workers or job.members) if v.cpu_pct is not None]
+            # wrappers and launchers (timeout, torchrun's agent) asleep beside the workers
+            # they start are not loaders: they would dilute the count of busy ones
+            active = [v for v in loaders if v.cpu_pct + (v.cpu_wait_pct or 0.0)
+                      + (v.io_wait_pct or 0.0) >= ACTIVE_PCT]
+            loaders = active or loaders
             hot = [v for v in loaders
                    if (v.cpu_pct or 0) + (v.cpu_wait_pct or 0) >= t.loader_cpu_pct]
             waiting = (lt.cpu_wait_pct is not None and lt.cpu_wait_pct >= t.loader_cpu_wait_pct
