@@ -177,12 +177,14 @@ def _rho(p: Pipeline, speed: float, loaders_new: float) -> tuple[float, str | No
     q_now = p.reads_s * per_read_s
     others_q = max(0.0, p.device_aqu - q_now)
     if lat_ms(p, 1) is not None:
-        rho = 1.0
-        for _ in range(30):                          # q' = rate' x time a read'
-            q_new = others_q + p.reads_s * speed * per_read_s * rho
-            q_new = min(q_new, loaders_new + others_q)
-            rho_next = lat_ms(p, q_new) / 1000.0 / per_read_s
-            rho = 0.5 * rho + 0.5 * max(rho_next, 0.0)
+        # lat = A + S q and q = others_q + rate' x lat (Little): solved for lat
+        slope_s = (lat_ms(p, 2) - lat_ms(p, 1)) / 1000.0
+        base_s = lat_ms(p, 1) / 1000.0 - slope_s
+        rate = p.reads_s * speed
+        most_s = lat_ms(p, loaders_new + others_q) / 1000.0   # every reader in a read
+        lat_s = most_s if slope_s * rate >= 1 else min(
+            most_s, (base_s + slope_s * others_q) / (1 - slope_s * rate))
+        rho = max(lat_s, lat_ms(p, 1) / 1000.0) / per_read_s
         return rho, (f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32"
                      if rho > 1.05 else None)
     return 1.0, None
@@ -225,19 +227,19 @@ def _solve(p: Pipeline, workers: int, w: float | None = None, b_scale: float = 1
            trainer_wait: bool = True, others_stay: bool = True) -> tuple[float, str | None]:
     """The job's speed after a change: the slowest stage, the device's curve solved at
     that speed.  Returns (speed, the binding cap's text)."""
+    fixed = [(trainer_speed(p, trainer_wait), "capped by the trainer's own step "
+              f"({(p.trainer_c or 0) * 100:.0f}% on a CPU)"),
+             (cpu_cap(p, workers, others_stay),
+              f"capped by the CPUs: {p.cpus:.1f} "
+              f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"
+              if p.cpus else None),
+             (1.0 / p.gpu_util if p.gpu_util > 0 else math.inf, "capped by the GPU: 100%")]
     speed, cap = 1.0, None
     for _ in range(20):
-        loaders, dev_cap = loader_speed(p, workers, w, b_scale, speed)
-        stages = [(loaders, dev_cap),
-                  (trainer_speed(p, trainer_wait), "capped by the trainer's own step "
-                   f"({(p.trainer_c or 0) * 100:.0f}% on a CPU)"),
-                  (cpu_cap(p, workers, others_stay),
-                   f"capped by the CPUs: {p.cpus:.1f} "
-                   f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"
-                   if p.cpus else None),
-                  (1.0 / p.gpu_util if p.gpu_util > 0 else math.inf, "capped by the GPU: 100%")]
-        new, cap = min(stages, key=lambda s: s[0])
-        if abs(new - speed) < 1e-4:
+        new, cap = min([loader_speed(p, workers, w, b_scale, speed), *fixed],
+                       key=lambda s: s[0])
+        if abs(new - speed) < 1e-3 * speed or (p.b <= 0 or not p.reads_s):
+            speed = new           # without the device's curve one pass is exact
             break
         speed = 0.5 * speed + 0.5 * new
     return speed, cap

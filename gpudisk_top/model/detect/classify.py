@@ -49,9 +49,12 @@ MIXED_IO_PCT = 20.0
 # the others' gain is the less certain of the two (a verdict must not flip between the two
 # from one run to the next on a few percent)
 MIXED_PREFER_DISK = 0.9
-# the training loop itself: its GPU process on a CPU or waiting for one this share of the
-# time while its loaders sleep on a full prefetch queue (asleep at least TRAINER_ASLEEP_PCT)
-TRAINER_BUSY_PCT = 50.0
+# the training loop itself: its GPU process on a CPU or waiting for one at least
+# TRAINER_BUSY_PCT of the time, and with its GPU share TRAINER_STEP_PCT or more (it hardly
+# waits for batches), while its loaders sleep on a full prefetch queue (asleep at least
+# TRAINER_ASLEEP_PCT): a step is its Python, then its GPU work
+TRAINER_BUSY_PCT = 20.0
+TRAINER_STEP_PCT = 80.0
 TRAINER_ASLEEP_PCT = 50.0
 # the job's processes together hold this share of the CPUs it may use: its own crowd
 JOB_CPU_FULL_PCT = 90.0
@@ -240,7 +243,9 @@ class Classifier:
         if not trainers:
             return None
         busy = max(trainers, key=lambda v: v.cpu_pct + (v.cpu_wait_pct or 0.0))
-        if busy.cpu_pct + (busy.cpu_wait_pct or 0.0) < TRAINER_BUSY_PCT:
+        own = busy.cpu_pct + (busy.cpu_wait_pct or 0.0)
+        util = _mean([g.util_pct for g in job.gpus])
+        if own < TRAINER_BUSY_PCT or util is None or own + util < TRAINER_STEP_PCT:
             return None
         wait = busy.cpu_wait_pct
         line = (f"the trainer pid {busy.pid} ({busy.name or '?'}) {busy.cpu_pct:.0f}% on a CPU"
@@ -252,8 +257,12 @@ class Classifier:
                   "the GPU, fewer synchronisations (.item(), .cpu())")
         if wait is not None and wait >= self.t.loader_cpu_wait_pct:
             others = self._top_others(model, job)
+            _job_cpu, others_cpu, ncpu = self._cpu_holders(model, job)
             if others:
                 details.append(f"the CPUs are taken by {others}")
+            elif others_cpu:
+                details.append(f"the CPUs are taken by processes outside the job "
+                               f"({others_cpu / 100:.1f} of the host's {ncpu} CPUs)")
         return IntervalState("cpu-starved", kind="trainer", detail="; ".join(details),
                              advice=advice)
 
