@@ -128,8 +128,9 @@ def test_an_asynchronous_checkpoint_gains_the_gpu_seconds_the_save_cost():
     p = Pipeline(0.1, ckpt_lost_s=3.0, ckpt_period_s=12.0)
     w = by_fix(predict(p, "checkpoint-stall", None))["checkpoint"]
     assert w.speedup == pytest.approx(12.0 / 9.0)
-    one = by_fix(predict(Pipeline(0.1, ckpt_lost_s=3.0), "checkpoint-stall", None))["checkpoint"]
-    assert one.confidence == ESTIMATED and "time between checkpoints" in one.basis
+    assert w.confidence == MEASURED and "one every 12 s" in w.basis
+    # one stall seen: how often it comes is unknown, so no number
+    assert predict(Pipeline(0.1, ckpt_lost_s=3.0), "checkpoint-stall", None) == []
 
 
 def test_predictions_are_ranked_best_first_and_keep_the_json_contract():

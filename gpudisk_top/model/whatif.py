@@ -43,7 +43,7 @@ Fixes (each only where its cause holds a share: a fix worth < 2 % is left out):
                  fits in MemAvailable): b -> 0
   storage        reads served at the probed QD32 ceiling (parallel reads, or a faster device)
   checkpoint     an asynchronous save: the GPU-seconds the synchronous one cost, over the
-                 time between checkpoints where two were seen
+                 time between checkpoints (left out until two were seen)
   fewer-workers  the job's own processes crowd the CPUs and the trainer waits for one
 
 `confidence` is "measured" when every input was read in the interval (delay accounting's
@@ -377,18 +377,15 @@ def _storage(p, state, kind, gaps) -> WhatIf | None:
 def _checkpoint(p, state, kind, gaps) -> WhatIf | None:
     if state != "checkpoint-stall" or p.ckpt_lost_s is None:
         return None
-    if p.ckpt_period_s and p.ckpt_period_s > p.ckpt_lost_s:
-        speed = p.ckpt_period_s / (p.ckpt_period_s - p.ckpt_lost_s)
-        basis = [f"{p.ckpt_lost_s:.1f} GPU-seconds lost a checkpoint, one every "
-                 f"{p.ckpt_period_s:.0f} s"]
-        g = []                       # the loaders' figures are not its inputs
-    else:
-        speed = 1.0 / p.gpu_util
-        basis = ["the GPU back at work while it saves"]
-        g = ["the time between checkpoints (one seen so far)"]
-    w = _make(p, "checkpoint", speed, None, basis, g)
-    if p.ckpt_period_s:
-        w.gpu_util_pct = min(100.0, w.gpu_now_pct * speed)
+    if not p.ckpt_period_s or p.ckpt_period_s <= p.ckpt_lost_s:
+        return None      # one stall seen: what it costs the job depends on how often
+    speed = p.ckpt_period_s / (p.ckpt_period_s - p.ckpt_lost_s)
+    basis = [f"{p.ckpt_lost_s:.1f} GPU-seconds lost a checkpoint, one every "
+             f"{p.ckpt_period_s:.0f} s"]
+    # the loaders' figures are not its inputs; the GPU it expects is the job's mean
+    w = _make(p, "checkpoint", speed, None, basis, [])
+    w.gpu_now_pct = 100.0 * (1 - p.ckpt_lost_s / p.ckpt_period_s)
+    w.gpu_util_pct = 100.0
     return w
 
 
