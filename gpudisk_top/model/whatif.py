@@ -234,6 +234,10 @@ def _solve(p: Pipeline, workers: int, w: float | None = None, b_scale: float = 1
               f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"
               if p.cpus else None),
              (1.0 / p.gpu_util if p.gpu_util > 0 else math.inf, "capped by the GPU: 100%")]
+    if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s:
+        # no probe: a saturated device's ceiling is the highest rate it was seen at
+        fixed.append((max(1.0, p.peak_iops / p.device_r_s),
+                      f"capped by the device: {p.peak_iops:.0f} r/s, the highest seen (no probe)"))
     speed, cap = 1.0, None
     for _ in range(20):
         new, cap = min([loader_speed(p, workers, w, b_scale, speed), *fixed],
@@ -305,7 +309,6 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
         return None
     g = _device_gaps(p, gaps)
     if p.saturated and lat_ms(p, 1) is None:
-        best = min(best, max(1.0, p.peak_iops / p.device_r_s) if p.device_r_s else best)
         g = g + ["the device's ceiling: the highest rate seen"]
     basis = [_loaders_basis(p), f"x {pick}/{n} workers"]
     if lat_ms(p, 1) is not None and p.b > 0:
@@ -339,7 +342,7 @@ def _cache(p, state, kind, gaps) -> WhatIf | None:
         return None
     if p.data_kb > p.mem_available_kb:
         return None
-    speed, cap = _solve(p, p.loaders, b_scale=0.0, ) if p.m == 0 else _solve_mount_free(p)
+    speed, cap = _solve(p, p.loaders, b_scale=0.0) if p.m == 0 else _solve_mount_free(p)
     basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
              f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
     return _make(p, "cache", speed, cap, basis, gaps)
