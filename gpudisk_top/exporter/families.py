@@ -277,8 +277,16 @@ class Renderer:
                                         "while the state is unavailable (no GPU can be read); "
                                         "reason: why (no driver, an NVML error, a hung driver "
                                         "call, every GPU lost).", labels=["reason"])
+        whatif = GaugeMetricFamily(P + "whatif_speedup", "What each fix would gain: the "
+                                   "job's predicted speed factor (1.11: 11% faster) if the fix "
+                                   "were made, one series per fix the current verdict predicts "
+                                   "(workers, others, cache, storage, checkpoint, "
+                                   "fewer-workers; model/whatif.py); none while healthy.",
+                                   labels=["fix"])
         v = frame.verdict
         if v is not None:
+            for w in v.whatif:
+                whatif.add_metric([w.fix], round(w.speedup, 3))
             if v.state == UNAVAILABLE:
                 unavailable.add_metric([reason_label(v.reason)], 1)
             for s in STATES:
@@ -294,7 +302,7 @@ class Renderer:
             episodes.add_metric([s], frame.episodes.get(s, 0))
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):
             fired.add_metric([name], frame.alerts_fired.get(name, 0))
-        return [state, since, info, culprit, starved, unavailable, episodes, fired]
+        return [state, since, info, culprit, starved, unavailable, episodes, fired, whatif]
 
     def _paths(self, frame: Frame) -> list:
         labels = ["path", "device"]

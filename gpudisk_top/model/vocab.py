@@ -451,12 +451,14 @@ def verdict_json(verdict) -> dict | None:
     --format jsonl` write it: the reported state (with hysteresis), the GPUs, devices and
     processes it names, its evidence (reason), advice, the kind of starvation, and the
     processes outside the job its evidence names as reading the blamed device (culprits:
-    pid, name, device, read_share_pct, read_kb_s).  None for no verdict."""
+    pid, name, device, read_share_pct, read_kb_s), and what each fix would gain (whatif:
+    model/whatif.py WhatIf.as_json, best first).  None for no verdict."""
     if verdict is None:
         return None
     return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
             "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice,
-            "kind": verdict.kind, "culprits": [c.as_json() for c in verdict.culprits]}
+            "kind": verdict.kind, "culprits": [c.as_json() for c in verdict.culprits],
+            "whatif": [w.as_json() for w in verdict.whatif]}
 
 
 def episode_json(e) -> dict:
@@ -476,6 +478,7 @@ def episode_json(e) -> dict:
         "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
         "intervals": e.intervals,
         "culprits": [c.as_json() for c in e.culprits],
+        "whatif": [w.as_json() for w in e.whatif],
     }
 
 

@@ -16,6 +16,7 @@ from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
+from gpudisk_top.model.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.health import health_of
@@ -314,6 +315,7 @@ def _verdict_lines(verdict) -> list[str]:
     lines = [f"verdict: {verdict.state}" + (f": {verdict.reason}" if verdict.reason else "")]
     if verdict.advice:
         lines.append(f"advice: {verdict.advice}")
+    lines += whatif_lines(verdict.whatif)
     if verdict.raw_state != verdict.state:
         # with a history (--demo-start) the state has hysteresis: an episode not open yet,
         # or not closed yet; say what this interval alone shows

@@ -34,6 +34,7 @@ from gpudisk_top.model.detect import STARVED_STATES, STATES, UNAVAILABLE, Episod
 from gpudisk_top.model.detect.evidence import Culprit
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
+from gpudisk_top.model.whatif import WhatIf
 from gpudisk_top.record.v2.fields import expand, health_named, health_reading, runs
 
 DERIVED_LAYOUT = 2        # the layout of a summary block; raised when it changes
@@ -210,7 +211,8 @@ def episode_from(d: dict) -> Episode:
                    gpus=list(d["gpus"]), devices=list(d["devices"]),
                    processes=list(d["processes"]), reason=d["reason"], advice=d["advice"],
                    kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"],
-                   culprits=[Culprit(**c) for c in d.get("culprits") or ()])
+                   culprits=[Culprit(**c) for c in d.get("culprits") or ()],
+                   whatif=[WhatIf(**w) for w in d.get("whatif") or ()])
 
 
 @dataclass

@@ -276,6 +276,7 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
                     last.gpus.sort()
                     last.reason, last.advice = e.reason or last.reason, e.advice or last.advice
                     last.culprits = e.culprits if e.reason else last.culprits
+                    last.whatif = e.whatif if e.reason else last.whatif
                     if e.min_util_pct is not None:
                         last.min_util_pct = e.min_util_pct if last.min_util_pct is None \
                             else min(last.min_util_pct, e.min_util_pct)

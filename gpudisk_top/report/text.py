@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.vocab import CLASS_TAG, DISK, HEALTH, HEALTH_BADGE
+from gpudisk_top.model.whatif import best_line, of_json as whatif_of
 from gpudisk_top.textsafe import printable
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
@@ -119,6 +120,10 @@ def _episodes(d: dict) -> list[str]:
         if e["advice"]:
             lines += textwrap.wrap(e["advice"], WIDTH, initial_indent="     try: ",
                                    subsequent_indent="          ")
+        best = best_line(whatif_of(e.get("whatif")))
+        if best:
+            lines += textwrap.wrap(best.removeprefix("best fix: "), WIDTH,
+                                   initial_indent="    best: ", subsequent_indent="          ")
         for h in e.get("health") or ():
             on = f" (disk {h['disk']})" if h["disk"] != h["device"] else ""
             lines += textwrap.wrap(f"{h['device']}{on} {HEALTH_BADGE[h['status']]}: "

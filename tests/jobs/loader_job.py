@@ -21,6 +21,9 @@ MODE:
   cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
   light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
   checkpoint  healthy, plus 2 GiB written and fsynced to FILE.ckpt every 10 s
+  trainer     the workers are light (samples from memory, asleep on a full prefetch queue);
+              the trainer's own Python spends ~30 ms of CPU a step before its GPU step:
+              the training loop itself is the bottleneck (~20 steps a second alone)
 --gpu-device DEV: the trainer holds DEV open and mapped, as a CUDA process holds
   /dev/nvidiaN (the container tests' stand-in for the device node).
 FILE must exist (any large file; the tests make one on the real disk).
@@ -40,6 +43,7 @@ import sys
 import time
 
 STEP_S = 0.02          # the "GPU step": 50 steps a second when data is ready
+TRAINER_CPU_MS = 30.0  # trainer mode: the training loop's own Python, a step
 BATCH = 8              # samples a batch
 BLOCK = 4096
 
@@ -98,7 +102,8 @@ def worker(mode: str, path: str, reads: int, out: mp.Queue, parent: int) -> None
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["healthy", "disk", "files", "cpu", "light-cpu", "checkpoint"])
+    ap.add_argument("mode", choices=["healthy", "disk", "files", "cpu", "light-cpu", "checkpoint",
+                                       "trainer"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--data", required=True)
@@ -139,6 +144,8 @@ def main() -> int:
     try:
         while time.time() - t0 < a.seconds:
             queue.get()
+            if a.mode == "trainer":
+                _cpu_work(TRAINER_CPU_MS)            # the training loop's own Python
             time.sleep(STEP_S)                       # the GPU step
             steps += 1
             second_steps += 1

@@ -33,6 +33,31 @@ from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import mb_s
+from gpudisk_top.model.whatif import ACTIVE_PCT, WhatIf, pipeline_of, predict
+
+# the fixes that act on the reads, and those that act on the CPUs (model/whatif.py): a
+# verdict names the family whose best fix gains more; the other, where it is worth at
+# least SECOND_CAUSE, is named in its evidence ("also: ...")
+DISK_FIXES = ("workers", "cache", "storage")
+CPU_FIXES = ("others", "fewer-workers")
+SECOND_CAUSE = 1.05
+# loaders blocked on reads at least this share of the time hold a real share of the
+# cause, even where the wait for a CPU is longer
+MIXED_IO_PCT = 20.0
+# ... and their fixes are preferred within this factor of the CPUs' best: a reader's wait
+# for a CPU after each read is in part the wake-up's own, not all of it others' doing, so
+# the others' gain is the less certain of the two (a verdict must not flip between the two
+# from one run to the next on a few percent)
+MIXED_PREFER_DISK = 0.9
+# the training loop itself: its GPU process on a CPU or waiting for one at least
+# TRAINER_BUSY_PCT of the time, and with its GPU share TRAINER_STEP_PCT or more (it hardly
+# waits for batches), while its loaders sleep on a full prefetch queue (asleep at least
+# TRAINER_ASLEEP_PCT): a step is its Python, then its GPU work
+TRAINER_BUSY_PCT = 20.0
+TRAINER_STEP_PCT = 80.0
+TRAINER_ASLEEP_PCT = 50.0
+# the job's processes together hold this share of the CPUs it may use: its own crowd
+JOB_CPU_FULL_PCT = 90.0
 
 # the one list of states; "unavailable" (no GPU can be read: no driver, an NVML error, a
 # hung driver, every GPU lost) is last so that the recorder's state codes keep their values
@@ -66,7 +91,7 @@ THROTTLED_PCT = 20.0
 class IntervalState:
     state: str
     gpus: list[int] = field(default_factory=list)
-    kind: str | None = None             # disk: saturated | latency-bound | remote-mount; cpu: own | others | throttled
+    kind: str | None = None             # disk: saturated | latency-bound | remote-mount; cpu: own | others | throttled | trainer
     devices: list[str] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
     gpu_util_pct: float | None = None   # mean utilization of `gpus`
@@ -75,6 +100,8 @@ class IntervalState:
     # the processes outside the job named in `detail` as reading the blamed device, with
     # their share of its reads (model/detect/evidence.py): every surface's "who"
     culprits: list[Culprit] = field(default_factory=list)
+    # what each fix would gain, best first (model/whatif.py)
+    whatif: list[WhatIf] = field(default_factory=list)
 
 
 def gpu_ranges(indexes: list[int]) -> str:
@@ -108,6 +135,9 @@ class Classifier:
     def __init__(self, thresholds: Thresholds) -> None:
         self.t = thresholds
         self._dirty_usual_kb: float | None = None
+        # checkpoint stalls: (start, GPU-seconds lost) of the latest runs of them
+        self._ckpts: list[list[float]] = []
+        self._ckpt_end_s: float | None = None
 
     # ------------------------------------------------------------------ entry point
     def classify(self, model: Model, job: Job, sats: dict[str, Saturation]) -> IntervalState:
@@ -136,13 +166,105 @@ class Classifier:
         state = (self._checkpoint(model, job, sats, low, judged, dirty_kb, burst)
                  or self._mount(model, job)
                  or self._disk(model, job, sats)
+                 or self._trainer(model, job)
                  or self._cpu(model, job, sats)
                  or self._undiagnosed(model, job, sats))
+        state = self._whatif(model, job, sats, state, util)
         # Dirty's usual level is learned only while the job runs well: a stall waiting on
         # writeback must not teach it that gigabytes of Dirty are normal
         state.gpus, state.gpu_util_pct = gpus, util
         state.processes = state.processes or list(job.gpu_pids)
         return state
+
+    # ------------------------------------------------------------------ what-if
+    def _ckpt_figures(self, model: Model, state: str, util: float | None):
+        """(GPU-seconds the latest checkpoint stall cost, seconds between the last two
+        stalls' starts): the checkpoint fix's inputs, None where not seen yet."""
+        if state == "checkpoint-stall":
+            lost = (1.0 - (util or 0.0) / 100.0) * model.interval_s
+            start = model.wall_s - model.interval_s
+            # a new stall: the last one's latest interval ended before this one began
+            if self._ckpt_end_s is None or start - self._ckpt_end_s > 0.5 * model.interval_s:
+                self._ckpts = (self._ckpts + [[start, 0.0]])[-3:]
+            self._ckpts[-1][1] += lost
+            self._ckpt_end_s = model.wall_s
+        if not self._ckpts:
+            return None, None
+        done = self._ckpts[-2] if len(self._ckpts) >= 2 else self._ckpts[-1]
+        period = self._ckpts[-1][0] - self._ckpts[-2][0] if len(self._ckpts) >= 2 else None
+        return done[1], period
+
+    def _whatif(self, model: Model, job: Job, sats, state: IntervalState,
+                util: float | None) -> IntervalState:
+        """Predict each fix's gain (model/whatif.py); where two causes each hold a real
+        share, the one whose fix gains more is the verdict and the other its "also"."""
+        ckpt = self._ckpt_figures(model, state.state, util)
+        p = pipeline_of(model, job, sats, util, ckpt)
+        if p is None:
+            return state
+        state.whatif = predict(p, state.state, state.kind)
+        best = {fam: max((w.speedup for w in state.whatif if w.fix in fam), default=1.0)
+                for fam in (DISK_FIXES, CPU_FIXES)}
+        lt = job.time
+        if (state.state == "cpu-starved" and state.kind == "others" and lt is not None
+                and (lt.io_claim_pct or 0.0) >= MIXED_IO_PCT
+                and best[DISK_FIXES] >= MIXED_PREFER_DISK * best[CPU_FIXES]):
+            disk = self._disk(model, job, sats, mixed=True)
+            if disk is not None:
+                disk.gpus, disk.gpu_util_pct, disk.whatif = state.gpus, state.gpu_util_pct, state.whatif
+                state = disk
+        # more workers serve either cause: only the fixes of the other cause are its "also"
+        second = CPU_FIXES if state.state == "disk-starved" else (
+            ("cache", "storage") if state.state == "cpu-starved" else ())
+        also = [w for w in state.whatif if w.fix in second and w.speedup >= SECOND_CAUSE]
+        if also:
+            w = also[0]
+            what = (f"the CPUs are taken by {self._named(model, w.pids)}" if w.fix == "others"
+                    else f"the reads ({w.title()})")
+            state.detail += f"; also: {what}, worth ~{(w.speedup - 1) * 100:.0f}%"
+        return state
+
+    @staticmethod
+    def _named(model: Model, pids: list[int]) -> str:
+        """'pid 812 (stress), pid 813 (stress)'."""
+        shown = [model.procs[p] for p in pids[:2] if p in model.procs]
+        return ", ".join(f"pid {v.pid} ({v.name or '?'})" for v in shown) or "other processes"
+
+    # ------------------------------------------------------------------ the trainer
+    def _trainer(self, model: Model, job: Job) -> IntervalState | None:
+        """The training loop itself is the bottleneck: its GPU process on a CPU (or
+        waiting for one) most of the time while its loaders sleep on a full prefetch
+        queue.  Whose CPUs it waits for says whether others are to blame."""
+        lt = job.time if job.visible else None
+        if lt is None or lt.kind != "DataLoader worker" or lt.asleep_pct < TRAINER_ASLEEP_PCT:
+            return None
+        workers = {v.pid for v in job.workers}
+        trainers = [v for v in job.members if v.pid not in workers and v.cpu_pct is not None]
+        if not trainers:
+            return None
+        busy = max(trainers, key=lambda v: v.cpu_pct + (v.cpu_wait_pct or 0.0))
+        own = busy.cpu_pct + (busy.cpu_wait_pct or 0.0)
+        util = _mean([g.util_pct for g in job.gpus])
+        if own < TRAINER_BUSY_PCT or util is None or own + util < TRAINER_STEP_PCT:
+            return None
+        wait = busy.cpu_wait_pct
+        line = (f"the trainer pid {busy.pid} ({busy.name or '?'}) {busy.cpu_pct:.0f}% on a CPU"
+                + (f", {wait:.0f}% waiting for one" if wait is not None else "")
+                + f"; its loaders asleep: {lt.describe()}")
+        details = [line]
+        advice = ("the training loop's own Python is the bottleneck: profile the step "
+                  "(torch.profiler, py-spy), move work into the DataLoader workers or onto "
+                  "the GPU, fewer synchronisations (.item(), .cpu())")
+        if wait is not None and wait >= self.t.loader_cpu_wait_pct:
+            others = self._top_others(model, job)
+            _job_cpu, others_cpu, ncpu = self._cpu_holders(model, job)
+            if others:
+                details.append(f"the CPUs are taken by {others}")
+            elif others_cpu:
+                details.append(f"the CPUs are taken by processes outside the job "
+                               f"({others_cpu / 100:.1f} of the host's {ncpu} CPUs)")
+        return IntervalState("cpu-starved", kind="trainer", detail="; ".join(details),
+                             advice=advice)
 
     # ------------------------------------------------------------------ straggler
     def _straggler(self, judged, low, busy) -> IntervalState | None:
@@ -250,7 +372,9 @@ class Classifier:
             return (not preferred, -(s.await_ms / s.baseline_ms if s.baseline_ms else 0), s.name)
         return sorted(sats, key=key)
 
-    def _disk(self, model: Model, job: Job, sats) -> IntervalState | None:
+    def _disk(self, model: Model, job: Job, sats, mixed: bool = False) -> IntervalState | None:
+        """mixed: the reads hold a real share beside a wait for others' CPUs and their
+        fixes gain more (_whatif): judged as storage even under loader_io_wait_pct."""
         if job.visible:
             t = self.t
             lt = job.time
@@ -267,7 +391,7 @@ class Classifier:
             waits = io is None or io >= HARDLY_BLOCKED_PCT
             if feeding and not cpu_bound and waits:
                 kind, s = "saturated", feeding[0]
-            elif io is not None and io >= t.loader_io_wait_pct and not cpu_bound:
+            elif io is not None and (io >= t.loader_io_wait_pct or mixed) and not cpu_bound:
                 # blocked on reads a large share of the time, and not CPU-bound: however
                 # long they also wait for a CPU (others' load beside the job), the reads
                 # are what a job of synchronous readers waits on
@@ -384,6 +508,11 @@ class Classifier:
             if lt.io_claim_pct is not None and lt.io_claim_pct > lt.cpu_share_pct:
                 return None      # the loaders wait on reads more than on CPUs
             loaders = [v for v in (job.workers or job.members) if v.cpu_pct is not None]
+            # wrappers and launchers (timeout, torchrun's agent) asleep beside the workers
+            # they start are not loaders: they would dilute the count of busy ones
+            active = [v for v in loaders if v.cpu_pct + (v.cpu_wait_pct or 0.0)
+                      + (v.io_wait_pct or 0.0) >= ACTIVE_PCT]
+            loaders = active or loaders
             hot = [v for v in loaders
                    if (v.cpu_pct or 0) + (v.cpu_wait_pct or 0) >= t.loader_cpu_pct]
             waiting = (lt.cpu_wait_pct is not None and lt.cpu_wait_pct >= t.loader_cpu_wait_pct
@@ -403,6 +532,8 @@ class Classifier:
             elif waiting:
                 taken = True
                 details.append(lt.describe())
+            elif self._job_fills_cpus(model, job):
+                pass            # its wrappers dilute the loaders' mean: the job's sum says it
             elif lt.cpu_wait_pct is not None:
                 return None
         if lt is None or (not details and lt.cpu_wait_pct is None):
@@ -419,7 +550,13 @@ class Classifier:
                 return None
         crowded = False          # the CPUs the loaders wait for are the job's own
         job_cpu, others_cpu, ncpu = self._cpu_holders(model, job)
-        if taken and lt is not None and job_cpu is not None and job_cpu >= others_cpu:
+        if not details and lt is not None and self._job_fills_cpus(model, job):
+            crowded = True
+            details.append(f"the job's own {len(job.members)} processes take "
+                           f"{job_cpu / 100:.1f} of the host's {ncpu} CPUs, others "
+                           f"{others_cpu / 100:.1f} (summed over the job: its wrappers and "
+                           f"idle helpers cannot hide it)")
+        elif taken and lt is not None and job_cpu is not None and job_cpu >= others_cpu:
             crowded, taken = True, False
             details.append(f"the job's own {len(job.members)} processes take "
                            f"{job_cpu / 100:.1f} of the host's {ncpu} CPUs, others "
@@ -458,6 +595,20 @@ class Classifier:
                       "--cpus, Kubernetes resources.limits.cpu, cpu.max), or fewer DataLoader "
                       "workers so that the quota covers them")
         return IntervalState("cpu-starved", kind=kind, detail="; ".join(details), advice=advice)
+
+    def _job_fills_cpus(self, model: Model, job: Job) -> bool:
+        """The job's processes together take JOB_CPU_FULL_PCT of the CPUs it may use (the
+        host's, or its cgroup's cpu.max where lower), and the host has no idle CPU left."""
+        h = model.host
+        job_cpu, _others, ncpu = self._cpu_holders(model, job)
+        if job_cpu is None or not ncpu:
+            return False
+        cpus = float(ncpu)
+        if h.cgroup_pid is not None and h.cgroup_cpu_limit_cpus:
+            cpus = min(cpus, h.cgroup_cpu_limit_cpus)
+        busy = self._host_busy_pct(h)
+        return (job_cpu >= JOB_CPU_FULL_PCT * cpus
+                and (busy is None or 100 - busy < self.t.host_idle_pct or cpus < ncpu))
 
     @staticmethod
     def _throttled(h) -> str | None:

@@ -18,6 +18,7 @@ from gpudisk_top.model.detect.job import find_job
 from gpudisk_top.model.detect.saturation import Saturation, SaturationTracker
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
+from gpudisk_top.model.whatif import WhatIf
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Episode:
     intervals: int = 0                    # intervals in this state
     min_util_pct: float | None = None
     culprits: list[Culprit] = field(default_factory=list)   # named in `reason`
+    whatif: list[WhatIf] = field(default_factory=list)      # of its latest interval in state
 
     @property
     def open(self) -> bool:
@@ -68,6 +70,9 @@ class Verdict:
     # undiagnosed stall's: a saturated device the job does not read), built once by
     # model/detect/evidence.py: what every surface says of "who"
     culprits: list[Culprit] = field(default_factory=list)
+    # what each fix would gain, best first (model/whatif.py): the episode's latest interval
+    # in its state, or this interval's when it is starved alone
+    whatif: list[WhatIf] = field(default_factory=list)
 
 
 @dataclass
@@ -155,11 +160,12 @@ class Detector:
             if raw.state == ep.state:
                 ep.reason, ep.advice = _compose(raw, model.wall_s - ep.start_wall_s), raw.advice
                 ep.culprits = list(raw.culprits)
+                ep.whatif = list(raw.whatif)
             return Verdict(wall_s=model.wall_s, state=ep.state, raw_state=raw.state,
                            gpus=list(ep.gpus), devices=list(ep.devices),
                            processes=list(ep.processes), reason=ep.reason, advice=ep.advice,
                            raw_reason=raw_reason, kind=ep.kind, episode=ep, saturation=sats,
-                           raw=raw, culprits=list(ep.culprits))
+                           raw=raw, culprits=list(ep.culprits), whatif=list(ep.whatif))
         if raw.state not in STARVED_STATES:
             if raw.state != UNAVAILABLE:    # GPUs that come back are judged afresh
                 self._calm = raw.state
@@ -230,7 +236,8 @@ def one_interval(model: Model, thresholds: Thresholds | None = None) -> Verdict:
     return Verdict(wall_s=v.wall_s, state=raw.state, raw_state=raw.state, gpus=raw.gpus,
                    devices=raw.devices, processes=raw.processes, reason=v.raw_reason,
                    advice=raw.advice, raw_reason=v.raw_reason, kind=raw.kind,
-                   saturation=v.saturation, raw=raw, culprits=list(raw.culprits))
+                   saturation=v.saturation, raw=raw, culprits=list(raw.culprits),
+                   whatif=list(raw.whatif))
 
 
 __all__ = ["Detector", "Episode", "Verdict", "STATES", "one_interval"]

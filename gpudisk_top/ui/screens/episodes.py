@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from gpudisk_top.model.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui.format import clock, duration
 
@@ -30,6 +31,8 @@ def evidence(ep, now_s: float) -> Text:
     lines = ["", ep.reason or "(no evidence)"]
     if ep.advice:
         lines += ["", f"advice: {ep.advice}"]
+    if ep.whatif:
+        lines += ["", *whatif_lines(ep.whatif)]
     lines += ["", f"GPUs: {', '.join(map(str, ep.gpus)) or '-'}   devices: "
               f"{', '.join(ep.devices) or '-'}   processes: {', '.join(map(str, ep.processes)) or '-'}"]
     head = f"  episode #{ep.id}, {duration(ep.duration_s(now_s))}" + ("  (still open)" if ep.open else "")

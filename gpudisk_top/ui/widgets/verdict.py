@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from gpudisk_top.model.detect import STARVED_STATES, UNAVAILABLE
+from gpudisk_top.model.whatif import best_line
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, duration
 from gpudisk_top.ui.widgets.base import LinesPanel
@@ -63,7 +64,11 @@ class VerdictBanner(LinesPanel):
             text = f" {v.reason}"       # why no GPU can be read (the GPU panel does not repeat it)
         elif v.state == "idle":
             text = " no compute process on the GPUs"
-        advice = v.advice if v.state in STARVED_STATES else None
+        advice = ("advice: " + v.advice) if v.state in STARVED_STATES and v.advice else None
+        best = best_line(v.whatif) if v.state in STARVED_STATES else None
+        if best:
+            # the best fix first: a banner cut to its first clause still says what it gains
+            advice = f"{best}; {advice}" if advice else best
         alert_lines = 1 if alert else 0
         budget = max(1, self.max_lines - alert_lines)
         advice_lines = 0 if not advice else (1 if budget < 5 else 2)
@@ -73,7 +78,7 @@ class VerdictBanner(LinesPanel):
         indent = " " * (len(badge) + 2)
         lines += [[(indent + more, theme.PLAIN)] for more in reason[1:]]
         if advice and budget > 1:
-            for more in fit_clauses("advice: " + advice, text_w, advice_lines, more=" …"):
+            for more in fit_clauses(advice, text_w, advice_lines, more=" …"):
                 lines.append([(indent + more, theme.DIM)])
         if alert:
             lines.insert(0, [(" ALERT ", theme.BAD), (" " + alert, theme.BOLD)])

@@ -1,0 +1,488 @@
+"""What each fix would gain: a bottleneck model of a job's input pipeline, per interval.
+
+The job's speed is taken as 1 now; each fix predicts a factor `speedup` (1.11: 11 % more
+steps a second) and the GPU utilization it expects (now x speedup, at most 100 %).  The
+pipeline has three stages, each with a rate the job could go at, relative to now:
+
+  the GPU      1 / u                          u: the starved GPUs' mean utilization (NVML,
+                                              model/gpu.py), as a fraction
+  the trainer  1 / (u + ct + wt)              the GPU processes' own time: ct on a CPU,
+                                              wt waiting for one (schedstat, model/procs.py);
+                                              a step is its Python, then its GPU work
+  the loaders  (N'/N) / (c + w' + b*rho + m)  per loader (model/loaders.py LoaderTime): c on
+                                              a CPU, w waiting for one, b blocked on reads,
+                                              m waiting on a network mount; asleep the rest
+                                              (a loader asleep has slack: 1/(c+w+b+m) > 1)
+
+and the job goes at the slowest.  A fix changes one input and the result is capped by:
+
+  the CPUs     C_job / job_cpu                C: the host's CPUs, or the job's cgroup's
+                                              cpu.max where it is lower (model/host.py);
+                                              job_cpu: every process of the job's CPU (the
+                                              wrappers and launchers too: a per-loader mean
+                                              cannot be diluted by them); C_job: C less the
+                                              others' CPU, or their fair share of it where
+                                              they keep running (CFS: runnable tasks share)
+  the device   rho = lat(q') / lat(now)       the device's read latency at the queue depth
+                                              the readers will make.  lat(q) = A + B*q
+                                              through the stored probe's two points (QD1:
+                                              1/iops1; QD32: 32/iops32, probe/store.py), so
+                                              iops(q) = q / lat(q) is exact at QD1 and QD32;
+                                              the loaders' queue depth is Little's law:
+                                              their reads a second x their time a read.
+                                              Solved as a fixed point (q' depends on speed).
+                                              Without a probe: the highest rate seen where
+                                              the device is saturated, else the latency is
+                                              taken as flat: `confidence: estimated`.
+
+Fixes (each only where its cause holds a share: a fix worth < 2 % is left out):
+  workers        num_workers N -> N': the largest N' for which one more worker still gains 2 %
+  others         stopping the processes outside the job that hold the CPUs: w -> 0 (and the
+                 trainer's wt -> 0) where the job alone fits its CPUs
+  cache          the working set in the page cache (buffered reads, the data files' size
+                 fits in MemAvailable): b -> 0
+  storage        reads served at the probed QD32 ceiling (parallel reads, or a faster device)
+  checkpoint     an asynchronous save: the GPU-seconds the synchronous one cost, over the
+                 time between checkpoints (left out until two were seen)
+  fewer-workers  the job's own processes crowd the CPUs and the trainer waits for one
+
+`confidence` is "measured" when every input was read in the interval (delay accounting's
+blocked time, schedstat's wait, a probe for a device the loaders read), "estimated"
+otherwise, and `basis` names the gap.  No input, no prediction: never a made-up number.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.loaders import IO_MEASURED
+
+FIXES = ("workers", "others", "cache", "storage", "checkpoint", "fewer-workers")
+MEASURED = "measured"
+ESTIMATED = "estimated"
+WORTH = 1.02            # a fix gaining less than 2 % is not offered
+MAX_WORKERS = 64
+# others' CPU worth stopping even where none of them is named (the collector names them
+# after two scans of every process, OTHERS_REFRESH_S apart: a --once is too short)
+OTHERS_MIN_CPUS = 0.3
+
+
+@dataclass
+class WhatIf:
+    """One fix's prediction (the JSON contract `verdict.whatif`, best first)."""
+
+    fix: str
+    speedup: float
+    gpu_util_pct: float
+    gpu_now_pct: float
+    confidence: str
+    basis: str
+    cap: str | None = None
+    from_: float | None = None
+    to: float | None = None
+    pids: list[int] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        out = {"fix": self.fix, "from": self.from_, "to": self.to,
+               "speedup": round(self.speedup, 3), "gpu_util_pct": round(self.gpu_util_pct, 1),
+               "cap": self.cap, "confidence": self.confidence, "basis": self.basis,
+               "gpu_now_pct": round(self.gpu_now_pct, 1)}
+        if self.fix == "others":
+            out["pids"] = list(self.pids)
+        return out
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "WhatIf":
+        now = doc.get("gpu_now_pct")
+        if now is None:
+            now = doc["gpu_util_pct"] / doc["speedup"] if doc["speedup"] else 0.0
+        return cls(fix=doc["fix"], speedup=doc["speedup"], gpu_util_pct=doc["gpu_util_pct"],
+                   gpu_now_pct=now, confidence=doc["confidence"],
+                   basis=doc["basis"], cap=doc.get("cap"), from_=doc.get("from"),
+                   to=doc.get("to"), pids=list(doc.get("pids") or []))
+
+    def title(self) -> str:
+        """'num_workers 4 → 8', 'stop pid 812 (stress)', 'dataset in the page cache'."""
+        if self.fix in ("workers", "fewer-workers"):
+            return f"num_workers {self.from_:.0f} → {self.to:.0f}"
+        return _TITLES[self.fix]
+
+    def line(self) -> str:
+        """'num_workers 4 → 8: GPU ~2% → ~4% (×1.90), capped by the device: ...' (the
+        cap's own text is the model's, never from the machine)."""
+        cap = f", {self.cap}" if self.cap else ""
+        est = ", estimated" if self.confidence == ESTIMATED else ""
+        return (f"{self.title()}: GPU ~{self.gpu_now_pct:.0f}% → ~{self.gpu_util_pct:.0f}% "
+                f"(×{self.speedup:.2f}{est}){cap}")
+
+
+_TITLES = {"others": "stop the processes that take the CPUs",
+           "cache": "the dataset in the page cache",
+           "storage": "reads at the device's QD32 ceiling",
+           "checkpoint": "asynchronous checkpoints"}
+
+
+@dataclass
+class Pipeline:
+    """The figures one interval gives the model (fractions of the interval, 0..1)."""
+
+    gpu_util: float                      # u
+    loaders: int = 0                     # N: loaders doing work (idle wrappers left out)
+    loader_kind: str = "DataLoader worker"
+    c: float = 0.0                       # a loader's share on a CPU
+    w: float | None = None               # waiting for one (None: no schedstat)
+    b: float = 0.0                       # blocked on reads (block device)
+    m: float = 0.0                       # waiting on a network or FUSE mount
+    io_estimated: bool = False           # b came from reads x r_await
+    reads_s: float | None = None         # the loaders' reads a second from `device`
+    device: str | None = None
+    device_r_s: float = 0.0              # the device's reads a second (everybody's)
+    device_aqu: float = 0.0              # its aqu-sz
+    saturated: bool = False
+    peak_iops: float = 0.0
+    qd1_iops: float | None = None        # the stored probe
+    qd32_iops: float | None = None
+    trainer_c: float | None = None       # the GPU processes' own time (when apart)
+    trainer_w: float | None = None
+    cpus: float | None = None            # C
+    cpus_from: str = "host"              # "host" | "cpu.max"
+    job_cpu: float | None = None         # CPUs the whole job uses
+    others_cpu: float = 0.0              # CPUs the others use
+    others: list[tuple[int, str, float]] = field(default_factory=list)  # (pid, name, CPUs)
+    direct: bool | None = None
+    data_kb: int | None = None
+    mem_available_kb: int | None = None
+    ckpt_lost_s: float | None = None     # checkpoint: GPU-seconds lost by the latest stall
+    ckpt_period_s: float | None = None   # ... and the time between the last two starts
+
+
+# ---------------------------------------------------------------------------- the device
+def lat_ms(p: Pipeline, q: float) -> float | None:
+    """The device's read latency at queue depth q, through the probe's QD1 and QD32
+    points (lat = A + B q), in ms; None without a probe."""
+    if not p.qd1_iops or not p.qd32_iops:
+        return None
+    lat1, lat32 = 1000.0 / p.qd1_iops, 32 * 1000.0 / p.qd32_iops
+    slope = max(0.0, (lat32 - lat1) / 31.0)
+    return lat1 - slope + slope * max(1.0, q)
+
+
+def _rho(p: Pipeline, speed: float, loaders_new: float) -> tuple[float, str | None]:
+    """The loaders' read time a read, after, over now: (rho, the cap's text or None)."""
+    if p.b <= 0 or not p.reads_s:
+        return 1.0, None
+    per_read_s = p.b * p.loaders / p.reads_s       # a loader's blocked time a read, now
+    q_now = p.reads_s * per_read_s
+    others_q = max(0.0, p.device_aqu - q_now)
+    if lat_ms(p, 1) is not None:
+        # lat = A + S q and q = others_q + rate' x lat (Little): solved for lat
+        slope_s = (lat_ms(p, 2) - lat_ms(p, 1)) / 1000.0
+        base_s = lat_ms(p, 1) / 1000.0 - slope_s
+        rate = p.reads_s * speed
+        most_s = lat_ms(p, loaders_new + others_q) / 1000.0   # every reader in a read
+        lat_s = most_s if slope_s * rate >= 1 else min(
+            most_s, (base_s + slope_s * others_q) / (1 - slope_s * rate))
+        rho = max(lat_s, lat_ms(p, 1) / 1000.0) / per_read_s
+        return rho, (f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32"
+                     if rho > 1.05 else None)
+    return 1.0, None
+
+
+# ---------------------------------------------------------------------------- the stages
+def trainer_speed(p: Pipeline, wait: bool = True) -> float:
+    if p.trainer_c is None:
+        return math.inf
+    busy = p.gpu_util + p.trainer_c + ((p.trainer_w or 0.0) if wait else 0.0)
+    return 1.0 / busy if busy > 0 else math.inf
+
+
+def cpu_cap(p: Pipeline, workers: int, others_stay: bool = True) -> float:
+    """How much faster the job's CPU work can go: the CPUs it may use over what it uses."""
+    if not p.cpus or not p.job_cpu:
+        return math.inf
+    free = p.cpus - (p.others_cpu if others_stay else 0.0)
+    if others_stay and p.others_cpu > 0.05:
+        busy = max(1, round(p.others_cpu))
+        free = max(free, p.cpus * (workers + 1) / (workers + 1 + busy))
+    return max(1.0, free / p.job_cpu)
+
+
+def loader_speed(p: Pipeline, workers: int, w: float | None = None, b_scale: float = 1.0,
+                 speed_hint: float = 1.0) -> tuple[float, str | None]:
+    if p.loaders <= 0:
+        return math.inf, None
+    w = (p.w or 0.0) if w is None else w
+    rho, cap = _rho(p, speed_hint, workers)
+    cycle = p.c + w + p.b * rho * b_scale + p.m
+    if p.loader_kind != "DataLoader worker":
+        cycle += p.gpu_util             # the GPU process loads its own data, then steps
+    if cycle <= 0:
+        return math.inf, None
+    return workers / p.loaders / cycle, cap
+
+
+def _solve(p: Pipeline, workers: int, w: float | None = None, b_scale: float = 1.0,
+           trainer_wait: bool = True, others_stay: bool = True) -> tuple[float, str | None]:
+    """The job's speed after a change: the slowest stage, the device's curve solved at
+    that speed.  Returns (speed, the binding cap's text)."""
+    fixed = [(trainer_speed(p, trainer_wait), "capped by the trainer's own step "
+              f"({(p.trainer_c or 0) * 100:.0f}% on a CPU)"),
+             (cpu_cap(p, workers, others_stay),
+              f"capped by the CPUs: {p.cpus:.1f} "
+              f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"
+              if p.cpus else None),
+             (1.0 / p.gpu_util if p.gpu_util > 0 else math.inf, "capped by the GPU: 100%")]
+    if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s:
+        # no probe: a saturated device's ceiling is the highest rate it was seen at
+        fixed.append((max(1.0, p.peak_iops / p.device_r_s),
+                      f"capped by the device: {p.peak_iops:.0f} r/s, the highest seen (no probe)"))
+    speed, cap = 1.0, None
+    for _ in range(20):
+        new, cap = min([loader_speed(p, workers, w, b_scale, speed), *fixed],
+                       key=lambda s: s[0])
+        if abs(new - speed) < 1e-3 * speed or (p.b <= 0 or not p.reads_s):
+            speed = new           # without the device's curve one pass is exact
+            break
+        speed = 0.5 * speed + 0.5 * new
+    return speed, cap
+
+
+# ---------------------------------------------------------------------------- the fixes
+def predict(p: Pipeline, state: str, kind: str | None) -> list[WhatIf]:
+    """Every fix worth having, best first."""
+    if p.gpu_util is None or p.gpu_util <= 0:
+        p.gpu_util = 0.005
+    out: list[WhatIf] = []
+    gaps = _gaps(p)
+    for fn in (_workers, _others, _cache, _storage, _checkpoint, _fewer):
+        w = fn(p, state, kind, gaps)
+        if w is not None and w.speedup >= WORTH:
+            out.append(w)
+    out.sort(key=lambda x: (-x.speedup, FIXES.index(x.fix)))
+    return out
+
+
+def _gaps(p: Pipeline) -> list[str]:
+    gaps = []
+    if p.io_estimated and p.b > 0:
+        gaps.append("blocked time estimated as reads x r_await (no delay accounting)")
+    if p.w is None and p.loaders:
+        gaps.append("no run-queue wait (schedstat)")
+    return gaps
+
+
+def _make(p: Pipeline, fix: str, speed: float, cap: str | None, basis: list[str],
+          gaps: list[str], **kw) -> WhatIf:
+    u = p.gpu_util * 100
+    conf = ESTIMATED if gaps else MEASURED
+    if gaps:
+        basis = basis + ["missing: " + ", ".join(gaps)]
+    return WhatIf(fix=fix, speedup=speed, gpu_util_pct=min(100.0, u * speed), gpu_now_pct=u,
+                  confidence=conf, basis="; ".join(basis), cap=cap, **kw)
+
+
+def _loaders_basis(p: Pipeline) -> str:
+    return (f"{p.loaders} loader{'s' * (p.loaders != 1)} at {p.c * 100:.0f}% on a CPU, "
+            f"{(p.w or 0) * 100:.0f}% waiting for one, {(p.b + p.m) * 100:.0f}% on reads")
+
+
+def _device_gaps(p: Pipeline, gaps: list[str]) -> list[str]:
+    if p.b > 0 and lat_ms(p, 1) is None:
+        return gaps + [f"no probe of {p.device or 'the device'} (latency taken as flat)"]
+    return gaps
+
+
+def _workers(p, state, kind, gaps) -> WhatIf | None:
+    if p.loaders <= 0 or p.loader_kind != "DataLoader worker" or state == "checkpoint-stall":
+        return None
+    n = p.loaders
+    best, cap = _solve(p, n)
+    pick = n
+    for n2 in range(n + 1, min(MAX_WORKERS, max(2 * n, n + 4)) + 1):
+        s2, c2 = _solve(p, n2)
+        if s2 < best * WORTH:
+            break
+        best, cap, pick = s2, c2, n2
+    if pick == n:
+        return None
+    g = _device_gaps(p, gaps)
+    if p.saturated and lat_ms(p, 1) is None:
+        g = g + ["the device's ceiling: the highest rate seen"]
+    basis = [_loaders_basis(p), f"x {pick}/{n} workers"]
+    if lat_ms(p, 1) is not None and p.b > 0:
+        basis.append(f"device latency from the probe (QD1 {p.qd1_iops:.0f}, QD32 "
+                     f"{p.qd32_iops:.0f} r/s)")
+    return _make(p, "workers", best, cap, basis, g, from_=float(n), to=float(pick))
+
+
+def _others(p, state, kind, gaps) -> WhatIf | None:
+    waits = (p.w or 0.0) if p.loaders else 0.0
+    twait = p.trainer_w or 0.0
+    if (not p.others and p.others_cpu < OTHERS_MIN_CPUS) or (waits < 0.03 and twait < 0.03) \
+            or p.cpus is None:
+        return None
+    own_fits = (p.job_cpu or 0.0) <= p.cpus * 0.9
+    if not own_fits:
+        return None                  # the job alone fills its CPUs: the wait stays
+    speed, cap = _solve(p, p.loaders, w=0.0, trainer_wait=False, others_stay=False)
+    named = (", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
+             or "processes outside the job (not named: none followed yet)")
+    basis = [_loaders_basis(p) if p.loaders else "the trainer",
+             f"without the run-queue wait that {named} cause ({p.others_cpu:.1f} CPUs)"]
+    if p.trainer_w:
+        basis.append(f"the trainer waits {p.trainer_w * 100:.0f}% for a CPU")
+    return _make(p, "others", speed, cap, basis, _device_gaps(p, gaps) if p.b else gaps,
+                 pids=[pid for pid, _, _ in p.others])
+
+
+def _cache(p, state, kind, gaps) -> WhatIf | None:
+    if p.b + p.m < 0.05 or p.direct is not False or not p.data_kb or not p.mem_available_kb:
+        return None
+    if p.data_kb > p.mem_available_kb:
+        return None
+    speed, cap = _solve(p, p.loaders, b_scale=0.0) if p.m == 0 else _solve_mount_free(p)
+    basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
+             f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
+    return _make(p, "cache", speed, cap, basis, gaps)
+
+
+def _solve_mount_free(p: Pipeline) -> tuple[float, str | None]:
+    m = p.m
+    p.m = 0.0
+    try:
+        return _solve(p, p.loaders, b_scale=0.0)
+    finally:
+        p.m = m
+
+
+def _storage(p, state, kind, gaps) -> WhatIf | None:
+    if p.b < 0.05 or not p.reads_s or lat_ms(p, 1) is None or state != "disk-starved":
+        return None
+    # the loaders' reads served at the QD32 ceiling: a read's share of it
+    per_read_s = p.b * p.loaders / p.reads_s
+    at_ceiling_s = p.loaders / p.qd32_iops
+    scale = min(1.0, at_ceiling_s / per_read_s)
+    saved = p.qd1_iops, p.qd32_iops
+    p.qd1_iops = None                      # the curve is replaced by the ceiling
+    try:
+        speed, cap = _solve(p, p.loaders, b_scale=scale)
+    finally:
+        p.qd1_iops, p.qd32_iops = saved
+    dev_cap = p.qd32_iops / p.reads_s if p.reads_s else math.inf
+    if dev_cap < speed:
+        speed, cap = dev_cap, f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32"
+    basis = [_loaders_basis(p), f"reads at {p.qd32_iops:.0f} r/s (the probe's QD32)"]
+    return _make(p, "storage", speed, cap, basis, gaps)
+
+
+def _checkpoint(p, state, kind, gaps) -> WhatIf | None:
+    if state != "checkpoint-stall" or p.ckpt_lost_s is None:
+        return None
+    if not p.ckpt_period_s or p.ckpt_period_s <= p.ckpt_lost_s:
+        return None      # one stall seen: what it costs the job depends on how often
+    speed = p.ckpt_period_s / (p.ckpt_period_s - p.ckpt_lost_s)
+    basis = [f"{p.ckpt_lost_s:.1f} GPU-seconds lost a checkpoint, one every "
+             f"{p.ckpt_period_s:.0f} s"]
+    # the loaders' figures are not its inputs; the GPU it expects is the job's mean
+    w = _make(p, "checkpoint", speed, None, basis, [])
+    w.gpu_now_pct = 100.0 * (1 - p.ckpt_lost_s / p.ckpt_period_s)
+    w.gpu_util_pct = 100.0
+    return w
+
+
+def _fewer(p, state, kind, gaps) -> WhatIf | None:
+    if (p.loaders < 2 or not p.cpus or not p.job_cpu or p.trainer_w is None
+            or p.trainer_w < 0.05 or p.job_cpu < 0.9 * p.cpus or p.others_cpu > 0.5):
+        return None
+    n2 = max(1, min(p.loaders - 1, math.floor(p.cpus - (p.trainer_c or 0.0))))
+    # the CPUs the trainer stops waiting for are the workers': no more loader throughput
+    # than those CPUs give
+    speed, cap = _solve(p, n2, w=0.0, trainer_wait=False)
+    basis = [f"the job's processes take {p.job_cpu:.1f} of {p.cpus:.1f} CPUs",
+             f"the trainer waits {p.trainer_w * 100:.0f}% for a CPU"]
+    return _make(p, "fewer-workers", speed, cap, basis, gaps, from_=float(p.loaders),
+                 to=float(n2))
+
+
+# ---------------------------------------------------------------------------- from a Model
+ACTIVE_PCT = 2.0     # a loader busier than this (CPU, wait, reads) does the loading: a
+                     # wrapper (timeout, a launcher) asleep beside it does not
+
+
+def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
+                ckpt: tuple[float | None, float | None] = (None, None)) -> Pipeline | None:
+    """The figures of one interval (a Model, the detector's Job and Saturations), or None
+    where the job or its GPUs cannot be seen: no prediction then."""
+    if gpu_util_pct is None or not job.running or not job.visible:
+        return None
+    p = Pipeline(gpu_util=max(0.005, gpu_util_pct / 100.0))
+    lt = job.time
+    if lt is not None:
+        active = [s for s in lt.each
+                  if s.on_cpu_pct + (s.cpu_wait_pct or 0) + (s.io_wait_pct or 0) >= ACTIVE_PCT]
+        if active:
+            n = len(active)
+            p.loaders, p.loader_kind = n, lt.kind
+            p.c = sum(s.on_cpu_pct for s in active) / n / 100
+            waits = [s.cpu_wait_pct for s in active if s.cpu_wait_pct is not None]
+            p.w = sum(waits) / len(waits) / 100 if waits else None
+            p.b = sum(s.io_wait_pct or 0.0 for s in active) / n / 100
+            p.io_estimated = any(s.io_source not in (None, IO_MEASURED) for s in active)
+            if lt.mount_wait_pct:
+                p.m = min(1.0 - p.c, lt.mount_wait_pct * lt.count / n / 100)
+                p.b = 0.0
+            p.reads_s, p.device = lt.reads_s, lt.device
+    workers = {v.pid for v in job.workers}
+    trainers = [v for v in job.members if v.pid not in workers and v.cpu_pct is not None]
+    if trainers and p.loader_kind == "DataLoader worker":
+        p.trainer_c = sum(v.cpu_pct for v in trainers) / len(trainers) / 100
+        tw = [v.cpu_wait_pct for v in trainers if v.cpu_wait_pct is not None]
+        p.trainer_w = sum(tw) / len(tw) / 100 if tw else None
+    h = model.host
+    if h is not None and h.ncpu:
+        p.cpus = float(h.ncpu)
+        if h.cgroup_pid is not None and h.cgroup_cpu_limit_cpus and h.cgroup_cpu_limit_cpus < h.ncpu:
+            p.cpus, p.cpus_from = h.cgroup_cpu_limit_cpus, "cpu.max"
+        known = [v.cpu_pct for v in job.members if v.cpu_pct is not None]
+        if known:
+            p.job_cpu = sum(known) / 100
+        if h.cpu_idle_pct is not None and p.job_cpu is not None:
+            busy = max(0.0, 100.0 - h.cpu_idle_pct - (h.cpu_iowait_pct or 0.0)) / 100 * h.ncpu
+            p.others_cpu = max(0.0, busy - p.job_cpu)
+        mine = {v.pid for v in job.members}
+        p.others = [(v.pid, v.name or "?", v.cpu_pct / 100) for v in sorted(
+            (v for v in model.procs.values() if v.root_pid is None and v.pid not in mine
+             and (v.cpu_pct or 0) >= 20), key=lambda v: -(v.cpu_pct or 0))]
+        p.mem_available_kb = h.mem_available_kb
+    if p.device is not None:
+        for name in device_stack(model.devices, p.device):
+            info, s = model.devices.get(name), sats.get(name)
+            if s is not None and not p.device_r_s:
+                p.device_r_s, p.device_aqu = s.r_s, s.aqu_sz
+                p.saturated, p.peak_iops = s.saturated, s.peak_iops
+            if info is not None and info.ceiling_iops and info.probed_read_ms:
+                p.qd32_iops, p.qd1_iops = info.ceiling_iops, 1000.0 / info.probed_read_ms
+                break
+    p.direct, p.data_kb = job.direct_reads, job.data_kb
+    p.ckpt_lost_s, p.ckpt_period_s = ckpt
+    return p
+
+
+def best_line(whatif: list[WhatIf]) -> str | None:
+    """'best fix: num_workers 4 → 8: GPU ~2% → ~4% (×1.90), capped by the device: ...':
+    the banner's, the report's and --once's one line (text from the machine in the basis
+    is the caller's to escape, as the verdict's reason is)."""
+    return f"best fix: {whatif[0].line()}" if whatif else None
+
+
+def text_lines(whatif: list[WhatIf], prefix: str = "what-if: ") -> list[str]:
+    """Every prediction, best first, each with its basis: --once text and the episode's
+    evidence."""
+    return [f"{prefix}{w.line()} [{w.basis}]" for w in whatif]
+
+
+def of_json(docs) -> list[WhatIf]:
+    """The predictions back from `verdict.whatif` / an episode's `whatif` (report)."""
+    return [WhatIf.from_json(d) for d in docs or ()]

@@ -1,0 +1,158 @@
+"""The what-if model's formulas (gpudisk_top/model/whatif.py), on the figures an interval
+gives it: each fix's speed-up follows the pipeline's slowest stage, the cap that binds is
+the one named, and a missing input makes the prediction `estimated` (or leaves it out)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpudisk_top.model.whatif import (ESTIMATED, FIXES, MEASURED, Pipeline, WhatIf, best_line,
+                                      lat_ms, of_json, predict, text_lines)
+
+# this machine's virtio disk as `gpudisk-top probe` measured it (4 KiB random reads)
+QD1, QD32 = 11316.0, 60255.0
+
+
+def latency_bound(workers: int = 4, **kw) -> Pipeline:
+    """DataLoader workers of 4 KiB O_DIRECT reads, blocked on them most of the time."""
+    per_loader_reads = 0.55 / (lat_ms(Pipeline(0.3, qd1_iops=QD1, qd32_iops=QD32), workers * 0.55) / 1000)
+    base = dict(gpu_util=0.3, loaders=workers, c=0.10, w=0.05, b=0.55, reads_s=per_loader_reads * workers,
+                device="vda", qd1_iops=QD1, qd32_iops=QD32, trainer_c=0.02, trainer_w=0.0,
+                cpus=2.0, job_cpu=0.5, direct=True)
+    base.update(kw)
+    p = Pipeline(**base)
+    p.device_r_s = p.reads_s
+    p.device_aqu = p.reads_s * p.b * p.loaders / p.reads_s
+    return p
+
+
+def by_fix(whatif: list[WhatIf]) -> dict[str, WhatIf]:
+    return {w.fix: w for w in whatif}
+
+
+def test_the_device_curve_goes_through_the_probes_two_points():
+    p = Pipeline(0.5, qd1_iops=QD1, qd32_iops=QD32)
+    assert 1 / lat_ms(p, 1) * 1000 == pytest.approx(QD1)
+    assert 32 / lat_ms(p, 32) * 1000 == pytest.approx(QD32)
+    # between them: more reads in flight, more reads a second, each slower
+    iops = [q / lat_ms(p, q) * 1000 for q in (1, 2, 4, 8, 16, 32)]
+    assert iops == sorted(iops) and lat_ms(p, 8) > lat_ms(p, 2)
+    assert lat_ms(Pipeline(0.5), 4) is None          # no probe: no curve
+
+
+def test_a_cpu_bound_worker_gains_up_to_the_free_cpus_and_no_further():
+    # one decoding worker at 100% of a CPU, the trainer at 5%: a second CPU is free
+    p = Pipeline(0.3, loaders=1, c=1.0, w=0.0, trainer_c=0.05, trainer_w=0.0, cpus=2.0,
+                 job_cpu=1.05)
+    w = by_fix(predict(p, "cpu-starved", "own"))["workers"]
+    assert (w.from_, w.to) == (1, 2)
+    assert w.speedup == pytest.approx(2.0 / 1.05, rel=0.02)
+    assert w.cap.startswith("capped by the CPUs") and w.confidence == MEASURED
+    assert w.gpu_util_pct == pytest.approx(30 * w.speedup, rel=1e-6)
+    # both CPUs already the job's: more workers gain nothing, and none is offered
+    full = Pipeline(0.3, loaders=2, c=0.97, w=0.02, trainer_c=0.05, trainer_w=0.02, cpus=2.0,
+                    job_cpu=2.0)
+    assert "workers" not in by_fix(predict(full, "cpu-starved", "own"))
+
+
+def test_more_readers_gain_less_than_their_number_as_the_device_slows():
+    p = latency_bound(2)
+    w = by_fix(predict(p, "disk-starved", "latency-bound"))["workers"]
+    ratio = w.to / w.from_
+    assert 1.2 < w.speedup < ratio            # the device's latency rises with its queue
+    assert w.cap is not None and "device" in w.cap or "GPU" in (w.cap or "")
+    assert w.confidence == MEASURED and "probe" in w.basis
+
+
+def test_without_a_probe_the_prediction_says_it_is_estimated():
+    p = latency_bound(2, qd1_iops=None, qd32_iops=None)
+    out = by_fix(predict(p, "disk-starved", "latency-bound"))
+    assert out["workers"].confidence == ESTIMATED
+    assert "no probe of vda" in out["workers"].basis
+    assert "storage" not in out                 # no ceiling to reach: left out
+
+
+def test_an_estimated_blocked_time_makes_every_prediction_estimated():
+    p = latency_bound(2, io_estimated=True)
+    for w in predict(p, "disk-starved", "latency-bound"):
+        assert w.confidence == ESTIMATED and "reads x r_await" in w.basis
+
+
+def test_stopping_others_gains_the_wait_they_cause_capped_by_the_device():
+    # the issue's job: 4 readers 45% blocked, 42% waiting for CPUs two busy loops hold
+    reads = 25500.0
+    p = Pipeline(0.3, loaders=4, c=0.10, w=0.42, b=0.45, reads_s=reads, device="vda",
+                 device_r_s=reads, device_aqu=reads * 0.45 * 4 / reads * 1.0,
+                 qd1_iops=QD1, qd32_iops=QD32, trainer_c=0.05, trainer_w=0.1, cpus=2.0,
+                 job_cpu=0.7, others_cpu=1.3, others=[(812, "stress", 0.65), (813, "stress", 0.65)])
+    others = by_fix(predict(p, "disk-starved", "latency-bound"))["others"]
+    naive = 1 / (p.c + p.b)                     # the loaders' time alone: ~1.8
+    assert 1.02 < others.speedup < naive - 0.3
+    assert others.pids == [812, 813]
+    assert others.as_json()["pids"] == [812, 813]
+    assert "pid 812 (stress)" in others.basis
+    # the job alone fills its CPUs: stopping the others frees none of it
+    p.job_cpu = 2.0
+    assert "others" not in by_fix(predict(p, "disk-starved", "latency-bound"))
+
+
+def test_a_trainer_bound_job_gains_nothing_from_its_loaders():
+    # the loaders sleep on a full prefetch queue; the trainer's own Python is 60% a step
+    p = Pipeline(0.4, loaders=2, c=0.01, w=0.0, trainer_c=0.6, trainer_w=0.0, cpus=2.0,
+                 job_cpu=0.62)
+    assert predict(p, "cpu-starved", "trainer") == []
+    # ... but its wait for CPUs others take is worth their stopping
+    # (a step: GPU 30%, its Python 45%, waiting 25% for a CPU: the interval's whole time)
+    p = Pipeline(0.3, loaders=2, c=0.01, w=0.0, trainer_c=0.45, trainer_w=0.25, cpus=2.0,
+                 job_cpu=0.47, others_cpu=1.3, others=[(900, "hog", 1.0)])
+    w = by_fix(predict(p, "cpu-starved", "trainer"))["others"]
+    assert w.speedup == pytest.approx(1.0 / (0.3 + 0.45), rel=0.02)
+    assert w.cap.startswith("capped by the trainer")
+
+
+def test_the_page_cache_helps_only_buffered_reads_that_fit():
+    p = latency_bound(2, direct=False, data_kb=2 << 20, mem_available_kb=8 << 20)
+    cache = by_fix(predict(p, "disk-starved", "latency-bound"))["cache"]
+    assert cache.speedup > 1.5 and "fits in" in cache.basis
+    assert "cache" not in by_fix(predict(latency_bound(2, direct=True, data_kb=2 << 20,
+                                                       mem_available_kb=8 << 20),
+                                         "disk-starved", "latency-bound"))
+    assert "cache" not in by_fix(predict(latency_bound(2, direct=False, data_kb=16 << 20,
+                                                       mem_available_kb=8 << 20),
+                                         "disk-starved", "latency-bound"))
+
+
+def test_an_asynchronous_checkpoint_gains_the_gpu_seconds_the_save_cost():
+    p = Pipeline(0.1, ckpt_lost_s=3.0, ckpt_period_s=12.0)
+    w = by_fix(predict(p, "checkpoint-stall", None))["checkpoint"]
+    assert w.speedup == pytest.approx(12.0 / 9.0)
+    assert w.confidence == MEASURED and "one every 12 s" in w.basis
+    # one stall seen: how often it comes is unknown, so no number
+    assert predict(Pipeline(0.1, ckpt_lost_s=3.0), "checkpoint-stall", None) == []
+
+
+def test_predictions_are_ranked_best_first_and_keep_the_json_contract():
+    p = latency_bound(2, direct=False, data_kb=2 << 20, mem_available_kb=8 << 20)
+    out = predict(p, "disk-starved", "latency-bound")
+    assert [w.speedup for w in out] == sorted((w.speedup for w in out), reverse=True)
+    for w in out:
+        doc = w.as_json()
+        assert {"fix", "from", "to", "speedup", "gpu_util_pct", "cap", "confidence",
+                "basis"} <= set(doc)
+        assert doc["fix"] in FIXES and doc["confidence"] in (MEASURED, ESTIMATED)
+        assert isinstance(doc["speedup"], float) and doc["speedup"] >= 1.02
+        back = of_json([doc])[0]
+        assert back.line() == w.line()
+    assert best_line(out) == f"best fix: {out[0].line()}"
+    assert text_lines(out)[0].startswith("what-if: " + out[0].title())
+    assert best_line([]) is None
+
+
+def test_no_loaders_and_no_cpus_known_make_no_number():
+    assert predict(Pipeline(0.3), "undiagnosed-stall", None) == []
+    p = Pipeline(0.3, loaders=2, c=0.5, w=None, trainer_c=0.05)
+    for w in predict(p, "cpu-starved", "own"):
+        assert w.confidence == ESTIMATED and "schedstat" in w.basis
+        assert math.isfinite(w.speedup)
