@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.vocab import CLASS_TAG, DISK, HEALTH, HEALTH_BADGE
-from gpudisk_top.textsafe import printable
+from gpudisk_top.textsafe import printable, printable_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
@@ -79,7 +79,7 @@ def render(summary: Summary, charts: bool = True) -> str:
     if d["warnings"]:
         out.append("")
         out += [f"warning: {w}" for w in d["warnings"]]
-    return printable("\n".join(out) + "\n", newlines=True)
+    return printable_lines(out)
 
 
 def _states(d: dict) -> list[str]:
