@@ -58,6 +58,10 @@ def render(summary: Summary, charts: bool = True) -> str:
                    + "; ".join(f"{_short(g['start'])} to {_short(g['end'])}, {g['samples']} samples"
                                for g in segments[:4])
                    + ("; ..." if len(segments) > 4 else "") + ")")
+    for g in d.get("output_gaps") or []:
+        out.append(f"NOT RECORDED {_short(g['start'])} to {_short(g['end'])}: the output "
+                   f"stalled, {g['samples']} samples lost (sampling went on; the recorder "
+                   "could not write)")
     derived = d.get("derived")
     if derived:
         line = f"verdicts: {derived}"
