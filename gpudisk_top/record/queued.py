@@ -83,10 +83,11 @@ class QueuedRecorder:
                 self._put_gap()
                 self._items.append(sample)
                 self._cond.notify()
-        why = self.status()
-        if why is not None and self._warn is not None:
-            self._warn("not-recording", f"not recording {self.path}: {why}")
-        return why
+        stalled = self._stalled()
+        if stalled is not None and self._warn is not None:
+            # (what the disk refuses the Recorder says itself, through its own warn)
+            self._warn("not-recording", f"not recording {self.path}: {stalled}")
+        return stalled or self._error
 
     def _put_gap(self) -> None:
         if self._gap is not None:
@@ -96,15 +97,19 @@ class QueuedRecorder:
     def status(self) -> str | None:
         """Why samples are not being recorded now (the output stalled, the queue full,
         the disk refusing them), else None."""
+        return self._stalled() or self._error
+
+    def _stalled(self) -> str | None:
         busy = self._busy_since
         if busy is not None and time.monotonic() - busy > self.stall_after_s:
             gap = self._gap
             lost = f"; {gap[2]} samples since {iso(gap[0])} not recorded" if gap else ""
             return (f"the output has taken no write for {time.monotonic() - busy:.0f} s, "
                     f"{len(self._items)} samples queued{lost}")
-        if self._gap is not None:
-            return f"the output stalled: {self._gap[2]} samples not recorded"
-        return self._error
+        gap = self._gap
+        if gap is not None:
+            return f"the output stalled: {gap[2]} samples not recorded"
+        return None
 
     # ------------------------------------------------------------------ writer side
     def _run(self) -> None:
