@@ -22,10 +22,10 @@ few seconds whatever the output does; the writer, a daemon thread, is left in it
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 
+from gpudisk_top.deadline import QueueWorker
 from gpudisk_top.errors import RuntimeFailure
 from gpudisk_top.ratelimit import OncePer
 from gpudisk_top.record.header import iso
@@ -44,19 +44,15 @@ class QueuedRecorder:
     def __init__(self, recorder, warn=None, max_queued: int = QUEUE_SAMPLES,
                  stall_after_s: float = STALL_AFTER_S) -> None:
         self.recorder = recorder
-        self.max_queued = max(2, max_queued)
         self.stall_after_s = stall_after_s
         self.lost = 0
         self._warn = OncePer(warn) if warn is not None else None
-        self._items: collections.deque = collections.deque()
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._gap: list | None = None          # [first wall_s, last wall_s, samples]
-        self._busy_since: float | None = None  # monotonic, while the writer is in a write
         self._error: str | None = None         # why the Recorder dropped the last sample
-        self._closing: str | None = None
-        self._thread = threading.Thread(target=self._run, name="gpudisk-top-recorder-writer",
-                                        daemon=True)
-        self._thread.start()
+        self._closed = False
+        self._worker = QueueWorker(self._write, "gpudisk-top-recorder-writer",
+                                   max(2, max_queued), on_error=self._failed)
 
     # ------------------------------------------------------------------ the Recorder's
     path = property(lambda self: self.recorder.path)
@@ -70,29 +66,24 @@ class QueuedRecorder:
     def append(self, sample) -> str | None:
         """Queue the sample; never waits on the output.  Returns status() (None while
         recording keeps up).  Raises RuntimeFailure once closed."""
-        with self._cond:
-            if self._closing is not None:
+        with self._lock:
+            if self._closed:
                 raise RuntimeFailure(f"{self.path}: the recorder is closed")
-            if len(self._items) >= self.max_queued - 1:      # room for a gap's mark too
+            # after lost samples their gap goes first, in the same put (all or none)
+            items = ((tuple(self._gap),) if self._gap is not None else ()) + (sample,)
+            if self._worker.put(*items):
+                self._gap = None
+            else:
                 self.lost += 1
                 if self._gap is None:
                     self._gap = [sample.wall_s, sample.wall_s, 0]
                 self._gap[1] = sample.wall_s
                 self._gap[2] += 1
-            else:
-                self._put_gap()
-                self._items.append(sample)
-                self._cond.notify()
         stalled = self._stalled()
         if stalled is not None and self._warn is not None:
             # (what the disk refuses the Recorder says itself, through its own warn)
             self._warn("not-recording", f"not recording {self.path}: {stalled}")
         return stalled or self._error
-
-    def _put_gap(self) -> None:
-        if self._gap is not None:
-            self._items.append(tuple(self._gap))
-            self._gap = None
 
     def status(self) -> str | None:
         """Why samples are not being recorded now (the output stalled, the queue full,
@@ -100,58 +91,44 @@ class QueuedRecorder:
         return self._stalled() or self._error
 
     def _stalled(self) -> str | None:
-        busy = self._busy_since
-        if busy is not None and time.monotonic() - busy > self.stall_after_s:
-            gap = self._gap
-            lost = f"; {gap[2]} samples since {iso(gap[0])} not recorded" if gap else ""
-            return (f"the output has taken no write for {time.monotonic() - busy:.0f} s, "
-                    f"{len(self._items)} samples queued{lost}")
+        busy_s = self._worker.busy_s
         gap = self._gap
+        if busy_s > self.stall_after_s:
+            lost = f"; {gap[2]} samples since {iso(gap[0])} not recorded" if gap else ""
+            return (f"the output has taken no write for {busy_s:.0f} s, "
+                    f"{self._worker.queued} samples queued{lost}")
         if gap is not None:
             return f"the output stalled: {gap[2]} samples not recorded"
         return None
 
     # ------------------------------------------------------------------ writer side
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._items and self._closing is None:
-                    self._cond.wait()
-                if not self._items:
-                    break
-                item = self._items.popleft()
-            self._busy_since = time.monotonic()
-            try:
-                if isinstance(item, tuple):
-                    self.recorder.mark_gap(*item)
-                else:
-                    self._error = self.recorder.append(item)
-            except Exception as err:  # noqa: BLE001 - the writer outlives one bad write
-                self._error = f"{type(err).__name__}: {err}"
-            finally:
-                self._busy_since = None
-        try:
-            self.recorder.close(self._closing)
-        except Exception as err:  # noqa: BLE001
-            self._error = f"{type(err).__name__}: {err}"
+    def _write(self, item) -> None:
+        if isinstance(item, tuple):
+            self.recorder.mark_gap(*item)
+        else:
+            self._error = self.recorder.append(item)
+
+    def _failed(self, _item, err: Exception) -> None:
+        self._error = f"{type(err).__name__}: {err}"
 
     def close(self, reason: str = "closed", wait_s: float = CLOSE_WAIT_S) -> bool:
         """Have the writer write what is queued (and the gap, if samples were lost at the
         end) and close the Recorder; wait for it wait_s at most.  True when it did; False
         when the output did not answer in time (said through warn).  Idempotent."""
-        with self._cond:
-            if self._closing is None:
-                self._closing = reason
-                self._put_gap()
-                self._cond.notify()
-        self._thread.join(wait_s)
-        if not self._thread.is_alive():
-            return True
-        if self._warn is not None:
+        with self._lock:
+            first = not self._closed
+            self._closed = True
+            if first and self._gap is not None:
+                # the end's gap: queued past the bound, there is nothing after it
+                self._worker.max_queued += 1
+                self._worker.put(tuple(self._gap))
+                self._gap = None
+        done = self._worker.close(wait_s, last=lambda: self.recorder.close(reason))
+        if not done and first and self._warn is not None:
             self._warn("not-closed", f"{self.path}: the output took no write for "
-                       f"{wait_s:g} s; {len(self._items)} samples queued were not written "
+                       f"{wait_s:g} s; {self._worker.queued} samples queued were not written "
                        "(what was written before stays)")
-        return False
+        return done
 
     def __enter__(self) -> "QueuedRecorder":
         return self
