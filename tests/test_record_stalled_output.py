@@ -171,3 +171,30 @@ def test_queued_recorder_never_blocks_append_and_marks_the_gap(tmp_path):
             assert len(r) == 1 + (10 - rec.lost) + 1
         # one gap a run of lost samples (the writer may take one between two runs)
         assert gaps and sum(g["samples"] for g in gaps) == rec.lost
+
+
+def test_an_alert_log_on_a_stalled_filesystem_never_holds_the_sampling(tmp_path):
+    """The alert engine's log file on the stopped FUSE mount: update() (the sampling
+    thread's) returns at once, the line is written when the filesystem answers again."""
+    from test_alerts import disk_rule, engine, model
+
+    src = tmp_path / "src"
+    src.mkdir()
+    with slowfs.mounted(str(src), writable=True) as (mnt, daemon):
+        log = os.path.join(mnt, "alerts.log")
+        eng, warns = engine(disk_rule(name="to-file", for_samples=1, log=log))
+        os.kill(daemon.pid, signal.SIGSTOP)
+        # bounded even where update() does wait on the file (the failure this catches)
+        resume = threading.Timer(10.0, os.kill, (daemon.pid, signal.SIGCONT))
+        resume.start()
+        try:
+            t0 = time.monotonic()
+            for i in range(1, 4):
+                eng.update(model(i, {"nvme0n1": 99}))
+            assert time.monotonic() - t0 < 2.0
+        finally:
+            os.kill(daemon.pid, signal.SIGCONT)
+            resume.cancel()
+        eng.close()
+        assert wait_for(lambda: (src / "alerts.log").exists()
+                        and "to-file:" in (src / "alerts.log").read_text(), 10), warns
