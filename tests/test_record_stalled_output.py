@@ -198,3 +198,33 @@ def test_an_alert_log_on_a_stalled_filesystem_never_holds_the_sampling(tmp_path)
         eng.close()
         assert wait_for(lambda: (src / "alerts.log").exists()
                         and "to-file:" in (src / "alerts.log").read_text(), 10), warns
+
+
+def test_the_live_feed_goes_on_and_says_not_recording_while_the_output_stalls(tmp_path):
+    """The dashboard's sampling thread (session/live.py Feed) with --record's writer on a
+    stopped FUSE mount: updates keep coming, and sink_error (the header's NOT RECORDING)
+    says why."""
+    from gpudisk_top.session.live import Feed
+
+    src = tmp_path / "src"
+    src.mkdir()
+    updates = []
+    with slowfs.mounted(str(src), writable=True) as (mnt, daemon):
+        rec = QueuedRecorder(Recorder(os.path.join(mnt, "r.gdtrec"), make_header(),
+                                      summaries=False), max_queued=5, stall_after_s=1.0)
+        feed = Feed(Simulator(builtin("healthy-cached"), seed=1, interval_s=0.1), 0.1,
+                    updates.append, on_sample=rec.append)
+        feed.start()
+        try:
+            assert wait_for(lambda: rec.samples >= 2, 20)
+            os.kill(daemon.pid, signal.SIGSTOP)
+            before = len(updates)
+            # sampling goes on meanwhile, and says why nothing is recorded
+            assert wait_for(lambda: len(updates) >= before + 20, 20), len(updates) - before
+            why = feed.sink_error or ""
+            assert "stalled" in why or "no write" in why, why
+        finally:
+            os.kill(daemon.pid, signal.SIGCONT)
+            feed.stop()
+        rec.close("test")
+        assert rec.lost > 0
