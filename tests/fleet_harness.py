@@ -149,12 +149,14 @@ class AnswerServer:
     """
 
     def __init__(self, body, content_type: str = "application/json", status: int = 200,
-                 lifetime_s: float = 120.0, truncate_to: int | None = None) -> None:
+                 lifetime_s: float = 120.0, truncate_to: int | None = None,
+                 port: int = 0) -> None:
         self.body, self.content_type, self.status = body, content_type, status
         self.truncate_to = truncate_to        # send the full Content-Length, then only this
         self.requests = 0
         self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
         self.listener.listen(16)
         self.listener.settimeout(0.2)
         self.port = self.listener.getsockname()[1]
@@ -241,6 +243,17 @@ def node_series(instance: str, now_s: float, **bad) -> list[dict]:
             one("disk_queue_size", disk, v["queue"]),
             one("disk_utilization_ratio", disk, v["util_ratio"]),
             one("disk_read_bytes_per_second", disk, v["read_bps"])]
+
+
+def exposition(series: list[dict]) -> bytes:
+    """node_series' series as an exporter's /metrics text (the target's labels left to
+    Prometheus: instance and job it adds, training_job comes from the scrape config)."""
+    own = {"instance", "job", "training_job", "__name__"}
+    lines = []
+    for s in series:
+        labels = ",".join(f'{k}="{v}"' for k, v in s["metric"].items() if k not in own)
+        lines.append(f"{s['metric']['__name__']}{{{labels}}} {s['value'][1]}")
+    return ("\n".join(lines) + "\n").encode()
 
 
 def table_answer(*nodes: list[dict]) -> bytes:

@@ -31,7 +31,8 @@ import time
 
 import pytest
 
-from fleet_harness import ROOT, AnswerServer, gpudisk, node_series, table_answer
+from fleet_harness import (PROMETHEUS, ROOT, AnswerServer, Fleet, exposition, gpudisk,
+                           node_series, table_answer, wait_until)
 
 from gpudisk_top.fleet.model import build_view
 from gpudisk_top.fleet.text import render_text
@@ -181,9 +182,10 @@ def test_parse_answer_of_a_matrix_with_impossible_times_never_raises():
 
 
 # ------------------------------------------------------------------ the screen
-def _screen(argv, env, quit_after_s: float, bound_s: float = 30.0):
-    """argv on a pseudo-terminal (stderr to a pipe); 'q' after quit_after_s; killed past
-    bound_s.  Returns (exit status, stderr, screen bytes)."""
+def _screen(argv, env, quit_after_s: float, bound_s: float = 30.0, until: bytes = b""):
+    """argv on a pseudo-terminal (stderr to a pipe); 'q' once `until` was drawn (when
+    given) or after quit_after_s; killed past bound_s.  Returns (exit status, stderr,
+    screen bytes)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=subprocess.PIPE,
@@ -195,7 +197,8 @@ def _screen(argv, env, quit_after_s: float, bound_s: float = 30.0):
     sent = False
     try:
         while proc.poll() is None and time.monotonic() - t0 < bound_s:
-            if not sent and time.monotonic() - t0 > quit_after_s:
+            if not sent and (time.monotonic() - t0 > quit_after_s
+                             or (until and until in screen)):
                 os.write(master, b"q")
                 sent = True
             ready, _, _ = select.select([master, proc.stderr], [], [], 0.1)
@@ -224,7 +227,8 @@ def _screen(argv, env, quit_after_s: float, bound_s: float = 30.0):
 def test_the_fleet_screen_shows_a_hostile_node_and_quits_cleanly():
     env = dict(os.environ, TERM="xterm-256color")
     with AnswerServer(hostile_fleet()) as srv:
-        rc, err, screen = _screen(gpudisk("fleet", "--prometheus", srv.url), env, 6.0)
+        rc, err, screen = _screen(gpudisk("fleet", "--prometheus", srv.url), env, 15.0,
+                                  until=b"bad data")
     assert rc == 0 and "Traceback" not in err and "internal error" not in err, err
     assert b"bad data" in screen
 
@@ -253,3 +257,32 @@ def test_a_bug_that_ends_the_fleet_screen_is_one_line_and_exit_1():
     assert len(lines) == 1 and lines[0].startswith("gpudisk-top: internal error: "
                                                    "RuntimeError: a bug"), err
     assert "\x1b" not in err and "[b]here[/b]" in lines[0]
+
+
+# ------------------------------------------------------------------ through a real Prometheus
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs a Prometheus server (Debian package)")
+def test_a_real_prometheus_scraping_one_hostile_exporter(tmp_path):
+    """The issue's own case: Prometheus scrapes a node whose exporter says 1e18, '²',
+    1e308, -500 % and a negative await, beside a good node; fleet --once (text and JSON)
+    shows the good row whole and the bad one as bad data, exit 0."""
+    nodes = (("good", None, "llama", False), ("bad", None, "llama", False))
+    with Fleet(tmp_path, nodes=nodes) as fleet:
+        def body(name, **bad):
+            return lambda: exposition(node_series(name, time.time(), **bad))
+        with AnswerServer(body("good"), "text/plain; version=0.0.4",
+                          port=fleet.ports["good"]), \
+                AnswerServer(body("bad", **HOSTILE), "text/plain; version=0.0.4",
+                             port=fleet.ports["bad"]):
+            def both_seen():
+                proc = fleet_cli(fleet.base, "--json")
+                doc = strict_json(proc.stdout) if proc.returncode == 0 else {}
+                rows = {fleet.name_of(n["node"]): n for n in doc.get("nodes", [])}
+                live = all(r.get("state") == "disk-starved" for r in rows.values())
+                return rows if len(rows) == 2 and live else None
+            rows = wait_until(both_seen, 60, "both nodes scraped")
+            text = fleet_cli(fleet.base)
+    assert rows["good"]["bad_series"] == 0 and rows["good"]["since_s"] is not None
+    assert rows["bad"]["bad_series"] == 4 and rows["bad"]["since_s"] is None
+    assert rows["bad"]["gpu_util_pct"] is None and rows["bad"]["gpus"] == []
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    assert "bad data from its exporter" in text.stdout
