@@ -23,7 +23,6 @@ few seconds whatever the output does; the writer, a daemon thread, is left in it
 from __future__ import annotations
 
 import threading
-import time
 
 from gpudisk_top.deadline import QueueWorker
 from gpudisk_top.errors import RuntimeFailure
