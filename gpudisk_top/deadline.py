@@ -10,7 +10,7 @@ of its own when asked, and the asker waits at most the timeout:
 
 While a job hangs no other is started (it would only queue behind it); asking returns at
 once.  The thread is a daemon: a job that never returns never keeps the process from
-exiting, and close() does not wait for it.  UI-free, used by collect/ and watch/.
+exiting, and close() does not wait for it.  UI-free, used by collect/ and watch/; QueueWorker (below) by record/ and alerts/.
 """
 
 from __future__ import annotations

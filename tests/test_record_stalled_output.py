@@ -161,7 +161,8 @@ def test_queued_recorder_never_blocks_append_and_marks_the_gap(tmp_path):
             t0 = time.monotonic()
             whys = [rec.append(sim.sample()) for _ in range(10)]
             assert time.monotonic() - t0 < 2.0            # never waits on the output
-            assert rec.lost >= 6 and whys[-1] is not None and "stalled" in whys[-1]
+            # 4 queued, 1 in the writer's hand (blocked): the rest are lost
+            assert rec.lost >= 5 and whys[-1] is not None and "stalled" in whys[-1]
         finally:
             os.kill(daemon.pid, signal.SIGCONT)
         rec.append(sim.sample())
