@@ -100,6 +100,7 @@ class AlertEngine:
         # them costs those lines (said once a minute), never the sampling or other alerts
         self._files = QueueWorker(lambda job: job(), "gpudisk-top-alert-files",
                                   FILE_QUEUE, on_error=self._file_failed)
+        self._file_errors: list[tuple[str, str]] = []
         self._holds: dict[tuple[str, str], _Hold] = {}
         self._lock = threading.Lock()     # active() may be called from the UI thread
         self._last_fired_mono: dict[tuple[str, str], float] = {}
@@ -122,6 +123,7 @@ class AlertEngine:
         """Judge every rule on this sample, run the actions of those that fire, and return
         them.  Never raises for a failed action (that is a warning)."""
         self.commands.poll()
+        self._say_file_errors()
         if not self.rules:
             return []
         now_mono = model.sample.mono_s
@@ -172,6 +174,7 @@ class AlertEngine:
         if not self._files.close(min(wait_s, FILE_WAIT_S)):
             self._say("files", f"alert log/touch files: a write took more than "
                       f"{min(wait_s, FILE_WAIT_S):g} s; {self._files.queued} not written")
+        self._say_file_errors()
         self._say.flush()
 
     def _file(self, key: str, path: str, write, *args) -> None:
@@ -181,13 +184,19 @@ class AlertEngine:
             try:
                 write(path, *args)
             except OSError as err:
-                self._say(key, f"alert {key.split(':')[0]}: {_why(err, path)}")
+                # said from the sampling thread (_say_file_errors): warnings are lines
+                # on one stream, never written from two threads at once
+                self._file_errors.append((key, f"alert {key.split(':')[0]}: {_why(err, path)}"))
         if not self._files.put(job):
             self._say(key, f"alert {key.split(':')[0]}: {path}: its filesystem has taken no "
                       f"write for {self._files.busy_s:.0f} s; lines are not written meanwhile")
 
     def _file_failed(self, _job, err: Exception) -> None:
-        self._say("files", f"alert files: {type(err).__name__}: {err}")
+        self._file_errors.append(("files", f"alert files: {type(err).__name__}: {err}"))
+
+    def _say_file_errors(self) -> None:
+        while self._file_errors:
+            self._say(*self._file_errors.pop(0))
 
     # ------------------------------------------------------------------ conditions
     def _observe(self, rule: AlertRule, model, verdict, fs_by_path):
