@@ -10,7 +10,7 @@ of its own when asked, and the asker waits at most the timeout:
 
 While a job hangs no other is started (it would only queue behind it); asking returns at
 once.  The thread is a daemon: a job that never returns never keeps the process from
-exiting, and close() does not wait for it.  UI-free, used by collect/ and watch/.
+exiting, and close() does not wait for it.  UI-free, used by collect/ and watch/; QueueWorker (below) by record/ and alerts/.
 """
 
 from __future__ import annotations
@@ -97,3 +97,85 @@ class DeadlineWorker:
             return
         self._asked.set()
         self._answered.wait(wait_s)
+
+
+class QueueWorker:
+    """Writes that may hang (a recording, an alert's log on a stalled filesystem), done in
+    order on a daemon thread of their own from a bounded queue: the asker never waits.
+
+        worker = QueueWorker(handle, name="gpudisk-top-recorder-writer", max_queued=60)
+        worker.put(item)          # False when the queue is full (nothing queued)
+        worker.busy_s             # how long the item in hand has taken (0 when idle)
+        worker.close(wait_s=3.0, last=finish)   # finish() on the thread after the queue
+
+    handle(item) runs on the thread; what it raises goes to on_error(item, err) (also on
+    the thread), and the thread goes on.  close() waits wait_s at most: True when the
+    queue was done and `last` ran, False when an item still hangs (the thread, a daemon,
+    is left to it)."""
+
+    def __init__(self, handle: Callable[[object], object], name: str, max_queued: int,
+                 on_error: Callable[[object, Exception], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._handle = handle
+        self._on_error = on_error
+        self._clock = clock
+        self.max_queued = max(1, max_queued)
+        self._items: list = []
+        self._cond = threading.Condition()
+        self._busy_since: float | None = None
+        self._last: Callable[[], None] | None = None
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def queued(self) -> int:
+        return len(self._items)
+
+    @property
+    def busy_s(self) -> float:
+        since = self._busy_since
+        return 0.0 if since is None else self._clock() - since
+
+    def put(self, *items) -> bool:
+        """Queue the items, all or none: False (none queued) when they do not fit or the
+        worker is closing."""
+        with self._cond:
+            if self._closing or len(self._items) + len(items) > self.max_queued:
+                return False
+            self._items.extend(items)
+            self._cond.notify()
+            return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and not self._closing:
+                    self._cond.wait()
+                if not self._items:
+                    break
+                item = self._items.pop(0)
+                self._busy_since = self._clock()
+            try:
+                self._handle(item)
+            except Exception as err:  # noqa: BLE001 - the thread outlives one bad write
+                if self._on_error is not None:
+                    self._on_error(item, err)
+            finally:
+                self._busy_since = None
+        if self._last is not None:
+            try:
+                self._last()
+            except Exception as err:  # noqa: BLE001 - said like an item's failure
+                if self._on_error is not None:
+                    self._on_error(None, err)
+
+    def close(self, wait_s: float = 3.0, last: Callable[[], None] | None = None) -> bool:
+        """No more items; the queue is done, then last() runs, on the thread.  Waits wait_s
+        at most (see the class).  Idempotent."""
+        with self._cond:
+            if not self._closing:
+                self._closing, self._last = True, last
+                self._cond.notify()
+        self._thread.join(wait_s)
+        return not self._thread.is_alive()

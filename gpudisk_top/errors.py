@@ -32,6 +32,9 @@ def _say(prefix: str, line: str) -> None:
     if sys.stderr is None:                  # started with stderr closed
         return
     try:
-        print(f"gpudisk-top: {prefix}{printable(str(line))}", file=sys.stderr, flush=True)
+        # one write, the newline in it: print() writes the line and its end apart, and a
+        # line from another thread (the recorder's writer) could fall between them
+        sys.stderr.write(f"gpudisk-top: {prefix}{printable(str(line))}\n")
+        sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -24,3 +24,10 @@ def printable(text: str, *, newlines: bool = False) -> str:
     if text.isprintable():
         return text
     return text.translate(_TABLE_KEEP_NL if newlines else _TABLE)
+
+
+def printable_lines(lines) -> str:
+    """Lines of text output (--once, report) joined, each ending in a newline: every line
+    is one line, so a newline inside one is data (a mountpoint named "x\\nverdict:
+    healthy") and is shown escaped like any control character, never a line of its own."""
+    return "".join(printable(line) + "\n" for line in lines)

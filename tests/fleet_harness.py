@@ -137,6 +137,134 @@ class DripServer:
         self.close()
 
 
+class AnswerServer:
+    """An HTTP server on loopback that gives every request the same crafted answer
+    (status, content type, body; body may be a callable returning bytes, called per
+    request): what a proxy, a broken Prometheus or a node's hostile exporter could put in
+    front of `fleet`.  It stops by itself after lifetime_s (a test that forgets it cannot
+    leave it running); close() stops it sooner.  requests: how many it answered.
+
+        with AnswerServer(b"<html>...", "text/html") as srv:
+            PromClient(srv.url).instant("up")
+    """
+
+    def __init__(self, body, content_type: str = "application/json", status: int = 200,
+                 lifetime_s: float = 120.0, truncate_to: int | None = None,
+                 port: int = 0) -> None:
+        self.body, self.content_type, self.status = body, content_type, status
+        self.truncate_to = truncate_to        # send the full Content-Length, then only this
+        self.requests = 0
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
+        self.listener.listen(16)
+        self.listener.settimeout(0.2)
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.stop = threading.Event()
+        self._until = time.monotonic() + lifetime_s
+        self._thread = threading.Thread(target=self._serve, name="answer-accept", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set() and time.monotonic() < self._until:
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with conn:
+                try:
+                    self._answer(conn)
+                except OSError:
+                    pass
+        self.listener.close()
+
+    def _answer(self, conn) -> None:
+        conn.settimeout(5.0)
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 1 << 20:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            head += chunk
+        headers, _, rest = head.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in headers.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(rest) < length:                     # the POSTed query
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        body = self.body() if callable(self.body) else self.body
+        self.requests += 1
+        conn.sendall(f"HTTP/1.1 {self.status} X\r\nContent-Type: {self.content_type}\r\n"
+                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
+        conn.sendall(memoryview(body)[:self.truncate_to])
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(5)
+
+    def __enter__(self) -> "AnswerServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+P = "gpudisk_top_"
+
+
+def node_series(instance: str, now_s: float, **bad) -> list[dict]:
+    """The table query's series of one disk-starved node (sda saturated, GPUs 0 and 1
+    starved), as Prometheus's vector answer holds them.  bad: values to put instead, by
+    the keys since, starved, last, util0, util1, await_s, queue, util_ratio, read_bps,
+    gpus (the verdict's label), gpu0 (GPU 0's label)."""
+    v = dict(since=now_s - 300, starved=2, last=now_s, util0=0.05, util1=0.04,
+             await_s=0.048, queue=31, util_ratio=1.0, read_bps=5e8, gpus="0,1", gpu0="0")
+    v.update(bad)
+    target = {"instance": instance, "job": "gpudisk-top", "training_job": "llama"}
+    disk = dict(target, device="sda", mountpoint="/data", **{"class": "SATA SSD"})
+
+    def one(name, labels, value):
+        return {"metric": dict(labels, __name__=P + name),
+                "value": [now_s, value if isinstance(value, str) else repr(float(value))]}
+
+    return [one("verdict_info", dict(target, state="disk-starved", kind="saturated",
+                                     devices="sda", gpus=v["gpus"]), 1),
+            one("state_since_timestamp_seconds", target, v["since"]),
+            one("gpus_starved", target, v["starved"]),
+            one("last_sample_timestamp_seconds", target, v["last"]),
+            one("gpu_utilization_ratio", dict(target, gpu=v["gpu0"]), v["util0"]),
+            one("gpu_utilization_ratio", dict(target, gpu="1"), v["util1"]),
+            one("disk_read_await_seconds", disk, v["await_s"]),
+            one("disk_queue_size", disk, v["queue"]),
+            one("disk_utilization_ratio", disk, v["util_ratio"]),
+            one("disk_read_bytes_per_second", disk, v["read_bps"])]
+
+
+def exposition(series: list[dict]) -> bytes:
+    """node_series' series as an exporter's /metrics text (the target's labels left to
+    Prometheus: instance and job it adds, training_job comes from the scrape config)."""
+    own = {"instance", "job", "training_job", "__name__"}
+    lines = []
+    for s in series:
+        labels = ",".join(f'{k}="{v}"' for k, v in s["metric"].items() if k not in own)
+        lines.append(f"{s['metric']['__name__']}{{{labels}}} {s['value'][1]}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def table_answer(*nodes: list[dict]) -> bytes:
+    """Prometheus's JSON answer holding the nodes' series (node_series)."""
+    import json
+
+    result = [s for node in nodes for s in node]
+    return json.dumps({"status": "success",
+                       "data": {"resultType": "vector", "result": result}}).encode()
+
+
 class Fleet:
     """Starts the serve processes and Prometheus; stops them all on exit."""
 

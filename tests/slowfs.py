@@ -93,12 +93,55 @@ class Stats:
         os.replace(tmp, self.path)
 
 
-def make_operations(mfusepy, src: str, latency_s: float, bucket: TokenBucket, stats: Stats):
+def make_operations(mfusepy, src: str, latency_s: float, bucket: TokenBucket, stats: Stats,
+                    writable: bool = False):
     """The Operations of a read-only passthrough over `src`: OSErrors from the source
-    become their errno (mfusepy's wrapper does that); opening for writing is EROFS."""
+    become their errno (mfusepy's wrapper does that); opening for writing is EROFS, unless
+    `writable`: then files can be created, written, cut and synced too (what a recorder
+    does), each write passed through at once, so a daemon stopped with SIGSTOP stalls
+    every writer on the mount, as a hung network filesystem does."""
     import errno
 
-    class SlowFS(mfusepy.Operations):
+    class Writable:
+        def create(self, path, mode, fi=None):
+            return os.open(self._full(path), os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+
+        def write(self, path, data, offset, fh):
+            return os.pwrite(fh, data, offset)
+
+        def truncate(self, path, length, fh=None):
+            if fh is not None:
+                os.ftruncate(fh, length)
+            else:
+                os.truncate(self._full(path), length)
+            return 0
+
+        def fsync(self, path, datasync, fh):
+            return 0
+
+        def flush(self, path, fh):
+            return 0
+
+        def chmod(self, path, mode):
+            os.chmod(self._full(path), mode)
+            return 0
+
+        def chown(self, path, uid, gid):
+            os.chown(self._full(path), uid, gid)
+            return 0
+
+        def utimens(self, path, times=None):
+            return 0
+
+        def unlink(self, path):
+            os.unlink(self._full(path))
+            return 0
+
+        def rename(self, old, new):
+            os.rename(self._full(old), self._full(new))
+            return 0
+
+    class SlowFS(*((Writable,) if writable else ()), mfusepy.Operations):
         use_ns = True   # times in ns, as os.stat gives them
 
         def _full(self, path: str) -> str:
@@ -124,6 +167,9 @@ def make_operations(mfusepy, src: str, latency_s: float, bucket: TokenBucket, st
                 "f_ffree", "f_favail", "f_namemax")}
 
         def open(self, path, flags):
+            if writable:
+                return os.open(self._full(path),
+                               flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK))
             if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
                 raise mfusepy.FuseOSError(errno.EROFS)
             return os.open(self._full(path), os.O_RDONLY)
@@ -163,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb-s", type=float, default=20.0, help="throughput cap, 10^6 bytes/s")
     ap.add_argument("--burst-kib", type=float, default=64.0, help="the bucket's size")
     ap.add_argument("--name", default="slowfs", help="fsname and subtype")
+    ap.add_argument("--writable", action="store_true",
+                    help="files can be created and written (passed through at once)")
     ap.add_argument("--direct-io", action="store_true",
                     help="bypass the page cache: every read() reaches the daemon")
     ap.add_argument("--stats", help="write what was served here, as JSON")
@@ -175,9 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slowfs: mfusepy is unusable here: {e}", file=sys.stderr)
         return SKIP_EXIT
     ops = make_operations(mfusepy, os.path.abspath(args.src), args.latency_ms / 1000,
-                          TokenBucket(args.mb_s * 1e6, args.burst_kib * 1024), Stats(args.stats))
+                          TokenBucket(args.mb_s * 1e6, args.burst_kib * 1024), Stats(args.stats),
+                          writable=args.writable)
     threading.Thread(target=_exit_with_parent, daemon=True).start()
-    options = {"foreground": True, "ro": True, "fsname": args.name, "subtype": args.name}
+    options = {"foreground": True, "fsname": args.name, "subtype": args.name}
+    if not args.writable:
+        options["ro"] = True
     if (mfusepy.fuse_version_major, mfusepy.fuse_version_minor) >= (3, 12):
         # -o max_threads is libfuse >= 3.12's (fuse_parse_cmdline); without it 3.14 warns
         # "Ignoring invalid max threads value 4294967295" and serves 10 reads at once.
@@ -304,7 +355,7 @@ def _take_down(mountpoint: str, daemon: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def mounted(src: str, latency_ms: float = 5.0, mb_s: float = 20.0, direct_io: bool = False,
             burst_kib: float = 64.0, max_threads: int = 32, name: str = "slowfs",
-            timeout_s: float = 15.0):
+            timeout_s: float = 15.0, writable: bool = False):
     """(mountpoint, daemon Popen) of slowfs over `src`, mounted until the block ends: every
     read() of the daemon waits `latency_ms`, all of them share `mb_s` (10^6 bytes a second,
     `burst_kib` saved up while idle), up to `max_threads` served at once.  Reads go through
@@ -327,7 +378,7 @@ def mounted(src: str, latency_ms: float = 5.0, mb_s: float = 20.0, direct_io: bo
            "--latency-ms", str(latency_ms), "--mb-s", str(mb_s), "--burst-kib", str(burst_kib),
            "--max-threads", str(max_threads),
            "--name", name, "--stats", os.path.join(top, STATS),
-           *(["--direct-io"] if direct_io else [])]
+           *(["--direct-io"] if direct_io else []), *(["--writable"] if writable else [])]
     # its own session: a ^C to pytest must not kill the daemon before the unmount below
     daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
@@ -351,6 +402,8 @@ def mounted(src: str, latency_ms: float = 5.0, mb_s: float = 20.0, direct_io: bo
             time.sleep(0.02)
         yield mountpoint, daemon
     finally:
+        with contextlib.suppress(OSError):
+            os.kill(daemon.pid, signal.SIGCONT)     # a test may have paused it
         _take_down(mountpoint, daemon)
         log.close()
         if mount_entry(mountpoint) is None:

@@ -356,10 +356,12 @@ def test_log_lines_to_stderr_and_to_a_file(tmp_path):
     assert lines[0].endswith(" gpudisk-top alert disk-busy: nvme0n1 (/checkpoints) "
                              "disk_util_pct 99 > 90 for 1 sample")
     assert lines[0][:4] == "2026" and "T" in lines[0].split()[0]
+    eng.close()          # files are written off the sampling thread; close waits for them
     assert log_file.read_text().count("\n") == 1 and "to-file:" in log_file.read_text()
     bad = disk_rule(name="bad-log", for_samples=1, log=str(tmp_path / "no" / "dir.log"))
     eng, warns = engine(bad)
     eng.update(model(1, {"nvme0n1": 99}))
+    eng.close()
     assert warns == [f"alert bad-log: cannot write {tmp_path}/no/dir.log: No such file or directory"]
 
 

@@ -54,6 +54,7 @@ def test_a_log_file_and_stderr_get_one_escaped_line(tmp_path):
     stream = io.StringIO()
     eng, fired, _ = fire(starved_rule(log=str(log)), starved_rule(name="err", log="stderr"),
                          stderr=stream)
+    eng.close()          # the log is written off the sampling thread; close waits for it
     text = log.read_text()
     assert not any(c in text for c in RAW)
     assert text.count("\n") == 1 and ESCAPED in text       # the forged line stays inside ours

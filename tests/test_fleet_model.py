@@ -124,7 +124,7 @@ def test_json_is_strict_and_has_the_documented_keys():
     assert set(doc["nodes"][0]) == {
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
-        "gpu_util_by_gpu", "evidence_text", "members"}
+        "gpu_util_by_gpu", "evidence_text", "members", "bad_series"}
     assert set(doc["nodes"][0]["evidence"][0]) == {
         "device", "mountpoint", "dev_class", "read_await_ms", "queue_size", "util_pct",
         "read_kb_s"}
@@ -396,6 +396,7 @@ def test_nan_and_inf_are_not_numbers_in_the_view():
         Series(dict(lab, __name__="gpudisk_top_gpu_utilization_ratio", gpu="1"), 0.5)])
     (r,) = build_view(table, None, 0.0).rows
     assert r.since_s is None and r.gpu_util_pct == 50.0 and r.gpus_total == 2
+    assert r.bad_series == 1          # +Inf is no utilization (NaN is "no value")
     json.dumps(build_view(table, None, 0.0).to_json(), allow_nan=False)
 
 

@@ -33,6 +33,7 @@ from gpudisk_top.alerts import catalog
 from gpudisk_top.alerts.actions import (CommandRunner, append_line, expand_argv, log_line,
                                         needs_pids, write_details)
 from gpudisk_top.alerts.rules import AlertRule, shell_script_placeholders
+from gpudisk_top.deadline import QueueWorker
 from gpudisk_top.outfile import OutputError
 from gpudisk_top.textsafe import printable
 from gpudisk_top.errors import warn as warn_line
@@ -41,6 +42,8 @@ from gpudisk_top.model.vocab import iso_time
 from gpudisk_top.ratelimit import OncePer
 
 GB = 1000**3
+FILE_QUEUE = 256       # log lines and touch files waiting for their filesystem
+FILE_WAIT_S = 3.0      # what close() gives them
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ class AlertEngine:
         self.real_actions = not self.simulated or demo_actions
         self.host_name = host_name or socket.gethostname()
         self.commands = CommandRunner(self._say, **({"popen": popen} if popen else {}))
+        # log and touch files written off the sampling thread: a stalled filesystem under
+        # them costs those lines (said once a minute), never the sampling or other alerts
+        self._files = QueueWorker(lambda job: job(), "gpudisk-top-alert-files",
+                                  FILE_QUEUE, on_error=self._file_failed)
+        self._file_errors: list[tuple[str, str]] = []
         self._holds: dict[tuple[str, str], _Hold] = {}
         self._lock = threading.Lock()     # active() may be called from the UI thread
         self._last_fired_mono: dict[tuple[str, str], float] = {}
@@ -115,6 +123,7 @@ class AlertEngine:
         """Judge every rule on this sample, run the actions of those that fire, and return
         them.  Never raises for a failed action (that is a warning)."""
         self.commands.poll()
+        self._say_file_errors()
         if not self.rules:
             return []
         now_mono = model.sample.mono_s
@@ -159,10 +168,35 @@ class AlertEngine:
             return [h.fired for h in self._holds.values() if isinstance(h.fired, Fired)]
 
     def close(self, wait_s: float = 5.0) -> None:
-        """Wait for commands still running (then kill them), and say every problem that
-        was held back."""
+        """Wait for commands still running (then kill them) and for the log and touch
+        files (FILE_WAIT_S at most), and say every problem that was held back."""
         self.commands.close(wait_s)
+        if not self._files.close(min(wait_s, FILE_WAIT_S)):
+            self._say("files", f"alert log/touch files: a write took more than "
+                      f"{min(wait_s, FILE_WAIT_S):g} s; {self._files.queued} not written")
+        self._say_file_errors()
         self._say.flush()
+
+    def _file(self, key: str, path: str, write, *args) -> None:
+        """write(path, *args) on the files' thread; a full queue (its filesystem stalled)
+        or a failed write is said once a minute under key."""
+        def job():
+            try:
+                write(path, *args)
+            except OSError as err:
+                # said from the sampling thread (_say_file_errors): warnings are lines
+                # on one stream, never written from two threads at once
+                self._file_errors.append((key, f"alert {key.split(':')[0]}: {_why(err, path)}"))
+        if not self._files.put(job):
+            self._say(key, f"alert {key.split(':')[0]}: {path}: its filesystem has taken no "
+                      f"write for {self._files.busy_s:.0f} s; lines are not written meanwhile")
+
+    def _file_failed(self, _job, err: Exception) -> None:
+        self._file_errors.append(("files", f"alert files: {type(err).__name__}: {err}"))
+
+    def _say_file_errors(self) -> None:
+        while self._file_errors:
+            self._say(*self._file_errors.pop(0))
 
     # ------------------------------------------------------------------ conditions
     def _observe(self, rule: AlertRule, model, verdict, fs_by_path):
@@ -267,15 +301,10 @@ class AlertEngine:
                           "write no touch or log file; --demo-actions runs them")
             return
         if rule.log not in (None, "stderr"):
-            try:
-                append_line(rule.log, line)
-            except OSError as err:
-                self._say(f"{rule.name}:log", f"alert {rule.name}: {_why(err, rule.log)}")
+            self._file(f"{rule.name}:log", rule.log, append_line, line)
         if rule.touch is not None:
-            try:
-                write_details(rule.touch, {k: v for k, v in details.items()})
-            except OSError as err:
-                self._say(f"{rule.name}:touch", f"alert {rule.name}: {_why(err, rule.touch)}")
+            self._file(f"{rule.name}:touch", rule.touch, write_details,
+                       {k: v for k, v in details.items()})
         if rule.command:
             pids = [int(p) for p in details["pids"].split()]
             if needs_pids(rule.command) and not pids:

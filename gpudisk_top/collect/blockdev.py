@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from gpudisk_top.collect.diskstats import DiskCounters
-from gpudisk_top.collect.mounts import unescape_mountinfo
+from gpudisk_top.collect.mounts import REMOTE_KINDS, mount_kind, unescape_mountinfo
 from gpudisk_top.collect.roots import Roots, read_bytes, read_first_line
 from gpudisk_top.collect.sample import DeviceInfo
 
@@ -156,10 +156,13 @@ class BlockDevices:
             except ValueError:
                 continue
             mountpoint = unescape_mountinfo(fields[4])
-            # Containers bind-mount single files (/etc/hosts): not places data lives.
-            if own_namespace and os.path.isfile(mountpoint):
-                continue
             rfields = right.split()
+            # Containers bind-mount single files (/etc/hosts): not places data lives.  A
+            # network or FUSE mount is never one, and never stat()ed here: a hung server
+            # (or a stopped FUSE daemon) would hold the sampling loop in that stat
+            remote = mount_kind(rfields[0] if rfields else "", major) in REMOTE_KINDS
+            if own_namespace and not remote and os.path.isfile(mountpoint):
+                continue
             source = unescape_mountinfo(rfields[1]) if len(rfields) > 1 else ""
             out.append((major, minor, mountpoint, source))
         return out

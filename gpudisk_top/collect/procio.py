@@ -170,6 +170,8 @@ class ProcIoCollector:
         self.files = files or FileCache()
         self._trees_cache: tuple[float, dict, dict] | None = None  # (when, gpu_pids, members)
         self._known: dict[int, _Known] = {}
+        # our own PID as this procfs shows it (None under another root's namespace)
+        self._own_pid = os.getpid() if os.path.realpath(self.roots.procfs) == "/proc" else None
         self._dev_names: dict[tuple[int, int], str | None] = {}
         self._dev_names_at = 0.0
         self._children_files: bool | None = None  # None: not yet known
@@ -481,7 +483,9 @@ class ProcIoCollector:
         readable = False
         fd_dir = self.roots.proc(str(pid), "fd")
         try:
-            fds = os.listdir(fd_dir)
+            # our own fds are never followed: one is the recording, and a stat() of it
+            # on a stalled output would hold the sampling loop (record/queued.py)
+            fds = [] if pid == self._own_pid else os.listdir(fd_dir)
             readable = True
         except OSError:
             fds = []

@@ -28,9 +28,11 @@ def run(args) -> int:
     recorder = None
     if args.record:
         from gpudisk_top.record.header import make_header
+        from gpudisk_top.record.queued import QueuedRecorder
         from gpudisk_top.record.writer import Recorder
 
-        recorder = Recorder(args.record, make_header(origin, args.interval))
+        # its own writer thread: a stalled output shows NOT RECORDING, the screen goes on
+        recorder = QueuedRecorder(Recorder(args.record, make_header(origin, args.interval)))
     app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
                      dev_filter=device_filter(args),
                      prefill=source.samples_until(args.demo_start) if args.demo_start else 0,

@@ -114,7 +114,8 @@ def run(args) -> int:
     app = FleetApp(source, args.interval, job=args.job)
     with screen_on_terminal():
         app.run()
-    return 0
+    # a bug that ended the screen: its one line is printed, the status says so
+    return app.return_code or 0
 
 
 def _once(source, args) -> int:

@@ -93,6 +93,7 @@ class _Live:
 def run(args) -> int:
     from gpudisk_top.exporter.options import wants_hooks
     from gpudisk_top.record import Recorder, make_header
+    from gpudisk_top.record.queued import QueuedRecorder
 
     if os.path.isdir(args.output):
         raise UsageError(f"-o {args.output}: is a directory")
@@ -110,10 +111,13 @@ def run(args) -> int:
             if hooks.server is not None and hooks.server.url is not None:
                 note(f"serving {hooks.server.url}")
         header = make_header(origin, args.interval, argv=sys.argv[1:] or None)
-        recorder = Recorder(args.output, header, max_size_mb=args.max_size,
-                            retain_days=args.retain,
-                            thresholds=None if args.no_summaries else thresholds,
-                            summaries=not args.no_summaries, warn=warn)
+        # written from a thread of its own: a stalled output never stops the sampling,
+        # the exporter or the alerts, and the time it cost is marked as a gap
+        recorder = QueuedRecorder(Recorder(args.output, header, max_size_mb=args.max_size,
+                                           retain_days=args.retain,
+                                           thresholds=None if args.no_summaries else thresholds,
+                                           summaries=not args.no_summaries, warn=warn),
+                                  warn=warn)
     except BaseException:
         if live is not None:
             live.hooks.close()
@@ -144,6 +148,8 @@ def run(args) -> int:
         source.close()
     if not args.quiet:
         dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
+        if recorder.lost:
+            dropped += f", {recorder.lost} not recorded (the output stalled; marked as a gap)"
         note(f"recorded {recorder.samples} samples to {args.output} "
              f"({recorder.bytes_written / 1024:.0f} KiB{dropped}); {reason}")
         if recorder.removed:

@@ -36,6 +36,7 @@ from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.queries import DOWN_LABEL, P, SPARK_STEP_S, SPARK_WINDOW_S
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
+from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
 from gpudisk_top.model.history import Column, History
 from gpudisk_top.model.vocab import TIMELINE, mb_s
 
@@ -144,6 +145,16 @@ class NodeRow:
     spark_pct: list[float | None] = field(default_factory=list)
     gpu_util_by_gpu: dict[int, float | None] = field(default_factory=dict)
     members: list[str] = field(default_factory=list)
+    bad_series: int = 0
+
+    @property
+    def bad_data_text(self) -> str:
+        """'bad data from its exporter (2 series dropped)' when the node's exporter gave
+        numbers outside their range (check_value), else ''."""
+        if not self.bad_series:
+            return ""
+        return (f"bad data from its exporter ({self.bad_series} "
+                f"series dropped)")
 
     @property
     def evidence_text(self) -> str:
@@ -256,6 +267,7 @@ class _Member:
     last_sample_s: float | None = None
     seen_s: float | None = None            # max_over_time's: seen in the last hour
     down: bool = False
+    bad_series: int = 0                    # dropped by check_value
     gpu_util: dict[int, float | None] = field(default_factory=dict)
     disks: dict[str, DeviceEvidence] = field(default_factory=dict)
     mounts: dict[str, DeviceEvidence] = field(default_factory=dict)
@@ -275,6 +287,53 @@ class _Member:
 
 def _finite(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
+
+
+# ---------------------------------------------------------------------------- the edge
+# What an exporter may say, checked here once for the table and the timeline alike: a
+# number outside its metric's physical range (a negative await, a GPU at -500 % or 1e308,
+# a state begun in the year 31,000) is not shown as given, it is dropped and counted
+# (NodeRow.bad_series), and the rest of the node's row and the table stand.
+TIMESTAMP_SPAN_S = 10 * 365.25 * 86400      # timestamps within 10 years of now
+MAX_GPUS = 4096
+_RATIO = (0.0, 1.0)
+_TIMESTAMPS = {"", P + "state_since_timestamp_seconds", P + "last_sample_timestamp_seconds"}
+_RANGES = {P + "gpus_starved": (0.0, MAX_GPUS),
+           P + "gpu_utilization_ratio": _RATIO,
+           P + "disk_utilization_ratio": (0.0, BUSY_SLACK_FACTOR),
+           P + "disk_read_await_seconds": (0.0, TIMESTAMP_SPAN_S),
+           P + "disk_queue_size": (0.0, 1e9),
+           P + "disk_reads_per_second": (0.0, 1e8),
+           P + "disk_writes_per_second": (0.0, 1e8),
+           P + "disk_read_bytes_per_second": (0.0, MAX_DATA_BYTES_S),
+           P + "disk_written_bytes_per_second": (0.0, MAX_DATA_BYTES_S),
+           P + "mount_read_latency_seconds": (0.0, TIMESTAMP_SPAN_S),
+           P + "mount_job_read_latency_seconds": (0.0, TIMESTAMP_SPAN_S),
+           P + "mount_fuse_waiting_requests": (0.0, 1e9),
+           P + "mount_transport_backlog": (0.0, 1e9),
+           P + "mount_read_bytes_per_second": (0.0, MAX_DATA_BYTES_S)}
+
+
+def check_value(name: str, value: float | None, now_s: float) -> bool:
+    """True when `value` of the metric `name` ("" for max_over_time's timestamp) can be
+    true: a timestamp within TIMESTAMP_SPAN_S of now_s, any other number of a metric we
+    read within its range.  NaN (Prometheus's "no value") passes: it is shown as none.
+    Never raises."""
+    if value is None or math.isnan(value):
+        return True
+    if name in _TIMESTAMPS:
+        return abs(value - now_s) <= TIMESTAMP_SPAN_S
+    lo, hi = _RANGES.get(name, (-math.inf, math.inf))
+    return math.isfinite(value) and lo <= value <= hi
+
+
+def _index(text: str | None) -> int | None:
+    """A GPU's index from a label: ASCII digits only ('²' and '٣' are digits to
+    str.isdigit, not to int or to us), at most MAX_GPUS."""
+    if not text or not text.isascii() or not text.isdigit() or len(text) > 6:
+        return None
+    n = int(text)
+    return n if n < MAX_GPUS else None
 
 
 def _num(v: float) -> str:
@@ -302,7 +361,8 @@ def _member_key(labels: dict[str, str]) -> tuple[str, str]:
     return labels.get("job", ""), labels.get("instance", "")
 
 
-def _collect(table: QueryResult, group_by: str) -> dict[str, dict[tuple, _Member]]:
+def _collect(table: QueryResult, group_by: str,
+             now_s: float) -> dict[str, dict[tuple, _Member]]:
     nodes: dict[str, dict[tuple, _Member]] = {}
     preferred: dict[int, set] = {}      # id(member) -> mount fields set by a preferred source
     for s in table.series:
@@ -310,6 +370,12 @@ def _collect(table: QueryResult, group_by: str) -> dict[str, dict[tuple, _Member
         m = nodes.setdefault(node_name(lab, group_by), {}).setdefault(_member_key(lab), _Member())
         name = s.name
         value = _finite(s.value)
+        if not check_value(name, s.value, now_s):
+            m.bad_series += 1
+            m.labels = m.labels or _target(lab)
+            if name != P + "gpu_utilization_ratio":
+                continue
+            value = None                    # the GPU is there; its number is not
         if DOWN_LABEL in lab:
             m.down = True
             m.labels = m.labels or _target(lab)
@@ -328,10 +394,11 @@ def _collect(table: QueryResult, group_by: str) -> dict[str, dict[tuple, _Member
             m.last_sample_s = value
             m.labels = _target(lab)
         elif name == P + "gpu_utilization_ratio":
-            try:
-                m.gpu_util[int(lab.get("gpu", ""))] = None if value is None else value * 100.0
-            except ValueError:
-                pass
+            gpu = _index(lab.get("gpu"))
+            if gpu is None:
+                m.bad_series += 1
+            else:
+                m.gpu_util[gpu] = None if value is None else value * 100.0
         elif name in _DISK:
             dev = lab.get("device", "")
             ev = m.disks.setdefault(dev, DeviceEvidence(dev, lab.get("mountpoint", ""),
@@ -373,7 +440,8 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
                   gpus_total=sum(len(m.gpu_util) for m in members),
                   gpu_util_pct=sum(utils) / len(utils) if utils else None,
                   stale=state in (STALE, DOWN),
-                  members=sorted({instance for _job, instance in keyed}, key=natural_key))
+                  members=sorted({instance for _job, instance in keyed}, key=natural_key),
+                  bad_series=sum(m.bad_series for m in members))
     seen = [t for m in members for t in (m.last_sample_s, m.seen_s) if t is not None]
     row.last_seen_s = max(seen) if seen else None
     if len(members) == 1:
@@ -382,7 +450,7 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
         v = worst.verdict
         row.kind = v.get("kind") or None
         row.devices = _split(v.get("devices"))
-        row.gpus = [int(g) for g in _split(v.get("gpus")) if g.isdigit()]
+        row.gpus = [g for g in map(_index, _split(v.get("gpus"))) if g is not None]
         row.since_s = worst.since_s
         row.gpus_starved = sum(m.gpus_starved or 0 for m in members if m.live)
         for dev in row.devices:
@@ -412,7 +480,8 @@ def spark_values(series: Series, end_s: float) -> list[float | None]:
     out: list[float | None] = [None] * SPARK_POINTS
     start = end_s - SPARK_WINDOW_S
     for t, v in series.values:
-        if t <= start or t > end_s + 1e-6 or not math.isfinite(v):
+        if (not start < t <= end_s + 1e-6 or not math.isfinite(v)
+                or not check_value(P + "gpu_utilization_ratio", v, t)):
             continue
         i = min(SPARK_POINTS - 1, int((t - start - 1e-6) // SPARK_STEP_S))
         out[i] = v * 100.0
@@ -434,9 +503,11 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
     if not table.ok:
         return view
     view.data_wall_s = now_s
-    rows = [_row(node, members) for node, members in _collect(table, group_by).items()]
+    rows = [_row(node, members)
+            for node, members in _collect(table, group_by, now_s).items()]
     if spark is not None and spark.ok and spark.series:
-        ends = [t for s in spark.series for t, _ in s.values[-1:]]
+        ends = [t for s in spark.series for t, _ in s.values[-1:]
+                if check_value("", t, now_s)]
         end = max(ends) if ends else now_s
         sparks = {node_name(s.labels, group_by): spark_values(s, end) for s in spark.series}
         for row in rows:
@@ -601,6 +672,8 @@ def build_timeline(result: QueryResult, node: str, start_s: float, end_s: float,
     order = {s: i for i, s in enumerate(reversed(STATES))}    # the worst wins a tie
 
     def index(t: float) -> int | None:
+        if not start_s - step_s < t < end_s + step_s:       # NaN and ±inf too
+            return None
         i = int(round((t - start_s) / step_s))
         return i if 0 <= i < n else None
 
@@ -615,14 +688,13 @@ def build_timeline(result: QueryResult, node: str, start_s: float, end_s: float,
                 if t > latest_devices[0]:
                     latest_devices = (t, _split(lab.get("devices")))
         elif name == P + "gpu_utilization_ratio":
-            try:
-                g = int(lab.get("gpu", ""))
-            except ValueError:
+            g = _index(lab.get("gpu"))
+            if g is None:
                 continue
             cells = gpu.setdefault(g, [[] for _ in range(n)])
             for t, v in s.values:
                 i = index(t)
-                if i is not None and math.isfinite(v):
+                if i is not None and math.isfinite(v) and check_value(name, v, t):
                     cells[i].append(v * 100.0)
         elif name in _TL_DISK:
             metric, factor = _TL_DISK[name]
@@ -630,7 +702,7 @@ def build_timeline(result: QueryResult, node: str, start_s: float, end_s: float,
             cells = rows.setdefault(metric, [None] * n)
             for t, v in s.values:
                 i = index(t)
-                if i is not None and math.isfinite(v):
+                if i is not None and math.isfinite(v) and check_value(name, v, t):
                     add = v * factor
                     cells[i] = add if cells[i] is None or metric not in _SUMMED else cells[i] + add
     fields = [m.field for m in TIMELINE]

@@ -34,12 +34,18 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from gpudisk_top.errors import UsageError
+from gpudisk_top.textsafe import printable
 
 USER_AGENT = "gpudisk-top-fleet"
 # an answer larger than this is refused: 64 nodes' table is ~1 MB, a node's hour of
 # timeline ~5 MB; a runaway answer must not fill the screen process's memory
 MAX_ANSWER_BYTES = 64 * 2**20
 _CHUNK_BYTES = 64 * 1024
+# JSON objects and numbers an answer may hold: a series is 2 objects and a number or two,
+# a range point a number (1,000 nodes' table ~100k, a node's hour at 1 s ~110k).  Decoding
+# stops at the first beyond it, so memory stays a small multiple of MAX_ANSWER_BYTES (a
+# 64 MiB answer of tiny series would otherwise become ~1.5 million dicts and GBs)
+MAX_ANSWER_ITEMS = 400_000
 
 
 @dataclass
@@ -191,6 +197,8 @@ class PromClient:
                                              headers=headers, method="POST")
             with _opener(deadline).open(request, timeout=self.timeout_s) as response:
                 body = _read_capped(response)
+            doc = _json(body)
+            del body                       # the decoded answer replaces it in memory
         except _Redirected as err:
             return failed(f"redirected to {_one_line(redact(err.location))} (HTTP {err.code}): "
                           "give the final URL")
@@ -198,6 +206,9 @@ class PromClient:
             cap = MAX_ANSWER_BYTES
             return failed("the answer is larger than "
                           + (f"{cap // 2**20} MiB" if cap % 2**20 == 0 else f"{cap} bytes"))
+        except _TooMany:
+            return failed(f"the answer holds more than {MAX_ANSWER_ITEMS:,} series or "
+                          "points: narrow the query (--match)")
         except urllib.error.HTTPError as err:
             # Prometheus answers a bad query with 400 (or 422, 503) and its JSON error
             try:
@@ -206,17 +217,20 @@ class PromClient:
                 body = b""
             finally:
                 err.close()
-            doc = _json(body)
+            try:
+                doc = _json(body)
+            except _TooMany:
+                doc = None
             if isinstance(doc, dict) and doc.get("status") == "error":
                 return failed(_prom_error(doc))
-            return failed(f"HTTP {err.code} {err.reason}".rstrip())
+            return failed(_one_line(f"HTTP {err.code} {err.reason}".rstrip()))
         except urllib.error.URLError as err:
             return failed(_reason(err.reason, self.timeout_s))
         except (TimeoutError, socket.timeout):
             return failed(f"timed out after {self.timeout_s:g} s")
         except (OSError, http.client.HTTPException, ValueError) as err:
             return failed(_reason(err, self.timeout_s))
-        return parse_answer(_json(body), where, time.monotonic() - started)
+        return parse_answer(doc, where, time.monotonic() - started)
 
 
 class _Redirected(Exception):
@@ -226,6 +240,10 @@ class _Redirected(Exception):
 
 
 class _TooLarge(Exception):
+    pass
+
+
+class _TooMany(Exception):
     pass
 
 
@@ -338,20 +356,19 @@ def _opener(deadline: float) -> urllib.request.OpenerDirector:
                                        _RefuseRedirects())
 
 
-def _read_capped(response) -> bytes:
+def _read_capped(response) -> bytearray:
     """The body, MAX_ANSWER_BYTES at most (_TooLarge beyond), read in chunks (each under
-    the socket's deadline)."""
-    chunks, total = [], 0
+    the socket's deadline) into one buffer (never the chunks and their join at once)."""
+    body = bytearray()
     # read1: what has arrived (at most one socket read), not a wait for a full chunk
     read = getattr(response, "read1", response.read)
     while True:
         chunk = read(_CHUNK_BYTES)
         if not chunk:
-            return b"".join(chunks)
-        total += len(chunk)
-        if total > MAX_ANSWER_BYTES:
+            return body
+        if len(body) + len(chunk) > MAX_ANSWER_BYTES:
             raise _TooLarge()
-        chunks.append(chunk)
+        body += chunk
 
 
 def parse_answer(doc, where: str = "Prometheus", elapsed_s: float = 0.0) -> QueryResult:
@@ -364,23 +381,44 @@ def parse_answer(doc, where: str = "Prometheus", elapsed_s: float = 0.0) -> Quer
         return QueryResult.failed(f"{where}: {_prom_error(doc)}", elapsed_s)
     try:
         kind, series = _parse_data(doc.get("data"))
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError):
         return QueryResult.failed(f"{where}: the answer's data is not in Prometheus's "
                                   "shape", elapsed_s)
-    warnings = [str(w) for w in doc.get("warnings") or [] if w]
+    given = doc.get("warnings")
+    warnings = [_one_line(w) for w in given[:10] if w] if isinstance(given, list) else []
     return QueryResult(ok=True, series=series, elapsed_s=elapsed_s, result_type=kind,
                        warnings=warnings)
 
 
-def _json(body: bytes):
+def _json(body):
+    """The decoded JSON, or None for a body that is not JSON (a proxy's HTML page, a
+    truncated answer, nesting deeper than Python's stack).  Raises _TooMany past
+    MAX_ANSWER_ITEMS objects and numbers.  Integers come back as floats (an integer of
+    400 digits is inf, never an OverflowError later)."""
+    count = [0]
+
+    def counted(make):
+        def hook(value):
+            count[0] += 1
+            if count[0] > MAX_ANSWER_ITEMS:
+                raise _TooMany()
+            return make(value)
+        return hook
+
     try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    try:
+        return json.loads(text, object_pairs_hook=counted(dict), parse_float=counted(float),
+                          parse_int=counted(float), parse_constant=counted(float))
+    except (ValueError, RecursionError):
         return None
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
+    """What a server said, as one line of printable text (its escapes shown, not sent)."""
+    text = printable(" ".join(str(text).split()))
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
@@ -404,14 +442,24 @@ def _reason(reason, timeout_s: float) -> str:
     return _one_line(str(reason) or type(reason).__name__)
 
 
+def _labels(metric) -> dict[str, str]:
+    """A series' labels: text names to text values (anything else: ValueError)."""
+    if not isinstance(metric, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
+        raise ValueError("labels")
+    return metric
+
+
 def _parse_data(data) -> tuple[str, list[Series]]:
     kind = data["resultType"]
     result = data["result"]
+    if kind in ("vector", "matrix") and not isinstance(result, list):
+        raise ValueError(kind)
     if kind == "vector":
-        return kind, [Series(labels=dict(r["metric"]), value=_number(r["value"][1]),
+        return kind, [Series(labels=_labels(r["metric"]), value=_number(r["value"][1]),
                              at_s=float(r["value"][0])) for r in result]
     if kind == "matrix":
-        return kind, [Series(labels=dict(r["metric"]),
+        return kind, [Series(labels=_labels(r["metric"]),
                              values=[(float(t), _number(v)) for t, v in r["values"]])
                       for r in result]
     if kind == "scalar":

@@ -59,7 +59,14 @@ def device_text(row: NodeRow, group: JobGroup | None = None) -> str:
     """The device column, the one text of a row's evidence on the screens and in
     --once: for a node that waits on its job's straggler (group: its job), "waiting on"
     that node; else the blamed devices' evidence with the verdict's kind, else the GPUs
-    the verdict names (a CPU-starved node's) and what the kind blames."""
+    the verdict names (a CPU-starved node's) and what the kind blames.  A node whose
+    exporter gave numbers out of range says so first (NodeRow.bad_data_text)."""
+    bad = row.bad_data_text
+    text = _device_text(row, group)
+    return f"{bad}; {text}" if bad and text else bad or text
+
+
+def _device_text(row: NodeRow, group: JobGroup | None) -> str:
     if group is not None and group.role(row) == "waiting":
         return f"waiting on {group.straggler.node}"
     text = row.evidence_text

@@ -15,10 +15,17 @@ same wherever it is shown.  UI-free: no Textual.
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 
 def _local(wall_s: float, fmt: str) -> str:
-    return dt.datetime.fromtimestamp(wall_s).strftime(fmt)
+    """'?' for a time the platform cannot show (NaN, ±inf, beyond year 9999 or what
+    localtime() takes: OverflowError, OSError EOVERFLOW, ValueError): a time another
+    machine sent must not end a screen."""
+    try:
+        return dt.datetime.fromtimestamp(wall_s).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 def clock(wall_s: float | None) -> str:
@@ -39,6 +46,8 @@ def duration(seconds: float | None) -> str:
     """'45 s', '12 min', '3 h 05 min', '2 d 4 h'; '' for None; never negative."""
     if seconds is None:
         return ""
+    if not math.isfinite(seconds):
+        return "?"
     s = max(0, int(round(seconds)))
     if s < 120:
         return f"{s} s"
@@ -51,6 +60,8 @@ def duration(seconds: float | None) -> str:
 
 def duration_compact(seconds: float) -> str:
     """'45 s', '2m05s', '1h02m' (the dashboard's banners and position line)."""
+    if not math.isfinite(seconds):
+        return "?"
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds} s"
@@ -61,7 +72,7 @@ def duration_compact(seconds: float) -> str:
 
 def age(seconds: float | None) -> str:
     """A short relative time: 45s, 12m, 3h, 2d ('?' when unknown)."""
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "?"
     s = max(0, int(seconds))
     if s < 60:

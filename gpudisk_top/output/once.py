@@ -17,7 +17,7 @@ from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.whatif import text_lines as whatif_lines
-from gpudisk_top.textsafe import printable
+from gpudisk_top.textsafe import printable, printable_lines
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.host import host_as_json
@@ -343,4 +343,4 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = No
     warnings = model.all_warnings
     if warnings:
         parts += ["", *(f"warning: {w}" for w in warnings)]
-    return printable("\n".join(parts) + "\n", newlines=True)
+    return printable_lines(parts)

@@ -531,11 +531,26 @@ class Recorder:
         self._size += len(data)
         self._dirty = True
 
-    def _end_session(self, reason: str) -> None:
+    def mark_gap(self, first_wall_s: float, last_wall_s: float, samples: int) -> None:
+        """Samples taken from first_wall_s to last_wall_s (`samples` of them) were never
+        given to the recorder (the output stalled, record/queued.py): the session ends
+        here with an E frame saying so (its "gap"), and the next sample begins a new one,
+        so that `report` shows the hole instead of rates across it."""
+        with self._lock:
+            if self.closed:
+                return
+            self._end_session(f"output stalled: {samples} samples not recorded",
+                              gap={"from": iso(first_wall_s), "to": iso(last_wall_s),
+                                   "from_s": first_wall_s, "to_s": last_wall_s,
+                                   "samples": samples})
+
+    def _end_session(self, reason: str, gap: dict | None = None) -> None:
         if self._fd is None or self._session_samples == 0:
             return
         self._commit()
         end = {"reason": reason, "samples": self._session_samples, "ended": iso(time.time())}
+        if gap is not None:
+            end["gap"] = gap
         try:
             self._write(frames.pack(frames.END, json.dumps(end).encode()))
         except OSError:

@@ -18,6 +18,7 @@ from gpudisk_top.model.vocab import DISK, GPU, HOST, Family, episode_json, iso_t
 from gpudisk_top.output.once import disk_json, gpus_json, selected_disks
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.session.replay import Replay
+from gpudisk_top.textsafe import printable
 
 FORMATS = ("csv", "jsonl", "perfetto")
 
@@ -46,6 +47,8 @@ def write_csv(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
     disk_* and host_* hold the attributes of the JSON output of that name), empty where a
     column does not apply or the value is n/a.  Returns the number of rows."""
     dev_filter = dev_filter or DeviceFilter()
+    # every cell through printable: a host or device name with a newline or an escape is
+    # shown escaped (one row a line, nothing sent to the terminal that cats the file)
     w = csv.writer(out, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     rows = 0
@@ -58,20 +61,20 @@ def write_csv(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
             row = dict(blank, **base, kind="host", name=rec.header.get("host_name") or "")
             for column, attr in HOST_COLUMNS:
                 row[column] = _cell(getattr(host, attr))
-            w.writerow(row.values())
+            w.writerow(map(printable, row.values()))
             rows += 1
         for g in model.gpus:
             row = dict(blank, **base, kind="gpu", name=str(g.index))
             for column, attr in GPU_COLUMNS:
                 row[column] = _cell(getattr(g, attr))
-            w.writerow(row.values())
+            w.writerow(map(printable, row.values()))
             rows += 1
         for name in selected_disks(model, dev_filter):
             r = model.disks[name]
             row = dict(blank, **base, kind="disk", name=name)
             for column, attr in DISK_COLUMNS:
                 row[column] = repr(getattr(r, attr))
-            w.writerow(row.values())
+            w.writerow(map(printable, row.values()))
             rows += 1
     return rows
 

@@ -707,6 +707,7 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
                       "start_s": rec.wall_s(lo), "end_s": rec.wall_s(hi), "samples": hi - lo + 1}
                      for lo, hi in axis.ranges],
         "left_out": rec.left_out,
+        "output_gaps": output_gaps(rec, first_s, last_s),
         "gpus": [gpu_info[i] for i in sorted(gpu_info)],
         "states": {str(i): {k: round(v, 3) for k, v in states[i].items()} for i in sorted(states)},
         "unavailable_s": round(no_gpu_s, 3),
@@ -721,6 +722,29 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         data["replayed_samples"] = replayed
     return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings),
                    spans=[axis.ranges[r] for r in where or [0] * len(episodes)])
+
+
+def output_gaps(rec: Recording, first_s: float | None, last_s: float | None) -> list[dict]:
+    """The times the recorder could not write (its output stalled: record/queued.py) that
+    fall in the window: {"start", "end", "start_s", "end_s", "samples"} each, from the E
+    frames' "gap" (checked here: a recording is read as untrusted input)."""
+    out = []
+    for session in rec.sessions:
+        gap = session.end.get("gap") if isinstance(session.end, dict) else None
+        if not isinstance(gap, dict):
+            continue
+        lo, hi, n = gap.get("from_s"), gap.get("to_s"), gap.get("samples")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                   for v in (lo, hi, n)) or hi < lo or n < 0:
+            continue
+        # after the window, unless it ended the recording (a stall until the recorder
+        # stopped follows the last sample)
+        after = last_s is not None and lo > last_s and session is not rec.sessions[-1]
+        if (first_s is not None and hi < first_s) or after:
+            continue
+        out.append({"start": iso_time(lo), "end": iso_time(hi), "start_s": lo, "end_s": hi,
+                    "samples": int(n)})
+    return out
 
 
 def _place(rec: Recording, series: Series, episodes: list[Episode], where: list[int],

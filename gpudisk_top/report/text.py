@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.vocab import CLASS_TAG, DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.model.whatif import best_line, of_json as whatif_of
-from gpudisk_top.textsafe import printable
+from gpudisk_top.textsafe import printable, printable_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
@@ -59,6 +59,10 @@ def render(summary: Summary, charts: bool = True) -> str:
                    + "; ".join(f"{_short(g['start'])} to {_short(g['end'])}, {g['samples']} samples"
                                for g in segments[:4])
                    + ("; ..." if len(segments) > 4 else "") + ")")
+    for g in d.get("output_gaps") or []:
+        out.append(f"NOT RECORDED {_short(g['start'])} to {_short(g['end'])}: the output "
+                   f"stalled, {g['samples']} samples lost (sampling went on; the recorder "
+                   "could not write)")
     derived = d.get("derived")
     if derived:
         line = f"verdicts: {derived}"
@@ -80,7 +84,7 @@ def render(summary: Summary, charts: bool = True) -> str:
     if d["warnings"]:
         out.append("")
         out += [f"warning: {w}" for w in d["warnings"]]
-    return printable("\n".join(out) + "\n", newlines=True)
+    return printable_lines(out)
 
 
 def _states(d: dict) -> list[str]:

@@ -12,10 +12,13 @@ bounds, so a hung Prometheus never piles up threads.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from typing import Iterable
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -26,6 +29,7 @@ from textual.widgets import Footer, Static
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.model import FleetView, natural_key
 from gpudisk_top.fleet.source import not_one_node
+from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.appkit import TOO_SMALL_CSS, fit_screen, left_dead_terminal, palette
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen
@@ -95,6 +99,22 @@ class FleetApp(App):
         Binding("plus,equals_sign", "slower", show=False),
         Binding("minus", "faster", show=False),
     ]
+
+    def _fatal_error(self) -> None:
+        """A bug that reaches Textual ends the screen with one line (cli.py's form) and
+        exit status 1 (_handle_exception sets it), never a traceback on the terminal;
+        GPUDISK_TOP_DEBUG=1 keeps Textual's traceback."""
+        if os.environ.get("GPUDISK_TOP_DEBUG"):
+            super()._fatal_error()
+            return
+        err = self._exception or sys.exc_info()[1]
+        if any(isinstance(r, Text) for r in self._exit_renderables):
+            self._close_messages_no_wait()      # the first bug's line is the one said
+            return
+        self._exit_renderables.append(Text(   # Text: no markup read in the message
+            f"gpudisk-top: internal error: {type(err).__name__}: {printable(str(err))} "
+            "(run with GPUDISK_TOP_DEBUG=1 for details)"))
+        self._close_messages_no_wait()
 
     def __init__(self, source, interval_s: float = 5.0, job: str | None = None,
                  autostart: bool = True) -> None:

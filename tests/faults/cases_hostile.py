@@ -381,6 +381,256 @@ def netfs_case(which: str):
     return fn
 
 
+# ------------------------------------------------------------------ the fleet (item 1)
+def _fleet_body(kind: str) -> tuple[bytes, dict]:
+    """(answer, AnswerServer options) of a hostile kind: a node's impossible numbers beside
+    a good node, or an answer that is not Prometheus's."""
+    from fleet_harness import node_series, table_answer
+
+    now = time.time()
+    bad = {"since-1e18": dict(since=1e18), "gpus-superscript": dict(gpus="²", gpu0="²"),
+           "util-1e308": dict(util0=1e308), "gpu-minus-500": dict(util0=-5, util1=-5),
+           "await-negative": dict(await_s=-1)}
+    if kind in bad:
+        return table_answer(node_series("good:9425", now),
+                            node_series("bad:9425", now, **bad[kind])), {}
+    if kind == "html":
+        return b"<html><body><h1>502 Bad Gateway</h1></body></html>", {"content_type": "text/html"}
+    if kind == "truncated":
+        return table_answer(node_series("good:9425", now)), {"truncate_to": 500}
+    if kind == "nested":
+        return b'{"status":"success","data":' + b"[" * 300_000, {}
+    if kind == "64mib":
+        one = ('{"metric":{"__name__":"gpudisk_top_gpu_utilization_ratio","instance":'
+               '"node-%07d:9425","job":"gpudisk-top","gpu":"0"},"value":[1796200000.5,"0.5"]}')
+        n = (64 * 2**20 - 200) // len(one % 0 + ",")
+        return ('{"status":"success","data":{"resultType":"vector","result":['
+                + ",".join(one % i for i in range(n)) + "]}}").encode(), {}
+    raise ValueError(kind)
+
+
+def _fleet_ok(kind: str, out: str, json_out: bool) -> list[str]:
+    """The oracle of a node's impossible numbers: the good node whole, the bad one's
+    number not shown as given and its row saying so."""
+    if json_out:
+        doc = parse_json(out)
+        if doc is None:
+            return ["stdout is not JSON"]
+        rows = {n.get("node"): n for n in doc.get("nodes", [])}
+        good, bad = rows.get("good:9425"), rows.get("bad:9425")
+        if good is None or bad is None:
+            return [f"nodes {sorted(rows)}"]
+        p = []
+        if good.get("bad_series") or good.get("gpu_util_pct") is None:
+            p.append("the good node's row is touched")
+        if not bad.get("bad_series"):
+            p.append("the bad node's row does not say bad data")
+        for k in ("gpu_util_pct", "since_s"):
+            v = bad.get(k)
+            if v is not None and not (0 <= v <= 100 or (k == "since_s" and abs(v - time.time()) < 3e8)):
+                p.append(f"{k} = {v} shown as given")
+        for e in bad.get("evidence") or []:
+            if (e.get("read_await_ms") or 0) < 0:
+                p.append("a negative await shown")
+        return p
+    lines = out.splitlines()
+    good = [x for x in lines if x.startswith("good:9425")]
+    bad = [x for x in lines if x.startswith("bad:9425")]
+    if not good or not bad:
+        return ["a node's row is missing"]
+    return [] if "bad data from its exporter" in bad[0] else ["the bad row does not say so"]
+
+
+def fleet_once(kind: str, json_out: bool):
+    def fn(ctx: Ctx) -> Result:
+        from fleet_harness import AnswerServer
+
+        body, kw = _fleet_body(kind)
+        with AnswerServer(body, lifetime_s=ctx.remaining(), **kw) as srv:
+            run = ctx.gdt("fleet", "--prometheus", srv.url, "--once",
+                          *(["--json"] if json_out else []), timeout=60)
+        return judge(run, lambda: _fleet_ok(kind, run.out, json_out))
+    return fn
+
+
+def fleet_memory(ctx: Ctx) -> Result:
+    from fleet_harness import AnswerServer
+    from harness import kill_group, peak_rss_kb
+
+    body, _ = _fleet_body("64mib")
+    with AnswerServer(body, lifetime_s=ctx.remaining()) as srv:
+        t0 = time.monotonic()
+        proc = ctx.spawn(gdt_argv("fleet", "--prometheus", srv.url, "--once", "--timeout", "60"))
+        peak = 0
+        err = []
+        import threading
+        threading.Thread(target=lambda: err.append(proc.communicate()), daemon=True).start()
+        while proc.poll() is None and time.monotonic() - t0 < 60:
+            peak = max(peak, peak_rss_kb(proc.pid))
+            time.sleep(0.02)
+        if proc.poll() is None:
+            kill_group(proc)
+        proc.wait(10)
+        time.sleep(0.2)
+        out, errb = err[0] if err else (b"", b"")
+        from harness import Run
+        run = Run(proc.args, proc.returncode, out.decode(errors="replace"),
+                  errb.decode(errors="replace"), time.monotonic() - t0, False,
+                  note=f"peak RSS {peak // 1024} MB")
+    return judge(run, lambda: [], harm=lambda: (
+        [f"peak RSS {peak // 1024} MB (bound 400 MB)"] if peak > 400 * 1024 else []),
+        bound_s=30, bound_what="answered")
+
+
+def fleet_screen(kind: str):
+    def fn(ctx: Ctx) -> Result:
+        from fleet_harness import AnswerServer
+        from harness import run_pty
+
+        body, kw = _fleet_body(kind)
+        with AnswerServer(body, lifetime_s=ctx.remaining(), **kw) as srv:
+            run, screen, _ = run_pty(ctx, gdt_argv("fleet", "--prometheus", srv.url),
+                                     quit_after_s=6.0, cols=120, rows=30)
+
+        def ok():
+            if kind == "html":
+                return [] if b"not Prometheus" in screen else ["the screen does not say why"]
+            return [] if b"bad data" in screen else ["the screen does not show the bad row"]
+        return judge(run, ok)
+    return fn
+
+
+# ------------------------------------------------------------------ a stalled output (item 6)
+def stalled_output(which: str):
+    def fn(ctx: Ctx) -> Result:
+        import signal
+
+        import slowfs
+        from harness import Run
+
+        src = ctx.path("src")
+        os.makedirs(src)
+        try:
+            mounting = slowfs.mounted(src, writable=True)
+            mnt, daemon = mounting.__enter__()
+        except BaseException as err:  # noqa: BLE001 - pytest.skip too
+            from harness import unjudged
+            return unjudged(f"no FUSE here: {err}")
+        rec = os.path.join(mnt, "node.gdtrec")
+        lines: list[str] = []
+        try:
+            t0 = time.monotonic()
+            proc = ctx.spawn(gdt_argv("record", "-o", rec, "-i", "0.1"))
+            import threading
+
+            def read():
+                for line in proc.stderr:
+                    lines.append(line.decode(errors="replace"))
+            threading.Thread(target=read, daemon=True).start()
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not (
+                    os.path.exists(os.path.join(src, "node.gdtrec"))
+                    and os.path.getsize(os.path.join(src, "node.gdtrec")) > 0):
+                time.sleep(0.1)
+            time.sleep(1.0)
+            os.kill(daemon.pid, signal.SIGSTOP)
+            note = ""
+            if which == "gap":
+                time.sleep(10.0)
+                os.kill(daemon.pid, signal.SIGCONT)
+                time.sleep(2.0)
+            else:
+                time.sleep(1.0)
+            t_term = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            while time.monotonic() - t_term < 8 and not any("; SIGTERM" in x for x in lines):
+                time.sleep(0.05)
+            said_s = time.monotonic() - t_term
+            os.kill(daemon.pid, signal.SIGCONT)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                kill_group = __import__("harness").kill_group
+                kill_group(proc)
+                proc.wait(10)
+            time.sleep(0.2)
+            hung = said_s >= 8
+            note = f"its last line {said_s:.1f} s after SIGTERM"
+            run = Run(proc.args, proc.returncode, "", "".join(lines), time.monotonic() - t0,
+                      hung, note=note)
+            report = ctx.gdt("report", rec, timeout=60) if which == "gap" else None
+        finally:
+            with __import__("contextlib").suppress(OSError):
+                os.kill(daemon.pid, signal.SIGCONT)
+            mounting.__exit__(None, None, None)
+
+        def ok():
+            p = []
+            if which == "gap":
+                if not any("not recording" in x for x in lines):
+                    p.append("nothing said it was not recording")
+                if report is None or "NOT RECORDED " not in report.out:
+                    p.append("report shows no gap")
+            return p
+        return judge(run, ok)
+    return fn
+
+
+# ------------------------------------------------------------------ text is data (item 7)
+MOUNT_NL = r"/mnt/a\012verdict:\040healthy" + "\x1b]0;owned\x07"
+EVIL_DEV = "vd\x1b]0;owned\x07x"
+
+
+def _procfs_with_evil_text(ctx: Ctx) -> str:
+    root = ctx.path("proc")
+    for rel in ("stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory",
+                "self/cgroup", "cmdline"):
+        os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+        try:
+            shutil.copyfile(f"/proc/{rel}", os.path.join(root, rel))
+        except OSError:
+            pass
+    with open("/proc/diskstats") as f:
+        disk = next(x for x in f if int(x.split()[3]) > 0
+                    and not x.split()[2].startswith(("loop", "ram")))
+    major, minor, name = disk.split()[:3]
+    with open(os.path.join(root, "diskstats"), "w") as f:
+        f.write(disk + f"   7       9 {EVIL_DEV} 1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0\n")
+    with open("/proc/self/mountinfo") as f:
+        mountinfo = f.read() + f"99 1 {major}:{minor} / {MOUNT_NL} rw - ext4 /dev/{name} rw\n"
+    for d in ("self", "1"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+        with open(os.path.join(root, d, "mountinfo"), "w") as f:
+            f.write(mountinfo)
+    return root
+
+
+def _no_injected_lines(text: str) -> list[str]:
+    p = []
+    if "\x1b" in text or "\x07" in text:
+        p.append("a raw escape in the output")
+    if any(x.startswith("verdict: healthy") for x in text.splitlines()):
+        p.append("a line 'verdict: healthy' made of a mountpoint")
+    return p
+
+
+def text_injection(which: str):
+    def fn(ctx: Ctx) -> Result:
+        procfs = _procfs_with_evil_text(ctx)
+        if which == "once":
+            run = ctx.gdt("--once", "--procfs", procfs, "-a", timeout=30)
+            return judge(run, lambda: _no_injected_lines(run.out))
+        rec = ctx.path("r.gdtrec")
+        made = ctx.gdt("record", "--procfs", procfs, "-a", "-o", rec, "--duration", "2",
+                       "-i", "0.5", timeout=30)
+        if made.rc != 0:
+            return judge(made)
+        run = (ctx.gdt("report", rec, timeout=30) if which == "report"
+               else ctx.gdt("export", rec, "-f", "csv", "-o", "-", timeout=30))
+        return judge(run, lambda: _no_injected_lines(run.out))
+    return fn
+
+
 def cases() -> list[Case]:
     out = Cases(CAT)
     out.add("hang/procfs-pressure-io-fifo/record", "record with --procfs whose pressure/io "
@@ -416,4 +666,31 @@ def cases() -> list[Case]:
                         ("fuse-waiting-negative", "FUSE waiting of -3")):
         out.add(f"silent-wrong/netfs/{which}", desc + " (model, from MountRaw counters)",
                 netfs_case(which), right="ok", timeout_s=30)
+    # issue 25 items 1, 6 and 7 (hostile2)
+    for kind in ("since-1e18", "gpus-superscript", "util-1e308", "gpu-minus-500",
+                 "await-negative"):
+        for json_out in (False, True):
+            fmt = "json" if json_out else "text"
+            out.add(f"crash/fleet-{kind}/once-{fmt}", f"fleet --once ({fmt}) with one node's "
+                    f"exporter giving {kind}", fleet_once(kind, json_out), right="ok",
+                    timeout_s=60)
+    for kind in ("html", "truncated", "nested"):
+        out.add(f"crash/fleet-answer-{kind}/once", f"fleet --once when the answer is "
+                f"{kind}", fleet_once(kind, False), right="refuse", timeout_s=60)
+    for kind in ("since-1e18", "html"):
+        out.add(f"crash/fleet-screen-{kind}", f"the fleet screen with {kind} (q after 6 s)",
+                fleet_screen(kind), right="ok", timeout_s=60, solo=True)
+    out.add("memory/fleet-64mib-answer", "fleet --once on a 64 MiB answer of tiny series "
+            "(peak RSS under 400 MB, answered within 30 s)", fleet_memory, right="either",
+            timeout_s=120, solo=True)
+    out.add("hang/record-output-stalled-gap", "record on a FUSE mount whose daemon stops "
+            "for 10 s: says so, goes on, report shows the gap", stalled_output("gap"),
+            right="ok", timeout_s=90, solo=True)
+    out.add("hang/record-output-stalled-sigterm", "record on a stopped FUSE mount, SIGTERM: "
+            "its last line within 8 s", stalled_output("sigterm"), right="ok", timeout_s=60,
+            solo=True)
+    for which in ("once", "report", "csv"):
+        out.add(f"injection/mount-newline/{which}", f"{which} of a mountpoint with "
+                "'\\nverdict: healthy' and ESC, a device named with ESC", text_injection(which),
+                right="ok", timeout_s=60)
     return out
