@@ -17,7 +17,7 @@ from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.whatif import text_lines as whatif_lines
-from gpudisk_top.textsafe import printable, printable_lines
+from gpudisk_top.textsafe import printable_lines
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.host import host_as_json

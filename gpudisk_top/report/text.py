@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.vocab import CLASS_TAG, DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.model.whatif import best_line, of_json as whatif_of
-from gpudisk_top.textsafe import printable, printable_lines
+from gpudisk_top.textsafe import printable_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
