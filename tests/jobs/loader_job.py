@@ -21,6 +21,12 @@ MODE:
   cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
   light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
   checkpoint  healthy, plus 2 GiB written and fsynced to FILE.ckpt every 10 s
+              (--ckpt-mib, --ckpt-every; --ckpt-async: the same save on a thread of its
+              own, so the trainer does not wait for it)
+  trainer     samples from memory, but the trainer's own Python does ~30 ms of CPU a step
+              (TRAINER_CPU_MS, instead of the GPU step's sleep: the GPU runs asynchronously
+              and waits for it): the training loop is the bottleneck, its workers asleep on a
+              full prefetch queue
 --gpu-device DEV: the trainer holds DEV open and mapped, as a CUDA process holds
   /dev/nvidiaN (the container tests' stand-in for the device node).
 FILE must exist (any large file; the tests make one on the real disk).
@@ -37,9 +43,11 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 
 STEP_S = 0.02          # the "GPU step": 50 steps a second when data is ready
+TRAINER_CPU_MS = 30    # `trainer` mode: the training loop's own CPU a step
 BATCH = 8              # samples a batch
 BLOCK = 4096
 
@@ -98,13 +106,20 @@ def worker(mode: str, path: str, reads: int, out: mp.Queue, parent: int) -> None
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["healthy", "disk", "files", "cpu", "light-cpu", "checkpoint"])
+    ap.add_argument("mode", choices=["healthy", "disk", "files", "cpu", "light-cpu", "checkpoint",
+                                     "trainer"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--data", required=True)
     ap.add_argument("--progress", default=None)
     ap.add_argument("--truth", default=None)
     ap.add_argument("--reads", type=int, default=32)
+    ap.add_argument("--ckpt-every", type=float, default=10.0,
+                    help="checkpoint mode: seconds between the end of one save and the next")
+    ap.add_argument("--ckpt-mib", type=int, default=2048, help="checkpoint mode: MiB a save")
+    ap.add_argument("--ckpt-file", default=None, help="checkpoint mode: where (FILE.ckpt)")
+    ap.add_argument("--ckpt-async", action="store_true",
+                    help="checkpoint mode: save on a thread, the trainer going on meanwhile")
     ap.add_argument("--gpu-device", default=None,
                     help="a file to hold open and map as a CUDA process holds /dev/nvidiaN, "
                          "before the workers fork (they inherit it, as DataLoader's do)")
@@ -123,6 +138,20 @@ def main() -> int:
     t0 = last = last_ckpt = time.time()
     steps = second_steps = 0
     ckpt: tuple[float, float] | None = None   # the latest checkpoint's (start, end)
+    saver = None                               # --ckpt-async: the thread that saves
+
+    def save() -> None:
+        with open(a.ckpt_file or a.data + ".ckpt", "wb") as f:
+            chunk = os.urandom(1 << 20)
+            for _ in range(a.ckpt_mib):
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def save_every() -> None:
+        while True:
+            time.sleep(a.ckpt_every)
+            save()
 
     def log_seconds(now: float) -> None:
         """One truth line per whole second since the last one: the steps made in the
@@ -139,7 +168,10 @@ def main() -> int:
     try:
         while time.time() - t0 < a.seconds:
             queue.get()
-            time.sleep(STEP_S)                       # the GPU step
+            if a.mode == "trainer":
+                _cpu_work(TRAINER_CPU_MS)            # the loop's Python, the GPU waiting
+            else:
+                time.sleep(STEP_S)                   # the GPU step
             steps += 1
             second_steps += 1
             now = time.time()
@@ -149,14 +181,13 @@ def main() -> int:
                     f.write(f"{steps} {now:.3f}\n")
                 os.replace(tmp, a.progress)
             log_seconds(now)
-            if a.mode == "checkpoint" and now - last_ckpt >= 10:
+            if a.mode == "checkpoint" and a.ckpt_async:
+                if saver is None:
+                    saver = threading.Thread(target=save_every, daemon=True)
+                    saver.start()
+            elif a.mode == "checkpoint" and now - last_ckpt >= a.ckpt_every:
                 start = time.time()
-                with open(a.data + ".ckpt", "wb") as f:
-                    chunk = os.urandom(1 << 20)
-                    for _ in range(2048):
-                        f.write(chunk)
-                    f.flush()
-                    os.fsync(f.fileno())
+                save()
                 last_ckpt = time.time()
                 ckpt = (start, last_ckpt)
                 log_seconds(last_ckpt)
