@@ -28,7 +28,6 @@ import pytest
 import realdisk
 import whatif_harness as wh
 
-pytestmark = [pytest.mark.integration, pytest.mark.counterfactual]
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +37,8 @@ def data_file():
     os.unlink(path)
 
 
+@pytest.mark.integration
+@pytest.mark.counterfactual
 def test_what_if_predictions_hold_against_the_fixes_applied_for_real(data_file, tmp_path):
     try:
         results = wh.run_all(data_file, need_predictions=True)
@@ -59,3 +60,64 @@ def test_what_if_predictions_hold_against_the_fixes_applied_for_real(data_file, 
     assert acc["scored"] - acc["top_right"] <= acc["misses_allowed"], explain
     assert acc["scored"] - acc["error_within"] <= acc["misses_allowed"], explain
     assert acc["false_fixes"] == [], explain
+
+
+# ---------------------------------------------------------------------------- the scoring
+def _result(whatif, measured: dict) -> dict:
+    """A scenario's result as run_scenario() leaves it: the predictions in rank order,
+    then the measured gain of every fix."""
+    fixes = {}
+    for rank, w in enumerate(whatif or []):
+        fixes[wh.fix_key(w["fix"], w.get("to"))] = {"fix": w["fix"], "to": w.get("to"),
+                                                    "rank": rank, "predicted": w["speedup"]}
+    for key, m in measured.items():
+        fixes.setdefault(key, {"fix": key.split()[0], "rank": None, "predicted": None})
+        fixes[key]["measured"] = m
+    return {"scenario": "s", "whatif": whatif, "fixes": fixes, "before_steps_s": 10.0}
+
+
+def test_the_top_fix_is_right_when_it_gains_most_or_ties_within_the_noise():
+    pred = [{"fix": "workers", "to": 4, "speedup": 1.8}, {"fix": "workers", "to": 8, "speedup": 2.0}]
+    # the top fix gains less than the second, beyond the 5 % tie: wrong
+    s = wh.score(_result(pred, {"workers 4": 1.75, "workers 8": 2.3}))
+    assert s["scored"] and not s["top_ok"] and s["error_ok"] and s["best"] == "workers 8"
+    # within 5 % of the best: right
+    s = wh.score(_result(pred, {"workers 4": 2.2, "workers 8": 2.3}))
+    assert s["top_ok"] and s["error"] == round(abs(1.8 - 2.2) / 2.2, 3) and s["error_ok"]
+    # a fix nobody predicted gains most: wrong
+    s = wh.score(_result(pred[:1], {"workers 4": 1.5, "others": 1.9}))
+    assert not s["top_ok"] and s["best"] == "others"
+
+
+def test_an_error_over_a_quarter_of_the_measured_gain_fails_the_bound():
+    s = wh.score(_result([{"fix": "cache", "speedup": 3.0}], {"cache": 2.3}))
+    assert s["top_ok"] and not s["error_ok"]          # |3.0 - 2.3| / 2.3 = 30 %
+    s = wh.score(_result([{"fix": "cache", "speedup": 2.8}], {"cache": 2.3}))
+    assert s["error_ok"]                              # 22 %
+
+
+def test_a_fix_predicted_to_help_that_does_not_is_a_false_fix():
+    pred = [{"fix": "checkpoint", "speedup": 1.5}, {"fix": "workers", "to": 4, "speedup": 1.3}]
+    s = wh.score(_result(pred, {"checkpoint": 1.5, "workers 4": 1.02}))
+    assert s["false"] == ["workers 4"]
+    s = wh.score(_result(pred, {"checkpoint": 1.5, "workers 4": 1.06}))
+    assert s["false"] == []
+
+
+def test_storage_and_no_predictions_are_not_scored_and_nothing_predicted_is_right_only_when_nothing_helps():
+    r = _result([{"fix": "storage", "speedup": 2.0}], {"workers 4": 1.0})
+    r["fixes"]["storage"]["na"] = "not applicable here (no faster device)"
+    assert not wh.score(r)["scored"]
+    assert not wh.score(_result(None, {"workers 4": 1.4}))["scored"]
+    assert wh.score(_result([], {"workers 4": 1.03}))["top_ok"]
+    assert not wh.score(_result([], {"workers 4": 1.4}))["top_ok"]
+
+
+def test_acceptance_allows_one_miss_in_eight_and_needs_seven_scored():
+    good = _result([{"fix": "workers", "to": 4, "speedup": 2.0}], {"workers 4": 2.0})
+    bad = _result([{"fix": "workers", "to": 4, "speedup": 2.0}], {"workers 4": 1.2, "others": 2})
+    assert wh.acceptance([good] * 8 + [bad])["ok"]
+    assert not wh.acceptance([good] * 7 + [bad] * 2)["ok"]
+    assert not wh.acceptance([good] * 6)["ok"]                      # too few to judge
+    assert not wh.acceptance([good] * 8 + [_result([{"fix": "others", "speedup": 1.3}],
+                                                   {"others": 1.0})])["ok"]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -55,6 +56,7 @@ import realdisk  # noqa: E402
 import standin  # noqa: E402
 
 JOB = os.path.join(TESTS, "jobs", "loader_job.py")
+TORCH_JOB = os.path.join(TESTS, "jobs", "torch_loader_job.py")
 HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
 DATA_MIB = 384                  # fits the page cache of any CI machine, once warm
 SETTLE_S = 1.5                  # a fresh job: workers forked, queue at its steady state
@@ -83,6 +85,7 @@ class Scenario:
     cold_cache: bool = False                 # the data file kept out of the page cache
     job_args: tuple[str, ...] = ()
     window_s: float = WINDOW_S
+    script: str = JOB                        # loader_job.py, or the torch DataLoader's
 
 
 CKPT = ("--ckpt-every", "0.5", "--ckpt-mib", "96")
@@ -108,6 +111,11 @@ SCENARIOS = [
              "checkpoint", 2, [("checkpoint", None), ("workers", 4)], job_args=CKPT,
              window_s=2.0),
 ]
+if importlib.util.find_spec("torch") is not None:
+    # the same as latency-2 through a real torch.utils.data.DataLoader
+    SCENARIOS.append(Scenario("torch-latency-2", "latency-bound, torch DataLoader, 2 workers",
+                              "disk", 2, [("workers", 4), ("workers", 8)], reads_factor=3.0,
+                              script=TORCH_JOB))
 
 
 # ---------------------------------------------------------------------------- processes
@@ -133,7 +141,7 @@ class Job:
     def __init__(self, sc: Scenario, workers: int, data: str, reads: int, tmp: str,
                  tag: str, extra: tuple[str, ...] = ()) -> None:
         self.progress = os.path.join(tmp, f"{sc.name}-{tag}.progress")
-        argv = [sys.executable, JOB, sc.mode, "--workers", str(workers), "--seconds", "600",
+        argv = [sys.executable, sc.script, sc.mode, "--workers", str(workers), "--seconds", "600",
                 "--data", data, "--progress", self.progress, "--reads", str(reads),
                 *sc.job_args, *extra]
         if sc.mode == "checkpoint":
