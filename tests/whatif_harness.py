@@ -20,10 +20,11 @@ steps a second measured before and after:
   storage                  not applicable here (no faster device): not scored
 
 Every variant (the job as it is, and each fix) is a live process group; only the one
-measured runs, the others stopped.  The segments go in a balanced order (A B C, C B A, ...)
-so that the machine's drift (CI machines are shared) falls on all alike, and each
-variant's speed is the median of its segments: steps between two progress readings over
-the time between those steps.  Measured speed-up = fix / as-is.
+measured runs, the others stopped.  Each fix's segment lies between two of the job as it
+is (A B A C A C A B A ...), and its measured speed-up is the median over rounds of its speed
+against the mean of those two, so that the machine's drift (CI machines are shared) falls
+on both sides of the ratio; a speed is steps between two progress readings over the time
+between those steps.
 
 Without predictions (`verdict.whatif` absent: a gpudisk-top without them) every scenario
 still runs and measures the fixes its cause implies, and the predicted column says
@@ -59,10 +60,10 @@ JOB = os.path.join(TESTS, "jobs", "loader_job.py")
 TORCH_JOB = os.path.join(TESTS, "jobs", "torch_loader_job.py")
 HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
 DATA_MIB = 384                  # fits the page cache of any CI machine, once warm
-SETTLE_S = 1.5                  # a fresh job: workers forked, queue at its steady state
-RESUME_S = 0.4                  # a resumed variant: its full prefetch queue drained
+SETTLE_S = 1.0                  # a fresh job: workers forked, queue at its steady state
+RESUME_S = 0.3                  # a resumed variant: its full prefetch queue drained
 WINDOW_S = 1.2                  # one measuring segment
-ROUNDS = 4                      # segments a variant, in rounds A B C, C B A, A B C, ...
+ROUNDS = 3                      # segments a fix, each between two of the job as it is
 ONCE_INTERVAL_S = 3
 MAX_WORKERS = 32                # a predicted `to` above it is measured at it
 # scoring (the issue's acceptance)
@@ -373,22 +374,36 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
             for j in jobs.values():
                 j.stop()
 
-        order = list(runs)
-        speeds: dict[str, list[float]] = {k: [] for k in order}
+        # every fix's segment between two of the job as it is (A F1 A F2 A F1 A ...), the
+        # fixes' order turning each round: a fix's gain is the median over rounds of its
+        # speed against the mean of the two beside it, so that a burst of other work on
+        # the machine (CI machines are shared) falls on both sides of the ratio
+        fixes_order = [k for k in runs if k != "as-is"]
+        sequence: list[str] = []
         for r in range(rounds):
-            for key in (order if r % 2 == 0 else order[::-1]):
-                runs[key]()
-                time.sleep(RESUME_S)
-                speeds[key].append(steps_per_s(jobs.get(key, base), sc.window_s))
-        # a fix's gain: the median over rounds of its speed against the job as it is in
-        # the same round (paired: a burst of other work on the machine falls on both)
+            turn = r % max(1, len(fixes_order))
+            for key in fixes_order[turn:] + fixes_order[:turn]:
+                sequence += ["as-is", key]
+        sequence.append("as-is")
+        measured_seq: list[tuple[str, float]] = []
+        for key in sequence:
+            runs[key]()
+            time.sleep(RESUME_S)
+            measured_seq.append((key, steps_per_s(jobs.get(key, base), sc.window_s)))
+        speeds: dict[str, list[float]] = {k: [] for k in runs}
+        ratios: dict[str, list[float]] = {k: [] for k in runs}
+        for i, (key, speed) in enumerate(measured_seq):
+            speeds[key].append(speed)
+            if key != "as-is":
+                beside = (measured_seq[i - 1][1] + measured_seq[i + 1][1]) / 2
+                if beside > 0:
+                    ratios[key].append(speed / beside)
         before = statistics.median(speeds["as-is"])
         result["steps_s"] = {k: [round(x, 2) for x in v] for k, v in speeds.items()}
         result["before_steps_s"] = round(before, 2)
         for key, v in variants.items():
-            if key in speeds and before > 0:
-                ratios = [f / b for f, b in zip(speeds[key], speeds["as-is"]) if b > 0]
-                v["measured"] = round(statistics.median(ratios), 3) if ratios else None
+            if ratios.get(key):
+                v["measured"] = round(statistics.median(ratios[key]), 3)
         result["fixes"] = variants
         log(f"[{sc.name}] steps/s: " + ", ".join(
             f"{k} {statistics.median(v):.1f}" for k, v in speeds.items()))
