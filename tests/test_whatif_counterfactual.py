@@ -11,7 +11,8 @@ thread) and the job's real steps a second measured before and after.
 The acceptance, over the scenarios whose top fix can be applied here (a faster device
 cannot: "storage" is not scored):
   - the top-ranked fix is the one that really gains most (within 5 %, the noise of a
-    shared machine) in at least 7 of 8;
+    shared machine; where nothing gains 1.1x, one that does not lose 10 %) in at least 7
+    of 8;
   - |predicted - measured| <= 25 % of measured for the top fix in at least 7 of 8;
   - no fix is predicted above 1.2x that really gains below 1.05x.
 
@@ -87,6 +88,9 @@ def test_the_top_fix_is_right_when_it_gains_most_or_ties_within_the_noise():
     # a fix nobody predicted gains most: wrong
     s = wh.score(_result(pred[:1], {"workers 4": 1.5, "others": 1.9}))
     assert not s["top_ok"] and s["best"] == "others"
+    # nothing really gains (best under 1.1x): any top fix that does not hurt is right
+    assert wh.score(_result(pred, {"workers 4": 0.97, "workers 8": 1.08}))["top_ok"]
+    assert not wh.score(_result(pred, {"workers 4": 0.85, "workers 8": 1.08}))["top_ok"]
 
 
 def test_an_error_over_a_quarter_of_the_measured_gain_fails_the_bound():
