@@ -321,8 +321,10 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
                     else f"unknown fix {fix!r}"
             variants.setdefault(fix_key(fix, entry["to"]), entry)
         for fix, to in sc.fixes:
-            variants.setdefault(fix_key(fix, to), {"fix": fix, "to": to, "rank": None,
-                                                   "predicted": None})
+            key = fix_key(fix, to)
+            if variants.get(key, {}).get("na"):
+                key += " (the harness's)"      # predicted, but not applicable as predicted
+            variants.setdefault(key, {"fix": fix, "to": to, "rank": None, "predicted": None})
 
         # the variants, each a live process group, stopped while another is measured
         runs: dict[str, callable] = {}
