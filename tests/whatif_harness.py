@@ -160,6 +160,12 @@ class Job:
                     break
                 time.sleep(0.02)
 
+    def wait_steps(self, steps: int, timeout_s: float = 20.0) -> None:
+        """Until the job has made `steps` (a loaded machine starts it slowly)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and (self.read() or (0, 0.0))[0] < steps:
+            time.sleep(0.1)
+
     def stop(self) -> None:
         _signal_group(self.proc, signal.SIGSTOP)
 
@@ -280,6 +286,7 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
         hogs = busy_loops(sc.hogs)
         base = jobs["as-is"] = Job(sc, sc.workers, data, reads, tmp, "as-is")
         time.sleep(SETTLE_S)
+        base.wait_steps(3)
         t, first = time.time(), base.read()
         whatif, verdict = predict(sc, base)
         last = base.read()
@@ -373,11 +380,9 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
         if len(jobs) > 1:
             base.stop()
             time.sleep(SETTLE_S)
-            deadline = time.monotonic() + 20
             for j in jobs.values():
-                while j is not base and time.monotonic() < deadline \
-                        and (j.read() or (0, 0))[0] < 3:
-                    time.sleep(0.1)
+                if j is not base:
+                    j.wait_steps(3)
             for j in jobs.values():
                 j.stop()
 
