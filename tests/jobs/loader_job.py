@@ -21,6 +21,8 @@ MODE:
   cpu         each sample costs ~10 ms of CPU (a decode stand-in): the workers are busy
   light-cpu   each sample costs ~3 ms of CPU: fine alone, starved when others take the CPUs
   checkpoint  healthy, plus 2 GiB written and fsynced to FILE.ckpt every 10 s
+              (--ckpt-mib, --ckpt-every; --ckpt-async: the same save on a thread of its
+              own, so the trainer does not wait for it)
   trainer     the workers are light (samples from memory, asleep on a full prefetch queue);
               the trainer's own Python spends ~30 ms of CPU a step before its GPU step:
               the training loop itself is the bottleneck (~20 steps a second alone)
@@ -40,6 +42,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 
 STEP_S = 0.02          # the "GPU step": 50 steps a second when data is ready
@@ -110,6 +113,12 @@ def main() -> int:
     ap.add_argument("--progress", default=None)
     ap.add_argument("--truth", default=None)
     ap.add_argument("--reads", type=int, default=32)
+    ap.add_argument("--ckpt-every", type=float, default=10.0,
+                    help="checkpoint mode: seconds between the end of one save and the next")
+    ap.add_argument("--ckpt-mib", type=int, default=2048, help="checkpoint mode: MiB a save")
+    ap.add_argument("--ckpt-file", default=None, help="checkpoint mode: where (FILE.ckpt)")
+    ap.add_argument("--ckpt-async", action="store_true",
+                    help="checkpoint mode: save on a thread, the trainer going on meanwhile")
     ap.add_argument("--gpu-device", default=None,
                     help="a file to hold open and map as a CUDA process holds /dev/nvidiaN, "
                          "before the workers fork (they inherit it, as DataLoader's do)")
@@ -128,6 +137,20 @@ def main() -> int:
     t0 = last = last_ckpt = time.time()
     steps = second_steps = 0
     ckpt: tuple[float, float] | None = None   # the latest checkpoint's (start, end)
+    saver = None                               # --ckpt-async: the thread that saves
+
+    def save() -> None:
+        with open(a.ckpt_file or a.data + ".ckpt", "wb") as f:
+            chunk = os.urandom(1 << 20)
+            for _ in range(a.ckpt_mib):
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def save_every() -> None:
+        while True:
+            time.sleep(a.ckpt_every)
+            save()
 
     def log_seconds(now: float) -> None:
         """One truth line per whole second since the last one: the steps made in the
@@ -156,14 +179,13 @@ def main() -> int:
                     f.write(f"{steps} {now:.3f}\n")
                 os.replace(tmp, a.progress)
             log_seconds(now)
-            if a.mode == "checkpoint" and now - last_ckpt >= 10:
+            if a.mode == "checkpoint" and a.ckpt_async:
+                if saver is None:
+                    saver = threading.Thread(target=save_every, daemon=True)
+                    saver.start()
+            elif a.mode == "checkpoint" and now - last_ckpt >= a.ckpt_every:
                 start = time.time()
-                with open(a.data + ".ckpt", "wb") as f:
-                    chunk = os.urandom(1 << 20)
-                    for _ in range(2048):
-                        f.write(chunk)
-                    f.flush()
-                    os.fsync(f.fileno())
+                save()
                 last_ckpt = time.time()
                 ckpt = (start, last_ckpt)
                 log_seconds(last_ckpt)
