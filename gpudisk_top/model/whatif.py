@@ -80,8 +80,8 @@ class WhatIf:
     confidence: str
     basis: str
     cap: str | None = None
-    from_: float | None = None
-    to: float | None = None
+    from_: int | None = None     # num_workers now and after, for the workers fixes: counts
+    to: int | None = None
     pids: list[int] = field(default_factory=list)
 
     def as_json(self) -> dict:
@@ -314,7 +314,7 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
     if lat_ms(p, 1) is not None and p.b > 0:
         basis.append(f"device latency from the probe (QD1 {p.qd1_iops:.0f}, QD32 "
                      f"{p.qd32_iops:.0f} r/s)")
-    return _make(p, "workers", best, cap, basis, g, from_=float(n), to=float(pick))
+    return _make(p, "workers", best, cap, basis, g, from_=n, to=pick)
 
 
 def _others(p, state, kind, gaps) -> WhatIf | None:
@@ -402,8 +402,8 @@ def _fewer(p, state, kind, gaps) -> WhatIf | None:
     speed, cap = _solve(p, n2, w=0.0, trainer_wait=False)
     basis = [f"the job's processes take {p.job_cpu:.1f} of {p.cpus:.1f} CPUs",
              f"the trainer waits {p.trainer_w * 100:.0f}% for a CPU"]
-    return _make(p, "fewer-workers", speed, cap, basis, gaps, from_=float(p.loaders),
-                 to=float(n2))
+    return _make(p, "fewer-workers", speed, cap, basis, gaps, from_=p.loaders,
+                 to=n2)
 
 
 # ---------------------------------------------------------------------------- from a Model
