@@ -17,6 +17,7 @@ from gpudisk_top.exporter.families import Frame, Renderer
 from gpudisk_top.exporter.server import ModelCollector
 from gpudisk_top.record import Recording
 from model_factory import model
+from slack import slack
 
 HANG = {"function": "nvmlDeviceGetPowerUsage"}
 
@@ -32,7 +33,7 @@ def test_once_answers_with_a_driver_call_that_never_returns():
     assert "nvmlDeviceGetPowerUsage on GPU" in out["gpu_status"]
     assert out["disks"] and out["host"]["cpu_idle_pct"] is not None
     # one interval, plus at most the half-second deadline of each sample, plus start-up
-    assert took_s < 8, took_s
+    assert took_s < 8 * slack(), took_s
 
 
 def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp_path):
@@ -51,7 +52,7 @@ def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp
             proc.kill()
             proc.wait()
     assert rc == 0, err
-    assert stop_s < 3.0, stop_s            # not held until the driver answers
+    assert stop_s < 3.0 * slack(), stop_s            # not held until the driver answers
     with Recording.open(path) as rec:
         assert rec.sessions[-1].end is not None
         walls = [rec.wall_s(i) for i in range(len(rec))]
@@ -66,14 +67,15 @@ def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp
 
 
 def test_metrics_say_the_gpus_cannot_be_read_while_nvml_hangs():
+    k = slack()    # a loaded machine starts the server later: the hang comes later too
     proc = standin.popen(["serve", "--listen", "127.0.0.1:0", "-i", "0.5"], gpus=1,
-                         processes={0: [1]}, util_pct=90.0, hang=dict(HANG, after_s=2.5))
+                         processes={0: [1]}, util_pct=90.0, hang=dict(HANG, after_s=2.5 * k))
     try:
         line = proc.stderr.readline()
         url = re.search(r"http://\S+", line).group(0)
         time.sleep(1.5)
         before = urllib.request.urlopen(url, timeout=10).read().decode()
-        time.sleep(3.0)
+        time.sleep(2.5 * k + 0.5)
         during = urllib.request.urlopen(url, timeout=10).read().decode()
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -89,7 +91,7 @@ def test_metrics_say_the_gpus_cannot_be_read_while_nvml_hangs():
     assert "gpudisk_top_gpu_utilization_ratio{" not in during   # no stale GPU numbers
     assert "gpudisk_top_disk_reads_per_second{" in during        # the disks still fresh
     age = float(re.search(r"^gpudisk_top_sample_age_seconds (\S+)$", during, re.M).group(1))
-    assert age < 1.5
+    assert age < 1.5 * k
 
 
 def test_a_stalled_sampler_is_not_served_as_now():
