@@ -1,16 +1,96 @@
 """The `root` mark's one rule: a test that needs root (a loop device, a mount, unshare,
 mknod, a link owned by or a process run as another user) carries
 `@pytest.mark.root(reason="...")`, so `-m "not root"` leaves it out, and where this
-process is not root it skips with that reason instead of failing."""
+process is not root it skips with that reason instead of failing.
+
+The `fast` mark's one rule: the tests FAST names (a whole module, `module::test` for every
+parametrization of one test, or `module::test[id]` for one) carry it, and no others.
+`python -m pytest -m fast` runs them in under a minute on a 2-CPU machine, and between them
+they import and run every module of gpudisk_top: `python tests/fast_lane_coverage.py`
+checks that (README, Development)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+FAST = (
+    # whole modules, each a few seconds at most
+    "test_alert_config.py", "test_alerts.py", "test_alerts_hostile.py", "test_blockdev.py",
+    "test_config.py", "test_deadline.py", "test_deploy_examples.py", "test_devmap.py",
+    "test_diskstats.py", "test_evidence.py", "test_examples.py", "test_export.py",
+    "test_export_layering.py", "test_exporter.py", "test_fault_rates_consumers.py",
+    "test_fault_record_sources.py", "test_filecache.py", "test_fleet_model.py",
+    "test_freespace.py", "test_gpu.py", "test_health_outputs.py",
+    "test_health_smartctl_text.py", "test_health_verdict.py", "test_hooks.py", "test_host.py",
+    "test_layering.py", "test_loader_time.py", "test_mounts.py", "test_netfs_bounds.py",
+    "test_netfs_stats.py", "test_pidmap.py", "test_probe_units.py", "test_procio.py",
+    "test_record_layering.py", "test_remote_words.py", "test_ticker.py", "test_timeparse.py",
+    "test_visibility.py", "test_vocab.py",
+    # single tests of slower modules, for the modules of the package no module above runs
+    "test_cli_once.py::test_bad_options_are_one_line_errors",
+    "test_cli_once.py::test_dashboard_without_a_tty_points_to_once",
+    "test_cli_once.py::test_once_demo_is_labelled_and_complete",
+    "test_cli_once.py::test_once_json_without_a_driver_is_complete",
+    "test_cli_once.py::test_python_dash_m_is_the_same_program",
+    "test_delayacct.py::test_a_setting_that_was_on_before_is_left_on",
+    "test_detect.py::test_disk_starved_evidence_names_device_numbers_and_processes",
+    "test_detect.py::test_straggler_names_the_slow_gpu",
+    "test_health_live.py::test_demo_runs_no_smartctl_and_reads_no_real_health",
+    "test_health_parse.py::test_nvme_healthy_smartctl_7_1",
+    "test_health_parse.py::test_trend_between_two_readings_of_one_drive",
+    "test_health_ui.py::test_the_device_detail_of_an_unreadable_disk_says_why",
+    "test_health_ui.py::test_the_text_report_has_a_device_health_section",
+    "test_ioscan.py::test_the_scan_finds_the_reader_and_not_the_idle",
+    "test_probe_real.py::test_a_device_node_is_refused_to_a_user_who_may_not_read_it",
+    "test_record_command.py::test_bad_arguments_are_usage_errors",
+    "test_recorder.py::test_header_is_self_describing",
+    "test_recorder.py::test_restart_appends_a_new_session",
+    "test_recorder.py::test_retain_rotates_daily_and_drops_old_days",
+    "test_replay.py::test_sessions_start_without_an_interval",
+    "test_replay_ui.py::test_jump_to_a_time",
+    "test_replay_ui.py::test_replay_without_a_terminal_and_bad_files",
+    "test_replay_ui.py::test_step_forward_and_back",
+    "test_report.py::test_a_window_of_many_blocks_is_charted_from_the_summaries",
+    "test_report.py::test_report_runs_as_a_command",
+    "test_report.py::test_text_report_has_charts_and_episodes",
+    "test_serve.py::test_nodes_usage[argv1---nodes needs --demo]",
+    "test_sim_health.py::test_every_disk_has_a_reading_of_its_class",
+    "test_ui_fleet.py::test_a_prometheus_that_never_answers_times_out_on_screen_and_keys_go_on",
+    "test_ui_fleet.py::test_fleet_matrix_snapshot_matches[table-80-24]",
+    "test_ui_fleet.py::test_fleet_screenshot_matches",
+    "test_ui_keys.py::test_e_lists_episodes_with_evidence",
+    "test_ui_narrow.py::test_a_filter_and_all_devices_leave_a_trace_on_screen",
+    "test_ui_narrow.py::test_header_flags_stay_whole_at_80x24_and_bang_shows_the_fix",
+    "test_ui_snapshots.py::test_matrix_snapshot_matches[nogpu-80-24]",
+    "test_ui_snapshots.py::test_screenshot_matches[help]",
+    "test_ui_snapshots.py::test_screenshot_matches[overview]",
+    "test_ui_terminal.py::test_dashboard_in_gnu_screen",
+)
+
 
 def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    modules = {item.path.name: item.module for item in items if hasattr(item, "module")}
+    missing = []
+    for name in FAST:
+        module, _, test = name.partition("::")
+        test = test.split("[")[0]
+        if not (here / module).is_file() or (test and module in modules
+                                              and not hasattr(modules[module], test)):
+            missing.append(name)
+    if missing:
+        # a renamed module or test would leave the fast lane quietly, and a module of the
+        # package with it
+        raise pytest.UsageError(f"tests/conftest.py FAST names what is not there: "
+                                f"{', '.join(missing)}")
+    fast = set(FAST)
+    for item in items:
+        if fast & {item.path.name, f"{item.path.name}::{item.originalname}",
+                   f"{item.path.name}::{item.name}"}:
+            item.add_marker(pytest.mark.fast)
     if os.geteuid() == 0:
         return
     for item in items:

@@ -17,6 +17,7 @@ from gpudisk_top.exporter.families import Frame, Renderer
 from gpudisk_top.exporter.server import ModelCollector
 from gpudisk_top.record import Recording
 from model_factory import model
+from slack import slack
 
 HANG = {"function": "nvmlDeviceGetPowerUsage"}
 
@@ -32,7 +33,7 @@ def test_once_answers_with_a_driver_call_that_never_returns():
     assert "nvmlDeviceGetPowerUsage on GPU" in out["gpu_status"]
     assert out["disks"] and out["host"]["cpu_idle_pct"] is not None
     # one interval, plus at most the half-second deadline of each sample, plus start-up
-    assert took_s < 8, took_s
+    assert took_s < 8 * slack(), took_s
 
 
 def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp_path):
@@ -51,7 +52,7 @@ def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp
             proc.kill()
             proc.wait()
     assert rc == 0, err
-    assert stop_s < 3.0, stop_s            # not held until the driver answers
+    assert stop_s < 3.0 * slack(), stop_s            # not held until the driver answers
     with Recording.open(path) as rec:
         assert rec.sessions[-1].end is not None
         walls = [rec.wall_s(i) for i in range(len(rec))]

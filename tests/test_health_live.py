@@ -24,6 +24,7 @@ from gpudisk_top.collect.health import (NOT_INSTALLED, HealthPoller, find_smartc
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.model.health import FAILING, OK, UNKNOWN, WARNING, classify
+from slack import slack
 
 SMARTCTL = find_smartctl()
 ROOT = Path(__file__).resolve().parent.parent
@@ -439,7 +440,7 @@ def test_close_kills_a_running_smartctl_and_joins_the_thread(tmp_path):
     assert len(running) == 2 and all(map(alive, running))     # nvme0n1 and sda, at once
     t0 = time.monotonic()
     poller.close()
-    assert time.monotonic() - t0 < 2.5
+    assert time.monotonic() - t0 < 2.5 * slack()
     assert not poller._thread.is_alive()
     assert not any(map(alive, running))
     assert poller.latest is None              # a poll cut short publishes nothing
@@ -456,7 +457,7 @@ def test_disks_are_read_a_few_at_a_time(tmp_path):
     took = time.monotonic() - t0
     assert list(snap.readings) == [f"sd{c}" for c in "abcdefgh"]
     assert all(h.readable for h in snap.readings.values())
-    assert 1.9 < took < 5, took
+    assert 1.9 < took < min(5 * slack(), 7.5), took   # never the eight seconds of one at a time
     # each reading's CPU is its own smartctl's, not its neighbours' (a sleep: almost none)
     assert all(h.read_cpu_s < 0.5 for h in snap.readings.values())
 

@@ -335,10 +335,11 @@ def test_summaries_that_cannot_be_read_are_replayed(tmp_path, capsys, from_block
     assert fast["states"] == slow["states"] and fast["devices"] == slow["devices"]
 
 
-def test_summaries_with_gaps_and_any_window(tmp_path, charted_from):
-    """Blocks without summaries between blocks with them, and windows that cut episodes:
-    the figures and the episodes' spans and interval counts are those of a replay (an
-    episode cut by the window's end shows evidence from up to a minute later)."""
+@pytest.fixture(scope="module")
+def gapped(tmp_path_factory):
+    """A recording whose blocks 1 and 3 have no summaries, windows that cut episodes, and
+    each window's report by replay (which reads no summaries, so both ways of reading
+    them are held to the same replay, made once)."""
     import random
     import struct
 
@@ -346,8 +347,8 @@ def test_summaries_with_gaps_and_any_window(tmp_path, charted_from):
     from gpudisk_top.report import summary
 
     sim = Simulator(builtin("demo"), seed=3)
-    path = write_recording(tmp_path / "g.gdtrec", [sim.sample() for _ in range(600)],
-                           segment_samples=120)
+    path = write_recording(tmp_path_factory.mktemp("gapped") / "g.gdtrec",
+                           [sim.sample() for _ in range(600)], segment_samples=120)
     data = open(path, "rb").read()
     found, _ = frames.scan(data, frames.PREAMBLE.size)
     for b in [f for f in found if f.kind == frames.BLOCK][3:0:-2]:     # blocks 3 and 1
@@ -359,18 +360,32 @@ def test_summaries_with_gaps_and_any_window(tmp_path, charted_from):
         data = data[:b.offset] + frame + data[b.end:]
     open(path, "wb").write(data)
     rng = random.Random(4)
-    spans = lambda d: [(e["state"], e["start_s"], e["end_s"], e["intervals"]) for e in d["episodes"]]  # noqa: E731
+    replayed = []
     with Recording.open(path) as rec:
         t0 = rec.start_s
         for a, b in [(None, None)] + [sorted(rng.uniform(0, 600) for _ in range(2)) for _ in range(6)]:
             start = None if a is None else t0 + a
             end = None if b is None else t0 + b
+            replayed.append((start, end, summary.build(rec, start, end, recompute=True).data))
+    return path, replayed
+
+
+def test_summaries_with_gaps_and_any_window(gapped, charted_from):
+    """Blocks without summaries between blocks with them, and windows that cut episodes:
+    the figures and the episodes' spans and interval counts are those of a replay (an
+    episode cut by the window's end shows evidence from up to a minute later)."""
+    from gpudisk_top.record import Recording
+    from gpudisk_top.report import summary
+
+    path, replayed = gapped
+    spans = lambda d: [(e["state"], e["start_s"], e["end_s"], e["intervals"]) for e in d["episodes"]]  # noqa: E731
+    with Recording.open(path) as rec:
+        for start, end, slow in replayed:
             fast = summary.build(rec, start, end).data
-            slow = summary.build(rec, start, end, recompute=True).data
             assert fast["replayed_samples"] >= 1 and slow["derived"] == "recomputed"
             for k in ("samples", "start_s", "end_s", "duration_s", "states", "devices", "gpus"):
-                assert fast[k] == slow[k], (a, b, k)
-            assert spans(fast) == spans(slow), (a, b)
+                assert fast[k] == slow[k], (start, end, k)
+            assert spans(fast) == spans(slow), (start, end)
 
 
 # ------------------------------------------------------------------------------ charts

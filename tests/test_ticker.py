@@ -11,6 +11,7 @@ import time
 import pytest
 
 from gpudisk_top.session.ticker import StopSignals, Ticker
+from slack import slack
 
 
 def test_ticks_stay_on_the_grid():
@@ -51,9 +52,9 @@ def test_sigterm_wakes_the_wait_and_the_old_handler_comes_back():
         t0 = time.monotonic()
         stop.wait(10.0)
         took = time.monotonic() - t0
-        assert stop.reason == "SIGTERM" and took < 5.0, took
+        assert stop.reason == "SIGTERM" and took < 5.0 * slack(), took
         stop.wait(10.0)                    # once stopped, waits return at once
-        assert time.monotonic() - t0 < 5.0
+        assert time.monotonic() - t0 < 5.0 * slack()
     finally:
         stop.restore()
     assert signal.getsignal(signal.SIGTERM) is before
