@@ -109,12 +109,12 @@ def test_verdict_and_episode_json():
                  "read_kb_s": 12000.0}]
     assert vocab.verdict_json(v) == {"state": "disk-starved", "gpus": [0, 1], "devices": ["sda"],
                                      "processes": [42], "reason": ep.reason, "advice": "cache it",
-                                     "kind": "saturated", "culprits": culprits}
+                                     "kind": "saturated", "culprits": culprits, "whatif": []}
     assert vocab.verdict_json(None) is None
     j = vocab.episode_json(ep)
     assert list(j) == ["id", "state", "start", "end", "start_s", "end_s", "duration_s", "gpus",
                        "devices", "processes", "reason", "advice", "kind", "min_util_pct",
-                       "intervals", "culprits"]
+                       "intervals", "culprits", "whatif"]
     assert j["culprits"] == culprits
     # still open: it ends at its latest interval in its state
     assert j["end_s"] == 112.5 and j["duration_s"] == 12.5 and j["min_util_pct"] == 20.0
