@@ -82,6 +82,9 @@ def test_the_page_cache_share_of_a_file_read_twice_is_fincores():
     first, second = (cache_served_pct(*passes[n], False) for n in (1, 2))
     assert passes[1][1] >= 0.8 * (MIB << 10) and passes[2][1] >= 0.5 * (MIB << 10), passes
     assert first is not None and first <= 5, passes
-    assert resident_after_first is not None and resident_after_first[0] == resident_after_first[1]
+    # (nearly) all of it: the kernel may already have reclaimed a few pages of a file read
+    # once (37 of 12288 were gone in one CI run); the second pass's share is what is judged
+    assert resident_after_first is not None
+    assert resident_after_first[0] >= 0.99 * resident_after_first[1], resident_after_first
     assert second is not None and second >= 95, passes
     print(f"page cache served: first pass {first:.1f}%, second {second:.1f}%; fincore after the first: {resident_after_first}")
