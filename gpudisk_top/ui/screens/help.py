@@ -81,6 +81,7 @@ class HelpScreen(ModalScreen):
                                   border: round $accent; background: $surface; padding: 0 1; }
     """
     BINDINGS = [Binding("escape,question_mark,q,h,f1", "dismiss", "Close")]
+    MARKUP = True      # our own text; a screen of the machine's text sets False
 
     def __init__(self, replay: bool = False) -> None:
         super().__init__()
@@ -88,4 +89,4 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(self.text)
+            yield Static(self.text, markup=self.MARKUP)

@@ -4,13 +4,10 @@ collector could not read), for the header's flags (NOT ROOT, CONTAINER PIDS...).
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from gpudisk_top.textsafe import printable
+from gpudisk_top.ui.screens.help import HelpScreen
 
 
 def hidden_text(warnings: list[str]) -> str:
@@ -21,18 +18,14 @@ def hidden_text(warnings: list[str]) -> str:
             + "".join(f"warning: {printable(w)}\n" for w in warnings))
 
 
-class HiddenScreen(ModalScreen):
-    DEFAULT_CSS = """
-    HiddenScreen { align: center middle; }
-    HiddenScreen > VerticalScroll { width: 90; max-width: 100%; height: auto; max-height: 100%;
-                                    border: round $warning; background: $surface; padding: 0 1; }
-    """
+class HiddenScreen(HelpScreen):
+    """The help screen's frame (ui/screens/help.py), in the warning colour, with the
+    machine's text shown as text (no markup)."""
+
+    DEFAULT_CSS = "HiddenScreen > VerticalScroll { border: round $warning; }"
     BINDINGS = [Binding("escape,exclamation_mark,q", "dismiss", "Close")]
+    MARKUP = False
 
     def __init__(self, warnings: list[str]) -> None:
         super().__init__()
         self.text = hidden_text(warnings)
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(self.text, markup=False)
