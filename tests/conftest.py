@@ -98,3 +98,22 @@ def pytest_collection_modifyitems(config, items):
         if mark is not None:
             # a skip mark, not pytest.skip() in a hook: the report names the test's own file
             item.add_marker(pytest.mark.skip(reason=mark.kwargs.get("reason", "needs root")))
+
+
+@pytest.fixture
+def big_file():
+    """A 256 MiB file on the real disk (/var/tmp: O_DIRECT, not tmpfs), allocated but never
+    written (fallocate: instant; it reads as zeros), for the probe's tests."""
+    path = f"/var/tmp/gdt-probe-{os.getpid()}.bin"
+    try:
+        with open(path, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, 256 * 2**20)
+    except OSError as err:
+        if os.path.exists(path):
+            os.unlink(path)
+        pytest.skip(f"no 256 MiB file in /var/tmp: {err}")
+    try:
+        yield path
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)

@@ -46,23 +46,6 @@ def one_error(proc: subprocess.CompletedProcess, pattern: str) -> str:
     return errors[0]
 
 
-@pytest.fixture
-def big_file():
-    """A 256 MiB file on a real disk (O_DIRECT: not tmpfs), allocated, never written."""
-    path = f"/var/tmp/gdt-probe-hostile-{os.getpid()}.bin"
-    try:
-        with open(path, "wb") as f:
-            os.posix_fallocate(f.fileno(), 0, 256 * 2**20)
-    except OSError as err:
-        if os.path.exists(path):
-            os.unlink(path)
-        pytest.skip(f"no 256 MiB file in /var/tmp: {err}")
-    try:
-        yield path
-    finally:
-        os.unlink(path)
-
-
 # ------------------------------------------------------------- a FIFO at probes.json
 def test_a_fifo_at_the_results_path_is_refused_by_probe_and_skipped_by_once(tmp_path):
     env, path = state_env(tmp_path)

@@ -217,24 +217,6 @@ def test_engine_fio_without_fio_is_bad_usage(tmp_path):
     _one_line_error(gdt("--engine", "fio", "/", env=env), 2, "fio is not installed")
 
 
-@pytest.fixture
-def big_file():
-    """A 256 MiB file on the real disk, allocated but never written (fallocate: instant);
-    only for tests in which nothing reads it."""
-    path = f"/var/tmp/gdt-probe-units-{os.getpid()}.bin"
-    try:
-        with open(path, "wb") as f:
-            os.posix_fallocate(f.fileno(), 0, 256 * 2**20)
-    except OSError as err:
-        if os.path.exists(path):
-            os.unlink(path)
-        pytest.skip(f"no 256 MiB file in /var/tmp: {err}")
-    try:
-        yield path
-    finally:
-        os.unlink(path)
-
-
 def test_fio_failing_is_one_line_with_fios_message(tmp_path, big_file):
     """A stand-in fio that fails as a real one does on a read error."""
     bindir = tmp_path / "bin"
