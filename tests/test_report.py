@@ -105,6 +105,10 @@ def test_text_report_has_charts_and_episodes(stalls, capsys):
     assert "episodes along the top: K checkpoint-stall" in out
     assert "verdicts: recorded summaries, model v" in out
     assert "\x1b[" not in out                                   # no colour codes to paste
+    # each chart's rows are lines of their own: the axis on a line, bars under it
+    title = next(i for i, line in enumerate(out.splitlines()) if "GPU utilization, %" in line)
+    chart = out.splitlines()[title + 1:title + 4]
+    assert chart[0].lstrip().startswith("┌") and "\\x0a" not in out, chart
     assert call(report_cmd, path, "--no-charts") == 0
     assert "GPU utilization" not in capsys.readouterr().out
 

@@ -287,8 +287,9 @@ def _charts(summary: Summary) -> list[str]:
     for chart in chart_plan(summary):
         if out:
             out.append("")
-        out.append(line_chart(chart.title, [(chart.device or "mean", chart.xs, chart.ys)], marks,
-                              0.0, x_hi, ticks, WIDTH, chart.height, ylim=chart.ylim))
+        # a chart is many lines: each its own, as printable_lines escapes a newline inside one
+        out += line_chart(chart.title, [(chart.device or "mean", chart.xs, chart.ys)], marks,
+                          0.0, x_hi, ticks, WIDTH, chart.height, ylim=chart.ylim).splitlines()
     if legend:
         out.append(f"along the top: {legend}" if s.gaps else f"episodes along the top: {legend}")
     return out
