@@ -57,6 +57,7 @@ import realdisk  # noqa: E402
 import standin  # noqa: E402
 
 JOB = os.path.join(TESTS, "jobs", "loader_job.py")
+PROGRESS_DIR = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 TORCH_JOB = os.path.join(TESTS, "jobs", "torch_loader_job.py")
 HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
 DATA_MIB = 384                  # fits the page cache of any CI machine, once warm
@@ -65,6 +66,8 @@ RESUME_S = 0.3                  # a resumed variant: its full prefetch queue dra
 WINDOW_S = 1.2                  # one measuring segment
 ROUNDS = 3                      # segments a fix, each between two of the job as it is
 ONCE_INTERVAL_S = 3
+RECORD_S = 20                   # the checkpoint scenario's recording: three saves or more
+                                # (a save must outlast the stand-in GPU's 1 s average)
 MAX_WORKERS = 32                # a predicted `to` above it is measured at it
 # scoring (the issue's acceptance)
 TIE = 0.05                      # fixes within 5 % of the best gain are a tie: noise here
@@ -89,7 +92,7 @@ class Scenario:
     script: str = JOB                        # loader_job.py, or the torch DataLoader's
 
 
-CKPT = ("--ckpt-every", "0.5", "--ckpt-mib", "96")
+CKPT = ("--ckpt-every", "3.0", "--ckpt-mib", "2048")
 
 SCENARIOS = [
     Scenario("latency-2", "latency-bound, 2 workers of 4 KiB O_DIRECT reads", "disk", 2,
@@ -108,9 +111,9 @@ SCENARIOS = [
              [("workers", 4), ("workers", 8)]),
     Scenario("cache", "dataset that fits the page cache once warm, read cold", "files", 2,
              [("cache", None), ("workers", 4)], reads_factor=4.0, cold_cache=True),
-    Scenario("checkpoint", "synchronous checkpoint (96 MiB + fsync every 0.5 s)",
+    Scenario("checkpoint", "synchronous checkpoint (2 GiB + fsync, 3 s apart)",
              "checkpoint", 2, [("checkpoint", None), ("workers", 4)], job_args=CKPT,
-             window_s=2.0),
+             window_s=12.0),       # about three saves: a window's phase moves it little
 ]
 if importlib.util.find_spec("torch") is not None:
     # the same as latency-2 through a real torch.utils.data.DataLoader
@@ -141,7 +144,10 @@ class Job:
 
     def __init__(self, sc: Scenario, workers: int, data: str, reads: int, tmp: str,
                  tag: str, extra: tuple[str, ...] = ()) -> None:
-        self.progress = os.path.join(tmp, f"{sc.name}-{tag}.progress")
+        # the progress file, rewritten each step, on a tmpfs where there is one: on the
+        # data's disk its rename waits behind a checkpoint's fsync (the filesystem's journal),
+        # which a real trainer's step does not do
+        self.progress = os.path.join(PROGRESS_DIR or tmp, f"{sc.name}-{tag}-{os.getpid()}.progress")
         argv = [sys.executable, sc.script, sc.mode, "--workers", str(workers), "--seconds", "600",
                 "--data", data, "--progress", self.progress, "--reads", str(reads),
                 *sc.job_args, *extra]
@@ -184,6 +190,11 @@ class Job:
         _signal_group(self.proc, signal.SIGCONT)
         _signal_group(self.proc, signal.SIGKILL)
         self.proc.wait()
+        for path in (self.progress, self.progress + ".tmp"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
 
 def busy_loops(n: int) -> list[subprocess.Popen]:
@@ -249,8 +260,10 @@ def fix_key(fix: str, to) -> str:
     return f"{fix} {to}" if to is not None else fix
 
 
-def predict(sc: Scenario, job: Job) -> tuple[list | None, dict]:
+def predict(sc: Scenario, job: Job, tmp: str) -> tuple[list | None, dict]:
     """(verdict.whatif, or None where this gpudisk-top has none; the verdict)."""
+    if sc.mode == "checkpoint":
+        return predict_recorded(sc, job, tmp)
     r = standin.run(["--once", "--json", "-i", str(ONCE_INTERVAL_S)], timeout=60, gpus=1,
                     processes={0: [job.pid]}, progress=job.progress,
                     healthy_steps_s=HEALTHY_STEPS_S)
@@ -259,6 +272,29 @@ def predict(sc: Scenario, job: Job) -> tuple[list | None, dict]:
     verdict = json.loads(r.stdout)["verdict"]
     whatif = verdict.get("whatif")
     return (list(whatif) if isinstance(whatif, list) else None), verdict
+
+
+def predict_recorded(sc: Scenario, job: Job, tmp: str) -> tuple[list | None, dict]:
+    """A checkpoint's cost is its lost time over the time between two (the model leaves
+    it out until it has seen two): `record` for RECORD_S, then `report --json`, whose
+    episode carries the predictions of its latest interval, as the dashboard's would."""
+    path = os.path.join(tmp, f"{sc.name}.gdtrec")
+    r = standin.run(["record", "-i", "0.5", "--duration", str(RECORD_S), "-o", path],
+                    timeout=RECORD_S + 60, gpus=1, processes={0: [job.pid]},
+                    progress=job.progress, healthy_steps_s=HEALTHY_STEPS_S)
+    if r.returncode != 0:
+        raise RuntimeError(f"{sc.name}: gpudisk-top record failed: {r.stderr.strip()}")
+    r = subprocess.run([sys.executable, "-m", "gpudisk_top", "report", "--json", path],
+                       capture_output=True, text=True, timeout=120, cwd=standin.ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(f"{sc.name}: gpudisk-top report failed: {r.stderr.strip()}")
+    episodes = json.loads(r.stdout)["episodes"]
+    if not episodes:
+        return [], {"state": "healthy", "kind": None, "reason": "no episode recorded"}
+    # the latest episode with predictions: it has seen the most saves
+    e = ([e for e in episodes if e.get("whatif")] or episodes)[-1]
+    return list(e["whatif"]), {"state": e.get("state"), "kind": e.get("kind"),
+                               "reason": e.get("reason")}
 
 
 class NoPredictions(Exception):
@@ -288,7 +324,7 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
         time.sleep(SETTLE_S)
         base.wait_steps(3)
         t, first = time.time(), base.read()
-        whatif, verdict = predict(sc, base)
+        whatif, verdict = predict(sc, base, tmp)
         last = base.read()
         result["once_steps_s"] = (round((last[0] - first[0]) / (last[1] - first[1]), 2)
                                   if first and last and last[1] > first[1] else None)
@@ -527,6 +563,19 @@ def make_data(tmp_dir: str | None = None) -> str:
     return realdisk.random_file(path, DATA_MIB)
 
 
+def probe_device(data: str, tmp: str, log=print) -> None:
+    """`gpudisk-top probe` of the data's device, kept in a results file of this run's own
+    (XDG_STATE_HOME under tmp, which every gpudisk-top this harness starts reads): the
+    device's QD1 and QD32 ceilings, as a user who ran `probe` once would have them."""
+    os.environ["XDG_STATE_HOME"] = os.path.join(tmp, "state")
+    r = subprocess.run([sys.executable, "-m", "gpudisk_top", "probe", "--seconds", "6", "--json",
+                        data], capture_output=True, text=True, timeout=120, cwd=standin.ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(f"gpudisk-top probe failed: {r.stderr.strip()}")
+    c = json.loads(r.stdout)["ceiling"]
+    log(f"probe: QD1 {c['randread_qd1_iops']:.0f}, QD32 {c['randread_qd32_iops']:.0f} r/s")
+
+
 def run_all(data: str, names: list[str] | None = None, rounds: int = ROUNDS,
             need_predictions: bool = False, log=print) -> list[dict]:
     # the disk's speed at QD1, the best of three probes: one probe during a burst of other
@@ -534,13 +583,26 @@ def run_all(data: str, names: list[str] | None = None, rounds: int = ROUNDS,
     qd1 = max(realdisk.qd1_reads_per_s(data, 0.5) for _ in range(3))
     log(f"this disk ({realdisk.whole_disk(data)}): {qd1:.0f} random 4 KiB reads/s at QD1; "
         f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}")
-    results = []
     with tempfile.TemporaryDirectory(prefix="gdt-whatif-", dir=realdisk.BASE) as tmp:
-        for sc in SCENARIOS:
-            if names and sc.name not in names:
-                continue
-            results.append(run_scenario(sc, data, qd1, tmp, rounds, need_predictions, log))
-            need_predictions = False        # asked of the first only: they all print it
+        saved = os.environ.get("XDG_STATE_HOME")
+        try:
+            probe_device(data, tmp, log)
+            results = _run_scenarios(data, names, rounds, need_predictions, log, qd1, tmp)
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_STATE_HOME", None)
+            else:
+                os.environ["XDG_STATE_HOME"] = saved
+    return results
+
+
+def _run_scenarios(data, names, rounds, need_predictions, log, qd1, tmp) -> list[dict]:
+    results = []
+    for sc in SCENARIOS:
+        if names and sc.name not in names:
+            continue
+        results.append(run_scenario(sc, data, qd1, tmp, rounds, need_predictions, log))
+        need_predictions = False        # asked of the first only: they all print it
     return results
 
 

@@ -1,46 +1,47 @@
 """What each fix would gain: a bottleneck model of a job's input pipeline, per interval.
 
-The job's speed is taken as 1 now; each fix predicts a factor `speedup` (1.11: 11 % more
-steps a second) and the GPU utilization it expects (now x speedup, at most 100 %).  The
-pipeline has three stages, each with a rate the job could go at, relative to now:
+The job's speed is x (steps a second over now); each stage of the pipeline has a load at
+x, the share of the interval it would be busy, and the job goes as fast as it can with
+every load at most 1.  The loads, from the interval's figures (fractions of it):
 
-  the GPU      1 / u                          u: the starved GPUs' mean utilization (NVML,
-                                              model/gpu.py), as a fraction
-  the trainer  1 / (u + ct + wt)              the GPU processes' own time: ct on a CPU,
-                                              wt waiting for one (schedstat, model/procs.py);
+  the GPU      x u                            u: the starved GPUs' mean utilization (NVML,
+                                              model/gpu.py)
+  the trainer  x (u + ct) + x wt f_t(x)       the GPU processes' own time: ct on a CPU, wt
+                                              waiting for one (schedstat, model/procs.py);
                                               a step is its Python, then its GPU work
-  the loaders  (N'/N) / (c + w' + b*rho + m)  per loader (model/loaders.py LoaderTime): c on
-                                              a CPU, w waiting for one, b blocked on reads,
-                                              m waiting on a network mount; asleep the rest
-                                              (a loader asleep has slack: 1/(c+w+b+m) > 1)
+  the loaders  x r (c + b rho(x) + m)         per loader (model/loaders.py LoaderTime), r =
+               + x r w f_l(x)                 N/N' (N' workers share the work): c on a CPU,
+                                              w waiting for one, b blocked on reads, m
+                                              waiting on a network mount; asleep the rest
+  the CPUs     x J / (0.95 C - O + R)         J: every process of the job's CPU (wrappers
+                                              and launchers too: a per-loader mean cannot be
+                                              diluted by them); C: the host's CPUs, or the
+                                              cgroup's cpu.max where lower (model/host.py);
+                                              O: the others' CPU (everything busy that is
+                                              not the job: processes, interrupts, steal);
+                                              R: what a fix stops of it; 5 % of C is the
+                                              kernel's own work for the job and wake-ups
+  the device   x (reads/s) / ceiling          without a probe, a saturated device's highest
+                                              rate seen
 
-and the job goes at the slowest.  A fix changes one input and the result is capped by:
+The run-queue wait follows the CPU work runnable beside a process, as the scheduler shares
+the CPUs among what is runnable: f(x) = (other work at x) / (other work now), where the
+other work is the job's CPU less the process's own share (it grows with x) plus O - R.
+rho(x) is the device's read latency at the queue depth the readers make over now:
+lat(q) = A + B q through the stored probe's two points (QD1: 1/iops1; QD32: 32/iops32,
+probe/store.py), so iops(q) = q / lat(q) is exact at QD1 and QD32; q = the others' queue
++ the loaders' reads a second x their latency (Little), solved for the latency; the curve
+gives the growth, lat(q at x) / lat(q now), the interval's blocked time the level.  Without a
+probe the latency is taken as flat: `confidence: estimated`.
 
-  the CPUs     C_job / job_cpu                C: the host's CPUs, or the job's cgroup's
-                                              cpu.max where it is lower (model/host.py);
-                                              job_cpu: every process of the job's CPU (the
-                                              wrappers and launchers too: a per-loader mean
-                                              cannot be diluted by them); C_job: C less the
-                                              others' CPU, or their fair share of it where
-                                              they keep running (CFS: runnable tasks share)
-  the device   rho = lat(q') / lat(now)       the device's read latency at the queue depth
-                                              the readers will make.  lat(q) = A + B*q
-                                              through the stored probe's two points (QD1:
-                                              1/iops1; QD32: 32/iops32, probe/store.py), so
-                                              iops(q) = q / lat(q) is exact at QD1 and QD32;
-                                              the loaders' queue depth is Little's law:
-                                              their reads a second x their time a read.
-                                              Solved as a fixed point (q' depends on speed).
-                                              Without a probe: the highest rate seen where
-                                              the device is saturated, else the latency is
-                                              taken as flat: `confidence: estimated`.
-
-Fixes (each only where its cause holds a share: a fix worth < 2 % is left out):
+A fix's speed-up is the fastest x with the change over the fastest x without it, both by
+this model (its errors fall on both sides of the ratio).  The fixes (each only where its
+cause holds a share: a fix worth < 2 % is left out):
   workers        num_workers N -> N': the largest N' for which one more worker still gains 2 %
-  others         stopping the processes outside the job that hold the CPUs: w -> 0 (and the
-                 trainer's wt -> 0) where the job alone fits its CPUs
+  others         stopping the processes outside the job that take the CPUs: R = the named
+                 ones' CPU (else the others' less steal), where the job alone fits its CPUs
   cache          the working set in the page cache (buffered reads, the data files' size
-                 fits in MemAvailable): b -> 0
+                 fits in MemAvailable): b, m -> 0
   storage        reads served at the probed QD32 ceiling (parallel reads, or a faster device)
   checkpoint     an asynchronous save: the GPU-seconds the synchronous one cost, over the
                  time between checkpoints (left out until two were seen)
@@ -64,6 +65,8 @@ MEASURED = "measured"
 ESTIMATED = "estimated"
 WORTH = 1.02            # a fix gaining less than 2 % is not offered
 MAX_WORKERS = 64
+CPU_USABLE = 0.95       # of the CPUs the job may use: the kernel's own work for its reads
+                        # (interrupts, softirq) and wake-up latency keep the rest
 # others' CPU worth stopping even where none of them is named (the collector names them
 # after two scans of every process, OTHERS_REFRESH_S apart: a --once is too short)
 OTHERS_MIN_CPUS = 0.3
@@ -149,7 +152,8 @@ class Pipeline:
     cpus: float | None = None            # C
     cpus_from: str = "host"              # "host" | "cpu.max"
     job_cpu: float | None = None         # CPUs the whole job uses
-    others_cpu: float = 0.0              # CPUs the others use
+    others_cpu: float = 0.0              # CPUs the others use (the kernel's and steal too)
+    steal_cpu: float = 0.0               # ... of which the hypervisor's (steal)
     others: list[tuple[int, str, float]] = field(default_factory=list)  # (pid, name, CPUs)
     direct: bool | None = None
     data_kb: int | None = None
@@ -169,83 +173,115 @@ def lat_ms(p: Pipeline, q: float) -> float | None:
     return lat1 - slope + slope * max(1.0, q)
 
 
-def _rho(p: Pipeline, speed: float, loaders_new: float) -> tuple[float, str | None]:
-    """The loaders' read time a read, after, over now: (rho, the cap's text or None)."""
-    if p.b <= 0 or not p.reads_s:
-        return 1.0, None
+def _lat_s(p: Pipeline, x: float, workers: int) -> float:
+    """The device's read latency at speed x with `workers` readers, in s: lat = A + S q and
+    q = the others' queue + the loaders' reads a second x lat (Little), solved for lat."""
     per_read_s = p.b * p.loaders / p.reads_s       # a loader's blocked time a read, now
-    q_now = p.reads_s * per_read_s
-    others_q = max(0.0, p.device_aqu - q_now)
-    if lat_ms(p, 1) is not None:
-        # lat = A + S q and q = others_q + rate' x lat (Little): solved for lat
-        slope_s = (lat_ms(p, 2) - lat_ms(p, 1)) / 1000.0
-        base_s = lat_ms(p, 1) / 1000.0 - slope_s
-        rate = p.reads_s * speed
-        most_s = lat_ms(p, loaders_new + others_q) / 1000.0   # every reader in a read
-        lat_s = most_s if slope_s * rate >= 1 else min(
-            most_s, (base_s + slope_s * others_q) / (1 - slope_s * rate))
-        rho = max(lat_s, lat_ms(p, 1) / 1000.0) / per_read_s
-        return rho, (f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32"
-                     if rho > 1.05 else None)
-    return 1.0, None
+    others_q = max(0.0, p.device_aqu - p.reads_s * per_read_s)
+    slope_s = (lat_ms(p, 2) - lat_ms(p, 1)) / 1000.0
+    base_s = lat_ms(p, 1) / 1000.0 - slope_s
+    rate = p.reads_s * x
+    most_s = lat_ms(p, workers + others_q) / 1000.0   # every reader in a read
+    lat_s = most_s if slope_s * rate >= 1 else min(
+        most_s, (base_s + slope_s * others_q) / (1 - slope_s * rate))
+    return max(lat_s, lat_ms(p, 1) / 1000.0)
+
+
+def _rho(p: Pipeline, x: float, workers: int) -> float:
+    """A read's blocked time at speed x over now (1 without the probe's curve): the curve
+    gives how the latency grows with the queue, the interval its level."""
+    if p.b <= 0 or not p.reads_s or lat_ms(p, 1) is None:
+        return 1.0
+    return _lat_s(p, x, workers) / _lat_s(p, 1.0, p.loaders)
 
 
 # ---------------------------------------------------------------------------- the stages
-def trainer_speed(p: Pipeline, wait: bool = True) -> float:
-    if p.trainer_c is None:
-        return math.inf
-    busy = p.gpu_util + p.trainer_c + ((p.trainer_w or 0.0) if wait else 0.0)
-    return 1.0 / busy if busy > 0 else math.inf
+@dataclass
+class Change:
+    """One fix, as the model's inputs it changes."""
+
+    workers: int
+    b_scale: float = 1.0          # the reads' blocked time (cache: 0; storage: at the ceiling)
+    m_scale: float = 1.0          # the mount's
+    removed_cpu: float = 0.0      # others' CPUs stopped
+    curve: bool = True            # the device's latency follows the probe's curve
+    ceiling_r_s: float | None = None   # storage: reads a second the device can serve
 
 
-def cpu_cap(p: Pipeline, workers: int, others_stay: bool = True) -> float:
-    """How much faster the job's CPU work can go: the CPUs it may use over what it uses."""
-    if not p.cpus or not p.job_cpu:
-        return math.inf
-    free = p.cpus - (p.others_cpu if others_stay else 0.0)
-    if others_stay and p.others_cpu > 0.05:
-        busy = max(1, round(p.others_cpu))
-        free = max(free, p.cpus * (workers + 1) / (workers + 1 + busy))
-    return max(1.0, free / p.job_cpu)
+def _wait_factor(p: Pipeline, x: float, own: float, removed: float) -> float:
+    """A process's run-queue wait per CPU-second at speed x over now: the CPU work beside
+    it (the job's other processes, which scale with its speed, and the others'), as the
+    scheduler shares the CPUs among what is runnable.  `own`: the process's own share."""
+    if p.job_cpu is None:
+        return 1.0
+    now = max(0.05, p.job_cpu - own + p.others_cpu)
+    after = max(0.0, (p.job_cpu - own) * x + p.others_cpu - removed)
+    return after / now
 
 
-def loader_speed(p: Pipeline, workers: int, w: float | None = None, b_scale: float = 1.0,
-                 speed_hint: float = 1.0) -> tuple[float, str | None]:
-    if p.loaders <= 0:
-        return math.inf, None
-    w = (p.w or 0.0) if w is None else w
-    rho, cap = _rho(p, speed_hint, workers)
-    cycle = p.c + w + p.b * rho * b_scale + p.m
-    if p.loader_kind != "DataLoader worker":
-        cycle += p.gpu_util             # the GPU process loads its own data, then steps
-    if cycle <= 0:
-        return math.inf, None
-    return workers / p.loaders / cycle, cap
-
-
-def _solve(p: Pipeline, workers: int, w: float | None = None, b_scale: float = 1.0,
-           trainer_wait: bool = True, others_stay: bool = True) -> tuple[float, str | None]:
-    """The job's speed after a change: the slowest stage, the device's curve solved at
-    that speed.  Returns (speed, the binding cap's text)."""
-    fixed = [(trainer_speed(p, trainer_wait), "capped by the trainer's own step "
-              f"({(p.trainer_c or 0) * 100:.0f}% on a CPU)"),
-             (cpu_cap(p, workers, others_stay),
-              f"capped by the CPUs: {p.cpus:.1f} "
-              f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"
-              if p.cpus else None),
-             (1.0 / p.gpu_util if p.gpu_util > 0 else math.inf, "capped by the GPU: 100%")]
-    if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s:
+def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
+    """Each stage's load at speed x (the job's steps a second over now): above 1, that
+    stage cannot go so fast.  (load, the cap's text)."""
+    r = p.loaders / ch.workers if ch.workers else 0.0
+    out = [(x * p.gpu_util, "capped by the GPU: 100%")]
+    if p.loaders:
+        c_new = p.c * x * r                          # one loader's share on a CPU after
+        wait = (p.w or 0.0) * x * r * _wait_factor(p, x, p.c * r, ch.removed_cpu)
+        rho = _rho(p, x, ch.workers) if ch.curve else 1.0
+        cycle = c_new + wait + x * r * (p.b * ch.b_scale * rho + p.m * ch.m_scale)
+        if p.loader_kind != "DataLoader worker":
+            cycle += x * p.gpu_util       # the GPU process loads its own data, then steps
+        out.append((cycle, "capped by the loaders"))
+    if p.trainer_c is not None:
+        tw = (p.trainer_w or 0.0) * x * _wait_factor(p, x, p.trainer_c, ch.removed_cpu)
+        out.append((x * (p.gpu_util + p.trainer_c) + tw, "capped by the trainer's own step "
+                    f"({p.trainer_c * 100:.0f}% on a CPU)"))
+    if p.cpus and p.job_cpu:
+        # the job has the CPUs it uses now, whatever the others take
+        usable = max(CPU_USABLE * p.cpus - p.others_cpu, p.job_cpu) + ch.removed_cpu
+        out.append(((p.job_cpu * x) / usable,
+                    f"capped by the CPUs: {p.cpus:.1f} "
+                    f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"))
+    if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s and p.peak_iops:
         # no probe: a saturated device's ceiling is the highest rate it was seen at
-        fixed.append((max(1.0, p.peak_iops / p.device_r_s),
-                      f"capped by the device: {p.peak_iops:.0f} r/s, the highest seen (no probe)"))
-    speed, cap = 1.0, None
-    for _ in range(20):
-        new, cap = min([loader_speed(p, workers, w, b_scale, speed), *fixed],
-                       key=lambda s: s[0])
-        if abs(new - speed) < 1e-3 * speed or (p.b <= 0 or not p.reads_s):
-            speed = new           # without the device's curve one pass is exact
-            break
-        speed = 0.5 * speed + 0.5 * new
+        out.append((x * p.device_r_s / max(p.peak_iops, p.device_r_s),
+                    f"capped by the device: {p.peak_iops:.0f} r/s, the highest seen (no probe)"))
+    if ch.ceiling_r_s and p.reads_s:
+        out.append((x * p.reads_s / ch.ceiling_r_s,
+                    f"capped by the device: {ch.ceiling_r_s / 1000:.0f}k r/s at QD32"))
+    return out
+
+
+def _fastest(p: Pipeline, ch: Change) -> tuple[float, str | None]:
+    """The highest speed at which every stage's load stays at or under 1 (bisection:
+    each load grows with x), and the stage that binds there."""
+    lo, hi = 0.0, 1.0 / p.gpu_util
+    if max(load for load, _ in _stages(p, ch, hi)) <= 1.0:
+        return hi, "capped by the GPU: 100%"
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if max(load for load, _ in _stages(p, ch, mid)) <= 1.0:
+            lo = mid
+        else:
+            hi = mid
+    binding = max(_stages(p, ch, hi * 1.001), key=lambda s: s[0])[1]
+    return lo, binding
+
+
+def _solve(p: Pipeline, ch: Change) -> tuple[float, str | None]:
+    """The job's speed after a change over its speed now, both by the same model (so its
+    errors fall on both sides), and the binding cap's text where it is not the
+    loaders' own cycle."""
+    now, _ = _fastest(p, Change(p.loaders))
+    after, cap = _fastest(p, ch)
+    # below 1 the figures say the job cannot go as fast as it did (estimates that overrun
+    # the interval): the speed it went at is the reference then
+    speed = after / max(1.0, now)
+    if cap == "capped by the loaders":
+        # the loaders' own cycle binds; the device's, where its latency grew with them
+        slower = (ch.curve and lat_ms(p, 1) is not None
+                  and _rho(p, after, ch.workers) > 1.05 * _rho(p, now, p.loaders))
+        cap = f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32" if slower else None
     return speed, cap
 
 
@@ -256,7 +292,11 @@ def predict(p: Pipeline, state: str, kind: str | None) -> list[WhatIf]:
         p.gpu_util = 0.005
     out: list[WhatIf] = []
     gaps = _gaps(p)
-    for fn in (_workers, _others, _cache, _storage, _checkpoint, _fewer):
+    # in a checkpoint stall the trainer waits for its save: the loaders' and the CPUs'
+    # figures of that time say nothing of what would gain
+    fns = (_checkpoint,) if state == "checkpoint-stall" else (
+        _workers, _others, _cache, _storage, _fewer)
+    for fn in fns:
         w = fn(p, state, kind, gaps)
         if w is not None and w.speedup >= WORTH:
             out.append(w)
@@ -298,10 +338,10 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
     if p.loaders <= 0 or p.loader_kind != "DataLoader worker" or state == "checkpoint-stall":
         return None
     n = p.loaders
-    best, cap = _solve(p, n)
+    best, cap = _solve(p, Change(n))
     pick = n
     for n2 in range(n + 1, min(MAX_WORKERS, max(2 * n, n + 4)) + 1):
-        s2, c2 = _solve(p, n2)
+        s2, c2 = _solve(p, Change(n2))
         if s2 < best * WORTH:
             break
         best, cap, pick = s2, c2, n2
@@ -326,11 +366,16 @@ def _others(p, state, kind, gaps) -> WhatIf | None:
     own_fits = (p.job_cpu or 0.0) <= p.cpus * 0.9
     if not own_fits:
         return None                  # the job alone fills its CPUs: the wait stays
-    speed, cap = _solve(p, p.loaders, w=0.0, trainer_wait=False, others_stay=False)
+    # what stopping them frees: the named processes' CPUs, else everything outside the
+    # job that is not the kernel's or the hypervisor's (steal)
+    removed = (sum(cpu for _, _, cpu in p.others) if p.others
+               else max(0.0, p.others_cpu - p.steal_cpu))
+    speed, cap = _solve(p, Change(p.loaders, removed_cpu=min(removed, p.others_cpu)))
     named = (", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
              or "processes outside the job (not named: none followed yet)")
     basis = [_loaders_basis(p) if p.loaders else "the trainer",
-             f"without the run-queue wait that {named} cause ({p.others_cpu:.1f} CPUs)"]
+             f"without the run-queue wait that {named} cause ({removed:.1f} of the "
+             f"{p.others_cpu:.1f} CPUs others use)"]
     if p.trainer_w:
         basis.append(f"the trainer waits {p.trainer_w * 100:.0f}% for a CPU")
     return _make(p, "others", speed, cap, basis, _device_gaps(p, gaps) if p.b else gaps,
@@ -342,19 +387,10 @@ def _cache(p, state, kind, gaps) -> WhatIf | None:
         return None
     if p.data_kb > p.mem_available_kb:
         return None
-    speed, cap = _solve(p, p.loaders, b_scale=0.0) if p.m == 0 else _solve_mount_free(p)
+    speed, cap = _solve(p, Change(p.loaders, b_scale=0.0, m_scale=0.0))
     basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
              f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
     return _make(p, "cache", speed, cap, basis, gaps)
-
-
-def _solve_mount_free(p: Pipeline) -> tuple[float, str | None]:
-    m = p.m
-    p.m = 0.0
-    try:
-        return _solve(p, p.loaders, b_scale=0.0)
-    finally:
-        p.m = m
 
 
 def _storage(p, state, kind, gaps) -> WhatIf | None:
@@ -364,15 +400,8 @@ def _storage(p, state, kind, gaps) -> WhatIf | None:
     per_read_s = p.b * p.loaders / p.reads_s
     at_ceiling_s = p.loaders / p.qd32_iops
     scale = min(1.0, at_ceiling_s / per_read_s)
-    saved = p.qd1_iops, p.qd32_iops
-    p.qd1_iops = None                      # the curve is replaced by the ceiling
-    try:
-        speed, cap = _solve(p, p.loaders, b_scale=scale)
-    finally:
-        p.qd1_iops, p.qd32_iops = saved
-    dev_cap = p.qd32_iops / p.reads_s if p.reads_s else math.inf
-    if dev_cap < speed:
-        speed, cap = dev_cap, f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32"
+    speed, cap = _solve(p, Change(p.loaders, b_scale=scale, curve=False,
+                                  ceiling_r_s=p.qd32_iops))
     basis = [_loaders_basis(p), f"reads at {p.qd32_iops:.0f} r/s (the probe's QD32)"]
     return _make(p, "storage", speed, cap, basis, gaps)
 
@@ -397,9 +426,7 @@ def _fewer(p, state, kind, gaps) -> WhatIf | None:
             or p.trainer_w < 0.05 or p.job_cpu < 0.9 * p.cpus or p.others_cpu > 0.5):
         return None
     n2 = max(1, min(p.loaders - 1, math.floor(p.cpus - (p.trainer_c or 0.0))))
-    # the CPUs the trainer stops waiting for are the workers': no more loader throughput
-    # than those CPUs give
-    speed, cap = _solve(p, n2, w=0.0, trainer_wait=False)
+    speed, cap = _solve(p, Change(n2))
     basis = [f"the job's processes take {p.job_cpu:.1f} of {p.cpus:.1f} CPUs",
              f"the trainer waits {p.trainer_w * 100:.0f}% for a CPU"]
     return _make(p, "fewer-workers", speed, cap, basis, gaps, from_=p.loaders,
@@ -451,6 +478,7 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
         if h.cpu_idle_pct is not None and p.job_cpu is not None:
             busy = max(0.0, 100.0 - h.cpu_idle_pct - (h.cpu_iowait_pct or 0.0)) / 100 * h.ncpu
             p.others_cpu = max(0.0, busy - p.job_cpu)
+            p.steal_cpu = min(p.others_cpu, (h.cpu_steal_pct or 0.0) / 100 * h.ncpu)
         mine = {v.pid for v in job.members}
         p.others = [(v.pid, v.name or "?", v.cpu_pct / 100) for v in sorted(
             (v for v in model.procs.values() if v.root_pid is None and v.pid not in mine

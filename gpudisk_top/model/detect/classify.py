@@ -178,21 +178,27 @@ class Classifier:
 
     # ------------------------------------------------------------------ what-if
     def _ckpt_figures(self, model: Model, state: str, util: float | None):
-        """(GPU-seconds the latest checkpoint stall cost, seconds between the last two
-        stalls' starts): the checkpoint fix's inputs, None where not seen yet."""
+        """(GPU-seconds a checkpoint stall costs, seconds from one stall's start to the
+        next): the checkpoint fix's inputs, None where not seen yet."""
         if state == "checkpoint-stall":
             lost = (1.0 - (util or 0.0) / 100.0) * model.interval_s
             start = model.wall_s - model.interval_s
             # a new stall: the last one's latest interval ended before this one began
             if self._ckpt_end_s is None or start - self._ckpt_end_s > 0.5 * model.interval_s:
-                self._ckpts = (self._ckpts + [[start, 0.0]])[-3:]
+                self._ckpts = (self._ckpts + [[start, 0.0]])[-4:]
             self._ckpts[-1][1] += lost
             self._ckpt_end_s = model.wall_s
         if not self._ckpts:
             return None, None
-        done = self._ckpts[-2] if len(self._ckpts) >= 2 else self._ckpts[-1]
-        period = self._ckpts[-1][0] - self._ckpts[-2][0] if len(self._ckpts) >= 2 else None
-        return done[1], period
+        if len(self._ckpts) < 2:
+            return self._ckpts[-1][1], None
+        # the stalls seen whole (all but the latest, which may go on), and the time from the
+        # first one's start to the latest's: a mean over up to three, as one save may be
+        # longer than the rest (the first fills the page cache's Dirty)
+        done = self._ckpts[:-1]
+        lost = sum(c[1] for c in done) / len(done)
+        period = (self._ckpts[-1][0] - self._ckpts[0][0]) / len(done)
+        return lost, period
 
     def _whatif(self, model: Model, job: Job, sats, state: IntervalState,
                 util: float | None) -> IntervalState:
