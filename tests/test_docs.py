@@ -1,5 +1,5 @@
 """The manual holds together: README is a front door that links every page of docs/; every
-relative link and anchor in README and docs/ leads somewhere; and each page's examples are
+relative link and anchor in README, docs/ and examples/README.md leads somewhere; and each page's examples are
 real: the command lines parse, the config files load, the Python imports what exists, the
 verdict tables name the detector's states. (`--once` examples, whose output is checked
 line by line, are test_readme.py's.)"""
@@ -66,7 +66,7 @@ def test_slug_is_githubs():
     assert slug("Saturation is never %util alone") == "saturation-is-never-util-alone"
 
 
-@pytest.mark.parametrize("path", pages())
+@pytest.mark.parametrize("path", pages() + ["examples/README.md"])
 def test_every_relative_link_and_anchor_resolves(path):
     """A link to a file in the checkout names one that exists; a `#anchor` (on this page
     or another) names one of that page's headings."""
