@@ -257,8 +257,9 @@ def test_placeholders_are_substituted_without_a_shell(tmp_path):
 
 
 def test_a_device_rule_never_widens_to_processes_that_do_not_use_the_device(tmp_path):
-    """README's `kill -USR1 {pids}` on a disk rule: when no GPU process reads the busy
-    device, nobody is signalled (the old fallback named every job on the node)."""
+    """The manual's `kill -USR1 {pids}` (docs/prometheus.md) on a disk rule: when no GPU
+    process reads the busy device, nobody is signalled (the old fallback named every job on
+    the node)."""
     out = tmp_path / "argv.json"
     argv = (sys.executable, "-c", "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))",
             str(out), "{pids}")
@@ -272,8 +273,9 @@ def test_a_device_rule_never_widens_to_processes_that_do_not_use_the_device(tmp_
 
 
 def test_pause_training_with_a_signal_to_the_gpu_process(tmp_path):
-    """The README's "pause training safely": free space of the checkpoint volume under
-    10 GB sends SIGUSR1 to the GPU process, whose handler checkpoints and pauses."""
+    """The manual's "pause training safely" (docs/prometheus.md): free space of the
+    checkpoint volume under 10 GB sends SIGUSR1 to the GPU process, whose handler
+    checkpoints and pauses."""
     flag = tmp_path / "paused"
     trainer = subprocess.Popen([sys.executable, "-c",
                                 "import signal, sys, time\n"

@@ -470,13 +470,13 @@ def test_one_port_everywhere():
     assert ports == {"daemonset": PORT, "systemd": PORT, "file_sd": {PORT}, "service": PORT}
 
 
-def test_readmes_prometheusrule_command_wraps_the_rules_file(tmp_path):
-    """README's one-liner that turns the rules file into a PrometheusRule, run with
-    `cat` for kubectl: its spec is the rules file."""
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+def test_the_manuals_prometheusrule_command_wraps_the_rules_file(tmp_path):
+    """The one-liner in docs/containers.md that turns the rules file into a PrometheusRule,
+    run with `cat` for kubectl: its spec is the rules file."""
+    with open(os.path.join(ROOT, "docs", "containers.md")) as f:
+        page = f.read()
     (cmd,) = re.findall(r"^(\{ printf 'apiVersion: monitoring\.coreos\.com/v1.*?\n.*?)"
-                        r" \| kubectl apply -f -$", readme, re.M)
+                        r" \| kubectl apply -f -$", page, re.M)
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr

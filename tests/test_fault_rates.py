@@ -46,7 +46,7 @@ def model(text0: str, text1: str, interval_s: float = 1.0) -> Model:
 
 
 def within_bounds(r, interval_s: float) -> bool:
-    """The documented bounds (README, Python API), restated."""
+    """The documented bounds (docs/python-api.md), restated."""
     interval_ms = max(interval_s, 0.01) * 1000
     busy_pct = (interval_ms * BUSY_SLACK_FACTOR + BUSY_SLACK_MS) / interval_ms * 100
     values = r.as_dict().values()
@@ -106,7 +106,7 @@ def test_a_real_32_bit_wrap_is_kept_with_the_modular_difference(field):
     assert getattr(r, expect[0]) == pytest.approx(expect[1])
 
 
-# README: "more than 1.1 times the interval plus 20 ms"
+# docs/python-api.md: "more than 1.1 times the interval plus 20 ms"
 @pytest.mark.parametrize("interval_s, allowed_ms", [(1.0, 1120), (0.25, 295), (2.0, 2220),
                                                     (0.0, 31)])
 def test_busy_time_may_exceed_the_interval_by_the_slack_only(interval_s, allowed_ms):
@@ -121,7 +121,7 @@ def test_busy_time_may_exceed_the_interval_by_the_slack_only(interval_s, allowed
     assert why.startswith("%util ") and f"{allowed_ms + 1} ms busy in a {interval_ms:.0f} ms" in why
 
 
-# README: "above 1e8 per second, or rkB/s or wkB/s above 1e12 bytes per second"
+# docs/python-api.md: "above 1e8 per second, or rkB/s or wkB/s above 1e12 bytes per second"
 @pytest.mark.parametrize("column, field, per_s", [
     ("r/s", "rd_ios", 1e8), ("w/s", "wr_ios", 1e8), ("f/s", "fl_ios", 1e8), ("d/s", "dc_ios", 1e8),
     ("rrqm/s", "rd_merges", 1e8), ("wrqm/s", "wr_merges", 1e8), ("drqm/s", "dc_merges", 1e8),

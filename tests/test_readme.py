@@ -1,5 +1,7 @@
-"""README stays true: its two quick-start commands, and CI runs the test command as written;
-every option and key it must name; its `--once` examples are what the command prints."""
+"""README and the manual (docs/*.md) stay true: README's two quick-start commands, and CI
+runs the test command as written; every subcommand in README and every option in the manual;
+the keys where they are documented; every `--once` example, in README and in docs/, is what
+its command prints."""
 
 from __future__ import annotations
 
@@ -10,12 +12,47 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+DOCS = os.path.join(ROOT, "docs")
 
 
 def readme() -> str:
     with open(os.path.join(ROOT, "README.md")) as f:
         return f.read()
+
+
+def doc(name: str) -> str:
+    """docs/NAME, a page of the manual."""
+    with open(os.path.join(DOCS, name)) as f:
+        return f.read()
+
+
+def pages() -> list[str]:
+    """README and every page of the manual, as paths relative to the checkout."""
+    return ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir(DOCS)
+                                  if n.endswith(".md"))
+
+
+def manual() -> str:
+    """README and docs/*.md together: what a reader can find."""
+    out = []
+    for path in pages():
+        with open(os.path.join(ROOT, path)) as f:
+            out.append(f.read())
+    return "\n".join(out)
+
+
+def section(text: str, heading: str) -> str:
+    """The section under `heading` (a whole heading line, such as `## Keys`), up to the
+    next heading of the same level or above."""
+    level = len(heading) - len(heading.lstrip("#"))
+    body = ("\n" + text).split("\n" + heading + "\n", 1)[1]
+    end = re.search(r"^#{1,%d} " % level, body, re.M)
+    return body[:end.start()] if end else body
 
 
 def quick_start_commands() -> list[str]:
@@ -41,15 +78,15 @@ def test_ci_runs_readmes_test_command_verbatim():
     assert f"grep -qxF '{command}' README.md" in script                # and checked
 
 
-def test_every_subcommand_and_its_options_are_in_readme():
+def test_every_subcommand_is_in_readme_and_every_option_in_the_manual():
     from gpudisk_top.commands import COMMANDS
 
     from gpudisk_top.commands import default
 
-    text = readme()
+    front, text = readme(), manual()
     parsers = [("", default.build_parser())]
     for name, (module, *_rest) in COMMANDS.items():
-        assert f"`gpudisk-top {name}" in text, name
+        assert f"`gpudisk-top {name}" in front, name
         parsers.append((name, importlib.import_module(module).build_parser(f"gpudisk-top {name}")))
     for name, parser in parsers:
         for action in parser._actions:
@@ -71,13 +108,12 @@ def _key_names(bindings) -> list[str]:
     return out
 
 
-def test_every_key_of_the_dashboard_and_replay_is_in_readme():
+def test_every_key_of_the_dashboard_is_in_readme_and_of_replay_in_its_page():
     from gpudisk_top.ui.app import GpuDiskApp
     from gpudisk_top.ui.replay_app import ReplayApp
 
-    text = readme()
-    dashboard = text.split("## The dashboard", 1)[1].split("\n## ", 1)[0]
-    replay = text.split("**replay**", 1)[1].split("**report**", 1)[0]
+    dashboard = section(readme(), "## Keys")
+    replay = section(doc("recording.md"), "## replay")
     for key in _key_names(GpuDiskApp.BINDINGS):
         assert f"`{key}`" in dashboard, key
     for key in _key_names(ReplayApp.BINDINGS):
@@ -93,33 +129,41 @@ def _once(command: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
-def test_the_once_report_shown_is_what_its_command_prints():
-    """"What it shows": the command in its text prints the block below it, less the lines
-    and columns it says are cut (a line's `...` stands for columns)."""
-    section = readme().split("## What it shows", 1)[1].split("\n## ", 1)[0]
-    command = re.search(r"`(gpudisk-top --once [^`]*)`", section).group(1)
-    shown = re.search(r"```\n(.*?)\n```", section, re.S).group(1).splitlines()
-    out = _once(command)
-    at = 0
-    for line in shown:        # in order; cut lines may lie between
-        head, cut, tail = line.partition(" ...")
-        while at < len(out) and not (out[at].startswith(head) and out[at].endswith(tail)
-                                     if cut else out[at] == line):
-            at += 1
-        assert at < len(out), f"README shows a line `{command}` does not print: {line!r}"
-        at += 1
+# an example: a paragraph that names its `gpudisk-top --once ...` command and ends in ":",
+# then the block of what it prints
+ONCE_EXAMPLE = re.compile(r"`(gpudisk-top --once [^`]*)`((?:(?!\n\n)[^`])*):\n\n```\n(.*?)\n```",
+                          re.S)
+
+
+def once_examples(path: str) -> list[tuple[str, list[str]]]:
+    with open(os.path.join(ROOT, path)) as f:
+        return [(m.group(1), m.group(3).splitlines()) for m in ONCE_EXAMPLE.finditer(f.read())]
+
+
+def test_the_manual_has_its_once_examples():
+    """README, What it shows and the verdicts each show what a `--once` prints; the test
+    below checks every one it finds, so these must be found."""
+    assert once_examples("README.md")
+    ((_command, shown),) = once_examples("docs/dashboard.md")
     assert shown[1].startswith("verdict: disk-starved: ")    # what the example is there for
+    assert once_examples("docs/verdicts.md")
 
 
-def test_the_verdict_examples_are_what_their_commands_print():
-    """"Starvation verdicts": each example that names its command prints those lines."""
-    section = readme().split("## Starvation verdicts", 1)[1].split("\n## ", 1)[0]
-    examples = re.findall(r"`(gpudisk-top --once [^`]*)`\):\n\n```\n(.*?)\n```", section, re.S)
-    assert examples
-    for command, block in examples:
+@pytest.mark.parametrize("path", [p for p in pages() if once_examples(p)])
+def test_every_once_example_is_what_its_command_prints(path):
+    """Each `--once` example in README and docs/: the command in its text prints the block
+    below it, in order, less the lines and columns it says are cut (cut lines may lie
+    between; a line's `...` stands for columns)."""
+    for command, shown in once_examples(path):
         out = _once(command)
-        for line in block.splitlines():
-            assert line in out, f"{command}: {line!r}"
+        at = 0
+        for line in shown:
+            head, cut, tail = line.partition(" ...")
+            while at < len(out) and not (out[at].startswith(head) and out[at].endswith(tail)
+                                         if cut else out[at] == line):
+                at += 1
+            assert at < len(out), f"{path} shows a line `{command}` does not print: {line!r}"
+            at += 1
 
 
 def _help_keys(text: str) -> list[str]:
@@ -167,6 +211,6 @@ def test_the_short_window_rule_of_report_charts_is_the_code_s():
     from gpudisk_top.record.derived import SUMMARY_SAMPLES
     from gpudisk_top.report.summary import MIN_CHART_BLOCKS
 
-    text = " ".join(readme().split())
+    text = " ".join(doc("recording.md").split())
     minutes = MIN_CHART_BLOCKS * SUMMARY_SAMPLES // 60
     assert f"fewer than {MIN_CHART_BLOCKS} summary blocks, {minutes} minutes at 1 Hz" in text

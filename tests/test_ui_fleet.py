@@ -485,20 +485,21 @@ def test_fleet_matrix_snapshot_matches(view, width, height):
     assert lines[-1].lstrip().startswith("q Quit"), lines[-1]
 
 
-def test_every_key_of_the_fleet_screens_is_in_readme_and_help():
-    """The keys FleetApp, its node screen and its job screen bind: each in README's fleet
-    key table and on the fleet help screen."""
-    from test_readme import _key_names, readme
+def test_every_key_of_the_fleet_screens_is_in_its_page_and_help():
+    """The keys FleetApp, its node screen and its job screen bind: each in the fleet
+    page's key table (docs/fleet.md) and on the fleet help screen."""
+    from test_readme import _key_names, doc, section as section_of
     from gpudisk_top.ui.screens.fleet_help import FLEET_HELP
 
-    section = readme().split("### The fleet screen", 1)[1].split("\n## ", 1)[0]
+    section = section_of(doc("fleet.md"), "## The fleet screen")
     for key in _key_names(FleetApp.BINDINGS + NodeScreen.BINDINGS + JobScreen.BINDINGS):
         assert f"`{key}`" in section, key
         assert re.search(rf"(?<![\w`]){re.escape(key)}(?![\w`])", FLEET_HELP), key
 
 
-def test_readme_shows_the_fleet_screenshots():
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+def test_the_fleet_page_shows_the_fleet_screenshots():
+    from test_readme import doc
+
+    text = doc("fleet.md")
     for name in fleet_shots.SHOTS:
-        assert f"screenshots/{name}.svg" in readme, name
+        assert f"](../screenshots/{name}.svg)" in text, name

@@ -75,8 +75,8 @@ def test_every_scenario_runs_for_real_and_every_fix_is_measured(counterfactual):
 @pytest.mark.integration
 @pytest.mark.counterfactual
 @pytest.mark.xfail(strict=False, reason="issue 24 is open: the predictions are not yet "
-                   "calibrated against the fixes done for real (README, 'What-if against "
-                   "reality', has the last table); the harness prints where they miss")
+                   "calibrated against the fixes done for real (docs/whatif.md, 'Not yet "
+                   "proven', has the last table); the harness prints where they miss")
 def test_what_if_predictions_hold_against_the_fixes_applied_for_real(counterfactual):
     _results, acc, explain = counterfactual
     assert acc["scored"] >= 7, explain
