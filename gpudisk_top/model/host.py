@@ -34,6 +34,8 @@ class HostView:
     cpu_iowait_pct: float | None = None
     cpu_steal_pct: float | None = None
     cpu_idle_pct: float | None = None
+    irq_pct: float | None = None              # irq + softirq alone (inside cpu_system_pct):
+                                              # the kernel's work for I/O completions
     psi_io_some_pct: float | None = None
     psi_io_full_pct: float | None = None
     psi_cpu_some_pct: float | None = None
@@ -93,6 +95,7 @@ def _cpu_pcts(cur: CpuTimes, prev: CpuTimes) -> dict[str, float]:
         "cpu_iowait_pct": pct(cur.iowait, prev.iowait),
         "cpu_steal_pct": pct(cur.steal, prev.steal),
         "cpu_idle_pct": pct(cur.idle, prev.idle),
+        "irq_pct": pct(cur.irq + cur.softirq, prev.irq + prev.softirq),
     }
 
 
@@ -207,6 +210,30 @@ def host_view(cur: HostRaw, prev: HostRaw | None, interval_s: float) -> HostView
             cur.cgroup.io_pressure, prev.cgroup.io_pressure, interval_s)
         _cgroup_cpu(view, cur.cgroup, prev.cgroup, interval_s)
     return view
+
+
+def busy_pct(h: HostView | None) -> float | None:
+    """The host's CPUs running something, in % of all of them: iowait is idle time."""
+    if h is None or h.cpu_idle_pct is None:
+        return None
+    return max(0.0, 100.0 - h.cpu_idle_pct - (h.cpu_iowait_pct or 0.0))
+
+
+def others_cpu_pct(h: HostView | None, job_cpu_pct: float) -> float | None:
+    """The CPU the job's neighbours take from it, in % of one CPU (as pidstat's %CPU):
+    everything busy that is not the job's (processes, interrupts, steal), less what
+    processes at a lower priority ran (/proc/stat's nice: CFS gives a job at nice 0 ~98 %
+    of a CPU it shares with one at nice 19, so that time is the job's to take).  Where the
+    job's own CPU does not fit in the time not niced, the job is niced itself: then every
+    other busy second counts.  None where the host's CPU is not known."""
+    busy = busy_pct(h)
+    if busy is None or not h.ncpu:
+        return None
+    busy_cpu = busy * h.ncpu
+    niced = (h.cpu_nice_pct or 0.0) * h.ncpu
+    if job_cpu_pct <= busy_cpu - niced + 5.0:
+        return max(0.0, busy_cpu - niced - job_cpu_pct)
+    return max(0.0, busy_cpu - job_cpu_pct)
 
 
 def host_as_json(view: HostView) -> dict:

@@ -401,6 +401,8 @@ AVG_CPU = (
 HOST = Family("host", (
     Metric("ncpu", "CPUs", "CPUs", "CPUs online.", alert=False),
     *AVG_CPU,
+    Metric("irq_pct", "%", "%irq", "CPU time serving interrupts, irq and softirq (inside "
+           "%system): the kernel's work for I/O completions.", prom="host_cpu_irq_ratio"),
     _psi("io", "some"), _psi("io", "full"),
     _psi("cpu", "some"), _psi("cpu", "full"),
     _psi("memory", "some"), _psi("memory", "full"),

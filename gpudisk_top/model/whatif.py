@@ -13,14 +13,21 @@ every load at most 1.  The loads, from the interval's figures (fractions of it):
                + x r w f_l(x)                 N/N' (N' workers share the work): c on a CPU,
                                               w waiting for one, b blocked on reads, m
                                               waiting on a network mount; asleep the rest
-  the CPUs     x J / (0.95 C - O + R)         J: every process of the job's CPU (wrappers
+  the CPUs     x (J + I) / (max(0.95 C - O', J + I) + R)
+                                              J: every process of the job's CPU (wrappers
                                               and launchers too: a per-loader mean cannot be
                                               diluted by them); C: the host's CPUs, or the
                                               cgroup's cpu.max where lower (model/host.py);
                                               O: the others' CPU (everything busy that is
-                                              not the job: processes, interrupts, steal);
+                                              not the job: processes, interrupts, steal;
+                                              not what niced processes ran: they yield,
+                                              model/host.py others_cpu_pct);
                                               R: what a fix stops of it; 5 % of C is the
-                                              kernel's own work for the job and wake-ups
+                                              kernel's own work for the job and wake-ups;
+                                              I: the interrupts (irq + softirq, /proc/stat)
+                                              the loaders' reads cause, their share of the
+                                              device's reads (O' = O less I): they grow
+                                              with the reads, and go with a cached dataset
   the device   x (reads/s) / ceiling          without a probe, a saturated device's highest
                                               rate seen
 
@@ -58,6 +65,7 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.host import others_cpu_pct
 from gpudisk_top.model.loaders import IO_MEASURED
 
 FIXES = ("workers", "others", "cache", "storage", "checkpoint", "fewer-workers")
@@ -154,6 +162,7 @@ class Pipeline:
     job_cpu: float | None = None         # CPUs the whole job uses
     others_cpu: float = 0.0              # CPUs the others use (the kernel's and steal too)
     steal_cpu: float = 0.0               # ... of which the hypervisor's (steal)
+    io_cpu: float = 0.0                  # ... of which the interrupts the loaders' reads cause
     others: list[tuple[int, str, float]] = field(default_factory=list)  # (pid, name, CPUs)
     direct: bool | None = None
     data_kb: int | None = None
@@ -204,18 +213,21 @@ class Change:
     b_scale: float = 1.0          # the reads' blocked time (cache: 0; storage: at the ceiling)
     m_scale: float = 1.0          # the mount's
     removed_cpu: float = 0.0      # others' CPUs stopped
+    io_scale: float = 1.0         # the kernel's interrupt work for the reads (cache: 0)
     curve: bool = True            # the device's latency follows the probe's curve
     ceiling_r_s: float | None = None   # storage: reads a second the device can serve
 
 
-def _wait_factor(p: Pipeline, x: float, own: float, removed: float) -> float:
+def _wait_factor(p: Pipeline, ch: Change, x: float, own: float) -> float:
     """A process's run-queue wait per CPU-second at speed x over now: the CPU work beside
-    it (the job's other processes, which scale with its speed, and the others'), as the
-    scheduler shares the CPUs among what is runnable.  `own`: the process's own share."""
+    it (the job's other processes and the interrupts its reads cause, which scale with its
+    speed, and the others'), as the scheduler shares the CPUs among what is runnable.
+    `own`: the process's own share."""
     if p.job_cpu is None:
         return 1.0
     now = max(0.05, p.job_cpu - own + p.others_cpu)
-    after = max(0.0, (p.job_cpu - own) * x + p.others_cpu - removed)
+    after = max(0.0, (p.job_cpu - own) * x + p.io_cpu * (x * ch.io_scale - 1)
+                + p.others_cpu - ch.removed_cpu)
     return after / now
 
 
@@ -226,20 +238,22 @@ def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
     out = [(x * p.gpu_util, "capped by the GPU: 100%")]
     if p.loaders:
         c_new = p.c * x * r                          # one loader's share on a CPU after
-        wait = (p.w or 0.0) * x * r * _wait_factor(p, x, p.c * r, ch.removed_cpu)
+        wait = (p.w or 0.0) * x * r * _wait_factor(p, ch, x, p.c * r)
         rho = _rho(p, x, ch.workers) if ch.curve else 1.0
         cycle = c_new + wait + x * r * (p.b * ch.b_scale * rho + p.m * ch.m_scale)
         if p.loader_kind != "DataLoader worker":
             cycle += x * p.gpu_util       # the GPU process loads its own data, then steps
         out.append((cycle, "capped by the loaders"))
     if p.trainer_c is not None:
-        tw = (p.trainer_w or 0.0) * x * _wait_factor(p, x, p.trainer_c, ch.removed_cpu)
+        tw = (p.trainer_w or 0.0) * x * _wait_factor(p, ch, x, p.trainer_c)
         out.append((x * (p.gpu_util + p.trainer_c) + tw, "capped by the trainer's own step "
                     f"({p.trainer_c * 100:.0f}% on a CPU)"))
     if p.cpus and p.job_cpu:
-        # the job has the CPUs it uses now, whatever the others take
-        usable = max(CPU_USABLE * p.cpus - p.others_cpu, p.job_cpu) + ch.removed_cpu
-        out.append(((p.job_cpu * x) / usable,
+        # the job has the CPUs it uses now (its processes' and its reads' interrupts),
+        # whatever the others take
+        mine = p.job_cpu + p.io_cpu
+        usable = max(CPU_USABLE * p.cpus - (p.others_cpu - p.io_cpu), mine) + ch.removed_cpu
+        out.append(((p.job_cpu * x + p.io_cpu * x * ch.io_scale) / usable,
                     f"capped by the CPUs: {p.cpus:.1f} "
                     f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"))
     if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s and p.peak_iops:
@@ -279,7 +293,7 @@ def _solve(p: Pipeline, ch: Change) -> tuple[float, str | None]:
     speed = after / max(1.0, now)
     if cap == "capped by the loaders":
         # the loaders' own cycle binds; the device's, where its latency grew with them
-        slower = (ch.curve and lat_ms(p, 1) is not None
+        slower = (ch.curve and ch.b_scale > 0 and lat_ms(p, 1) is not None
                   and _rho(p, after, ch.workers) > 1.05 * _rho(p, now, p.loaders))
         cap = f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32" if slower else None
     return speed, cap
@@ -368,9 +382,9 @@ def _others(p, state, kind, gaps) -> WhatIf | None:
         return None                  # the job alone fills its CPUs: the wait stays
     # what stopping them frees: the named processes' CPUs, else everything outside the
     # job that is not the kernel's or the hypervisor's (steal)
-    removed = (sum(cpu for _, _, cpu in p.others) if p.others
-               else max(0.0, p.others_cpu - p.steal_cpu))
-    speed, cap = _solve(p, Change(p.loaders, removed_cpu=min(removed, p.others_cpu)))
+    removed = min(sum(cpu for _, _, cpu in p.others) if p.others else math.inf,
+                  max(0.0, p.others_cpu - p.steal_cpu))     # niced ones yield already
+    speed, cap = _solve(p, Change(p.loaders, removed_cpu=removed))
     named = (", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
              or "processes outside the job (not named: none followed yet)")
     basis = [_loaders_basis(p) if p.loaders else "the trainer",
@@ -387,7 +401,7 @@ def _cache(p, state, kind, gaps) -> WhatIf | None:
         return None
     if p.data_kb > p.mem_available_kb:
         return None
-    speed, cap = _solve(p, Change(p.loaders, b_scale=0.0, m_scale=0.0))
+    speed, cap = _solve(p, Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0))
     basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
              f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
     return _make(p, "cache", speed, cap, basis, gaps)
@@ -475,9 +489,9 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
         known = [v.cpu_pct for v in job.members if v.cpu_pct is not None]
         if known:
             p.job_cpu = sum(known) / 100
-        if h.cpu_idle_pct is not None and p.job_cpu is not None:
-            busy = max(0.0, 100.0 - h.cpu_idle_pct - (h.cpu_iowait_pct or 0.0)) / 100 * h.ncpu
-            p.others_cpu = max(0.0, busy - p.job_cpu)
+        others = others_cpu_pct(h, p.job_cpu * 100) if p.job_cpu is not None else None
+        if others is not None:
+            p.others_cpu = others / 100
             p.steal_cpu = min(p.others_cpu, (h.cpu_steal_pct or 0.0) / 100 * h.ncpu)
         mine = {v.pid for v in job.members}
         p.others = [(v.pid, v.name or "?", v.cpu_pct / 100) for v in sorted(
@@ -495,6 +509,10 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
                 break
     p.direct, p.data_kb = job.direct_reads, job.data_kb
     p.ckpt_lost_s, p.ckpt_period_s = ckpt
+    if h is not None and h.ncpu and h.irq_pct and p.reads_s and p.device_r_s:
+        # the interrupts serve every read of the host: the loaders' share of the device's
+        p.io_cpu = max(0.0, min(p.others_cpu - p.steal_cpu, h.irq_pct / 100 * h.ncpu
+                                * min(1.0, p.reads_s / p.device_r_s)))
     return p
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.gpu import unreadable_reason
+from gpudisk_top.model.host import busy_pct, others_cpu_pct
 from gpudisk_top.model.health import evidence_clause, health_of
 from gpudisk_top.model.detect.evidence import (Culprit, culprits_clause, culprits_of,
                                                 storage_advice)
@@ -545,7 +546,7 @@ class Classifier:
         if lt is None or (not details and lt.cpu_wait_pct is None):
             # no run-queue wait to tell whether the loaders wait for CPUs (their time
             # cannot be read, or the kernel has no schedstat): the host's CPU decides
-            host_busy = self._host_busy_pct(h)
+            host_busy = busy_pct(h)
             if host_busy is not None and 100 - host_busy < t.host_idle_pct:
                 details.append(f"host CPU {host_busy:.0f}% busy (iowait counted as idle)")
                 taken = True
@@ -612,7 +613,7 @@ class Classifier:
         cpus = float(ncpu)
         if h.cgroup_pid is not None and h.cgroup_cpu_limit_cpus:
             cpus = min(cpus, h.cgroup_cpu_limit_cpus)
-        busy = self._host_busy_pct(h)
+        busy = busy_pct(h)
         return (job_cpu >= JOB_CPU_FULL_PCT * cpus
                 and (busy is None or 100 - busy < self.t.host_idle_pct or cpus < ncpu))
 
@@ -635,19 +636,12 @@ class Classifier:
         """(the job's CPU, everybody else's, the host's CPUs), in % of one CPU: whose are
         the CPUs the loaders wait for.  iowait is idle."""
         h = model.host
-        busy = self._host_busy_pct(h)
         known = [v.cpu_pct for v in job.members if v.cpu_pct is not None]
-        if busy is None or not known or not h.ncpu:
+        others = others_cpu_pct(h, sum(known)) if known else None
+        if others is None:
             return None, 0.0, 0
-        job_cpu = sum(known)
-        return job_cpu, max(0.0, busy * h.ncpu - job_cpu), h.ncpu
+        return sum(known), others, h.ncpu
 
-    @staticmethod
-    def _host_busy_pct(h) -> float | None:
-        """The host's CPUs running something, in %: iowait is idle time."""
-        if h is None or h.cpu_idle_pct is None:
-            return None
-        return max(0.0, 100.0 - h.cpu_idle_pct - (h.cpu_iowait_pct or 0.0))
 
     def _top_others(self, model: Model, job: Job, n: int = 3) -> str | None:
         """'pid 812 (ffmpeg) 180% CPU, pid 90 (tar) 95%': the busiest processes outside
@@ -693,7 +687,7 @@ class Classifier:
             by = f" (read by {culprits_clause(others)})" if others else ""
             parts.append(f"{self._display(model, s.name)} saturated{by}, but the job does not "
                          "read from it")
-        busy = self._host_busy_pct(model.host)
+        busy = busy_pct(model.host)
         if busy is not None:
             parts.append(f"CPU idle {100 - busy:.0f}% (iowait counted as idle)")
         lt = job.time if job.visible else None
