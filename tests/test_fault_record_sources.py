@@ -4,13 +4,17 @@ is damaged and what remains of it cannot prove the same source; nothing is writt
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpudisk_top.errors import UsageError
 from gpudisk_top.record import Recorder, Recording, make_header
+from gpudisk_top.collect import source
+from gpudisk_top.collect.source import Source
 from recording_helpers import origin, run_command, sim_samples, write_recording
 
-LIVE = {"source": "live", "host_name": "node-17", "kernel": "6.8.0"}
+LIVE = Source(source.LIVE, "node-17", source.LIVE, kernel="6.8.0")
 
 
 def live_samples(n: int = 3):
@@ -36,7 +40,8 @@ def test_another_hosts_recording_is_not_appended_to(tmp_path):
     with Recorder(path, make_header(LIVE, 1.0), sync_interval_s=None) as rec:
         rec.append(live_samples(1)[0])
     with pytest.raises(UsageError, match="holds live on node-17; these samples are live on node-18"):
-        Recorder(path, make_header(dict(LIVE, host_name="node-18"), 1.0), sync_interval_s=None)
+        Recorder(path, make_header(dataclasses.replace(LIVE, host_name="node-18"), 1.0),
+                 sync_interval_s=None)
 
 
 def _flip_in_header(path, needle: bytes = b'"host_name"') -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from gpudisk_top.commands.common import device_filter, load_config, open_source, thresholds_from
+from gpudisk_top.commands.common import (alert_options, device_filter, export_options, load_config,
+                                         open_source, thresholds_from)
 from gpudisk_top.errors import UsageError
 
 
@@ -16,12 +17,14 @@ def run(args) -> int:
                          "`gpudisk-top record -o FILE` to record")
     cfg = load_config(args)
     thresholds = thresholds_from(args, cfg)
-    source, _virtual, origin = open_source(args)
+    export = export_options(args)
+    source, _virtual, origin = open_source(args, cfg)
     from gpudisk_top.exporter.hooks import SampleHooks
 
     # alerts (banner, bell), watched free space, and --listen/--push; alert lines do not
     # go to stderr, which is the screen
-    hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args), stderr=None).start()
+    hooks = SampleHooks(cfg.sections, export, origin, device_filter(args), alert_options(args),
+                        stderr=None).start()
     from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
     from gpudisk_top.ui.terminal import screen_on_terminal
 

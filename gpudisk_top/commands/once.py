@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 
-from gpudisk_top.commands.common import device_filter, open_source, thresholds_from
+from gpudisk_top.commands.common import device_filter, load_config, open_source, thresholds_from
 from gpudisk_top.errors import RuntimeFailure, warn
 
 # how long the report waits, after its interval, for the disks' health: smartctl reads
@@ -31,11 +31,12 @@ def run(args) -> int:
     from gpudisk_top.output import once
 
     dev_filter = device_filter(args)
-    thresholds = thresholds_from(args)
+    cfg = load_config(args)
+    thresholds = thresholds_from(args, cfg)
     from gpudisk_top.collect.gpu_deadline import INIT_TIMEOUT_S
 
     # one report: worth waiting for a driver that loads slowly (no persistence mode)
-    source, virtual, origin = open_source(args, gpu_init_wait_s=INIT_TIMEOUT_S)
+    source, virtual, origin = open_source(args, cfg, gpu_init_wait_s=INIT_TIMEOUT_S)
     try:
         if args.demo_start:
             model, verdict = _after_history(source, args.demo_start, thresholds)
