@@ -71,3 +71,22 @@ def test_a_damaged_header_whose_source_cannot_be_told_is_refused(tmp_path):
                                          "source cannot be told"):
         Recorder(path, make_header(LIVE, 1.0), sync_interval_s=None)
     assert path.read_bytes() == before
+
+
+def test_a_replay_is_flagged_by_its_recordings_kind_not_by_its_path(tmp_path):
+    """The dashboard's DEMO flag comes from the Source's kind, not from text in a label: a
+    live recording named "simulated-..." replays without it, a simulated one with it."""
+    from gpudisk_top.commands.replay import replay_origin
+    from gpudisk_top.ui.replay_app import ReplayApp
+
+    live_path = str(tmp_path / "simulated-run.gdtrec")
+    with Recorder(live_path, make_header(LIVE, 1.0), sync_interval_s=None) as rec:
+        for s in live_samples():
+            rec.append(s)
+    sim_path = write_recording(tmp_path / "demo.gdtrec", sim_samples("demo", 3))
+    for path, demo in ((live_path, False), (sim_path, True)):
+        with Recording.open(path) as rec:
+            origin = replay_origin(rec, path)
+            flags = ReplayApp(rec, origin, show_self=False).flags()
+        assert origin.label.startswith(f"replay of {path}"), origin
+        assert flags[0] == "REPLAY" and ("DEMO" in flags) == demo, (path, flags)
