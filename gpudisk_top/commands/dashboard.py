@@ -18,7 +18,7 @@ def run(args) -> int:
     cfg = load_config(args)
     thresholds = thresholds_from(args, cfg)
     export = export_options(args)
-    source, _virtual, origin = open_source(args, cfg)
+    sampler, _virtual, origin = open_source(args, cfg)
     from gpudisk_top.exporter.hooks import SampleHooks
 
     # alerts (banner, bell), watched free space, and --listen/--push; alert lines do not
@@ -36,9 +36,9 @@ def run(args) -> int:
 
         # its own writer thread: a stalled output shows NOT RECORDING, the screen goes on
         recorder = QueuedRecorder(Recorder(args.record, make_header(origin, args.interval)))
-    app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
+    app = GpuDiskApp(sampler, args.interval, origin, thresholds=thresholds,
                      dev_filter=device_filter(args),
-                     prefill=source.samples_until(args.demo_start) if args.demo_start else 0,
+                     prefill=sampler.samples_until(args.demo_start) if args.demo_start else 0,
                      on_sample=recorder.append if recorder else None, hooks=hooks,
                      record_path=args.record)
     try:

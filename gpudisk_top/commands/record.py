@@ -102,7 +102,7 @@ def run(args) -> int:
     thresholds = thresholds_from(args, cfg)
     export = export_options(args)
     live_wanted = wants_hooks(export, cfg.sections)
-    source, _virtual, origin = open_source(args, cfg)
+    sampler, _virtual, origin = open_source(args, cfg)
     live = None
     try:
         if live_wanted:
@@ -124,7 +124,7 @@ def run(args) -> int:
     except BaseException:
         if live is not None:
             live.hooks.close()
-        source.close()
+        sampler.close()
         raise
     for warning in recorder.warnings:
         warn(warning)
@@ -133,7 +133,7 @@ def run(args) -> int:
     ticker = Ticker(args.interval)
     try:
         while stop.reason is None:
-            sample = source.sample()
+            sample = sampler.sample()
             recorder.append(sample)      # first: nothing recorded waits on the exporter
             if live is not None:
                 live.feed(sample)
@@ -148,7 +148,7 @@ def run(args) -> int:
         recorder.close(reason)
         if live is not None:
             live.hooks.close()
-        source.close()
+        sampler.close()
     if not args.quiet:
         dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
         if recorder.lost:

@@ -70,30 +70,30 @@ def run(args) -> int:
     thresholds = thresholds_from(args, cfg)
     dev_filter = device_filter(args)
     alerts = alert_options(args)
-    nodes: list[tuple] = []            # (source, Stepper, SampleHooks) per node served
+    nodes: list[tuple] = []            # (sampler, Stepper, SampleHooks) per node served
     try:
         for export, source_kw in _node_plan(args):
-            source, _virtual, origin = open_source(args, cfg, **source_kw)
+            sampler, _virtual, origin = open_source(args, cfg, **source_kw)
             try:
                 hooks = SampleHooks(cfg.sections, export, origin, dev_filter, alerts).start()
             except BaseException:
-                source.close()
+                sampler.close()
                 raise
             stepper = Stepper(thresholds)
             if args.demo_start:
                 # the past, through the detector only: nothing was served or alerted then
-                for _ in range(source.samples_until(args.demo_start)):
-                    stepper.step(source.sample())
-            nodes.append((source, stepper, hooks))
+                for _ in range(sampler.samples_until(args.demo_start)):
+                    stepper.step(sampler.sample())
+            nodes.append((sampler, stepper, hooks))
             if hooks.server is not None and hooks.server.url is not None:
                 note(f"serving {hooks.server.url} ({origin.label})")
             if hooks.pusher is not None:
                 note(f"pushing to {hooks.pusher.url} every {hooks.pusher.interval_s:g} s")
         _loop(args, nodes)
     finally:
-        for source, _stepper, hooks in nodes:
+        for sampler, _stepper, hooks in nodes:
             hooks.close()
-            source.close()
+            sampler.close()
     return 0
 
 
@@ -138,8 +138,8 @@ def _loop(args, nodes: list[tuple]) -> None:
         warned: set[str] = set()
         while stop.reason is None:
             taken += 1
-            for source, stepper, hooks in nodes:
-                sample = source.sample()
+            for sampler, stepper, hooks in nodes:
+                sample = sampler.sample()
                 for warning in sample.warnings:
                     if warning not in warned:      # a warning a second is noise; say it once
                         warned.add(warning)
