@@ -52,7 +52,7 @@ try:
     CEILINGS = {"ceilings": probed_ceilings}
 except ImportError:      # a checkout from before Sampler took them (it read them itself)
     CEILINGS = {}
-from gpudisk_top.output.once import live_origin
+from gpudisk_top.collect.source import live_source
 from gpudisk_top.sim.fake_nvml import FakeNvml
 
 job = int(os.environ["GDT_BENCH_JOB_PID"])
@@ -74,7 +74,7 @@ class LiveWithFakeGpus:
         self.sampler.close()
 
 
-record.open_source = lambda args: (LiveWithFakeGpus(), False, live_origin())
+record.open_source = lambda args, cfg: (LiveWithFakeGpus(), False, live_source())
 sys.exit(record.run(record.build_parser("gpudisk-top record").parse_args(sys.argv[1:])))
 """
 

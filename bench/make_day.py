@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from gpudisk_top.collect.source import simulated_source  # noqa: E402
 from gpudisk_top.record import Recorder, frames, make_header  # noqa: E402
 from gpudisk_top.record import v2  # noqa: E402
 from gpudisk_top.sim import Simulator, builtin  # noqa: E402
@@ -64,8 +65,7 @@ def main() -> int:
         os.remove(args.output)
     n = int(args.hours * 3600)
     sim = Simulator(builtin(args.scenario), seed=args.seed, health_interval_s=args.health)
-    origin = {"source": f"simulated, scenario {args.scenario}, seed {args.seed}",
-              "host_name": "demo-node", "kernel": "simulated"}
+    origin = simulated_source(args.scenario, args.seed)
     t0 = time.process_time()
     sample_s = 0.0
     with Recorder(args.output, make_header(origin, 1.0), sync_interval_s=None,

@@ -14,6 +14,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from gpudisk_top.collect.source import simulated_source  # noqa: E402
 from gpudisk_top.record import Recorder, make_header  # noqa: E402
 from gpudisk_top.sim import Simulator, builtin  # noqa: E402
 
@@ -25,8 +26,7 @@ def main() -> None:
     if os.path.exists(path):
         os.remove(path)
     sim = Simulator(builtin("demo"), seed=0, health_interval_s=HEALTH_INTERVAL_S)
-    origin = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
-              "kernel": "simulated"}
+    origin = simulated_source("demo", 0)
     with Recorder(path, make_header(origin, 1.0, note="made by examples/make_demo.py"),
                   sync_interval_s=None) as rec:
         for _ in range(len(sim.labels()) + 1):

@@ -24,6 +24,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from gpudisk_top.collect.source import simulated_source  # noqa: E402
+
 # name -> (width, height, scenario, samples, keys, caption)
 SHOTS = {
     "overview": (120, 40, "demo", 100, [],
@@ -44,8 +46,7 @@ SHOTS = {
                "gpudisk-top replay examples/demo-simulated.gdtrec, n twice: the second "
                "episode, one step in"),
 }
-ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
-          "kernel": "simulated"}
+ORIGIN = simulated_source("demo", 0)
 
 # view -> (scenario, samples, keys): each at every size below, text only
 MATRIX = {
@@ -69,14 +70,14 @@ def _app(scenario: str, samples: int):
     """The dashboard on the simulator, or (scenario "replay:FILE") replay of a recording as
     `gpudisk-top replay FILE` opens it."""
     if scenario.startswith("replay:"):
+        from gpudisk_top.commands.replay import replay_origin
         from gpudisk_top.record import Recording
         from gpudisk_top.ui.replay_app import ReplayApp
 
         name = scenario.split(":", 1)[1]
         rec = Recording.open(os.path.join(os.path.dirname(HERE), name))
-        origin = {"source": f"replay of {name} (simulated)",
-                  "host_name": rec.header.get("host_name"), "kernel": rec.header.get("kernel")}
-        return ReplayApp(rec, origin, start_index=samples, show_self=False), f"replay {name}"
+        return (ReplayApp(rec, replay_origin(rec, name), start_index=samples, show_self=False),
+                f"replay {name}")
     from gpudisk_top.sim import Simulator, builtin
     from gpudisk_top.ui.app import GpuDiskApp
 

@@ -11,9 +11,11 @@ import os
 
 from gpudisk_top.record import Recorder, frames, make_header
 from gpudisk_top.sim import Simulator, builtin
+from gpudisk_top.collect import source
+from gpudisk_top.collect.source import Source
 from recording_helpers import origin
 
-LIVE = {"source": "live", "host_name": "node-17", "kernel": "6.8.0-45-generic"}
+LIVE = Source(source.LIVE, "node-17", source.LIVE, kernel="6.8.0-45-generic")
 DAY_S = 86400.0
 
 

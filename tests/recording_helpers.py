@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+from gpudisk_top.collect.source import Source, simulated_source
 from gpudisk_top.record import Recorder, make_header
 from gpudisk_top.sim import Simulator, builtin
 
@@ -49,9 +50,8 @@ def sim_samples(scenario: str = "demo", n: int = 30, seed: int = 0, **kwargs):
     return [sim.sample() for _ in range(n)]
 
 
-def origin(scenario: str = "demo", seed: int = 0) -> dict:
-    return {"source": f"simulated, scenario {scenario}, seed {seed}", "host_name": "demo-node",
-            "kernel": "simulated"}
+def origin(scenario: str = "demo", seed: int = 0) -> Source:
+    return simulated_source(scenario, seed)
 
 
 def write_recording(path, samples, scenario: str = "demo", seed: int = 0, **kwargs) -> str:

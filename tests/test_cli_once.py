@@ -166,6 +166,18 @@ def test_once_demo_is_labelled_and_complete():
     assert text.stdout.startswith("DEMO (simulated, scenario demo")
 
 
+def test_the_config_is_read_once_and_its_warning_said_once(tmp_path):
+    """A command reads its config file once and passes it on (the thresholds, the health
+    interval): a default config that cannot be read is said once, not once per reader."""
+    conf = tmp_path / "gpudisk-top"
+    conf.mkdir()
+    (conf / "config.toml").symlink_to("config.toml")      # a loop: ELOOP, as root too
+    proc = run("--once", "--json", "--demo", env=dict(os.environ, XDG_CONFIG_HOME=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("cannot read the config file") == 1, proc.stderr
+    assert json.loads(proc.stdout)["source"] == "simulated, scenario demo, seed 0"
+
+
 def _dashboard_at(start_s: float, scenario: str = "demo"):
     """What the dashboard started with --demo-start start_s shows when its first live
     sample comes: the simulator through the live Feed (session/live.py)."""

@@ -28,6 +28,7 @@ import realdisk
 import standin
 from jobrun import JOB
 from recording_helpers import ROOT
+from gpudisk_top.collect.source import LIVE, Source
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.root(reason="a loop device and a cgroup I/O cap need root")]
@@ -169,7 +170,7 @@ def _screen(rec, index: int) -> tuple[str, str]:
         return " ".join(" ".join("".join(seg.text for seg in s).split()) for s in strips)
 
     async def shoot() -> tuple[str, str]:
-        app = ReplayApp(rec, {"source": "replay", "host_name": "h", "kernel": "k"},
+        app = ReplayApp(rec, Source(LIVE, "h", "replay", kernel="k"),
                         start_index=index, show_self=False)
         async with app.run_test(size=(160, 50)) as pilot:
             await pilot.pause()
@@ -199,7 +200,7 @@ def test_every_surface_names_the_same_culprits(onces):
     culprits = [c.as_json() for c in verdict.culprits]
     clauses = [c.clause() for c in verdict.culprits]
     assert any(c["name"] == "fio" for c in culprits), culprits
-    origin = {"source": "live", "host_name": "h", "kernel": "k"}
+    origin = Source(LIVE, "h", LIVE, kernel="k")
 
     text = once.render_text(model, DeviceFilter(), origin, verdict)
     vline = next(l for l in text.splitlines() if l.startswith("verdict: "))

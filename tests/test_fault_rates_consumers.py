@@ -20,6 +20,7 @@ from gpudisk_top.model.snapshot import Model
 from gpudisk_top.output.once import render_json, render_text
 from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.widgets.disks import DiskPanel
+from gpudisk_top.collect.source import LIVE, Source
 from test_fault_rates import BASE, STEP, advanced, line
 
 DEVICES = {
@@ -140,7 +141,7 @@ def text_of(widget) -> str:
 
 async def test_the_disk_table_shows_n_a_and_the_reason():
     app = GpuDiskApp(Script(node_samples()), 1.0,
-                     {"source": "live", "host_name": "t", "kernel": "t"},
+                     Source(LIVE, "t", LIVE, kernel="t"),
                      autostart=False, show_self=False)
     async with app.run_test(size=(140, 40)) as pilot:
         app.advance(2)

@@ -4,13 +4,17 @@ is damaged and what remains of it cannot prove the same source; nothing is writt
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpudisk_top.errors import UsageError
 from gpudisk_top.record import Recorder, Recording, make_header
+from gpudisk_top.collect import source
+from gpudisk_top.collect.source import Source
 from recording_helpers import origin, run_command, sim_samples, write_recording
 
-LIVE = {"source": "live", "host_name": "node-17", "kernel": "6.8.0"}
+LIVE = Source(source.LIVE, "node-17", source.LIVE, kernel="6.8.0")
 
 
 def live_samples(n: int = 3):
@@ -36,7 +40,8 @@ def test_another_hosts_recording_is_not_appended_to(tmp_path):
     with Recorder(path, make_header(LIVE, 1.0), sync_interval_s=None) as rec:
         rec.append(live_samples(1)[0])
     with pytest.raises(UsageError, match="holds live on node-17; these samples are live on node-18"):
-        Recorder(path, make_header(dict(LIVE, host_name="node-18"), 1.0), sync_interval_s=None)
+        Recorder(path, make_header(dataclasses.replace(LIVE, host_name="node-18"), 1.0),
+                 sync_interval_s=None)
 
 
 def _flip_in_header(path, needle: bytes = b'"host_name"') -> None:
@@ -66,3 +71,22 @@ def test_a_damaged_header_whose_source_cannot_be_told_is_refused(tmp_path):
                                          "source cannot be told"):
         Recorder(path, make_header(LIVE, 1.0), sync_interval_s=None)
     assert path.read_bytes() == before
+
+
+def test_a_replay_is_flagged_by_its_recordings_kind_not_by_its_path(tmp_path):
+    """The dashboard's DEMO flag comes from the Source's kind, not from text in a label: a
+    live recording named "simulated-..." replays without it, a simulated one with it."""
+    from gpudisk_top.commands.replay import replay_origin
+    from gpudisk_top.ui.replay_app import ReplayApp
+
+    live_path = str(tmp_path / "simulated-run.gdtrec")
+    with Recorder(live_path, make_header(LIVE, 1.0), sync_interval_s=None) as rec:
+        for s in live_samples():
+            rec.append(s)
+    sim_path = write_recording(tmp_path / "demo.gdtrec", sim_samples("demo", 3))
+    for path, demo in ((live_path, False), (sim_path, True)):
+        with Recording.open(path) as rec:
+            origin = replay_origin(rec, path)
+            flags = ReplayApp(rec, origin, show_self=False).flags()
+        assert origin.label.startswith(f"replay of {path}"), origin
+        assert flags[0] == "REPLAY" and ("DEMO" in flags) == demo, (path, flags)

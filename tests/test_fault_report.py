@@ -15,6 +15,7 @@ from fault_helpers import DAY_S, concat, live, record, shifted, sim
 from gpudisk_top.record import Recording
 from gpudisk_top.session.replay import Replay
 from gpudisk_top.report import summary
+from gpudisk_top.collect.source import LIVE, Source
 from recording_helpers import run_command
 
 T0 = 1767225600.0          # the simulator's 2026-01-01
@@ -184,7 +185,7 @@ def test_live_and_demo_clocks_months_apart_as_the_issue_recorded_them(tmp_path):
     report reads the live one (and says so), the demo one on request, each whole."""
     demo = record(tmp_path / "demo.gdtrec", sim(270))
     live_path = record(tmp_path / "live.gdtrec", live(30),
-                       header_origin={"source": "live", "host_name": "node-17", "kernel": "6.8"})
+                       header_origin=Source(LIVE, "node-17", LIVE, kernel="6.8"))
     path = concat(tmp_path / "mixed.gdtrec", demo, live_path)
     out = run_command("report", path, "--json", timeout=120)
     assert out.returncode == 0, out.stderr

@@ -8,6 +8,7 @@ say what they left out, and a damaged header is never taken for a live one."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -19,7 +20,7 @@ import pytest
 from fault_helpers import LIVE, concat, flip, header_frames, live, record, sim
 from gpudisk_top.commands.replay import replay_origin
 from gpudisk_top.errors import UsageError
-from gpudisk_top.record import Recording, frames
+from gpudisk_top.record import Recording, frames, make_header
 from gpudisk_top.record.sources import salvage
 from gpudisk_top.report import summary
 from recording_helpers import run_command
@@ -104,7 +105,7 @@ def test_a_source_that_matches_nothing_is_a_one_line_error(mixed, cmd):
 def test_two_hosts_concatenated(tmp_path):
     a = record(tmp_path / "a.gdtrec", sim(20, scenario="healthy-cached"), header_origin=LIVE)
     b = record(tmp_path / "b.gdtrec", sim(30, scenario="healthy-cached", seed=1),
-               header_origin=dict(LIVE, host_name="node-18"))
+               header_origin=dataclasses.replace(LIVE, host_name="node-18"))
     path = concat(tmp_path / "ab.gdtrec", a, b)
     d, err = _json(path)
     assert d["samples"] == 20 and d["host_name"] == "node-17" and "--source node-18" in err
@@ -118,7 +119,7 @@ def test_sessions_of_one_source_are_all_read(tmp_path):
     path = record(tmp_path / "r.gdtrec", sim(15))
     record(path, sim(15, seed=1, start_wall_s=1767225600.0 + 100))
     with open(path, "ab") as f:      # a live recorder stopped before its first sample
-        f.write(frames.pack(frames.SESSION, json.dumps(dict(LIVE, simulated=False)).encode()))
+        f.write(frames.pack(frames.SESSION, json.dumps(make_header(LIVE)).encode()))
     with Recording.open(path) as rec:
         view = rec.choose_source()
         assert view is rec and rec.left_out is None and len(rec) == 30
@@ -179,7 +180,7 @@ def test_the_label_survives_in_report_export_and_replay(simulated):
     assert '"source_kind": "simulated"' in out.stdout and "(SIMULATED)" in out.stdout
     with Recording.open(bad) as rec:
         origin = replay_origin(rec, bad)
-    assert "simulated" in origin["source"] and origin["source_kind"] == "simulated"
+    assert "simulated" in origin.label and origin.kind == "simulated"
 
 
 def _blank(path, dst, start: int, end: int) -> str:

@@ -490,6 +490,7 @@ def test_a_sampler_that_fails_leaves_no_poller_behind(tmp_path, monkeypatch):
     leaves no thread and runs no smartctl."""
     import argparse
 
+    from gpudisk_top import config
     from gpudisk_top.collect import sampler as sampler_mod
     from gpudisk_top.commands.common import open_source
 
@@ -505,7 +506,7 @@ def test_a_sampler_that_fails_leaves_no_poller_behind(tmp_path, monkeypatch):
                               interval=1.0, health_interval=600.0, demo=None, seed=None,
                               demo_actions=False, delayacct=False)
     with pytest.raises(RuntimeError, match="no sampler"):
-        open_source(args)
+        open_source(args, config.load(str(tmp_path / "absent.toml")))
     time.sleep(0.3)
     assert not [t for t in threading.enumerate() if t.name.startswith("gpudisk-top-health")]
     assert not marker.exists()

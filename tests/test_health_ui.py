@@ -30,11 +30,11 @@ from gpudisk_top.ui import theme
 from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.device import DeviceDetail, DeviceScreen
 from gpudisk_top.ui.widgets.disks import DiskPanel
+from gpudisk_top.collect.source import LIVE, Source, simulated_source
 from recording_helpers import ROOT, call, write_recording
 from ui_helpers import made_with_no_color
 
-ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
-          "kernel": "simulated"}
+ORIGIN = simulated_source("demo", 0)
 POLL_S = 60          # samples between two polls (the real poller: 10 minutes)
 FIXTURES = Path(__file__).parent / "fixtures" / "health"
 VIRTIO = "virtio disk: no SMART (the hypervisor does not pass it through)"
@@ -283,7 +283,7 @@ async def test_replay_shows_the_same_health_at_the_same_moment(recorded):
     async with running(make_app(), (120, 40)) as (live, pilot):
         want = rows_of(live.query_one(DiskPanel))
     rec = Recording.open(path)
-    app = ReplayApp(rec, {"source": "replay", "host_name": "demo-node", "kernel": "simulated"},
+    app = ReplayApp(rec, Source(LIVE, "demo-node", "replay", kernel="simulated"),
                     start_index=99, show_self=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

@@ -31,6 +31,7 @@ import standin
 
 from gpudisk_top.record import Recording
 from gpudisk_top.session.replay import Replay
+from gpudisk_top.collect.source import LIVE, Source
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +136,7 @@ def test_the_io_view_lists_the_culprit_first(run):
     rec = Recording.open(run["rec"])
 
     async def shoot() -> str:
-        app = ReplayApp(rec, {"source": "replay", "host_name": "h", "kernel": "k"},
+        app = ReplayApp(rec, Source(LIVE, "h", "replay", kernel="k"),
                         start_index=len(rec) - 2, show_self=False)
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()

@@ -27,6 +27,7 @@ from gpudisk_top.record import Recording
 from gpudisk_top.session.replay import Replay
 from gpudisk_top.ui.format import rate
 from gpudisk_top.ui.widgets.disks import COLUMNS
+from gpudisk_top.collect.source import LIVE, Source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "examples", "demo-simulated.gdtrec")
@@ -152,7 +153,7 @@ def test_a_real_reader_reads_what_its_disk_reads(tmp_path):
     rec = Recording.open(out)
 
     async def shoot() -> tuple[str, str]:
-        app = ReplayApp(rec, {"source": "replay", "host_name": "h", "kernel": "k"},
+        app = ReplayApp(rec, Source(LIVE, "h", "replay", kernel="k"),
                         dev_filter=DeviceFilter.from_option(False, name),
                         start_index=len(rec) - 2, show_self=False)
         async with app.run_test(size=(160, 50)) as pilot:

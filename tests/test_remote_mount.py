@@ -24,6 +24,7 @@ import pytest
 import realdisk
 import slowfs
 from jobrun import RECORD_S, Run
+from gpudisk_top.collect.source import LIVE, Source
 
 pytestmark = pytest.mark.integration
 
@@ -125,7 +126,7 @@ async def test_the_dashboard_shows_the_mount_beside_the_disks_and_on_the_timelin
         nvml = FakeNvml.with_gpus(1)
         nvml.set_state(0, util_pct=20.0, processes=[(reader.pid, 2 * 2**30)])
         sampler = Sampler(Roots(), gpu=GpuCollector(nvml=nvml))
-        app = GpuDiskApp(sampler, 1.0, {"source": "live", "host_name": "t", "kernel": "t"},
+        app = GpuDiskApp(sampler, 1.0, Source(LIVE, "t", LIVE, kernel="t"),
                          autostart=False, show_self=False)
         try:
             async with app.run_test(size=(160, 48)) as pilot:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,9 +25,9 @@ from gpudisk_top.ui.widgets.header import HeaderBar
 from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.position import PositionBar
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
+from gpudisk_top.collect.source import simulated_source
 
-ORIGIN = {"source": "simulated, scenario disk-starved-sata, seed 0", "host_name": "demo-node",
-          "kernel": "simulated"}
+ORIGIN = simulated_source("disk-starved-sata", 0)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,8 @@ def text_of(widget) -> str:
 
 def make_app(path, start=0):
     rec = Recording.open(path)
-    return ReplayApp(rec, {"source": f"replay of {path} (simulated)", "host_name": "demo-node",
-                           "kernel": "simulated"}, start_index=start, show_self=False)
+    return ReplayApp(rec, dataclasses.replace(ORIGIN, label=f"replay of {path} (simulated)"),
+                     start_index=start, show_self=False)
 
 
 def assert_shows_an_interval(app, index):

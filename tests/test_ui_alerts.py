@@ -9,12 +9,14 @@ import urllib.request
 
 from gpudisk_top import config
 from gpudisk_top.exporter.hooks import SampleHooks
+from gpudisk_top.exporter.options import ExportOptions
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
+from gpudisk_top.collect.source import simulated_source
 
-ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node", "kernel": "simulated"}
+ORIGIN = simulated_source("demo", 0)
 CONFIG = """
 [watch]
 paths = ["/"]
@@ -43,7 +45,8 @@ async def test_alert_banner_bell_free_space_and_metrics(tmp_path):
     path.write_text(CONFIG)
     cfg = config.load(str(path))
     port = free_port()
-    hooks = SampleHooks(cfg.sections, listen=f"127.0.0.1:{port}", stderr=None).start()
+    hooks = SampleHooks(cfg.sections, ExportOptions(listen=f"127.0.0.1:{port}"),
+                        stderr=None).start()
     app = GpuDiskApp(Simulator(builtin("demo"), seed=0), 1.0, ORIGIN, autostart=False,
                      show_self=False, hooks=hooks)
     bells = []

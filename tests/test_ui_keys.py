@@ -13,8 +13,9 @@ from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import HeaderBar
 from gpudisk_top.ui.widgets.timeline import Timeline
+from gpudisk_top.collect.source import simulated_source
 
-ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node", "kernel": "simulated"}
+ORIGIN = simulated_source("demo", 0)
 
 
 def make_app(scenario="demo"):

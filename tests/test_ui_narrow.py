@@ -7,6 +7,7 @@ the real sampler, a real process and a real disk are the point."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -39,9 +40,9 @@ from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, SHORT_WORD
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
+from gpudisk_top.collect.source import LIVE, Source, simulated_source
 
-ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
-          "kernel": "simulated"}
+ORIGIN = simulated_source("demo", 0)
 SMALL = (80, 24)
 
 
@@ -90,7 +91,7 @@ async def test_mountpoints_stay_whole_at_80x24_and_health_keeps_its_glyph():
 
 async def test_header_flags_stay_whole_at_80x24_and_bang_shows_the_fix():
     every = [NO_SYSFS, PID_NAMESPACE, NOT_ROOT, NO_PSI]
-    app = make_app(origin=dict(ORIGIN, blind_spots=every))
+    app = make_app(origin=dataclasses.replace(ORIGIN, blind_spots=tuple(every)))
     async with app.run_test(size=SMALL) as pilot:
         app.advance(30)
         await pilot.press("a")          # ALL DEVICES too: five flags and DEMO
@@ -113,8 +114,8 @@ async def test_bang_shows_what_once_prints_for_a_blind_spot(tmp_path):
     NO /sys and `!` shows --once's own warning line for it, its fix included."""
     roots = Roots(sysfs=str(tmp_path))                       # an empty /sys
     sampler = Sampler(roots, gpu=GpuCollector(nvml=FakeNvml()))
-    origin = {"source": "live", "host_name": "node", "kernel": "6.1",
-              "blind_spots": [b.key for b in sampler.blind_spots]}
+    origin = Source(LIVE, "node", LIVE, kernel="6.1",
+                    blind_spots=tuple(b.key for b in sampler.blind_spots))
     app = make_app(source=sampler, origin=origin)
     try:
         async with app.run_test(size=SMALL) as pilot:
@@ -190,7 +191,7 @@ async def test_the_command_is_kept_over_its_cgroup_id(tmp_path):
                             "--time_based", "--runtime=120"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=enter)
     sampler = Sampler(Roots(), gpu=GpuCollector(nvml=FakeNvml()))
-    app = make_app(source=sampler, origin={"source": "live", "host_name": "node", "kernel": "k"})
+    app = make_app(source=sampler, origin=Source(LIVE, "node", LIVE, kernel="k"))
     try:
         async with app.run_test(size=SMALL) as pilot:
             await pilot.press("i")

@@ -13,6 +13,7 @@ from gpudisk_top.sim.fake_nvml import FakeNvml
 from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.header import HeaderBar
+from gpudisk_top.collect.source import LIVE, Source
 
 
 class HangingNvml(FakeNvml):
@@ -36,7 +37,7 @@ async def test_a_hung_nvml_call_is_flagged_while_disks_and_keys_go_on():
     nvml = HangingNvml.with_gpus(2)
     nvml.set_state(0, util_pct=90, processes=[(1, 2**30)])
     app = GpuDiskApp(Sampler(Roots(), nvml=nvml), 0.5,
-                     {"source": "live", "host_name": "test", "kernel": "test"})
+                     Source(LIVE, "test", LIVE, kernel="test"))
     async with app.run_test(size=(120, 40)) as pilot:
         deadline = time.monotonic() + 10
         while app.latest is None or app.latest.verdict is None:

@@ -17,10 +17,10 @@ from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
+from gpudisk_top.collect.source import simulated_source
 from ui_helpers import made_with_no_color
 
-ORIGIN = {"source": "simulated, scenario demo, seed 0", "host_name": "demo-node",
-          "kernel": "simulated"}
+ORIGIN = simulated_source("demo", 0)
 
 
 def make_app(scenario="demo", source=None):

@@ -9,6 +9,7 @@ model and detector with the project's one NVML fake (sim/fake_nvml.py)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -42,6 +43,7 @@ from gpudisk_top.ui.widgets.fleet_table import state_cell
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
+from gpudisk_top.collect.source import simulated_source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "unavailable: "
@@ -205,8 +207,7 @@ def test_the_state_list_is_one_and_unavailable_is_not_starved():
 
 
 # ---------------------------------------------------------------------------- recordings
-ORIGIN = {"source": "simulated, scenario healthy-cached, seed 0", "host_name": "demo-node",
-          "kernel": "simulated"}
+ORIGIN = simulated_source("healthy-cached", 0)
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +264,7 @@ def _text(widget) -> str:
 
 async def test_the_replay_screen_shows_the_state_its_glyph_and_the_reason_once(gone_and_back):
     rec = Recording.open(gone_and_back)
-    app = ReplayApp(rec, dict(ORIGIN, source=f"replay of {gone_and_back} (simulated)"),
+    app = ReplayApp(rec, dataclasses.replace(ORIGIN, label=f"replay of {gone_and_back} (simulated)"),
                     start_index=50, show_self=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

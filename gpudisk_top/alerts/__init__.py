@@ -6,8 +6,8 @@
 """
 
 from gpudisk_top.alerts.catalog import METRICS
-from gpudisk_top.alerts.engine import AlertEngine, Fired
+from gpudisk_top.alerts.engine import AlertEngine, AlertOptions, Fired
 from gpudisk_top.alerts.rules import PLACEHOLDERS, AlertRule, parse_alerts
 
-__all__ = ["METRICS", "PLACEHOLDERS", "AlertEngine", "AlertRule", "Fired",
+__all__ = ["METRICS", "PLACEHOLDERS", "AlertEngine", "AlertOptions", "AlertRule", "Fired",
            "parse_alerts"]

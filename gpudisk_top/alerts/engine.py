@@ -78,6 +78,15 @@ def _fmt(value) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class AlertOptions:
+    """What a command asks of the alert engine beyond the config file's rules (built by
+    commands/common.py alert_options).  demo_actions: on a simulated source, let rules run
+    their commands and write their files (--demo-actions; never with PIDs)."""
+
+    demo_actions: bool = False
+
+
 class AlertEngine:
     """rules: parsed [[alerts]].  stderr: where `log = "stderr"` lines go (None: nowhere;
     the dashboard shows Fired.message instead).  warn: gets one line per problem with an

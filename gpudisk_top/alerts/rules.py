@@ -272,17 +272,17 @@ def shell_script_placeholders(argv) -> tuple[str, list[str]] | None:
     with -c and a placeholder is in its options or its script (not in the arguments
     after the script, which the script sees as $0, $1, ...: data, never code).  None
     otherwise.  `env` and VAR=value before the shell are seen through."""
-    args = list(argv)
-    if args and os.path.basename(args[0]) == "env":
-        args.pop(0)
-        while args and ("=" in args[0] or args[0].startswith("-")):
-            args.pop(0)
-    if not args:
+    words = list(argv)
+    if words and os.path.basename(words[0]) == "env":
+        words.pop(0)
+        while words and ("=" in words[0] or words[0].startswith("-")):
+            words.pop(0)
+    if not words:
         return None
-    rest = args[1:]
-    if os.path.basename(args[0]) == "busybox" and rest and _is_shell(rest[0]):
+    rest = words[1:]
+    if os.path.basename(words[0]) == "busybox" and rest and _is_shell(rest[0]):
         rest = rest[1:]
-    elif not _is_shell(args[0]):
+    elif not _is_shell(words[0]):
         return None
     # the first -c anywhere (options such as `-o pipefail` take arguments; a -c after a
     # script file would be the script's own argument: refused too, the safe side)
@@ -291,7 +291,7 @@ def shell_script_placeholders(argv) -> tuple[str, list[str]] | None:
         return None
     code = rest[:at + 2]                 # the options and the script after -c
     found = [w for a in code for w in _PLACEHOLDER_RE.findall(a)]
-    return (args[0], found) if found else None
+    return (words[0], found) if found else None
 
 
 def _parse_actions(entry, fields, fail, label) -> None:

@@ -8,8 +8,10 @@ import math
 import os
 from collections.abc import Callable
 
+from gpudisk_top.collect.source import live_source, simulated_source
 from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
-from gpudisk_top.exporter.options import DEFAULT_JOB, DEFAULT_LISTEN, DEFAULT_PUSH_INTERVAL_S
+from gpudisk_top.exporter.options import (DEFAULT_JOB, DEFAULT_LISTEN, DEFAULT_PUSH_INTERVAL_S,
+                                          ExportOptions)
 
 
 class Parser(argparse.ArgumentParser):
@@ -88,6 +90,36 @@ def add_export_options(p: argparse.ArgumentParser, serve: bool = False) -> None:
                    help=f"the Pushgateway's job label (default {DEFAULT_JOB})")
 
 
+def export_options(args, serve: bool = False) -> ExportOptions:
+    """What add_export_options' options ask, checked.  Raises UsageError (one line that
+    names the option) for a bad --listen or --push, a --push-interval without --push, and
+    for `serve` with neither an endpoint nor a push."""
+    listen = None if getattr(args, "no_listen", False) else args.listen
+    if listen is not None:
+        from gpudisk_top.exporter.server import parse_listen   # loads prometheus_client
+
+        parse_listen(listen)
+    if args.push is None and args.push_interval is not None:
+        raise UsageError("--push-interval needs --push URL")
+    if args.push is not None:
+        from gpudisk_top.exporter.push import check_push_url
+
+        check_push_url(args.push)
+    if serve and listen is None and args.push is None:
+        raise UsageError("--no-listen needs --push URL: otherwise nothing leaves this node")
+    return ExportOptions(listen=listen, push_url=args.push,
+                         push_interval_s=args.push_interval or DEFAULT_PUSH_INTERVAL_S,
+                         push_job=args.push_job)
+
+
+def alert_options(args):
+    """What add_source_options' --demo-actions asks of the alert engine (open_source
+    refuses it without --demo)."""
+    from gpudisk_top.alerts.engine import AlertOptions
+
+    return AlertOptions(demo_actions=getattr(args, "demo_actions", False))
+
+
 _health_interval = number_type(
     float, "number of seconds",
     (lambda v: 0 <= v <= 86400, "must be between 0 (never) and 86400 seconds: {text!r}"))
@@ -161,40 +193,32 @@ def add_detector_options(p: argparse.ArgumentParser) -> None:
 
 def load_config(args):
     """The config file named by --config (required then), else the XDG default if any.
-    Read once per command (its warnings said once), whoever asks first."""
+    Its warnings are said here: a command reads it once and passes it on
+    (thresholds_from, open_source).  Raises UsageError for a file that cannot be used."""
     from gpudisk_top import config
 
-    cached = getattr(args, "_config_loaded", None)
-    if cached is not None:
-        return cached
     try:
-        cfg = config.load(getattr(args, "config", None),
-                          required=getattr(args, "config", None) is not None)
+        cfg = config.load(args.config, required=args.config is not None)
     except config.ConfigError as err:
         raise UsageError(f"config: {err}") from None
     for line in cfg.warnings:
         warn(line)
-    try:
-        args._config_loaded = cfg
-    except AttributeError:      # not an argparse Namespace (a test's stand-in)
-        pass
     return cfg
 
 
-def health_interval_s(args) -> float:
+def health_interval_s(args, cfg) -> float:
     """--health-interval, else the config file's [health] interval_s, else 600 s."""
-    value = getattr(args, "health_interval", None)
-    if value is not None:
-        return value
-    return load_config(args).sections["health"].interval_s
+    if args.health_interval is not None:
+        return args.health_interval
+    return cfg.sections["health"].interval_s
 
 
-def thresholds_from(args, cfg=None):
+def thresholds_from(args, cfg):
     """The detector's thresholds: defaults, then the config file, then the options."""
-    t = (cfg or load_config(args)).thresholds
+    t = cfg.thresholds
     for opt, attr in (("gpu_low_pct", "gpu_low_util_pct"), ("enter", "enter_intervals"),
                       ("leave", "leave_intervals")):
-        value = getattr(args, opt, None)
+        value = getattr(args, opt)
         if value is not None:
             setattr(t, attr, value)
     problems = t.validate()
@@ -232,11 +256,13 @@ def probed_ceilings(infos, roots):
     return load_ceilings(infos.values(), roots, infos=infos)
 
 
-def open_source(args, gpu_init_wait_s: float | None = None, start_wall_s: float | None = None,
-                scenario: str | None = None, seed_offset: int = 0, host_name: str = "demo-node"):
-    """(source, virtual, origin): the live Sampler, or the simulator for --demo.  Both have
-    sample() and close(); `virtual` says the source keeps its own clock (no need to sleep
-    between samples); `origin` says where the numbers come from, for every output.
+def open_source(args, cfg, gpu_init_wait_s: float | None = None,
+                start_wall_s: float | None = None, scenario: str | None = None,
+                seed_offset: int = 0, host_name: str = "demo-node"):
+    """(sampler, virtual, origin): the live Sampler, or the simulator for --demo.  Both
+    have sample() and close(); `virtual` says the sampler keeps its own clock (no need to
+    sleep between samples); `origin` (a Source) says where the numbers come from, for
+    every output.  cfg: the config file (load_config), for the health interval.
     start_wall_s: the simulated clock's start (default: the scenario's, 2026-01-01);
     scenario, seed_offset, host_name: one node of several simulated ones (serve --nodes)."""
     if getattr(args, "demo_actions", False) and not getattr(args, "demo", None):
@@ -257,17 +283,13 @@ def open_source(args, gpu_init_wait_s: float | None = None, start_wall_s: float 
         # the simulated disks' health, read every --health-interval of simulated time;
         # nothing real is read (no smartctl, no /sys)
         sim = Simulator(builtin(name), seed=seed, interval_s=args.interval,
-                        health_interval_s=health_interval_s(args), **start)
-        origin = {"source": f"simulated, scenario {name}, seed {seed}",
-                  "host_name": host_name, "kernel": "simulated"}
-        return sim, True, origin
-    from gpudisk_top.collect.sampler import Sampler
-    from gpudisk_top.output.once import live_origin
-
+                        health_interval_s=health_interval_s(args, cfg), **start)
+        return sim, True, simulated_source(name, seed, host_name)
     from gpudisk_top.collect.health import HealthPoller
+    from gpudisk_top.collect.sampler import Sampler
 
     roots = roots_from(args)
-    every_s = health_interval_s(args)
+    every_s = health_interval_s(args, cfg)
     # the disks' health, read on a thread of its own (never the sampler's): each Sample
     # gets the latest readings by reference.  Started once the Sampler is built: a
     # Sampler that fails leaves no thread and no smartctl behind
@@ -284,4 +306,4 @@ def open_source(args, gpu_init_wait_s: float | None = None, start_wall_s: float 
     for line in sampler.notes:
         note(line)
     # what cannot be seen from here, by key: the dashboard's header flags it
-    return sampler, False, dict(live_origin(), blind_spots=[b.key for b in sampler.blind_spots])
+    return sampler, False, live_source(blind_spots=[b.key for b in sampler.blind_spots])

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from gpudisk_top.commands.common import device_filter, load_config, open_source, thresholds_from
+from gpudisk_top.commands.common import (alert_options, device_filter, export_options, load_config,
+                                         open_source, thresholds_from)
 from gpudisk_top.errors import UsageError
 
 
@@ -16,12 +17,14 @@ def run(args) -> int:
                          "`gpudisk-top record -o FILE` to record")
     cfg = load_config(args)
     thresholds = thresholds_from(args, cfg)
-    source, _virtual, origin = open_source(args)
+    export = export_options(args)
+    sampler, _virtual, origin = open_source(args, cfg)
     from gpudisk_top.exporter.hooks import SampleHooks
 
     # alerts (banner, bell), watched free space, and --listen/--push; alert lines do not
     # go to stderr, which is the screen
-    hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args), stderr=None).start()
+    hooks = SampleHooks(cfg.sections, export, origin, device_filter(args), alert_options(args),
+                        stderr=None).start()
     from gpudisk_top.ui.app import GpuDiskApp  # the only path that loads Textual
     from gpudisk_top.ui.terminal import screen_on_terminal
 
@@ -33,9 +36,9 @@ def run(args) -> int:
 
         # its own writer thread: a stalled output shows NOT RECORDING, the screen goes on
         recorder = QueuedRecorder(Recorder(args.record, make_header(origin, args.interval)))
-    app = GpuDiskApp(source, args.interval, origin, thresholds=thresholds,
+    app = GpuDiskApp(sampler, args.interval, origin, thresholds=thresholds,
                      dev_filter=device_filter(args),
-                     prefill=source.samples_until(args.demo_start) if args.demo_start else 0,
+                     prefill=sampler.samples_until(args.demo_start) if args.demo_start else 0,
                      on_sample=recorder.append if recorder else None, hooks=hooks,
                      record_path=args.record)
     try:

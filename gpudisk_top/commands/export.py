@@ -11,7 +11,8 @@ import argparse
 import os
 import sys
 
-from gpudisk_top.commands.common import add_detector_options, device_filter, thresholds_from
+from gpudisk_top.commands.common import (add_detector_options, device_filter, load_config,
+                                         thresholds_from)
 from gpudisk_top.errors import RuntimeFailure, UsageError, note
 
 
@@ -35,7 +36,7 @@ def run(args) -> int:
     from gpudisk_top.report.export import WRITERS
     from gpudisk_top.commands.window import open_window
 
-    thresholds = thresholds_from(args)
+    thresholds = thresholds_from(args, load_config(args))
     if args.output != "-" and _same_file(args.output, args.file):
         raise UsageError("-o would overwrite the recording itself")
     rec, start, end = open_window(args)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 
-from gpudisk_top.commands.common import device_filter, open_source, thresholds_from
+from gpudisk_top.commands.common import device_filter, load_config, open_source, thresholds_from
 from gpudisk_top.errors import RuntimeFailure, warn
 
 # how long the report waits, after its interval, for the disks' health: smartctl reads
@@ -31,18 +31,19 @@ def run(args) -> int:
     from gpudisk_top.output import once
 
     dev_filter = device_filter(args)
-    thresholds = thresholds_from(args)
+    cfg = load_config(args)
+    thresholds = thresholds_from(args, cfg)
     from gpudisk_top.collect.gpu_deadline import INIT_TIMEOUT_S
 
     # one report: worth waiting for a driver that loads slowly (no persistence mode)
-    source, virtual, origin = open_source(args, gpu_init_wait_s=INIT_TIMEOUT_S)
+    sampler, virtual, origin = open_source(args, cfg, gpu_init_wait_s=INIT_TIMEOUT_S)
     try:
         if args.demo_start:
-            model, verdict = _after_history(source, args.demo_start, thresholds)
+            model, verdict = _after_history(sampler, args.demo_start, thresholds)
         else:
-            model, verdict = _one_interval(source, virtual, args.interval, thresholds)
+            model, verdict = _one_interval(sampler, virtual, args.interval, thresholds)
     finally:
-        source.close()
+        sampler.close()
     if not model.sample.disks and model.sample.host.cpu is None:
         raise RuntimeFailure(f"nothing could be read under {args.procfs}: "
                              + "; ".join(model.sample.warnings or ["no diskstats, no stat"]))
@@ -55,21 +56,21 @@ def run(args) -> int:
     return 0
 
 
-def _one_interval(source, virtual: bool, interval_s: float, thresholds):
+def _one_interval(sampler, virtual: bool, interval_s: float, thresholds):
     """Two samples interval_s apart; the verdict on that interval alone."""
     from gpudisk_top.model.detect import one_interval
     from gpudisk_top.model.snapshot import Model
 
-    cover = getattr(source, "cover_next_interval", None)
+    cover = getattr(sampler, "cover_next_interval", None)
     if cover is not None:
         cover()     # the interval names everyone who loaded a disk in it, not only the job
-    first = source.sample()
+    first = sampler.sample()
     if not virtual:
         time.sleep(interval_s)
-    wait_health = getattr(source, "wait_health", None)
+    wait_health = getattr(sampler, "wait_health", None)
     if wait_health is not None:
         wait_health(HEALTH_WAIT_S)    # the disks not read by then say "not read yet"
-    second = source.sample()
+    second = sampler.sample()
     model = Model.new(second, first)
     return model, one_interval(model, thresholds)
 

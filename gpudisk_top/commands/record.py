@@ -17,8 +17,9 @@ import os
 import sys
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
-                                         add_source_options, device_filter, load_config,
-                                         number_type, open_source, thresholds_from)
+                                         add_source_options, alert_options, device_filter,
+                                         export_options, load_config, number_type,
+                                         open_source, thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
@@ -99,14 +100,16 @@ def run(args) -> int:
         raise UsageError(f"-o {args.output}: is a directory")
     cfg = load_config(args)          # [detector], and [[alerts]], [devices.*], [watch]
     thresholds = thresholds_from(args, cfg)
-    live_wanted = wants_hooks(args, cfg)
-    source, _virtual, origin = open_source(args)
+    export = export_options(args)
+    live_wanted = wants_hooks(export, cfg.sections)
+    sampler, _virtual, origin = open_source(args, cfg)
     live = None
     try:
         if live_wanted:
             from gpudisk_top.exporter.hooks import SampleHooks
 
-            hooks = SampleHooks.from_args(args, cfg, origin, device_filter(args)).start()
+            hooks = SampleHooks(cfg.sections, export, origin, device_filter(args),
+                                alert_options(args)).start()
             live = _Live(hooks, thresholds)
             if hooks.server is not None and hooks.server.url is not None:
                 note(f"serving {hooks.server.url}")
@@ -121,7 +124,7 @@ def run(args) -> int:
     except BaseException:
         if live is not None:
             live.hooks.close()
-        source.close()
+        sampler.close()
         raise
     for warning in recorder.warnings:
         warn(warning)
@@ -130,7 +133,7 @@ def run(args) -> int:
     ticker = Ticker(args.interval)
     try:
         while stop.reason is None:
-            sample = source.sample()
+            sample = sampler.sample()
             recorder.append(sample)      # first: nothing recorded waits on the exporter
             if live is not None:
                 live.feed(sample)
@@ -145,7 +148,7 @@ def run(args) -> int:
         recorder.close(reason)
         if live is not None:
             live.hooks.close()
-        source.close()
+        sampler.close()
     if not args.quiet:
         dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
         if recorder.lost:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
-from gpudisk_top.commands.common import Parser, add_detector_options, device_filter, thresholds_from
+from gpudisk_top.commands.common import (Parser, add_detector_options, device_filter, load_config,
+                                         thresholds_from)
+from gpudisk_top.collect.source import SIMULATED, UNKNOWN, Source
 from gpudisk_top.errors import UsageError, warn
 
 
@@ -24,24 +27,24 @@ def build_parser(prog: str) -> Parser:
     return p
 
 
-def replay_origin(rec, path: str) -> dict:
-    """The dashboard's origin for a replay of `rec`: the dashboard flags DEMO when
-    "simulated" is in the source, and ReplayApp SOURCE? for source_kind "unknown", so a
-    damaged session header never makes a replay look live."""
+def replay_origin(rec, path: str) -> Source:
+    """Where a replay of `rec` comes from: the recording's own Source (its kind: the
+    dashboard flags DEMO for a simulated one, ReplayApp SOURCE? for an unknown one, so a
+    damaged session header never makes a replay look live), labelled as a replay of
+    `path`, with the host and kernel the recording names ("?" where it names none)."""
     header = rec.header
     source = rec.source
-    label = {"simulated": " (simulated)", "unknown": " (source unknown: session header damaged)"}
-    return {"source": f"replay of {path}" + label.get(source.kind, ""),
-            "source_kind": source.kind,
-            "host_name": source.host_name or header.get("host_name") or "?",
-            "kernel": header.get("kernel") or "?"}
+    label = {SIMULATED: " (simulated)", UNKNOWN: " (source unknown: session header damaged)"}
+    return dataclasses.replace(source, label=f"replay of {path}" + label.get(source.kind, ""),
+                               host_name=source.host_name or header.get("host_name") or "?",
+                               kernel=header.get("kernel") or "?")
 
 
 def run(args) -> int:
     from gpudisk_top.commands.window import open_recording
     from gpudisk_top.timeparse import Span, TimeParseError, parse_time
 
-    thresholds = thresholds_from(args)
+    thresholds = thresholds_from(args, load_config(args))
     rec = open_recording(args)
     for warning in rec.warnings:
         warn(warning)

@@ -13,7 +13,8 @@ import argparse
 import json
 import sys
 
-from gpudisk_top.commands.common import add_detector_options, device_filter, thresholds_from
+from gpudisk_top.commands.common import (add_detector_options, device_filter, load_config,
+                                         thresholds_from)
 from gpudisk_top.errors import UsageError
 
 
@@ -41,7 +42,7 @@ def run(args) -> int:
     from gpudisk_top.report import summary, text
     from gpudisk_top.commands.window import open_window
 
-    thresholds = thresholds_from(args)
+    thresholds = thresholds_from(args, load_config(args))
     rec, start, end = open_window(args)
     try:
         jobs = args.jobs if args.jobs is not None else summary.default_jobs()

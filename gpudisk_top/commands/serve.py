@@ -20,12 +20,14 @@ use or nothing can be read; 2 for bad usage or a bad config file.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser,
                                          add_detector_options, add_interval_option,
-                                         add_source_options, check_demo_start, device_filter,
-                                         load_config, number_type, open_source, seconds_into,
+                                         add_source_options, alert_options, check_demo_start,
+                                         device_filter, export_options, load_config,
+                                         number_type, open_source, seconds_into,
                                          thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
@@ -67,37 +69,38 @@ def run(args) -> int:
     cfg = load_config(args)
     thresholds = thresholds_from(args, cfg)
     dev_filter = device_filter(args)
-    nodes: list[tuple] = []            # (source, Stepper, SampleHooks) per node served
+    alerts = alert_options(args)
+    nodes: list[tuple] = []            # (sampler, Stepper, SampleHooks) per node served
     try:
-        for node_args, source_kw in _node_plan(args):
-            source, _virtual, origin = open_source(node_args, **source_kw)
+        for export, source_kw in _node_plan(args):
+            sampler, _virtual, origin = open_source(args, cfg, **source_kw)
             try:
-                hooks = SampleHooks.from_args(node_args, cfg, origin, dev_filter,
-                                              serve=True).start()
+                hooks = SampleHooks(cfg.sections, export, origin, dev_filter, alerts).start()
             except BaseException:
-                source.close()
+                sampler.close()
                 raise
             stepper = Stepper(thresholds)
             if args.demo_start:
                 # the past, through the detector only: nothing was served or alerted then
-                for _ in range(source.samples_until(args.demo_start)):
-                    stepper.step(source.sample())
-            nodes.append((source, stepper, hooks))
+                for _ in range(sampler.samples_until(args.demo_start)):
+                    stepper.step(sampler.sample())
+            nodes.append((sampler, stepper, hooks))
             if hooks.server is not None and hooks.server.url is not None:
-                note(f"serving {hooks.server.url} ({origin['source']})")
+                note(f"serving {hooks.server.url} ({origin.label})")
             if hooks.pusher is not None:
                 note(f"pushing to {hooks.pusher.url} every {hooks.pusher.interval_s:g} s")
         _loop(args, nodes)
     finally:
-        for source, _stepper, hooks in nodes:
+        for sampler, _stepper, hooks in nodes:
             hooks.close()
-            source.close()
+            sampler.close()
     return 0
 
 
 def _node_plan(args) -> list[tuple]:
-    """(args, open_source keywords) per node: this one, or --nodes simulated ones.  A
-    simulated node served is one that runs now: its clock starts at this moment."""
+    """(ExportOptions, open_source keywords) per node: this one, or --nodes simulated
+    ones.  A simulated node served is one that runs now: its clock starts at this
+    moment."""
     from gpudisk_top.exporter.server import parse_listen
 
     check_demo_start(args)
@@ -106,12 +109,13 @@ def _node_plan(args) -> list[tuple]:
     if args.nodes is None:
         if args.demo and "," in args.demo:
             raise UsageError("several --demo scenarios need --nodes N")
-        return [(args, {"start_wall_s": now_s} if args.demo else {})]
+        return [(export_options(args, serve=True), {"start_wall_s": now_s} if args.demo else {})]
     if not args.demo:
         raise UsageError("--nodes needs --demo: it serves simulated nodes")
     if args.push or not args.listen:
         raise UsageError("--nodes serves each node on --listen's port + i; it does not push")
-    host, port = parse_listen(args.listen)
+    export = export_options(args, serve=True)
+    host, port = parse_listen(export.listen)
     if port == 0 or port + args.nodes - 1 > 65535:
         raise UsageError(f"--nodes {args.nodes} needs ports {port} to {port + args.nodes - 1}: "
                          "give a --listen port that leaves room")
@@ -119,9 +123,9 @@ def _node_plan(args) -> list[tuple]:
     plan = []
     for i in range(args.nodes):
         bound = "[" + host + "]" if ":" in host else host
-        node_args = argparse.Namespace(**{**vars(args), "listen": f"{bound}:{port + i}"})
-        plan.append((node_args, {"scenario": scenarios[i % len(scenarios)], "seed_offset": i,
-                                 "start_wall_s": now_s, "host_name": f"demo-node-{i}"}))
+        plan.append((dataclasses.replace(export, listen=f"{bound}:{port + i}"),
+                     {"scenario": scenarios[i % len(scenarios)], "seed_offset": i,
+                      "start_wall_s": now_s, "host_name": f"demo-node-{i}"}))
     return plan
 
 
@@ -134,8 +138,8 @@ def _loop(args, nodes: list[tuple]) -> None:
         warned: set[str] = set()
         while stop.reason is None:
             taken += 1
-            for source, stepper, hooks in nodes:
-                sample = source.sample()
+            for sampler, stepper, hooks in nodes:
+                sample = sampler.sample()
                 for warning in sample.warnings:
                     if warning not in warned:      # a warning a second is noise; say it once
                         warned.add(warning)

@@ -15,7 +15,7 @@ from importlib import import_module
 
 _WHERE = {
     "Frame": "families", "Renderer": "families", "episode_counts": "families",
-    "SampleHooks": "hooks", "wants_hooks": "options",
+    "SampleHooks": "hooks", "ExportOptions": "options", "wants_hooks": "options",
     "DeviceLabels": "labels", "parse_devices": "labels",
     "Pusher": "push",
     "DEFAULT_LISTEN": "options", "MetricsServer": "server", "parse_listen": "server",

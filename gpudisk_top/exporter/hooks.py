@@ -1,6 +1,6 @@
 """What runs after each sample, the same in `serve`, the recorder and the dashboard:
 
-    hooks = SampleHooks.from_args(args, cfg, origin, dev_filter).start()
+    hooks = SampleHooks(cfg.sections, export, origin, dev_filter, alerts).start()
     # in the sampler thread, after detector.feed(model):
     fired = hooks.on_sample(model, verdict, detector.episodes)
     hooks.free_space        # the watched paths, for a panel (FreeSpace, format_free_space)
@@ -9,19 +9,20 @@
 
 The free-space watch reads [watch] paths and every free_space rule's path; the alert
 engine runs [[alerts]]; the metrics endpoint (--listen) and the pusher (--push) render
-the same registry.
+the same registry.  What the command line asks (export: ExportOptions, alerts:
+AlertOptions) comes typed and checked from commands/common.py; nothing here reads it.
 """
 
 from __future__ import annotations
 
 import sys
 
-from gpudisk_top.alerts import AlertEngine
-from gpudisk_top.errors import UsageError
+from gpudisk_top.alerts import AlertEngine, AlertOptions
+from gpudisk_top.collect.source import LIVE, Source
 from gpudisk_top.errors import warn as warn_line
-from gpudisk_top.exporter.options import DEFAULT_JOB, DEFAULT_PUSH_INTERVAL_S, wants_hooks
-from gpudisk_top.exporter.push import Pusher, check_push_url
-from gpudisk_top.exporter.server import MetricsServer, parse_listen
+from gpudisk_top.exporter.options import ExportOptions, wants_hooks
+from gpudisk_top.exporter.push import Pusher
+from gpudisk_top.exporter.server import MetricsServer
 from gpudisk_top.watch import FreeSpaceWatch, watched_paths
 
 __all__ = ["SampleHooks", "wants_hooks"]
@@ -30,54 +31,32 @@ __all__ = ["SampleHooks", "wants_hooks"]
 class SampleHooks:
     """Free-space watch, alert engine, metrics endpoint and pusher, fed once per sample.
 
-    sections: config.sections (alerts, devices, watch).  listen: 'HOST:PORT' or None.
-    push: a Pushgateway URL or None.  stderr: where `log = "stderr"` alert lines go
+    sections: config.sections (alerts, devices, watch).  export: the endpoint and the
+    push (none by default).  origin: where the samples come from (its label and host go
+    to the metrics, the pushes and the alert commands; default: live, this host).
+    alerts: what the alert engine may do.  stderr: where `log = "stderr"` alert lines go
     (the dashboard passes None and shows Fired.message).  warn: one line per problem.
     """
 
-    def __init__(self, sections: dict, listen: str | None = None, push: str | None = None,
-                 push_interval_s: float = DEFAULT_PUSH_INTERVAL_S, push_job: str = DEFAULT_JOB,
-                 dev_filter=None, source: str = "live", host_name: str | None = None,
-                 stderr=sys.stderr, warn=None, demo_actions: bool = False) -> None:
+    def __init__(self, sections: dict, export: ExportOptions = ExportOptions(),
+                 origin: Source | None = None, dev_filter=None,
+                 alerts: AlertOptions = AlertOptions(), stderr=sys.stderr, warn=None) -> None:
         warn = warn if warn is not None else warn_line
+        origin = origin or Source(LIVE, None, LIVE)
         rules = sections.get("alerts") or ()
         self.watch = FreeSpaceWatch(watched_paths(sections))
-        self.engine = AlertEngine(rules, stderr=stderr, warn=warn, source=source,
-                                  host_name=host_name, demo_actions=demo_actions)
+        self.engine = AlertEngine(rules, stderr=stderr, warn=warn, source=origin.label,
+                                  host_name=origin.host_name, demo_actions=alerts.demo_actions)
         self.server: MetricsServer | None = None
         self.pusher: Pusher | None = None
-        if listen is not None or push is not None:
-            self.server = MetricsServer(listen, labels=sections.get("devices"),
+        if export.wanted:
+            self.server = MetricsServer(export.listen, labels=sections.get("devices"),
                                         dev_filter=dev_filter,
-                                        alert_names=[r.name for r in rules], source=source)
-        if push is not None:
-            self.pusher = Pusher(push, self.server.registry, push_interval_s, push_job,
-                                 instance=host_name or "", warn=warn)
+                                        alert_names=[r.name for r in rules], source=origin.label)
+        if export.push_url is not None:
+            self.pusher = Pusher(export.push_url, self.server.registry, export.push_interval_s,
+                                 export.push_job, instance=origin.host_name or "", warn=warn)
         self.free_space: list = []
-
-    @classmethod
-    def from_args(cls, args, cfg, origin: dict, dev_filter=None, serve: bool = False,
-                  **kwargs) -> "SampleHooks":
-        """From the options commands.common.add_export_options() added.  Raises
-        UsageError for a bad --listen or --push."""
-        listen = getattr(args, "listen", None)
-        if getattr(args, "no_listen", False):
-            listen = None
-        if listen is not None:
-            parse_listen(listen)
-        push = getattr(args, "push", None)
-        interval = getattr(args, "push_interval", None)
-        if push is None and interval is not None:
-            raise UsageError("--push-interval needs --push URL")
-        if push is not None:
-            check_push_url(push)
-        if serve and listen is None and push is None:
-            raise UsageError("--no-listen needs --push URL: otherwise nothing leaves this node")
-        return cls(cfg.sections, listen=listen, push=push,
-                   push_interval_s=interval or DEFAULT_PUSH_INTERVAL_S,
-                   push_job=getattr(args, "push_job", DEFAULT_JOB), dev_filter=dev_filter,
-                   source=origin.get("source", "live"), host_name=origin.get("host_name"),
-                   demo_actions=getattr(args, "demo_actions", False), **kwargs)
 
     def start(self) -> "SampleHooks":
         """Bind the endpoint and start pushing.  Raises UsageError/RuntimeFailure (one

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 
 from gpudisk_top import __version__
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
+from gpudisk_top.collect.source import LIVE, Source, live_source
 from gpudisk_top.model.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.whatif import text_lines as whatif_lines
@@ -105,21 +105,17 @@ def gpus_json(model: Model) -> list[dict]:
     return gpus
 
 
-def live_origin() -> dict:
-    """Where the numbers come from: this machine."""
-    return {"source": "live", "host_name": platform.node(), "kernel": platform.release()}
-
-
-def to_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
+def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
             verdict=None) -> dict:
-    origin = origin or live_origin()
+    """origin: where the numbers come from (default: this machine)."""
+    origin = origin or live_source()
     return {
         "version": __version__,
-        "source": origin["source"],
+        "source": origin.label,
         "time": iso_time(model.wall_s),
         "interval_s": model.interval_s,
-        "host_name": origin["host_name"],
-        "kernel": origin["kernel"],
+        "host_name": origin.host_name,
+        "kernel": origin.kernel,
         "gpu_status": model.gpu_status,
         "gpus": gpus_json(model),
         "disks": [disk_json(model, n) for n in shown_disks(model, dev_filter)],
@@ -138,7 +134,7 @@ def _unavailable_warning(verdict) -> list[str]:
     return [f"GPUs unavailable: {verdict.reason}"]
 
 
-def render_json(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
+def render_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
                 verdict=None) -> str:
     return json.dumps(to_json(model, dev_filter, origin, verdict), indent=2, allow_nan=False,
                       default=str)
@@ -324,14 +320,14 @@ def _verdict_lines(verdict) -> list[str]:
     return lines
 
 
-def render_text(model: Model, dev_filter: DeviceFilter, origin: dict | None = None,
+def render_text(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
                 verdict=None) -> str:
-    origin = origin or live_origin()
+    origin = origin or live_source()
     ncpu = model.host.ncpu if model.host is not None and model.host.ncpu else os.cpu_count()
-    head = (f"gpudisk-top {__version__}  {origin['host_name']}  Linux {origin['kernel']}  "
+    head = (f"gpudisk-top {__version__}  {origin.host_name}  Linux {origin.kernel}  "
             f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({ncpu} CPU)")
-    if origin["source"] != "live":
-        head = f"DEMO ({origin['source']}): " + head
+    if origin.kind != LIVE:
+        head = f"DEMO ({origin.label}): " + head
     parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model, verdict), "",
              *_host_lines(model), "", *_disk_lines(model, dev_filter)]
     mounts = _mount_lines(model)

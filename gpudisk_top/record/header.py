@@ -9,6 +9,7 @@ import platform
 
 from gpudisk_top import __version__
 from gpudisk_top.collect.sample import Sample
+from gpudisk_top.collect.source import LIVE, Source, live_source
 from gpudisk_top.record import v2
 
 FORMAT_NAME = "gpudisk-top recording"
@@ -20,15 +21,16 @@ def iso(wall_s: float) -> str:
     return dt.datetime.fromtimestamp(wall_s).astimezone().isoformat(timespec="milliseconds")
 
 
-def make_header(origin: dict | None = None, interval_s: float | None = None, **extra) -> dict:
-    """The caller's part of a session header.  origin is commands.common.open_source()'s
-    ({"source", "host_name", "kernel"}); the recorder adds the rest from the first sample."""
-    origin = origin or {"source": "live", "host_name": platform.node(), "kernel": platform.release()}
+def make_header(origin: Source | None = None, interval_s: float | None = None, **extra) -> dict:
+    """The caller's part of a session header: where the samples come from (a Source, by
+    default this machine: commands.common.open_source() gives it) and the interval; the
+    recorder adds the rest from the first sample."""
+    origin = origin or live_source()
     header = {
-        "source": origin.get("source", "live"),
-        "simulated": origin.get("source", "live") != "live",
-        "host_name": origin.get("host_name"),
-        "kernel": origin.get("kernel"),
+        "source": origin.label,
+        "simulated": origin.kind != LIVE,
+        "host_name": origin.host_name,
+        "kernel": origin.kernel,
         "interval_s": interval_s,
     }
     header.update(extra)

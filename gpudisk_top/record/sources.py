@@ -21,10 +21,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# the one Source type, kept below record/ (collect/source.py): re-exported for readers
+from gpudisk_top.collect.source import LIVE, SIMULATED, UNKNOWN, Source
 from gpudisk_top.errors import UsageError
 from gpudisk_top.record import frames
 
-LIVE, SIMULATED, UNKNOWN = "live", "simulated", "unknown"
 # the order in which readers prefer a group when a recording mixes them: real numbers
 # first, then the simulator's, then those whose source cannot be told
 PREFERENCE = (LIVE, SIMULATED, UNKNOWN)
@@ -39,23 +40,6 @@ _INTERVAL = re.compile(rb'"interval_s"\s*:\s*([0-9.eE+-]{1,32})')
 # in a damaged stretch, or a damaged frame typed H, means a session began there
 _HEADER_MARKS = (b"gpudisk-top recording", b'"segment_samples"', b'"tool_version"',
                  b'"format_version"', b'"recorder_pid"')
-
-
-@dataclass(frozen=True)
-class Source:
-    kind: str                  # LIVE, SIMULATED or UNKNOWN
-    host_name: str | None
-    label: str                 # what the header says ("live", "simulated, scenario demo, seed 0")
-    damaged: bool = False      # its header failed its CRC or was lost
-
-    def describe(self) -> str:
-        """'live on node-17', 'simulated, scenario demo, seed 0 on demo-node',
-        'unknown source (session header damaged)'."""
-        if self.kind == UNKNOWN:
-            return "unknown source (session header damaged)"
-        text = self.label if self.kind == SIMULATED else "live"
-        text += f" on {self.host_name}" if self.host_name else ""
-        return text + (" (session header damaged)" if self.damaged else "")
 
 
 def source_of(header: dict, damaged: bool = False) -> Source:

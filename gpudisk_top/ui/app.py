@@ -19,6 +19,7 @@ from textual.widgets import Footer, Static
 
 from gpudisk_top.collect.gpu_deadline import hung
 from gpudisk_top.collect.ioscan import SCAN_OPEN_S
+from gpudisk_top.collect.source import SIMULATED, Source
 from gpudisk_top.collect.visibility import NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.session.live import Feed, Update
 from gpudisk_top.model.select import DeviceFilter
@@ -89,7 +90,7 @@ class GpuDiskApp(TimelineKeys, App):
         Binding("enter", "detail", show=False),
     ]
 
-    def __init__(self, source, interval_s: float, origin: dict, thresholds=None,
+    def __init__(self, source, interval_s: float, origin: Source, thresholds=None,
                  dev_filter: DeviceFilter | None = None, on_sample=None,
                  autostart: bool = True, show_self: bool = True, prefill: int = 0,
                  feed=None, hooks=None, record_path: str | None = None) -> None:
@@ -221,10 +222,7 @@ class GpuDiskApp(TimelineKeys, App):
 
     def flags(self) -> list[str]:
         out = []
-        source = self.origin.get("source", "live")
-        if source.startswith("replay"):
-            out.append("REPLAY")
-        if "simulated" in source:
+        if self.origin.kind == SIMULATED:
             out.append("DEMO")
         if self.paused:
             out.append("PAUSED")
@@ -277,7 +275,7 @@ class GpuDiskApp(TimelineKeys, App):
         PID namespace only where there are GPUs (as the sampler's warnings, which `!`
         shows, say it: only GPU processes suffer from it)."""
         gpus = self.latest is not None and bool(self.latest.model.gpus)
-        return [k for k in self.origin.get("blind_spots", ()) if k != PID_NAMESPACE or gpus]
+        return [k for k in self.origin.blind_spots if k != PID_NAMESPACE or gpus]
 
     # ------------------------------------------------------------------ actions
     def action_pause(self) -> None:
@@ -369,7 +367,7 @@ class GpuDiskApp(TimelineKeys, App):
         if not hasattr(source, "io_view"):
             return ""          # a replay or the demo: what was recorded or simulated
         note = f" · the node is scanned every {SCAN_OPEN_S:g} s"
-        if NOT_ROOT in self.origin.get("blind_spots", ()):
+        if NOT_ROOT in self.origin.blind_spots:
             note += " · not root: only your own processes"
         return note
 

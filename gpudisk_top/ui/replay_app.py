@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer
 
+from gpudisk_top.collect.source import UNKNOWN, Source
 from gpudisk_top.errors import RuntimeFailure
 from gpudisk_top.report import summary
 from gpudisk_top.session.replay import SPEEDS, ReplayFeed
@@ -47,7 +48,7 @@ class ReplayApp(GpuDiskApp):
         Binding("end", "jump_to('end')", show=False),
     ]
 
-    def __init__(self, recording, origin: dict, thresholds=None, dev_filter=None,
+    def __init__(self, recording, origin: Source, thresholds=None, dev_filter=None,
                  start_index: int = 0, show_self: bool = True) -> None:
         feed = ReplayFeed(recording, thresholds)
         super().__init__(None, feed.interval_s, origin, thresholds=thresholds,
@@ -140,10 +141,10 @@ class ReplayApp(GpuDiskApp):
                                          rec.wall_s(self.feed.index), rec.start_s, rec.end_s, starts)
 
     def flags(self) -> list[str]:
-        out = [f for f in super().flags() if f != "PAUSED"]
+        out = ["REPLAY", *(f for f in super().flags() if f != "PAUSED")]
         # a session whose header is damaged is not known to be live: say so, as DEMO does
-        # for a simulated one (commands/replay.py puts the recording's source in origin)
-        if self.origin.get("source_kind") == "unknown" and "SOURCE?" not in out:
+        # for a simulated one (commands/replay.py gives the recording's Source as origin)
+        if self.origin.kind == UNKNOWN and "SOURCE?" not in out:
             out.append("SOURCE?")
         return out
 

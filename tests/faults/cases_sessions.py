@@ -13,6 +13,7 @@ session never read as live (nor a live one as simulated).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -67,7 +68,8 @@ def _make(name: str):
     if name.startswith("hosts"):
         n = int(name[-1])
         parts = [record(j(f"h{k}.gdtrec"), sim(20 + 5 * k, scenario="healthy-cached", seed=k),
-                        header_origin=dict(LIVE, host_name=f"node-{17 + k}")) for k in range(n)]
+                        header_origin=dataclasses.replace(LIVE, host_name=f"node-{17 + k}"))
+                 for k in range(n)]
         return concat(j("hosts.gdtrec"), *parts), None
     raise ValueError(name)
 

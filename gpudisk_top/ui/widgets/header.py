@@ -9,6 +9,7 @@ follows the flags: the `!` key opens what cannot be seen and its fix."""
 
 from __future__ import annotations
 
+from gpudisk_top.collect.source import Source
 from gpudisk_top.collect.visibility import NO_PSI, NO_SYSFS, NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock
@@ -45,13 +46,13 @@ def flag_forms(flags: list[str]) -> list[list[str]]:
 class HeaderBar(LinesPanel):
     DEFAULT_CSS = "HeaderBar { height: 1; background: $panel; }"
 
-    def show(self, origin: dict, interval_s: float, wall_s: float | None, self_cpu_pct,
+    def show(self, origin: Source, interval_s: float, wall_s: float | None, self_cpu_pct,
              self_rss_mb, flags: list[str], show_self: bool = True, fix: bool = False) -> None:
         """fix: a blind spot is flagged, and `!` shows it with its fix."""
-        host = origin["host_name"] or "?"
+        host = origin.host_name or "?"
         parts = {"app": ["gpudisk-top ", ""],
                  "host": [f"{host} "] + [cut(host, n) + " " for n in range(len(host) - 1, 7, -1)],
-                 "kernel": [f"Linux {origin['kernel']} ", ""],
+                 "kernel": [f"Linux {origin.kernel} ", ""],
                  "every": [f"every {interval_s:g}s ", f"{interval_s:g}s "],
                  "clock": [clock(wall_s) + " " if wall_s is not None else ""]}
         forms = flag_forms(flags)
