@@ -310,6 +310,7 @@ class ProcIoCollector:
 
     def _find_others(self, job: set[int], now: float) -> None:
         ticks: dict[int, tuple[int, int]] = {}   # pid -> (cpu ticks, start ticks)
+        runnable: list[tuple[int, int]] = []     # (cpu ticks, pid) of those in state R
         try:
             names = os.listdir(self.roots.procfs)
         except OSError:
@@ -319,10 +320,17 @@ class ProcIoCollector:
                 st = self._stat(int(name), keep_open=False)
                 if st is not None:
                     ticks[int(name)] = (st.cpu_ticks, st.start_ticks)
+                    if st.state == "R":
+                        runnable.append((st.cpu_ticks, int(name)))
         last = self._others_scan
         self._others_scan = (now, ticks)
         if last is None:
-            return            # the next search has CPU time to compare with
+            # no earlier search to compare with (a --once, a fresh start): follow those
+            # runnable now, which a process that takes the CPUs is at most moments, so
+            # that the next sample has their CPU time (the next search corrects the pick)
+            runnable.sort(reverse=True)
+            self._others = [pid for _, pid in runnable[:OTHERS_TOP]]
+            return
         used = []
         for pid, (cpu, start) in ticks.items():
             before = last[1].get(pid)

@@ -218,9 +218,13 @@ class Sampler:
 
     def _contended(self, sample: Sample) -> bool:
         """Whether tasks waited for a CPU in this interval (PSI cpu "some", else the
-        share of idle time): only then is it worth naming who holds the CPUs."""
+        share of idle time): only then is it worth naming who holds the CPUs.  At the
+        first sample there is no interval yet: one search then (a few ms, once), so that
+        the second sample (a --once's last) has the others' CPU time to compare."""
         last = self._last
-        if last is None or last.host is None or sample.host is None:
+        if last is None:
+            return True
+        if last.host is None or sample.host is None:
             return False
         elapsed_us = (sample.mono_s - last.mono_s) * 1e6
         now, before = sample.host.psi.get("cpu"), last.host.psi.get("cpu")

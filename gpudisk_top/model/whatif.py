@@ -29,11 +29,16 @@ every load at most 1.  The loads, from the interval's figures (fractions of it):
                                               device's reads (O' = O less I): they grow
                                               with the reads, and go with a cached dataset
   the device   x (reads/s) / ceiling          without a probe, a saturated device's highest
-                                              rate seen
+                                              rate seen; with one, its bandwidth: the probe's
+                                              1 MiB reads, against the loaders' kB a second
+                                              (x) and the others' (as they are)
 
 The run-queue wait follows the CPU work runnable beside a process, as the scheduler shares
 the CPUs among what is runnable: f(x) = (other work at x) / (other work now), where the
-other work is the job's CPU less the process's own share (it grows with x) plus O - R.
+other work is the job's CPU less the process's own share and the interrupts of its reads
+(both grow with x), steal, and the others' processes less R, these weighted by how
+CPU-bound the process is (c / (1 - w)): CFS runs a task waking from a read before a busy
+loop that has had its share, so busy loops cost a reader little wait and a decoder much.
 rho(x) is the device's read latency at the queue depth the readers make over now:
 lat(q) = A + B q through the stored probe's two points (QD1: 1/iops1; QD32: 32/iops32,
 probe/store.py), so iops(q) = q / lat(q) is exact at QD1 and QD32; q = the others' queue
@@ -44,7 +49,8 @@ probe the latency is taken as flat: `confidence: estimated`.
 A fix's speed-up is the fastest x with the change over the fastest x without it, both by
 this model (its errors fall on both sides of the ratio).  The fixes (each only where its
 cause holds a share: a fix worth < 2 % is left out):
-  workers        num_workers N -> N': the largest N' for which one more worker still gains 2 %
+  workers        num_workers N -> N': the largest N' (up to 4 N) for which one more worker
+                 still gains 5 %
   others         stopping the processes outside the job that take the CPUs: R = the named
                  ones' CPU (else the others' less steal), where the job alone fits its CPUs
   cache          the working set in the page cache (buffered reads, the data files' size
@@ -73,6 +79,8 @@ MEASURED = "measured"
 ESTIMATED = "estimated"
 WORTH = 1.02            # a fix gaining less than 2 % is not offered
 MAX_WORKERS = 64
+WORKER_STEP = 1.05      # one more worker must still gain 5 %: past that the curve is flat
+                        # within what one interval's figures can tell
 CPU_USABLE = 0.95       # of the CPUs the job may use: the kernel's own work for its reads
                         # (interrupts, softirq) and wake-up latency keep the rest
 # others' CPU worth stopping even where none of them is named (the collector names them
@@ -155,6 +163,9 @@ class Pipeline:
     peak_iops: float = 0.0
     qd1_iops: float | None = None        # the stored probe
     qd32_iops: float | None = None
+    ceiling_mib_s: float | None = None   # ... its 1 MiB reads at QD8: the device's bandwidth
+    device_read_kb_s: float = 0.0        # the device's reads, kB a second (everybody's)
+    read_kb: float = 0.0                 # ... their mean size (rareq-sz)
     trainer_c: float | None = None       # the GPU processes' own time (when apart)
     trainer_w: float | None = None
     cpus: float | None = None            # C
@@ -218,16 +229,23 @@ class Change:
     ceiling_r_s: float | None = None   # storage: reads a second the device can serve
 
 
-def _wait_factor(p: Pipeline, ch: Change, x: float, own: float) -> float:
-    """A process's run-queue wait per CPU-second at speed x over now: the CPU work beside
-    it (the job's other processes and the interrupts its reads cause, which scale with its
-    speed, and the others'), as the scheduler shares the CPUs among what is runnable.
-    `own`: the process's own share."""
+def _wait_factor(p: Pipeline, ch: Change, x: float, own_now: float, own_after: float,
+                 wait: float) -> float:
+    """A process's run-queue wait per CPU-second at speed x over now: the CPU work
+    runnable beside it, as the scheduler shares the CPUs.  The job's other processes and
+    the interrupts its reads cause grow with x; the hypervisor's steal stays; the others'
+    processes count by how CPU-bound this one is (its share on a CPU over its time not
+    waiting): CFS lets a task that wakes from a read run before a busy loop that has had
+    its share, so a reader that sleeps most of the time waits little for such loops, and a
+    decoder that never sleeps shares the CPUs with them evenly.  `own_*`: the process's
+    own share on a CPU now and after."""
     if p.job_cpu is None:
         return 1.0
-    now = max(0.05, p.job_cpu - own + p.others_cpu)
-    after = max(0.0, (p.job_cpu - own) * x + p.io_cpu * (x * ch.io_scale - 1)
-                + p.others_cpu - ch.removed_cpu)
+    weight = min(1.0, own_now / max(1e-6, 1.0 - wait))
+    procs = max(0.0, p.others_cpu - p.steal_cpu - p.io_cpu)
+    now = max(0.05, p.job_cpu - own_now + p.io_cpu + p.steal_cpu + weight * procs)
+    after = max(0.0, p.job_cpu * x - own_after + p.io_cpu * x * ch.io_scale + p.steal_cpu
+                + weight * max(0.0, procs - ch.removed_cpu))
     return after / now
 
 
@@ -238,14 +256,15 @@ def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
     out = [(x * p.gpu_util, "capped by the GPU: 100%")]
     if p.loaders:
         c_new = p.c * x * r                          # one loader's share on a CPU after
-        wait = (p.w or 0.0) * x * r * _wait_factor(p, ch, x, p.c * r)
+        wait = (p.w or 0.0) * x * r * _wait_factor(p, ch, x, p.c, c_new, p.w or 0.0)
         rho = _rho(p, x, ch.workers) if ch.curve else 1.0
         cycle = c_new + wait + x * r * (p.b * ch.b_scale * rho + p.m * ch.m_scale)
         if p.loader_kind != "DataLoader worker":
             cycle += x * p.gpu_util       # the GPU process loads its own data, then steps
         out.append((cycle, "capped by the loaders"))
     if p.trainer_c is not None:
-        tw = (p.trainer_w or 0.0) * x * _wait_factor(p, ch, x, p.trainer_c)
+        tw = (p.trainer_w or 0.0) * x * _wait_factor(p, ch, x, p.trainer_c, p.trainer_c * x,
+                                                      p.trainer_w or 0.0)
         out.append((x * (p.gpu_util + p.trainer_c) + tw, "capped by the trainer's own step "
                     f"({p.trainer_c * 100:.0f}% on a CPU)"))
     if p.cpus and p.job_cpu:
@@ -260,6 +279,13 @@ def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
         # no probe: a saturated device's ceiling is the highest rate it was seen at
         out.append((x * p.device_r_s / max(p.peak_iops, p.device_r_s),
                     f"capped by the device: {p.peak_iops:.0f} r/s, the highest seen (no probe)"))
+    if p.ceiling_mib_s and p.device_read_kb_s and p.reads_s and p.read_kb:
+        # the device's bandwidth (the probe's large reads): the loaders' share of its reads
+        # grows with x, the others' stays; a cached dataset's reads do not reach it
+        mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
+        out.append(((x * mine_kb * ch.io_scale + p.device_read_kb_s - mine_kb)
+                    / (p.ceiling_mib_s * 1024),
+                    f"capped by the device: {p.ceiling_mib_s:.0f} MiB/s (the probe's 1 MiB reads)"))
     if ch.ceiling_r_s and p.reads_s:
         out.append((x * p.reads_s / ch.ceiling_r_s,
                     f"capped by the device: {ch.ceiling_r_s / 1000:.0f}k r/s at QD32"))
@@ -354,9 +380,9 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
     n = p.loaders
     best, cap = _solve(p, Change(n))
     pick = n
-    for n2 in range(n + 1, min(MAX_WORKERS, max(2 * n, n + 4)) + 1):
+    for n2 in range(n + 1, min(MAX_WORKERS, max(4 * n, n + 8)) + 1):
         s2, c2 = _solve(p, Change(n2))
-        if s2 < best * WORTH:
+        if s2 < best * WORKER_STEP:
             break
         best, cap, pick = s2, c2, n2
     if pick == n:
@@ -504,8 +530,10 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
             if s is not None and not p.device_r_s:
                 p.device_r_s, p.device_aqu = s.r_s, s.aqu_sz
                 p.saturated, p.peak_iops = s.saturated, s.peak_iops
+                p.device_read_kb_s, p.read_kb = s.read_kb_s, s.rareq_kb
             if info is not None and info.ceiling_iops and info.probed_read_ms:
                 p.qd32_iops, p.qd1_iops = info.ceiling_iops, 1000.0 / info.probed_read_ms
+                p.ceiling_mib_s = info.ceiling_mib_s
                 break
     p.direct, p.data_kb = job.direct_reads, job.data_kb
     p.ckpt_lost_s, p.ckpt_period_s = ckpt
