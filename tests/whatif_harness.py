@@ -67,7 +67,7 @@ WINDOW_S = 1.2                  # one measuring segment
 ROUNDS = 3                      # segments a fix, each between two of the job as it is
 ONCE_INTERVAL_S = 3
 ONE_ROUND_WINDOW_S = 6.0
-RECORD_S = 20                   # the checkpoint scenario's recording: three saves or more
+RECORD_S = 24                   # the checkpoint scenario's recording: three saves or more
                                 # (a save must outlast the stand-in GPU's 1 s average)
 MAX_WORKERS = 32                # a predicted `to` above it is measured at it
 # scoring (the acceptance)

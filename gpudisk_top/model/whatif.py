@@ -13,7 +13,7 @@ every load at most 1.  The loads, from the interval's figures (fractions of it):
                + x r w f_l(x)                 N/N' (N' workers share the work): c on a CPU,
                                               w waiting for one, b blocked on reads, m
                                               waiting on a network mount; asleep the rest
-  the CPUs     x (J + I) / (max(0.95 C - O', J + I) + R)
+  the CPUs     x (J + I) / (max(0.95 C - O', J + I) + k R)
                                               J: every process of the job's CPU (wrappers
                                               and launchers too: a per-loader mean cannot be
                                               diluted by them); C: the host's CPUs, or the
@@ -26,7 +26,9 @@ every load at most 1.  The loads, from the interval's figures (fractions of it):
                                               kernel's own work for the job and wake-ups;
                                               I: the interrupts (irq + softirq, /proc/stat)
                                               the loaders' reads cause, their share of the
-                                              device's reads (O' = O less I): they grow
+                                              device's reads (O' = steal + k x the others'
+                                              processes: k, how CPU-bound the job's loaders
+                                              are, as for the wait below): they grow
                                               with the reads, and go with a cached dataset
   the device   x (reads/s) / ceiling          without a probe, a saturated device's highest
                                               rate seen; with one, its bandwidth: the probe's
@@ -229,6 +231,20 @@ class Change:
     ceiling_r_s: float | None = None   # storage: reads a second the device can serve
 
 
+def _bound(on_cpu: float, wait: float) -> float:
+    """How CPU-bound a process is: its share on a CPU over its time not waiting for one."""
+    return min(1.0, on_cpu / max(1e-6, 1.0 - wait))
+
+
+def _cpu_bound(p: Pipeline) -> float:
+    """_bound of the job's busiest processes: the loaders, else the trainer."""
+    if p.loaders and p.c > 0:
+        return _bound(p.c, p.w or 0.0)
+    if p.trainer_c:
+        return _bound(p.trainer_c, p.trainer_w or 0.0)
+    return 1.0
+
+
 def _wait_factor(p: Pipeline, ch: Change, x: float, own_now: float, own_after: float,
                  wait: float) -> float:
     """A process's run-queue wait per CPU-second at speed x over now: the CPU work
@@ -241,7 +257,7 @@ def _wait_factor(p: Pipeline, ch: Change, x: float, own_now: float, own_after: f
     own share on a CPU now and after."""
     if p.job_cpu is None:
         return 1.0
-    weight = min(1.0, own_now / max(1e-6, 1.0 - wait))
+    weight = _bound(own_now, wait)
     procs = max(0.0, p.others_cpu - p.steal_cpu - p.io_cpu)
     now = max(0.05, p.job_cpu - own_now + p.io_cpu + p.steal_cpu + weight * procs)
     after = max(0.0, p.job_cpu * x - own_after + p.io_cpu * x * ch.io_scale + p.steal_cpu
@@ -269,9 +285,12 @@ def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
                     f"({p.trainer_c * 100:.0f}% on a CPU)"))
     if p.cpus and p.job_cpu:
         # the job has the CPUs it uses now (its processes' and its reads' interrupts),
-        # whatever the others take
+        # whatever the others take, and of the others' processes' what CFS gives its
+        # waking readers first (the weight of _wait_factor)
         mine = p.job_cpu + p.io_cpu
-        usable = max(CPU_USABLE * p.cpus - (p.others_cpu - p.io_cpu), mine) + ch.removed_cpu
+        procs = max(0.0, p.others_cpu - p.steal_cpu - p.io_cpu)
+        held = p.steal_cpu + _cpu_bound(p) * procs
+        usable = max(CPU_USABLE * p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
         out.append(((p.job_cpu * x + p.io_cpu * x * ch.io_scale) / usable,
                     f"capped by the CPUs: {p.cpus:.1f} "
                     f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"))
