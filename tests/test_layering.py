@@ -146,3 +146,15 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     path.write_text("def f():\n    from gpudisk_top.ui import app\nfrom . import errors\n")
     modules = {"gpudisk_top.ui.app", "gpudisk_top.errors", "gpudisk_top.ui"}
     assert imports_of("gpudisk_top.m", path, modules) == {"gpudisk_top.ui.app", "gpudisk_top.errors"}
+
+
+def test_record_v2_does_not_import_record_above_it():
+    """Direction inside a part: the format-2 codec (record/v2/) is what record/'s reader,
+    index and recorder are built on, so nothing in it imports a module of record/ outside
+    record/v2/ (lazy imports included)."""
+    graph = import_graph()
+    inside = sorted(m for m in graph if m.startswith("gpudisk_top.record.v2"))
+    assert "gpudisk_top.record.v2.summary" in inside
+    upward = sorted(f"{m} imports {t}" for m in inside for t in graph[m]
+                    if t.startswith("gpudisk_top.record") and not t.startswith("gpudisk_top.record.v2"))
+    assert upward == []

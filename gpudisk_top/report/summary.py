@@ -39,7 +39,8 @@ from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import episode_json, iso_time
 from gpudisk_top.record import derived, sources
-from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
+from gpudisk_top.record.derived import GPU_STATES, add_interval
+from gpudisk_top.record.v2.summary import DiskSums, Stretch
 from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.model.step import CLOCK_STEP_S
