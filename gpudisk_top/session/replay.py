@@ -66,7 +66,7 @@ def warm_start(rec: Recording, lo: int, warmup_s: float | None, after: int = -1,
     return max(begin, after + 1)
 
 
-def before_begin(rec: Recording, stepper: Stepper, start: int) -> None:
+def prime_at(rec: Recording, stepper: Stepper, start: int) -> None:
     """Ready `stepper` to feed from sample `start`: the sample before it gives the first
     interval its rates, unless `start` begins a session.  The one rule for Replay and the
     replay screen."""
@@ -133,7 +133,7 @@ class Replay:
             continuous = fed >= 0 and begin == fed + 1
             if not continuous:
                 stepper.restart()
-                before_begin(rec, stepper, begin)
+                prime_at(rec, stepper, begin)
             for i, sample in rec.samples(begin, hi + 1):
                 broke = breaks(rec, i, stepper.last, sample)
                 if broke:
@@ -251,7 +251,7 @@ class ReplayFeed(StepperViews):
         self.history = History(self.capacity)
         self._starts = {}
         start = self._life = warm_start(self.rec, i, WARMUP_S)
-        before_begin(self.rec, self.stepper, start)
+        prime_at(self.rec, self.stepper, start)
         update = None
         for j in range(start, i + 1):
             update = self._feed(j)
@@ -346,7 +346,7 @@ class ReplayFeed(StepperViews):
         a scratch Stepper (afresh at each break, as _feed)."""
         scratch = Stepper(self.thresholds)
         life = warm_start(self.rec, lo, WARMUP_S)
-        before_begin(self.rec, scratch, life)
+        prime_at(self.rec, scratch, life)
         starts: list[int] = []
         for j in range(life, hi + 1):
             _, _, opened, life = self._feed_one(scratch, j, life)
