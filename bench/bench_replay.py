@@ -1,15 +1,15 @@
 """Time what a postmortem costs on a 24-hour recording: open + seek, and a full report.
 
     python bench/make_day.py -o /tmp/day.gdtrec      # once: 24 h of the demo scenario
-    python bench/bench_replay.py /tmp/day.gdtrec [--seeks 50] [--no-report] [--jobs 1 16]
+    python bench/bench_replay.py /tmp/day.gdtrec [--seeks 50] [--no-report] [--no-recompute]
 
 Open + seek: a fresh interpreter, as a user's command would be (import, open and index
 the file, bisect to a random time, decode that sample); the median and worst of --seeks
 runs.  Report: `report FILE --json` over the whole recording, in a fresh interpreter too:
 once as it runs by default (from the recorded summaries when they fit: the JSON's
-"derived" says), then with --recompute --jobs N for each N of --jobs (replaying every
-sample through the model and the detector); CPU time (all its processes) is printed
-beside the wall time, since wall time on a busy machine says little.
+"derived" says), then with --recompute (replaying every sample through the model and the
+detector, in one process); CPU time is printed beside the wall time, since wall time on a
+busy machine says little.
 """
 
 from __future__ import annotations
@@ -56,8 +56,6 @@ def main() -> int:
     p.add_argument("--seeks", type=int, default=50)
     p.add_argument("--no-report", action="store_true")
     p.add_argument("--no-recompute", action="store_true", help="only the default report")
-    p.add_argument("--jobs", type=int, nargs="+", default=[1, os.cpu_count() or 1],
-                   help="report with each of these --jobs (default: 1 and one per CPU)")
     args = p.parse_args()
     rng = random.Random(1)
     opens, seeks, totals = [], [], []
@@ -74,7 +72,7 @@ def main() -> int:
     print(f"open+seek+decode (import included), {args.seeks} runs: median {statistics.median(totals):.3f} s, "
           f"worst {max(totals):.3f} s (open worst {max(opens):.3f} s, seek+decode worst {max(seeks):.3f} s)")
     if not args.no_report:
-        runs = [[]] + ([] if args.no_recompute else [["--recompute", "--jobs", str(j)] for j in args.jobs])
+        runs = [[]] + ([] if args.no_recompute else [["--recompute"]])
         for extra in runs:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()

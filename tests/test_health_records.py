@@ -17,6 +17,7 @@ from gpudisk_top.commands import report as report_cmd
 from gpudisk_top.record import Recording, derived
 from gpudisk_top.record.v2 import canonical
 from gpudisk_top.record.v2 import flatten as flatten_mod
+from gpudisk_top.record.v2 import summary as summary_codec
 from gpudisk_top.record.v2.fields import HEALTH_FIELDS, FormatError, health_record
 from gpudisk_top.report import summary
 from recording_helpers import call, sim_samples, write_recording
@@ -104,7 +105,7 @@ def test_summaries_and_records_keep_a_reading_by_one_serialisation():
     for s in samples:
         d.add(s)
     (block,) = d.take()
-    (back,) = derived.decode_blocks(derived.encode_blocks([block]))
+    (back,) = summary_codec.decode_blocks(summary_codec.encode_blocks([block]))
     assert back.health == block.health and {h.device for _, h in back.health} == {"sdb", "nvme0n1"}
     raw = block.to_json()
     (j, rec), _ = raw["health"]
@@ -112,7 +113,7 @@ def test_summaries_and_records_keep_a_reading_by_one_serialisation():
                    if v not in (None, [])}
     rec["temperature_c"] = "hot"
     with pytest.raises(ValueError):
-        derived.SummaryBlock.from_json(raw)
+        summary_codec.SummaryBlock.from_json(raw)
 
 
 def test_a_new_snapshot_is_recorded_even_with_the_same_poll_count():

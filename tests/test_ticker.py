@@ -77,3 +77,18 @@ def test_off_the_main_thread_it_installs_nothing_and_sleeps():
     th.join(5)
     assert got["reason"] is None and 0.15 <= got["slept"] < 3.0
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_one_interval_stepping_rule_for_the_dashboard_and_the_fleet():
+    """+/- step to the next longer or shorter choice, stay at either end, and an interval
+    between two choices (from --interval) steps to its neighbours, on both screens."""
+    from gpudisk_top.session.live import INTERVALS_S as DASHBOARD
+    from gpudisk_top.session.ticker import stepped_interval
+    from gpudisk_top.ui.fleet_app import INTERVALS_S as fleet
+
+    assert fleet[:2] == (1.0, 2.0) and 15.0 in fleet and 3.0 not in fleet
+    assert stepped_interval(1.0, +1, DASHBOARD) == 2.0
+    assert stepped_interval(0.25, -1, DASHBOARD) == 0.25 and stepped_interval(60.0, +1, fleet) == 60.0
+    assert (stepped_interval(20.0, -1, fleet), stepped_interval(20.0, +1, fleet)) == (15.0, 30.0)
+    assert (stepped_interval(3.0, -1, fleet), stepped_interval(3.0, +1, fleet)) == (2.0, 5.0)
+    assert stepped_interval(0.1, -1, fleet) == 0.1 and stepped_interval(0.1, +1, fleet) == 1.0

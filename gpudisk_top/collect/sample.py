@@ -324,3 +324,6 @@ class Sample:
     warnings: list[str] = field(default_factory=list)  # what could not be read, one line each
     # the disks' health as the slow poller last read it (collect/health.py); None: not read
     health: HealthSnapshot | None = None
+    # the interval the sampler was set to when it took this sample (the dashboard's +/-
+    # change it); None: not said (a recording made before it was kept, a bare collector)
+    interval_s: float | None = None

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from gpudisk_top.collect.diskstats import MASK32, MASK64, DiskCounters
 
@@ -118,26 +119,63 @@ def device_rates(cur: DiskCounters, prev: DiskCounters | None, interval_s: float
     return _rates_from(cur, _base(cur, prev), interval_s)
 
 
+class DiskDeltas(NamedTuple):
+    """One device's counter differences over one interval, the integers its rates are
+    made of: the kernel's names, *_ticks in milliseconds, each taken in the counter's C
+    type (wrapped) against the base iostat compares with (_base(): zeros for a device that
+    appeared or was created again).  What the recorder's summaries add up."""
+
+    rd_ios: int
+    wr_ios: int
+    dc_ios: int
+    fl_ios: int
+    rd_merges: int
+    wr_merges: int
+    dc_merges: int
+    rd_sectors: int
+    wr_sectors: int
+    dc_sectors: int
+    rd_ticks: int
+    wr_ticks: int
+    dc_ticks: int
+    fl_ticks: int
+    tot_ticks: int
+    rq_ticks: int
+
+
+def _deltas(cur: DiskCounters, prev: DiskCounters) -> DiskDeltas:
+    """The counter differences of cur against prev as it is (already _base()'s choice)."""
+    return DiskDeltas(
+        (cur.rd_ios - prev.rd_ios) & MASK64,
+        (cur.wr_ios - prev.wr_ios) & MASK64,
+        (cur.dc_ios - prev.dc_ios) & MASK64,
+        (cur.fl_ios - prev.fl_ios) & MASK64,
+        (cur.rd_merges - prev.rd_merges) & MASK64,
+        (cur.wr_merges - prev.wr_merges) & MASK64,
+        (cur.dc_merges - prev.dc_merges) & MASK64,
+        (cur.rd_sectors - prev.rd_sectors) & MASK64,
+        (cur.wr_sectors - prev.wr_sectors) & MASK64,
+        (cur.dc_sectors - prev.dc_sectors) & MASK64,
+        (cur.rd_ticks - prev.rd_ticks) & MASK32,
+        (cur.wr_ticks - prev.wr_ticks) & MASK32,
+        (cur.dc_ticks - prev.dc_ticks) & MASK32,
+        (cur.fl_ticks - prev.fl_ticks) & MASK32,
+        (cur.tot_ticks - prev.tot_ticks) & MASK32,
+        (cur.rq_ticks - prev.rq_ticks) & MASK32,
+    )
+
+
 def _rates_from(cur: DiskCounters, prev: DiskCounters, interval_s: float) -> DiskRates:
     """device_rates() against prev as it is (already _base()'s choice)."""
+    return _rates_of(_deltas(cur, prev), interval_s)
+
+
+def _rates_of(d: DiskDeltas, interval_s: float) -> DiskRates:
+    """The rates of one interval's counter differences."""
     itv = _itv_cs(interval_s)
     # S_VALUE(m, n, itv) = (n - m) / itv * 100, written out below for each counter
-    rd_ios = (cur.rd_ios - prev.rd_ios) & MASK64
-    wr_ios = (cur.wr_ios - prev.wr_ios) & MASK64
-    dc_ios = (cur.dc_ios - prev.dc_ios) & MASK64
-    fl_ios = (cur.fl_ios - prev.fl_ios) & MASK64
-    rd_merges = (cur.rd_merges - prev.rd_merges) & MASK64
-    wr_merges = (cur.wr_merges - prev.wr_merges) & MASK64
-    dc_merges = (cur.dc_merges - prev.dc_merges) & MASK64
-    rd_sectors = (cur.rd_sectors - prev.rd_sectors) & MASK64
-    wr_sectors = (cur.wr_sectors - prev.wr_sectors) & MASK64
-    dc_sectors = (cur.dc_sectors - prev.dc_sectors) & MASK64
-    rd_ticks = (cur.rd_ticks - prev.rd_ticks) & MASK32
-    wr_ticks = (cur.wr_ticks - prev.wr_ticks) & MASK32
-    dc_ticks = (cur.dc_ticks - prev.dc_ticks) & MASK32
-    fl_ticks = (cur.fl_ticks - prev.fl_ticks) & MASK32
-    tot_ticks = (cur.tot_ticks - prev.tot_ticks) & MASK32
-    rq_ticks = (cur.rq_ticks - prev.rq_ticks) & MASK32
+    (rd_ios, wr_ios, dc_ios, fl_ios, rd_merges, wr_merges, dc_merges, rd_sectors,
+     wr_sectors, dc_sectors, rd_ticks, wr_ticks, dc_ticks, fl_ticks, tot_ticks, rq_ticks) = d
 
     # Positional, in DiskRates field order (this runs for every device every second).
     # Sectors are 512 bytes whatever the device's block size: kB/s = sectors/s / 2.
@@ -322,15 +360,27 @@ def checked_rates(prev: dict[str, DiskCounters], cur: dict[str, DiskCounters],
     """rates(), less the devices whose interval is physically impossible: returns
     (rates, {device: one-line reason}), every device of `cur` in exactly one of the two.
     Never raises."""
+    out, _, dropped = checked_intervals(prev, cur, interval_s)
+    return out, dropped
+
+
+def checked_intervals(prev: dict[str, DiskCounters], cur: dict[str, DiskCounters],
+                      interval_s: float) -> tuple[dict[str, DiskRates], dict[str, DiskDeltas],
+                                                  dict[str, str]]:
+    """checked_rates() with the counter differences each kept device's rates were made
+    of: (rates, deltas, dropped), rates and deltas with the same devices.  Never raises."""
     out: dict[str, DiskRates] = {}
+    deltas: dict[str, DiskDeltas] = {}
     dropped: dict[str, str] = {}
     for name, c in cur.items():
         p = prev.get(name)
         base = _base(c, p)
-        r = _rates_from(c, base, interval_s)
+        d = _deltas(c, base)
+        r = _rates_of(d, interval_s)
         why = _implausible(c, p, base, interval_s, r)
         if why is None:
             out[name] = r
+            deltas[name] = d
         else:
             dropped[name] = why
-    return out, dropped
+    return out, deltas, dropped

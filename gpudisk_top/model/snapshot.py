@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import DeviceInfo, Sample
-from gpudisk_top.model.disk import DiskRates, checked_rates
+from gpudisk_top.model.disk import DiskDeltas, DiskRates, checked_intervals
 from gpudisk_top.model.gpu import GpuView, gpu_views
 from gpudisk_top.model.health import HealthView, health_views
 from gpudisk_top.model.host import HostView, host_view
@@ -31,6 +31,9 @@ class Model:
     interval_s: float
     sample: Sample
     disks: dict[str, DiskRates] = field(default_factory=dict)
+    # the counter differences each device's rates were made of (the same devices as
+    # `disks`): what the recorder's summaries add up, exact integers
+    disk_deltas: dict[str, DiskDeltas] = field(default_factory=dict)
     devices: dict[str, DeviceInfo] = field(default_factory=dict)
     gpu_status: str = ""
     gpus: list[GpuView] = field(default_factory=list)
@@ -64,7 +67,8 @@ class Model:
                     devices=sample.devices, gpu_status=sample.gpu.status,
                     health=health_views(sample.health))
         if last is not None:
-            model.disks, model.disk_dropped = checked_rates(last.disks, sample.disks, interval_s)
+            model.disks, model.disk_deltas, model.disk_dropped = checked_intervals(
+                last.disks, sample.disks, interval_s)
             model.warnings.extend(f"{name}: no disk rates this interval: {why}"
                                   for name, why in model.disk_dropped.items())
         window_us = (int(last.wall_s * 1e6), int(sample.wall_s * 1e6)) if last is not None else None

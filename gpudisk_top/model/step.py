@@ -37,6 +37,7 @@ class Stepper:
         model, verdict = stepper.step(sample)              # live
         model, verdict = stepper.step(sample, fresh=True)  # a recorder run's first sample
         stepper.restart()                                  # a new session, a clock step
+        stepper.prime(sample)                              # the next interval starts here
         stepper.episodes                                   # every detector's, in order
     """
 
@@ -53,6 +54,12 @@ class Stepper:
         verdict = self.detector.feed(model)
         self.last = sample
         return model, verdict
+
+    def prime(self, sample) -> None:
+        """Start the next interval at `sample` without judging it: a replay that begins
+        feeding mid-session gives its first interval the rates from the sample before
+        (None: the next sample fed has no interval, as at a session's start)."""
+        self.last = sample
 
     def restart(self) -> None:
         """A fresh detector; the one before ends its open episode at the last sample fed."""

@@ -25,8 +25,8 @@ accumulation (Window.add) serves the recorder and `report`'s replay, so the two 
 from __future__ import annotations
 
 import json
-import zlib
-from dataclasses import asdict, dataclass, field, fields
+import operator
+from dataclasses import asdict
 
 from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
@@ -35,7 +35,8 @@ from gpudisk_top.model.detect.evidence import Culprit
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
 from gpudisk_top.model.whatif import WhatIf
-from gpudisk_top.record.v2.fields import expand, health_named, health_reading, runs
+# the codec of a summary block (what this module fills, as it is stored)
+from gpudisk_top.record.v2.summary import DiskSums, Stretch, SummaryBlock
 
 DERIVED_LAYOUT = 2        # the layout of a summary block; raised when it changes
 # 2: a device's worst is its worst interval's await (reads and writes together), not
@@ -55,15 +56,11 @@ def gpu_state(g, state: str, gpus) -> str:
     return "healthy" if g.processes else "idle"
 
 
-def disk_ints(r, interval_s: float) -> tuple[int, int, int, int, int, int, int]:
-    """(read requests, write requests, ms reads waited, ms writes waited, sectors read,
-    sectors written, ms busy) of one interval: the counter differences model.disk.rates()
-    derived its rates from, read back from the rates (exact: each is a small integer)."""
-    k = interval_s
-    r_ios = round(r.r_s * k)
-    w_ios = round(r.w_s * k)
-    return (r_ios, w_ios, round(r.r_await_ms * r_ios), round(r.w_await_ms * w_ios),
-            round(r.rkb_s * k * 2), round(r.wkb_s * k * 2), round(r.util_pct * k * 10))
+# (read requests, write requests, ms reads waited, ms writes waited, sectors read, sectors
+# written, ms busy) of one interval: the counter differences the model made its rates of
+# (Model.disk_deltas), the integers a summary adds up
+disk_ints = operator.attrgetter("rd_ios", "wr_ios", "rd_ticks", "wr_ticks", "rd_sectors",
+                                "wr_sectors", "tot_ticks")
 
 
 def interval_await_ms(ints) -> float:
@@ -75,84 +72,6 @@ def interval_await_ms(ints) -> float:
     return (ints[2] + ints[3]) / ios if ios else 0.0
 
 
-@dataclass
-class DiskSums:
-    """One device over a stretch of intervals.  Requests, waits, sectors and busy time
-    are sums of integers (scaled only for an interval a window cuts)."""
-
-    r_ios: float = 0
-    w_ios: float = 0
-    r_wait_ms: float = 0
-    w_wait_ms: float = 0
-    r_sectors: float = 0
-    w_sectors: float = 0
-    busy_ms: float = 0
-    seconds: float = 0.0
-    intervals: int = 0
-    worst_ms: float = 0.0
-    worst_at: float | None = None   # wall time, or (in a summary block) the interval offset
-    # intervals in which the device had done I/O since boot (the default device filter)
-    io_seconds: float = 0.0
-    io_intervals: int = 0
-
-    def add(self, ints, scale: float = 1.0) -> None:
-        if scale == 1.0:
-            self.r_ios += ints[0]
-            self.w_ios += ints[1]
-            self.r_wait_ms += ints[2]
-            self.w_wait_ms += ints[3]
-            self.r_sectors += ints[4]
-            self.w_sectors += ints[5]
-            self.busy_ms += ints[6]
-        else:
-            self.r_ios += ints[0] * scale
-            self.w_ios += ints[1] * scale
-            self.r_wait_ms += ints[2] * scale
-            self.w_wait_ms += ints[3] * scale
-            self.r_sectors += ints[4] * scale
-            self.w_sectors += ints[5] * scale
-            self.busy_ms += ints[6] * scale
-
-    def merge(self, other: "DiskSums", io_only: bool) -> None:
-        """Add a summary block's sums; io_only: count only the intervals in which the
-        device had done I/O (what the default device filter selects)."""
-        for f in ("r_ios", "w_ios", "r_wait_ms", "w_wait_ms", "r_sectors", "w_sectors", "busy_ms"):
-            setattr(self, f, getattr(self, f) + getattr(other, f))
-        self.seconds += other.io_seconds if io_only else other.seconds
-        self.intervals += other.io_intervals if io_only else other.intervals
-        if other.worst_ms > self.worst_ms:
-            self.worst_ms, self.worst_at = other.worst_ms, other.worst_at
-
-    def as_list(self) -> list:
-        return [self.r_ios, self.w_ios, self.r_wait_ms, self.w_wait_ms, self.r_sectors,
-                self.w_sectors, self.busy_ms, self.seconds, self.intervals, self.worst_ms,
-                self.worst_at, self.io_seconds, self.io_intervals]
-
-    @classmethod
-    def from_list(cls, v: list) -> "DiskSums":
-        return cls(*v)
-
-
-@dataclass
-class Stretch:
-    """Intervals added up: a summary block in the recorder, a piece of a report window."""
-
-    samples: int = 0
-    first_s: float | None = None
-    last_s: float | None = None
-    covered_s: float = 0.0
-    gpu_info: dict = field(default_factory=dict)      # index -> {"index", "name", "uuid"}
-    states: dict = field(default_factory=dict)        # index -> {state: seconds}
-    util_sum: float = 0.0
-    util_n: int = 0
-    util_min: float | None = None
-    # seconds in state unavailable with no GPU to read at all (NVML down or hung): each
-    # GPU the report knows spent them "unavailable" (lost GPUs are tallied "lost")
-    no_gpu_s: float = 0.0
-    disks: dict = field(default_factory=dict)         # name -> DiskSums
-    devices: dict = field(default_factory=dict)       # name -> DeviceInfo, as last seen
-
-
 def interval_facts(model: Model, state: str, gpus):
     """What one interval contributes: (GPU states, chart utilizations, per device
     (ints, worst await, has done I/O)).  Shared by the recorder and report's replay."""
@@ -161,14 +80,13 @@ def interval_facts(model: Model, state: str, gpus):
              and (g.processes or state == "idle")]
     disks = []
     if model.interval_s > 0:
-        k = model.interval_s
         devices = model.devices
         counters = model.sample.disks
-        for name, r in model.disks.items():
+        for name, d in model.disk_deltas.items():
             if name not in devices:
                 continue
             c = counters.get(name)
-            ints = disk_ints(r, k)
+            ints = disk_ints(d)
             disks.append((name, ints, interval_await_ms(ints),
                           c is not None and c.total_ios() > 0))
     return gstates, utils, disks
@@ -213,77 +131,6 @@ def episode_from(d: dict) -> Episode:
                    kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"],
                    culprits=[Culprit(**c) for c in d.get("culprits") or ()],
                    whatif=[WhatIf(**w) for w in d.get("whatif") or ()])
-
-
-@dataclass
-class SummaryBlock:
-    """SUMMARY_SAMPLES (or fewer) consecutive samples of one session, summed."""
-
-    first: int                     # session-relative number of its first sample
-    n: int
-    state: list[int]               # per interval: STATES index of the reported state
-    raw: list[int]                 # and of the raw state
-    episode: list[int]             # id of the open episode, 0 for none
-    gpus: list[int]                # bit mask of the GPUs the verdict names
-    sums: Stretch
-    episodes: list[dict]           # every episode open during the block, as of its end
-    # (place in the block, reading) of each health reading new at one of its samples
-    health: list[tuple[int, DiskHealth]] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        s = self.sums
-        out = {
-            "first": self.first, "n": self.n,
-            "codes": [runs(self.state), runs(self.raw), runs(self.episode), runs(self.gpus)],
-            "samples": s.samples, "covered": s.covered_s,
-            "gpu_info": [[i["index"], i["name"], i["uuid"]] for i in s.gpu_info.values()],
-            "states": [[idx, per] for idx, per in s.states.items()],
-            "util": [s.util_sum, s.util_n, s.util_min],
-            "disks": [[name, d.as_list()] for name, d in s.disks.items()],
-            "devices": [[name, _device_list(info)] for name, info in s.devices.items()],
-            "episodes": self.episodes,
-        }
-        if s.no_gpu_s:
-            out["no_gpu"] = s.no_gpu_s
-        if self.health:             # summaries without health stay as they were
-            out["health"] = [[j, health_named(h)] for j, h in self.health]
-        return out
-
-    @classmethod
-    def from_json(cls, d: dict) -> "SummaryBlock":
-        from gpudisk_top.collect.sample import DeviceInfo
-
-        s = Stretch(samples=d["samples"], covered_s=d["covered"])
-        s.gpu_info = {i: {"index": i, "name": n, "uuid": u} for i, n, u in d["gpu_info"]}
-        s.states = {idx: dict(per) for idx, per in d["states"]}
-        s.util_sum, s.util_n, s.util_min = d["util"]
-        s.no_gpu_s = d.get("no_gpu", 0.0)
-        s.disks = {name: DiskSums.from_list(v) for name, v in d["disks"]}
-        known = {f.name for f in fields(DeviceInfo)}
-        s.devices = {name: DeviceInfo(**{k: tuple(v) if isinstance(v, list) else v
-                                         for k, v in rec.items() if k in known})
-                     for name, rec in d["devices"]}
-        state, raw, episode, gpus = (expand(c) for c in d["codes"])
-        health = [(j, health_reading(h.items())) for j, h in d.get("health", ())]
-        return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"], health)
-
-
-def _device_list(info) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(info).items()}
-
-
-def encode_blocks(blocks: list[SummaryBlock]) -> bytes:
-    return zlib.compress(json.dumps([b.to_json() for b in blocks], separators=(",", ":"),
-                                    allow_nan=False).encode(), 9)
-
-
-def decode_blocks(data) -> list[SummaryBlock]:
-    """Raises ValueError for a payload it cannot read (then report replays its samples:
-    summaries are derived, nothing is lost)."""
-    try:
-        return [SummaryBlock.from_json(d) for d in json.loads(zlib.decompress(bytes(data)))]
-    except (zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
-        raise ValueError(f"{type(err).__name__}: {err}") from None
 
 
 def meta(thresholds) -> dict:

@@ -11,7 +11,7 @@ Opening reads the preamble, then walks every frame and checks every CRC (about 0
 a day at 1 Hz); the index holds each sample's time and where it is, so seek() is a
 bisection and sample(i) decodes at most one block (SEGMENT_SAMPLES samples).  Files are
 read into memory, since their recorder cuts their end as it turns rows into blocks
-(v2/index.py reads them).  A torn tail or a
+(index_v2.py reads them).  A torn tail or a
 damaged stretch becomes a warning in `warnings`, and every good frame around it is
 still read.
 
@@ -148,7 +148,7 @@ class Recording:
         return cls(path, buf, version)
 
     def _build_index_v2(self) -> None:
-        from gpudisk_top.record.v2.index import V2Index
+        from gpudisk_top.record.index_v2 import V2Index
 
         index = self._v2 = V2Index(self.path, self._buf, self.warnings, Session, self._keep)
         idx = self._idx
@@ -245,7 +245,7 @@ class Recording:
         return self._v2.sample_index(session, number)
 
     def summaries(self) -> list:
-        """(index of its first sample, derived.SummaryBlock, session number) for every
+        """(index of its first sample, v2.summary.SummaryBlock, session number) for every
         summary block the recording holds whose samples are all readable."""
         return self._v2.summaries()
 
@@ -340,7 +340,7 @@ class Recording:
 
     # ------------------------------------------------------------------ decoding
     def sample(self, i: int) -> Sample:
-        """Sample i, decoded (v2/index.py: sequential calls cost one row; a jump decodes its
+        """Sample i, decoded (index_v2.py: sequential calls cost one row; a jump decodes its
         block).  Raises IndexError out of range and CorruptRecording when a frame that
         passed its CRC cannot be decoded."""
         n = len(self)

@@ -54,6 +54,7 @@ from gpudisk_top.record import frames, v2
 from gpudisk_top.record.header import (FORMAT_VERSION, SEGMENT_SAMPLES, complete_header, iso,
                                        make_header)
 from gpudisk_top.record.rotate import Rotation
+from gpudisk_top.record.v2.summary import encode_blocks
 
 SYNC_INTERVAL_S = 1.0
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room: compacting may make some
@@ -410,7 +411,7 @@ class Recorder:
         under a --max-size whose parts they would crowd (they are derived data: the block
         carries them, and report can replay the rows)."""
         self._summary_blocks += blocks
-        frame = frames.pack(frames.SUMMARY, self._derived.encode_blocks(blocks))
+        frame = frames.pack(frames.SUMMARY, encode_blocks(blocks))
         part = self.rotation.part_bytes if self.rotation is not None else None
         if part is not None and len(frame) > part // 20:
             return
@@ -436,7 +437,7 @@ class Recorder:
             except Exception as err:  # noqa: BLE001
                 self._stop_summaries(err)
         if blocks:
-            summaries = self._derived.encode_blocks(blocks)
+            summaries = encode_blocks(blocks)
         payload = v2.encode_block(self._block_first, rows, self._layouts, self._state,
                                          self.level, summaries)
         frame = frames.pack(frames.BLOCK, payload, self._block_wall_s or 0.0)

@@ -10,8 +10,8 @@ Two ways to the same numbers:
     under a second.  Intervals at the edges of the window are replayed one by one, and
     samples without summaries (a recorder killed before writing its last ones) are
     replayed as below;
-  - replaying the raw samples through Replay (the model and the detector), in pieces of
-    an hour of samples that several processes can share (--jobs).
+  - replaying the raw samples through Replay (the model and the detector), in one
+    process, one pass over each stretch of a steady clock.
 The window is the index ranges Recording.ranges() gives (one per stretch of a wall clock
 that never went back), so the work is bounded by the samples in it, never by its span: a
 gap of months between two sessions costs nothing, and a clock that stepped back reads
@@ -19,7 +19,7 @@ each stretch in recorded order.  Summaries are used when the window is one such 
 Both add intervals up with derived.add_interval, so their device and state figures agree;
 their episodes can differ where the detector's learned baselines matter: the summaries
 hold what the recorder's detector decided from its session's start, a replay warms its
-detector up WARMUP_S before each piece.
+detector up WARMUP_S before the window.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import bisect
 import itertools
 import math
 import operator
-import os
 from dataclasses import dataclass, field
 
 from gpudisk_top import __version__
@@ -39,14 +38,14 @@ from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import episode_json, iso_time
 from gpudisk_top.record import derived, sources
-from gpudisk_top.record.derived import GPU_STATES, DiskSums, Stretch, add_interval
+from gpudisk_top.record.derived import GPU_STATES, add_interval
+from gpudisk_top.record.v2.summary import DiskSums, Stretch
 from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.model.step import CLOCK_STEP_S
 from gpudisk_top.session.replay import Replay
 
 BUCKETS = 240          # chart resolution: buckets of the window's samples
-CHUNK_S = 3600.0       # the report replays the window in pieces this long (see build())
 RECORDED = f"recorded summaries, model v{MODEL_VERSION}"
 RECOMPUTED = "recomputed"
 GAP_MIN_S = 60.0       # the charts mark a jump forward of the clock longer than this
@@ -237,8 +236,9 @@ def _pass(rec: Recording, lo: int, hi: int, clip_s, since_s, series: Series, thr
 
 
 def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]:
-    """Episodes of consecutive pieces as one list.  A piece's detector was warmed up before
-    its start, so an episode that went on across a boundary shows in both pieces: the
+    """Episodes of consecutive pieces of a window read from summaries (runs of summary
+    blocks, and the samples between them that have none, replayed) as one list.  A
+    replayed piece's detector was warmed up before its start, so an episode that went on across a boundary shows in both pieces: the
     earlier one closed at its last sample, the later one begun before the boundary.  They
     are joined; an episode that ended within the warm-up belongs to the piece before.  A
     piece that starts at a break (a session's start, a clock step: Replay restarts its
@@ -294,48 +294,20 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
     return merged
 
 
-def chunks_of(rec: Recording, start_s: float | None, end_s: float | None,
-              chunk_s: float) -> list[tuple[int, int, int]]:
-    """(first, last, range) of each piece of the window: its ranges (Recording.ranges)
-    cut where chunk_s has passed since the piece's first sample.  A piece starts at a
-    sample, so a gap of any length costs one bisection, and the pieces do not depend on
-    how many processes compute them."""
-    walls = rec.walls
-    out = []
-    for k, (lo, hi) in enumerate(rec.ranges(start_s, end_s)):
-        a = lo
-        while a <= hi:
-            b = bisect.bisect_left(walls, walls[a] + chunk_s, a + 1, hi + 1)
-            out.append((a, b - 1, k))
-            a = b
-    return out
-
-
-_FORK_STATE: tuple | None = None     # (recording, axis, thresholds, filter) for workers
-
-
-def _chunk_worker(job: tuple) -> _Partial:
-    rec, axis, thresholds, dev_filter = _FORK_STATE
-    lo, hi, clip, since = job
-    return _pass(rec, lo, hi, clip, since, Series(axis), thresholds, dev_filter)
-
-
 def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """1: the replay is one process.  Kept while commands/report.py's -j/--jobs still asks
+    (build() ignores `jobs`); goes with that option."""
+    return 1
 
 
 def build(rec: Recording, start_s: float | None = None, end_s: float | None = None,
           thresholds=None, dev_filter: DeviceFilter | None = None, jobs: int = 1,
-          chunk_s: float = CHUNK_S, recompute: bool = False) -> Summary:
+          recompute: bool = False) -> Summary:
     """The report over the samples with start_s <= wall_s <= end_s, from the recorded
     summaries when they fit (see the module's doc), else (or with recompute) by
-    replaying the raw samples: the window is cut into pieces of chunk_s, each replayed
-    with the detector warmed up WARMUP_S before it (the same numbers whatever `jobs`);
-    with jobs > 1 the pieces are computed by that many processes.  The caller checks
-    that the window holds samples."""
+    replaying the raw samples in one pass per stretch of a steady clock, the detector
+    warmed up WARMUP_S before the window.  `jobs` is ignored (see default_jobs).  The
+    caller checks that the window holds samples."""
     dev_filter = dev_filter or DeviceFilter()
     ranges = rec.ranges(start_s, end_s)
     axis = Axis(ranges)
@@ -344,44 +316,24 @@ def build(rec: Recording, start_s: float | None = None, end_s: float | None = No
         plan = _fast_plan(rec, lo, hi, thresholds)
         if plan is not None:
             return _build_fast(rec, plan, lo, hi, start_s, axis, thresholds, dev_filter)
-    return _build_replay(rec, start_s, end_s, axis, thresholds, dev_filter, jobs, chunk_s)
+    return _build_replay(rec, ranges, start_s, axis, thresholds, dev_filter)
 
 
-def _build_replay(rec, start_s, end_s, axis, thresholds, dev_filter, jobs, chunk_s) -> Summary:
-    global _FORK_STATE
-    chunks = chunks_of(rec, start_s, end_s, chunk_s)
-    work = []
-    for k, (lo, hi, r) in enumerate(chunks):
-        first_of_range = k == 0 or chunks[k - 1][2] != r
-        # the first piece of each range starts at the window's start or at a clock step
-        # back: it warms up before the window (as far as its stretch goes), and its first
-        # interval is clipped to the window unless the sample before it is in the window
-        after_step = k > 0 and chunks[k - 1][1] == lo - 1
-        clip = start_s if first_of_range and not after_step else None
-        since = start_s if first_of_range else rec.wall_s(lo)
-        work.append((lo, hi, clip, since))
-    jobs = max(1, min(jobs, len(work)))
-    if jobs == 1:
-        parts = [_pass(rec, lo, hi, clip, since, Series(axis), thresholds, dev_filter)
-                 for lo, hi, clip, since in work]
-    else:
-        import multiprocessing
-
-        _FORK_STATE = (rec, axis, thresholds, dev_filter)
-        try:
-            with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                parts = pool.map(_chunk_worker, work, chunksize=1)
-        finally:
-            _FORK_STATE = None
-    # episodes are joined across the pieces of one range; ranges are apart in time
+def _build_replay(rec, ranges, start_s, axis, thresholds, dev_filter) -> Summary:
+    """Every sample of the window replayed, one pass (Replay) per range: a range is a
+    stretch of a steady clock, apart in time from the others, so each range's episodes
+    are its own.  A range's first interval is clipped to the window unless the sample
+    before it is in the window (the clock stepped back there)."""
+    parts = []
     episodes: list[Episode] = []
     where: list[int] = []          # the range of each episode, for the charts
-    for r in sorted({c[2] for c in chunks}):
-        ks = [k for k, c in enumerate(chunks) if c[2] == r]
-        boundaries = [work[k][3] if work[k][3] is not None else rec.wall_s(work[k][0]) for k in ks]
-        got = _merge_episodes([parts[k] for k in ks], boundaries)
-        episodes += got
-        where += [r] * len(got)
+    for r, (lo, hi) in enumerate(ranges):
+        after_step = r > 0 and ranges[r - 1][1] == lo - 1
+        part = _pass(rec, lo, hi, None if after_step else start_s, start_s, Series(axis),
+                     thresholds, dev_filter)
+        parts.append(part)
+        episodes += part.episodes
+        where += [r] * len(part.episodes)
     for i, e in enumerate(episodes, 1):
         e.id = i
     return _summary(rec, parts, episodes, axis, RECOMPUTED, where=where)

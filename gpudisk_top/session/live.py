@@ -19,7 +19,7 @@ from gpudisk_top.model.detect import Episode, Thresholds, Verdict
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper, StepperViews
-from gpudisk_top.session.ticker import Ticker
+from gpudisk_top.session.ticker import Ticker, stepped_interval
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
 
@@ -126,12 +126,9 @@ class Feed(StepperViews):
 
     def step_interval(self, direction: int) -> float:
         """The next shorter (-1) or longer (+1) interval from INTERVALS_S."""
-        longer = [s for s in INTERVALS_S if s > self.interval_s + 1e-9]
-        shorter = [s for s in INTERVALS_S if s < self.interval_s - 1e-9]
-        if direction > 0 and longer:
-            self.set_interval(longer[0])
-        elif direction < 0 and shorter:
-            self.set_interval(shorter[-1])
+        interval_s = stepped_interval(self.interval_s, direction, INTERVALS_S)
+        if interval_s != self.interval_s:
+            self.set_interval(interval_s)
         return self.interval_s
 
     # ------------------------------------------------------------------ loop
@@ -140,6 +137,8 @@ class Feed(StepperViews):
         t0 = time.monotonic()
         sample = self.source.sample()
         sample_ms = (time.monotonic() - t0) * 1000
+        # what it was taken at, for the recorder (a replay shows it: the +/- keys change it)
+        sample.interval_s = self.interval_s
         if self.on_sample is not None:
             try:                  # a recorder that fails must not stop the screen
                 self.sink_error = self.on_sample(sample)

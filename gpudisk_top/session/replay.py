@@ -66,6 +66,13 @@ def warm_start(rec: Recording, lo: int, warmup_s: float | None, after: int = -1,
     return max(begin, after + 1)
 
 
+def prime_at(rec: Recording, stepper: Stepper, start: int) -> None:
+    """Ready `stepper` to feed from sample `start`: the sample before it gives the first
+    interval its rates, unless `start` begins a session.  The one rule for Replay and the
+    replay screen."""
+    stepper.prime(rec.sample(start - 1) if start > 0 and not rec.starts_session(start) else None)
+
+
 class Replay:
     def __init__(self, recording: Recording, thresholds: Thresholds | None = None,
                  warmup_s: float | None = WARMUP_S) -> None:
@@ -126,9 +133,7 @@ class Replay:
             continuous = fed >= 0 and begin == fed + 1
             if not continuous:
                 stepper.restart()
-                # the sample before gives the first interval its rates
-                stepper.last = (rec.sample(begin - 1)
-                                if begin > 0 and not rec.starts_session(begin) else None)
+                prime_at(rec, stepper, begin)
             for i, sample in rec.samples(begin, hi + 1):
                 broke = breaks(rec, i, stepper.last, sample)
                 if broke:
@@ -170,7 +175,10 @@ class ReplayFeed(StepperViews):
         self.rec = recording
         self.thresholds = thresholds
         self.capacity = history_capacity
-        self.interval_s = float(recording.header.get("interval_s") or 1.0)
+        # the session header's interval: what a sample that does not say its own was
+        # taken at (recorded before samples said it, or by a recorder that never changes it)
+        self.header_interval_s = float(recording.header.get("interval_s") or 1.0)
+        self.interval_s = self.header_interval_s   # the shown sample's (_feed)
         self.last_update_mono: float | None = None
         self.last_error: str | None = None
         self.index = -1
@@ -201,12 +209,6 @@ class ReplayFeed(StepperViews):
         return self.interval_s
 
     # ------------------------------------------------------------------ position
-    def _begin(self, stepper: Stepper, start: int) -> None:
-        """Ready `stepper` to feed from sample `start`, as Replay.run does: the sample
-        before it gives the first interval its rates."""
-        stepper.last = (self.rec.sample(start - 1)
-                        if start > 0 and not self.rec.starts_session(start) else None)
-
     def _onset(self, ep: Episode, i: int, life: int) -> int:
         """The sample where an episode that opened at sample i began: the first at or
         after its start time, a few samples back (`enter_intervals`), never before the
@@ -232,6 +234,7 @@ class ReplayFeed(StepperViews):
 
     def _feed(self, i: int) -> Update:
         model, verdict, opened, self._life = self._feed_one(self.stepper, i, self._life)
+        self.interval_s = model.sample.interval_s or self.header_interval_s
         for ep, j in opened:
             self._starts[id(ep)] = j
         self.history.append(model, verdict)
@@ -248,7 +251,7 @@ class ReplayFeed(StepperViews):
         self.history = History(self.capacity)
         self._starts = {}
         start = self._life = warm_start(self.rec, i, WARMUP_S)
-        self._begin(self.stepper, start)
+        prime_at(self.rec, self.stepper, start)
         update = None
         for j in range(start, i + 1):
             update = self._feed(j)
@@ -343,7 +346,7 @@ class ReplayFeed(StepperViews):
         a scratch Stepper (afresh at each break, as _feed)."""
         scratch = Stepper(self.thresholds)
         life = warm_start(self.rec, lo, WARMUP_S)
-        self._begin(scratch, life)
+        prime_at(self.rec, scratch, life)
         starts: list[int] = []
         for j in range(life, hi + 1):
             _, _, opened, life = self._feed_one(scratch, j, life)

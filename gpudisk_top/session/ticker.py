@@ -18,6 +18,16 @@ import threading
 import time
 
 
+
+def stepped_interval(interval_s: float, direction: int, choices) -> float:
+    """The interval after one +/- key: the next longer (+1) or shorter (-1) of `choices`
+    (ascending) than interval_s, or interval_s where there is none.  The one rule of the
+    dashboard (session/live.py) and the fleet screen (ui/fleet_app.py), each with its own
+    choices; an interval between two (set by --interval) steps to its neighbours."""
+    if direction > 0:
+        return next((s for s in choices if s > interval_s + 1e-9), interval_s)
+    return next((s for s in reversed(choices) if s < interval_s - 1e-9), interval_s)
+
 class Ticker:
     def __init__(self, interval_s: float, now_s: float | None = None) -> None:
         self.interval_s = interval_s

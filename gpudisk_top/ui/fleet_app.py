@@ -29,6 +29,7 @@ from textual.widgets import Footer, Static
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.model import FleetView, natural_key
 from gpudisk_top.fleet.source import not_one_node
+from gpudisk_top.session.ticker import stepped_interval
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.appkit import TOO_SMALL_CSS, fit_screen, left_dead_terminal, palette
@@ -388,8 +389,7 @@ class FleetApp(App):
         self.push_screen(FleetHelpScreen())
 
     def _set_interval(self, step: int) -> None:
-        i = min(range(len(INTERVALS_S)), key=lambda k: abs(INTERVALS_S[k] - self.interval_s))
-        self.interval_s = INTERVALS_S[min(max(0, i + step), len(INTERVALS_S) - 1)]
+        self.interval_s = stepped_interval(self.interval_s, step, INTERVALS_S)
         if self._timer is not None:
             self._timer.stop()
             self._timer = self.set_interval(self.interval_s, self._tick)

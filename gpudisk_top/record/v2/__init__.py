@@ -5,7 +5,10 @@
     unflatten.py  a layout and values -> the Sample (plans per layout)
     rows.py       R frames: one sample each, the crash-safe tail of a recording
     blocks.py     B frames: SEGMENT_SAMPLES samples column by column, LZMA-compressed
-    index.py      which frames of a file hold which samples, and decoding them
+    summary.py    summary blocks (the derived stream: record/derived.py fills them)
+
+record/index_v2.py finds which frames of a file hold which samples and decodes them with
+this package; nothing here imports from record/ above it (tests/test_layering.py).
 
 docs/recording-format.md specifies the format; flatten.py's docstring says what is kept
 exactly and what is kept as the model uses it.  This package stays as it is once a

@@ -1,8 +1,8 @@
 """What the columns of format version 2 hold: the field tables, the schema a session
 header carries, and the small codings every part shares (doubles as their bits, runs of
 equal values, NVML utilization windows).  The rest of the codec: flatten.py (a Sample
-into column values and back), rows.py (R frames), blocks.py (B frames), index.py (which
-frames hold which samples)."""
+into column values and back), rows.py (R frames), blocks.py (B frames), summary.py (the
+summary blocks); record/index_v2.py finds which frames hold which samples."""
 
 from __future__ import annotations
 
@@ -54,6 +54,12 @@ MOUNT_STATIC = ("mountpoint", "fstype", "source", "kind", "daemon_pid")
 # keeps it as a run, so a reading costs its bytes once, not once a sample.  Recordings
 # made before them lack the keys, and read back health None.
 HEALTH_FIELDS = field_names(DiskHealth)
+# the interval the sampler was set to (Sample.interval_s), in integer milliseconds, in a
+# sample that says it: a dynamic column (a row codes it as a difference, a block as a run),
+# so it costs nearly nothing while it stands.  Recordings made before it lack the key and
+# read back None (a replay then takes the session header's interval_s); readers that do not
+# know it ignore it, as every unknown key.
+INTERVAL_KEY = "t/interval_ms"
 HEALTH_HEADS = ("H", "Hf", "Hp")
 _health_values = operator.attrgetter(*HEALTH_FIELDS)
 

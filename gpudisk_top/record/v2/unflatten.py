@@ -16,8 +16,8 @@ from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, DiskHeal
                                         GpuProcessRaw, GpuRaw, GpuSnapshot, HealthSnapshot,
                                         HostRaw, MountRaw, ProcIoRaw, PsiTotals, Sample)
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
-                                          GPU_INTS, HEALTH_FIELDS, IO_FIELDS, PROC_ACCT,
-                                          PROC_STATIC, EXACT,
+                                          GPU_INTS, HEALTH_FIELDS, INTERVAL_KEY, IO_FIELDS,
+                                          PROC_ACCT, PROC_STATIC, EXACT,
                                           FormatError, bits_float, field_names, getter,
                                           health_reading, schema, window_of)
 from gpudisk_top.record.v2.flatten import Flattener
@@ -73,6 +73,7 @@ class _Plan:
     px: int | None
     mounts: list           # (identity index, [(counter key, index)]), in the sample's order
     health: tuple | None   # ("Hp" index, [(device, "H/DEV" index)], [(device, "Hf/DEV" index)])
+    interval: int | None   # INTERVAL_KEY's index
     mono: int
     wall: int
     status: int | None
@@ -160,6 +161,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
         px=pos.get("px"),
         mounts=[tuple(mounts[i]) for i in sorted(mounts) if mounts[i][0] is not None],
         health=(pos["Hp"], readings, first) if "Hp" in pos else None,
+        interval=pos.get(INTERVAL_KEY),
         mono=pos["t/mono"], wall=pos["t/wall"],
         status=pos.get("gs/status"), driver=pos.get("gs/driver"), warnings=pos.get("w"),
     )
@@ -475,7 +477,8 @@ class Unflattener:
                                       driver_version=_get(vals, plan.driver), gpus=gpus),
                       host=host, procs=procs, mounts=self._mounts(plan, vals),
                       warnings=list(_get(vals, plan.warnings) or ()),
-                      health=self._health(plan, vals))
+                      health=self._health(plan, vals),
+                      interval_s=None if plan.interval is None else vals[plan.interval] / 1000)
 
     def _mounts(self, plan: _Plan, vals) -> dict[str, MountRaw]:
         out = {}

@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass, field
 
 from gpudisk_top.record import frames, sources, v2
+from gpudisk_top.record.v2.summary import decode_blocks
 
 _B, _R = 0, 1
 
@@ -365,8 +366,6 @@ class V2Index:
         return list(self._summaries)
 
     def _read_summaries(self):
-        from gpudisk_top.record import derived
-
         out = []
         for sno, raw in enumerate(self._kept):
             s = self._raw_sessions[raw]
@@ -377,7 +376,7 @@ class V2Index:
                 if not data:
                     continue
                 try:
-                    blocks = derived.decode_blocks(data)
+                    blocks = decode_blocks(data)
                 except ValueError:
                     self.warnings.append(f"{self.path}: the summaries of a block at byte "
                                          f"{fr.offset} could not be read; report replays it")
@@ -386,7 +385,7 @@ class V2Index:
                     have[b.first] = b
             for fr in s.tail_summaries:
                 try:
-                    blocks = derived.decode_blocks(self.buf[fr.start:fr.end])
+                    blocks = decode_blocks(self.buf[fr.start:fr.end])
                 except ValueError:
                     continue
                 for b in blocks:
