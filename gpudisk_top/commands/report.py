@@ -15,7 +15,6 @@ import sys
 
 from gpudisk_top.commands.common import (add_detector_options, device_filter, load_config,
                                          thresholds_from)
-from gpudisk_top.errors import UsageError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -28,9 +27,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add_window_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object (schema in README)")
     p.add_argument("--no-charts", action="store_true", help="text report without the charts")
-    p.add_argument("-j", "--jobs", type=int, metavar="N",
-                   help="processes to replay with (default: one per CPU); the window is replayed "
-                        "in one-hour pieces, so the numbers are the same whatever N")
+    # the replay is one pass in one process: -j is still accepted (scripts pass it), unused
+    p.add_argument("-j", "--jobs", type=int, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--recompute", action="store_true",
                    help="replay the raw samples through this version's model and detector even "
                         "when the recording holds summaries they made")
@@ -45,10 +43,7 @@ def run(args) -> int:
     thresholds = thresholds_from(args, load_config(args))
     rec, start, end = open_window(args)
     try:
-        jobs = args.jobs if args.jobs is not None else summary.default_jobs()
-        if jobs < 1:
-            raise UsageError(f"--jobs {jobs}: must be at least 1")
-        result = summary.build(rec, start, end, thresholds, device_filter(args), jobs=jobs,
+        result = summary.build(rec, start, end, thresholds, device_filter(args),
                                recompute=args.recompute)
     finally:
         rec.close()

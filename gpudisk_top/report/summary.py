@@ -294,20 +294,13 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
     return merged
 
 
-def default_jobs() -> int:
-    """1: the replay is one process.  Kept while commands/report.py's -j/--jobs still asks
-    (build() ignores `jobs`); goes with that option."""
-    return 1
-
-
 def build(rec: Recording, start_s: float | None = None, end_s: float | None = None,
-          thresholds=None, dev_filter: DeviceFilter | None = None, jobs: int = 1,
+          thresholds=None, dev_filter: DeviceFilter | None = None,
           recompute: bool = False) -> Summary:
     """The report over the samples with start_s <= wall_s <= end_s, from the recorded
     summaries when they fit (see the module's doc), else (or with recompute) by
     replaying the raw samples in one pass per stretch of a steady clock, the detector
-    warmed up WARMUP_S before the window.  `jobs` is ignored (see default_jobs).  The
-    caller checks that the window holds samples."""
+    warmed up WARMUP_S before the window.  The caller checks that the window holds samples."""
     dev_filter = dev_filter or DeviceFilter()
     ranges = rec.ranges(start_s, end_s)
     axis = Axis(ranges)
