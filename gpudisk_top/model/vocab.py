@@ -44,8 +44,10 @@ MIB = 2**20
 
 # The model's units that are not Prometheus's base units: what one of them is in base
 # units (iostat's kB is 1024 bytes).  Every other unit is exported as it is.
-BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MHz": 1e6,
-               "min": 60, "h": 3600}
+BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MB/s": MIB,
+               "MHz": 1e6, "min": 60, "h": 3600}
+# Every Prometheus family's name begins so (Metric.prom_name)
+PROM_PREFIX = "gpudisk_top_"
 
 
 def mb_s(kb_s: float | None) -> float | None:
@@ -78,9 +80,21 @@ class Metric:
         if not self.json_key:
             object.__setattr__(self, "json_key", self.field)
 
-    def text(self, value: float | None, na: str = "n/a") -> str:
-        """The value as every surface prints it: `decimals` places, `na` for None."""
-        return na if value is None else f"{value:.{self.decimals}f}"
+    def text(self, value: float | None, na: str = "n/a", width: int | None = None) -> str:
+        """The value as every surface prints it: `decimals` places, `na` for None.  In a
+        column `width` cells wide (a narrow panel, a timeline's legend) decimals go first,
+        then thousands become k, M, G: the same figure, rounded, never cut."""
+        if value is None:
+            return na
+        for places in range(self.decimals, -1, -1):
+            text = f"{value:.{places}f}"
+            if width is None or len(text) <= width:
+                return text
+        for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(value) >= div and len(f"{value / div:.0f}{suffix}") <= width:
+                short = f"{value / div:.1f}{suffix}"
+                return short if len(short) <= width else f"{value / div:.0f}{suffix}"
+        return text
 
     @property
     def column_width(self) -> int:
@@ -91,6 +105,18 @@ class Metric:
     def prom_factor(self) -> float:
         """What one of the model's units is in Prometheus's base unit."""
         return BASE_FACTOR.get(self.unit, 1)
+
+    @property
+    def prom_name(self) -> str | None:
+        """Its Prometheus family's full name (None: not exported), as the exporter writes
+        it and the fleet reads it back."""
+        return None if self.prom is None else PROM_PREFIX + self.prom
+
+    def from_base(self, value: float) -> float:
+        """A value of its Prometheus family (base units) in the model's unit: what the
+        fleet does to what it reads back.  Times the reciprocal (1/0.01 is exactly
+        100): x * 100 and x / 0.01 differ in the last bit, and JSON shows that bit."""
+        return value * (1.0 / self.prom_factor)
 
     @property
     def prom_help(self) -> str:
@@ -389,6 +415,15 @@ HEALTH_COMPUTED = Family("disk_health", (
     Metric("warning", "", "warning",
            "1 when the drive's health is warning or failing, else 0.", csv=False),
 ))
+
+
+# ---------------------------------------------------------------------------- the node's own
+# The families the exporter writes for the node as a whole (exporter/families.py), which
+# are no Metric's, under the names the fleet reads back (fleet/queries.py, fleet/model.py)
+VERDICT_INFO = "verdict_info"
+STATE_SINCE = "state_since_timestamp_seconds"
+GPUS_STARVED = "gpus_starved"
+LAST_SAMPLE = "last_sample_timestamp_seconds"
 
 
 # ---------------------------------------------------------------------------- the host

@@ -29,10 +29,10 @@ from gpudisk_top.model.detect.evidence import (Culprit, culprits_clause, culprit
                                                 storage_advice)
 from gpudisk_top.model.detect.remote import mount_advice, mount_evidence
 from gpudisk_top.model.detect.job import Job
-from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
+from gpudisk_top.model.detect.saturation import Saturation
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.vocab import mb_s
+from gpudisk_top.model.vocab import DISK, mb_s
 from gpudisk_top.model.whatif import ACTIVE_PCT, WhatIf, pipeline_of, predict
 
 # the fixes that act on the reads, and those that act on the CPUs (model/whatif.py): a
@@ -481,9 +481,9 @@ class Classifier:
         else:
             ceiling = f" (peak seen {s.peak_iops:.0f})" if s.peak_iops > s.iops * 1.1 else ""
         size = f" of {lt.read_kb:.0f} KiB" if lt.read_kb else ""
-        return (f"{self._display(model, s.name)} at {s.r_s:.0f} r/s{ceiling}, r_await "
-                f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f}: not saturated, so each "
-                f"synchronous read{size} waits {fmt_ms(s.await_ms)} ms")
+        return (f"{self._display(model, s.name)} at {DISK['r_s'].text(s.r_s)} r/s{ceiling}, "
+                f"{s.latency('', baseline=False)}: not saturated, so each "
+                f"synchronous read{size} waits {DISK['r_await_ms'].text(s.await_ms)} ms")
 
     def _disk_advice(self, model: Model, job: Job, s: Saturation | None,
                      culprits: list[Culprit]) -> str:
@@ -660,8 +660,7 @@ class Classifier:
         if not names:
             return None
         s = max((sats[n] for n in names), key=lambda x: x.read_kb_s)
-        return (f"storage not saturated ({self._display(model, s.name)} r_await "
-                f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f})")
+        return f"storage not saturated ({s.latency(self._display(model, s.name), baseline=False)})"
 
     # ------------------------------------------------------------------ nothing
     def _job_read_devices(self, model: Model, job: Job) -> list[str]:
@@ -677,9 +676,7 @@ class Classifier:
         pool = [sats[n] for n in feeding] or list(sats.values())
         if pool:
             s = max(pool, key=lambda x: x.read_kb_s + x.write_kb_s)
-            parts.append(f"busiest disk {self._display(model, s.name)} r_await "
-                         f"{fmt_ms(s.await_ms)} ms (baseline {fmt_ms(s.baseline_ms)} ms), "
-                         f"aqu-sz {s.aqu_sz:.1f}")
+            parts.append(f"busiest disk {s.latency(self._display(model, s.name))}")
         culprits: list[Culprit] = []
         for s in sorted(elsewhere, key=lambda x: x.name):
             others = culprits_of(model, s.name)
