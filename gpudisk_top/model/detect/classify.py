@@ -59,10 +59,23 @@ TRAINER_ASLEEP_PCT = 50.0
 # the job's processes together hold this share of the CPUs it may use: its own crowd
 JOB_CPU_FULL_PCT = 90.0
 
-# the one list of states; "unavailable" (no GPU can be read: no driver, an NVML error, a
-# hung driver, every GPU lost) is last so that the recorder's state codes keep their values
-STATES = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
-          "undiagnosed-stall", "unavailable")
+# The one list of states, each with how every surface marks it: its glyph on the
+# dashboard's timeline and in the report's charts, its banner on the dashboard, its word
+# in the fleet's table (narrower).  A mark never rests on colour alone.  "unavailable"
+# (no GPU can be read: no driver, an NVML error, a hung driver, every GPU lost) is last so
+# that the recorder's state codes keep their values.
+_STATE_MARKS = (
+    # state               glyph  banner                 fleet table
+    ("idle",              " ", "○ IDLE",              "○ IDLE"),
+    ("healthy",           "·", "● HEALTHY",           "● HEALTHY"),
+    ("disk-starved",      "D", "▲ DISK-STARVED",      "▲ DISK-STARVED"),
+    ("cpu-starved",       "C", "▲ CPU-STARVED",       "▲ CPU-STARVED"),
+    ("checkpoint-stall",  "K", "▲ CHECKPOINT-STALL",  "▲ CHECKPOINT"),
+    ("straggler",         "S", "▲ STRAGGLER",         "▲ STRAGGLER"),
+    ("undiagnosed-stall", "?", "▲ UNDIAGNOSED STALL", "◇ UNDIAGNOSED"),
+    ("unavailable",       "×", "⊘ NO GPUS",           "⊘ NO GPUS"),
+)
+STATES = tuple(state for state, *_ in _STATE_MARKS)
 STARVED_STATES = frozenset(STATES[2:7])
 UNAVAILABLE = STATES[7]
 # The starved states whose cause is the node's own input or output path (its storage, its
@@ -74,9 +87,9 @@ UNAVAILABLE = STATES[7]
 # (examples/prometheus-rules.yml; tests/test_fleet_model.py checks they agree).
 OWN_CAUSE_STATES = ("disk-starved", "cpu-starved", "checkpoint-stall")
 # one glyph per state, the same on the dashboard's timeline and in the report's charts
-STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
-               "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?",
-               "unavailable": "×"}
+STATE_GLYPH = {state: glyph for state, glyph, _, _ in _STATE_MARKS}
+STATE_BADGE = {state: badge for state, _, badge, _ in _STATE_MARKS}
+STATE_WORD = {state: word for state, _, _, word in _STATE_MARKS}
 _PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
 # loaders blocked on reads less than this share of the time do not wait on the device,
 # however saturated it is (by others): 64 workers sharing an HDD queue of 9 are each
