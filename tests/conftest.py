@@ -18,7 +18,7 @@ import pytest
 
 FAST = (
     # whole modules, each a few seconds at most
-    "test_alert_config.py", "test_alerts.py", "test_alerts_hostile.py", "test_blockdev.py",
+    "test_alert_config.py", "test_alerts.py", "test_architecture_doc.py", "test_alerts_hostile.py", "test_blockdev.py",
     "test_config.py", "test_deadline.py", "test_deploy_examples.py", "test_devmap.py",
     "test_diskstats.py", "test_evidence.py", "test_examples.py", "test_export.py",
     "test_export_layering.py", "test_exporter.py", "test_fault_rates_consumers.py",
