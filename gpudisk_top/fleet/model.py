@@ -177,7 +177,7 @@ class NodeRow:
 
     @property
     def evidence_text(self) -> str:
-        """'sdb r_await 48 ms, aqu-sz 31, util 100%' (several devices: '; '-joined);
+        """'sdb r_await 48.20 ms, aqu-sz 31.00, %util 99.60' (several devices: '; '-joined);
         NO_GPU_TEXT for a node in state unavailable; '' when the verdict names no device."""
         if self.state == UNAVAILABLE and not self.evidence:
             return NO_GPU_TEXT

@@ -486,8 +486,8 @@ class Classifier:
         return sats.get(pick) if pick is not None else None
 
     def _headroom(self, model: Model, s: Saturation, lt) -> str:
-        """'vda at 30752 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.2: headroom left;
-        each read of 4 KiB waits 0.07 ms'."""
+        """'vda at 30752.00 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.20: not
+        saturated, so each synchronous read of 4 KiB waits 0.07 ms'."""
         if s.ceiling_iops:
             ceiling = (f" of its {s.ceiling_iops:.0f} at queue depth 32 (probe): "
                        f"{s.iops / s.ceiling_iops * 100:.0f}% of its ceiling")
