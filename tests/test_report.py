@@ -105,6 +105,8 @@ def test_text_report_has_charts_and_episodes(stalls, capsys):
     assert "episodes along the top: K checkpoint-stall" in out
     assert "verdicts: recorded summaries, model v" in out
     assert "\x1b[" not in out                                   # no colour codes to paste
+    # a chart is lines of its own, not one line with its newlines escaped
+    assert "\\x0a" not in out and any(line.lstrip().startswith("└") for line in out.splitlines())
     assert call(report_cmd, path, "--no-charts") == 0
     assert "GPU utilization" not in capsys.readouterr().out
 

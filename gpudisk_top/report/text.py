@@ -10,7 +10,7 @@ from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.present import Col, class_tag, table
 from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.model.whatif import best_line, of_json as whatif_of
-from gpudisk_top.textsafe import printable_lines
+from gpudisk_top.textsafe import printable, printable_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
@@ -282,8 +282,11 @@ def _charts(summary: Summary) -> list[str]:
     for chart in chart_plan(summary):
         if out:
             out.append("")
-        out.append(line_chart(chart.title, [(chart.device or "mean", chart.xs, chart.ys)], marks,
-                              0.0, x_hi, ticks, WIDTH, chart.height, ylim=chart.ylim))
+        # a chart is many lines (render escapes each line whole, textsafe.printable_lines);
+        # its title, which holds a device's name, escaped first so that it stays one
+        out += line_chart(printable(chart.title), [(chart.device or "mean", chart.xs, chart.ys)],
+                          marks, 0.0, x_hi, ticks, WIDTH, chart.height,
+                          ylim=chart.ylim).split("\n")
     if legend:
         out.append(f"along the top: {legend}" if s.gaps else f"episodes along the top: {legend}")
     return out
