@@ -67,19 +67,19 @@ def test_one_nodes_impossible_numbers_are_dropped_and_the_table_stands():
     good, bad = rows["good:9425"], rows["bad:9425"]
     assert good["bad_series"] == 0 and good["gpus"] == [0, 1]
     assert good["gpu_util_pct"] == pytest.approx(4.5)
-    assert good["evidence"][0]["read_await_ms"] == pytest.approx(48.0)
+    assert good["evidence"][0]["r_await_ms"] == pytest.approx(48.0)
     assert abs(good["since_s"] - (time.time() - 300)) < 120
     # since 1e18, GPU 0 at 1e308, GPU 1 at -5 (as ratio), await -1 s: four series dropped
     assert bad["bad_series"] == 4
     assert bad["since_s"] is None and bad["gpu_util_pct"] is None
-    assert bad["evidence"][0]["read_await_ms"] is None
-    assert bad["evidence"][0]["queue_size"] == 31.0      # what can be true is kept
+    assert bad["evidence"][0]["r_await_ms"] is None
+    assert bad["evidence"][0]["aqu_sz"] == 31.0      # what can be true is kept
     assert bad["gpus"] == [] and bad["gpus_total"] == 2   # '²' is no GPU index
     assert text.returncode == 0 and text.stderr == "", text.stderr
     line = next(x for x in text.stdout.splitlines() if x.startswith("bad:9425"))
     assert "bad data from its exporter (4 series dropped)" in line
     good_line = next(x for x in text.stdout.splitlines() if x.startswith("good:9425"))
-    assert "r_await 48 ms" in good_line and "bad data" not in good_line
+    assert "r_await 48.00 ms" in good_line and "bad data" not in good_line
 
 
 @pytest.mark.parametrize("what, body, kw", [

@@ -91,8 +91,8 @@ def test_a_disk_starved_node_carries_its_device_and_evidence():
     assert 40 < disk.gpu_util_pct < 70 and sorted(disk.gpu_util_by_gpu) == list(range(8))
     (ev,) = disk.evidence
     assert (ev.device, ev.mountpoint, ev.dev_class) == ("sda", "/data", "SSD")
-    assert ev.read_await_ms > 2 and ev.queue_size > 10 and ev.util_pct > 90
-    assert ev.read_kb_s > 100_000                       # a SATA SSD's ~540 MB/s
+    assert ev.r_await_ms > 2 and ev.aqu_sz > 10 and ev.util_pct > 90
+    assert ev.rkb_s > 100_000                       # a SATA SSD's ~540 MB/s
     assert disk.evidence_text.startswith("sda r_await ") and "aqu-sz " in disk.evidence_text
     assert disk.since_s < META["table_at_s"] - 2        # --demo-start: a past
 
@@ -125,9 +125,12 @@ def test_json_is_strict_and_has_the_documented_keys():
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
         "gpu_util_by_gpu", "evidence_text", "members", "bad_series"}
-    assert set(doc["nodes"][0]["evidence"][0]) == {
-        "device", "mountpoint", "dev_class", "read_await_ms", "queue_size", "util_pct",
-        "read_kb_s"}
+    # the disk table's names, and beside them the first version's (an API: kept)
+    ev = doc["nodes"][0]["evidence"][0]
+    assert set(ev) == {"device", "mountpoint", "dev_class", "r_await_ms", "aqu_sz", "util_pct",
+                       "rkb_s", "read_await_ms", "queue_size", "read_kb_s"}
+    assert (ev["read_await_ms"], ev["queue_size"], ev["read_kb_s"]) == (
+        ev["r_await_ms"], ev["aqu_sz"], ev["rkb_s"])
     assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "waiting", "reason", "since_s"}
     assert doc["cost"] == {"queries": 2, "series": len(answer("table.json").series) + 5,
                            "elapsed_ms": 0.0}
@@ -651,7 +654,7 @@ def test_once_text_names_every_node_its_job_lines_and_the_cost():
     lines = render_text(view).splitlines()
     row = {NAME[ln.split()[0]]: ln for ln in lines if ln.split() and ln.split()[0] in NAME}
     assert set(row) == set(META["nodes"])
-    assert " disk-starved " in row["disk"] and row["disk"].endswith("% (saturated)")
+    assert " disk-starved " in row["disk"] and row["disk"].endswith(" (saturated)") and " %util " in row["disk"]
     assert " stale " in row["stopped"] and " ago" in row["stopped"]
     assert " down " in row["down"] and row["down"].endswith(" never")
     # a node whose own detector says straggler waits on its job's straggler, and says on
@@ -766,8 +769,9 @@ def test_times_and_evidence_have_one_format_each():
         "", "45 s", "2 min", "12 min", "3 h 05 min", "2 d 4 h"]
     assert [age(s) for s in (None, 45, 725, 3 * 3600, 2 * 86400)] == ["?", "45s", "12m", "3h", "2d"]
     assert clock_hm(None) == "?"
-    ev = DeviceEvidence("sdb", read_await_ms=48.2, queue_size=3.25, util_pct=99.6, read_kb_s=1024)
-    assert ev.text == "sdb r_await 48 ms, aqu-sz 3.2, util 100%"
-    assert ev.short == "r_await 48 ms, aqu-sz 3.2"
-    assert DeviceEvidence("md0", read_kb_s=2048).text == "md0 read 2 MB/s"
-    assert DeviceEvidence("md0", read_kb_s=2048).short == ""
+    # the figures as the node's own disk table and --once read them (iostat's 2 decimals)
+    ev = DeviceEvidence("sdb", r_await_ms=48.2, aqu_sz=3.25, util_pct=99.6, rkb_s=1024)
+    assert ev.text == "sdb r_await 48.20 ms, aqu-sz 3.25, %util 99.60"
+    assert ev.short == "r_await 48.20 ms, aqu-sz 3.25"
+    assert DeviceEvidence("md0", rkb_s=2048).text == "md0 read 2.00 MB/s"
+    assert DeviceEvidence("md0", rkb_s=2048).short == ""

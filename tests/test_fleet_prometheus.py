@@ -59,7 +59,7 @@ def test_once_json_lists_every_node_in_order_with_its_state(fleet):
         order[3:] == ["peer1", "peer2", "stopped", "healthy"]   # the same tier, by name
     disk = doc["nodes"][order.index("disk")]
     assert disk["devices"] == ["sda"] and disk["gpus_starved"] == disk["gpus_total"] == 8
-    assert disk["evidence"][0]["queue_size"] > 10 and disk["stale"] is False
+    assert disk["evidence"][0]["aqu_sz"] > 10 and disk["stale"] is False
     assert disk["evidence_text"].startswith("sda r_await ")
     assert doc["cost"]["queries"] == 2 and doc["cost"]["series"] > 7 * 8
 

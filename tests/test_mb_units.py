@@ -26,18 +26,26 @@ from gpudisk_top.model.vocab import mb_s
 from gpudisk_top.record import Recording
 from gpudisk_top.session.replay import Replay
 from gpudisk_top.ui.format import rate
-from gpudisk_top.ui.widgets.disks import COLUMNS
+from gpudisk_top.ui.widgets.disks import COLUMNS, column_widths, value_cells
 from gpudisk_top.collect.source import LIVE, Source
+from model_factory import rates
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "examples", "demo-simulated.gdtrec")
-DISK_RMB = dict((title, cell) for title, cell, _ in COLUMNS)["rMB/s"]
+_RMB_AT = [m.label for m, _ in COLUMNS].index("rMB/s")
+
+
+def DISK_RMB(r) -> str:
+    """The disk table's rMB/s cell of DiskRates r, as the panel prints it."""
+    return value_cells(r, column_widths(8, len(COLUMNS))).split()[_RMB_AT]
+
+
 SCALE_MIB = {"B": 1 / 2**20, "kB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
 
 def shown_mib(text: str) -> tuple[float, float]:
     """A figure as a panel prints it ('74.4MB', '540MB', '900kB', '512B', or the disk
-    table's '74.4'), in MiB, with half its last digit (what printing may have rounded)."""
+    table's '74.40'), in MiB, with half its last digit (what printing may have rounded)."""
     m = re.fullmatch(r"(\d+(?:\.(\d+))?)(B|kB|MB|GB)?", text)
     assert m, text
     scale = SCALE_MIB[m.group(3) or "MB"]
@@ -47,7 +55,7 @@ def shown_mib(text: str) -> tuple[float, float]:
 
 def test_a_process_rate_is_in_the_disk_tables_unit():
     # pidstat's 76184 kB/s of the issue: the disk table's figure and the process's agree
-    assert DISK_RMB(type("R", (), {"rkb_s": 76184.0})()) == "74.4"
+    assert DISK_RMB(rates(rkb_s=76184.0)) == "74.40"
     assert rate(76184.0) == "74.4MB" and mb_s(76184.0) == pytest.approx(74.398, abs=1e-3)
     assert rate(552960.0) == "540MB" and rate(900.0) == "900kB" and rate(0.5) == "512B"
     assert rate(3 * 2**20) == "3.0GB" and rate(None) == "n/a"

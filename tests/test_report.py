@@ -463,7 +463,8 @@ def test_without_episodes_the_busiest_disk_is_charted(tmp_path):
     busiest = max(d["devices"], key=lambda x: x["util_pct"])
     charts = _disk_charts(result)
     assert [c.device for c in charts] == [busiest["name"]] == ["sda"]
-    assert charts[0].title == (f"sda await, ms (the busiest disk, {busiest['util_pct']:.1f} %util; "
+    # %util as every surface reads it (vocab.DISK's Metric.text)
+    assert charts[0].title == (f"sda await, ms (the busiest disk, {busiest['util_pct']:.2f} %util; "
                                "no episode names a device)")
 
 

@@ -103,19 +103,17 @@ def run(args) -> int:
 
 
 def render_text(doc: dict, kept: bool = True) -> str:
+    from gpudisk_top.model.present import Col, table
     from gpudisk_top.probe.spec import TESTS
 
     what = "its device node" if doc["target_kind"] == "device" else "a file through the filesystem"
     model = f", {doc['model']}" if doc.get("model") else ""
-    lines = [f"{doc['device']}{model}: read {doc['target']} ({what})",
-             f"{'test':<28} {'IOPS':>9} {'MiB/s':>9} {'mean ms':>9} {'p99 ms':>9}  engine"]
-    for spec in TESTS:
-        r = doc["tests"].get(spec.name)
-        if r is None:
-            continue
-        lines.append(f"{spec.label:<28} {r['iops']:>9.0f} {r['read_mib_s']:>9.1f} "
-                     f"{r['lat_mean_ms']:>9.3f} {r['lat_p99_ms']:>9.3f}  "
-                     f"{'fio' if r['engine'] == 'fio' else 'built-in'}")
+    rows = [(spec.label, f"{r['iops']:.0f}", f"{r['read_mib_s']:.1f}", f"{r['lat_mean_ms']:.3f}",
+             f"{r['lat_p99_ms']:.3f}", "fio" if r["engine"] == "fio" else "built-in")
+            for spec in TESTS if (r := doc["tests"].get(spec.name)) is not None]
+    lines = [f"{doc['device']}{model}: read {doc['target']} ({what})", *table(rows, (
+        Col("test", 28, "<"), Col("IOPS", 9), Col("MiB/s", 9), Col("mean ms", 9),
+        Col("p99 ms", 9), Col("engine", 0, "<", "  ")))]
     weak = " (weak: no WWN or serial)" if doc["identity_weak"] else ""
     lines.append(f"kept as {doc['identity']}{weak} in {doc['stored']}" if doc["stored"]
                  else f"identity {doc['identity']}{weak}; not kept"

@@ -21,11 +21,12 @@ from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
-from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO, HEALTH,
-                                     HOST, MOUNT)
+from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO,
+                                     GPUS_STARVED, HEALTH, HOST, LAST_SAMPLE, MOUNT, PROM_PREFIX,
+                                     STATE_SINCE, VERDICT_INFO)
 from gpudisk_top.textsafe import printable
 
-P = "gpudisk_top_"
+P = PROM_PREFIX
 
 
 @dataclass
@@ -134,7 +135,7 @@ class Renderer:
         if frame is None:
             return out
         m = frame.model
-        out.append(GaugeMetricFamily(P + "last_sample_timestamp_seconds",
+        out.append(GaugeMetricFamily(P + LAST_SAMPLE,
                                      "When the latest sample was taken (Unix time).", value=m.wall_s))
         out.append(GaugeMetricFamily(P + "sample_interval_seconds",
                                      "Length of the interval the latest rates cover.",
@@ -255,10 +256,10 @@ class Renderer:
                                        labels=["state"])
         fired = CounterMetricFamily(P + "alerts_fired", "Alert rules fired (actions run), per "
                                     "rule of the config file.", labels=["alert"])
-        since = GaugeMetricFamily(P + "state_since_timestamp_seconds", "When the current "
+        since = GaugeMetricFamily(P + STATE_SINCE, "When the current "
                                   "state began (Unix time): an episode's start, else the first "
                                   "interval shown in the state.")
-        info = GaugeMetricFamily(P + "verdict_info", "Always 1; what the current verdict "
+        info = GaugeMetricFamily(P + VERDICT_INFO, "Always 1; what the current verdict "
                                  "blames: its state, kind (saturated, latency-bound, "
                                  "remote-mount, throttled, own, others; empty if none), the "
                                  "devices (comma-joined) and the GPUs (comma-joined indexes).",
@@ -269,7 +270,7 @@ class Renderer:
                                     "culprits); no series when it names none.",
                                     labels=["pid", "name", "device"])
         own = ", ".join(OWN_CAUSE_STATES[:-1]) + " or " + OWN_CAUSE_STATES[-1]
-        starved = GaugeMetricFamily(P + "gpus_starved", "GPUs the node's own input or output "
+        starved = GaugeMetricFamily(P + GPUS_STARVED, "GPUs the node's own input or output "
                                     f"path starves: the verdict's GPUs in state {own}; 0 "
                                     "otherwise (straggler and undiagnosed-stall GPUs wait on "
                                     "a peer, not on this node).")

@@ -28,17 +28,19 @@ What the UI gets
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
-from gpudisk_top.fleet.queries import DOWN_LABEL, P, SPARK_STEP_S, SPARK_WINDOW_S
+from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL, P,
+                                       SPARK_STEP_S, SPARK_WINDOW_S, TIMELINE_DISK)
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
 from gpudisk_top.model.history import Column, History
-from gpudisk_top.model.vocab import TIMELINE, mb_s
+from gpudisk_top.model.present import natural_key
+from gpudisk_top.model.vocab import (DISK, DISK_MB, GPUS_STARVED, LAST_SAMPLE, STATE_SINCE,
+                                     TIMELINE, VERDICT_INFO, mb_s)
 
 STALE = "stale"        # seen in the last hour, not now
 DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
@@ -78,39 +80,56 @@ class QueryCost:
 
 @dataclass
 class DeviceEvidence:
-    """A device the verdict blames (a disk, or a network mount by its mountpoint), in the
-    tool's units; None where the node does not export the number."""
+    """A device the verdict blames (a disk, or a network mount by its mountpoint), under
+    the disk table's names and in its units (vocab.DISK: r_await_ms, aqu_sz, util_pct,
+    rkb_s; a mount's numbers as a disk's, model/mounts.py like_disk); None where the node
+    does not export the number."""
 
     device: str
     mountpoint: str = ""
     dev_class: str = ""
-    read_await_ms: float | None = None
-    queue_size: float | None = None
+    r_await_ms: float | None = None
+    aqu_sz: float | None = None
     util_pct: float | None = None
-    read_kb_s: float | None = None
+    rkb_s: float | None = None
 
     def _parts(self, full: bool) -> list[str]:
+        # each figure as the node's own dashboard and --once read it (Metric.text)
         parts = []
-        if self.read_await_ms is not None:
-            parts.append(f"r_await {_num(self.read_await_ms)} ms")
-        if self.queue_size is not None:
-            parts.append(f"aqu-sz {_num(self.queue_size)}")
+        if self.r_await_ms is not None:
+            parts.append(f"r_await {DISK['r_await_ms'].text(self.r_await_ms)} ms")
+        if self.aqu_sz is not None:
+            parts.append(f"aqu-sz {DISK['aqu_sz'].text(self.aqu_sz)}")
         if full and self.util_pct is not None:
-            parts.append(f"util {self.util_pct:.0f}%")
-        if full and self.read_kb_s is not None and not parts:
-            parts.append(f"read {_num(mb_s(self.read_kb_s))} MB/s")
+            parts.append(f"%util {DISK['util_pct'].text(self.util_pct)}")
+        if full and self.rkb_s is not None and not parts:
+            parts.append(f"read {DISK_MB['rmb_s'].text(mb_s(self.rkb_s))} MB/s")
         return parts
 
     @property
     def text(self) -> str:
-        """'sdb r_await 48 ms, aqu-sz 31, util 100%'."""
+        """'sdb r_await 48.20 ms, aqu-sz 31.00, %util 99.60'."""
         parts = self._parts(full=True)
         return f"{self.device} {', '.join(parts)}" if parts else self.device
 
     @property
     def short(self) -> str:
-        """'r_await 48 ms, aqu-sz 31' (the straggler line's: the latency and the queue)."""
+        """'r_await 48.20 ms, aqu-sz 31.00' (the straggler line's: the latency and the
+        queue)."""
         return ", ".join(self._parts(full=False))
+
+    def to_json(self) -> dict:
+        """Its fields, and under LEGACY_EVIDENCE_KEYS the names fleet --once --json gave
+        them before they took the disk table's (the JSON's keys are an API: added, never
+        removed)."""
+        d = asdict(self)
+        d.update({old: d[new] for old, new in LEGACY_EVIDENCE_KEYS.items()})
+        return d
+
+
+# the fleet's JSON names of its first version for DeviceEvidence's fields
+LEGACY_EVIDENCE_KEYS = {"read_await_ms": "r_await_ms", "queue_size": "aqu_sz",
+                        "read_kb_s": "rkb_s"}
 
 
 @dataclass
@@ -158,7 +177,7 @@ class NodeRow:
 
     @property
     def evidence_text(self) -> str:
-        """'sdb r_await 48 ms, aqu-sz 31, util 100%' (several devices: '; '-joined);
+        """'sdb r_await 48.20 ms, aqu-sz 31.00, %util 99.60' (several devices: '; '-joined);
         NO_GPU_TEXT for a node in state unavailable; '' when the verdict names no device."""
         if self.state == UNAVAILABLE and not self.evidence:
             return NO_GPU_TEXT
@@ -179,6 +198,7 @@ class NodeRow:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        d["evidence"] = [e.to_json() for e in self.evidence]
         d.pop("gpu_util_by_gpu")
         d["gpu_util_by_gpu"] = {str(k): v for k, v in sorted(self.gpu_util_by_gpu.items())}
         d["evidence_text"] = self.evidence_text
@@ -297,21 +317,13 @@ def _finite(v: float | None) -> float | None:
 TIMESTAMP_SPAN_S = 10 * 365.25 * 86400      # timestamps within 10 years of now
 MAX_GPUS = 4096
 _RATIO = (0.0, 1.0)
-_TIMESTAMPS = {"", P + "state_since_timestamp_seconds", P + "last_sample_timestamp_seconds"}
-_RANGES = {P + "gpus_starved": (0.0, MAX_GPUS),
-           P + "gpu_utilization_ratio": _RATIO,
-           P + "disk_utilization_ratio": (0.0, BUSY_SLACK_FACTOR),
-           P + "disk_read_await_seconds": (0.0, TIMESTAMP_SPAN_S),
-           P + "disk_queue_size": (0.0, 1e9),
-           P + "disk_reads_per_second": (0.0, 1e8),
-           P + "disk_writes_per_second": (0.0, 1e8),
-           P + "disk_read_bytes_per_second": (0.0, MAX_DATA_BYTES_S),
-           P + "disk_written_bytes_per_second": (0.0, MAX_DATA_BYTES_S),
-           P + "mount_read_latency_seconds": (0.0, TIMESTAMP_SPAN_S),
-           P + "mount_job_read_latency_seconds": (0.0, TIMESTAMP_SPAN_S),
-           P + "mount_fuse_waiting_requests": (0.0, 1e9),
-           P + "mount_transport_backlog": (0.0, 1e9),
-           P + "mount_read_bytes_per_second": (0.0, MAX_DATA_BYTES_S)}
+_TIMESTAMPS = {"", P + STATE_SINCE, P + LAST_SAMPLE}
+# a device's number, by its unit in the model: what can be true of it in base units
+_BOUNDS = {"%": (0.0, BUSY_SLACK_FACTOR), "ms": (0.0, TIMESTAMP_SPAN_S), "requests": (0.0, 1e9),
+           "/s": (0.0, 1e8), "kB/s": (0.0, MAX_DATA_BYTES_S)}
+_RANGES = {P + GPUS_STARVED: (0.0, MAX_GPUS), GPU_UTIL.prom_name: _RATIO,
+           **{m.prom_name: _BOUNDS[m.unit] for m in (
+               *EVIDENCE_DISK, *(m for m, _, _ in EVIDENCE_MOUNT), *(m for m, _ in TIMELINE_DISK))}}
 
 
 def check_value(name: str, value: float | None, now_s: float) -> bool:
@@ -336,22 +348,8 @@ def _index(text: str | None) -> int | None:
     return n if n < MAX_GPUS else None
 
 
-def _num(v: float) -> str:
-    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.1f}".rstrip("0").rstrip(".") or "0"
-
-
-_DISK = {P + "disk_read_await_seconds": ("read_await_ms", 1000.0),
-         P + "disk_queue_size": ("queue_size", 1.0),
-         P + "disk_utilization_ratio": ("util_pct", 100.0),
-         P + "disk_read_bytes_per_second": ("read_kb_s", 1 / 1024)}
-# a network or FUSE mount's numbers as a disk's (model/mounts.py like_disk): the mount's
-# own latency where it keeps one, else the job's; FUSE's waiting requests, else the
-# transport's backlog
-_MOUNT = {P + "mount_read_latency_seconds": ("read_await_ms", 1000.0, 0),
-          P + "mount_job_read_latency_seconds": ("read_await_ms", 1000.0, 1),
-          P + "mount_fuse_waiting_requests": ("queue_size", 1.0, 0),
-          P + "mount_transport_backlog": ("queue_size", 1.0, 1),
-          P + "mount_read_bytes_per_second": ("read_kb_s", 1 / 1024, 0)}
+_DISK = {m.prom_name: m for m in EVIDENCE_DISK}
+_MOUNT = {m.prom_name: (m, field, rank) for m, field, rank in EVIDENCE_MOUNT}
 # the labels a series has beyond its target's
 _OWN = {"__name__", "gpu", "uuid", "device", "mountpoint", "class", "fstype", "source",
         "state", "kind", "devices", "gpus", DOWN_LABEL}
@@ -373,7 +371,7 @@ def _collect(table: QueryResult, group_by: str,
         if not check_value(name, s.value, now_s):
             m.bad_series += 1
             m.labels = m.labels or _target(lab)
-            if name != P + "gpu_utilization_ratio":
+            if name != GPU_UTIL.prom_name:
                 continue
             value = None                    # the GPU is there; its number is not
         if DOWN_LABEL in lab:
@@ -383,35 +381,35 @@ def _collect(table: QueryResult, group_by: str,
         if not name:                                   # max_over_time: seen, not live
             m.seen_s = value
             m.labels = m.labels or _target(lab)
-        elif name == P + "verdict_info":
+        elif name == P + VERDICT_INFO:
             m.verdict = lab
-        elif name == P + "state_since_timestamp_seconds":
+        elif name == P + STATE_SINCE:
             m.since_s = value
-        elif name == P + "gpus_starved":
+        elif name == P + GPUS_STARVED:
             m.gpus_starved = int(value) if value is not None else None
             m.labels = _target(lab)
-        elif name == P + "last_sample_timestamp_seconds":
+        elif name == P + LAST_SAMPLE:
             m.last_sample_s = value
             m.labels = _target(lab)
-        elif name == P + "gpu_utilization_ratio":
+        elif name == GPU_UTIL.prom_name:
             gpu = _index(lab.get("gpu"))
             if gpu is None:
                 m.bad_series += 1
             else:
-                m.gpu_util[gpu] = None if value is None else value * 100.0
+                m.gpu_util[gpu] = None if value is None else GPU_UTIL.from_base(value)
         elif name in _DISK:
             dev = lab.get("device", "")
             ev = m.disks.setdefault(dev, DeviceEvidence(dev, lab.get("mountpoint", ""),
                                                         lab.get("class", "")))
-            attr, factor = _DISK[name]
-            setattr(ev, attr, None if value is None else value * factor)
+            metric = _DISK[name]
+            setattr(ev, metric.field, None if value is None else metric.from_base(value))
         elif name in _MOUNT:
             mp = lab.get("mountpoint", "")
             ev = m.mounts.setdefault(mp, DeviceEvidence(mp, mp, lab.get("fstype", "")))
-            attr, factor, rank = _MOUNT[name]
+            metric, attr, rank = _MOUNT[name]
             done = preferred.setdefault(id(ev), set())
             if value is not None and (rank == 0 or attr not in done):
-                setattr(ev, attr, value * factor)
+                setattr(ev, attr, metric.from_base(value))
                 if rank == 0:
                     done.add(attr)
     return nodes
@@ -459,14 +457,6 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
     return row
 
 
-_DIGITS = re.compile(r"(\d+)")
-
-
-def natural_key(text: str) -> tuple:
-    """'node-2' before 'node-10'; '10.0.0.9:9425' before '10.0.0.10:9425'."""
-    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text))
-
-
 def row_order(row: NodeRow) -> tuple:
     tier = _TIER.get(row.state, 6)
     if tier == 0:
@@ -481,10 +471,10 @@ def spark_values(series: Series, end_s: float) -> list[float | None]:
     start = end_s - SPARK_WINDOW_S
     for t, v in series.values:
         if (not start < t <= end_s + 1e-6 or not math.isfinite(v)
-                or not check_value(P + "gpu_utilization_ratio", v, t)):
+                or not check_value(GPU_UTIL.prom_name, v, t)):
             continue
         i = min(SPARK_POINTS - 1, int((t - start - 1e-6) // SPARK_STEP_S))
-        out[i] = v * 100.0
+        out[i] = GPU_UTIL.from_base(v)
     return out
 
 
@@ -608,13 +598,8 @@ def _shared(starved: list[NodeRow]) -> str:
 
 
 # ---------------------------------------------------------------------------- timeline
-_TL_DISK = {P + "disk_utilization_ratio": ("util_pct", 100.0),
-            P + "disk_read_await_seconds": ("r_await_ms", 1000.0),
-            P + "disk_queue_size": ("aqu_sz", 1.0),
-            P + "disk_reads_per_second": ("iops", 1.0),
-            P + "disk_writes_per_second": ("iops", 1.0),
-            P + "disk_read_bytes_per_second": ("mb_s", 1 / 2**20),
-            P + "disk_written_bytes_per_second": ("mb_s", 1 / 2**20)}
+# each exporter family of the timeline: the TIMELINE row it adds to
+_TL_DISK = {m.prom_name: TIMELINE[row] for m, row in TIMELINE_DISK}
 _SUMMED = ("iops", "mb_s")          # the local timeline's: reads + writes
 
 
@@ -679,7 +664,7 @@ def build_timeline(result: QueryResult, node: str, start_s: float, end_s: float,
 
     for s in result.series:
         name, lab = s.name, s.labels
-        if name == P + "verdict_info":
+        if name == P + VERDICT_INFO:
             st = lab.get("state", "")
             for t, _v in s.values:
                 i = index(t)
@@ -687,7 +672,7 @@ def build_timeline(result: QueryResult, node: str, start_s: float, end_s: float,
                     state[i], state_rank[i] = st, order.get(st, 99)
                 if t > latest_devices[0]:
                     latest_devices = (t, _split(lab.get("devices")))
-        elif name == P + "gpu_utilization_ratio":
+        elif name == GPU_UTIL.prom_name:
             g = _index(lab.get("gpu"))
             if g is None:
                 continue
@@ -695,15 +680,17 @@ def build_timeline(result: QueryResult, node: str, start_s: float, end_s: float,
             for t, v in s.values:
                 i = index(t)
                 if i is not None and math.isfinite(v) and check_value(name, v, t):
-                    cells[i].append(v * 100.0)
+                    cells[i].append(GPU_UTIL.from_base(v))
         elif name in _TL_DISK:
-            metric, factor = _TL_DISK[name]
+            # the row's unit from the family's base unit (bytes/s become the row's MB/s)
+            row_metric = _TL_DISK[name]
+            metric = row_metric.field
             rows = disk.setdefault(lab.get("device", ""), {})
             cells = rows.setdefault(metric, [None] * n)
             for t, v in s.values:
                 i = index(t)
                 if i is not None and math.isfinite(v) and check_value(name, v, t):
-                    add = v * factor
+                    add = row_metric.from_base(v)
                     cells[i] = add if cells[i] is None or metric not in _SUMMED else cells[i] + add
     fields = [m.field for m in TIMELINE]
     for i in range(n):

@@ -28,26 +28,33 @@ extra label so that they never match anything and always come through.
 from __future__ import annotations
 
 from gpudisk_top.fleet.labels import check_label
+from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, MOUNT, PROM_PREFIX,
+                                     STATE_SINCE, VERDICT_INFO)
 
-# The series of one node the table reads (families.py); the disks' and mounts' evidence
-# metrics are those a verdict's device is judged by.
-TABLE_FAMILIES = (
-    "verdict_info", "state_since_timestamp_seconds", "gpus_starved",
-    "last_sample_timestamp_seconds", "gpu_utilization_ratio",
-    "disk_read_await_seconds", "disk_queue_size", "disk_utilization_ratio",
-    "disk_read_bytes_per_second",
-    "mount_read_latency_seconds", "mount_job_read_latency_seconds",
-    "mount_read_bytes_per_second", "mount_fuse_waiting_requests", "mount_transport_backlog",
-)
+# The numbers of a device the verdict blames (fleet/model.py DeviceEvidence's fields,
+# vocab.DISK's names): a disk's own ...
+EVIDENCE_DISK = tuple(DISK[f] for f in ("r_await_ms", "aqu_sz", "util_pct", "rkb_s"))
+# ... and a network or FUSE mount's as a disk's (model/mounts.py like_disk): (its metric,
+# the field it fills, its rank) where rank 0 is preferred: the mount's own latency where it
+# keeps one, else the job's; FUSE's waiting requests, else the transport's backlog
+EVIDENCE_MOUNT = ((MOUNT["exec_ms"], "r_await_ms", 0), (MOUNT["job_read_ms"], "r_await_ms", 1),
+                  (MOUNT["read_kb_s"], "rkb_s", 0), (MOUNT["waiting"], "aqu_sz", 0),
+                  (MOUNT["backlog"], "aqu_sz", 1))
+# The opened node's disks: (the exporter's metric, the vocab.TIMELINE row it adds to); IOPS
+# and MB/s are reads + writes, as the local timeline's (model/history.py)
+TIMELINE_DISK = ((DISK["util_pct"], "util_pct"), (DISK["r_await_ms"], "r_await_ms"),
+                 (DISK["aqu_sz"], "aqu_sz"), (DISK["r_s"], "iops"), (DISK["w_s"], "iops"),
+                 (DISK["rkb_s"], "mb_s"), (DISK["wkb_s"], "mb_s"))
+GPU_UTIL = GPU["util_pct"]
+
+# The series of one node the table reads (families.py): the node's verdict and GPUs, and
+# the evidence of the devices a verdict may blame
+TABLE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE, GPU_UTIL.prom,
+                  *(m.prom for m in EVIDENCE_DISK), *(m.prom for m, _, _ in EVIDENCE_MOUNT))
 # The opened node's timeline: the local timeline's rows (model/history.py Column: the
 # state, GPU utilization, and per disk vocab.TIMELINE's util, r_await, IOPS, MB/s, aqu-sz)
-TIMELINE_FAMILIES = (
-    "verdict_info", "gpu_utilization_ratio",
-    "disk_utilization_ratio", "disk_read_await_seconds", "disk_queue_size",
-    "disk_reads_per_second", "disk_writes_per_second",
-    "disk_read_bytes_per_second", "disk_written_bytes_per_second",
-)
-P = "gpudisk_top_"
+TIMELINE_FAMILIES = (VERDICT_INFO, GPU_UTIL.prom, *(m.prom for m, _ in TIMELINE_DISK))
+P = PROM_PREFIX
 DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's answer
 EXPORTER_JOB = "gpudisk-top"       # the exporters' Prometheus job (the alert rules' too)
 STALE_WINDOW = "1h"                # a node not seen for longer is gone from the table
@@ -81,7 +88,7 @@ def table_query(filters: dict[str, str] | None = None,
     selector (so a job's view asks only for its nodes); exporter_job: the Prometheus job
     that scrapes the exporters."""
     f = filters or {}
-    last = _sel(P + "last_sample_timestamp_seconds", f)
+    last = _sel(P + LAST_SAMPLE, f)
     seen = f"max_over_time({last}[{STALE_WINDOW}])"
     # the failing targets of the exporters' own job, whether or not any of them was ever
     # seen (a whole job down is what most needs showing), and those of any other job that

@@ -12,6 +12,7 @@ import json
 from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
 from gpudisk_top.model.detect import STARVED_STATES
 from gpudisk_top.model.detect.classify import gpu_ranges
+from gpudisk_top.model.present import Col, table
 from gpudisk_top.model.timefmt import clock, clock_hm, date_clock, duration
 from gpudisk_top.textsafe import printable
 
@@ -84,19 +85,17 @@ def gpus_text(row: NodeRow) -> str:
     return f"{row.gpus_starved}/{row.gpus_total}" if row.gpus_total or row.gpus_starved else "-"
 
 
-_COLUMNS = (("NODE", 21), ("STATE", 17), ("GPUS", 5), ("GPU%", 5), ("SINCE", 20),
-            ("SEEN", 9))
+# the table's columns; the last, DEVICE / EVIDENCE, is device_text()
+_COLUMNS = (Col("NODE", 21, "<", "  "), Col("STATE", 17, "<", "  "), Col("GPUS", 5, ">", "  "),
+            Col("GPU%", 5, ">", "  "), Col("SINCE", 20, "<", "  "), Col("SEEN", 9, "<", "  "),
+            Col("DEVICE / EVIDENCE", 0, "<", "  "))
 
 
-def _row_line(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool) -> str:
+def _row_cells(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool) -> tuple:
     util = "" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%"
     cells = (row.node, state_text(row, group if by_role else None), gpus_text(row), util,
-             since_text(row, now_s), last_seen_text(row, now_s))
-    out = []
-    for (title, width), cell in zip(_COLUMNS, cells):
-        text = printable(str(cell))
-        out.append(f"{text:<{width}}" if title != "GPUS" and title != "GPU%" else f"{text:>{width}}")
-    return ("  ".join(out) + "  " + printable(device_text(row, group))).rstrip()
+             since_text(row, now_s), last_seen_text(row, now_s), device_text(row, group))
+    return tuple(printable(str(c)) for c in cells)
 
 
 def _job_line(group: JobGroup) -> str:
@@ -117,11 +116,9 @@ def render_text(view: FleetView, job: str | None = None) -> str:
              f"{printable(view.group_by)}  {date_clock(now)}"]
     if view.error:
         lines.append(f"error: {printable(view.error)}")
-    header = "  ".join(f"{t:<{w}}" if t not in ("GPUS", "GPU%") else f"{t:>{w}}"
-                       for t, w in _COLUMNS) + "  DEVICE / EVIDENCE"
-    lines.append(header)
     groups = groups_of(view.jobs)
-    lines += [_row_line(r, now, groups.get(r.node), job is not None) for r in view.rows]
+    lines += table([_row_cells(r, now, groups.get(r.node), job is not None) for r in view.rows],
+                   _COLUMNS)
     if not view.rows and not view.error:
         lines.append("  (no node: no gpudisk-top series in the last hour"
                      + (" matching the filters)" if job else ")"))

@@ -39,6 +39,7 @@ from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 from gpudisk_top.collect.diskstats import MASK32, MASK64, DiskCounters
+from gpudisk_top.model.vocab import mb_s
 
 
 @dataclass(slots=True)
@@ -70,6 +71,15 @@ class DiskRates:
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def rmb_s(self) -> float:
+        """iostat -m's rMB/s (vocab.DISK_MB)."""
+        return mb_s(self.rkb_s)
+
+    @property
+    def wmb_s(self) -> float:
+        return mb_s(self.wkb_s)
 
 
 RATE_FIELDS = tuple(f.name for f in fields(DiskRates))

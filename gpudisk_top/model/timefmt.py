@@ -70,15 +70,14 @@ def duration_compact(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+# age()'s units, the largest first: it gives the whole number of the largest that fits
+_AGE_UNITS = ((86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
+
+
 def age(seconds: float | None) -> str:
     """A short relative time: 45s, 12m, 3h, 2d ('?' when unknown)."""
     if seconds is None or not math.isfinite(seconds):
         return "?"
     s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
+    size, unit = next((n, u) for n, u in _AGE_UNITS if s >= n or n == 1)
+    return f"{s // size}{unit}"

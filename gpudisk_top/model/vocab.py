@@ -21,6 +21,13 @@ A Metric says, for one number:
   csv, alert  whether `export --format csv` has a column for it and alert rules may test it
   counter     a Prometheus counter (a count the device only adds to: its family is
               exported with `_total`), else a gauge
+  decimals    how it reads on every surface (Metric.text): the dashboard's panels, the
+              verdict's evidence, `--once`, `report`, the fleet.  iostat -x prints every
+              column with 2 decimals (r_await 12.34, aqu-sz 0.39, %util 32.10) and people
+              who read disks read them so: 2 is the default; counts and whole units
+              (MiB, W, C, SMART counters) 0
+  width       the least width of its column in a text table (iostat's 7; wider where its
+              label is: Metric.column_width)
 
 Its family (Family.kind: disk, gpu, host) prefixes the name that CSV columns and alert
 rules use (Family.qualified: "disk_util_pct", "gpu_temp_c", "host_psi_io_some_pct").
@@ -37,8 +44,10 @@ MIB = 2**20
 
 # The model's units that are not Prometheus's base units: what one of them is in base
 # units (iostat's kB is 1024 bytes).  Every other unit is exported as it is.
-BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MHz": 1e6,
-               "min": 60, "h": 3600}
+BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MB/s": MIB,
+               "MHz": 1e6, "min": 60, "h": 3600}
+# Every Prometheus family's name begins so (Metric.prom_name)
+PROM_PREFIX = "gpudisk_top_"
 
 
 def mb_s(kb_s: float | None) -> float | None:
@@ -64,15 +73,50 @@ class Metric:
     csv: bool = True
     alert: bool = True
     counter: bool = False
+    decimals: int = 2
+    width: int = 7
 
     def __post_init__(self) -> None:
         if not self.json_key:
             object.__setattr__(self, "json_key", self.field)
 
+    def text(self, value: float | None, na: str = "n/a", width: int | None = None) -> str:
+        """The value as every surface prints it: `decimals` places, `na` for None.  In a
+        column `width` cells wide (a narrow panel, a timeline's legend) decimals go first,
+        then thousands become k, M, G: the same figure, rounded, never cut."""
+        if value is None:
+            return na
+        for places in range(self.decimals, -1, -1):
+            text = f"{value:.{places}f}"
+            if width is None or len(text) <= width:
+                return text
+        for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(value) >= div and len(f"{value / div:.0f}{suffix}") <= width:
+                short = f"{value / div:.1f}{suffix}"
+                return short if len(short) <= width else f"{value / div:.0f}{suffix}"
+        return text
+
+    @property
+    def column_width(self) -> int:
+        """Its column's width in a text table: `width`, or its label's where longer."""
+        return max(self.width, len(self.label))
+
     @property
     def prom_factor(self) -> float:
         """What one of the model's units is in Prometheus's base unit."""
         return BASE_FACTOR.get(self.unit, 1)
+
+    @property
+    def prom_name(self) -> str | None:
+        """Its Prometheus family's full name (None: not exported), as the exporter writes
+        it and the fleet reads it back."""
+        return None if self.prom is None else PROM_PREFIX + self.prom
+
+    def from_base(self, value: float) -> float:
+        """A value of its Prometheus family (base units) in the model's unit: what the
+        fleet does to what it reads back.  Times the reciprocal (1/0.01 is exactly
+        100): x * 100 and x / 0.01 differ in the last bit, and JSON shows that bit."""
+        return value * (1.0 / self.prom_factor)
 
     @property
     def prom_help(self) -> str:
@@ -105,6 +149,12 @@ class Family:
     def qualified(self, metric: Metric) -> str:
         """The name CSV columns and alert rules give it: '<kind>_<field>'."""
         return f"{self.kind}_{metric.field}"
+
+
+def _decimals(family: Family, decimals: int, **but: int) -> Family:
+    """The family with its metrics read to `decimals` places (but: field -> places)."""
+    return Family(family.kind, tuple(replace(m, decimals=but.get(m.field, decimals))
+                                     for m in family))
 
 
 # ---------------------------------------------------------------------------- disks
@@ -160,6 +210,15 @@ DISK = Family("disk", (
            prom="disk_utilization_ratio"),
 ))
 
+# The dashboard's disk table shows iostat -m's MB/s (vocab.mb_s) where -x shows kB/s
+# (DiskRates.rmb_s, wmb_s)
+DISK_MB = Family("disk", (
+    Metric("rmb_s", "MB/s", "rMB/s", "MiB read per second (iostat -m rMB/s: rkB/s / 1024).",
+           csv=False, alert=False),
+    Metric("wmb_s", "MB/s", "wMB/s", "MiB written per second (iostat -m wMB/s: wkB/s / 1024).",
+           csv=False, alert=False),
+))
+
 # The disk metrics the timeline can show, in the order its key cycles through them
 # (model/history.py computes IOPS and MB/s from a device's DiskRates).
 TIMELINE = Family("disk", (
@@ -175,7 +234,7 @@ TIMELINE = Family("disk", (
 # ---------------------------------------------------------------------------- GPUs
 # GpuView (model/gpu.py): one GPU over one interval.  The JSON of a GPU (gpu_as_json) has
 # these keys among its others.
-GPU = Family("gpu", (
+GPU = _decimals(Family("gpu", (
     Metric("util_pct", "%", "util%",
            "Share of the interval a kernel was running (NVML utilization.gpu / 100).",
            prom="gpu_utilization_ratio"),
@@ -201,7 +260,7 @@ GPU = Family("gpu", (
     Metric("pcie_tx_kb_s", "kB/s", "PCIe tx kB/s",
            "PCIe bytes sent by the GPU per second (NVML's 20 ms window).",
            prom="gpu_pcie_tx_bytes_per_second"),
-))
+)), 0, util_pct=1)    # NVML's whole percents, MiB, W, C, MHz; a mean utilization to 0.1
 
 # Numbers computed from a GpuView rather than read off one of its attributes: alert rules
 # test them (alerts/catalog.py gpu_value() computes them); `lost` is also exported.
@@ -216,7 +275,7 @@ GPU_COMPUTED = Family("gpu", (
 # A compute process on a GPU (GpuProcessView).
 GPU_PROCESS = Family("gpu_process", (
     Metric("gpu_mem_mib", "MiB", "GPU MiB", "Device memory a compute process holds.",
-           prom="gpu_process_memory_used_bytes", csv=False, alert=False),
+           prom="gpu_process_memory_used_bytes", csv=False, alert=False, decimals=0),
 ))
 
 # The I/O of a GPU process and its descendants, summed (Model.gpu_proc_io, model/procs.py
@@ -241,7 +300,7 @@ GPU_PROCESS_IO = Family("gpu_process", (
            prom="gpu_process_page_cache_read_ratio", csv=False, alert=False),
     Metric("nprocs", "processes", "procs",
            "Processes in the tree whose I/O is summed: the GPU process and its descendants.",
-           json_key="tree_processes", csv=False, alert=False),
+           json_key="tree_processes", csv=False, alert=False, decimals=0),
 ))
 
 # ---------------------------------------------------------------------------- mounts
@@ -287,7 +346,7 @@ MOUNT = Family("mount", (
 # follow prometheus-community/smartctl_exporter's (smartctl_device_temperature,
 # _percentage_used, _available_spare, _media_errors, _num_err_log_entries,
 # _power_on_seconds, ...) under gpudisk_top_disk_health_, in base units.
-HEALTH = Family("disk_health", (
+HEALTH = _decimals(Family("disk_health", (
     Metric("temperature_c", "C", "temp C",
            "Drive temperature now (NVMe: the composite temperature).",
            csv=False, prom="disk_health_temperature_celsius"),
@@ -338,7 +397,7 @@ HEALTH = Family("disk_health", (
     Metric("critical_warning", "", "crit warn",
            "NVMe SMART/Health log Critical Warning bits (0: none).",
            csv=False, prom="disk_health_critical_warning"),
-))
+)), 0)    # whole degrees, percents, counts and hours, as smartctl prints them
 
 # Numbers computed from a disk's health (model/health.py health_value) for alert rules;
 # `failing` is exported as part of the status.
@@ -356,6 +415,15 @@ HEALTH_COMPUTED = Family("disk_health", (
     Metric("warning", "", "warning",
            "1 when the drive's health is warning or failing, else 0.", csv=False),
 ))
+
+
+# ---------------------------------------------------------------------------- the node's own
+# The families the exporter writes for the node as a whole (exporter/families.py), which
+# are no Metric's, under the names the fleet reads back (fleet/queries.py, fleet/model.py)
+VERDICT_INFO = "verdict_info"
+STATE_SINCE = "state_since_timestamp_seconds"
+GPUS_STARVED = "gpus_starved"
+LAST_SAMPLE = "last_sample_timestamp_seconds"
 
 
 # ---------------------------------------------------------------------------- the host

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 from gpudisk_top import __version__
 from gpudisk_top.collect.blockdev import device_stack
@@ -23,14 +22,15 @@ from gpudisk_top.model.health import health_of
 from gpudisk_top.model.host import host_as_json
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.vocab import (AVG_CPU, CLASS_TAG, DISK, GPU_PROCESS, GPU_PROCESS_IO,
-                                     HEALTH, MOUNT, iso_time, verdict_json)
+from gpudisk_top.model.present import Col, class_tag, metric_col, natural_key, table
+from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU, GPU_PROCESS, GPU_PROCESS_IO, HEALTH,
+                                     HOST, MOUNT, iso_time, verdict_json)
 
 
 def selected_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
     names = [n for n in model.disks
              if n in model.devices and dev_filter.selected(model.devices[n], model.sample.disks.get(n))]
-    return sorted(names, key=_natural_key)
+    return sorted(names, key=natural_key)
 
 
 def shown_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
@@ -38,11 +38,7 @@ def shown_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
     interval (model.disk_dropped): those are shown too, as n/a with the reason."""
     dropped = [n for n in model.disk_dropped if n in model.devices
                and dev_filter.selected(model.devices[n], model.sample.disks.get(n))]
-    return sorted(selected_disks(model, dev_filter) + dropped, key=_natural_key)
-
-
-def _natural_key(name: str):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+    return sorted(selected_disks(model, dev_filter) + dropped, key=natural_key)
 
 
 def disk_json(model: Model, name: str) -> dict:
@@ -74,7 +70,7 @@ def health_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
     if dev_filter.patterns:
         named = [n for n, info in model.devices.items() if dev_filter.matches_name(info)]
         names &= {d for n in named for d in device_stack(model.devices, n)}
-    return sorted(names, key=_natural_key)
+    return sorted(names, key=natural_key)
 
 
 def health_json(model: Model, dev_filter: DeviceFilter) -> list[dict]:
@@ -141,40 +137,38 @@ def render_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = 
 
 
 # ------------------------------------------------------------------------------ text
-def _f(value, fmt: str = "{:.2f}", na: str = "n/a") -> str:
-    return na if value is None else fmt.format(value)
-
-
 def _gpu_lines(model: Model, verdict=None) -> list[str]:
     if not model.gpus:
         # the verdict line above already says why (once is enough)
         shown = verdict is not None and verdict.state == UNAVAILABLE
         return ["GPUs: none readable" if shown else f"GPUs: {model.gpu_status}"]
-    lines = [f"GPUs: {model.gpu_status}"]
-    lines.append(f"{'GPU':>3} {'name':<22} {'util%':>6} {'mem%':>5} {'mem used/total MiB':>19} "
-                 f"{'power W':>12} {'temp C':>6} {'PCIe rx/tx KB/s':>17} procs")
+    util, mem, used, total, power, limit, temp, rx, tx = (GPU[f] for f in (
+        "util_pct", "mem_util_pct", "mem_used_mib", "mem_total_mib", "power_w",
+        "power_limit_w", "temp_c", "pcie_rx_kb_s", "pcie_tx_kb_s"))
+    rows: list = []
     for g in model.gpus:
+        name = (g.name or "?")[:22]
         if g.lost:
-            lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} LOST: {g.error or 'GPU is lost'}")
+            rows.append(f"{g.index:>3} {name:<22} LOST: {g.error or 'GPU is lost'}")
             continue
-        mem = f"{_f(g.mem_used_mib, '{:.0f}')}/{_f(g.mem_total_mib, '{:.0f}')}"
-        power = f"{_f(g.power_w, '{:.0f}')}/{_f(g.power_limit_w, '{:.0f}')}"
-        pcie = f"{_f(g.pcie_rx_kb_s, '{:.0f}')}/{_f(g.pcie_tx_kb_s, '{:.0f}')}"
-        lines.append(f"{g.index:>3} {(g.name or '?')[:22]:<22} {_f(g.util_pct, '{:.1f}'):>6} "
-                     f"{_f(g.mem_util_pct, '{:.0f}'):>5} {mem:>19} {power:>12} "
-                     f"{_f(g.temp_c, '{:.0f}'):>6} {pcie:>17} {len(g.processes)}")
+        rows.append((str(g.index), name, util.text(g.util_pct), mem.text(g.mem_util_pct),
+                     f"{used.text(g.mem_used_mib)}/{total.text(g.mem_total_mib)}",
+                     f"{power.text(g.power_w)}/{limit.text(g.power_limit_w)}",
+                     temp.text(g.temp_c), f"{rx.text(g.pcie_rx_kb_s)}/{tx.text(g.pcie_tx_kb_s)}",
+                     str(len(g.processes))))
+    lines = [f"GPUs: {model.gpu_status}", *table(rows, (
+        Col("GPU", 3), Col("name", 22, "<"), Col("util%", 6), Col("mem%", 5),
+        Col("mem used/total MiB", 19), Col("power W", 12), Col("temp C", 6),
+        Col("PCIe rx/tx KB/s", 17), Col("procs", 0, "<")))]
     procs = [(g.index, p) for g in model.gpus for p in g.processes]
     if procs:
         lines.append("")
         mib, read, rchar, tree = (GPU_PROCESS["gpu_mem_mib"], GPU_PROCESS_IO["read_kb_s"],
                                   GPU_PROCESS_IO["rchar_kb_s"], GPU_PROCESS_IO["nprocs"])
-        # %cpu, %wait, %io: the loaders' shares (LoaderTime), explained under the table
-        lines.append(f"{'GPU':>3} {'pid':>8} {'name':<16} {mib.label:>8} {read.label:>10} "
-                     f"{rchar.label:>11} {tree.label:>5} {'%cpu':>5} {'%wait':>5} {'%io':>6}  devices")
         estimated = False
+        rows = []
         for idx, p in procs:
             io = model.gpu_proc_io.get(p.pid) or {}
-            pid = p.pid_label()
             lt = io.get("loaders")
             if lt is not None and lt.io_wait_pct is not None:
                 mark = "~" if lt.io_source != IO_MEASURED else ""
@@ -182,12 +176,16 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
                 io_pct = f"{mark}{lt.io_wait_pct:.0f}"
             else:
                 io_pct = "n/a"
-            lines.append(f"{idx:>3} {pid:>8} {(p.name or '?')[:16]:<16} "
-                         f"{_f(getattr(p, mib.field), '{:.0f}'):>8} {_f(io.get(read.field)):>10} "
-                         f"{_f(io.get(rchar.field)):>11} {io.get(tree.field) or 0:>5} "
-                         f"{_f(lt and lt.on_cpu_pct, '{:.0f}'):>5} "
-                         f"{_f(lt and lt.cpu_wait_pct, '{:.0f}'):>5} {io_pct:>6}  "
-                         f"{','.join(sorted(io.get('devices') or ())) or '-'}")
+            rows.append((str(idx), p.pid_label(), (p.name or "?")[:16],
+                         mib.text(getattr(p, mib.field)), read.text(io.get(read.field)),
+                         rchar.text(io.get(rchar.field)), str(io.get(tree.field) or 0),
+                         _whole(lt and lt.on_cpu_pct), _whole(lt and lt.cpu_wait_pct), io_pct,
+                         ",".join(sorted(io.get("devices") or ())) or "-"))
+        # %cpu, %wait, %io: the loaders' shares (LoaderTime), explained under the table
+        lines += table(rows, (
+            Col("GPU", 3), Col("pid", 8), Col("name", 16, "<"), Col(mib.label, 8),
+            Col(read.label, 10), Col(rchar.label, 11), Col(tree.label, 5), Col("%cpu", 5),
+            Col("%wait", 5), Col("%io", 6), Col("devices", 0, "<", "  ")))
         lines.append("  %cpu, %wait, %io: where the time of its loaders (DataLoader workers, else "
                      "itself) went: on a CPU, waiting for one, blocked on reads; mean per loader")
         if estimated:
@@ -201,15 +199,22 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
     return lines
 
 
+def _whole(pct: float | None) -> str:
+    return "n/a" if pct is None else f"{pct:.0f}"
+
+
 def _host_lines(model: Model) -> list[str]:
     h = host_as_json(model.host) if model.host is not None else {}
     # iostat's avg-cpu block: each value right under its header
-    lines = ["avg-cpu:" + " ".join(f"{m.label:>7}" for m in AVG_CPU),
-             "        " + " ".join(f"{_f(h.get(m.json_key)):>7}" for m in AVG_CPU)]
-    psi = []
-    for res in PSI_RESOURCES:
-        some, full = h.get(f"psi_{res}_some_pct"), h.get(f"psi_{res}_full_pct")
-        psi.append(f"{res} some {_f(some)}% full {_f(full)}%")
+    lines = table([["", *(m.text(h.get(m.json_key)) for m in AVG_CPU)]],
+                  [Col("avg-cpu:", 8, "<"),
+                   *(Col(m.label, 7, ">", " " if i else "") for i, m in enumerate(AVG_CPU))])
+
+    def f(key: str) -> str:
+        return HOST[key].text(h.get(key))
+
+    psi = [f"{res} some {f(f'psi_{res}_some_pct')}% full {f(f'psi_{res}_full_pct')}%"
+           for res in PSI_RESOURCES]
     lines.append("pressure: " + "   ".join(psi))
 
     def gib(key):
@@ -225,31 +230,28 @@ def _host_lines(model: Model) -> list[str]:
     if h.get("cgroup_path"):
         whose = f"the job's (pid {h['cgroup_pid']})" if h.get("cgroup_pid") is not None else "ours"
         lines.append(f"cgroup {h['cgroup_path']}, {whose}: io pressure some "
-                     f"{_f(h.get('cgroup_io_some_pct'))}% full {_f(h.get('cgroup_io_full_pct'))}%")
+                     f"{f('cgroup_io_some_pct')}% full {f('cgroup_io_full_pct')}%")
         if h.get("cgroup_throttled_pct") is not None or h.get("cgroup_cpu_some_pct") is not None:
             limit = h.get("cgroup_cpu_limit_cpus")
-            lines.append(f"  cpu: throttled {_f(h.get('cgroup_throttled_pct'))}% of periods, "
+            lines.append(f"  cpu: throttled {f('cgroup_throttled_pct')}% of periods, "
                          f"limit {'none' if limit is None else f'{limit:.1f}'} CPUs, used "
-                         f"{_f(h.get('cgroup_cpu_used_cpus'))}, pressure some "
-                         f"{_f(h.get('cgroup_cpu_some_pct'))}%")
+                         f"{f('cgroup_cpu_used_cpus')}, pressure some "
+                         f"{f('cgroup_cpu_some_pct')}%")
     return lines
 
 
 def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     names = shown_disks(model, dev_filter)
-    width = max([len("Device")] + [len(model.devices[n].display_name) for n in names])
-    head = f"{'Device':<{width}} {'class':<5}" + "".join(
-        f" {m.label:>{max(7, len(m.label))}}" for m in DISK) + "  mountpoints"
-    lines = [head]
+    rows = []
     for n in names:
         info, r = model.devices[n], model.disks.get(n)
-        row = f"{info.display_name:<{width}} {CLASS_TAG.get(info.dev_class, '?'):<5}" + "".join(
-            f" {_f(None if r is None else getattr(r, m.field)):>{max(7, len(m.label))}}"
-            for m in DISK)
-        row += "  " + (",".join(info.mountpoints) or "-")
+        where = ",".join(info.mountpoints) or "-"
         if r is None:
-            row += f"  (dropped: {model.disk_dropped.get(n, '?')})"
-        lines.append(row)
+            where += f"  (dropped: {model.disk_dropped.get(n, '?')})"
+        rows.append((info.display_name, class_tag(info.dev_class),
+                     *(m.text(None if r is None else getattr(r, m.field)) for m in DISK), where))
+    lines = table(rows, (Col("Device", align="<"), Col("class", 5, "<"),
+                         *(metric_col(m) for m in DISK), Col("mountpoints", 0, "<", "  ")))
     if not names:
         lines.append("(no device selected: none has done I/O, or the filter matched none)")
     return lines
@@ -269,40 +271,35 @@ def _health_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
     if not names:
         return []
     width = max(len("Device"), *(len(n) for n in names))
-    widths = [max(6, len(m.label)) for m in _HEALTH_COLUMNS]
-    if any(model.health[n].reading.readable for n in names):
-        lines = [f"{'Device':<{width}} {'health':<8}" + "".join(
-            f" {m.label:>{w}}" for m, w in zip(_HEALTH_COLUMNS, widths)) + "  source: reasons"]
-    else:
-        lines = [f"{'Device':<{width}} health"]
+    readable = any(model.health[n].reading.readable for n in names)
+    rows: list = []
     for n in names:
         v = model.health[n]
         h = v.reading
         if not h.readable:
-            lines.append(f"{n:<{width}} {'n/a':<8} {h.unreadable_reason or 'not readable'}")
+            rows.append(f"{n:<{width}} {'n/a':<8} {h.unreadable_reason or 'not readable'}")
             continue
-        row = f"{n:<{width}} {v.status:<8}" + "".join(
-            f" {_f(getattr(h, m.field), '{:.0f}', '-'):>{w}}"
-            for m, w in zip(_HEALTH_COLUMNS, widths))
-        row += f"  {h.source}" + (f": {'; '.join(v.reasons)}" if v.reasons else "")
+        why = f"{h.source}" + (f": {'; '.join(v.reasons)}" if v.reasons else "")
         if h.unreadable_reason:     # the kernel's view only: why smartctl's is missing
-            row += f" (smartctl: {h.unreadable_reason})"
-        lines.append(row)
-    return lines
+            why += f" (smartctl: {h.unreadable_reason})"
+        rows.append((n, v.status, *(m.text(getattr(h, m.field), "-") for m in _HEALTH_COLUMNS),
+                     why))
+    if not readable:
+        return [f"{'Device':<{width}} health", *rows]
+    return table(rows, (Col("Device", width, "<"), Col("health", 8, "<"),
+                        *(Col(m.label, max(6, len(m.label))) for m in _HEALTH_COLUMNS),
+                        Col("source: reasons", 0, "<", "  ")))
 
 
 def _mount_lines(model: Model) -> list[str]:
     """The network and FUSE mounts the job reads, beside the block devices."""
     if not model.mounts:
         return []
-    width = max(len("Mount"), *(len(v.mountpoint) for v in model.mounts.values()))
-    head = f"{'Mount':<{width}} {'type':<10}" + "".join(f" {m.label:>9}" for m in MOUNT) + "  source"
-    lines = [head]
-    for v in model.mounts.values():
-        lines.append(f"{v.mountpoint:<{width}} {v.fstype[:10]:<10}"
-                     + "".join(f" {_f(getattr(v, m.field)):>9}" for m in MOUNT)
-                     + f"  {v.source}" + (f" (daemon pid {v.daemon_pid})" if v.daemon_pid else ""))
-    return lines
+    rows = [(v.mountpoint, v.fstype[:10], *(m.text(getattr(v, m.field)) for m in MOUNT),
+             v.source + (f" (daemon pid {v.daemon_pid})" if v.daemon_pid else ""))
+            for v in model.mounts.values()]
+    return table(rows, (Col("Mount", align="<"), Col("type", 10, "<"),
+                        *(Col(m.label, 9) for m in MOUNT), Col("source", 0, "<", "  ")))
 
 
 def _verdict_lines(verdict) -> list[str]:

@@ -7,9 +7,10 @@ import textwrap
 from dataclasses import dataclass
 
 from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
-from gpudisk_top.model.vocab import CLASS_TAG, DISK, HEALTH, HEALTH_BADGE
+from gpudisk_top.model.present import Col, class_tag, table
+from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.model.whatif import best_line, of_json as whatif_of
-from gpudisk_top.textsafe import printable_lines
+from gpudisk_top.textsafe import printable, printable_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
@@ -30,8 +31,8 @@ def _short(iso_time: str | None) -> str:
     return "-" if iso_time is None else iso_time.replace("T", " ")[:19]
 
 
-def _f(value, fmt="{:.2f}") -> str:
-    return "n/a" if value is None else fmt.format(value)
+def _interval(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.2f}"
 
 
 def render(summary: Summary, charts: bool = True) -> str:
@@ -51,7 +52,7 @@ def render(summary: Summary, charts: bool = True) -> str:
     out.append(f"host {d['host_name'] or '?'}  Linux {d['kernel'] or '?'}  recorded by gpudisk-top "
                f"{d['recorded_by'] or '?'} (format {d['format_version']}), read by {d['version']}")
     out.append(f"span {_short(d['start'])} to {_short(d['end'])} ({_dur(d['duration_s'])}, "
-               f"{d['samples']} samples, interval {_f(d['interval_s'])} s)")
+               f"{d['samples']} samples, interval {_interval(d['interval_s'])} s)")
     segments = d.get("segments") or []
     if len(segments) > 1:
         out.append(f"the wall clock went back {len(segments) - 1} time{'s' * (len(segments) > 2)}: "
@@ -96,28 +97,24 @@ def _states(d: dict) -> list[str]:
         return ["GPUs: none recorded"]
     used = [s for s in GPU_STATES if any(v[s] > 0 for v in states.values())] or ["idle"]
     width = max(len(s) for s in used) + 1
-    lines = [f"Time in each state, per GPU (share of {_dur(d['duration_s'])}):",
-             "GPU " + "".join(f"{s:>{width}}" for s in used)]
-    for idx, per in states.items():
-        total = sum(per.values())
-        cells = "".join(f"{(per[s] / total * 100 if total else 0):>{width - 1}.1f}%" for s in used)
-        lines.append(f"{idx:>3} {cells}")
-    return lines
+    rows = [(str(idx), *(f"{(per[s] / sum(per.values()) * 100 if sum(per.values()) else 0):.1f}%"
+                         for s in used)) for idx, per in states.items()]
+    return [f"Time in each state, per GPU (share of {_dur(d['duration_s'])}):",
+            *table(rows, (Col("GPU", 3), *(Col(s, width, ">", "" if i else " ")
+                                           for i, s in enumerate(used))))]
 
 
 def _episodes(d: dict) -> list[str]:
     eps = d["episodes"]
     if not eps:
         return ["Episodes: none (no GPU starved long enough to open one)"]
-    lines = [f"Episodes ({len(eps)}):",
-             f"{'#':>3}  {'state':<17} {'start':<19}  {'end':<8}  {'duration':>9}  {'GPUs':<10} "
-             f"{'devices':<14} processes"]
+    rows: list = []
     for e in eps:
         procs = ",".join(map(str, e["processes"][:4])) + (",..." if len(e["processes"]) > 4 else "")
-        lines.append(f"{e['id']:>3}  {e['state']:<17} {_short(e['start']):<19}  "
-                     f"{_short(e['end'])[11:]:<8}  {_dur(e['duration_s']):>9}  "
-                     f"{gpu_ranges(e['gpus']) if e['gpus'] else '-':<10} "
-                     f"{','.join(e['devices']) or '-':<14} {procs or '-'}")
+        rows.append((str(e["id"]), e["state"], _short(e["start"]), _short(e["end"])[11:],
+                     _dur(e["duration_s"]), gpu_ranges(e["gpus"]) if e["gpus"] else "-",
+                     ",".join(e["devices"]) or "-", procs or "-"))
+        lines = rows      # and the notes under its row
         if e["reason"]:
             lines += textwrap.wrap(e["reason"], WIDTH, initial_indent="     why: ",
                                    subsequent_indent="          ")
@@ -133,34 +130,32 @@ def _episodes(d: dict) -> list[str]:
             lines += textwrap.wrap(f"{h['device']}{on} {HEALTH_BADGE[h['status']]}: "
                                    + "; ".join(h["reasons"]), WIDTH,
                                    initial_indent="  health: ", subsequent_indent="          ")
-    return lines
+    return [f"Episodes ({len(eps)}):", *table(rows, (
+        Col("#", 3), Col("state", 17, "<", "  "), Col("start", 19, "<"), Col("end", 8, "<", "  "),
+        Col("duration", 9, ">", "  "), Col("GPUs", 10, "<", "  "), Col("devices", 14, "<"),
+        Col("processes", 0, "<")))]
 
 
 def _devices(d: dict, top: int = 5) -> list[str]:
     devs = [x for x in d["devices"] if x["await_ms"] is not None][:top]
     if not devs:
         return ["Devices: none did I/O in this window"]
-    width = max(len("device"), *(len(x["display_name"]) for x in devs))
-
-    def col(name: str, w: int) -> str:
-        # iostat's column over the window (await, reads and writes together, and the worst
-        # interval's are the report's own)
-        return f"{DISK[name].label:>{w}}"
-
-    lines = ["Devices (those the episodes blame first, most starved time first; then the worst "
-             "await):",
-             f"{'device':<{width}} {'class':<5} {'blamed':>7} {'await':>8} {col('r_await_ms', 8)} "
-             f"{col('w_await_ms', 8)} {'worst':>8} {'at':<8} {col('r_s', 9)} {col('w_s', 9)} "
-             f"{col('rkb_s', 10)} {col('wkb_s', 10)} {col('util_pct', 6)}  mountpoints"]
-    for x in devs:
-        lines.append(
-            f"{x['display_name']:<{width}} {CLASS_TAG.get(x['class'], '?'):<5} "
-            f"{_dur(x['blamed_s']) if x['blamed_s'] else '-':>7} {_f(x['await_ms']):>8} "
-            f"{_f(x['r_await_ms']):>8} {_f(x['w_await_ms']):>8} {_f(x['worst_await_ms']):>8} "
-            f"{_short(x['worst_at'])[11:]:<8} {_f(x['r_s']):>9} {_f(x['w_s']):>9} "
-            f"{_f(x['rkb_s']):>10} {_f(x['wkb_s']):>10} {_f(x['util_pct'], '{:.1f}'):>6}  "
-            f"{','.join(x['mountpoints']) or '-'}")
-    return lines
+    # iostat's columns over the window; await (reads and writes together) and the worst
+    # interval's are the report's own, read as r_await is
+    ms = DISK["r_await_ms"]
+    shown = [DISK[f] for f in ("r_s", "w_s", "rkb_s", "wkb_s", "util_pct")]
+    rows = [(x["display_name"], class_tag(x["class"]), _dur(x["blamed_s"]) if x["blamed_s"] else "-",
+             ms.text(x["await_ms"]), ms.text(x["r_await_ms"]), DISK["w_await_ms"].text(x["w_await_ms"]),
+             ms.text(x["worst_await_ms"]), _short(x["worst_at"])[11:],
+             *(m.text(x[m.field]) for m in shown), ",".join(x["mountpoints"]) or "-")
+            for x in devs]
+    r_s, w_s, rkb, wkb, util = shown
+    return ["Devices (those the episodes blame first, most starved time first; then the worst "
+            "await):", *table(rows, (
+                Col("device", align="<"), Col("class", 5, "<"), Col("blamed", 7), Col("await", 8),
+                Col(ms.label, 8), Col(DISK["w_await_ms"].label, 8), Col("worst", 8),
+                Col("at", 8, "<"), Col(r_s.label, 9), Col(w_s.label, 9), Col(rkb.label, 10),
+                Col(wkb.label, 10), Col(util.label, 6), Col("mountpoints", 0, "<", "  ")))]
 
 
 def _gain(value, unit: str = "") -> str:
@@ -174,36 +169,36 @@ def _health(health: list[dict]) -> list[str]:
     """Each disk's health over the window: its status at the end, what it gained from its
     first reading in the window to its last, and why (with its worst, when that was
     earlier and worse)."""
-    width = max(len("disk"), *(len(h["device"]) for h in health))
     # the counters' gains, under the counters' own labels
     media, log, realloc = (HEALTH[f].label for f in ("media_errors", "error_log_entries",
                                                       "reallocated_sectors"))
-    lines = ["Device health (readings in the window; gained from the first to the last):",
-             f"{'disk':<{width}} {'status':<7} {'readings':>8} {media:>9} {log:>8} "
-             f"{realloc:>8} {'wear':>6} {'>warn':>7}  model"]
+    rows: list = []
     for h in health:
         t = h["trend"] or {}
         warm = t.get("minutes_above_warning")
-        lines.append(f"{h['device']:<{width}} {HEALTH_BADGE[h['status']]:<7} {h['readings']:>8} "
-                     f"{_gain(t.get('media_errors_gained')):>9} {_gain(t.get('error_log_gained')):>8} "
-                     f"{_gain(t.get('reallocated_gained')):>8} "
-                     f"{_gain(t.get('wear_gained_pct'), '%'):>6} "
-                     f"{'n/a' if warm is None else f'{warm:.0f}m':>7}  {h['model'] or '-'}")
+        rows.append((h["device"], HEALTH_BADGE[h["status"]], str(h["readings"]),
+                     _gain(t.get("media_errors_gained")), _gain(t.get("error_log_gained")),
+                     _gain(t.get("reallocated_gained")), _gain(t.get("wear_gained_pct"), "%"),
+                     "n/a" if warm is None else f"{warm:.0f}m", h["model"] or "-"))
         why = "; ".join(h["reasons"])
         if h["worst_status"] != h["status"] and h["worst_reasons"]:
             why += ("; " if why else "") + f"earlier {h['worst_status']}: " + "; ".join(h["worst_reasons"])
         if why:
-            lines += textwrap.wrap(why, WIDTH, initial_indent="     why: ",
-                                   subsequent_indent="          ")
+            rows += textwrap.wrap(why, WIDTH, initial_indent="     why: ",
+                                  subsequent_indent="          ")
         for old in h.get("replaced", ()):
             was = " ".join(x for x in (old["model"], old["serial"] and f"serial {old['serial']}")
                            if x) or "another drive"
-            lines += textwrap.wrap(
+            rows += textwrap.wrap(
                 f"{h['device']}: drive replaced at {_short(old['replaced_at'])}; before it "
                 f"{was}, {old['readings']} readings, last {old['status']} (the numbers above "
                 "are the new drive's)", WIDTH, initial_indent="     ",
                 subsequent_indent="          ")
-    return lines
+    return ["Device health (readings in the window; gained from the first to the last):",
+            *table(rows, (Col("disk", max(len("disk"), *(len(h["device"]) for h in health)), "<"),
+                          Col("status", 7, "<"), Col("readings", 8), Col(media, 9), Col(log, 8),
+                          Col(realloc, 8), Col("wear", 6), Col(">warn", 7),
+                          Col("model", 0, "<", "  ")))]
 
 
 GAP_GLYPH = "/"    # along the top of a chart: a gap or a clock step, time not to scale
@@ -246,7 +241,7 @@ def chart_devices(summary: Summary) -> list[tuple[str, str]]:
     if not busy:
         return []
     top = max(busy, key=lambda x: (x["util_pct"], x["name"]))
-    return [(top["name"], f"the busiest disk, {_f(top['util_pct'], '{:.1f}')} %util; "
+    return [(top["name"], f"the busiest disk, {DISK['util_pct'].text(top['util_pct'])} %util; "
                           "no episode names a device")]
 
 
@@ -287,9 +282,11 @@ def _charts(summary: Summary) -> list[str]:
     for chart in chart_plan(summary):
         if out:
             out.append("")
-        # a chart is many lines: each its own, as printable_lines escapes a newline inside one
-        out += line_chart(chart.title, [(chart.device or "mean", chart.xs, chart.ys)], marks,
-                          0.0, x_hi, ticks, WIDTH, chart.height, ylim=chart.ylim).splitlines()
+        # a chart is many lines (render escapes each line whole, textsafe.printable_lines);
+        # its title, which holds a device's name, escaped first so that it stays one
+        out += line_chart(printable(chart.title), [(chart.device or "mean", chart.xs, chart.ys)],
+                          marks, 0.0, x_hi, ticks, WIDTH, chart.height,
+                          ylim=chart.ylim).split("\n")
     if legend:
         out.append(f"along the top: {legend}" if s.gaps else f"episodes along the top: {legend}")
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpudisk_top.model import timefmt
-from gpudisk_top.model.vocab import KIB, mb_s
+from gpudisk_top.model.vocab import KIB, TIMELINE, mb_s
 
 
 def na(value, fmt: str = "{:.0f}") -> str:
@@ -34,12 +34,17 @@ def rate(kb_s: float | None, unit: str = "B") -> str:
     return f"{kb_s * KIB:.0f}{unit}"
 
 
-def ms(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    if value >= 100:
-        return f"{value:.0f}"
-    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+LEGEND_W = 5      # the cells a timeline row's latest value has beside its name
+
+
+def legend(field: str, value: float | None) -> str:
+    """A timeline metric's latest value beside a row's name (the dashboard's timeline, a
+    device's detail): its Metric's text (vocab.TIMELINE) in LEGEND_W cells, %util with
+    its sign."""
+    metric = TIMELINE[field]
+    if metric.unit == "%":
+        return metric.text(value, width=LEGEND_W - 1) + ("%" if value is not None else "")
+    return metric.text(value, width=LEGEND_W)
 
 
 def mib(value_mib: float | None) -> str:

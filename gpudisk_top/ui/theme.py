@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from rich.style import Style
 
-# one letter per state for the timeline's state row; pending (not yet an episode) in lower case
-from gpudisk_top.model.detect import STATE_GLYPH  # noqa: E402,F401 - shared with the report
-STATE_BADGE = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
-               "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT-STALL",
-               "straggler": "▲ STRAGGLER", "undiagnosed-stall": "▲ UNDIAGNOSED STALL",
-               "unavailable": "⊘ NO GPUS"}
+# one letter per state for the timeline's state row (pending, not yet an episode, in lower
+# case) and the banner's badge: the detector's list of states carries them (classify.py)
+from gpudisk_top.model import detect as _detect
+
+STATE_GLYPH, STATE_BADGE = _detect.STATE_GLYPH, _detect.STATE_BADGE
 BARS = " ▁▂▃▄▅▆▇█"
 
 PLAIN = Style()

@@ -30,10 +30,10 @@ from gpudisk_top.model.detect.evidence import (Culprit, culprits_clause, culprit
                                                 storage_advice)
 from gpudisk_top.model.detect.remote import mount_advice, mount_evidence
 from gpudisk_top.model.detect.job import Job
-from gpudisk_top.model.detect.saturation import Saturation, fmt_ms
+from gpudisk_top.model.detect.saturation import Saturation
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.vocab import mb_s
+from gpudisk_top.model.vocab import DISK, mb_s
 from gpudisk_top.model.whatif import ACTIVE_PCT, WhatIf, pipeline_of, predict
 
 # the fixes that act on the reads, and those that act on the CPUs (model/whatif.py): a
@@ -60,10 +60,23 @@ TRAINER_ASLEEP_PCT = 50.0
 # the job's processes together hold this share of the CPUs it may use: its own crowd
 JOB_CPU_FULL_PCT = 90.0
 
-# the one list of states; "unavailable" (no GPU can be read: no driver, an NVML error, a
-# hung driver, every GPU lost) is last so that the recorder's state codes keep their values
-STATES = ("idle", "healthy", "disk-starved", "cpu-starved", "checkpoint-stall", "straggler",
-          "undiagnosed-stall", "unavailable")
+# The one list of states, each with how every surface marks it: its glyph on the
+# dashboard's timeline and in the report's charts, its banner on the dashboard, its word
+# in the fleet's table (narrower).  A mark never rests on colour alone.  "unavailable"
+# (no GPU can be read: no driver, an NVML error, a hung driver, every GPU lost) is last so
+# that the recorder's state codes keep their values.
+_STATE_MARKS = (
+    # state               glyph  banner                 fleet table
+    ("idle",              " ", "○ IDLE",              "○ IDLE"),
+    ("healthy",           "·", "● HEALTHY",           "● HEALTHY"),
+    ("disk-starved",      "D", "▲ DISK-STARVED",      "▲ DISK-STARVED"),
+    ("cpu-starved",       "C", "▲ CPU-STARVED",       "▲ CPU-STARVED"),
+    ("checkpoint-stall",  "K", "▲ CHECKPOINT-STALL",  "▲ CHECKPOINT"),
+    ("straggler",         "S", "▲ STRAGGLER",         "▲ STRAGGLER"),
+    ("undiagnosed-stall", "?", "▲ UNDIAGNOSED STALL", "◇ UNDIAGNOSED"),
+    ("unavailable",       "×", "⊘ NO GPUS",           "⊘ NO GPUS"),
+)
+STATES = tuple(state for state, *_ in _STATE_MARKS)
 STARVED_STATES = frozenset(STATES[2:7])
 UNAVAILABLE = STATES[7]
 # The starved states whose cause is the node's own input or output path (its storage, its
@@ -75,9 +88,9 @@ UNAVAILABLE = STATES[7]
 # (examples/prometheus-rules.yml; tests/test_fleet_model.py checks they agree).
 OWN_CAUSE_STATES = ("disk-starved", "cpu-starved", "checkpoint-stall")
 # one glyph per state, the same on the dashboard's timeline and in the report's charts
-STATE_GLYPH = {"idle": " ", "healthy": "·", "disk-starved": "D", "cpu-starved": "C",
-               "checkpoint-stall": "K", "straggler": "S", "undiagnosed-stall": "?",
-               "unavailable": "×"}
+STATE_GLYPH = {state: glyph for state, glyph, _, _ in _STATE_MARKS}
+STATE_BADGE = {state: badge for state, _, badge, _ in _STATE_MARKS}
+STATE_WORD = {state: word for state, _, _, word in _STATE_MARKS}
 _PREFERRED_KINDS = ("disk", "dm", "md")  # what the disk table shows by default
 # loaders blocked on reads less than this share of the time do not wait on the device,
 # however saturated it is (by others): 64 workers sharing an HDD queue of 9 are each
@@ -480,17 +493,17 @@ class Classifier:
         return sats.get(pick) if pick is not None else None
 
     def _headroom(self, model: Model, s: Saturation, lt) -> str:
-        """'vda at 30752 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.2: headroom left;
-        each read of 4 KiB waits 0.07 ms'."""
+        """'vda at 30752.00 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.20: not
+        saturated, so each synchronous read of 4 KiB waits 0.07 ms'."""
         if s.ceiling_iops:
             ceiling = (f" of its {s.ceiling_iops:.0f} at queue depth 32 (probe): "
                        f"{s.iops / s.ceiling_iops * 100:.0f}% of its ceiling")
         else:
             ceiling = f" (peak seen {s.peak_iops:.0f})" if s.peak_iops > s.iops * 1.1 else ""
         size = f" of {lt.read_kb:.0f} KiB" if lt.read_kb else ""
-        return (f"{self._display(model, s.name)} at {s.r_s:.0f} r/s{ceiling}, r_await "
-                f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f}: not saturated, so each "
-                f"synchronous read{size} waits {fmt_ms(s.await_ms)} ms")
+        return (f"{self._display(model, s.name)} at {DISK['r_s'].text(s.r_s)} r/s{ceiling}, "
+                f"{s.latency('', baseline=False)}: not saturated, so each "
+                f"synchronous read{size} waits {DISK['r_await_ms'].text(s.await_ms)} ms")
 
     def _disk_advice(self, model: Model, job: Job, s: Saturation | None,
                      culprits: list[Culprit]) -> str:
@@ -660,8 +673,7 @@ class Classifier:
         if not names:
             return None
         s = max((sats[n] for n in names), key=lambda x: x.read_kb_s)
-        return (f"storage not saturated ({self._display(model, s.name)} r_await "
-                f"{fmt_ms(s.await_ms)} ms, aqu-sz {s.aqu_sz:.1f})")
+        return f"storage not saturated ({s.latency(self._display(model, s.name), baseline=False)})"
 
     # ------------------------------------------------------------------ nothing
     def _job_read_devices(self, model: Model, job: Job) -> list[str]:
@@ -677,9 +689,7 @@ class Classifier:
         pool = [sats[n] for n in feeding] or list(sats.values())
         if pool:
             s = max(pool, key=lambda x: x.read_kb_s + x.write_kb_s)
-            parts.append(f"busiest disk {self._display(model, s.name)} r_await "
-                         f"{fmt_ms(s.await_ms)} ms (baseline {fmt_ms(s.baseline_ms)} ms), "
-                         f"aqu-sz {s.aqu_sz:.1f}")
+            parts.append(f"busiest disk {s.latency(self._display(model, s.name))}")
         culprits: list[Culprit] = []
         for s in sorted(elsewhere, key=lambda x: x.name):
             others = culprits_of(model, s.name)

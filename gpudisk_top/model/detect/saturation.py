@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.disk import DiskRates
-from gpudisk_top.model.vocab import mb_s
+from gpudisk_top.model.vocab import DISK, DISK_MB, HOST, mb_s
 
 BASELINE_ALPHA = 0.1       # EWMA weight of a new light-load latency observation
 BASELINE_MIN_OBS = 10      # light-load intervals before the learned baseline is trusted
@@ -59,25 +59,26 @@ class Saturation:
     rareq_kb: float = 0.0
 
     def write_evidence(self, display_name: str) -> str:
-        return (f"{display_name} writing {mb_s(self.write_kb_s):.0f} MB/s, "
-                f"w_await {fmt_ms(self.w_await_ms)} ms, aqu-sz {self.aqu_sz:.0f}")
+        return (f"{display_name} writing {DISK_MB['wmb_s'].text(mb_s(self.write_kb_s))} MB/s, "
+                f"w_await {DISK['w_await_ms'].text(self.w_await_ms)} ms, "
+                f"aqu-sz {DISK['aqu_sz'].text(self.aqu_sz)}")
+
+    def latency(self, display_name: str, baseline: bool = True) -> str:
+        """'sdb r_await 45.12 ms (baseline 0.50 ms), aqu-sz 31.00': each figure read as
+        the disk table reads it (vocab.DISK's Metric.text)."""
+        ms = DISK["r_await_ms"].text
+        base = f" (baseline {ms(self.baseline_ms)} ms)" if baseline else ""
+        head = f"{display_name} " if display_name else ""
+        return (f"{head}r_await {ms(self.await_ms)} ms{base}, "
+                f"aqu-sz {DISK['aqu_sz'].text(self.aqu_sz)}")
 
     def evidence(self, display_name: str) -> str:
-        parts = [f"{display_name} r_await {fmt_ms(self.await_ms)} ms "
-                 f"(baseline {fmt_ms(self.baseline_ms)} ms)",
-                 f"aqu-sz {self.aqu_sz:.0f}"]
+        parts = [self.latency(display_name)]
         if self.pressure_pct is not None and self.pressure_pct >= 1:
-            parts.append(f"io pressure {self.pressure_pct:.0f}%")
+            parts.append(f"io pressure {HOST['psi_io_some_pct'].text(self.pressure_pct)}%")
         if "util" in self.signals:
-            parts.append(f"%util {self.util_pct:.0f}")
+            parts.append(f"%util {DISK['util_pct'].text(self.util_pct)}")
         return ", ".join(parts)
-
-
-def fmt_ms(value: float) -> str:
-    """Milliseconds with the digits that matter: 45, 9.8, 0.21."""
-    if value >= 10:
-        return f"{value:.0f}"
-    return f"{value:.1f}" if value >= 1 else f"{value:.2f}"
 
 
 def _read_await(r: DiskRates) -> float:

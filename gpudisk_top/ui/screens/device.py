@@ -18,9 +18,10 @@ from textual.widgets import Footer
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.ioprocs import io_rows
-from gpudisk_top.model.vocab import CLASS_TAG, TIMELINE
+from gpudisk_top.model.present import class_tag
+from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import ms, rate, si
+from gpudisk_top.ui.format import legend, rate
 from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import LinesPanel, cut
 from gpudisk_top.ui.widgets.ioprocs import cgroup_and_command, cgroup_cell, command_of
@@ -44,7 +45,7 @@ class DeviceDetail(LinesPanel):
             self.set_lines([[(f" {name}: no longer a block device here", theme.WARN)]])
             return
         lines = [[(f" {info.display_name} ", theme.HEAD),
-                  (f" {CLASS_TAG.get(info.dev_class, '?')} {info.kind}"
+                  (f" {class_tag(info.dev_class)} {info.kind}"
                    f"{'  ' + info.model if info.model else ''}"
                    f"  {info.major}:{info.minor}  mounted at "
                    f"{', '.join(info.mountpoints) or '-'}", theme.PLAIN)]]
@@ -76,7 +77,7 @@ class DeviceDetail(LinesPanel):
             ncols -= 1
         widths = column_widths(8, ncols)
         head = f" {'Device':<{LABEL_W - 1}}" + "".join(
-            title.rjust(w) for (title, _, _), w in zip(COLUMNS, widths))
+            m.label.rjust(w) for (m, _), w in zip(COLUMNS, widths))
         lines.append([(head[:width], theme.HEAD)])
         for n in [name] + below + above:
             r = model.disks.get(n)
@@ -96,7 +97,7 @@ class DeviceDetail(LinesPanel):
             for m in TIMELINE:
                 text = "".join(glyph(c.metric(name, m.field), m.field) for c in cols)
                 now = cols[-1].metric(name, m.field)
-                label = f"{m.label} {'n/a' if now is None else _short(now, m.field)}"
+                label = f"{m.label} {legend(m.field, now)}"
                 lines.append(Timeline.row_line(label, text, spans, LABEL_W))
             lines.append(Timeline.axis(cols, LABEL_W))
         lines.append([])
@@ -120,12 +121,6 @@ class DeviceDetail(LinesPanel):
         self.set_lines(lines)
 
 
-def _short(value: float, field: str) -> str:
-    if field == "r_await_ms":
-        return ms(value)
-    if field == "util_pct":
-        return f"{value:.0f}%"
-    return si(value)
 
 
 class DeviceScreen(ModalScreen):

@@ -13,14 +13,12 @@ before the mountpoint is cut (with …, never dropped)."""
 
 from __future__ import annotations
 
-import re
-
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.model.vocab import CLASS_TAG, DISK, TIMELINE, mb_s
+from gpudisk_top.model.present import class_tag, natural_key
+from gpudisk_top.model.vocab import DISK, DISK_MB, TIMELINE, mb_s
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import ms
 from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import CursorPanel, cut, fit
 
@@ -32,30 +30,23 @@ SORT_LABEL = {"util": TIMELINE["util_pct"].label, "r_await": DISK["r_await_ms"].
 NAME_MAX = 24      # a device's name is cut only beyond this
 MOUNT_MIN = 10     # the mountpoint column is never narrower
 
-# (header, value of DiskRates as text, the sorts it marks); the first 8 are iostat -x's
-# core columns and always shown, the rest where the width allows
-COLUMNS = (
-    ("r/s", lambda r: f"{r.r_s:.1f}", ("iops",)),
-    ("w/s", lambda r: f"{r.w_s:.1f}", ("iops",)),
-    ("rMB/s", lambda r: f"{mb_s(r.rkb_s):.1f}", ("throughput",)),
-    ("wMB/s", lambda r: f"{mb_s(r.wkb_s):.1f}", ("throughput",)),
-    ("r_await", lambda r: ms(r.r_await_ms), ("r_await",)),
-    ("w_await", lambda r: ms(r.w_await_ms), ()),
-    ("aqu-sz", lambda r: f"{r.aqu_sz:.2f}", ()),
-    ("%util", lambda r: f"{r.util_pct:.1f}", ("util",)),
-    ("rareq-sz", lambda r: f"{r.rareq_kb:.1f}", ()),
-    ("wareq-sz", lambda r: f"{r.wareq_kb:.1f}", ()),
-    ("%rrqm", lambda r: f"{r.rrqm_pct:.1f}", ()),
-    ("%wrqm", lambda r: f"{r.wrqm_pct:.1f}", ()),
-    ("d/s", lambda r: f"{r.d_s:.1f}", ()),
-    ("f/s", lambda r: f"{r.f_s:.1f}", ()),
-    ("f_await", lambda r: ms(r.f_await_ms), ()),
-)
+# (the metric, the sorts it marks), its header the metric's label and its text the
+# metric's (vocab.Metric.text: the same figure as --once, report, the verdict, the
+# fleet); the first 8 are iostat -x's core columns and always shown, the rest where the
+# width allows
+COLUMNS = tuple((m, sorts) for m, sorts in (
+    (DISK["r_s"], ("iops",)), (DISK["w_s"], ("iops",)),
+    (DISK_MB["rmb_s"], ("throughput",)), (DISK_MB["wmb_s"], ("throughput",)),
+    (DISK["r_await_ms"], ("r_await",)), (DISK["w_await_ms"], ()), (DISK["aqu_sz"], ()),
+    (DISK["util_pct"], ("util",)), (DISK["rareq_kb"], ()), (DISK["wareq_kb"], ()),
+    (DISK["rrqm_pct"], ()), (DISK["wrqm_pct"], ()), (DISK["d_s"], ()), (DISK["f_s"], ()),
+    (DISK["f_await_ms"], ()),
+))
 CORE = 8
 # a network or FUSE mount's row: its numbers (model/mounts.py like_disk) under the columns
 # that mean the same (title -> field, its unit from the model's); the rest "-"
-MOUNT_CELLS = {"r/s": ("r_s", float), "rMB/s": ("rkb_s", mb_s), "r_await": ("r_await_ms", float),
-               "aqu-sz": ("aqu_sz", float)}
+MOUNT_CELLS = {"r_s": ("r_s", float), "rmb_s": ("rkb_s", mb_s),
+               "r_await_ms": ("r_await_ms", float), "aqu_sz": ("aqu_sz", float)}
 MOUNT_TAG = {"nfs": "NFS", "fuse": "FUSE", "lustre": "Lstr", "network": "net"}
 HEALTH_SHORT = 1 + health.SHORT_W   # the health column with the status alone
 HEALTH_GLYPH = 2                    # ... with its glyph alone (✓ ! ✗ ?), where narrow
@@ -63,25 +54,15 @@ REASON_MIN = 16    # a reason cut narrower says too little: the status alone the
 REASON_MAX = 40
 
 
-def natural(name: str):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
-
-
-def _fit(number: str, width: int) -> str:
-    """A number's text in `width` cells: decimals go first (39073.4 -> 39073)."""
-    if len(number) > width and "." in number:
-        number = number.split(".")[0]
-    return number
-
-
 def column_widths(num_w: int, ncols: int) -> list[int]:
     """The first ncols columns' widths: num_w, or the title and a space where longer."""
-    return [max(num_w, len(title) + 1) for title, _, _ in COLUMNS[:ncols]]
+    return [max(num_w, len(m.label) + 1) for m, _ in COLUMNS[:ncols]]
 
 
 def value_cells(rates, widths: list[int]) -> str:
     """A device's iostat -x values in the first len(widths) columns."""
-    return "".join(_fit(value(rates), w - 1).rjust(w) for (_, value, _), w in zip(COLUMNS, widths))
+    return "".join(m.text(getattr(rates, m.field), width=w - 1).rjust(w)
+                   for (m, _), w in zip(COLUMNS, widths))
 
 
 class DiskPanel(CursorPanel):
@@ -97,11 +78,11 @@ class DiskPanel(CursorPanel):
         names = [n for n in model.disks if n in model.devices
                  and self.filter.selected(model.devices[n], model.sample.disks.get(n))]
         key = {
-            "name": lambda n: (0, natural(n)),
-            "util": lambda n: (-model.disks[n].util_pct, natural(n)),
-            "r_await": lambda n: (-model.disks[n].r_await_ms, natural(n)),
-            "iops": lambda n: (-(model.disks[n].r_s + model.disks[n].w_s), natural(n)),
-            "throughput": lambda n: (-(model.disks[n].rkb_s + model.disks[n].wkb_s), natural(n)),
+            "name": lambda n: (0, natural_key(n)),
+            "util": lambda n: (-model.disks[n].util_pct, natural_key(n)),
+            "r_await": lambda n: (-model.disks[n].r_await_ms, natural_key(n)),
+            "iops": lambda n: (-(model.disks[n].r_s + model.disks[n].w_s), natural_key(n)),
+            "throughput": lambda n: (-(model.disks[n].rkb_s + model.disks[n].wkb_s), natural_key(n)),
         }[self.sort]
         return sorted(names, key=key)
 
@@ -145,7 +126,7 @@ class DiskPanel(CursorPanel):
         # a device whose interval was impossible (model.disk_dropped) is n/a, never 0
         dropped = sorted((n for n in model.disk_dropped if n in model.devices
                           and self.filter.selected(model.devices[n], model.sample.disks.get(n))),
-                         key=natural)
+                         key=natural_key)
         least = len("▼Device") if self.sort == "name" else 6
         dev_w = min(NAME_MAX, max([least] + [len(model.devices[n].display_name) for n in names + dropped]
                                   + [len(mp) for mp in model.mounts]))
@@ -166,9 +147,9 @@ class DiskPanel(CursorPanel):
             f"filter {','.join(self.filter.patterns)}" if self.filter.patterns else "active devices")
         title = ("▼" if self.sort == "name" else "") + "Device"
         head = [mark, (f"{title:<{dev_w}}" + (" class" if with_class else ""), theme.HEAD)]
-        for (title, _, sorts), w in cols:
+        for (m, sorts), w in cols:
             marked = self.sort in sorts
-            head.append(((("▼" if marked else "") + title).rjust(w),
+            head.append(((("▼" if marked else "") + m.label).rjust(w),
                          theme.HEAD_SORTED if marked else theme.HEAD))
         if views is not None:
             # the glyph alone has no room for its title (help: ? h F1)
@@ -219,18 +200,17 @@ class DiskPanel(CursorPanel):
         text = f"{cut(v.mountpoint, dev_w):<{dev_w}}"
         text += f" {MOUNT_TAG.get(v.kind, v.kind)[:5]:<5}" if with_class else ""
         numbers = like_disk(v)
-        for (title, _, _), w in cols:
-            field, unit = MOUNT_CELLS.get(title, (None, float))
+        for (m, _), w in cols:
+            field, unit = MOUNT_CELLS.get(m.field, (None, float))
             value = numbers.get(field)
-            cell = "-" if value is None else (ms(value) if title == "r_await" else f"{unit(value):.1f}")
-            text += _fit(cell, w - 1).rjust(w)
+            text += m.text(None if value is None else unit(value), "-", w - 1).rjust(w)
         return [("▲" if blamed else " ", style), (text, style),
                 ("  " + cut(v.source, mount_w), theme.DIM)]
 
     @staticmethod
     def _name_cells(info, dev_w: int, with_class: bool) -> str:
         text = f"{cut(info.display_name, dev_w):<{dev_w}}"
-        return text + (f" {CLASS_TAG.get(info.dev_class, '?'):<5}" if with_class else "")
+        return text + (f" {class_tag(info.dev_class):<5}" if with_class else "")
 
     def _row(self, name: str, glyph: str, text: str, style, info, mount_w: int,
              views: dict | None = None, health_w: int = 0) -> list:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gpudisk_top.fleet.text import device_text, groups_of, state_text
-from gpudisk_top.model.detect import UNAVAILABLE
+from gpudisk_top.model.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.base import CursorPanel, Line
@@ -27,12 +27,10 @@ STARVED_GLYPH = "▲"    # starved by its own cause; in a job's view, its stragg
 WAIT_GLYPH = "◇"       # its GPUs wait on peers (or stall with nothing saturated)
 STALE_GLYPH = "×"
 NOGPU_GLYPH = "⊘"      # no GPU can be read there (state unavailable): a problem, not idle
-# the table's short words for fleet.text.state_text's (theme.STATE_BADGE's are the
-# banner's, wider); the glyph is the mark marks() counts
-STATE_WORD = {"idle": "○ IDLE", "healthy": "● HEALTHY", "disk-starved": "▲ DISK-STARVED",
-              "cpu-starved": "▲ CPU-STARVED", "checkpoint-stall": "▲ CHECKPOINT",
-              "straggler": "▲ STRAGGLER", "waiting": "◇ WAITING",
-              "undiagnosed-stall": "◇ UNDIAGNOSED", UNAVAILABLE: "⊘ NO GPUS"}
+# the table's short words for fleet.text.state_text's: the detector's states' (classify.py
+# STATE_WORD; theme.STATE_BADGE's are the banner's, wider) and a job view's "waiting"; the
+# glyph is the mark marks() counts
+STATE_WORD = {**DETECTOR_STATE_WORD, "waiting": f"{WAIT_GLYPH} WAITING"}
 MARK = " ◀"            # after the name of the node a view calls out (the job's straggler)
 
 

@@ -23,7 +23,7 @@ from gpudisk_top.model.detect import STARVED_STATES
 from gpudisk_top.model.history import Column, History
 from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.format import clock, ms
+from gpudisk_top.ui.format import clock, legend
 from gpudisk_top.ui.widgets.base import LinesPanel, fit
 
 LABEL_W = 13       # the labels' column: at least this wide ...
@@ -147,7 +147,7 @@ class Timeline(LinesPanel):
         for name in self._disk_order(cols, [n for n, _ in disks], episodes, named):
             row = self._row(history, ("disk", name, self.metric),
                             lambda c, n=name, m=self.metric: c.metric(n, m), self.metric)
-            label = f"{names[name]} {self._fmt(last.metric(name, self.metric))}"
+            label = f"{names[name]} {legend(self.metric, last.metric(name, self.metric))}"
             body.append(self.row_line(label, row.text(self.back, len(cols)), spans, label_w))
         # the state row and the time axis always show; the rows between scroll (↑/↓ when
         # focused) and say how many are hidden
@@ -262,16 +262,6 @@ class Timeline(LinesPanel):
             out.append((text[a:b], style))
         return out
 
-    def _fmt(self, value: float | None) -> str:
-        if value is None:
-            return "n/a"
-        if self.metric == "r_await_ms":
-            return ms(value)
-        if self.metric == "util_pct":
-            return f"{value:.0f}%"
-        if value >= 1000:
-            return f"{value / 1000:.0f}k"
-        return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 
     @staticmethod
     def axis(cols, label_w: int = LABEL_W) -> list:
