@@ -23,11 +23,13 @@ import types
 
 import pytest
 
+from gpudisk_top.collect.source import LIVE, Source
 from gpudisk_top.exporter.families import Frame, Renderer
 from gpudisk_top.fleet.model import build_view
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.text import render_text as fleet_text
 from gpudisk_top.model.detect import one_interval
+from gpudisk_top.model.disk import DiskDeltas
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.vocab import DISK
 from gpudisk_top.output import once
@@ -43,7 +45,7 @@ from model_factory import gpu, model, rates
 # model's own figures; r_await and %util are where the surfaces used to disagree
 FIGURES = {"r_await_ms": 52.4, "aqu_sz": 12.4567, "util_pct": 99.9, "r_s": 250.0,
            "rkb_s": 30000.5}
-ORIGIN = {"source": "live", "host_name": "node-1", "kernel": "6.8.0"}
+ORIGIN = Source(LIVE, "node-1", LIVE, kernel="6.8.0")
 
 
 def _node():
@@ -54,6 +56,11 @@ def _node():
     m.devices["sda"] = dataclasses.replace(m.devices["sda"], dev_class="HDD", rotational=True)
     m.sample.devices["sda"] = m.devices["sda"]
     m.disks["sda"] = rates(rareq_kb=120.0, **FIGURES)
+    # the counters those rates are made of, which the report's summary adds up
+    m.disk_deltas["sda"] = DiskDeltas(
+        rd_ios=250, wr_ios=0, dc_ios=0, fl_ios=0, rd_merges=0, wr_merges=0, dc_merges=0,
+        rd_sectors=60001, wr_sectors=0, dc_sectors=0, rd_ticks=13100, wr_ticks=0,
+        dc_ticks=0, fl_ticks=0, tot_ticks=999, rq_ticks=12457)
     v = one_interval(m)
     assert (v.state, v.kind, v.devices) == ("disk-starved", "saturated", ["sda"]), v.reason
     return m, v
