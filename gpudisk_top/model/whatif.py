@@ -13,7 +13,7 @@ every load at most 1.  The loads, from the interval's figures (fractions of it):
                + x r w f_l(x)                 N/N' (N' workers share the work): c on a CPU,
                                               w waiting for one, b blocked on reads, m
                                               waiting on a network mount; asleep the rest
-  the CPUs     x (J + I) / (max(0.95 C - O', J + I) + k R)
+  the CPUs     x (J + I) / (max(C - O', J + I) + k R)
                                               J: every process of the job's CPU (wrappers
                                               and launchers too: a per-loader mean cannot be
                                               diluted by them); C: the host's CPUs, or the
@@ -22,8 +22,7 @@ every load at most 1.  The loads, from the interval's figures (fractions of it):
                                               not the job: processes, interrupts, steal;
                                               not what niced processes ran: they yield,
                                               model/host.py others_cpu_pct);
-                                              R: what a fix stops of it; 5 % of C is the
-                                              kernel's own work for the job and wake-ups;
+                                              R: what a fix stops of it;
                                               I: the interrupts (irq + softirq, /proc/stat)
                                               the loaders' reads cause, their share of the
                                               device's reads (O' = steal + k x the others'
@@ -51,8 +50,8 @@ probe the latency is taken as flat: `confidence: estimated`.
 A fix's speed-up is the fastest x with the change over the fastest x without it, both by
 this model (its errors fall on both sides of the ratio).  The fixes (each only where its
 cause holds a share: a fix worth < 2 % is left out):
-  workers        num_workers N -> N': the largest N' (up to 4 N) for which one more worker
-                 still gains 5 %
+  workers        num_workers N -> N': the fewest N' that reach 95 % of the best speed up
+                 to 4 N (N + 8 for a few workers)
   others         stopping the processes outside the job that take the CPUs: R = the named
                  ones' CPU (else the others' less steal), where the job alone fits its CPUs
   cache          the working set in the page cache (buffered reads, the data files' size
@@ -81,10 +80,7 @@ MEASURED = "measured"
 ESTIMATED = "estimated"
 WORTH = 1.02            # a fix gaining less than 2 % is not offered
 MAX_WORKERS = 64
-WORKER_STEP = 1.05      # one more worker must still gain 5 %: past that the curve is flat
-                        # within what one interval's figures can tell
-CPU_USABLE = 0.95       # of the CPUs the job may use: the kernel's own work for its reads
-                        # (interrupts, softirq) and wake-up latency keep the rest
+WORKER_PLATEAU = 0.95   # num_workers: the fewest that reach 95 % of the best speed up to 4 N
 # others' CPU worth stopping even where none of them is named (the collector names them
 # after two scans of every process, OTHERS_REFRESH_S apart: a --once is too short)
 OTHERS_MIN_CPUS = 0.3
@@ -290,7 +286,7 @@ def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
         mine = p.job_cpu + p.io_cpu
         procs = max(0.0, p.others_cpu - p.steal_cpu - p.io_cpu)
         held = p.steal_cpu + _cpu_bound(p) * procs
-        usable = max(CPU_USABLE * p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
+        usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
         out.append(((p.job_cpu * x + p.io_cpu * x * ch.io_scale) / usable,
                     f"capped by the CPUs: {p.cpus:.1f} "
                     f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"))
@@ -397,13 +393,12 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
     if p.loaders <= 0 or p.loader_kind != "DataLoader worker" or state == "checkpoint-stall":
         return None
     n = p.loaders
-    best, cap = _solve(p, Change(n))
-    pick = n
-    for n2 in range(n + 1, min(MAX_WORKERS, max(4 * n, n + 8)) + 1):
-        s2, c2 = _solve(p, Change(n2))
-        if s2 < best * WORKER_STEP:
-            break
-        best, cap, pick = s2, c2, n2
+    curve = [(n2, *_solve(p, Change(n2)))
+             for n2 in range(n, min(MAX_WORKERS, max(4 * n, n + 8)) + 1)]
+    top = max(speed for _, speed, _ in curve)
+    # the fewest workers that reach the plateau: past it one more adds little, and the
+    # model's error grows with the distance from the workers it saw
+    pick, best, cap = next(c for c in curve if c[1] >= WORKER_PLATEAU * top)
     if pick == n:
         return None
     g = _device_gaps(p, gaps)

@@ -199,20 +199,17 @@ class Classifier:
             start = model.wall_s - model.interval_s
             # a new stall: the last one's latest interval ended before this one began
             if self._ckpt_end_s is None or start - self._ckpt_end_s > 0.5 * model.interval_s:
-                self._ckpts = (self._ckpts + [[start, 0.0]])[-4:]
+                self._ckpts = (self._ckpts + [[start, 0.0]])[-2:]
             self._ckpts[-1][1] += lost
             self._ckpt_end_s = model.wall_s
         if not self._ckpts:
             return None, None
         if len(self._ckpts) < 2:
             return self._ckpts[-1][1], None
-        # the stalls seen whole (all but the latest, which may go on), and the time from the
-        # first one's start to the latest's: a mean over up to three, as one save may be
-        # longer than the rest (the first fills the page cache's Dirty)
-        done = self._ckpts[:-1]
-        lost = sum(c[1] for c in done) / len(done)
-        period = (self._ckpts[-1][0] - self._ckpts[0][0]) / len(done)
-        return lost, period
+        # the latest stall seen whole (the newest may go on) and the time from its start to
+        # the newest's: the job as it saves now (its first save, which fills the page
+        # cache's Dirty from nothing, is often longer than the rest)
+        return self._ckpts[-2][1], self._ckpts[-1][0] - self._ckpts[-2][0]
 
     def _whatif(self, model: Model, job: Job, sats, state: IntervalState,
                 util: float | None) -> IntervalState:
