@@ -19,7 +19,7 @@ import sys
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
                                          add_source_options, device_filter, load_config,
                                          number_type, open_source, thresholds_from)
-from gpudisk_top.errors import UsageError, note, warn
+from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
@@ -146,6 +146,14 @@ def run(args) -> int:
         if live is not None:
             live.hooks.close()
         source.close()
+    if recorder.samples == 0 and recorder.dropped:
+        # not even a session's header and first sample fitted: exit 0 would tell a
+        # script or systemd that this run recorded something
+        left = ("no file left behind" if recorder.removed_empty else
+                f"{args.output} is as it was" if os.path.exists(args.output) else "")
+        raise RuntimeFailure(f"recorded nothing to {args.output}: the disk refused all "
+                             f"{recorder.dropped} samples (see the warning above)"
+                             + (f"; {left}" if left else ""))
     if not args.quiet:
         dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
         if recorder.lost:
