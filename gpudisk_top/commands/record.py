@@ -146,14 +146,12 @@ def run(args) -> int:
         if live is not None:
             live.hooks.close()
         source.close()
-    if recorder.samples == 0 and recorder.dropped:
-        # not even a session's header and first sample fitted: exit 0 would tell a
-        # script or systemd that this run recorded something
-        left = ("no file left behind" if recorder.removed_empty else
-                f"{args.output} is as it was" if os.path.exists(args.output) else "")
+    if recorder.removed_empty:
+        # not even a session's header and first sample ever fitted, so there is no
+        # recording: exit 0 would tell a script or systemd that there is one
         raise RuntimeFailure(f"recorded nothing to {args.output}: the disk refused all "
-                             f"{recorder.dropped} samples (see the warning above)"
-                             + (f"; {left}" if left else ""))
+                             f"{recorder.dropped} samples (see the warning above); no file "
+                             "left behind")
     if not args.quiet:
         dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
         if recorder.lost:

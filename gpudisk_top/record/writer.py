@@ -63,6 +63,7 @@ from gpudisk_top.record.rotate import Rotation
 SYNC_INTERVAL_S = 1.0
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room: compacting may make some
 ROOM_MARGIN_BYTES = 64 * 1024   # free space kept beyond the next block's estimate
+MIN_BLOCK_ROOM_BYTES = 4096     # free space below which a sample is not tried as a block
 MIN_EARLY_BLOCK = 8             # rows at least, before the tail is compacted early: a block
                                 # of fewer is larger than its rows (its own process table)
 LZMA_PRESET = 6           # blocks: 6 is 10 % smaller than 0 for a few ms a block (bench)
@@ -436,6 +437,12 @@ class Recorder:
         """Write the sample as a block of its own, after the session's start (if any), in
         one write: when the tail is empty and its row does not fit.  False when the disk
         refuses that too (nothing written).  Its summaries go with a later block."""
+        try:
+            st = os.fstatvfs(self._fd)
+            if st.f_bavail * st.f_frsize < MIN_BLOCK_ROOM_BYTES:
+                return False                     # not worth compressing it: no room
+        except OSError:
+            pass
         payload = v2.encode_block(self._block_first, [(0, vals)], [layout], self._state,
                                   self.level, b"")
         frame = frames.pack(frames.BLOCK, payload, sample.wall_s)
