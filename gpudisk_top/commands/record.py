@@ -146,7 +146,7 @@ def run(args) -> int:
         if live is not None:
             live.hooks.close()
         source.close()
-    if recorder.removed_empty:
+    if recorder.removed_empty and not recorder.samples:
         # not even a session's header and first sample ever fitted, so there is no
         # recording: exit 0 would tell a script or systemd that there is one
         raise RuntimeFailure(f"recorded nothing to {args.output}: the disk refused all "

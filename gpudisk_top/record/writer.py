@@ -98,7 +98,8 @@ class Recorder:
         self._warn = OncePer(warn if warn is not None else self.warnings.append)
         self.dropped = 0                  # samples the disk refused, all files together
         self.removed: list[str] = []      # generations the retention policy deleted
-        self.removed_empty = False        # close() deleted the file it created: nothing fit
+        self.removed_empty = False        # close() deleted the empty file it created: the
+                                          # disk refused even the first sample
         self.samples = 0                  # appended by this recorder, all files together
         self.closed = False
         self._lock = threading.Lock()
@@ -653,7 +654,7 @@ class Recorder:
                 os.fdatasync(self._fd)
             except OSError:
                 pass
-            if self._size == 0 and self._created:
+            if self._size == 0 and self._created and self.dropped:
                 self._remove_empty()
             os.close(self._fd)
             self._fd = None
