@@ -63,7 +63,7 @@ from gpudisk_top.record.rotate import Rotation
 SYNC_INTERVAL_S = 1.0
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room: compacting may make some
 ROOM_MARGIN_BYTES = 64 * 1024   # free space kept beyond the next block's estimate
-MIN_BLOCK_ROOM_BYTES = 4096     # free space below which a sample is not tried as a block
+MIN_BLOCK_ROOM_BYTES = 4096     # the least a block of one sample is expected to take
 MIN_EARLY_BLOCK = 8             # rows at least, before the tail is compacted early: a block
                                 # of fewer is larger than its rows (its own process table)
 LZMA_PRESET = 6           # blocks: 6 is 10 % smaller than 0 for a few ms a block (bench)
@@ -108,6 +108,7 @@ class Recorder:
         self._file_first_wall_s: float | None = None
         self._dirty = False
         self._bytes_per_sample = 400.0    # of a block, for --max-size before the first one
+        self._alone_bytes = MIN_BLOCK_ROOM_BYTES  # the last block of one sample
         if summaries:
             from gpudisk_top.record import derived  # the model: only when summaries are made
             from gpudisk_top.model.detect import Thresholds
@@ -440,13 +441,14 @@ class Recorder:
         refuses that too (nothing written).  Its summaries go with a later block."""
         try:
             st = os.fstatvfs(self._fd)
-            if st.f_bavail * st.f_frsize < MIN_BLOCK_ROOM_BYTES:
-                return False                     # not worth compressing it: no room
+            if st.f_bavail * st.f_frsize < len(start) + self._alone_bytes:
+                return False        # no room for one (the last one's size): no LZMA for it
         except OSError:
             pass
         payload = v2.encode_block(self._block_first, [(0, vals)], [layout], self._state,
                                   self.level, b"")
         frame = frames.pack(frames.BLOCK, payload, sample.wall_s)
+        self._alone_bytes = len(frame)
         try:
             self._write(start + frame)
         except OSError:
