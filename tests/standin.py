@@ -10,6 +10,9 @@ not.  The fake's clock follows the wall clock, advanced on each utilization read
                          hang={"function": "nvmlDeviceGetPowerUsage", "after_s": 2.0},
                          progress="/tmp/job.progress", healthy_steps_s=20.0)
 
+`hang`: that function blocks from `after_s` seconds after start, or (under load, where
+start-up itself may take seconds) from its call after the first `after_calls` ones.
+
 `dev_dir`: a directory of stand-ins for /dev/nvidiaN (a device node cannot be opened
 without the driver), for the container tests (collect/devmap.py reads the real fd links).
 
@@ -80,7 +83,9 @@ for i in range(cfg["gpus"]):
     nvml.set_state(i, util_pct=cfg.get("util_pct", 0.0),
                    processes=[(pid, 2 * 2**30) for pid in pids])
 hang = cfg.get("hang")
-if hang:
+if hang and "after_calls" in hang:
+    nvml.hang(hang["function"], hang.get("gpu"), after_calls=hang["after_calls"])
+elif hang:
     def start_hang():
         time.sleep(hang.get("after_s", 0.0))
         nvml.hang(hang["function"], hang.get("gpu"))

@@ -112,3 +112,69 @@ def test_the_dashboard_feed_goes_on_and_says_it_is_not_recording(small_fs):
     assert saw_full
     with Recording.open(path) as r:
         assert r.warnings == [] and len(r) > 20
+
+
+def first_row_bytes(sample) -> int:
+    """The bytes of a session's first row (it carries every record) for this sample."""
+    from gpudisk_top.record import v2
+
+    layout, vals = v2.Flattener().flatten(sample)
+    return len(v2.RowCoder().encode(0, layout, vals)[0])
+
+
+def test_a_disk_with_less_room_than_a_first_row_still_records_whole_samples(small_fs):
+    # the matrix's fills/4096k-48k-free: a session's header and first row (tens of KB on
+    # the demo node) never fit, so every sample was dropped and an empty file was left,
+    # which every reader refuses; a sample now goes into a block of its own
+    fill(small_fs, leave_bytes=40 * 1024)
+    sim = Simulator(builtin("demo"), seed=0, interval_s=1.0)
+    first = sim.sample()
+    st = os.statvfs(small_fs)
+    assert first_row_bytes(first) > st.f_bavail * st.f_frsize
+    path = small_fs / "node.gdtrec"
+    lines = []
+    rec = Recorder(path, make_header(origin(), 1.0), sync_interval_s=None, warn=lines.append)
+    dropped = [rec.append(first)] + [rec.append(sim.sample()) for _ in range(29)]
+    rec.close()
+    assert dropped[0] is None                    # the first sample is kept
+    assert rec.samples >= 2 and rec.samples + rec.dropped == 30
+    assert len(lines) == 1 and "No space left on device" in lines[0]
+    with Recording.open(path) as r:
+        assert r.warnings == [] and len(r) == rec.samples
+        assert r.sessions[-1].end is not None and r.sessions[-1].end["samples"] == rec.samples
+        walls = [s.wall_s for _, s in r.samples()]
+    assert walls == sorted(walls) and walls[0] == first.wall_s and len(walls) == rec.samples
+
+
+def test_a_crash_at_any_sample_on_a_filling_disk_leaves_every_sample_readable(small_fs):
+    # after a compaction in place the next row was written as it had been encoded before
+    # it: the differences from a row that had become part of the block, which no reader
+    # can decode; the next block replaced it, but a crash before that cost the samples
+    # after it.  The recording is read after every sample, as a kill -9 would leave it.
+    fill(small_fs, leave_bytes=128 * 1024)
+    path = small_fs / "node.gdtrec"
+    sim = Simulator(builtin("demo"), seed=0, interval_s=1.0)
+    rec = Recorder(path, make_header(origin(), 1.0), sync_interval_s=None, warn=lambda _: None)
+    kept = 0
+    try:
+        for _ in range(100):
+            kept += rec.append(sim.sample()) is None
+            with Recording.open(path) as r:
+                assert len(r) == kept and r.warnings == []
+                r.sample(len(r) - 1)             # decodes the rows since the last block
+    finally:
+        rec.close()
+    assert rec.dropped > 0                       # the disk did fill
+
+
+def test_record_on_a_disk_with_no_room_at_all_says_so_and_leaves_no_file(small_fs):
+    fill(small_fs)
+    path = small_fs / "node.gdtrec"
+    proc = record(path, "--duration", "0.5")
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[-1].startswith(f"gpudisk-top: error: recorded nothing to {path}: the disk "
+                                "refused all"), lines
+    assert lines[-1].endswith("no file left behind")
+    assert not any("error" in x for x in lines[:-1]), lines
+    assert not path.exists()

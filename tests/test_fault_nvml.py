@@ -13,6 +13,7 @@ import time
 import urllib.request
 
 import standin
+from gpudisk_top.errors import RuntimeFailure, UsageError
 from gpudisk_top.exporter.families import Frame, Renderer
 from gpudisk_top.exporter.server import ModelCollector
 from gpudisk_top.record import Recording
@@ -36,12 +37,28 @@ def test_once_answers_with_a_driver_call_that_never_returns():
     assert took_s < 8 * slack(), took_s
 
 
+def hung_samples(path) -> int:
+    """Samples of the recording at `path` (while it is written) taken with NVML hung."""
+    if not path.exists():
+        return 0
+    try:
+        with Recording.open(path) as rec:
+            return sum(rec.sample(i).gpu.status.startswith("unavailable: NVML has not")
+                       for i in range(len(rec)))
+    except (UsageError, RuntimeFailure):
+        return 0                           # nothing in it yet
+
+
 def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp_path):
     path = tmp_path / "hung.gdtrec"
+    # healthy for four samples (the hang starts at a call, not at a time: under load the
+    # start-up alone may outlast a head start in seconds), then hung until SIGTERM
     proc = standin.popen(["record", "-o", str(path), "-i", "0.5"], gpus=2,
-                         hang=dict(HANG, after_s=2.0))
+                         hang=dict(HANG, after_calls=4 * 2))
     try:
-        time.sleep(7.0)                    # 2 s healthy, then 5 s with the call hung
+        deadline = time.monotonic() + 30 * slack()
+        while hung_samples(path) < 10 and time.monotonic() < deadline:
+            time.sleep(0.25)               # about 5 s of samples with the call hung
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(10)
@@ -66,16 +83,28 @@ def test_record_keeps_sampling_the_disks_and_stops_promptly_while_nvml_hangs(tmp
     assert max(gaps) < 1.2, gaps
 
 
+def scrape_until(url: str, predicate, timeout_s: float) -> str:
+    """/metrics as soon as predicate(text) holds (or the last one read at the deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        if predicate(text) or time.monotonic() > deadline:
+            return text
+        time.sleep(0.1)
+
+
 def test_metrics_say_the_gpus_cannot_be_read_while_nvml_hangs():
+    # the hang starts at a call, not at a time: under load the start-up alone may take
+    # longer than any head start in seconds, and the first sample would already hang
     proc = standin.popen(["serve", "--listen", "127.0.0.1:0", "-i", "0.5"], gpus=1,
-                         processes={0: [1]}, util_pct=90.0, hang=dict(HANG, after_s=2.5))
+                         processes={0: [1]}, util_pct=90.0, hang=dict(HANG, after_calls=6))
     try:
         line = proc.stderr.readline()
         url = re.search(r"http://\S+", line).group(0)
-        time.sleep(1.5)
-        before = urllib.request.urlopen(url, timeout=10).read().decode()
-        time.sleep(3.0)
-        during = urllib.request.urlopen(url, timeout=10).read().decode()
+        # the first sample served (six power reads answer: a few samples, 0.5 s apart)
+        before = scrape_until(url, lambda t: "gpudisk_top_gpus_available " in t, 30 * slack())
+        during = scrape_until(url, lambda t: "gpudisk_top_gpus_available 0.0" in t,
+                              30 * slack())
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -399,3 +399,26 @@ def test_slow_driver_calls_are_read_side_by_side():
     assert parallel_s < serial_s / 3
     assert [g.index for g in second.gpus] == list(range(8))
     assert [g.uuid for g in second.gpus] == [g.uuid for g in first.gpus]
+
+
+def test_the_fake_hangs_a_call_after_so_many_calls_until_unhang():
+    """The fake's hang by call count (tests/standin.py): a hang that starts after so many
+    samples, however slowly a loaded machine takes them."""
+    import threading
+
+    nvml = FakeNvml.with_gpus(2)
+    nvml.nvmlInit()
+    gpu0, gpu1 = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+    nvml.hang("nvmlDeviceGetPowerUsage", gpu=0, after_calls=2)
+    for _ in range(2):
+        nvml.nvmlDeviceGetPowerUsage(gpu0)   # the two calls that still answer
+    for _ in range(5):
+        nvml.nvmlDeviceGetPowerUsage(gpu1)   # counted on GPU 0 only, and never hung
+    done = threading.Event()
+    blocked = threading.Thread(target=lambda: (nvml.nvmlDeviceGetPowerUsage(gpu0), done.set()),
+                               daemon=True)
+    blocked.start()
+    assert not done.wait(0.3)                # the third call on GPU 0 blocks
+    nvml.unhang()
+    assert done.wait(5)
+    nvml.nvmlDeviceGetPowerUsage(gpu0)       # and none hangs again

@@ -20,7 +20,7 @@ from gpudisk_top.commands.common import (Parser, add_detector_options, add_inter
                                          add_source_options, alert_options, device_filter,
                                          export_options, load_config, number_type,
                                          open_source, thresholds_from)
-from gpudisk_top.errors import UsageError, note, warn
+from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
@@ -149,6 +149,12 @@ def run(args) -> int:
         if live is not None:
             live.hooks.close()
         sampler.close()
+    if recorder.removed_empty and not recorder.samples:
+        # not even a session's header and first sample ever fitted, so there is no
+        # recording: exit 0 would tell a script or systemd that there is one
+        raise RuntimeFailure(f"recorded nothing to {args.output}: the disk refused all "
+                             f"{recorder.dropped} samples (see the warning above); no file "
+                             "left behind")
     if not args.quiet:
         dropped = f", {recorder.dropped} dropped (the disk refused them)" if recorder.dropped else ""
         if recorder.lost:

@@ -37,7 +37,7 @@ CLOSE_WAIT_S = 3.0        # what close() gives the writer before it gives up on 
 class QueuedRecorder:
     """recorder: a Recorder (record/writer.py), used from the writer thread only once
     given here.  warn(line): where "not recording" goes, once a minute (default: none).
-    Its counters (samples, dropped, bytes_written, removed, warnings, path) are the
+    Its counters (samples, dropped, bytes_written, removed, removed_empty, warnings, path) are the
     Recorder's; lost: samples never queued (the output stalled, the queue full)."""
 
     def __init__(self, recorder, warn=None, max_queued: int = QUEUE_SAMPLES,
@@ -58,6 +58,7 @@ class QueuedRecorder:
     samples = property(lambda self: self.recorder.samples)
     dropped = property(lambda self: self.recorder.dropped)
     removed = property(lambda self: self.recorder.removed)
+    removed_empty = property(lambda self: self.recorder.removed_empty)
     warnings = property(lambda self: self.recorder.warnings)
     bytes_written = property(lambda self: self.recorder.bytes_written)
 

@@ -31,9 +31,14 @@ free space left could not hold the next block, the tail becomes a block at once 
 are about a tenth of their rows).  When a write fails anyway, the partial frame is cut
 off, the tail is compacted (in place, over its own rows, when there is no room after
 them: a crash in the milliseconds of that write costs those rows, which the block
-replaces), the sample is written again, and only if that fails too is it dropped.  Each
-kind of failure is reported once a minute with a count, and recording goes on; a
-recorder started on a full disk waits for room the same way.
+replaces), the sample is written again (as a row that carries every record: those are
+tens of KB on a node with many processes), then as a block of its own (a few KB; the
+only form the first sample of a session may fit in), and only if that fails too is it
+dropped.  A session also ends with its tail compacted in place when there is no room
+after it.  Each kind of failure is reported once a minute with a count, and recording
+goes on; a recorder started on a full disk waits for room the same way, and if not even
+a session's header and first sample ever fitted, close() deletes the empty file it
+created (removed_empty).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from gpudisk_top.record.v2.summary import encode_blocks
 SYNC_INTERVAL_S = 1.0
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room: compacting may make some
 ROOM_MARGIN_BYTES = 64 * 1024   # free space kept beyond the next block's estimate
+MIN_BLOCK_ROOM_BYTES = 4096     # the least a block of one sample is expected to take
 MIN_EARLY_BLOCK = 8             # rows at least, before the tail is compacted early: a block
                                 # of fewer is larger than its rows (its own process table)
 LZMA_PRESET = 6           # blocks: 6 is 10 % smaller than 0 for a few ms a block (bench)
@@ -93,6 +99,8 @@ class Recorder:
         self._warn = OncePer(warn if warn is not None else self.warnings.append)
         self.dropped = 0                  # samples the disk refused, all files together
         self.removed: list[str] = []      # generations the retention policy deleted
+        self.removed_empty = False        # close() deleted the empty file it created: the
+                                          # disk refused even the first sample
         self.samples = 0                  # appended by this recorder, all files together
         self.closed = False
         self._lock = threading.Lock()
@@ -101,6 +109,7 @@ class Recorder:
         self._file_first_wall_s: float | None = None
         self._dirty = False
         self._bytes_per_sample = 400.0    # of a block, for --max-size before the first one
+        self._alone_bytes = MIN_BLOCK_ROOM_BYTES  # the last block of one sample
         if summaries:
             from gpudisk_top.record import derived  # the model: only when summaries are made
             from gpudisk_top.model.detect import Thresholds
@@ -136,6 +145,7 @@ class Recorder:
     # ------------------------------------------------------------------ the file
     def _open_file(self) -> None:
         path = self.path
+        self._created = not os.path.lexists(path)
         try:
             fd = outfile.open_regular(path, mode=outfile.PRIVATE_MODE)
         except outfile.OutputError as err:
@@ -301,31 +311,20 @@ class Recorder:
             if self._fd is None:
                 return self._drop("cannot-open", f"cannot write {self.path}: it could not be "
                                   "opened again after rotating")
-            number = self._session_samples
-            tail_start = self._tail_start
-            if number == 0:
-                hdr = frames.pack(frames.SESSION, json.dumps(
-                    complete_header(self.header, sample), allow_nan=False, default=str).encode())
-                data = hdr + data
-                tail_start = self._size + len(hdr)   # a block never goes over the header
-            if self._size == 0:                      # a new file: the preamble first
-                pre = frames.preamble(FORMAT_VERSION)
-                data = pre + data
-                tail_start += len(pre)
-            dropped = self._write_sample(data)
-            if dropped is not None:
-                return dropped
-            if number == 0:
-                self._tail_start = tail_start
-            self._rowcoder.accepted(token)
+            written = self._write_sample(sample, (layout, vals, token, data))
+            if isinstance(written, str):
+                return written
+            if written:                              # written as a row of the tail
+                layout, vals, token, _data = written
+                self._rowcoder.accepted(token)
+                lid = self._layout_ids.get(layout)
+                if lid is None:
+                    lid = self._layout_ids[layout] = len(self._layouts)
+                    self._layouts.append(layout)
+                self._rows.append((lid, vals))
+                if self._block_wall_s is None:
+                    self._block_wall_s = sample.wall_s
             self._flat.accept(sample)
-            lid = self._layout_ids.get(layout)
-            if lid is None:
-                lid = self._layout_ids[layout] = len(self._layouts)
-                self._layouts.append(layout)
-            self._rows.append((lid, vals))
-            if self._block_wall_s is None:
-                self._block_wall_s = sample.wall_s
             if self._file_first_wall_s is None:
                 self._file_first_wall_s = sample.wall_s
             self._session_samples += 1
@@ -350,21 +349,45 @@ class Recorder:
         payload, token = self._rowcoder.encode(self._session_samples, layout, vals)
         return layout, vals, token, frames.pack(frames.ROW, payload, sample.wall_s)
 
-    def _write_sample(self, data: bytes) -> str | None:
-        """Append a sample's frames; on a refused write, compact the tail and try once
-        more.  None when written, else why the sample was dropped (said once a minute)."""
+    def _session_start(self, sample: Sample) -> bytes:
+        """What goes before the session's first sample: its H frame, and the preamble
+        before the first frame of a new file (b"" once the session has a sample)."""
+        data = b""
+        if self._session_samples == 0:
+            data = frames.pack(frames.SESSION, json.dumps(
+                complete_header(self.header, sample), allow_nan=False, default=str).encode())
+        if self._size == 0:
+            data = frames.preamble(FORMAT_VERSION) + data
+        return data
+
+    def _write_sample(self, sample: Sample, encoded: tuple) -> tuple | bool | str:
+        """Append a sample (after the session's start, before its first): as the next row,
+        or, when the disk refuses that, as a row again after compacting the tail, and
+        then as a block of its own.  Returns the encoding of the row written (the
+        sample's row may have been encoded again after a block), False when the sample
+        went into a block of its own, or why it was dropped (said once a minute)."""
+        start = self._session_start(sample)
         try:
-            self._write(data)
-            return None
+            self._write_at_tail(start, encoded[3])
+            return encoded
         except OSError as err:
             first = err
         if first.errno in FULL_ERRNOS and self._rows:
             self._commit(in_place=True)
-            try:
-                self._write(data)
-                return None
-            except OSError as err:
-                first = err
+            if not self._rows:
+                # a row after a block carries every record: the one encoded before it
+                # holds only what changed since a row that is now in the block
+                encoded = self._encode(sample)
+                try:
+                    self._write_at_tail(start, encoded[3])
+                    return encoded
+                except OSError as err:
+                    first = err
+        if first.errno in FULL_ERRNOS and not self._rows:
+            # a row that carries every record (the first of a session, or the first after
+            # a block) is tens of KB on a node with many processes; its block, a few KB
+            if self._write_alone(sample, start, encoded[0], encoded[1]):
+                return False
         if first.errno in FULL_ERRNOS:
             return self._drop("full", self._full_line(first))
         return self._drop(f"write-{first.errno}",
@@ -405,6 +428,49 @@ class Recorder:
         self._deriver = None
         self.warnings.append(f"{self.path}: no more summaries in this session "
                              f"({type(err).__name__}: {err}); the samples are recorded")
+
+    def _write_at_tail(self, start: bytes, row: bytes) -> None:
+        """Append the session's start (if any) and a row, in one write; raises OSError."""
+        tail_start = self._size + len(start)     # a block never goes over the header
+        self._write(start + row)
+        if start:
+            self._tail_start = tail_start
+
+    def _write_alone(self, sample: Sample, start: bytes, layout: tuple, vals: list) -> bool:
+        """Write the sample as a block of its own, after the session's start (if any), in
+        one write: when the tail is empty and its row does not fit.  False when the disk
+        refuses that too (nothing written).  Its summaries go with a later block."""
+        try:
+            st = os.fstatvfs(self._fd)
+            if st.f_bavail * st.f_frsize < len(start) + self._alone_bytes:
+                return False        # no room for one (the last one's size): no LZMA for it
+        except OSError:
+            pass
+        payload = v2.encode_block(self._block_first, [(0, vals)], [layout], self._state,
+                                  self.level, b"")
+        frame = frames.pack(frames.BLOCK, payload, sample.wall_s)
+        self._alone_bytes = len(frame)
+        try:
+            self._write(start + frame)
+        except OSError:
+            return False
+        self._blocked([(0, vals)], [layout])
+        return True
+
+    def _blocked(self, rows: list, layouts: list) -> None:
+        """The tail (rows and their layouts) is now a block, at the end of the file: the
+        next sample begins a new run of rows after it."""
+        # the processes' counters as a reader rebuilds them after this block
+        un = v2.Unflattener(self._state)
+        for lid, vals in rows:
+            un.advance(layouts[lid], vals)
+        self._state = un.counters
+        self._block_first += len(rows)
+        self._rows, self._layouts, self._layout_ids = [], [], {}
+        self._block_wall_s = None
+        self._tail_start = self._size
+        self._rowcoder.reset()
+        self._commit_retry = 0
 
     def _write_summaries(self, blocks: list) -> None:
         """Summaries of the tail go out as s frames (the block will carry them too), but
@@ -472,23 +538,12 @@ class Recorder:
                     pass  # the file holds rows then the block: readers keep the block
         self._size = size
         self._dirty = True
-        # the processes' counters as a reader rebuilds them after this block
-        un = v2.Unflattener(self._state)
-        layouts = self._layouts
-        for lid, vals in rows:
-            un.advance(layouts[lid], vals)
-        self._state = un.counters
         if n >= MIN_EARLY_BLOCK:
             # a block of a few rows carries the processes' table for itself alone: its
             # bytes a sample would predict the next blocks too large
             self._bytes_per_sample = len(frame) / n
-        self._block_first += n
-        self._rows, self._layouts, self._layout_ids = [], [], {}
-        self._summary_blocks = []
-        self._block_wall_s = None
-        self._tail_start = self._size
-        self._rowcoder.reset()
-        self._commit_retry = 0
+        self._summary_blocks = []                  # the block carries them
+        self._blocked(rows, self._layouts)
 
     def _overwrite_rows(self, frame: bytes) -> bool:
         """Write the block over the first of its own rows and cut the file after it.  On a
@@ -548,7 +603,10 @@ class Recorder:
     def _end_session(self, reason: str, gap: dict | None = None) -> None:
         if self._fd is None or self._session_samples == 0:
             return
-        self._commit()
+        # in place when the disk has no room for the block after the rows: a session's
+        # last rows are its largest part on a full disk (the first after a block carries
+        # every record), and the end frame needs room too
+        self._commit(in_place=True)
         end = {"reason": reason, "samples": self._session_samples, "ended": iso(time.time())}
         if gap is not None:
             end["gap"] = gap
@@ -599,8 +657,22 @@ class Recorder:
                 os.fdatasync(self._fd)
             except OSError:
                 pass
+            if self._size == 0 and self._created and self.dropped:
+                self._remove_empty()
             os.close(self._fd)
             self._fd = None
+
+    def _remove_empty(self) -> None:
+        """Delete the file this recorder created when not even a session's header and
+        first sample fitted in it: an empty file is no recording, and readers refuse it."""
+        try:
+            mine = os.fstat(self._fd)
+            there = os.lstat(self.path)
+            if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino) and not mine.st_size:
+                os.unlink(self.path)
+                self.removed_empty = True
+        except OSError:
+            pass
 
     def __enter__(self) -> "Recorder":
         return self

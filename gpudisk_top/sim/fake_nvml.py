@@ -25,7 +25,8 @@ Failures to reproduce:
     FakeNvml(idle_samples=False): an idle GPU produces no samples, as real drivers do;
         nvmlDeviceGetSamples then raises NVMLError_NotFound
     nvml.hang("nvmlDeviceGetPowerUsage"): that call (any function name, nvmlInit too)
-        blocks, as a wedged driver's does, until nvml.unhang(); hang(..., gpu=3) on one GPU
+        blocks, as a wedged driver's does, until nvml.unhang(); hang(..., gpu=3) on one GPU;
+        hang(..., after_calls=4) from the fifth call on
 
 `calls` counts every call by (function name, GPU index or None); `call_count()` sums it.
 """
@@ -108,7 +109,9 @@ class FakeNvml:
         self.count_error: type | None = None  # raised by nvmlDeviceGetCount while set
         self.init_count = 0             # NVML's init reference count
         self.calls: Counter[tuple[str, int | None]] = Counter()
-        self._hangs: set[tuple[str, int | None]] = set()
+        # (function, GPU or None) -> calls that still answer before it blocks
+        self._hangs: dict[tuple[str, int | None], int] = {}
+        self._hangs_lock = threading.Lock()
         self._unhung = threading.Event()
         self._unhung.set()
         self._buffer_len = buffer_len
@@ -209,10 +212,13 @@ class FakeNvml:
         return self._sample_origin_us + round(k * 1e6 / self.samples_per_s)
 
     # ------------------------------------------------------------------ hangs
-    def hang(self, function: str, gpu: int | None = None) -> None:
-        """Make `function` (on GPU `gpu`, or on every GPU) block until unhang()."""
-        self._hangs.add((function, gpu))
-        self._unhung.clear()
+    def hang(self, function: str, gpu: int | None = None, after_calls: int = 0) -> None:
+        """Make `function` (on GPU `gpu`, or on every GPU) block until unhang(), from its
+        call after the next `after_calls` ones (counted on that GPU, or on all): a hang
+        that starts after so many samples, however slowly the machine runs them."""
+        with self._hangs_lock:
+            self._hangs[(function, gpu)] = max(0, after_calls)
+            self._unhung.clear()
 
     def unhang(self) -> None:
         """Release every call that hangs, and make none hang again."""
@@ -220,8 +226,17 @@ class FakeNvml:
         self._unhung.set()
 
     def _maybe_hang(self, function: str, index: int | None) -> None:
-        if self._hangs and ((function, None) in self._hangs or (function, index) in self._hangs):
-            self._unhung.wait()
+        if not self._hangs:
+            return
+        with self._hangs_lock:
+            keys = [k for k in ((function, None), (function, index)) if k in self._hangs]
+            if not keys:
+                return
+            if all(self._hangs[k] > 0 for k in keys):
+                for k in keys:
+                    self._hangs[k] -= 1
+                return
+        self._unhung.wait()
 
     # ------------------------------------------------------------------ checks
     def _library(self, function: str, index: int | None = None) -> None:

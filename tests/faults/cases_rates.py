@@ -41,7 +41,8 @@ def within_bounds(d: dict, interval_s: float) -> list[str]:
     p = []
     for k, v in d.items():
         if k in ("name", "display_name", "kind", "class", "mountpoints", "rotational", "parent",
-                 "slaves", "dropped") or v is None or isinstance(v, (str, list, bool)):
+                 "slaves", "dropped") or v is None or isinstance(v, (str, list, bool, dict)):
+            # dict: the disk's health verdict (device, status, reasons), no rates
             continue
         if not math.isfinite(v) or v < 0:
             p.append(f"{d['name']} {k} = {v}")
