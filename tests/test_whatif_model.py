@@ -164,3 +164,11 @@ def test_no_loaders_and_no_cpus_known_make_no_number():
     for w in predict(p, "cpu-starved", "own"):
         assert w.confidence == ESTIMATED and "schedstat" in w.basis
         assert math.isfinite(w.speedup)
+
+
+def test_a_job_with_more_loaders_than_the_search_goes_to_gets_no_workers_fix_and_no_crash():
+    # 80 DataLoader workers (8 GPUs x 10): past MAX_WORKERS the search has nowhere to go
+    p = latency_bound(80)
+    out = by_fix(predict(p, "disk-starved", "saturated"))
+    assert "workers" not in out
+    assert all(w.speedup >= 1.02 for w in out.values())

@@ -394,7 +394,7 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
         return None
     n = p.loaders
     curve = [(n2, *_solve(p, Change(n2)))
-             for n2 in range(n, min(MAX_WORKERS, max(4 * n, n + 8)) + 1)]
+             for n2 in range(n, max(n, min(MAX_WORKERS, max(4 * n, n + 8))) + 1)]
     top = max(speed for _, speed, _ in curve)
     # the fewest workers that reach the plateau: past it one more adds little, and the
     # model's error grows with the distance from the workers it saw
