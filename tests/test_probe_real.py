@@ -193,10 +193,14 @@ def test_a_signal_stops_the_probe_at_once_and_leaves_no_reader(loop, tmp_path, e
     if engine == "fio" and shutil.which("fio") is None:
         pytest.skip("fio is not installed")
     dev, name, _backing = loop
+    # SIGINT at its default in the probe, as in a terminal: a test run started in the
+    # background by a shell without job control inherits it ignored (and so would the
+    # probe: an ignored SIGINT is kept ignored, as nohup's is)
     proc = subprocess.Popen(
         [sys.executable, "-c", CLI, "probe", dev, "--engine", engine, "--seconds", "60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env=dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state")))
+        env=dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state")),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         reads = _reads(name)
         deadline = time.monotonic() + 15
