@@ -179,6 +179,11 @@ class Pipeline:
     ckpt_lost_s: float | None = None     # checkpoint: GPU-seconds lost by the latest stall
     ckpt_period_s: float | None = None   # ... and the time between the last two starts
 
+    @property
+    def others_procs_cpu(self) -> float:
+        """The others' CPU that their processes take (not steal, not the job's interrupts)."""
+        return max(0.0, self.others_cpu - self.steal_cpu - self.io_cpu)
+
 
 # ---------------------------------------------------------------------------- the device
 def lat_ms(p: Pipeline, q: float) -> float | None:
@@ -254,7 +259,7 @@ def _wait_factor(p: Pipeline, ch: Change, x: float, own_now: float, own_after: f
     if p.job_cpu is None:
         return 1.0
     weight = _bound(own_now, wait)
-    procs = max(0.0, p.others_cpu - p.steal_cpu - p.io_cpu)
+    procs = p.others_procs_cpu
     now = max(0.05, p.job_cpu - own_now + p.io_cpu + p.steal_cpu + weight * procs)
     after = max(0.0, p.job_cpu * x - own_after + p.io_cpu * x * ch.io_scale + p.steal_cpu
                 + weight * max(0.0, procs - ch.removed_cpu))
@@ -284,8 +289,7 @@ def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
         # whatever the others take, and of the others' processes' what CFS gives its
         # waking readers first (the weight of _wait_factor)
         mine = p.job_cpu + p.io_cpu
-        procs = max(0.0, p.others_cpu - p.steal_cpu - p.io_cpu)
-        held = p.steal_cpu + _cpu_bound(p) * procs
+        held = p.steal_cpu + _cpu_bound(p) * p.others_procs_cpu
         usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
         out.append(((p.job_cpu * x + p.io_cpu * x * ch.io_scale) / usable,
                     f"capped by the CPUs: {p.cpus:.1f} "
@@ -314,6 +318,8 @@ def _fastest(p: Pipeline, ch: Change) -> tuple[float, str | None]:
     if max(load for load, _ in _stages(p, ch, hi)) <= 1.0:
         return hi, "capped by the GPU: 100%"
     for _ in range(40):
+        if hi - lo <= 1e-4 * hi:        # finer than the speed-up's printed 3 decimals
+            break
         mid = 0.5 * (lo + hi)
         if max(load for load, _ in _stages(p, ch, mid)) <= 1.0:
             lo = mid
@@ -323,11 +329,10 @@ def _fastest(p: Pipeline, ch: Change) -> tuple[float, str | None]:
     return lo, binding
 
 
-def _solve(p: Pipeline, ch: Change) -> tuple[float, str | None]:
-    """The job's speed after a change over its speed now, both by the same model (so its
-    errors fall on both sides), and the binding cap's text where it is not the
-    loaders' own cycle."""
-    now, _ = _fastest(p, Change(p.loaders))
+def _solve(p: Pipeline, ch: Change, now: float) -> tuple[float, str | None]:
+    """The job's speed after a change over its speed now (`now`: _fastest without a
+    change, computed once a prediction), both by the same model (so its errors fall on
+    both sides), and the binding cap's text where it is not the loaders' own cycle."""
     after, cap = _fastest(p, ch)
     # below 1 the figures say the job cannot go as fast as it did (estimates that overrun
     # the interval): the speed it went at is the reference then
@@ -351,8 +356,9 @@ def predict(p: Pipeline, state: str, kind: str | None) -> list[WhatIf]:
     # figures of that time say nothing of what would gain
     fns = (_checkpoint,) if state == "checkpoint-stall" else (
         _workers, _others, _cache, _storage, _fewer)
+    now = _fastest(p, Change(p.loaders))[0]
     for fn in fns:
-        w = fn(p, state, kind, gaps)
+        w = fn(p, state, kind, gaps, now)
         if w is not None and w.speedup >= WORTH:
             out.append(w)
     out.sort(key=lambda x: (-x.speedup, FIXES.index(x.fix)))
@@ -389,11 +395,11 @@ def _device_gaps(p: Pipeline, gaps: list[str]) -> list[str]:
     return gaps
 
 
-def _workers(p, state, kind, gaps) -> WhatIf | None:
+def _workers(p, state, kind, gaps, now) -> WhatIf | None:
     if p.loaders <= 0 or p.loader_kind != "DataLoader worker" or state == "checkpoint-stall":
         return None
     n = p.loaders
-    curve = [(n2, *_solve(p, Change(n2)))
+    curve = [(n2, *_solve(p, Change(n2), now))
              for n2 in range(n, max(n, min(MAX_WORKERS, max(4 * n, n + 8))) + 1)]
     top = max(speed for _, speed, _ in curve)
     # the fewest workers that reach the plateau: past it one more adds little, and the
@@ -411,7 +417,7 @@ def _workers(p, state, kind, gaps) -> WhatIf | None:
     return _make(p, "workers", best, cap, basis, g, from_=n, to=pick)
 
 
-def _others(p, state, kind, gaps) -> WhatIf | None:
+def _others(p, state, kind, gaps, now) -> WhatIf | None:
     waits = (p.w or 0.0) if p.loaders else 0.0
     twait = p.trainer_w or 0.0
     if (not p.others and p.others_cpu < OTHERS_MIN_CPUS) or (waits < 0.03 and twait < 0.03) \
@@ -424,7 +430,7 @@ def _others(p, state, kind, gaps) -> WhatIf | None:
     # job that is not the kernel's or the hypervisor's (steal)
     removed = min(sum(cpu for _, _, cpu in p.others) if p.others else math.inf,
                   max(0.0, p.others_cpu - p.steal_cpu))     # niced ones yield already
-    speed, cap = _solve(p, Change(p.loaders, removed_cpu=removed))
+    speed, cap = _solve(p, Change(p.loaders, removed_cpu=removed), now)
     named = (", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
              or "processes outside the job (not named: none followed yet)")
     basis = [_loaders_basis(p) if p.loaders else "the trainer",
@@ -436,18 +442,18 @@ def _others(p, state, kind, gaps) -> WhatIf | None:
                  pids=[pid for pid, _, _ in p.others])
 
 
-def _cache(p, state, kind, gaps) -> WhatIf | None:
+def _cache(p, state, kind, gaps, now) -> WhatIf | None:
     if p.b + p.m < 0.05 or p.direct is not False or not p.data_kb or not p.mem_available_kb:
         return None
     if p.data_kb > p.mem_available_kb:
         return None
-    speed, cap = _solve(p, Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0))
+    speed, cap = _solve(p, Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0), now)
     basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
              f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
     return _make(p, "cache", speed, cap, basis, gaps)
 
 
-def _storage(p, state, kind, gaps) -> WhatIf | None:
+def _storage(p, state, kind, gaps, now) -> WhatIf | None:
     if p.b < 0.05 or not p.reads_s or lat_ms(p, 1) is None or state != "disk-starved":
         return None
     # the loaders' reads served at the QD32 ceiling: a read's share of it
@@ -455,12 +461,12 @@ def _storage(p, state, kind, gaps) -> WhatIf | None:
     at_ceiling_s = p.loaders / p.qd32_iops
     scale = min(1.0, at_ceiling_s / per_read_s)
     speed, cap = _solve(p, Change(p.loaders, b_scale=scale, curve=False,
-                                  ceiling_r_s=p.qd32_iops))
+                                  ceiling_r_s=p.qd32_iops), now)
     basis = [_loaders_basis(p), f"reads at {p.qd32_iops:.0f} r/s (the probe's QD32)"]
     return _make(p, "storage", speed, cap, basis, gaps)
 
 
-def _checkpoint(p, state, kind, gaps) -> WhatIf | None:
+def _checkpoint(p, state, kind, gaps, now) -> WhatIf | None:
     if state != "checkpoint-stall" or p.ckpt_lost_s is None:
         return None
     if not p.ckpt_period_s or p.ckpt_period_s <= p.ckpt_lost_s:
@@ -475,12 +481,12 @@ def _checkpoint(p, state, kind, gaps) -> WhatIf | None:
     return w
 
 
-def _fewer(p, state, kind, gaps) -> WhatIf | None:
+def _fewer(p, state, kind, gaps, now) -> WhatIf | None:
     if (p.loaders < 2 or not p.cpus or not p.job_cpu or p.trainer_w is None
             or p.trainer_w < 0.05 or p.job_cpu < 0.9 * p.cpus or p.others_cpu > 0.5):
         return None
     n2 = max(1, min(p.loaders - 1, math.floor(p.cpus - (p.trainer_c or 0.0))))
-    speed, cap = _solve(p, Change(n2))
+    speed, cap = _solve(p, Change(n2), now)
     basis = [f"the job's processes take {p.job_cpu:.1f} of {p.cpus:.1f} CPUs",
              f"the trainer waits {p.trainer_w * 100:.0f}% for a CPU"]
     return _make(p, "fewer-workers", speed, cap, basis, gaps, from_=p.loaders,
