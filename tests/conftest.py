@@ -18,7 +18,7 @@ import pytest
 
 FAST = (
     # whole modules, each a few seconds at most
-    "test_alert_config.py", "test_alerts.py", "test_architecture_doc.py", "test_alerts_hostile.py", "test_blockdev.py",
+    "test_alert_config.py", "test_alerts.py", "test_alone.py", "test_architecture_doc.py", "test_alerts_hostile.py", "test_blockdev.py",
     "test_config.py", "test_deadline.py", "test_deploy_examples.py", "test_devmap.py",
     "test_diskstats.py", "test_docs.py", "test_evidence.py", "test_examples.py",
     "test_export.py", "test_export_layering.py", "test_exporter.py",
@@ -72,8 +72,46 @@ FAST = (
 )
 
 
+# the modules whose tests load the machine's real disk or CPUs and judge it: with xdist they
+# run last, one after another, alone on the machine (tests/alone.py)
+REAL_LOAD = (
+    "test_container.py", "test_delayacct.py", "test_detect_real_disk.py",
+    "test_evidence_real.py", "test_integration_fio.py", "test_io_culprit.py",
+    "test_iostat_reference.py", "test_mb_units.py", "test_probe_real.py", "test_procio.py",
+    "test_real_jobs.py", "test_remote_mount.py", "test_trainer_and_wrapped.py",
+    "test_whatif_counterfactual.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker a CPU this process may use (its affinity, not the host's)."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "load":
+        return None
+    from alone import AloneLastScheduling
+    return AloneLastScheduling(config, log, modules=frozenset(REAL_LOAD))
+
+
+def _check_real_load(items):
+    """A test marked as loading the machine is in a REAL_LOAD module: else it would run in
+    parallel with the rest of the suite and judge the suite's load, not its own."""
+    from alone import REAL_LOAD_MARKS
+    wrong = sorted({item.path.name for item in items
+                    if any(item.get_closest_marker(m) for m in REAL_LOAD_MARKS)} - set(REAL_LOAD))
+    if wrong:
+        raise pytest.UsageError(
+            f"tests/conftest.py REAL_LOAD must name every module with a test marked "
+            f"{', '.join(REAL_LOAD_MARKS)}; add: {', '.join(wrong)}")
+
+
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
+    _check_real_load(items)
     modules = {item.path.name: item.module for item in items if hasattr(item, "module")}
     missing = []
     for name in FAST:
