@@ -294,87 +294,84 @@ class _Wait:
 class _Stages:
     """Each stage's load at speed x (the job's steps a second over now) under one change:
     above 1, that stage cannot go so fast.  What does not depend on x is worked out here
-    once, so a bisection step is the loads' arithmetic alone; `caps()` are the stages'
-    texts, in the order of `loads(x)`."""
+    once, so a bisection step is the loads' arithmetic alone; a cap's text is made only
+    for the stage that binds."""
 
     def __init__(self, p: Pipeline, ch: Change, dev: _Device):
-        self.p, self.ch, self.dev = p, ch, dev
-        self.loaders = bool(p.loaders)
-        if self.loaders:
-            self.r = p.loaders / ch.workers if ch.workers else 0.0
-            self.w = p.w or 0.0
-            self.loader_wait = _Wait(p, ch, p.c, self.w)
-            self.bb, self.mm = p.b * ch.b_scale, p.m * ch.m_scale
-            self.own_step = p.loader_kind != "DataLoader worker"
-        self.trainer = p.trainer_c is not None
-        if self.trainer:
-            self.tw = p.trainer_w or 0.0
-            self.trainer_wait = _Wait(p, ch, p.trainer_c, self.tw)
-            self.u_tc = p.gpu_util + p.trainer_c
-        self.cpus = bool(p.cpus and p.job_cpu)
-        if self.cpus:
+        self.loads_at: list = []         # each stage's load at x
+        self.texts: list = []            # ... and its cap's text
+        u = p.gpu_util
+        self._add(lambda x: x * u, lambda: "capped by the GPU: 100%")
+        if p.loaders:
+            r = p.loaders / ch.workers if ch.workers else 0.0
+            c, w, workers = p.c, p.w or 0.0, ch.workers
+            loader_wait = _Wait(p, ch, c, w).at
+            bb, mm = p.b * ch.b_scale, p.m * ch.m_scale
+            rho = dev.rho if ch.curve else (lambda x, workers: 1.0)
+            own_step = p.loader_kind != "DataLoader worker"
+
+            def loaders(x: float) -> float:
+                c_new = c * x * r                        # one loader's share on a CPU after
+                wait = w * x * r * loader_wait(x, c_new)
+                cycle = c_new + wait + x * r * (bb * rho(x, workers) + mm)
+                if own_step:
+                    cycle += x * u            # the GPU process loads its own data, then steps
+                return cycle
+            self._add(loaders, lambda: "capped by the loaders")
+        if p.trainer_c is not None:
+            tc, tw, u_tc = p.trainer_c, p.trainer_w or 0.0, u + p.trainer_c
+            trainer_wait = _Wait(p, ch, tc, tw).at
+            self._add(lambda x: x * u_tc + tw * x * trainer_wait(x, tc * x),
+                      lambda: f"capped by the trainer's own step ({tc * 100:.0f}% on a CPU)")
+        if p.cpus and p.job_cpu:
             # the job has the CPUs it uses now (its processes' and its reads' interrupts),
             # whatever the others take, and of the others' processes' what CFS gives its
             # waking readers first (the weight of _Wait)
             mine = p.job_cpu + p.io_cpu
             held = p.steal_cpu + _cpu_bound(p) * p.others_procs_cpu
-            self.usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
-        # no probe: a saturated device's ceiling is the highest rate it was seen at
-        self.peak = bool(p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s
-                         and p.peak_iops)
-        if self.peak:
-            self.peak_r_s = max(p.peak_iops, p.device_r_s)
-        # the device's bandwidth (the probe's large reads): the loaders' share of its reads
-        # grows with x, the others' stays; a cached dataset's reads do not reach it
-        self.bandwidth = bool(p.ceiling_mib_s and p.device_read_kb_s and p.reads_s and p.read_kb)
-        if self.bandwidth:
-            self.mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
-            self.ceiling_kb = p.ceiling_mib_s * 1024
-        self.ceiling = bool(ch.ceiling_r_s and p.reads_s)
+            usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
+            job_cpu, io_cpu, io_scale = p.job_cpu, p.io_cpu, ch.io_scale
+            self._add(lambda x: (job_cpu * x + io_cpu * x * io_scale) / usable,
+                      lambda: f"capped by the CPUs: {p.cpus:.1f} "
+                      f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}")
+        if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s and p.peak_iops:
+            # no probe: a saturated device's ceiling is the highest rate it was seen at
+            r_s, peak_r_s = p.device_r_s, max(p.peak_iops, p.device_r_s)
+            self._add(lambda x: x * r_s / peak_r_s,
+                      lambda: f"capped by the device: {p.peak_iops:.0f} r/s, the highest "
+                      "seen (no probe)")
+        if p.ceiling_mib_s and p.device_read_kb_s and p.reads_s and p.read_kb:
+            # the device's bandwidth (the probe's large reads): the loaders' share of its reads
+            # grows with x, the others' stays; a cached dataset's reads do not reach it
+            mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
+            kb_s, ceiling_kb, io_scale = p.device_read_kb_s, p.ceiling_mib_s * 1024, ch.io_scale
+            self._add(lambda x: (x * mine_kb * io_scale + kb_s - mine_kb) / ceiling_kb,
+                      lambda: f"capped by the device: {p.ceiling_mib_s:.0f} MiB/s (the "
+                      "probe's 1 MiB reads)")
+        if ch.ceiling_r_s and p.reads_s:
+            reads_s, ceiling_r_s = p.reads_s, ch.ceiling_r_s
+            self._add(lambda x: x * reads_s / ceiling_r_s,
+                      lambda: f"capped by the device: {ceiling_r_s / 1000:.0f}k r/s at QD32")
+        self.first, self.rest = self.loads_at[0], tuple(self.loads_at[1:])
 
-    def loads(self, x: float) -> list[float]:
-        p, ch = self.p, self.ch
-        out = [x * p.gpu_util]
-        if self.loaders:
-            r = self.r
-            c_new = p.c * x * r                          # one loader's share on a CPU after
-            wait = self.w * x * r * self.loader_wait.at(x, c_new)
-            rho = self.dev.rho(x, ch.workers) if ch.curve else 1.0
-            cycle = c_new + wait + x * r * (self.bb * rho + self.mm)
-            if self.own_step:
-                cycle += x * p.gpu_util       # the GPU process loads its own data, then steps
-            out.append(cycle)
-        if self.trainer:
-            tw = self.tw * x * self.trainer_wait.at(x, p.trainer_c * x)
-            out.append(x * self.u_tc + tw)
-        if self.cpus:
-            out.append((p.job_cpu * x + p.io_cpu * x * ch.io_scale) / self.usable)
-        if self.peak:
-            out.append(x * p.device_r_s / self.peak_r_s)
-        if self.bandwidth:
-            out.append((x * self.mine_kb * ch.io_scale + p.device_read_kb_s - self.mine_kb)
-                       / self.ceiling_kb)
-        if self.ceiling:
-            out.append(x * p.reads_s / ch.ceiling_r_s)
-        return out
+    def _add(self, load_at, text) -> None:
+        self.loads_at.append(load_at)
+        self.texts.append(text)
 
-    def caps(self) -> list[str]:
-        p = self.p
-        out = ["capped by the GPU: 100%"]
-        if self.loaders:
-            out.append("capped by the loaders")
-        if self.trainer:
-            out.append(f"capped by the trainer's own step ({p.trainer_c * 100:.0f}% on a CPU)")
-        if self.cpus:
-            out.append(f"capped by the CPUs: {p.cpus:.1f} "
-                       f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}")
-        if self.peak:
-            out.append(f"capped by the device: {p.peak_iops:.0f} r/s, the highest seen (no probe)")
-        if self.bandwidth:
-            out.append(f"capped by the device: {p.ceiling_mib_s:.0f} MiB/s (the probe's 1 MiB reads)")
-        if self.ceiling:
-            out.append(f"capped by the device: {self.ch.ceiling_r_s / 1000:.0f}k r/s at QD32")
-        return out
+    def fit(self, x: float) -> bool:
+        """Whether every load at x is at most 1: max(loads) <= 1 without the list, as max()
+        reads a NaN too (a first one stays the max, a later one is passed over)."""
+        if not self.first(x) <= 1.0:
+            return False
+        for load_at in self.rest:
+            if load_at(x) > 1.0:
+                return False
+        return True
+
+    def binding(self, x: float) -> str:
+        """The cap's text of the stage with the highest load at x (the first of equals)."""
+        loads = [load_at(x) for load_at in self.loads_at]
+        return self.texts[max(range(len(loads)), key=loads.__getitem__)]()
 
 
 class _Solver:
@@ -394,18 +391,17 @@ class _Solver:
         each load grows with x), and the stage that binds there."""
         stages = _Stages(self.p, ch, self.dev)
         lo, hi = 0.0, 1.0 / self.p.gpu_util
-        if max(stages.loads(hi)) <= 1.0:
+        if stages.fit(hi):
             return hi, "capped by the GPU: 100%"
         for _ in range(40):
             if hi - lo <= 1e-4 * hi:        # finer than the speed-up's printed 3 decimals
                 break
             mid = 0.5 * (lo + hi)
-            if max(stages.loads(mid)) <= 1.0:
+            if stages.fit(mid):
                 lo = mid
             else:
                 hi = mid
-        loads = stages.loads(hi * 1.001)
-        return lo, stages.caps()[max(range(len(loads)), key=loads.__getitem__)]
+        return lo, stages.binding(hi * 1.001)
 
     def solve(self, ch: Change) -> tuple[float, str | None]:
         """The job's speed after a change over its speed now, both by the same model (so
