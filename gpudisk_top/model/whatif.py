@@ -51,7 +51,10 @@ A fix's speed-up is the fastest x with the change over the fastest x without it,
 this model (its errors fall on both sides of the ratio).  The fixes (each only where its
 cause holds a share: a fix worth < 2 % is left out):
   workers        num_workers N -> N': the fewest N' that reach 95 % of the best speed up
-                 to 4 N (N + 8 for a few workers)
+                 to 4 N (N + 8 for a few workers).  Where the loaders' load provably falls
+                 as N' grows (_Solver.more_workers_never_slower, checked each interval), so
+                 does the speed grow with N': the best is at the last N' searched and the
+                 fewest a bisection over N' away; else every N' is solved
   others         stopping the processes outside the job that take the CPUs: R = the named
                  ones' CPU (else the others' less steal), where the job alone fits its CPUs
   cache          the working set in the page cache (buffered reads, the data files' size
