@@ -51,7 +51,10 @@ A fix's speed-up is the fastest x with the change over the fastest x without it,
 this model (its errors fall on both sides of the ratio).  The fixes (each only where its
 cause holds a share: a fix worth < 2 % is left out):
   workers        num_workers N -> N': the fewest N' that reach 95 % of the best speed up
-                 to 4 N (N + 8 for a few workers)
+                 to 4 N (N + 8 for a few workers).  Where the loaders' load provably falls
+                 as N' grows (_Solver.more_workers_never_slower, checked each interval), so
+                 does the speed grow with N': the best is at the last N' searched and the
+                 fewest a bisection over N' away; else every N' is solved
   others         stopping the processes outside the job that take the CPUs: R = the named
                  ones' CPU (else the others' less steal), where the job alone fits its CPUs
   cache          the working set in the page cache (buffered reads, the data files' size
@@ -70,6 +73,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.host import others_cpu_pct
@@ -196,26 +200,41 @@ def lat_ms(p: Pipeline, q: float) -> float | None:
     return lat1 - slope + slope * max(1.0, q)
 
 
-def _lat_s(p: Pipeline, x: float, workers: int) -> float:
-    """The device's read latency at speed x with `workers` readers, in s: lat = A + S q and
-    q = the others' queue + the loaders' reads a second x lat (Little), solved for lat."""
-    per_read_s = p.b * p.loaders / p.reads_s       # a loader's blocked time a read, now
-    others_q = max(0.0, p.device_aqu - p.reads_s * per_read_s)
-    slope_s = (lat_ms(p, 2) - lat_ms(p, 1)) / 1000.0
-    base_s = lat_ms(p, 1) / 1000.0 - slope_s
-    rate = p.reads_s * x
-    most_s = lat_ms(p, workers + others_q) / 1000.0   # every reader in a read
-    lat_s = most_s if slope_s * rate >= 1 else min(
-        most_s, (base_s + slope_s * others_q) / (1 - slope_s * rate))
-    return max(lat_s, lat_ms(p, 1) / 1000.0)
+class _Device:
+    """The device's read latency at speed x with `workers` readers: lat = A + S q and q =
+    the others' queue + the loaders' reads a second x lat (Little), solved for lat.  What
+    does not depend on x or the readers is worked out once an interval."""
 
+    def __init__(self, p: Pipeline):
+        # without the probe's curve (or without reads) a read's blocked time stays as it is
+        self.curve = not (p.b <= 0 or not p.reads_s or lat_ms(p, 1) is None)
+        if not self.curve:
+            return
+        self.p = p
+        self.reads_s = p.reads_s
+        per_read_s = p.b * p.loaders / p.reads_s       # a loader's blocked time a read, now
+        self.others_q = max(0.0, p.device_aqu - p.reads_s * per_read_s)
+        self.slope_s = (lat_ms(p, 2) - lat_ms(p, 1)) / 1000.0
+        base_s = lat_ms(p, 1) / 1000.0 - self.slope_s
+        self.free_s = base_s + self.slope_s * self.others_q   # the latency with none of theirs
+        self.least_s = lat_ms(p, 1) / 1000.0
+        self.most_s: dict[int, float] = {}
+        self.now_s = self.lat_s(1.0, p.loaders)
 
-def _rho(p: Pipeline, x: float, workers: int) -> float:
-    """A read's blocked time at speed x over now (1 without the probe's curve): the curve
-    gives how the latency grows with the queue, the interval its level."""
-    if p.b <= 0 or not p.reads_s or lat_ms(p, 1) is None:
-        return 1.0
-    return _lat_s(p, x, workers) / _lat_s(p, 1.0, p.loaders)
+    def lat_s(self, x: float, workers: int) -> float:
+        """The latency at speed x with `workers` readers, in s."""
+        most_s = self.most_s.get(workers)
+        if most_s is None:                                  # every reader in a read
+            most_s = self.most_s[workers] = lat_ms(self.p, workers + self.others_q) / 1000.0
+        rate = self.reads_s * x
+        lat_s = most_s if self.slope_s * rate >= 1 else min(
+            most_s, self.free_s / (1 - self.slope_s * rate))
+        return max(lat_s, self.least_s)
+
+    def rho(self, x: float, workers: int) -> float:
+        """A read's blocked time at speed x over now (1 without the probe's curve): the
+        curve gives how the latency grows with the queue, the interval its level."""
+        return self.lat_s(x, workers) / self.now_s if self.curve else 1.0
 
 
 # ---------------------------------------------------------------------------- the stages
@@ -246,103 +265,186 @@ def _cpu_bound(p: Pipeline) -> float:
     return 1.0
 
 
-def _wait_factor(p: Pipeline, ch: Change, x: float, own_now: float, own_after: float,
-                 wait: float) -> float:
+class _Wait:
     """A process's run-queue wait per CPU-second at speed x over now: the CPU work
     runnable beside it, as the scheduler shares the CPUs.  The job's other processes and
     the interrupts its reads cause grow with x; the hypervisor's steal stays; the others'
     processes count by how CPU-bound this one is (its share on a CPU over its time not
     waiting): CFS lets a task that wakes from a read run before a busy loop that has had
     its share, so a reader that sleeps most of the time waits little for such loops, and a
-    decoder that never sleeps shares the CPUs with them evenly.  `own_*`: the process's
-    own share on a CPU now and after."""
-    if p.job_cpu is None:
-        return 1.0
-    weight = _bound(own_now, wait)
-    procs = p.others_procs_cpu
-    now = max(0.05, p.job_cpu - own_now + p.io_cpu + p.steal_cpu + weight * procs)
-    after = max(0.0, p.job_cpu * x - own_after + p.io_cpu * x * ch.io_scale + p.steal_cpu
-                + weight * max(0.0, procs - ch.removed_cpu))
-    return after / now
+    decoder that never sleeps shares the CPUs with them evenly.  `own_now`: the process's
+    own share on a CPU now; `at(x, own_after)`: its share after."""
+
+    def __init__(self, p: Pipeline, ch: Change, own_now: float, wait: float):
+        self.p, self.io_scale = p, ch.io_scale
+        self.flat = p.job_cpu is None               # nothing known beside it: no change
+        if self.flat:
+            return
+        weight = _bound(own_now, wait)
+        procs = p.others_procs_cpu
+        self.now = max(0.05, p.job_cpu - own_now + p.io_cpu + p.steal_cpu + weight * procs)
+        self.rest = weight * max(0.0, procs - ch.removed_cpu)   # the others' it leaves
+
+    def at(self, x: float, own_after: float) -> float:
+        if self.flat:
+            return 1.0
+        p = self.p
+        after = max(0.0, p.job_cpu * x - own_after + p.io_cpu * x * self.io_scale + p.steal_cpu
+                    + self.rest)
+        return after / self.now
 
 
-def _stages(p: Pipeline, ch: Change, x: float) -> list[tuple[float, str]]:
-    """Each stage's load at speed x (the job's steps a second over now): above 1, that
-    stage cannot go so fast.  (load, the cap's text)."""
-    r = p.loaders / ch.workers if ch.workers else 0.0
-    out = [(x * p.gpu_util, "capped by the GPU: 100%")]
-    if p.loaders:
-        c_new = p.c * x * r                          # one loader's share on a CPU after
-        wait = (p.w or 0.0) * x * r * _wait_factor(p, ch, x, p.c, c_new, p.w or 0.0)
-        rho = _rho(p, x, ch.workers) if ch.curve else 1.0
-        cycle = c_new + wait + x * r * (p.b * ch.b_scale * rho + p.m * ch.m_scale)
-        if p.loader_kind != "DataLoader worker":
-            cycle += x * p.gpu_util       # the GPU process loads its own data, then steps
-        out.append((cycle, "capped by the loaders"))
-    if p.trainer_c is not None:
-        tw = (p.trainer_w or 0.0) * x * _wait_factor(p, ch, x, p.trainer_c, p.trainer_c * x,
-                                                      p.trainer_w or 0.0)
-        out.append((x * (p.gpu_util + p.trainer_c) + tw, "capped by the trainer's own step "
-                    f"({p.trainer_c * 100:.0f}% on a CPU)"))
-    if p.cpus and p.job_cpu:
-        # the job has the CPUs it uses now (its processes' and its reads' interrupts),
-        # whatever the others take, and of the others' processes' what CFS gives its
-        # waking readers first (the weight of _wait_factor)
-        mine = p.job_cpu + p.io_cpu
-        held = p.steal_cpu + _cpu_bound(p) * p.others_procs_cpu
-        usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
-        out.append(((p.job_cpu * x + p.io_cpu * x * ch.io_scale) / usable,
-                    f"capped by the CPUs: {p.cpus:.1f} "
-                    f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}"))
-    if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s and p.peak_iops:
-        # no probe: a saturated device's ceiling is the highest rate it was seen at
-        out.append((x * p.device_r_s / max(p.peak_iops, p.device_r_s),
-                    f"capped by the device: {p.peak_iops:.0f} r/s, the highest seen (no probe)"))
-    if p.ceiling_mib_s and p.device_read_kb_s and p.reads_s and p.read_kb:
-        # the device's bandwidth (the probe's large reads): the loaders' share of its reads
-        # grows with x, the others' stays; a cached dataset's reads do not reach it
-        mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
-        out.append(((x * mine_kb * ch.io_scale + p.device_read_kb_s - mine_kb)
-                    / (p.ceiling_mib_s * 1024),
-                    f"capped by the device: {p.ceiling_mib_s:.0f} MiB/s (the probe's 1 MiB reads)"))
-    if ch.ceiling_r_s and p.reads_s:
-        out.append((x * p.reads_s / ch.ceiling_r_s,
-                    f"capped by the device: {ch.ceiling_r_s / 1000:.0f}k r/s at QD32"))
-    return out
+class _Stages:
+    """Each stage's load at speed x (the job's steps a second over now) under one change:
+    above 1, that stage cannot go so fast.  What does not depend on x is worked out here
+    once, so a bisection step is the loads' arithmetic alone; a cap's text is made only
+    for the stage that binds."""
+
+    def __init__(self, p: Pipeline, ch: Change, dev: _Device):
+        self.loads_at: list = []         # each stage's load at x
+        self.texts: list = []            # ... and its cap's text
+        u = p.gpu_util
+        self._add(lambda x: x * u, lambda: "capped by the GPU: 100%")
+        if p.loaders:
+            r = p.loaders / ch.workers if ch.workers else 0.0
+            c, w, workers = p.c, p.w or 0.0, ch.workers
+            loader_wait = _Wait(p, ch, c, w).at
+            bb, mm = p.b * ch.b_scale, p.m * ch.m_scale
+            rho = dev.rho if ch.curve else (lambda x, workers: 1.0)
+            own_step = p.loader_kind != "DataLoader worker"
+
+            def loaders(x: float) -> float:
+                c_new = c * x * r                        # one loader's share on a CPU after
+                wait = w * x * r * loader_wait(x, c_new)
+                cycle = c_new + wait + x * r * (bb * rho(x, workers) + mm)
+                if own_step:
+                    cycle += x * u            # the GPU process loads its own data, then steps
+                return cycle
+            self._add(loaders, lambda: "capped by the loaders")
+        if p.trainer_c is not None:
+            tc, tw, u_tc = p.trainer_c, p.trainer_w or 0.0, u + p.trainer_c
+            trainer_wait = _Wait(p, ch, tc, tw).at
+            self._add(lambda x: x * u_tc + tw * x * trainer_wait(x, tc * x),
+                      lambda: f"capped by the trainer's own step ({tc * 100:.0f}% on a CPU)")
+        if p.cpus and p.job_cpu:
+            # the job has the CPUs it uses now (its processes' and its reads' interrupts),
+            # whatever the others take, and of the others' processes' what CFS gives its
+            # waking readers first (the weight of _Wait)
+            mine = p.job_cpu + p.io_cpu
+            held = p.steal_cpu + _cpu_bound(p) * p.others_procs_cpu
+            usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
+            job_cpu, io_cpu, io_scale = p.job_cpu, p.io_cpu, ch.io_scale
+            self._add(lambda x: (job_cpu * x + io_cpu * x * io_scale) / usable,
+                      lambda: f"capped by the CPUs: {p.cpus:.1f} "
+                      f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}")
+        if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s and p.peak_iops:
+            # no probe: a saturated device's ceiling is the highest rate it was seen at
+            r_s, peak_r_s = p.device_r_s, max(p.peak_iops, p.device_r_s)
+            self._add(lambda x: x * r_s / peak_r_s,
+                      lambda: f"capped by the device: {p.peak_iops:.0f} r/s, the highest "
+                      "seen (no probe)")
+        if p.ceiling_mib_s and p.device_read_kb_s and p.reads_s and p.read_kb:
+            # the device's bandwidth (the probe's large reads): the loaders' share of its reads
+            # grows with x, the others' stays; a cached dataset's reads do not reach it
+            mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
+            kb_s, ceiling_kb, io_scale = p.device_read_kb_s, p.ceiling_mib_s * 1024, ch.io_scale
+            self._add(lambda x: (x * mine_kb * io_scale + kb_s - mine_kb) / ceiling_kb,
+                      lambda: f"capped by the device: {p.ceiling_mib_s:.0f} MiB/s (the "
+                      "probe's 1 MiB reads)")
+        if ch.ceiling_r_s and p.reads_s:
+            reads_s, ceiling_r_s = p.reads_s, ch.ceiling_r_s
+            self._add(lambda x: x * reads_s / ceiling_r_s,
+                      lambda: f"capped by the device: {ceiling_r_s / 1000:.0f}k r/s at QD32")
+        self.first, self.rest = self.loads_at[0], tuple(self.loads_at[1:])
+
+    def _add(self, load_at, text) -> None:
+        self.loads_at.append(load_at)
+        self.texts.append(text)
+
+    def fit(self, x: float) -> bool:
+        """Whether every load at x is at most 1: max(loads) <= 1 without the list, as max()
+        reads a NaN too (a first one stays the max, a later one is passed over)."""
+        if not self.first(x) <= 1.0:
+            return False
+        for load_at in self.rest:
+            if load_at(x) > 1.0:
+                return False
+        return True
+
+    def binding(self, x: float) -> str:
+        """The cap's text of the stage with the highest load at x (the first of equals)."""
+        loads = [load_at(x) for load_at in self.loads_at]
+        return self.texts[max(range(len(loads)), key=loads.__getitem__)]()
 
 
-def _fastest(p: Pipeline, ch: Change) -> tuple[float, str | None]:
-    """The highest speed at which every stage's load stays at or under 1 (bisection:
-    each load grows with x), and the stage that binds there."""
-    lo, hi = 0.0, 1.0 / p.gpu_util
-    if max(load for load, _ in _stages(p, ch, hi)) <= 1.0:
-        return hi, "capped by the GPU: 100%"
-    for _ in range(40):
-        if hi - lo <= 1e-4 * hi:        # finer than the speed-up's printed 3 decimals
-            break
-        mid = 0.5 * (lo + hi)
-        if max(load for load, _ in _stages(p, ch, mid)) <= 1.0:
-            lo = mid
-        else:
-            hi = mid
-    binding = max(_stages(p, ch, hi * 1.001), key=lambda s: s[0])[1]
-    return lo, binding
+class _Solver:
+    """One interval's model: the device's curve, and the job's speed without a change
+    (`now`), worked out once a prediction."""
 
+    def __init__(self, p: Pipeline):
+        self.p = p
+        self.dev = _Device(p)
 
-def _solve(p: Pipeline, ch: Change, now: float) -> tuple[float, str | None]:
-    """The job's speed after a change over its speed now (`now`: _fastest without a
-    change, computed once a prediction), both by the same model (so its errors fall on
-    both sides), and the binding cap's text where it is not the loaders' own cycle."""
-    after, cap = _fastest(p, ch)
-    # below 1 the figures say the job cannot go as fast as it did (estimates that overrun
-    # the interval): the speed it went at is the reference then
-    speed = after / max(1.0, now)
-    if cap == "capped by the loaders":
-        # the loaders' own cycle binds; the device's, where its latency grew with them
-        slower = (ch.curve and ch.b_scale > 0 and lat_ms(p, 1) is not None
-                  and _rho(p, after, ch.workers) > 1.05 * _rho(p, now, p.loaders))
-        cap = f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32" if slower else None
-    return speed, cap
+    @cached_property
+    def now(self) -> float:
+        return self.fastest(Change(self.p.loaders))[0]
+
+    def fastest(self, ch: Change) -> tuple[float, str | None]:
+        """The highest speed at which every stage's load stays at or under 1 (bisection:
+        each load grows with x), and the stage that binds there."""
+        stages = _Stages(self.p, ch, self.dev)
+        lo, hi = 0.0, 1.0 / self.p.gpu_util
+        if stages.fit(hi):
+            return hi, "capped by the GPU: 100%"
+        for _ in range(40):
+            if hi - lo <= 1e-4 * hi:        # finer than the speed-up's printed 3 decimals
+                break
+            mid = 0.5 * (lo + hi)
+            if stages.fit(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo, stages.binding(hi * 1.001)
+
+    def solve(self, ch: Change) -> tuple[float, str | None]:
+        """The job's speed after a change over its speed now, both by the same model (so
+        its errors fall on both sides), and the binding cap's text where it is not the
+        loaders' own cycle."""
+        p, now = self.p, self.now
+        after, cap = self.fastest(ch)
+        # below 1 the figures say the job cannot go as fast as it did (estimates that overrun
+        # the interval): the speed it went at is the reference then
+        speed = after / max(1.0, now)
+        if cap == "capped by the loaders":
+            # the loaders' own cycle binds; the device's, where its latency grew with them
+            slower = (ch.curve and ch.b_scale > 0 and lat_ms(p, 1) is not None
+                      and self.dev.rho(after, ch.workers) > 1.05 * self.dev.rho(now, p.loaders))
+            cap = f"capped by the device: {p.qd32_iops / 1000:.0f}k r/s at QD32" if slower else None
+        return speed, cap
+
+    def more_workers_never_slower(self) -> bool:
+        """Whether the loaders' load at each speed the bisection tries (x up to 1/u) falls,
+        or stays, as num_workers grows from N (r = N/N' <= 1); no other stage depends on
+        N'.  Then every N' reaches the speeds N'-1 reached, and the speed grows with N'.
+        Term by term: c x r falls with r; r x rho (b + m) falls where the latency with
+        none of the others' reads (A + S q_others) is not negative, for only the queue's
+        cap (every reader in a read) grows with N', as r N' stays; the wait's r x max(0,
+        a(x) - c x r) / now with a(x) = (J + I) x + steal + the others' weighted share
+        falls with c x r where c now + w (a(x) - 2 c x) >= 0, its derivative in r at r = 1
+        (its least), linear in x: checked at x = 0 and x = 1/u."""
+        p = self.p
+        w = p.w or 0.0
+        if min(p.c, w, p.b, p.m) < 0:
+            return False
+        if self.dev.curve and (self.dev.free_s < 0 or self.dev.now_s <= 0):
+            return False
+        if p.job_cpu is None:
+            return True
+        wait = _Wait(p, Change(p.loaders), p.c, w)
+        fixed = p.steal_cpu + wait.rest
+        slope = p.job_cpu + p.io_cpu - 2 * p.c
+        return all(p.c * wait.now + w * (fixed + x * slope) >= 0
+                   for x in (0.0, 1.0 / p.gpu_util))
 
 
 # ---------------------------------------------------------------------------- the fixes
@@ -356,9 +458,9 @@ def predict(p: Pipeline, state: str, kind: str | None) -> list[WhatIf]:
     # figures of that time say nothing of what would gain
     fns = (_checkpoint,) if state == "checkpoint-stall" else (
         _workers, _others, _cache, _storage, _fewer)
-    now = _fastest(p, Change(p.loaders))[0]
+    solver = _Solver(p)
     for fn in fns:
-        w = fn(p, state, kind, gaps, now)
+        w = fn(p, state, kind, gaps, solver)
         if w is not None and w.speedup >= WORTH:
             out.append(w)
     out.sort(key=lambda x: (-x.speedup, FIXES.index(x.fix)))
@@ -395,18 +497,40 @@ def _device_gaps(p: Pipeline, gaps: list[str]) -> list[str]:
     return gaps
 
 
-def _workers(p, state, kind, gaps, now) -> WhatIf | None:
+def _workers(p, state, kind, gaps, solver) -> WhatIf | None:
     if p.loaders <= 0 or p.loader_kind != "DataLoader worker" or state == "checkpoint-stall":
         return None
     n = p.loaders
-    curve = [(n2, *_solve(p, Change(n2), now))
-             for n2 in range(n, max(n, min(MAX_WORKERS, max(4 * n, n + 8))) + 1)]
-    top = max(speed for _, speed, _ in curve)
+    last = max(n, min(MAX_WORKERS, max(4 * n, n + 8)))
+    if last == n:
+        return None                  # the search goes nowhere past the workers there are
+    solved: dict[int, tuple[float, str | None]] = {}
+
+    def at(n2: int) -> tuple[float, str | None]:
+        if n2 not in solved:
+            solved[n2] = solver.solve(Change(n2))
+        return solved[n2]
+
     # the fewest workers that reach the plateau: past it one more adds little, and the
     # model's error grows with the distance from the workers it saw
-    pick, best, cap = next(c for c in curve if c[1] >= WORKER_PLATEAU * top)
+    if solver.more_workers_never_slower():
+        # the speed grows with N': the best is at the last, the fewest that reach 95 % of
+        # it a bisection away
+        top = at(last)[0]
+        below, pick = n - 1, last
+        while pick - below > 1:
+            mid = (below + pick) // 2
+            if at(mid)[0] >= WORKER_PLATEAU * top:
+                pick = mid
+            else:
+                below = mid
+    else:
+        counts = range(n, last + 1)
+        top = max(at(n2)[0] for n2 in counts)
+        pick = next(n2 for n2 in counts if at(n2)[0] >= WORKER_PLATEAU * top)
     if pick == n:
         return None
+    best, cap = at(pick)
     g = _device_gaps(p, gaps)
     if p.saturated and lat_ms(p, 1) is None:
         g = g + ["the device's ceiling: the highest rate seen"]
@@ -417,7 +541,7 @@ def _workers(p, state, kind, gaps, now) -> WhatIf | None:
     return _make(p, "workers", best, cap, basis, g, from_=n, to=pick)
 
 
-def _others(p, state, kind, gaps, now) -> WhatIf | None:
+def _others(p, state, kind, gaps, solver) -> WhatIf | None:
     waits = (p.w or 0.0) if p.loaders else 0.0
     twait = p.trainer_w or 0.0
     if (not p.others and p.others_cpu < OTHERS_MIN_CPUS) or (waits < 0.03 and twait < 0.03) \
@@ -430,7 +554,7 @@ def _others(p, state, kind, gaps, now) -> WhatIf | None:
     # job that is not the kernel's or the hypervisor's (steal)
     removed = min(sum(cpu for _, _, cpu in p.others) if p.others else math.inf,
                   max(0.0, p.others_cpu - p.steal_cpu))     # niced ones yield already
-    speed, cap = _solve(p, Change(p.loaders, removed_cpu=removed), now)
+    speed, cap = solver.solve(Change(p.loaders, removed_cpu=removed))
     named = (", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
              or "processes outside the job (not named: none followed yet)")
     basis = [_loaders_basis(p) if p.loaders else "the trainer",
@@ -442,31 +566,31 @@ def _others(p, state, kind, gaps, now) -> WhatIf | None:
                  pids=[pid for pid, _, _ in p.others])
 
 
-def _cache(p, state, kind, gaps, now) -> WhatIf | None:
+def _cache(p, state, kind, gaps, solver) -> WhatIf | None:
     if p.b + p.m < 0.05 or p.direct is not False or not p.data_kb or not p.mem_available_kb:
         return None
     if p.data_kb > p.mem_available_kb:
         return None
-    speed, cap = _solve(p, Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0), now)
+    speed, cap = solver.solve(Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0))
     basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
              f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
     return _make(p, "cache", speed, cap, basis, gaps)
 
 
-def _storage(p, state, kind, gaps, now) -> WhatIf | None:
+def _storage(p, state, kind, gaps, solver) -> WhatIf | None:
     if p.b < 0.05 or not p.reads_s or lat_ms(p, 1) is None or state != "disk-starved":
         return None
     # the loaders' reads served at the QD32 ceiling: a read's share of it
     per_read_s = p.b * p.loaders / p.reads_s
     at_ceiling_s = p.loaders / p.qd32_iops
     scale = min(1.0, at_ceiling_s / per_read_s)
-    speed, cap = _solve(p, Change(p.loaders, b_scale=scale, curve=False,
-                                  ceiling_r_s=p.qd32_iops), now)
+    speed, cap = solver.solve(Change(p.loaders, b_scale=scale, curve=False,
+                                     ceiling_r_s=p.qd32_iops))
     basis = [_loaders_basis(p), f"reads at {p.qd32_iops:.0f} r/s (the probe's QD32)"]
     return _make(p, "storage", speed, cap, basis, gaps)
 
 
-def _checkpoint(p, state, kind, gaps, now) -> WhatIf | None:
+def _checkpoint(p, state, kind, gaps, solver) -> WhatIf | None:
     if state != "checkpoint-stall" or p.ckpt_lost_s is None:
         return None
     if not p.ckpt_period_s or p.ckpt_period_s <= p.ckpt_lost_s:
@@ -481,12 +605,12 @@ def _checkpoint(p, state, kind, gaps, now) -> WhatIf | None:
     return w
 
 
-def _fewer(p, state, kind, gaps, now) -> WhatIf | None:
+def _fewer(p, state, kind, gaps, solver) -> WhatIf | None:
     if (p.loaders < 2 or not p.cpus or not p.job_cpu or p.trainer_w is None
             or p.trainer_w < 0.05 or p.job_cpu < 0.9 * p.cpus or p.others_cpu > 0.5):
         return None
     n2 = max(1, min(p.loaders - 1, math.floor(p.cpus - (p.trainer_c or 0.0))))
-    speed, cap = _solve(p, Change(n2), now)
+    speed, cap = solver.solve(Change(n2))
     basis = [f"the job's processes take {p.job_cpu:.1f} of {p.cpus:.1f} CPUs",
              f"the trainer waits {p.trainer_w * 100:.0f}% for a CPU"]
     return _make(p, "fewer-workers", speed, cap, basis, gaps, from_=p.loaders,
