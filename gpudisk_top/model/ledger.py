@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from gpudisk_top.model.detect.classify import STARVED_STATES
 from gpudisk_top.model.detect.job import job_gpus
 from gpudisk_top.model.gpu import unreadable_reason
+from gpudisk_top.model.vocab import LEDGER, cost_text, gpu_hours
 
 # The cause label of each state the ledger counts a job's unused time to, in the order
 # every surface lists them (the Prometheus label values of gpudisk_top_gpu_seconds_total)
@@ -77,6 +78,25 @@ REF_HEALTHY = "healthy median"
 
 
 @dataclass(frozen=True)
+class Price:
+    """[ledger] in the config: what one GPU-hour costs (no default: no cost shown) and
+    the currency's word, as the user wrote them."""
+
+    gpu_hour_cost: float | None = None
+    currency: str = ""
+
+    def cost(self, gpu_s: float) -> float | None:
+        return None if self.gpu_hour_cost is None else gpu_s / 3600.0 * self.gpu_hour_cost
+
+    def text(self, gpu_s: float) -> str | None:
+        """'12.80 USD', None without a price."""
+        return cost_text(gpu_s, self.gpu_hour_cost, self.currency)
+
+
+NO_PRICE = Price()
+
+
+@dataclass(frozen=True)
 class IntervalLoss:
     """One interval's count (GPU-seconds).  cause None: nothing lost to a cause (idle,
     no GPU readable, no interval)."""
@@ -91,6 +111,7 @@ class IntervalLoss:
     lost_gpu_s: float = 0.0         # to `cause` (0 for a healthy interval)
     healthy_gpu_s: float = 0.0      # unused - lost
     idle_gpu_s: float = 0.0         # GPUs with no job process
+    job_gpu_s: float = 0.0          # interval_s x the job's GPUs counted
     reference_pct: float | None = None   # the job's healthy level used; None: 100 %
     episode_id: int | None = None
 
@@ -188,6 +209,7 @@ class Accountant:
             blamed=_blamed(verdict, cause) if cause is not None else None,
             job_gpus=len(utils), unused_gpu_s=unused, lost_gpu_s=lost,
             healthy_gpu_s=unused - lost, idle_gpu_s=idle * interval_s,
+            job_gpu_s=len(utils) * interval_s,
             reference_pct=ref_pct, episode_id=episode.id if episode is not None else None)
 
 
@@ -200,6 +222,7 @@ class Ledger:
     # (cause, blamed) -> lost GPU-seconds; blamed None where nothing is named
     by_blame: dict[tuple[str, str | None], float] = field(default_factory=dict)
     idle_gpu_s: float = 0.0
+    job_gpu_s: float = 0.0            # the job's GPUs' time counted (used and unused)
     seconds: float = 0.0              # the intervals counted, wall time
     intervals: int = 0
     # starved intervals counted against the job's healthy level and against 100 %
@@ -213,6 +236,7 @@ class Ledger:
         self.seconds += loss.interval_s
         self.intervals += 1
         self.idle_gpu_s += loss.idle_gpu_s
+        self.job_gpu_s += loss.job_gpu_s
         if loss.cause is None:
             return
         self.by_cause[HEALTHY] += loss.healthy_gpu_s
@@ -238,6 +262,7 @@ class Ledger:
         for k, v in other.by_blame.items():
             self.by_blame[k] = self.by_blame.get(k, 0.0) + v
         self.idle_gpu_s += other.idle_gpu_s
+        self.job_gpu_s += other.job_gpu_s
         self.seconds += other.seconds
         self.intervals += other.intervals
         self.against_level += other.against_level
@@ -256,6 +281,15 @@ class Ledger:
         return sum(self.by_cause.values())
 
     @property
+    def gpu_s(self) -> float:
+        """Every GPU's time counted: the job's and the idle ones' (a share's whole)."""
+        return self.job_gpu_s + self.idle_gpu_s
+
+    def share_pct(self, gpu_s: float) -> float | None:
+        """gpu_s as a share of all the GPU time counted, in %."""
+        return gpu_s / self.gpu_s * 100.0 if self.gpu_s > 0 else None
+
+    @property
     def by_device(self) -> dict[str, float]:
         """Disk-starved time by the device or mount blamed (unnamed ones left out)."""
         out: dict[str, float] = {}
@@ -269,6 +303,13 @@ class Ledger:
         rows = [(c, b, v) for (c, b), v in self.by_blame.items() if v > 0]
         return sorted(rows, key=lambda r: (-r[2], CAUSES.index(r[0]), r[1] or ""))
 
+    def below(self) -> str:
+        """The reference in short, as the one-line account says it: 'below healthy
+        96.0%' (the job's healthy median), 'below 100%'."""
+        if self.against_level:
+            return f"below healthy {self.reference_pct:.1f}%"
+        return f"below {REF_FULL}"
+
     def reference(self) -> str:
         """Which reference the lost time was counted against, in words."""
         if self.against_level and self.against_full:
@@ -279,6 +320,64 @@ class Ledger:
         return REF_FULL
 
 
+    # ---------------------------------------------------------------- one voice
+    def blame_word(self, cause: str, blamed: str | None) -> str:
+        """'disk sdb', 'cpu own', 'checkpoint nvme2n1', 'undiagnosed'."""
+        word = CAUSE_WORD[cause]
+        return f"{word} {blamed}" if blamed else word
+
+    def line(self, price: Price = NO_PRICE, most: int = 3) -> str:
+        """The one-line account every text surface shows: 'lost 3.20 GPU-h below healthy
+        96.0%: disk sdb 2.90, cpu own 0.30 (cost 12.80 USD)'; GPU-hours by Metric
+        LEDGER_HOURS."""
+        rows = self.split()
+        parts = [f"{self.blame_word(c, b)} {gpu_hours(v)}" for c, b, v in rows[:most]]
+        rest = sum(v for _c, _b, v in rows[most:])
+        if rest > 0:
+            parts.append(f"other {gpu_hours(rest)}")
+        text = f"lost {gpu_hours(self.lost_gpu_s)} GPU-h {self.below()}"
+        if parts:
+            text += ": " + ", ".join(parts)
+        cost = price.text(self.lost_gpu_s)
+        return text + (f" (cost {cost})" if cost is not None else "")
+
+    def as_json(self, price: Price = NO_PRICE) -> dict:
+        """`--once --json`'s and `report --json`'s "ledger": GPU-seconds (vocab LEDGER's
+        keys), the reference, and cost where a price is set (else null)."""
+        lost_key, idle_key = LEDGER["lost_gpu_s"].json_key, LEDGER["idle_gpu_s"].json_key
+        return {
+            lost_key: self.lost_gpu_s,
+            "unused_gpu_s": self.unused_gpu_s,
+            idle_key: self.idle_gpu_s,
+            "job_gpu_s": self.job_gpu_s,
+            "seconds": self.seconds,
+            "intervals": self.intervals,
+            "by_cause": {c: self.by_cause.get(c, 0.0) for c in CAUSES},
+            "by_device": dict(sorted(self.by_device.items())),
+            "split": [{"cause": c, "blamed": b, lost_key: v} for c, b, v in self.split()],
+            "reference": {"text": self.reference(), "healthy_median_pct": self.reference_pct
+                          if self.against_level else None,
+                          "intervals_against_healthy_median": self.against_level,
+                          "intervals_against_100_pct": self.against_full},
+            "gpu_hour_cost": price.gpu_hour_cost,
+            "currency": price.currency or None,
+            "cost": price.cost(self.lost_gpu_s),
+        }
+
+
+def recovered_gpu_s(lost_gpu_s: float, best, reference_pct: float | None) -> float:
+    """How much of an episode's lost time its best fix (model/whatif.py WhatIf, the
+    prediction of its latest interval) would have recovered: its predicted rise of the
+    GPUs' utilization over the rise to the reference, at most all of it."""
+    if best is None or lost_gpu_s <= 0:
+        return 0.0
+    ref = 100.0 if reference_pct is None else reference_pct
+    gap = ref - best.gpu_now_pct
+    if gap <= 0:
+        return 0.0
+    return lost_gpu_s * min(1.0, max(0.0, (best.gpu_util_pct - best.gpu_now_pct) / gap))
+
+
 def ledger_of(model, verdict) -> Ledger:
     """One interval's ledger, counted against 100 % (`--once`: no history)."""
     ledger = Ledger()
@@ -286,5 +385,6 @@ def ledger_of(model, verdict) -> Ledger:
     return ledger
 
 
-__all__ = ["Accountant", "CAUSES", "CAUSE_OF_STATE", "CAUSE_WORD", "HEALTHY", "HealthyLevel",
-           "IntervalLoss", "Ledger", "LOST_CAUSES", "MIN_HEALTHY_INTERVALS", "ledger_of"]
+__all__ = ["NO_PRICE", "Price", "Accountant", "CAUSES", "CAUSE_OF_STATE", "CAUSE_WORD", "HEALTHY", "HealthyLevel",
+           "IntervalLoss", "Ledger", "LOST_CAUSES", "MIN_HEALTHY_INTERVALS", "ledger_of",
+           "recovered_gpu_s"]
