@@ -118,7 +118,7 @@ def test_verdict_and_episode_json():
     j = vocab.episode_json(ep)
     assert list(j) == ["id", "state", "start", "end", "start_s", "end_s", "duration_s", "gpus",
                        "devices", "processes", "reason", "advice", "kind", "min_util_pct",
-                       "intervals", "culprits", "whatif"]
+                       "intervals", "lost_gpu_s", "culprits", "whatif"]
     assert j["culprits"] == culprits
     # still open: it ends at its latest interval in its state
     assert j["end_s"] == 112.5 and j["duration_s"] == 12.5 and j["min_util_pct"] == 20.0

@@ -228,7 +228,8 @@ class Ledger:
     # starved intervals counted against the job's healthy level and against 100 %
     against_level: int = 0
     against_full: int = 0
-    reference_pct: float | None = None   # the latest starved interval's reference
+    # the latest reference a starved interval was counted against (None: only 100 %)
+    reference_pct: float | None = None
 
     def add(self, loss: IntervalLoss | None) -> None:
         if loss is None:
@@ -249,7 +250,7 @@ class Ledger:
                     self.against_full += 1
                 else:
                     self.against_level += 1
-                self.reference_pct = loss.reference_pct
+                    self.reference_pct = loss.reference_pct
 
     def copy(self) -> "Ledger":
         """A copy that later add()s leave alone (the exporter's frame)."""
@@ -267,7 +268,7 @@ class Ledger:
         self.intervals += other.intervals
         self.against_level += other.against_level
         self.against_full += other.against_full
-        if other.against_level or other.against_full:
+        if other.against_level:
             self.reference_pct = other.reference_pct
 
     @property

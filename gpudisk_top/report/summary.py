@@ -338,6 +338,8 @@ def _add_ledger(result: Summary, rec: Recording, start_s, end_s, thresholds,
                        "report --recompute, or a shorter --from/--to, counts it")
     result.data["ledger"] = report_ledger.section(result.ledger, result.data["episodes"],
                                                   counted, price, why_not)
+    for e, row in zip(result.data["episodes"], result.data["ledger"].get("by_episode") or ()):
+        e["lost_gpu_s"] = row["lost_gpu_s"]      # the ledger's count, whichever path
 
 
 def _build_replay(rec, ranges, start_s, axis, thresholds, dev_filter) -> Summary:
