@@ -128,3 +128,196 @@ def test_exporter_counters_only_grow_and_match_the_ledger(demo):
     assert all(b >= a for a, b in zip(idle, idle[1:])) and idle[-1] > 0
     dev = _counter(scraped[-1], "gpudisk_top_gpu_seconds_by_device_total", device="sdb")
     assert dev == pytest.approx(replay.stepper.ledger.by_cause["disk-starved"])
+
+
+# ---------------------------------------------------------------------------- the rule
+def _verdict(state, raw_state=None, **kw):
+    from gpudisk_top.model.detect import Verdict
+
+    return Verdict(wall_s=0.0, state=state, raw_state=raw_state or state, **kw)
+
+
+def test_one_interval_counts_unused_time_to_its_state_and_idle_gpus_apart():
+    from model_factory import gpu, model
+
+    m = model(1, interval_s=2.0, gpus=[gpu(0, 40.0, pids=[7]), gpu(1, 90.0, pids=[7]),
+                                      gpu(2, 0.0), gpu(3, None, pids=[7])])
+    loss = L.Accountant().account(m, _verdict("disk-starved", devices=["sda"]))
+    # GPU 3's utilization is not known: not counted; GPU 2 has no process: idle
+    assert loss.job_gpus == 2 and loss.idle_gpu_s == 2.0
+    assert loss.unused_gpu_s == pytest.approx(2.0 * 0.6 + 2.0 * 0.1)
+    assert loss.lost_gpu_s == pytest.approx(loss.unused_gpu_s)    # against 100%
+    assert loss.healthy_gpu_s == pytest.approx(0.0)
+    assert (loss.cause, loss.blamed, loss.reference_pct) == ("disk-starved", "sda", None)
+    healthy = L.Accountant().account(m, _verdict("healthy"))
+    assert healthy.lost_gpu_s == 0 and healthy.healthy_gpu_s == pytest.approx(1.4)
+    idle = L.Accountant().account(model(1, gpus=[gpu(0, 0.0), gpu(1, 0.0)]), _verdict("idle"))
+    assert idle.cause is None and idle.idle_gpu_s == 2.0 and idle.unused_gpu_s == 0
+
+
+def test_the_jobs_healthy_median_becomes_the_reference_and_a_new_job_forgets_it():
+    from model_factory import gpu, model
+
+    acc = L.Accountant()
+    utils = [90.0 + (k % 5) for k in range(L.MIN_HEALTHY_INTERVALS)]   # median 92
+    for k, u in enumerate(utils[:-1]):
+        acc.account(model(k + 1, gpus=[gpu(0, u, pids=[7])]), _verdict("healthy"))
+    starved = model(100, gpus=[gpu(0, 50.0, pids=[7])])
+    assert acc.account(starved, _verdict("cpu-starved", kind="own")).reference_pct is None
+    acc.account(model(40, gpus=[gpu(0, utils[-1], pids=[7])]), _verdict("healthy"))
+    loss = acc.account(starved, _verdict("cpu-starved", kind="own"))
+    assert loss.reference_pct == statistics.median(utils) == 92.0
+    assert loss.lost_gpu_s == pytest.approx(0.92 - 0.50)
+    assert loss.healthy_gpu_s == pytest.approx(1 - 0.92) and loss.blamed == "own"
+    # a healthy-looking dip inside nothing (raw starved, shown calm) teaches nothing
+    acc.account(model(41, gpus=[gpu(0, 10.0, pids=[7])]), _verdict("healthy", "cpu-starved"))
+    assert acc.level.n == L.MIN_HEALTHY_INTERVALS
+    # another job (no PID in common): 100% again
+    other = acc.account(model(101, gpus=[gpu(0, 50.0, pids=[8])]), _verdict("disk-starved"))
+    assert other.reference_pct is None and other.lost_gpu_s == pytest.approx(0.5)
+
+
+def test_ledger_line_json_and_cost_read_the_same():
+    from gpudisk_top.model.vocab import gpu_hours
+
+    led = L.Ledger()
+    led.add(L.IntervalLoss(0, 3600.0, "disk-starved", "disk-starved", "sdb", 8,
+                           unused_gpu_s=3 * 3600.0, lost_gpu_s=2.9 * 3600, healthy_gpu_s=0.1 * 3600,
+                           job_gpu_s=8 * 3600.0))
+    led.add(L.IntervalLoss(0, 3600.0, "cpu-starved", "cpu-starved", "own", 8,
+                           unused_gpu_s=0.3 * 3600, lost_gpu_s=0.3 * 3600, job_gpu_s=8 * 3600.0))
+    price = L.Price(2.5, "USD")
+    assert led.line(price) == ("lost 3.20 GPU-h below 100%: disk sdb 2.90, cpu own 0.30 "
+                               "(cost 8.00 USD)")
+    j = led.as_json(price)
+    assert j["lost_gpu_s"] == pytest.approx(3.2 * 3600) and j["cost"] == pytest.approx(8.0)
+    assert j["by_device"] == {"sdb": pytest.approx(2.9 * 3600)}
+    assert gpu_hours(j["lost_gpu_s"]) == "3.20"
+    assert led.as_json()["cost"] is None and "cost" not in led.line()
+
+
+# ---------------------------------------------------------------------------- the surfaces
+def test_report_json_counts_the_same_ledger_by_either_path(demo):
+    from gpudisk_top.report import summary
+
+    _rec, replay, _server, _ = demo
+    led = replay.stepper.ledger
+    for recompute in (False, True):
+        rec = Recording.open(DEMO)
+        try:
+            d = summary.build(rec, recompute=recompute, price=L.Price(2.0)).data["ledger"]
+        finally:
+            rec.close()
+        assert d["counted"] and d["lost_gpu_s"] == pytest.approx(led.lost_gpu_s, rel=1e-3)
+        assert d["cost"] == pytest.approx(d["lost_gpu_s"] / 3600 * 2.0)
+        assert sum(e["lost_gpu_s"] for e in d["by_episode"]) == pytest.approx(d["lost_gpu_s"], rel=1e-3)
+        assert d["share_pct"] == pytest.approx(d["lost_gpu_s"] / d["gpu_s"] * 100)
+        ck = next(e for e in d["by_episode"] if e["state"] == "checkpoint-stall")
+        # the checkpoint's best fix (async save) is predicted to take the GPUs to ~100%
+        assert ck["best_fix"] == "checkpoint" and 0 < ck["recovered_gpu_s"] <= ck["lost_gpu_s"]
+
+
+def test_once_json_has_the_ledger_and_text_says_it(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[ledger]\ngpu_hour_cost = 3\ncurrency = "EUR"\n')
+    run = [sys.executable, "-m", "gpudisk_top", "--demo", "--once", "--demo-start", "120",
+           "--config", str(cfg)]
+    out = subprocess.run(run + ["--json"], capture_output=True, text=True, check=True).stdout
+    led = json.loads(out)["ledger"]
+    assert led["by_cause"]["disk-starved"] > 0 and led["currency"] == "EUR"
+    assert led["cost"] == pytest.approx(led["lost_gpu_s"] / 3600 * 3)
+    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert f"GPU time: lost {led['lost_gpu_s'] / 3600:.2f} GPU-h" in text and "EUR)" in text
+
+
+@pytest.mark.parametrize("body,message", [
+    ("gpu_hour_cost = -1", "ledger.gpu_hour_cost must be"),
+    ('gpu_hour_cost = "2"', "ledger.gpu_hour_cost must be"),
+    ('currency = "USD"', "without ledger.gpu_hour_cost"),
+    ('gpu_hour_cost = 1\ncurrency = "a b"', "ledger.currency must be"),
+    ("price = 1", "unknown setting ledger.price"),
+])
+def test_a_bad_ledger_section_is_one_line_naming_it(tmp_path, body, message):
+    from gpudisk_top.config import ConfigError, load
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[ledger]\n" + body + "\n")
+    with pytest.raises(ConfigError) as err:
+        load(str(cfg), required=True)
+    assert message in str(err.value) and "line" in str(err.value)
+
+
+def test_perfetto_counter_track_ends_at_the_ledger(demo, tmp_path):
+    import json
+
+    from gpudisk_top.report.export import LEDGER_TRACK, write_perfetto
+
+    _rec, replay, _server, _ = demo
+    rec = Recording.open(DEMO)
+    path = tmp_path / "t.json"
+    try:
+        with open(path, "w") as out:
+            write_perfetto(out, rec)
+    finally:
+        rec.close()
+    track = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == LEDGER_TRACK]
+    ts = [e["ts"] for e in track]
+    assert ts == sorted(ts)
+    for cause in L.CAUSES:
+        values = [e["args"][cause] for e in track]
+        assert all(b >= a for a, b in zip(values, values[1:]))
+    assert track[-1]["args"]["disk-starved"] == pytest.approx(
+        replay.stepper.ledger.by_cause["disk-starved"])
+
+
+def test_serve_demo_counters_never_go_down_between_scrapes():
+    """A running `serve --demo` scraped twice: every cause's counter is there from the
+    first scrape, none goes down, and the disk-starved one (and its device's) grows."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from test_exporter import SERVE
+    from test_prometheus_server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, "--demo", "disk-starved-sata",
+                             "--demo-start", "40", "--listen", f"127.0.0.1:{port}", "-i", "0.5"],
+                            stderr=subprocess.PIPE, text=True)
+
+    def scrape() -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return {k: float(v) for k, v in re.findall(
+            r'^(gpudisk_top_gpu_(?:idle_)?seconds(?:_by_device)?_total(?:\{[^}]*\})?) (\S+)$',
+            text, re.M)}
+
+    try:
+        assert proc.stderr.readline().startswith("gpudisk-top: serving")
+        deadline = time.monotonic() + 30
+        first = scrape()
+        while first.get('gpudisk_top_gpu_seconds_total{cause="disk-starved"}', 0) <= 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+            first = scrape()
+        time.sleep(2.0)
+        second = scrape()
+        for cause in L.CAUSES:
+            assert f'gpudisk_top_gpu_seconds_total{{cause="{cause}"}}' in first
+        for key, value in first.items():
+            assert second[key] >= value, key
+        disk = 'gpudisk_top_gpu_seconds_total{cause="disk-starved"}'
+        dev = 'gpudisk_top_gpu_seconds_by_device_total{device="sda"}'
+        assert second[disk] > first[disk] and second[dev] > first[dev]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
