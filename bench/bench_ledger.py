@@ -28,7 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from timing import median_us  # noqa: E402
 from gpudisk_top.exporter.families import Frame, Renderer  # noqa: E402
-from gpudisk_top.model.ledger import Accountant, Ledger  # noqa: E402
 from gpudisk_top.model.snapshot import Model  # noqa: E402
 from gpudisk_top.record.reader import Recording  # noqa: E402
 from gpudisk_top.session.replay import Replay  # noqa: E402
