@@ -47,6 +47,7 @@ FAST = (
     "test_ledger.py::test_ledger_line_json_and_cost_read_the_same",
     "test_ledger.py::test_a_bad_ledger_section_is_one_line_naming_it",
     "test_ledger.py::test_report_json_counts_the_same_ledger_by_either_path",
+    "test_ledger.py::test_one_voice_the_lost_gpu_hours_read_the_same_on_every_surface",
     "test_health_parse.py::test_nvme_healthy_smartctl_7_1",
     "test_health_parse.py::test_trend_between_two_readings_of_one_drive",
     "test_health_ui.py::test_the_device_detail_of_an_unreadable_disk_says_why",

@@ -388,3 +388,26 @@ def test_a_real_loader_job_disk_starved_then_healthy(tmp_path):
     last = max(k for k, s in enumerate(states) if s != "healthy")
     assert last < len(states) - 3, states
     assert all(lost == 0 for _s, _u, lost in rows[last + 1:])
+
+
+def test_one_voice_the_lost_gpu_hours_read_the_same_on_every_surface(demo):
+    """--once's line, report's section, the dashboard's episode list and the exporter's
+    counters read back: the same GPU-hours, by vocab's one Metric."""
+    from gpudisk_top.model.select import DeviceFilter
+    from gpudisk_top.model.snapshot import Model
+    from gpudisk_top.model.vocab import gpu_hours
+    from gpudisk_top.output import once
+    from gpudisk_top.report.ledger import lines, section
+    from gpudisk_top.ui.screens.episodes import EpisodesScreen
+
+    _rec, replay, _server, scraped = demo
+    led = replay.stepper.ledger
+    want = f"lost {gpu_hours(led.lost_gpu_s)} GPU-h"
+    m = Model.new(replay.stepper.last, None)
+    assert want in once.render_text(m, DeviceFilter(), verdict=None, ledger=led)
+    assert lines(section(led, [], []))[0].startswith(
+        f"GPU time lost: {gpu_hours(led.lost_gpu_s)} GPU-h")
+    assert want in EpisodesScreen([], 0.0, ledger=led).note
+    counted = sum(_counter(scraped[-1], "gpudisk_top_gpu_seconds_total", cause=c)
+                  for c in L.LOST_CAUSES)
+    assert f"lost {gpu_hours(counted)} GPU-h" == want
