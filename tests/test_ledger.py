@@ -411,3 +411,24 @@ def test_one_voice_the_lost_gpu_hours_read_the_same_on_every_surface(demo):
     counted = sum(_counter(scraped[-1], "gpudisk_top_gpu_seconds_total", cause=c)
                   for c in L.LOST_CAUSES)
     assert f"lost {gpu_hours(counted)} GPU-h" == want
+
+
+def test_a_window_too_long_to_replay_from_summaries_says_how_to_count_it(monkeypatch):
+    """report over recorded summaries replays the window for its ledger only up to
+    REPLAY_MAX_SAMPLES; beyond, the section says why not and --recompute counts it."""
+    from gpudisk_top.report import ledger as report_ledger
+    from gpudisk_top.report import summary
+    from gpudisk_top.report.text import render
+
+    monkeypatch.setattr(report_ledger, "REPLAY_MAX_SAMPLES", 100)
+    rec = Recording.open(DEMO)
+    try:
+        fast = summary.build(rec)
+        full = summary.build(rec, recompute=True)
+    finally:
+        rec.close()
+    assert fast.data["derived"] != full.data["derived"]
+    assert fast.data["ledger"]["counted"] is False
+    assert "--recompute" in fast.data["ledger"]["why_not"]
+    assert "GPU time lost: not counted (" in render(fast, charts=False)
+    assert full.data["ledger"]["counted"] and full.data["ledger"]["lost_gpu_s"] > 0

@@ -6,8 +6,9 @@ episode would have recovered.
 The ledger is counted by the one step (model/step.py) as the window is replayed; where
 the report read the recorder's summaries (which hold no utilization per interval), the
 window's raw samples are replayed for it here, with the report's own warm-up, when the
-window holds at most REPLAY_MAX_SAMPLES; a longer one says so and how to get it
-(`report --recompute`).
+window holds at most REPLAY_MAX_SAMPLES (a second pass over them); a longer one says so
+and how to get it (`report --recompute`, which replays every sample anyway and counts
+the ledger in the same pass).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.model.whatif import WhatIf
 from gpudisk_top.session.replay import Replay
 
-# a day at 1 Hz: replayed in about a minute on one core
-REPLAY_MAX_SAMPLES = 86400
+# an hour at 1 Hz: replayed in 5-20 s on one core (a sample of an 8-GPU node through the
+# model and the detector costs 1-5 ms); a longer window read from summaries, which take
+# well under a second for a day, would wait minutes for it.  Counting the ledger into the
+# recorder's summaries (a new model version) is what would lift this
+REPLAY_MAX_SAMPLES = 3600
 
 
 def replay_ledger(rec, start_s, end_s, thresholds) -> tuple[Ledger, list]:
