@@ -61,7 +61,9 @@ def test_months_between_sessions_cost_nothing(months, monkeypatch, recompute):
     with Recording.open(path) as rec:
         assert rec.duration_s > 149 * DAY_S
         d = summary.build(rec, recompute=recompute).data
-    assert calls[0] <= 2 * (len(a) + len(b))
+    # a pass over the samples (each with the one before it, from the summaries), and the
+    # stall ledger's replay of a short window read from summaries (report/ledger.py)
+    assert calls[0] <= 3 * (len(a) + len(b))
     assert d["samples"] == len(a) + len(b)
     # durations are the intervals' (each session's first sample has none), never end - start
     assert d["duration_s"] == len(a) - 1 + len(b) - 1
