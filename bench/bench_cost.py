@@ -15,7 +15,12 @@ The dashboard's own figures (a Textual screen in tmux) are bench_scale.py's and
 bench_dashboard.sh's.  The machine should be idle; on a busy one, read the ratios to
 iostat measured in the same runs.
 
+--against CHECKOUT (another checkout of gpudisk-top, `git worktree add /tmp/base COMMIT`)
+runs that checkout's code beside this one's in the same runs, each figure twice: what
+the change between them saves, on a machine whose load moves both alike.
+
 usage: python bench/bench_cost.py [--samples 30] [--seconds 60] [--runs 3] [--warmup 5]
+                                  [--against CHECKOUT] [--json OUT]
 needs: root (the iostat peer reads the scaled diskstats in a private mount namespace),
 sysstat's iostat, prometheus_client (serve).
 """
@@ -37,7 +42,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
+# the code measured: this checkout's, or --against's in the child that measures it
+sys.path.insert(0, os.environ.get("GDT_BENCH_CODE", ROOT))
 
 import bench_scale as scale  # noqa: E402
 from gpudisk_top.collect.roots import Roots  # noqa: E402
@@ -112,6 +118,18 @@ def sample_cost(roots: Roots, pids: list[int], samples: int) -> tuple[float, int
     return statistics.median(took[3:]), len(model.disks), len(model.procs)
 
 
+def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: int) -> dict:
+    """sample_cost() of each checkout in `code` ({label: path}), in child processes
+    side by side: {label: (ms, disks, processes)}."""
+    children = {
+        label: subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--child", roots.procfs, roots.sysfs,
+             ",".join(map(str, pids)), str(samples)],
+            env=dict(os.environ, GDT_BENCH_CODE=path), stdout=subprocess.PIPE, text=True)
+        for label, path in code.items()}
+    return {label: json.loads(child.communicate()[0]) for label, child in children.items()}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -121,7 +139,9 @@ def _free_port() -> int:
 def side_by_side(argvs: dict[str, tuple[list[str], dict | None]], seconds: float,
                  warmup: float) -> dict[str, float]:
     """Start every command at once; % of a core of each in steady state."""
-    procs = {name: subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+    # `python -c` puts its working directory first on sys.path: the checkout measured
+    procs = {name: subprocess.Popen(argv, cwd=(env or {}).get("PYTHONPATH", ROOT), env=env,
+                                    stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
              for name, (argv, env) in argvs.items()}
     try:
@@ -149,7 +169,17 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--against", metavar="CHECKOUT")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        procfs, sysfs, pids, samples = a.child
+        print(json.dumps(sample_cost(Roots(procfs=procfs, sysfs=sysfs),
+                                     [int(p) for p in pids.split(",")], int(samples))))
+        return 0
+    code = {"": ROOT}
+    if a.against:
+        code[" (against)"] = os.path.abspath(a.against)
     if not shutil.which("iostat"):
         print("bench_cost: iostat not found (install sysstat)", file=sys.stderr)
         return 2
@@ -167,36 +197,42 @@ def main() -> int:
         pids = [p.pid for p in node.trainers]
         for label, roots in (("scale", Roots(procfs=proc_root, sysfs=sys_root)),
                              ("this machine", Roots())):
-            ms, disks, nprocs = sample_cost(roots, pids, a.samples)
-            result[f"sample_step_ms {label}"] = ms
-            print(f"sample + step, {label} ({disks} disks, {nprocs} processes followed): "
-                  f"{ms:.2f} ms CPU (median of {a.samples})", flush=True)
-        scaled_env = dict(os.environ, PYTHONPATH=ROOT, GDT_BENCH_PIDS=",".join(map(str, pids)),
-                          GDT_BENCH_PROCFS=proc_root, GDT_BENCH_SYSFS=sys_root)
-        job_env = dict(os.environ, PYTHONPATH=ROOT, GDT_BENCH_PIDS=str(job.pid))
+            for which, (ms, disks, nprocs) in sample_costs(code, roots, pids, a.samples).items():
+                result[f"sample_step_ms {label}{which}"] = ms
+                print(f"sample + step, {label}{which} ({disks} disks, {nprocs} processes "
+                      f"followed): {ms:.2f} ms CPU (median of {a.samples})", flush=True)
         runs: dict[str, list[float]] = {}
         for run in range(a.runs):
             argvs = {
-                "record -i 1, scale": ([sys.executable, "-c", RUNNER, "record", "-o",
-                                        os.path.join(tmp, f"s{run}.gdtrec"), "-i", "1", "-q"],
-                                       scaled_env),
-                "serve -i 1, scale": ([sys.executable, "-c", RUNNER, "serve", "--listen",
-                                       f"127.0.0.1:{_free_port()}", "-i", "1"], scaled_env),
-                "record -i 1, 64-process job": ([sys.executable, "-c", RUNNER, "record", "-o",
-                                                 os.path.join(tmp, f"j{run}.gdtrec"), "-i", "1",
-                                                 "-q"], job_env),
                 "iostat -x 1, scale": (["unshare", "-m", "sh", "-c",
                                         f"mount --bind {proc_root}/diskstats /proc/diskstats "
                                         "&& exec iostat -x 1"], None),
                 "iostat -x 1": (["iostat", "-x", "1"], None),
             }
+            for which, path in code.items():
+                scaled_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PROCFS=proc_root,
+                                  GDT_BENCH_SYSFS=sys_root,
+                                  GDT_BENCH_PIDS=",".join(map(str, pids)))
+                job_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PIDS=str(job.pid))
+                out = os.path.join(tmp, f"{run}{bool(which)}")
+                argvs.update({
+                    f"record -i 1, scale{which}": (
+                        [sys.executable, "-c", RUNNER, "record", "-o", out + "s.gdtrec",
+                         "-i", "1", "-q"], scaled_env),
+                    f"serve -i 1, scale{which}": (
+                        [sys.executable, "-c", RUNNER, "serve", "--listen",
+                         f"127.0.0.1:{_free_port()}", "-i", "1"], scaled_env),
+                    f"record -i 1, 64-process job{which}": (
+                        [sys.executable, "-c", RUNNER, "record", "-o", out + "j.gdtrec",
+                         "-i", "1", "-q"], job_env),
+                })
             for name, pct in side_by_side(argvs, a.seconds, a.warmup).items():
                 runs.setdefault(name, []).append(pct)
         print(f"% of one core in steady state, median of {a.runs} x {a.seconds:.0f} s "
               "(all side by side):")
         for name, values in runs.items():
             result[name] = statistics.median(values)
-            print(f"  {name:<30} {statistics.median(values):6.3f} %   runs "
+            print(f"  {name:<40} {statistics.median(values):6.3f} %   runs "
                   f"{[round(v, 3) for v in values]}")
     finally:
         if writer is not None:
