@@ -169,6 +169,7 @@ class _Known:
     direct_reads: bool | None = None  # its data files opened with O_DIRECT (_data_files)
     data_kb: int | None = None
     devices_key: tuple | None = None  # (fd count, vsize) at the last device scan
+    checked_at: float = 0.0           # monotonic seconds devices_key was last compared
     # the last text of its io and schedstat files and what it parsed into: the same text
     # is not parsed again
     io_text: str | None = None
@@ -465,13 +466,14 @@ class ProcIoCollector:
                            parse_process_cgroup(cgroup_text) if cgroup_text else None)
             self._known[pid] = known
         if devices and (known.devices_at is None
-                        or now - known.devices_at >= self.devices_refresh_s):
+                        or now - known.checked_at >= self.devices_refresh_s):
             key = (self._fd_count(pid), st.vsize_bytes)
             if (known.devices_at is None or key != known.devices_key
                     or now - known.devices_at >= DEVICES_RECHECK_S):
                 known.devices, known.mount_devs, data = self._devices(pid, now)
                 known.direct_reads, known.data_kb = data
                 known.devices_at, known.devices_key = now, key
+            known.checked_at = now
 
         io_text = self.files.read(known.paths[0])
         if io_text != known.io_text:
