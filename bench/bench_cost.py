@@ -19,8 +19,11 @@ iostat measured in the same runs.
 runs that checkout's code beside this one's in the same runs, each figure twice: what
 the change between them saves, on a machine whose load moves both alike.
 
+--split also splits one sample's CPU at scale by part (the node's scans, the job's
+processes, device identity, the step).
+
 usage: python bench/bench_cost.py [--samples 30] [--seconds 60] [--runs 3] [--warmup 5]
-                                  [--against CHECKOUT] [--json OUT]
+                                  [--against CHECKOUT] [--split] [--json OUT]
 needs: root (the iostat peer reads the scaled diskstats in a private mount namespace),
 sysstat's iostat, prometheus_client (serve).
 """
@@ -133,6 +136,43 @@ def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: i
     return {label: json.loads(child.communicate()[0]) for label, child in children.items()}
 
 
+def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
+    """Where one sample's CPU goes at `roots`, by part, in ms per sample on average (the
+    node's scans come every few seconds, so they count as what they cost a second)."""
+    from gpudisk_top.collect import blockdev, ioscan, procio
+
+    spent: dict[str, float] = {}
+    undo = []
+
+    def measure(cls, name: str, label: str) -> None:
+        real = getattr(cls, name)
+
+        def timed(*args, **kw):
+            t = time.thread_time()
+            try:
+                return real(*args, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.thread_time() - t
+        setattr(cls, name, timed)
+        undo.append((cls, name, real))
+
+    measure(Sampler, "sample", "the whole sample")
+    measure(procio.ProcIoCollector, "_find_others",
+            "the others' search (/proc/*/stat, every 5 s while CPUs are contended)")
+    measure(ioscan.IoScan, "run", "the I/O scan (/proc/*/io, every 5 s)")
+    measure(procio.ProcIoCollector, "collect", "the job's processes")
+    measure(blockdev.BlockDevices, "describe", "device identity (sysfs, every 10 s)")
+    measure(Stepper, "step", "the step (model, detector)")
+    try:
+        sample_cost(roots, pids, 3)          # the caches filled, then counted afresh
+        spent.clear()
+        sample_cost(roots, pids, samples - 3)
+    finally:
+        for cls, name, real in undo:
+            setattr(cls, name, real)
+    return {label: v / samples * 1000 for label, v in spent.items()}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -173,6 +213,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", metavar="OUT")
     ap.add_argument("--against", metavar="CHECKOUT")
+    ap.add_argument("--split", action="store_true",
+                    help="also split one sample's CPU at scale by part")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -207,6 +249,12 @@ def main() -> int:
                 print(f"sample + step, {label}{which} ({disks} disks, {nprocs} processes "
                       f"followed): {ms:.2f} ms CPU median, {mean_ms:.2f} mean "
                       f"(of {a.samples})", flush=True)
+        if a.split:
+            print("where a sample's CPU goes at scale, ms per sample on average:")
+            for label, ms in split_cost(Roots(procfs=proc_root, sysfs=sys_root), pids,
+                                        a.samples).items():
+                result[f"split {label}"] = ms
+                print(f"  {label:<72} {ms:7.2f}", flush=True)
         runs: dict[str, list[float]] = {}
         for run in range(a.runs):
             argvs = {
