@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import subprocess
 import sys
+import time
 
 import pynvml
 import pytest
@@ -422,3 +423,48 @@ def test_the_fake_hangs_a_call_after_so_many_calls_until_unhang():
     nvml.unhang()
     assert done.wait(5)
     nvml.nvmlDeviceGetPowerUsage(gpu0)       # and none hangs again
+
+
+def test_process_list_asked_every_refresh_or_when_memory_or_utilization_moves():
+    """nvmlDeviceGetComputeRunningProcesses (slow on a real driver, under its lock) is
+    asked every PROCESSES_REFRESH_S, and at once when the GPU's used memory or utilization
+    moved: a process that starts or ends takes or frees its memory."""
+    from gpudisk_top.collect import gpu as gpu_mod
+
+    now = [100.0]
+    nvml = FakeNvml.with_gpus(1)
+    nvml.set_state(0, mem_used_bytes=10 * 2**30, processes=[(11, 2**30)])
+    asked = []
+    real = nvml.nvmlDeviceGetComputeRunningProcesses
+
+    def counted(handle):
+        asked.append(now[0])
+        return real(handle)
+    nvml.nvmlDeviceGetComputeRunningProcesses = counted
+    collector = GpuCollector(nvml, clock=lambda: now[0])
+
+    def pids():
+        return [p.pid for p in collector.collect().gpus[0].processes]
+    assert pids() == [11] and len(asked) == 1
+    nvml.set_state(0, processes=[(11, 2**30), (12, 2**30)])   # memory as it was
+    now[0] += 1.0
+    assert pids() == [11] and len(asked) == 1                 # the list read last stands
+    now[0] += gpu_mod.PROCESSES_REFRESH_S
+    assert pids() == [11, 12] and len(asked) == 2             # its time came
+    nvml.set_state(0, processes=[(12, 2**30)],
+                   mem_used_bytes=10 * 2**30 - gpu_mod.PROCESSES_MEM_MOVE_BYTES)
+    now[0] += 1.0
+    assert pids() == [12] and len(asked) == 3                 # memory freed: at once
+    nvml.set_state(0, processes=[(12, 2**30), (13, 2**30)], util_pct=90.0)
+    wall = time.time()
+    nvml.advance_to(wall)
+    now[0] += 1.0
+    pids()
+    asked_before = len(asked)
+    nvml.advance_to(wall + 1.0)                               # utilization as it was
+    now[0] += 1.0
+    assert pids() == [12, 13] and len(asked) == asked_before
+    nvml.set_state(0, processes=[(12, 2**30)], util_pct=90.0 - gpu_mod.PROCESSES_UTIL_MOVE_PCT)
+    nvml.advance_to(wall + 2.0)
+    now[0] += 1.0
+    assert pids() == [12] and len(asked) == asked_before + 1  # utilization fell: at once

@@ -362,6 +362,11 @@ def test_fixture_devices_refreshed_at_most_every_interval(tmp_path):
     maps.write_text(MAPS.splitlines()[0] + "\n")
     assert collector.collect({100: 100})[100].devices == ("dm-0", "nvme0n1p2")  # cached
     collector.devices_refresh_s = 0.0
+    # due, but its fds and its address space's size are as they were: not scanned again
+    assert collector.collect({100: 100})[100].devices == ("dm-0", "nvme0n1p2")
+    # the mapping went away: the address space shrank (stat's vsize), so it is scanned
+    stat = Path(roots.procfs) / "100" / "stat"
+    stat.write_text(stat.read_text().replace(" 1000 50\n", " 900 50\n"))
     assert collector.collect({100: 100})[100].devices == ("dm-0",)
 
 

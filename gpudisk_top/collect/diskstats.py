@@ -142,8 +142,8 @@ def parse(text: str) -> dict[str, DiskCounters]:
     return parse_checked(text)[0]
 
 
-def parse_checked(text: str,
-                  whole_lines: bool = False) -> tuple[dict[str, DiskCounters], list[str]]:
+def parse_checked(text: str, whole_lines: bool = False,
+                  memo: dict | None = None) -> tuple[dict[str, DiskCounters], list[str]]:
     """Like parse(), and also one warning per line that was skipped, read only in part,
     repeated, or cut off without its newline.
 
@@ -152,7 +152,13 @@ def parse_checked(text: str,
     file that someone rewrites in place while we read it) and its last counter may have
     lost digits.  iostat's fgets() reads it anyway, so parse() does too; the sampler
     (read()) does not, so a cut number never reaches the model.
+
+    memo: a dict kept between calls (the sampler's): a line the same as in the previous
+    call is not parsed again, and gives the same DiskCounters object (a device that did
+    not move: model/disk.py carries it over without deriving it again).
     """
+    seen = memo if memo is not None else {}
+    fresh: dict[str, tuple | None] = {}
     out: dict[str, DiskCounters] = {}
     line_of: dict[str, int] = {}
     warnings: list[str] = []
@@ -171,7 +177,10 @@ def parse_checked(text: str,
             warnings.append(f"diskstats line {lineno} is longer than {_FGETS_CHARS} characters; "
                             "read in pieces, as iostat does")
         for line in pieces:
-            parsed = _parse_line(line)
+            parsed = seen.get(line, _UNSEEN)
+            if parsed is _UNSEEN:
+                parsed = _parse_line(line)
+            fresh[line] = parsed
             if parsed is None:
                 if len(pieces) == 1 and line.strip():
                     warnings.append(f"diskstats line {lineno} is malformed and was skipped: "
@@ -199,16 +208,24 @@ def parse_checked(text: str,
                                 "the last one is used, as iostat does")
             out[name] = counters
             line_of[name] = lineno
+    if memo is not None:
+        memo.clear()
+        memo.update(fresh)     # only the last read's lines: a bounded memo
     return out, warnings
+
+
+_UNSEEN = object()
 
 
 # fgets(line, 256, fp) returns at most 255 characters, the newline counting as one
 _FGETS_CHARS = 255
 
 
-def read(roots: Roots, files=None) -> tuple[dict[str, DiskCounters], list[str]]:
+def read(roots: Roots, files=None, memo: dict | None = None
+         ) -> tuple[dict[str, DiskCounters], list[str]]:
     """Read and parse <procfs>/diskstats; returns the counters and the parse warnings.
-    files: a roots.FileCache that keeps the file open between samples.
+    files: a roots.FileCache that keeps the file open between samples; memo: the lines
+    of the last read, as parse_checked() keeps them.
 
     Raises OSError when the file cannot be read; the sampler turns that into a status.
     """
@@ -217,5 +234,6 @@ def read(roots: Roots, files=None) -> tuple[dict[str, DiskCounters], list[str]]:
         text = files.read(path)
         if text is None:
             raise OSError(errno.EIO, files.errors.get(path) or "cannot be read", path)
-        return parse_checked(text, whole_lines=True)
-    return parse_checked(read_bytes(path).decode("ascii", errors="replace"), whole_lines=True)
+        return parse_checked(text, whole_lines=True, memo=memo)
+    return parse_checked(read_bytes(path).decode("ascii", errors="replace"), whole_lines=True,
+                         memo=memo)

@@ -21,6 +21,15 @@ from gpudisk_top.collect.sample import MAPPED_BY_PID, GpuProcessRaw, GpuRaw, Gpu
 # second: loading the library is a dlopen plus a driver round trip.
 RETRY_S = 30.0
 SLOW_READ_S = 0.05   # reading every GPU taking longer than this: read them in parallel
+# The compute process list (nvmlDeviceGetComputeRunningProcesses: a millisecond or more
+# on a real driver, under its lock) is asked every PROCESSES_REFRESH_S, and at once when
+# the GPU's used memory moved by PROCESSES_MEM_MOVE_BYTES or its utilization by
+# PROCESSES_UTIL_MOVE_PCT points since: a process that starts or ends on a GPU takes or
+# frees its memory (a CUDA context alone is some 300 MiB).  Between, the list read last
+# stands, its processes resolved again every sample as before.
+PROCESSES_REFRESH_S = 5.0
+PROCESSES_MEM_MOVE_BYTES = 64 * 2**20
+PROCESSES_UTIL_MOVE_PCT = 20.0
 
 # resolve_pid(host_pid) -> (local_pid, ns_pid, name, cmdline, mapped)
 Resolved = tuple[int | None, int | None, str | None, str | None, bool]
@@ -70,6 +79,11 @@ class _Gpu:
     lost: bool = False
     retry_at_s: float = 0.0        # while error is set, the handle is not retried before this
     in_call: str | None = None     # the NVML function being called now (a hung driver's)
+    # the process list as last read, and when, at what used memory and utilization
+    procs: list | None = None
+    procs_at_s: float = 0.0
+    procs_mem_bytes: int | None = None
+    procs_util_pct: float | None = None
 
 
 class _DaemonPool:
@@ -256,6 +270,7 @@ class GpuCollector:
             self._read_dynamic(gpu, raw)
         except _Lost as lost:
             gpu.handle, gpu.lost, gpu.error = None, True, str(lost)
+            gpu.procs = None
         except nvml.NVMLError as err:  # only from the handle: the GPU cannot be opened
             gpu.handle, gpu.lost, gpu.error = None, False, f"cannot open GPU: {_describe(err)}"
         else:
@@ -351,9 +366,23 @@ class GpuCollector:
         raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksEventReasons")
         if "nvmlDeviceGetCurrentClocksEventReasons" in gpu.unsupported:
             raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksThrottleReasons")
-        procs = self._call(gpu, "nvmlDeviceGetComputeRunningProcesses")
+        procs = self._processes(gpu, raw)
         if procs is not None:
             raw.processes = [self._process(p) for p in procs]
+
+    def _processes(self, gpu: _Gpu, raw: GpuRaw) -> list | None:
+        """NVML's process list: read again when PROCESSES_REFRESH_S went by or the GPU's
+        memory or utilization moved (see PROCESSES_REFRESH_S), else the last one."""
+        util = (raw.util_samples[-1][1] if raw.util_samples
+                else raw.util_now_pct)
+        now = self._clock()
+        if gpu.procs is not None and now - gpu.procs_at_s < PROCESSES_REFRESH_S \
+                and not _moved(raw.mem_used_bytes, gpu.procs_mem_bytes, PROCESSES_MEM_MOVE_BYTES) \
+                and not _moved(util, gpu.procs_util_pct, PROCESSES_UTIL_MOVE_PCT):
+            return gpu.procs
+        gpu.procs = self._call(gpu, "nvmlDeviceGetComputeRunningProcesses")
+        gpu.procs_at_s, gpu.procs_mem_bytes, gpu.procs_util_pct = now, raw.mem_used_bytes, util
+        return gpu.procs
 
     def _process(self, proc) -> GpuProcessRaw:
         pid = int(proc.pid)
@@ -399,6 +428,13 @@ class GpuCollector:
         if isinstance(err, nvml.NVMLError_GpuIsLost):
             return "GPU is lost"
         return f"GPU is lost ({_describe(err)})"
+
+
+def _moved(now, then, by) -> bool:
+    """now and then differ by `by` or more, or only one of them is known."""
+    if now is None or then is None:
+        return (now is None) != (then is None)
+    return abs(now - then) >= by
 
 
 def _classes(nvml, *names: str) -> tuple[type, ...]:

@@ -8,8 +8,15 @@ Costs per collect():
   - finding descendants: <procfs>/PID/task/*/children of each tree member where the
     kernel has them (CONFIG_PROC_CHILDREN), else one read of every <procfs>/*/stat;
   - per tree member: stat and io (two small reads), cmdline once per process;
-  - devices: an os.stat of every fd and a read of maps, at most every DEVICES_REFRESH_S
-    per process (FD_SCAN_LIMIT fds at most), the costly part.
+  - devices: an os.stat of every fd and a read of maps (FD_SCAN_LIMIT fds at most), the
+    costly part: at most every DEVICES_REFRESH_S per process, and then only when its
+    fd table or address space changed size (the count of its fds, one stat of its fd
+    directory; its vsize, already in its stat line) or DEVICES_RECHECK_S went by: a
+    sleeping worker's files do not change every second.  A file closed and another
+    opened in its place, with the address space the same size, shows within
+    DEVICES_RECHECK_S;
+  - a file whose text did not change since the last sample is not parsed again (a
+    sleeping process's stat, io and schedstat read the same every second).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from gpudisk_top.collect.roots import FileCache, Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import ProcIoRaw
 
 DEVICES_REFRESH_S = 5.0
+DEVICES_RECHECK_S = 60.0  # ... and a process whose fd count and vsize did not change
 OTHERS_REFRESH_S = 5.0  # how often the busiest processes outside the job are looked for
 OTHERS_TOP = 5          # how many of them are followed
 OTHERS_CONTENDED = 0.10  # ... and only while tasks waited for a CPU this share of the time
@@ -68,6 +76,8 @@ class PidStat:
     start_ticks: int    # starttime: tells a reused PID from the process we cached
     state: str = "?"    # R running, S sleeping, D uninterruptible (mostly: waiting on I/O)
     blkio_ticks: int | None = None   # delayacct_blkio_ticks (field 42; kernels >= 2.6.18)
+    vsize_bytes: int | None = None   # field 23: what its address space maps (a new mapping
+                                     # of a data file changes it)
 
 
 def parse_pid_stat(text: str) -> PidStat | None:
@@ -88,6 +98,7 @@ def parse_pid_stat(text: str) -> PidStat | None:
             start_ticks=int(rest[19]),
             state=rest[0],
             blkio_ticks=int(rest[39]) if len(rest) > 39 else None,
+            vsize_bytes=int(rest[20]) if len(rest) > 20 else None,
         )
     except (IndexError, ValueError):
         return None
@@ -157,6 +168,14 @@ class _Known:
                                                     # FUSE mounts its files live on
     direct_reads: bool | None = None  # its data files opened with O_DIRECT (_data_files)
     data_kb: int | None = None
+    devices_key: tuple | None = None  # (fd count, vsize) at the last device scan
+    checked_at: float = 0.0           # monotonic seconds devices_key was last compared
+    # the last text of its io and schedstat files and what it parsed into: the same text
+    # is not parsed again
+    io_text: str | None = None
+    io: dict = field(default_factory=dict)
+    sched_text: str | None = None
+    run_delay_ns: int | None = None
 
 
 class ProcIoCollector:
@@ -175,6 +194,10 @@ class ProcIoCollector:
         self._dev_names: dict[tuple[int, int], str | None] = {}
         self._dev_names_at = 0.0
         self._children_files: bool | None = None  # None: not yet known
+        # pid -> (its stat text, what it parsed into), of the processes read every sample
+        self._stats: dict[int, tuple[str, PidStat]] = {}
+        # the fd directory's size is its count of open fds (Linux 6.2+); None: not known yet
+        self._fd_count_by_size: bool | None = None
         self._proc_dir = os.path.join(roots.procfs, "")
         self.delayacct_on = False             # as the latest collect() found it
         # kernel.task_delayacct has been on, as far as we saw, since this many clock ticks
@@ -225,6 +248,7 @@ class ProcIoCollector:
         for pid in list(self._known):
             if pid not in out and pid not in self._others and pid not in self._followed:
                 del self._known[pid]  # exited, or no longer under a GPU process
+                self._stats.pop(pid, None)
                 self.files.forget(self.roots.proc(str(pid)) + os.sep)
         return out
 
@@ -344,8 +368,19 @@ class ProcIoCollector:
         """keep_open: a member read every sample keeps its file open; the scan of every
         process does not (it would hold a file of every process on the node)."""
         path = f"{self._proc_dir}{pid}/stat"     # not os.path.join: this runs per process
-        text = self.files.read(path) if keep_open else read_text(path)
-        return parse_pid_stat(text) if text is not None else None
+        if not keep_open:
+            text = read_text(path)
+            return parse_pid_stat(text) if text is not None else None
+        text = self.files.read(path)
+        if text is None:
+            return None
+        cached = self._stats.get(pid)
+        if cached is not None and cached[0] == text:
+            return cached[1]       # the same line parses the same
+        st = parse_pid_stat(text)
+        if st is not None:
+            self._stats[pid] = (text, st)
+        return st
 
     def _trees(self, gpu_pids: dict[int, int]) -> dict[int, tuple[int, PidStat | None]]:
         """local PID -> (host PID of its GPU ancestor, its stat when already read).
@@ -430,14 +465,25 @@ class ProcIoCollector:
                            (base + "io", base + "schedstat"),
                            parse_process_cgroup(cgroup_text) if cgroup_text else None)
             self._known[pid] = known
-        if devices and (known.devices_at is None or now - known.devices_at >= self.devices_refresh_s):
-            known.devices, known.mount_devs, data = self._devices(pid, now)
-            known.direct_reads, known.data_kb = data
-            known.devices_at = now
+        if devices and (known.devices_at is None
+                        or now - known.checked_at >= self.devices_refresh_s):
+            key = (self._fd_count(pid), st.vsize_bytes)
+            if (known.devices_at is None or key != known.devices_key
+                    or now - known.devices_at >= DEVICES_RECHECK_S):
+                known.devices, known.mount_devs, data = self._devices(pid, now)
+                known.direct_reads, known.data_kb = data
+                known.devices_at, known.devices_key = now, key
+            known.checked_at = now
 
         io_text = self.files.read(known.paths[0])
-        io = parse_pid_io(io_text) if io_text is not None else {}
+        if io_text != known.io_text:
+            known.io_text = io_text
+            known.io = parse_pid_io(io_text) if io_text is not None else {}
+        io = known.io
         sched = self.files.read(known.paths[1])
+        if sched != known.sched_text:
+            known.sched_text = sched
+            known.run_delay_ns = parse_schedstat(sched) if sched is not None else None
         return ProcIoRaw(
             pid=pid,
             ppid=st.ppid,
@@ -453,7 +499,7 @@ class ProcIoCollector:
             mounts=tuple(sorted(set(known.mount_devs.values()))),
             blocked_on=self._blocked_on(pid, known.mount_devs, st.state),
             state=st.state,
-            run_delay_ns=parse_schedstat(sched) if sched is not None else None,
+            run_delay_ns=known.run_delay_ns,
             # field 42 reads 0 while delay accounting is off, and for ever for a task
             # forked before it was on: that is "not measured"
             blkio_ticks=self._blkio(st) if delayacct else None,
@@ -464,6 +510,24 @@ class ProcIoCollector:
         )
 
     # ------------------------------------------------------------------ devices
+    def _fd_count(self, pid: int) -> int | None:
+        """How many fds the process has open: the size of its fd directory on Linux 6.2+
+        (one stat), else the length of its listing; None when it cannot be read."""
+        fd_dir = f"{self._proc_dir}{pid}/fd"
+        try:
+            if self._fd_count_by_size is None:
+                # our own fd table is never empty: a size of 0 is a kernel before 6.2 (or
+                # a copy of a procfs), where the size says nothing
+                self._fd_count_by_size = os.stat(f"{self._proc_dir}self/fd").st_size > 0
+        except OSError:
+            self._fd_count_by_size = False
+        try:
+            if self._fd_count_by_size:
+                return os.stat(fd_dir).st_size
+            return len(os.listdir(fd_dir))
+        except OSError:
+            return None
+
     def _blocked_on(self, pid: int, mount_devs: dict, state: str) -> str | None:
         """The network or FUSE mount (of `mount_devs`) whose file the process is in a read()
         of at this moment: /proc/PID/syscall gives the system call it sleeps in and its

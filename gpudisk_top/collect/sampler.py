@@ -77,6 +77,7 @@ class Sampler:
             timeout_s=timeout_s, init_timeout_s=max(timeout_s, gpu_init_wait_s or 0.0))
         # the files read every sample stay open between samples (see FileCache)
         self._files = FileCache()
+        self._diskstats_memo: dict = {}   # the last read's lines, parsed (diskstats.parse_checked)
         self._mount_table = MountTable(self.roots)
         self._procio = ProcIoCollector(self.roots, files=self._files, mount_table=self._mount_table)
         self._mounts = MountCollector(self.roots, self._mount_table,
@@ -125,7 +126,7 @@ class Sampler:
         sample = Sample(mono_s=mono, wall_s=time.time())
         sample.warnings.extend(b.line() for b in self.blind_spots if b.key != PID_NAMESPACE)
         try:
-            sample.disks, warnings = diskstats.read(self.roots, self._files)
+            sample.disks, warnings = diskstats.read(self.roots, self._files, self._diskstats_memo)
             sample.warnings.extend(warnings)
         except OSError as err:
             sample.warnings.append(f"cannot read {self.roots.proc('diskstats')}: {err.strerror or err}")

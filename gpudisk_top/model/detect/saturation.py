@@ -94,12 +94,23 @@ class SaturationTracker:
     def __init__(self, thresholds: Thresholds) -> None:
         self.t = thresholds
         self.history: dict[str, DeviceHistory] = {}
+        # dev_class -> (baseline_ms, latency_floor_ms, queue_size): the thresholds are
+        # not changed in place, and this runs for every device every second
+        self._per_class: dict[str, tuple[float, float, float]] = {}
+
+    def _class_values(self, dev_class: str) -> tuple[float, float, float]:
+        values = self._per_class.get(dev_class)
+        if values is None:
+            values = self._per_class[dev_class] = tuple(
+                self.t.for_class(table, dev_class)
+                for table in ("baseline_ms", "latency_floor_ms", "queue_size"))
+        return values
 
     def baseline_ms(self, name: str, dev_class: str, probed_ms: float | None = None) -> float:
         """The device's light-load read latency: learned from its own quiet intervals,
         else what `probe` measured at queue depth 1, else the class default."""
         h = self.history.get(name)
-        default = probed_ms or self.t.for_class("baseline_ms", dev_class)
+        default = probed_ms or self._class_values(dev_class)[0]
         if h is None or h.baseline_read_ms is None or h.baseline_obs < BASELINE_MIN_OBS:
             return default
         # a learned baseline far above the class default would hide a device that is
@@ -122,9 +133,9 @@ class SaturationTracker:
                          write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct,
                          peak_iops=max(h.peak_iops, iops), r_s=r.r_s, rareq_kb=r.rareq_kb,
                          ceiling_iops=ceiling_iops)
-        floor = t.for_class("latency_floor_ms", dev_class)
+        _, floor, queue_size = self._class_values(dev_class)
         latency = await_ms >= t.latency_factor * baseline and await_ms >= floor
-        queue = r.aqu_sz >= t.for_class("queue_size", dev_class)
+        queue = r.aqu_sz >= queue_size
         # peak, pressure and %util speak of this device only while it has requests in
         # flight: PSI is host-wide, and a trickle is always "at its peak"
         busy = r.aqu_sz >= BUSY_QUEUE

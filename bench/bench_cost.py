@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""What watching costs, at the scale of a large training node, in one run (issue 27).
+
+Prints, beside `iostat -x 1` over the same diskstats in the same runs:
+  1. one sample + step (Sampler.sample, then the Stepper) in ms, in this process: at
+     bench_scale.py's node (8 stand-in GPUs, 128 devices, 2,000 processes, 64 workers)
+     and at this machine's own /proc with the same GPUs; CPU time of this process
+     (time.process_time: the NVML thread included), median of --samples at 1 Hz;
+  2. `record -i 1` and `serve -i 1` at that scale (through --procfs/--sysfs roots, as in
+     a container given the host's /proc), and `record -i 1` on this machine's /proc with
+     a 64-process job: % of one core in steady state (utime + stime from /proc/PID/stat,
+     after --warmup s), each run --seconds, median of --runs.
+
+The dashboard's own figures (a Textual screen in tmux) are bench_scale.py's and
+bench_dashboard.sh's.  The machine should be idle; on a busy one, read the ratios to
+iostat measured in the same runs.
+
+--against CHECKOUT (another checkout of gpudisk-top, `git worktree add /tmp/base COMMIT`)
+runs that checkout's code beside this one's in the same runs, each figure twice: what
+the change between them saves, on a machine whose load moves both alike.
+
+--split also splits one sample's CPU at scale by part (the node's scans, the job's
+processes, device identity, the step).
+
+usage: python bench/bench_cost.py [--samples 30] [--seconds 60] [--runs 3] [--warmup 5]
+                                  [--against CHECKOUT] [--split] [--json OUT]
+needs: root (the iostat peer reads the scaled diskstats in a private mount namespace),
+sysstat's iostat, prometheus_client (serve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+# the code measured: this checkout's, or --against's in the child that measures it
+sys.path.insert(0, os.environ.get("GDT_BENCH_CODE", ROOT))
+
+import bench_scale as scale  # noqa: E402
+from gpudisk_top.collect.roots import Roots  # noqa: E402
+from gpudisk_top.collect.sampler import Sampler  # noqa: E402
+from gpudisk_top.model.step import Stepper  # noqa: E402
+from gpudisk_top.sim.fake_nvml import FakeNvml  # noqa: E402
+
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+# record or serve, as a user runs them, with 8 stand-in GPUs whose compute processes are
+# GDT_BENCH_PIDS, reading GDT_BENCH_PROCFS / GDT_BENCH_SYSFS
+RUNNER = """
+import os, sys, time
+from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.sampler import Sampler
+from gpudisk_top.collect.source import live_source
+from gpudisk_top.commands import record, serve
+from gpudisk_top.commands.common import probed_ceilings
+from gpudisk_top.sim.fake_nvml import FakeNvml
+
+pids = [int(p) for p in os.environ["GDT_BENCH_PIDS"].split(",")]
+roots = Roots(procfs=os.environ.get("GDT_BENCH_PROCFS", "/proc"),
+              sysfs=os.environ.get("GDT_BENCH_SYSFS", "/sys"))
+
+
+class Source:
+    def __init__(self):
+        self.nvml = FakeNvml.with_gpus(8)
+        for i in range(8):
+            self.nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
+                                power_limit_mw=700_000,
+                                processes=[(pids[i % len(pids)], 30 * 2**30)])
+        self.sampler = Sampler(roots, nvml=self.nvml, ceilings=probed_ceilings)
+
+    def sample(self):
+        self.nvml.advance_to(time.time())
+        return self.sampler.sample()
+
+    def close(self):
+        self.sampler.close()
+
+
+command = {"record": record, "serve": serve}[sys.argv[1]]
+command.open_source = lambda args, cfg, **kw: (Source(), False, live_source())
+sys.exit(command.run(command.build_parser("gpudisk-top " + sys.argv[1]).parse_args(sys.argv[2:])))
+"""
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def sample_cost(roots: Roots, pids: list[int], samples: int
+                ) -> tuple[float, float, int, int]:
+    """(median and mean CPU ms of one sample + step, disks, processes).  The mean counts
+    what comes every few seconds (the node's scans, device identity): a median hides it."""
+    nvml = FakeNvml.with_gpus(scale.GPUS)
+    for i, pid in enumerate(pids):
+        nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
+                       power_limit_mw=700_000, processes=[(pid, 30 * 2**30)])
+    sampler, stepper = Sampler(roots, nvml=nvml), Stepper()
+    took = []
+    try:
+        for _ in range(samples + 3):
+            nvml.advance_to(time.time())
+            w0, t0 = time.monotonic(), time.process_time()
+            model, _ = stepper.step(sampler.sample())
+            took.append((time.process_time() - t0) * 1000)
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - w0)))
+    finally:
+        sampler.close()
+    return (statistics.median(took[3:]), statistics.fmean(took[3:]), len(model.disks),
+            len(model.procs))
+
+
+def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: int) -> dict:
+    """sample_cost() of each checkout in `code` ({label: path}), in child processes
+    side by side: {label: (ms, disks, processes)}."""
+    children = {
+        label: subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--child", roots.procfs, roots.sysfs,
+             ",".join(map(str, pids)), str(samples)],
+            env=dict(os.environ, GDT_BENCH_CODE=path), stdout=subprocess.PIPE, text=True)
+        for label, path in code.items()}
+    return {label: json.loads(child.communicate()[0]) for label, child in children.items()}
+
+
+def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
+    """Where one sample's CPU goes at `roots`, by part, in ms per sample on average (the
+    node's scans come every few seconds, so they count as what they cost a second)."""
+    from gpudisk_top.collect import blockdev, ioscan, procio
+
+    spent: dict[str, float] = {}
+    undo = []
+
+    def measure(cls, name: str, label: str) -> None:
+        real = getattr(cls, name)
+
+        def timed(*args, **kw):
+            t = time.thread_time()
+            try:
+                return real(*args, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.thread_time() - t
+        setattr(cls, name, timed)
+        undo.append((cls, name, real))
+
+    measure(Sampler, "sample", "the whole sample")
+    measure(procio.ProcIoCollector, "_find_others",
+            "the others' search (/proc/*/stat, every 5 s while CPUs are contended)")
+    measure(ioscan.IoScan, "run", "the I/O scan (/proc/*/io, every 5 s)")
+    measure(procio.ProcIoCollector, "collect", "the job's processes")
+    measure(blockdev.BlockDevices, "describe", "device identity (sysfs, every 10 s)")
+    measure(Stepper, "step", "the step (model, detector)")
+    try:
+        sample_cost(roots, pids, 3)          # the caches filled, then counted afresh
+        spent.clear()
+        sample_cost(roots, pids, samples - 3)
+    finally:
+        for cls, name, real in undo:
+            setattr(cls, name, real)
+    return {label: v / samples * 1000 for label, v in spent.items()}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def side_by_side(argvs: dict[str, tuple[list[str], dict | None]], seconds: float,
+                 warmup: float) -> dict[str, float]:
+    """Start every command at once; % of a core of each in steady state."""
+    # `python -c` puts its working directory first on sys.path: the checkout measured
+    procs = {name: subprocess.Popen(argv, cwd=(env or {}).get("PYTHONPATH", ROOT), env=env,
+                                    stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+             for name, (argv, env) in argvs.items()}
+    try:
+        time.sleep(warmup)
+        warm = {name: cpu_s(p.pid) for name, p in procs.items()}
+        t0 = time.monotonic()
+        time.sleep(max(0.0, seconds - warmup))
+        end = {name: cpu_s(p.pid) for name, p in procs.items()}
+        elapsed = time.monotonic() - t0
+    finally:
+        for p in procs.values():
+            p.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return {name: (end[name] - warm[name]) / elapsed * 100 for name in procs}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--against", metavar="CHECKOUT")
+    ap.add_argument("--split", action="store_true",
+                    help="also split one sample's CPU at scale by part")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        procfs, sysfs, pids, samples = a.child
+        print(json.dumps(sample_cost(Roots(procfs=procfs, sysfs=sysfs),
+                                     [int(p) for p in pids.split(",")], int(samples))))
+        return 0
+    code = {"": ROOT}
+    if a.against:
+        code[" (against)"] = os.path.abspath(a.against)
+    if not shutil.which("iostat"):
+        print("bench_cost: iostat not found (install sysstat)", file=sys.stderr)
+        return 2
+    tmp = tempfile.mkdtemp(prefix="gdt-cost-")
+    node = scale.Node(tmp)
+    job = subprocess.Popen(["sh", "-c", "for i in $(seq 64); do sleep 100000 & done; wait"])
+    writer = None
+    result: dict = {}
+    try:
+        proc_root, sys_root = os.path.join(tmp, "proc"), os.path.join(tmp, "sys")
+        scale.make_sysfs(sys_root)
+        scale.make_procfs(proc_root)
+        writer = scale.DiskstatsWriter(proc_root)
+        writer.start()
+        pids = [p.pid for p in node.trainers]
+        for label, roots in (("scale", Roots(procfs=proc_root, sysfs=sys_root)),
+                             ("this machine", Roots())):
+            costs = sample_costs(code, roots, pids, a.samples)
+            for which, (ms, mean_ms, disks, nprocs) in costs.items():
+                result[f"sample_step_ms {label}{which}"] = ms
+                result[f"sample_step_mean_ms {label}{which}"] = mean_ms
+                print(f"sample + step, {label}{which} ({disks} disks, {nprocs} processes "
+                      f"followed): {ms:.2f} ms CPU median, {mean_ms:.2f} mean "
+                      f"(of {a.samples})", flush=True)
+        if a.split:
+            print("where a sample's CPU goes at scale, ms per sample on average:")
+            for label, ms in split_cost(Roots(procfs=proc_root, sysfs=sys_root), pids,
+                                        a.samples).items():
+                result[f"split {label}"] = ms
+                print(f"  {label:<72} {ms:7.2f}", flush=True)
+        runs: dict[str, list[float]] = {}
+        for run in range(a.runs):
+            argvs = {
+                "iostat -x 1, scale": (["unshare", "-m", "sh", "-c",
+                                        f"mount --bind {proc_root}/diskstats /proc/diskstats "
+                                        "&& exec iostat -x 1"], None),
+                "iostat -x 1": (["iostat", "-x", "1"], None),
+            }
+            for which, path in code.items():
+                scaled_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PROCFS=proc_root,
+                                  GDT_BENCH_SYSFS=sys_root,
+                                  GDT_BENCH_PIDS=",".join(map(str, pids)))
+                job_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PIDS=str(job.pid))
+                out = os.path.join(tmp, f"{run}{bool(which)}")
+                argvs.update({
+                    f"record -i 1, scale{which}": (
+                        [sys.executable, "-c", RUNNER, "record", "-o", out + "s.gdtrec",
+                         "-i", "1", "-q"], scaled_env),
+                    f"serve -i 1, scale{which}": (
+                        [sys.executable, "-c", RUNNER, "serve", "--listen",
+                         f"127.0.0.1:{_free_port()}", "-i", "1"], scaled_env),
+                    f"record -i 1, 64-process job{which}": (
+                        [sys.executable, "-c", RUNNER, "record", "-o", out + "j.gdtrec",
+                         "-i", "1", "-q"], job_env),
+                })
+            for name, pct in side_by_side(argvs, a.seconds, a.warmup).items():
+                runs.setdefault(name, []).append(pct)
+        print(f"% of one core in steady state, median of {a.runs} x {a.seconds:.0f} s "
+              "(all side by side):")
+        for name, values in runs.items():
+            result[name] = statistics.median(values)
+            print(f"  {name:<40} {statistics.median(values):6.3f} %   runs "
+                  f"{[round(v, 3) for v in values]}")
+    finally:
+        if writer is not None:
+            writer.stop.set()
+        subprocess.run(["pkill", "-P", str(job.pid)])
+        job.terminate()
+        job.wait()
+        node.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
