@@ -105,6 +105,26 @@ def pytest_xdist_make_scheduler(config, log):
     return AloneLastScheduling(config, log, modules=frozenset(REAL_LOAD))
 
 
+# what a worker's environment may differ in from the run's: execnet's workers start with
+# COLUMNS=80 and LINES=24 set, which Rich (and so Textual and the error lines it prints)
+# takes as the terminal's size
+_WORKER_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["gdt_env"] = {k: os.environ.get(k) for k in _WORKER_ENV}
+
+
+def pytest_configure(config):
+    """A worker's environment is the run's: the tests start programs that read it."""
+    for key, value in getattr(config, "workerinput", {}).get("gdt_env", {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 def _check_real_load(items):
     """A test marked as loading the machine is in a REAL_LOAD module: else it would run in
     parallel with the rest of the suite and judge the suite's load, not its own."""

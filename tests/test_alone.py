@@ -39,7 +39,7 @@ def test_one(i):
 EXIT_HOOK = """
 import json, os, time
 def pytest_sessionfinish(session):
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(session.config, "workerinput"):
         with open(os.path.join(os.environ["LOG_DIR"], f"exit-{os.getpid()}.json"), "w") as f:
             json.dump({"pid": os.getpid(), "end": time.monotonic()}, f)
 """
