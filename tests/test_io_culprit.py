@@ -1,5 +1,5 @@
 """Who is loading the disk: a real job starved by another process's reads, named with its
-share, and the I/O view's numbers against pidstat -d (sysstat) over the same 30 s.
+share, and the I/O view's numbers against pidstat -d (sysstat) over the same 20 s.
 
 The volume is a loop device on this machine's disk whose reads are capped at 3000 IOPS for
 one cgroup, as a cloud volume's provisioned IOPS are for the whole node (tests/realdisk.py).
@@ -37,8 +37,8 @@ pytestmark = pytest.mark.integration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(ROOT, "tests", "jobs", "loader_job.py")
-RECORD_S = 44
-PIDSTAT_AT_S, PIDSTAT_S = 10, 30     # pidstat runs 30 one-second intervals from 10 s in
+RECORD_S = 30
+PIDSTAT_AT_S, PIDSTAT_S = 6, 20      # pidstat runs 20 one-second intervals from 6 s in
 CAP_IOPS = 3000
 
 
