@@ -101,6 +101,14 @@ class Timeline(LinesPanel):
         verdict names; episodes: the detector's, so that a device an episode on screen
         names keeps its row after the episode ends."""
         self._input = (history, gpus, disks, episodes, named)
+        # a column never changes once sampled: the count and the newest column (a replay
+        # that seeks makes new ones) say what the history holds; the episodes change with
+        # a column too
+        newest = history.columns[-1] if history.columns else None
+        if self.unchanged(history.total, len(history), newest, tuple(gpus), tuple(disks),
+                          tuple(episodes), tuple(named), self.metric, self.back,
+                          self.rows_from):
+            return
         width = max(LABEL_W + 10, self.size.width or 80)
         height = self.size.height or 24
         names = dict(disks)
