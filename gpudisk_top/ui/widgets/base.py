@@ -116,6 +116,8 @@ class LinesPanel(Widget):
         self.redraw()
 
     def watch_has_focus(self, _focused: bool) -> None:
+        if self.hidden_below():
+            self.refresh()     # the last row's hint ("tab to this panel") comes or goes
         self.redraw()  # the focus mark moves
 
     def unchanged(self, *inputs) -> bool:
@@ -144,8 +146,8 @@ class LinesPanel(Widget):
             self.refresh(layout=True)
             return
         width, height = self.size
-        if self._hidden(lines, height) or self._hidden(old, height):
-            # the last row says how many are hidden: every row may move
+        if self._hidden(lines, height) != self._hidden(old, height):
+            # the last row says how many are hidden, and that changed
             self._strips.clear()
             self.refresh()
             return
