@@ -81,8 +81,17 @@ class DiskPanel(CursorPanel):
         super().__init__(*args, **kwargs)
         self.sort = SORTS[0]
         self.filter = DeviceFilter()
+        self._selected: tuple | None = None    # selected()'s last (model, filter, sort, names)
 
     def selected(self, model) -> list[str]:
+        """The devices the filter selects, in the sort's order (the table's rows and the
+        timeline's disk rows: worked out once a sample)."""
+        last = self._selected
+        if last is None or last[0] is not model or last[1:3] != (self.filter, self.sort):
+            last = self._selected = (model, self.filter, self.sort, self._select(model))
+        return list(last[3])
+
+    def _select(self, model) -> list[str]:
         names = [n for n in model.disks if n in model.devices
                  and self.filter.selected(model.devices[n], model.sample.disks.get(n))]
         key = {
