@@ -73,6 +73,8 @@ FAST = (
     "test_ui_keys.py::test_e_lists_episodes_with_evidence",
     "test_ui_narrow.py::test_a_filter_and_all_devices_leave_a_trace_on_screen",
     "test_ui_narrow.py::test_header_flags_stay_whole_at_80x24_and_bang_shows_the_fix",
+    "test_ui_redraw.py::test_a_panel_is_drawn_again_only_when_its_content_changed",
+    "test_ui_redraw.py::test_the_timelines_rows_below_its_last_are_not_drawn_again",
     "test_ui_snapshots.py::test_matrix_snapshot_matches[nogpu-80-24]",
     "test_ui_snapshots.py::test_screenshot_matches[help]",
     "test_ui_snapshots.py::test_screenshot_matches[overview]",

@@ -179,6 +179,14 @@ class GpuDiskApp(TimelineKeys, App):
             self.call_after_refresh(self._note_first_frame)
         self.shown = update
         self._render_header()
+        device = self.screen if isinstance(self.screen, DeviceScreen) else None
+        if device is not None:
+            # a device's detail covers the dashboard: its panels do no work until it is
+            # dismissed (_device_closed draws them again)
+            device.show(update, self.feed.history)
+            return
+        if self.screen.has_class("too-small"):
+            return      # only the note shows; on_resize draws the panels when they fit
         banners = [a.message for a in update.active_alerts if a.banner]
         self.query_one(VerdictBanner).show(update, self.thresholds.enter_intervals,
                                            alert=" · ".join(banners) or None)
@@ -191,8 +199,6 @@ class GpuDiskApp(TimelineKeys, App):
             self.query_one(IoProcPanel).show(update, self._io_note())
         if not self.io_view:
             self._render_timeline()
-        if isinstance(self.screen, DeviceScreen):
-            self.screen.show(update, self.feed.history)
 
     def _render_timeline(self) -> None:
         update = self.shown
@@ -262,16 +268,15 @@ class GpuDiskApp(TimelineKeys, App):
     def _render_header(self) -> None:
         u = self.shown or self.latest
         self._last_flags = self.flags()
-        # the dashboard's header, and a device detail's over it (the same flags)
-        bars = [self.query_one("#header", HeaderBar)]
+        # the header on screen: a device detail's over the dashboard (the same flags), or
+        # the dashboard's
         if isinstance(self.screen, DeviceScreen):
-            bars.append(self.screen.query_one("#header", HeaderBar))
-        fix = bool(self._blind_spots())
-        for bar in bars:
-            bar.show(self.origin, self.feed.interval_s, u.model.wall_s if u else None,
-                     u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
-                     self._last_flags, show_self=self.show_self,
-                     fix=fix)
+            bar = self.screen.query_one("#header", HeaderBar)
+        else:
+            bar = self.query_one("#header", HeaderBar)
+        bar.show(self.origin, self.feed.interval_s, u.model.wall_s if u else None,
+                 u.self_cpu_pct if u else None, u.self_rss_mb if u else None,
+                 self._last_flags, show_self=self.show_self, fix=bool(self._blind_spots()))
 
     def _blind_spots(self) -> list[str]:
         """What the header flags as hidden from here: the sampler's blind spots, another
@@ -343,9 +348,14 @@ class GpuDiskApp(TimelineKeys, App):
         if self.focused is not panel or panel.cursor is None or self.shown is None:
             return
         screen = DeviceScreen(panel.cursor)
-        self.push_screen(screen)
+        self.push_screen(screen, self._device_closed)
         self.call_after_refresh(screen.show, self.shown, self.feed.history)
         self.call_after_refresh(self._render_header)
+
+    def _device_closed(self, _result) -> None:
+        """Back from a device's detail: the dashboard's panels, which did no work under
+        it, catch up with the newest sample."""
+        self._rerender()
 
     def action_processes(self) -> None:
         panel = self.query_one(GpuPanel)

@@ -101,6 +101,7 @@ class LinesPanel(Widget):
         self._scroll = 0  # lines scrolled past, below the fixed ones
         self.fixed = 0    # lines at the top that never scroll (set by show())
         self._input: tuple | None = None  # show()'s arguments, to rebuild on resize and focus
+        self._built_from: tuple | None = None  # unchanged()'s last key
 
     def redraw(self) -> None:
         """Rebuild the lines from the panel's last input (after focus or size changes)."""
@@ -115,31 +116,59 @@ class LinesPanel(Widget):
         self.redraw()
 
     def watch_has_focus(self, _focused: bool) -> None:
+        if self.hidden_below():
+            self.refresh()     # the last row's hint ("tab to this panel") comes or goes
         self.redraw()  # the focus mark moves
 
+    def unchanged(self, *inputs) -> bool:
+        """The one rule of every panel: draw only what changed.  True when `inputs` (what
+        the panel's lines are made of, as values that compare cheaply), the panel's size
+        and its focus are those of its last build: its lines would be the same, and the
+        caller skips building them.  False (and `inputs` remembered) otherwise.  A panel
+        whose inputs are new each sample needs not call it: set_lines compares the lines
+        themselves."""
+        key = (inputs, self.size, self.has_focus)
+        if key == self._built_from:
+            return True
+        self._built_from = key
+        return False
+
     def set_lines(self, lines: list[Line]) -> None:
-        """Replace the lines; repaint only those that changed (a 1 Hz screen where most
-        numbers of idle disks stay put costs little)."""
+        """Replace the lines; repaint only the rows whose content changed (a 1 Hz screen
+        where most numbers of idle disks stay put costs little, and a timeline's rows
+        below its last never repaint), and nothing when none did."""
         old = self._lines
         self._lines = lines
-        if len(lines) != len(old):
+        if lines == old:
+            return
+        if len(lines) != len(old) and self._height_follows_lines():
             self._strips.clear()
             self.refresh(layout=True)
             return
-        changed = [i for i, (a, b) in enumerate(zip(old, lines)) if a != b]
-        if not changed:
-            return
-        if len(changed) > len(lines) // 2 or self.hidden_below():
+        width, height = self.size
+        if self._hidden(lines, height) != self._hidden(old, height):
+            # the last row says how many are hidden, and that changed
             self._strips.clear()
             self.refresh()
             return
+        changed = [i for i in range(max(len(old), len(lines)))
+                   if i >= len(old) or i >= len(lines) or old[i] != lines[i]]
         for i in changed:
             self._strips.pop(i, None)
-        width = self.size.width
-        for i in changed:
-            y = i if i < self.fixed else i - self._scroll
-            if 0 <= y < self.size.height:
-                self.refresh(Region(0, y, width, 1))
+        rows = [y for i in changed
+                if (y := i if i < self.fixed else i - self._scroll) >= 0
+                and (i < self.fixed or y >= self.fixed)]
+        rows = [y for y in rows if y < height]
+        if rows:
+            # one region from the first changed row to the last: the rows between repaint
+            # too, which costs less than a region each
+            self.refresh(Region(0, min(rows), width, max(rows) - min(rows) + 1))
+
+    def _height_follows_lines(self) -> bool:
+        """Whether the panel's height is its lines' count (`height: auto`): a change of
+        the count is then a change of the layout."""
+        height = self.styles.height
+        return height is None or height.is_auto
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, len(self._lines))
@@ -167,15 +196,17 @@ class LinesPanel(Widget):
 
     def hidden_below(self) -> int:
         """How many lines do not fit below the last row shown."""
-        height = self.size.height
+        return self._hidden(self._lines, self.size.height)
+
+    def _hidden(self, lines: list[Line], height: int) -> int:
+        """How many of `lines` do not fit in `height` rows below the last shown."""
         if height <= 0:
             return 0
-        return max(0, len(self._lines) - self._scroll - height)
+        return max(0, len(lines) - self._scroll - height)
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        height = self.size.height
-        more = self.hidden_below()
+        width, height = self.size
+        more = self._hidden(self._lines, height)
         if more and y == height - 1 and height > self.fixed + 1:
             # the last row says what is hidden, never a silent cut
             hint = "" if self.has_focus else " (tab to this panel, then ↓)"

@@ -59,6 +59,14 @@ def column_widths(num_w: int, ncols: int) -> list[int]:
     return [max(num_w, len(m.label) + 1) for m, _ in COLUMNS[:ncols]]
 
 
+# what _layout fits from, the same at every width: the core columns' widths with the
+# numbers' padding (8 cells) and without (7), and the cells the wide columns take as they
+# go from all of them to none
+CORE_WIDTHS = tuple(column_widths(num_w, CORE) for num_w in (8, 7))
+WIDE_CELLS = tuple(sum(column_widths(8, n)) - sum(column_widths(8, CORE))
+                   for n in range(len(COLUMNS), CORE - 1, -1))
+
+
 def value_cells(rates, widths: list[int]) -> str:
     """A device's iostat -x values in the first len(widths) columns."""
     return "".join(m.text(getattr(rates, m.field), width=w - 1).rjust(w)
@@ -73,8 +81,17 @@ class DiskPanel(CursorPanel):
         super().__init__(*args, **kwargs)
         self.sort = SORTS[0]
         self.filter = DeviceFilter()
+        self._selected: tuple | None = None    # selected()'s last (model, filter, sort, names)
 
     def selected(self, model) -> list[str]:
+        """The devices the filter selects, in the sort's order (the table's rows and the
+        timeline's disk rows: worked out once a sample)."""
+        last = self._selected
+        if last is None or last[0] is not model or last[1:3] != (self.filter, self.sort):
+            last = self._selected = (model, self.filter, self.sort, self._select(model))
+        return list(last[3])
+
+    def _select(self, model) -> list[str]:
         names = [n for n in model.disks if n in model.devices
                  and self.filter.selected(model.devices[n], model.sample.disks.get(n))]
         key = {
@@ -93,11 +110,9 @@ class DiskPanel(CursorPanel):
         numbers' padding (8 cells to 7), the class, the health reason, the health word (its
         glyph stays), and the mountpoint last.  health_w (0: no health column) is the
         health cell wanted with its reason; mount_need the longest mountpoint."""
-        core = [column_widths(num_w, CORE) for num_w in (8, 7)]
-        wide = [sum(column_widths(8, n)) - sum(column_widths(8, CORE))
-                for n in range(len(COLUMNS), CORE - 1, -1)]
+        core = CORE_WIDTHS
         parts = {"fixed": [1 + dev_w + sum(core[1]) + 2], "pad": [sum(core[0]) - sum(core[1]), 0],
-                 "wide": wide, "class": [6, 0],
+                 "wide": WIDE_CELLS, "class": [6, 0],
                  "mount": list(range(max(mount_need, MOUNT_MIN), 0, -1))}
         if health_w:
             reason_w = health_w - HEALTH_SHORT      # its space and the longest reason
@@ -107,7 +122,7 @@ class DiskPanel(CursorPanel):
         pick = fit("disks", parts, width)
         got = {k: v[pick[k]] for k, v in parts.items()}
         ncols = len(COLUMNS) - pick["wide"]
-        widths = (core[0] if got["pad"] else core[1]) + column_widths(8, ncols)[CORE:]
+        widths = list(core[0] if got["pad"] else core[1]) + column_widths(8, ncols)[CORE:]
         health_w = sum(got.get(k, 0) for k in ("health-word", "health-reason", "reason-tail"))
         if not got.get("health-reason"):
             health_w = got.get("health-word", 0)
@@ -116,6 +131,8 @@ class DiskPanel(CursorPanel):
 
     def show(self, update) -> None:
         self._input = (update,)
+        if self.unchanged(update, self.sort, self.filter, self.cursor):
+            return
         model = update.model
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)

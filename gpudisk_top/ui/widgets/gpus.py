@@ -28,6 +28,8 @@ class GpuPanel(LinesPanel):
 
     def show(self, update) -> None:
         self._input = (update,)
+        if self.unchanged(update, self.show_processes, self.max_rows):
+            return
         model = update.model
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)

@@ -49,6 +49,9 @@ class HeaderBar(LinesPanel):
     def show(self, origin: Source, interval_s: float, wall_s: float | None, self_cpu_pct,
              self_rss_mb, flags: list[str], show_self: bool = True, fix: bool = False) -> None:
         """fix: a blind spot is flagged, and `!` shows it with its fix."""
+        if self.unchanged(origin, interval_s, wall_s, self_cpu_pct, self_rss_mb, tuple(flags),
+                          show_self, fix):
+            return
         host = origin.host_name or "?"
         parts = {"app": ["gpudisk-top ", ""],
                  "host": [f"{host} "] + [cut(host, n) + " " for n in range(len(host) - 1, 7, -1)],

@@ -28,6 +28,8 @@ class HostLine(LinesPanel):
     DEFAULT_CSS = "HostLine { height: auto; }"
 
     def show(self, update) -> None:
+        if self.unchanged(update):
+            return
         h = update.model.host
         if h is None:
             self.set_lines([[(" host: n/a", theme.DIM)]])

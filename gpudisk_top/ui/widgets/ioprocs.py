@@ -57,12 +57,15 @@ class IoProcPanel(LinesPanel):
     def show(self, update, note: str = "") -> None:
         """note: how the processes were found (the scan's rate, what cannot be read)."""
         self._input = (update, note)
+        io_view = self.screen.has_class("io-view")
+        if self.unchanged(update, note, io_view):
+            return
         model = update.model
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
         blamed = list(update.verdict.devices) if update.verdict is not None else []
         rows = io_rows(model, blamed)
-        back = "i: back to the timeline" if self.screen.has_class("io-view") else "i: full height"
+        back = "i: back to the timeline" if io_view else "i: full height"
         cgroup_w, command_w = cgroup_and_command([r.view for r in rows], width - 1 - LEFT)
         # the title's words: how rows are ordered, how they are found, then how to go back
         parts = {"name": [" I/O by process"],

@@ -101,6 +101,14 @@ class Timeline(LinesPanel):
         verdict names; episodes: the detector's, so that a device an episode on screen
         names keeps its row after the episode ends."""
         self._input = (history, gpus, disks, episodes, named)
+        # a column never changes once sampled: the count and the newest column (a replay
+        # that seeks makes new ones) say what the history holds; the episodes change with
+        # a column too
+        newest = history.columns[-1] if history.columns else None
+        if self.unchanged(history.total, len(history), newest, tuple(gpus), tuple(disks),
+                          tuple(episodes), tuple(named), self.metric, self.back,
+                          self.rows_from):
+            return
         width = max(LABEL_W + 10, self.size.width or 80)
         height = self.size.height or 24
         names = dict(disks)
@@ -138,25 +146,25 @@ class Timeline(LinesPanel):
         else:
             gpu_rows = [(f"GPU{i}", ("gpu", i), lambda c, i=i: c.gpu_util.get(i)) for i in gpus]
         last = cols[-1]
-        body = []
-        for name, key, value_of in gpu_rows:
-            row = self._row(history, key, value_of, "util_pct")
-            now = value_of(last)
-            label = f"{name} {'n/a' if now is None else f'{now:.0f}%'}"
-            body.append(self.row_line(label, row.text(self.back, len(cols)), spans, label_w))
+        # every row's label and order, but the glyphs of those shown only: a node of a
+        # hundred disks draws the dozen that fit
+        rows = [(f"{name} {'n/a' if (now := value_of(last)) is None else f'{now:.0f}%'}",
+                 key, value_of, "util_pct") for name, key, value_of in gpu_rows]
         for name in self._disk_order(cols, [n for n, _ in disks], episodes, named):
-            row = self._row(history, ("disk", name, self.metric),
-                            lambda c, n=name, m=self.metric: c.metric(n, m), self.metric)
-            label = f"{names[name]} {legend(self.metric, last.metric(name, self.metric))}"
-            body.append(self.row_line(label, row.text(self.back, len(cols)), spans, label_w))
+            rows.append((f"{names[name]} {legend(self.metric, last.metric(name, self.metric))}",
+                         ("disk", name, self.metric),
+                         lambda c, n=name, m=self.metric: c.metric(n, m), self.metric))
         # the state row and the time axis always show; the rows between scroll (↑/↓ when
         # focused) and say how many are hidden
-        self.rows_from = min(self.rows_from, max(0, len(body) - max(1, room)))
-        shown = body[self.rows_from:self.rows_from + max(1, room)]
-        hidden = len(body) - len(shown)
+        self.rows_from = min(self.rows_from, max(0, len(rows) - max(1, room)))
+        shown = [self.row_line(label, self._row(history, key, value_of, metric)
+                               .text(self.back, len(cols)), spans, label_w)
+                 for label, key, value_of, metric in
+                 rows[self.rows_from:self.rows_from + max(1, room)]]
+        hidden = len(rows) - len(shown)
         if hidden:
             first, last = self.rows_from + 1, self.rows_from + len(shown)
-            parts["rows"] = [f"  rows {first}-{last} of {len(body)}"]
+            parts["rows"] = [f"  rows {first}-{last} of {len(rows)}"]
             parts["rows-detail"] = [" (tab here, ↑↓)", ""]
             title = self._title(mark, parts, width)
         self.fixed = 0

@@ -54,6 +54,8 @@ class VerdictBanner(LinesPanel):
         self.max_lines = 4     # the evidence's and the advice's, together (set by the app)
 
     def show(self, update, enter_intervals: int, alert: str | None = None) -> None:
+        if self.unchanged(update, enter_intervals, alert, self.max_lines):
+            return
         width = max(20, self.size.width or 80)
         v = update.verdict if update is not None else None
         if v is None:
