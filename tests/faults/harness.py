@@ -231,6 +231,7 @@ AS_USER = r"""
 import importlib, os, pkgutil, sys
 import csv, json, lzma, zlib, tomllib, urllib.request, http.server, socketserver, glob
 import fnmatch, shutil, tempfile, textwrap, datetime, signal, threading, concurrent.futures
+import concurrent.futures.thread  # concurrent.futures imports it lazily, on first use
 import importlib.readers, importlib.resources, importlib.metadata, encodings.idna
 import gpudisk_top
 for m in pkgutil.walk_packages(gpudisk_top.__path__, "gpudisk_top."):
