@@ -3,7 +3,12 @@
 whose GPUs wait on peers in job llama; a cpu-starved, a healthy, one this test kills and
 a target nobody serves in job bert); `fleet --once --json` through the real CLI lists
 them with the right states and order, the killed one as stale, and names llama's
-straggler.  Error paths: Prometheus down, a server that never answers, bad options."""
+straggler.  Error paths: Prometheus down, a server that never answers, bad options.
+
+The tests of the query contract (the table, a stale node, a job's filter, the timeline's
+range query, a job's targets all down) run on both backends: Prometheus, and
+VictoriaMetrics single-node scraping the same targets from the same config (Debian's
+victoria-metrics): the fleet's queries, unchanged, must mean the same on MetricsQL."""
 
 from __future__ import annotations
 
@@ -14,10 +19,7 @@ import time
 
 import pytest
 
-from fleet_harness import EXPECTED, PROMETHEUS, ROOT, Fleet, gpudisk, wait_until
-
-pytestmark = pytest.mark.skipif(PROMETHEUS is None,
-                                reason="needs a Prometheus server (Debian package prometheus)")
+from fleet_harness import EXPECTED, ROOT, Fleet, backend_params, gpudisk, wait_until
 
 
 def fleet_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -31,9 +33,9 @@ def once_json(base: str, *args: str) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    with Fleet(tmp_path_factory.mktemp("fleet")) as fleet:
+@pytest.fixture(scope="module", params=backend_params())
+def fleet(request, tmp_path_factory):
+    with Fleet(tmp_path_factory.mktemp("fleet"), backend=request.param) as fleet:
         def states():
             from gpudisk_top.fleet.promapi import PromClient
             from gpudisk_top.fleet.source import FleetSource
@@ -75,6 +77,9 @@ def test_a_node_that_stops_is_shown_stale(fleet):
     doc = wait_until(stale, 30, "the stopped node shown stale")
     node = next(n for n in doc["nodes"] if fleet.name_of(n["node"]) == "stopped")
     assert node["stale"] is True and node["since_s"] is None and node["gpus_total"] == 0
+    # nothing of its last live values read as bad data (MetricsQL's `or` once answered
+    # its gpus_starved with its last-sample timestamp: queries.py)
+    assert node["bad_series"] == 0 and node["evidence_text"] == ""
     assert killed_at - 10 < node["last_seen_s"] <= killed_at + 2
     # starved, then the nodes not reporting, then those waiting, then the healthy
     order = names(fleet, doc)
@@ -121,12 +126,13 @@ def test_the_opened_nodes_timeline_from_one_range_query(fleet):
     assert tl.history.columns[-1].metric("sda", "aqu_sz") > 10
 
 
-def test_a_whole_exporter_job_down_is_shown_down(tmp_path):
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_whole_exporter_job_down_is_shown_down(tmp_path, backend):
     """Every target of the exporters' Prometheus job fails its scrapes and none was ever
     seen: each is shown down (not "no node"), from the same one instant query;
     --exporter-job names another job."""
     nodes = (("a", None, "llama", False), ("b", None, "llama", False))
-    with Fleet(tmp_path, nodes=nodes) as fleet:
+    with Fleet(tmp_path, nodes=nodes, backend=backend) as fleet:
         def down():
             doc = once_json(fleet.base)
             return doc if len(doc["nodes"]) == 2 else None

@@ -34,7 +34,7 @@ from typing import Callable
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL, P,
-                                       SPARK_STEP_S, SPARK_WINDOW_S, TIMELINE_DISK)
+                                       SEEN_LABEL, SPARK_STEP_S, SPARK_WINDOW_S, TIMELINE_DISK)
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
 from gpudisk_top.model.history import Column, History
@@ -352,7 +352,7 @@ _DISK = {m.prom_name: m for m in EVIDENCE_DISK}
 _MOUNT = {m.prom_name: (m, field, rank) for m, field, rank in EVIDENCE_MOUNT}
 # the labels a series has beyond its target's
 _OWN = {"__name__", "gpu", "uuid", "device", "mountpoint", "class", "fstype", "source",
-        "state", "kind", "devices", "gpus", DOWN_LABEL}
+        "state", "kind", "devices", "gpus", DOWN_LABEL, SEEN_LABEL}
 
 
 def _member_key(labels: dict[str, str]) -> tuple[str, str]:
@@ -366,7 +366,9 @@ def _collect(table: QueryResult, group_by: str,
     for s in table.series:
         lab = s.labels
         m = nodes.setdefault(node_name(lab, group_by), {}).setdefault(_member_key(lab), _Member())
-        name = s.name
+        # the stale nodes' last hour (queries.table_query): max_over_time's answer, which
+        # Prometheus gives without a metric name and VictoriaMetrics with the sample's
+        name = "" if SEEN_LABEL in lab else s.name
         value = _finite(s.value)
         if not check_value(name, s.value, now_s):
             m.bad_series += 1
@@ -378,7 +380,7 @@ def _collect(table: QueryResult, group_by: str,
             m.down = True
             m.labels = m.labels or _target(lab)
             continue
-        if not name:                                   # max_over_time: seen, not live
+        if not name:                                   # seen in the hour, not live now
             m.seen_s = value
             m.labels = m.labels or _target(lab)
         elif name == P + VERDICT_INFO:

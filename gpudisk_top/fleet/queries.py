@@ -9,20 +9,22 @@ The cost is fixed by construction:
                    marked with the label fleet_down="1": those of the exporters' own
                    Prometheus job, --exporter-job, and those of any other job that held a
                    gpudisk-top node in the hour), `or` the last hour's last-sample
-                   timestamp (the nodes seen in the last hour but not now).
+                   timestamp of the nodes seen in the last hour but not now (marked
+                   fleet_seen="1").
   spark_query      ONE instant subquery at most once a minute: each node's mean GPU
                    utilization over the last hour, one point a minute.
   timeline_query   ONE range query, only for the node opened (Enter): its verdicts, GPUs
                    and disks over the window.
 
-Why `or` keeps the stale nodes and only them: PromQL's `a or b` keeps all of `a` and
-those elements of `b` whose label set, the metric name left out, matches no element of
-`a`.  max_over_time(...) drops the metric name and keeps the target's labels, which are
-exactly those of a live node's gpudisk_top_last_sample_timestamp_seconds (and
-gpus_starved): for a live node it matches and is left out, for a node that stopped
-reporting (Prometheus marked its series stale) nothing matches and it comes through,
-without __name__: that absence is how model.py recognizes it.  The down targets carry an
-extra label so that they never match anything and always come through.
+Why every element that `or` adds carries a label of its own (fleet_down, fleet_seen):
+PromQL's `a or b` keeps all of `a` and those elements of `b` whose label set, the metric
+name left out, matches no element of `a`; VictoriaMetrics's MetricsQL goes further and,
+where a series of `a` has no value at the query's time (a stopped node's series, marked
+stale) and one of `b` matches it, answers that series of `a` under its own name with
+`b`'s value (it fills `a`'s gaps from `b`): a stale node's gpus_starved would read its
+last-sample timestamp.  An element with a label no series of `a` has matches nothing on
+either backend and comes through as itself.  Which nodes are stale is then said in the
+query: the last hour's last sample `unless` the node's last sample now.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ TABLE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE, GPU_UTIL
 TIMELINE_FAMILIES = (VERDICT_INFO, GPU_UTIL.prom, *(m.prom for m, _ in TIMELINE_DISK))
 P = PROM_PREFIX
 DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's answer
+SEEN_LABEL = "fleet_seen"          # marks the stale nodes' last-hour elements
 EXPORTER_JOB = "gpudisk-top"       # the exporters' Prometheus job (the alert rules' too)
 STALE_WINDOW = "1h"                # a node not seen for longer is gone from the table
 SPARK_WINDOW_S = 3600
@@ -97,7 +100,8 @@ def table_query(filters: dict[str, str] | None = None,
     own = _sel("up", dict(f, job=exporter_job)) if "job" not in f else _sel("up", f)
     down = (f"label_replace(({own} == 0) or ({_sel('up', f)} == 0 and on (job) {seen}), "
             f"{quote(DOWN_LABEL)}, \"1\", \"\", \"\")")
-    return f"{_sel(_names(TABLE_FAMILIES), f, regex=True)} or {down} or {seen}"
+    stale = f"label_replace({seen} unless {last}, {quote(SEEN_LABEL)}, \"1\", \"\", \"\")"
+    return f"{_sel(_names(TABLE_FAMILIES), f, regex=True)} or {down} or {stale}"
 
 
 def spark_query(group_by: str, filters: dict[str, str] | None = None) -> str:
