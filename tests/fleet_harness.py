@@ -386,11 +386,16 @@ class Fleet:
                     f"--web.listen-address=127.0.0.1:{port}"]
         else:
             # strictParse=false: the config's Prometheus-only keys (evaluation_interval,
-            # rule_files) are left to Prometheus; -search.latencyOffset is left at its
-            # default, as a deployment's (the fleet asks for now: promapi.py's nocache)
+            # rule_files) are left to Prometheus.  -search.latencyOffset (how far before
+            # "now" a query at now is answered, 30 s by default) is left at its default
+            # for the fleet's own queries (they ask for now: promapi.py's nocache), and
+            # set to the scrape interval where vmalert evaluates the rules: its queries
+            # do not ask, and the records would lag 30 s (docs/fleet.md says so)
             argv = [VICTORIAMETRICS, f"-promscrape.config={conf}",
                     "-promscrape.config.strictParse=false", f"-storageDataPath={data}",
                     f"-httpListenAddr=127.0.0.1:{port}", "-loggerLevel=ERROR"]
+            if self.rules:
+                argv.append(f"-search.latencyOffset={self.scrape_s:g}s")
         self.prometheus = self._daemon(argv, self.prom_log)
         self._ready(self.prometheus, self.base, self.prom_log)
         if self.rules and self.backend == "victoriametrics":

@@ -17,6 +17,7 @@ from test_exporter import fed_server
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DASHBOARD = os.path.join(ROOT, "examples", "grafana-dashboard.json")
 RULES = os.path.join(ROOT, "examples", "prometheus-rules.yml")
+FLEET_RULES = os.path.join(ROOT, "examples", "fleet-rules.yml")   # the fleet view's records
 PROMTOOL = shutil.which("promtool")
 METRIC_RE = re.compile(r"\b((?:gpudisk_top|process)_[a-z0-9_]+)")
 
@@ -125,15 +126,37 @@ def test_the_fleet_rules_group_by_the_scrape_configs_target_labels():
         r["expr"] for r in groups["gpudisk-top"] if r["alert"] == "GpudiskTopExporterDown")
 
 
+def test_the_fleet_views_rules_record_what_the_fleet_reads():
+    """examples/fleet-rules.yml records the series gpudisk_top/fleet/queries.py reads in
+    its recorded form, from served metrics only, one series per node (the GPU's labels
+    dropped), and never a name prometheus-rules.yml records (both may be loaded)."""
+    yaml = pytest.importorskip("yaml")
+    from gpudisk_top.fleet import queries
+
+    with open(FLEET_RULES) as f:
+        rules = [r for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
+    records = [r["record"] for r in rules]
+    assert sorted(records) == sorted(queries.RECORDED) and all("alert" not in r for r in rules)
+    used = {m for r in rules for m in METRIC_RE.findall(r["expr"])}
+    assert used <= served_names(), used - served_names()
+    for r in rules:
+        if "gpu_utilization_ratio" in r["expr"]:
+            assert "without (gpu, uuid)" in r["expr"], r
+    others, _ = rule_texts()
+    assert not set(records) & {r.get("record") for r in others}
+
+
 @pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian package prometheus)")
-def test_promtool_checks_the_rules():
-    proc = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True)
+@pytest.mark.parametrize("rules", [RULES, FLEET_RULES], ids=os.path.basename)
+def test_promtool_checks_the_rules(rules):
+    proc = subprocess.run([PROMTOOL, "check", "rules", rules], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian package prometheus)")
-@pytest.mark.parametrize("tests", ["rules_test.yml", "fleet_rules_test.yml"])
+@pytest.mark.parametrize("tests", ["rules_test.yml", "fleet_rules_test.yml",
+                                   "fleet_view_rules_test.yml"])
 def test_promtool_unit_tests_of_the_rules(tests):
     proc = subprocess.run([PROMTOOL, "test", "rules", tests], capture_output=True,
                           text=True, cwd=os.path.join(ROOT, "tests", "prometheus"))
@@ -144,7 +167,7 @@ def test_promtool_unit_tests_of_the_rules(tests):
 def test_every_promtool_unit_test_file_is_run():
     found = {f for f in os.listdir(os.path.join(ROOT, "tests", "prometheus"))
              if f.endswith("_test.yml")}
-    assert found == {"rules_test.yml", "fleet_rules_test.yml"}, found
+    assert found == {"rules_test.yml", "fleet_rules_test.yml", "fleet_view_rules_test.yml"}, found
 
 
 # ---------------------------------------------------------------------------- Kubernetes

@@ -120,7 +120,8 @@ def test_sparkline_a_value_a_minute_the_newest_last():
 def test_json_is_strict_and_has_the_documented_keys():
     doc = json.loads(json.dumps(table_view().to_json(), allow_nan=False))
     assert set(doc) == {"wall_s", "prometheus", "group_by", "job_label", "error",
-                        "data_wall_s", "nodes", "jobs", "cost"}
+                        "data_wall_s", "recording_rules", "nodes", "jobs", "cost"}
+    assert doc["recording_rules"] is False
     assert set(doc["nodes"][0]) == {
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
@@ -336,10 +337,17 @@ def test_timeline_step_is_whole_seconds_a_column_at_least_one():
 
 # ---------------------------------------------------------------------------- queries
 def test_filters_go_into_every_selector_quoted():
-    q = queries.table_query({"training_job": 'a"b\\c', "cluster": "x"})
-    sel = 'cluster="x",training_job="a\\"b\\\\c"'
-    assert q.count(sel) == 4           # the name regex, up, and both max_over_time
-    assert "[1h]" in q and 'up{' + sel + '} == 0' in q
+    f = {"training_job": 'a"b\\c', "cluster": "x"}
+    for recorded in (False, True):
+        q = queries.table_query(f, recorded=recorded)
+        selectors = re.findall(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}', q)
+        assert len(selectors) == 9, selectors      # the name regex, the evidence, the
+        # verdict it joins, both up, the hour's last sample twice, the last sample, the records
+        for sel in selectors:            # every one of them, each with both labels
+            assert 'cluster="x",' in sel and 'training_job="a\\"b\\\\c"' in sel, sel
+        assert ("[1h]" in q) is not recorded
+        sel = 'cluster="x",training_job="a\\"b\\\\c"'
+        assert 'up{' + sel + '} == 0' in q
     assert queries.spark_query("host", {"a": "b"}) == \
         'avg by (host) (gpudisk_top_gpu_utilization_ratio{a="b"})[60m:60s]'
     assert queries.timeline_query("instance", "n:1").endswith(',instance="n:1"}')
@@ -428,13 +436,16 @@ def test_one_instant_query_a_refresh_the_sparkline_once_a_minute():
     for _ in range(12):                            # a minute at 5 s
         views.append(source.refresh(now_s=META["table_at_s"]))
         clock[0] += 5
-    assert client.sent == ["table", "spark"] + ["table"] * 11
-    assert views[0].cost.queries == 2 and all(v.cost.queries == 1 for v in views[1:])
+    # the first asks for the recording rules' series, and the answer (the fixture's,
+    # without them) has it asked again in the raw form
+    assert client.sent == ["table", "table", "spark"] + ["table"] * 11
+    assert views[0].cost.queries == 3 and all(v.cost.queries == 1 for v in views[1:])
+    assert not any(v.recorded for v in views) and not source.recorded
     assert all(len(v.rows[0].spark_pct) == SPARK_POINTS for v in views)   # kept between
     source.refresh()
     assert client.sent[-2:] == ["table", "spark"]
-    assert source.refreshes == 13 and source.cost.queries == 15
-    assert source.cost.series == 13 * len(client.table.series) + 2 * 5
+    assert source.refreshes == 13 and source.cost.queries == 16
+    assert source.cost.series == 14 * len(client.table.series) + 2 * 5
 
 
 def test_a_failed_refresh_keeps_the_last_rows_and_says_why():
@@ -643,7 +654,7 @@ def test_http_errors_and_foreign_answers_are_one_line(http_server):
     assert r.ok and r.result_type == "matrix" and len(r.series) == 23
     path, body, auth = http_server.seen[-1]
     assert auth == "Basic dTpwQHNz"                       # base64 of u:p@ss
-    assert body == b"query=up&start=10.000&end=70.000&step=5&timeout=2s"
+    assert body == b"query=up&start=10.000&end=70.000&step=5&timeout=2s&nocache=1"
 
 
 # ---------------------------------------------------------------------------- --once text
@@ -711,7 +722,7 @@ def test_retarget_asks_other_rows_and_the_sparkline_again():
     source.retarget(group_by="training_job", filters={"training_job": "llama"})
     assert 'training_job="llama"' in source.table_expr and "by (training_job)" in source.spark_expr
     view = source.refresh(now_s=META["table_at_s"])
-    assert client.sent == ["table", "spark", "table", "table", "spark"]
+    assert client.sent == ["table", "table", "spark", "table", "table", "spark"]
     assert view.group_by == "training_job" and {r.node for r in view.rows} == {"llama", "bert"}
 
 

@@ -8,7 +8,11 @@ straggler.  Error paths: Prometheus down, a server that never answers, bad optio
 The tests of the query contract (the table, a stale node, a job's filter, the timeline's
 range query, a job's targets all down) run on both backends: Prometheus, and
 VictoriaMetrics single-node scraping the same targets from the same config (Debian's
-victoria-metrics): the fleet's queries, unchanged, must mean the same on MetricsQL."""
+victoria-metrics): the fleet's queries, unchanged, must mean the same on MetricsQL.  The
+servers evaluate examples/fleet-rules.yml (Prometheus's rule_files; vmalert beside
+VictoriaMetrics), so the CLI reads the recorded form, and one test reads both forms side
+by side; the whole-job-down test runs without rules (the raw form, as a server without
+them)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ import time
 import pytest
 
 from fleet_harness import EXPECTED, ROOT, Fleet, backend_params, gpudisk, wait_until
+
+FLEET_RULES = f"{ROOT}/examples/fleet-rules.yml"
 
 
 def fleet_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -35,13 +41,16 @@ def once_json(base: str, *args: str) -> dict:
 
 @pytest.fixture(scope="module", params=backend_params())
 def fleet(request, tmp_path_factory):
-    with Fleet(tmp_path_factory.mktemp("fleet"), backend=request.param) as fleet:
+    with Fleet(tmp_path_factory.mktemp("fleet"), backend=request.param,
+               rules=FLEET_RULES) as fleet:
         def states():
             from gpudisk_top.fleet.promapi import PromClient
             from gpudisk_top.fleet.source import FleetSource
 
             view = FleetSource(PromClient(fleet.base)).refresh(spark=False)
-            return {fleet.name_of(r.node): r.state for r in view.rows} == EXPECTED
+            # the records of every live node (the rules' first evaluations may hold some)
+            return view.recorded and all(r.gpus_total for r in view.rows if not r.stale) \
+                and {fleet.name_of(r.node): r.state for r in view.rows} == EXPECTED
         # generous: seven nodes and a Prometheus starting on two busy cores
         wait_until(states, 90, f"the fleet in states {EXPECTED}")
         yield fleet
@@ -54,6 +63,7 @@ def names(fleet, doc) -> list[str]:
 def test_once_json_lists_every_node_in_order_with_its_state(fleet):
     doc = once_json(fleet.base)
     assert doc["error"] is None and doc["prometheus"] == fleet.base
+    assert doc["recording_rules"] is True
     assert {fleet.name_of(n["node"]): n["state"] for n in doc["nodes"]} == EXPECTED
     order = names(fleet, doc)
     assert set(order[:2]) == {"disk", "cpu"} and order[2] == "down"
@@ -63,7 +73,8 @@ def test_once_json_lists_every_node_in_order_with_its_state(fleet):
     assert disk["devices"] == ["sda"] and disk["gpus_starved"] == disk["gpus_total"] == 8
     assert disk["evidence"][0]["aqu_sz"] > 10 and disk["stale"] is False
     assert disk["evidence_text"].startswith("sda r_await ")
-    assert doc["cost"]["queries"] == 2 and doc["cost"]["series"] > 7 * 8
+    # one instant query and the sparkline's, from the records (no series a GPU)
+    assert doc["cost"]["queries"] == 2 and all(n["gpu_util_by_gpu"] == {} for n in doc["nodes"])
 
 
 def test_a_node_that_stops_is_shown_stale(fleet):
@@ -103,7 +114,7 @@ def test_the_job_view_names_the_straggler(fleet):
     assert " since " not in job["reason"] and job["since_s"] == next(
         n["since_s"] for n in doc["nodes"] if n["node"] == fleet.instance("disk"))
     text = fleet_cli("--prometheus", fleet.base, "--once", "--job", "llama").stdout
-    assert f"llama: 3 nodes, straggler {fleet.instance('disk')}: " in text
+    assert f"llama: 3 nodes, straggler {fleet.instance('disk')}: " in text, text
     # one node labelled straggler, the others waiting on it, in the table as in its line
     state = {fleet.name_of(ln.split()[0]): ln.split()[1] for ln in text.splitlines()
              if ln.split() and ln.split()[0] in {fleet.instance(n) for n in EXPECTED}}
@@ -111,6 +122,31 @@ def test_the_job_view_names_the_straggler(fleet):
     assert "query cost: 2 queries" in text
     bert = once_json(fleet.base, "--match", "training_job=bert")["jobs"][0]
     assert bert["job"] == "bert" and bert["straggler"] is None
+
+
+def test_the_recording_rules_answer_the_table_as_the_raw_series(fleet):
+    """The recorded form (examples/fleet-rules.yml) gives the rows the raw form gives,
+    from fewer series and without the hour's samples of every node."""
+    from gpudisk_top.fleet import queries
+    from gpudisk_top.fleet.model import build_view
+    from gpudisk_top.fleet.promapi import PromClient
+    from gpudisk_top.fleet.source import has_rules
+
+    client = PromClient(fleet.base)
+    now = time.time()
+    answers = {form: client.instant(queries.table_query(recorded=form)) for form in (False, True)}
+    assert all(a.ok and has_rules(a) for a in answers.values())
+    assert len(answers[True].series) < len(answers[False].series)
+    raw, rec = (build_view(answers[form], None, now).rows for form in (False, True))
+    assert [r.node for r in rec] == [r.node for r in raw]
+    for a, b in zip(raw, rec):
+        assert (b.state, b.stale, b.gpus_total, b.gpus_starved, b.devices, b.last_seen_s is None) \
+            == (a.state, a.stale, a.gpus_total, a.gpus_starved, a.devices, a.last_seen_s is None)
+        assert [e.device for e in b.evidence] == [e.device for e in a.evidence]
+        if a.gpu_util_pct is not None:       # the records are the last evaluation's (1 s)
+            assert b.gpu_util_pct == pytest.approx(a.gpu_util_pct, abs=15), a.node
+        assert b.gpu_util_by_gpu == {} and len(a.gpu_util_by_gpu) == a.gpus_total
+        assert b.bad_series == a.bad_series == 0
 
 
 def test_the_opened_nodes_timeline_from_one_range_query(fleet):
@@ -140,7 +176,9 @@ def test_a_whole_exporter_job_down_is_shown_down(tmp_path, backend):
         assert {n["node"]: n["state"] for n in doc["nodes"]} == {
             fleet.instance("a"): "down", fleet.instance("b"): "down"}
         assert all(n["stale"] and n["last_seen_s"] is None for n in doc["nodes"])
-        assert doc["cost"]["queries"] == 2          # the table's one query and the sparkline
+        # the table's one query, asked again in the raw form (no recording rules here),
+        # and the sparkline
+        assert doc["cost"]["queries"] == 3 and doc["recording_rules"] is False
         assert once_json(fleet.base, "--exporter-job", "other")["nodes"] == []
 
 

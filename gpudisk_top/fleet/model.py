@@ -34,6 +34,7 @@ from typing import Callable
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL, P,
+                                       REC_GPU_UTIL_SUM, REC_GPUS, REC_GPUS_READ, RULES_LABEL,
                                        SEEN_LABEL, SPARK_STEP_S, SPARK_WINDOW_S, TIMELINE_DISK)
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
@@ -249,7 +250,8 @@ class JobGroup:
 class FleetView:
     """One refresh.  wall_s: when it was built; rows, jobs: see the module's docstring;
     error: the query's one-line error (rows then are the last good ones, or empty);
-    cost: this refresh's queries; url, group_by, job_label: what was asked."""
+    cost: this refresh's queries; url, group_by, job_label: what was asked; recorded:
+    the table was read from the recording rules' series (examples/fleet-rules.yml)."""
 
     wall_s: float
     rows: list[NodeRow] = field(default_factory=list)
@@ -260,6 +262,7 @@ class FleetView:
     group_by: str = "instance"
     job_label: str = "training_job"
     data_wall_s: float | None = None      # when the rows were read (None: never)
+    recorded: bool = False
 
     def job(self, name: str) -> JobGroup | None:
         return next((j for j in self.jobs if j.job == name), None)
@@ -268,7 +271,7 @@ class FleetView:
         """The --once --json object (README's "Fleet" section lists the keys)."""
         return {"wall_s": self.wall_s, "prometheus": self.url, "group_by": self.group_by,
                 "job_label": self.job_label, "error": self.error,
-                "data_wall_s": self.data_wall_s,
+                "data_wall_s": self.data_wall_s, "recording_rules": self.recorded,
                 "nodes": [r.to_json() for r in self.rows],
                 "jobs": [j.to_json() for j in self.jobs],
                 "cost": asdict(self.cost)}
@@ -289,6 +292,10 @@ class _Member:
     down: bool = False
     bad_series: int = 0                    # dropped by check_value
     gpu_util: dict[int, float | None] = field(default_factory=dict)
+    # the recording rules' (queries.RECORDED): its GPUs, those read, their sum (percent)
+    gpus_count: int = 0
+    gpus_read: int = 0
+    gpu_util_sum_pct: float = 0.0
     disks: dict[str, DeviceEvidence] = field(default_factory=dict)
     mounts: dict[str, DeviceEvidence] = field(default_factory=dict)
 
@@ -322,6 +329,8 @@ _TIMESTAMPS = {"", P + STATE_SINCE, P + LAST_SAMPLE}
 _BOUNDS = {"%": (0.0, BUSY_SLACK_FACTOR), "ms": (0.0, TIMESTAMP_SPAN_S), "requests": (0.0, 1e9),
            "/s": (0.0, 1e8), "kB/s": (0.0, MAX_DATA_BYTES_S)}
 _RANGES = {P + GPUS_STARVED: (0.0, MAX_GPUS), GPU_UTIL.prom_name: _RATIO,
+           REC_GPUS: (0.0, MAX_GPUS), REC_GPUS_READ: (0.0, MAX_GPUS),
+           REC_GPU_UTIL_SUM: (0.0, MAX_GPUS),
            **{m.prom_name: _BOUNDS[m.unit] for m in (
                *EVIDENCE_DISK, *(m for m, _, _ in EVIDENCE_MOUNT), *(m for m, _ in TIMELINE_DISK))}}
 
@@ -365,6 +374,8 @@ def _collect(table: QueryResult, group_by: str,
     preferred: dict[int, set] = {}      # id(member) -> mount fields set by a preferred source
     for s in table.series:
         lab = s.labels
+        if RULES_LABEL in lab:          # whether the recording rules are loaded: source.py's
+            continue
         m = nodes.setdefault(node_name(lab, group_by), {}).setdefault(_member_key(lab), _Member())
         # the stale nodes' last hour (queries.table_query): max_over_time's answer, which
         # Prometheus gives without a metric name and VictoriaMetrics with the sample's
@@ -399,6 +410,13 @@ def _collect(table: QueryResult, group_by: str,
                 m.bad_series += 1
             else:
                 m.gpu_util[gpu] = None if value is None else GPU_UTIL.from_base(value)
+        elif name == REC_GPUS:
+            m.gpus_count = int(value or 0)
+            m.labels = m.labels or _target(lab)
+        elif name == REC_GPUS_READ:
+            m.gpus_read = int(value or 0)
+        elif name == REC_GPU_UTIL_SUM:
+            m.gpu_util_sum_pct = GPU_UTIL.from_base(value or 0.0)
         elif name in _DISK:
             dev = lab.get("device", "")
             ev = m.disks.setdefault(dev, DeviceEvidence(dev, lab.get("mountpoint", ""),
@@ -435,10 +453,16 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
         if m.labels is not None:
             labels = dict(m.labels) if labels is None else {
                 k: v for k, v in labels.items() if m.labels.get(k) == v}
+    # the mean over every GPU of the row: each read GPU's (the raw series) and the
+    # recording rules' sums and counts, these of the live members only (a rule evaluated
+    # before a node's series went stale still holds its GPUs until the next evaluation)
     utils = [v for m in members for v in m.gpu_util.values() if v is not None]
+    rec = [m for m in members if m.live]
+    read = len(utils) + sum(m.gpus_read for m in rec)
+    util_sum = sum(utils) + sum(m.gpu_util_sum_pct for m in rec if m.gpus_read)
     row = NodeRow(node=node, labels=labels or {}, state=state,
-                  gpus_total=sum(len(m.gpu_util) for m in members),
-                  gpu_util_pct=sum(utils) / len(utils) if utils else None,
+                  gpus_total=sum(len(m.gpu_util) for m in members) + sum(m.gpus_count for m in rec),
+                  gpu_util_pct=util_sum / read if read else None,
                   stale=state in (STALE, DOWN),
                   members=sorted({instance for _job, instance in keyed}, key=natural_key),
                   bad_series=sum(m.bad_series for m in members))

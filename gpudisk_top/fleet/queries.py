@@ -11,6 +11,14 @@ The cost is fixed by construction:
                    gpudisk-top node in the hour), `or` the last hour's last-sample
                    timestamp of the nodes seen in the last hour but not now (marked
                    fleet_seen="1").
+                   With the recording rules of examples/fleet-rules.yml (recorded=True)
+                   the node's GPUs are three recorded series (their count, how many read
+                   a utilization, its sum) instead of one a GPU, and the last hour's last
+                   sample is one recorded value instead of the hour's samples.  Either
+                   form ends with `or` the count of the recorded GPU series (marked
+                   fleet_rules="1"; absent without the rules): source.py switches form
+                   on it.  The disks' and mounts' evidence comes only for the nodes
+                   whose verdict names a device.
   spark_query      ONE instant subquery at most once a minute: each node's mean GPU
                    utilization over the last hour, one point a minute.
   timeline_query   ONE range query, only for the node opened (Enter): its verdicts, GPUs
@@ -49,16 +57,22 @@ TIMELINE_DISK = ((DISK["util_pct"], "util_pct"), (DISK["r_await_ms"], "r_await_m
                  (DISK["rkb_s"], "mb_s"), (DISK["wkb_s"], "mb_s"))
 GPU_UTIL = GPU["util_pct"]
 
-# The series of one node the table reads (families.py): the node's verdict and GPUs, and
-# the evidence of the devices a verdict may blame
-TABLE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE, GPU_UTIL.prom,
-                  *(m.prom for m in EVIDENCE_DISK), *(m.prom for m, _, _ in EVIDENCE_MOUNT))
 # The opened node's timeline: the local timeline's rows (model/history.py Column: the
 # state, GPU utilization, and per disk vocab.TIMELINE's util, r_await, IOPS, MB/s, aqu-sz)
 TIMELINE_FAMILIES = (VERDICT_INFO, GPU_UTIL.prom, *(m.prom for m, _ in TIMELINE_DISK))
 P = PROM_PREFIX
 DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's answer
 SEEN_LABEL = "fleet_seen"          # marks the stale nodes' last-hour elements
+RULES_LABEL = "fleet_rules"        # marks the count of the recorded series (rules loaded)
+# examples/fleet-rules.yml's records (tests/test_examples.py checks the file records these)
+REC_GPUS = "gpudisk_top:fleet_node_gpus:count"                # the node's GPUs
+REC_GPUS_READ = "gpudisk_top:fleet_node_gpus_read:count"      # those read, in range
+REC_GPU_UTIL_SUM = "gpudisk_top:fleet_node_gpu_utilization:sum"   # their utilization's sum
+REC_LAST_SEEN = "gpudisk_top:fleet_node_last_sample:max1h"    # the hour's last sample
+RECORDED = (REC_GPUS, REC_GPUS_READ, REC_GPU_UTIL_SUM, REC_LAST_SEEN)
+# the table's own series of a node, read as exported in either form
+NODE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE)
+EVIDENCE_FAMILIES = (*(m.prom for m in EVIDENCE_DISK), *(m.prom for m, _, _ in EVIDENCE_MOUNT))
 EXPORTER_JOB = "gpudisk-top"       # the exporters' Prometheus job (the alert rules' too)
 STALE_WINDOW = "1h"                # a node not seen for longer is gone from the table
 SPARK_WINDOW_S = 3600
@@ -69,47 +83,69 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def matchers(filters: dict[str, str]) -> str:
-    """'a="x",b="y"' (equality matchers, sorted), or ''."""
-    return ",".join(f"{check_label(k)}={quote(v)}" for k, v in sorted(filters.items()))
+def matchers(filters: dict[str, str], negate: set[str] = frozenset()) -> str:
+    """'a="x",b="y"' (equality matchers, sorted; != for the labels in `negate`), or ''."""
+    return ",".join(f"{check_label(k)}{'!=' if k in negate else '='}{quote(v)}"
+                    for k, v in sorted(filters.items()))
 
 
 def _names(families) -> str:
     return P + "(" + "|".join(families) + ")"
 
 
-def _sel(name_or_regex: str, filters: dict[str, str], regex: bool = False) -> str:
-    inner = matchers(filters)
+def _sel(name_or_regex: str, filters: dict[str, str], regex: bool = False,
+         negate: set[str] = frozenset()) -> str:
+    inner = matchers(filters, negate)
     if regex:
         return "{" + f"__name__=~{quote(name_or_regex)}" + (f",{inner}" if inner else "") + "}"
     return name_or_regex + ("{" + inner + "}" if inner else "")
 
 
 def table_query(filters: dict[str, str] | None = None,
-                exporter_job: str = EXPORTER_JOB) -> str:
+                exporter_job: str = EXPORTER_JOB, recorded: bool = False) -> str:
     """The table's one instant query.  filters: label -> value, applied to every
     selector (so a job's view asks only for its nodes); exporter_job: the Prometheus job
-    that scrapes the exporters."""
+    that scrapes the exporters; recorded: read examples/fleet-rules.yml's records."""
     f = filters or {}
     last = _sel(P + LAST_SAMPLE, f)
-    seen = f"max_over_time({last}[{STALE_WINDOW}])"
+    if recorded:
+        # one selector: the records carry the node's labels exactly, and `or` would drop
+        # them as matching its gpus_starved
+        node = _sel("|".join((_names(NODE_FAMILIES), *RECORDED[:3])), f, regex=True)
+        seen = _sel(REC_LAST_SEEN, f)
+    else:
+        node = _sel(_names((*NODE_FAMILIES, GPU_UTIL.prom)), f, regex=True)
+        seen = f"max_over_time({last}[{STALE_WINDOW}])"
+    # the devices' numbers only of the nodes whose verdict blames a device
+    evidence = (f"({_sel(_names(EVIDENCE_FAMILIES), f, regex=True)} and on (job, instance) "
+                f"{_sel(P + VERDICT_INFO, dict(f, devices=''), negate={'devices'})})")
     # the failing targets of the exporters' own job, whether or not any of them was ever
     # seen (a whole job down is what most needs showing), and those of any other job that
     # held gpudisk-top nodes in the hour (not every failing target of the server); marked
     # so that they always come through
     own = _sel("up", dict(f, job=exporter_job)) if "job" not in f else _sel("up", f)
-    down = (f"label_replace(({own} == 0) or ({_sel('up', f)} == 0 and on (job) {seen}), "
-            f"{quote(DOWN_LABEL)}, \"1\", \"\", \"\")")
-    stale = f"label_replace({seen} unless {last}, {quote(SEEN_LABEL)}, \"1\", \"\", \"\")"
-    return f"{_sel(_names(TABLE_FAMILIES), f, regex=True)} or {down} or {stale}"
+    down = _mark(f"({own} == 0) or ({_sel('up', f)} == 0 and on (job) {seen})", DOWN_LABEL)
+    stale = _mark(f"{seen} unless {last}", SEEN_LABEL)
+    rules = _mark(f"count({_sel(REC_GPUS, f)})", RULES_LABEL)
+    return f"{node} or {evidence} or {down} or {stale} or {rules}"
 
 
-def spark_query(group_by: str, filters: dict[str, str] | None = None) -> str:
+def _mark(expr: str, label: str) -> str:
+    """expr's elements with the label `label`="1" (so that `or` passes them as they are)."""
+    return f"label_replace({expr}, {quote(label)}, \"1\", \"\", \"\")"
+
+
+def spark_query(group_by: str, filters: dict[str, str] | None = None,
+                recorded: bool = False) -> str:
     """The last hour's mean GPU utilization per node, a point a minute (instant
-    subquery: a matrix)."""
-    return (f"avg by ({check_label(group_by)}) "
-            f"({_sel(P + 'gpu_utilization_ratio', filters or {})})"
-            f"[{SPARK_WINDOW_S // 60}m:{SPARK_STEP_S}s]")
+    subquery: a matrix); recorded: from examples/fleet-rules.yml's sum and count."""
+    by, f = check_label(group_by), filters or {}
+    if recorded:
+        mean = (f"(sum by ({by}) ({_sel(REC_GPU_UTIL_SUM, f)}) "
+                f"/ sum by ({by}) ({_sel(REC_GPUS_READ, f)}))")
+    else:
+        mean = f"avg by ({by}) ({_sel(GPU_UTIL.prom_name, f)})"
+    return f"{mean}[{SPARK_WINDOW_S // 60}m:{SPARK_STEP_S}s]"
 
 
 def timeline_query(group_by: str, value: str, filters: dict[str, str] | None = None) -> str:

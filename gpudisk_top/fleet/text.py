@@ -128,5 +128,6 @@ def render_text(view: FleetView, job: str | None = None) -> str:
         lines.append(f"jobs ({printable(view.job_label)}):")
         lines += [_job_line(g) for g in jobs]
     lines.append("")
-    lines.append(f"query cost: {view.cost.text()} ({COST_NOTE})")
+    rules = ", read from the recording rules" if view.recorded else ""
+    lines.append(f"query cost: {view.cost.text()} ({COST_NOTE}{rules})")
     return "\n".join(lines) + "\n"
