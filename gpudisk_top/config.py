@@ -9,6 +9,7 @@
     [devices."nvme0n1"] ...    # labels on a device's metrics (gpudisk_top/exporter/labels.py)
     [watch] paths = [...]      # free space to watch (gpudisk_top/watch/config.py)
     [health] interval_s = 600  # seconds between device health reads; 0: never
+    [ledger] gpu_hour_cost = 2.5  # the price of a GPU-hour (no default), currency = "USD"
 
 A bad file is a ConfigError whose message names the file and the line.
 """
@@ -25,6 +26,7 @@ from gpudisk_top.alerts.rules import parse_alerts
 from gpudisk_top.collect.health import DEFAULT_INTERVAL_S as DEFAULT_HEALTH_INTERVAL_S
 from gpudisk_top.exporter.labels import parse_devices
 from gpudisk_top.model.detect.thresholds import FIELD_NAMES, PER_CLASS_FIELDS, Thresholds
+from gpudisk_top.model.ledger import Price
 from gpudisk_top.watch.config import parse_watch
 
 class ConfigError(Exception):
@@ -95,9 +97,38 @@ def _health_section(value, ctx: Context) -> HealthConfig:
     return HealthConfig(float(interval))
 
 
+MAX_CURRENCY_CHARS = 8
+
+
+def _ledger_section(value, ctx: Context) -> Price:
+    """[ledger]: gpu_hour_cost (no default: without it no surface shows a cost) and the
+    currency's word it is in."""
+    if not isinstance(value, dict):
+        ctx.fail("ledger", None, "[ledger] must be a table, e.g. [ledger] gpu_hour_cost = 2.5")
+    for key in value:
+        if key not in ("gpu_hour_cost", "currency"):
+            ctx.fail("ledger", key, f"unknown setting ledger.{key} (known: gpu_hour_cost, "
+                     "currency)")
+    cost = value.get("gpu_hour_cost")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
+                             or not 0 <= cost < 1e9 or cost != cost):
+        ctx.fail("ledger", "gpu_hour_cost", "ledger.gpu_hour_cost must be the price of one "
+                 "GPU-hour, a number from 0, e.g. 2.5")
+    currency = value.get("currency", "")
+    if not isinstance(currency, str) or len(currency) > MAX_CURRENCY_CHARS or not all(
+            ch.isprintable() and not ch.isspace() for ch in currency):
+        ctx.fail("ledger", "currency", f"ledger.currency must be a word of at most "
+                 f"{MAX_CURRENCY_CHARS} printable characters, e.g. \"USD\"")
+    if currency and cost is None:
+        ctx.fail("ledger", "currency", "ledger.currency without ledger.gpu_hour_cost: give "
+                 "the price of one GPU-hour too")
+    return Price(None if cost is None else float(cost), currency)
+
+
 # section name -> parser(value, ctx) -> parsed object; an absent section is parsed from {}
 SECTION_PARSERS = {"detector": _detector_section, "alerts": parse_alerts,
-                   "devices": parse_devices, "watch": parse_watch, "health": _health_section}
+                   "devices": parse_devices, "watch": parse_watch, "health": _health_section,
+                   "ledger": _ledger_section}
 
 
 def default_path() -> str:

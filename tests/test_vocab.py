@@ -19,18 +19,22 @@ from gpudisk_top.output.once import disk_json, gpus_json
 from gpudisk_top.report import export
 
 FAMILIES = (vocab.DISK, vocab.TIMELINE, vocab.GPU, vocab.GPU_COMPUTED, vocab.GPU_PROCESS,
-            vocab.GPU_PROCESS_IO, vocab.HOST, vocab.MOUNT, vocab.HEALTH, vocab.HEALTH_COMPUTED)
+            vocab.GPU_PROCESS_IO, vocab.HOST, vocab.MOUNT, vocab.HEALTH, vocab.HEALTH_COMPUTED,
+            vocab.LEDGER)
 
 # a name ending so is in that unit (STYLE.md: units in names)
 NAME_UNITS = (("_kb_s", "kB/s"), ("_pct", "%"), ("_ms", "ms"), ("_kb", "kB"), ("_mib", "MiB"),
-              ("_mhz", "MHz"), ("_w", "W"), ("_c", "C"), ("_min", "min"), ("_hours", "h"))
+              ("_mhz", "MHz"), ("_w", "W"), ("_c", "C"), ("_min", "min"), ("_hours", "h"),
+              ("_gpu_s", "GPU-s"))
 # the base unit a Prometheus name ends with, per model unit
 PROM_SUFFIX = {"%": "_ratio", "ms": "_seconds", "kB/s": "_bytes_per_second", "kB": "_bytes",
                "MiB": "_bytes", "/s": "_per_second", "W": "_watts", "C": "_celsius",
-               "MHz": "_hertz", "min": "_seconds", "h": "_seconds"}
+               "MHz": "_hertz", "min": "_seconds", "h": "_seconds",
+               "GPU-s": "_seconds"}
 # published names that break the rule, kept as they are (dashboards query them): bytes
-# read through read() are "chars" after /proc/PID/io's rchar
-PROM_NAMES_KEPT = {"gpu_process_read_chars_per_second"}
+# read through read() are "chars" after /proc/PID/io's rchar; the stall ledger's seconds
+# by device (its name agreed with the fleet's recording rules, issue 28)
+PROM_NAMES_KEPT = {"gpu_process_read_chars_per_second", "gpu_seconds_by_device"}
 
 
 def test_families_are_the_model_dataclasses():
@@ -114,7 +118,7 @@ def test_verdict_and_episode_json():
     j = vocab.episode_json(ep)
     assert list(j) == ["id", "state", "start", "end", "start_s", "end_s", "duration_s", "gpus",
                        "devices", "processes", "reason", "advice", "kind", "min_util_pct",
-                       "intervals", "culprits", "whatif"]
+                       "intervals", "lost_gpu_s", "culprits", "whatif"]
     assert j["culprits"] == culprits
     # still open: it ends at its latest interval in its state
     assert j["end_s"] == 112.5 and j["duration_s"] == 12.5 and j["min_util_pct"] == 20.0

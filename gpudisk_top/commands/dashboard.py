@@ -40,7 +40,7 @@ def run(args) -> int:
                      dev_filter=device_filter(args),
                      prefill=sampler.samples_until(args.demo_start) if args.demo_start else 0,
                      on_sample=recorder.append if recorder else None, hooks=hooks,
-                     record_path=args.record)
+                     record_path=args.record, price=cfg.sections["ledger"])
     try:
         with screen_on_terminal():
             app.run(mouse=not args.no_mouse)

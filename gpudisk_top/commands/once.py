@@ -39,9 +39,10 @@ def run(args) -> int:
     sampler, virtual, origin = open_source(args, cfg, gpu_init_wait_s=INIT_TIMEOUT_S)
     try:
         if args.demo_start:
-            model, verdict = _after_history(sampler, args.demo_start, thresholds)
+            model, verdict, ledger = _after_history(sampler, args.demo_start, thresholds)
         else:
             model, verdict = _one_interval(sampler, virtual, args.interval, thresholds)
+            ledger = None       # the interval's own (output/once.py)
     finally:
         sampler.close()
     if not model.sample.disks and model.sample.host.cpu is None:
@@ -49,10 +50,11 @@ def run(args) -> int:
                              + "; ".join(model.sample.warnings or ["no diskstats, no stat"]))
     for warning in [*model.sample.warnings, *model.warnings]:
         warn(warning)
+    price = cfg.sections["ledger"]
     if args.json:
-        sys.stdout.write(once.render_json(model, dev_filter, origin, verdict) + "\n")
+        sys.stdout.write(once.render_json(model, dev_filter, origin, verdict, ledger, price) + "\n")
     else:
-        sys.stdout.write(once.render_text(model, dev_filter, origin, verdict))
+        sys.stdout.write(once.render_text(model, dev_filter, origin, verdict, ledger, price))
     return 0
 
 
@@ -77,10 +79,12 @@ def _one_interval(sampler, virtual: bool, interval_s: float, thresholds):
 
 def _after_history(sim, start_s: float, thresholds):
     """The simulator's history up to start_s (at least its first sample, which has no
-    interval) through a Stepper, then the interval after it."""
+    interval) through a Stepper, then the interval after it, and the stall ledger of the
+    whole history (what the dashboard's would say then)."""
     from gpudisk_top.model.step import Stepper
 
     stepper = Stepper(thresholds)
     for _ in range(max(1, sim.samples_until(start_s))):
         stepper.step(sim.sample())
-    return stepper.step(sim.sample())
+    model, verdict = stepper.step(sim.sample())
+    return model, verdict, stepper.ledger

@@ -40,15 +40,17 @@ def run(args) -> int:
     from gpudisk_top.report import summary, text
     from gpudisk_top.commands.window import open_window
 
-    thresholds = thresholds_from(args, load_config(args))
+    cfg = load_config(args)
+    thresholds = thresholds_from(args, cfg)
+    price = cfg.sections["ledger"]
     rec, start, end = open_window(args)
     try:
         result = summary.build(rec, start, end, thresholds, device_filter(args),
-                               recompute=args.recompute)
+                               recompute=args.recompute, price=price)
     finally:
         rec.close()
     if args.json:
         sys.stdout.write(json.dumps(result.data, indent=2, allow_nan=False, default=str) + "\n")
     else:
-        sys.stdout.write(text.render(result, charts=not args.no_charts))
+        sys.stdout.write(text.render(result, charts=not args.no_charts, price=price))
     return 0

@@ -19,11 +19,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
+from gpudisk_top.model.ledger import CAUSES, Ledger
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
 from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO,
-                                     GPUS_STARVED, HEALTH, HOST, LAST_SAMPLE, MOUNT, PROM_PREFIX,
-                                     STATE_SINCE, VERDICT_INFO)
+                                     GPUS_STARVED, HEALTH, HOST, LAST_SAMPLE, LEDGER, MOUNT,
+                                     PROM_PREFIX, STATE_SINCE, VERDICT_INFO)
 from gpudisk_top.textsafe import printable
 
 P = PROM_PREFIX
@@ -39,6 +40,8 @@ class Frame:
     free_space: tuple = ()
     alerts_fired: Mapping[str, int] = field(default_factory=dict)
     samples: int = 0
+    # the stall ledger since the exporter started (model/ledger.py): a copy, never mutated
+    ledger: Ledger | None = None
 
 
 def episode_counts(episodes) -> dict[str, int]:
@@ -122,6 +125,7 @@ class Renderer:
         out += self._mounts(frame.model)
         out += self._health(frame.model)
         out += self._verdict(frame)
+        out += self._ledger(frame)
         out += self._paths(frame)
         return out
 
@@ -304,6 +308,23 @@ class Renderer:
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):
             fired.add_metric([name], frame.alerts_fired.get(name, 0))
         return [state, since, info, culprit, starved, unavailable, episodes, fired, whatif]
+
+    def _ledger(self, frame: Frame) -> list:
+        """The stall ledger's counters (model/ledger.py), from 0 at the exporter's start:
+        every cause always (increase() needs a series from the start), each device or
+        mount once blamed."""
+        lost, idle, by_device = (LEDGER["lost_gpu_s"], LEDGER["idle_gpu_s"],
+                                 LEDGER["device_lost_gpu_s"])
+        ledger = frame.ledger or Ledger()
+        cause = CounterMetricFamily(lost.prom_name, lost.prom_help, labels=["cause"])
+        for c in CAUSES:
+            cause.add_metric([c], ledger.by_cause.get(c, 0.0) * lost.prom_factor)
+        idle_fam = CounterMetricFamily(idle.prom_name, idle.prom_help,
+                                       value=ledger.idle_gpu_s * idle.prom_factor)
+        dev = CounterMetricFamily(by_device.prom_name, by_device.prom_help, labels=["device"])
+        for name, v in sorted(ledger.by_device.items()):
+            dev.add_metric([name], v * by_device.prom_factor)
+        return [cause, idle_fam, dev]
 
     def _paths(self, frame: Frame) -> list:
         labels = ["path", "device"]

@@ -27,6 +27,7 @@ from gpudisk_top.exporter.families import Frame, Renderer, episode_counts, sampl
 from gpudisk_top.exporter.httpserve import BoundedHTTPServer, raise_nofile
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.exporter.options import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
+from gpudisk_top.model.ledger import Ledger
 from gpudisk_top.model.select import DeviceFilter
 
 # The classic text format, whatever the scraper prefers: every Prometheus reads it, and
@@ -147,6 +148,8 @@ class MetricsServer:
         self._lock = threading.Lock()
         self._fired: dict[str, int] = {}
         self._samples = 0
+        # the stall ledger's counters: each verdict's interval added once, from 0 at start
+        self._ledger = Ledger()
         self._httpd = None
         self._thread: threading.Thread | None = None
 
@@ -211,9 +214,10 @@ class MetricsServer:
             for alert in fired or ():
                 self._fired[alert.rule] = self._fired.get(alert.rule, 0) + 1
             self._samples += 1
+            self._ledger.add(getattr(verdict, "loss", None))
             frame = Frame(model=model, verdict=verdict, episodes=counts,
                           free_space=tuple(free_space or ()), alerts_fired=dict(self._fired),
-                          samples=self._samples)
+                          samples=self._samples, ledger=self._ledger.copy())
         self.collector.set_frame(frame)
 
     def render_text(self) -> str:

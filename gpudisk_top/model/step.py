@@ -12,11 +12,16 @@ agree about the same moment (the warm-up a replay takes is session/replay.py's):
   - A detector only sees consecutive samples over a steady wall clock: it starts afresh
     at a new session and where the wall clock stepped (clock_stepped), and the episode
     open there ends at the last sample fed.
+  - Each verdict's interval is counted in the stall ledger (model/ledger.py): the
+    verdict carries its IntervalLoss (`verdict.loss`), `ledger` is the running total
+    since the Stepper was made or last forgot (a restart keeps counting; the job's
+    healthy level carries over: a new job is told by its new GPU processes).
 """
 
 from __future__ import annotations
 
 from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.model.ledger import Accountant, Ledger
 from gpudisk_top.model.snapshot import Model
 
 # A wall clock that moved this much more or less than the monotonic clock between two
@@ -46,12 +51,16 @@ class Stepper:
         self.detector = Detector(thresholds)
         self.last = None                  # the sample last fed
         self.retired: list[Episode] = []  # episodes of the detectors restart() replaced
+        self.accountant = Accountant()
+        self.ledger = Ledger()
 
     def step(self, sample, fresh: bool = False) -> tuple[Model, Verdict]:
         """The Model of the interval ending at `sample` and the detector's Verdict on it.
         fresh: the sample starts a session (no interval ends at it)."""
         model = Model.new(sample, None if fresh else self.last)
         verdict = self.detector.feed(model)
+        verdict.loss = self.accountant.account(model, verdict)
+        self.ledger.add(verdict.loss)
         self.last = sample
         return model, verdict
 
@@ -74,6 +83,8 @@ class Stepper:
         self.detector = Detector(self.thresholds)
         self.last = None
         self.retired = []
+        self.accountant = Accountant()
+        self.ledger = Ledger()
 
     @property
     def episodes(self) -> list[Episode]:

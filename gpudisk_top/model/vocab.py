@@ -417,6 +417,47 @@ HEALTH_COMPUTED = Family("disk_health", (
 ))
 
 
+# ---------------------------------------------------------------------------- the stall ledger
+# model/ledger.py: the GPU time the job's GPUs did not use, by cause.  GPU-seconds in the
+# model, its JSON and Prometheus; GPU-hours (LEDGER_HOURS) where a person reads them, and
+# money (COST) where the config gives [ledger] gpu_hour_cost.
+LEDGER = Family("ledger", (
+    Metric("lost_gpu_s", "GPU-s", "lost",
+           "GPU time the job's GPUs did not use, by cause (the detector's state: "
+           "disk-starved, cpu-starved, checkpoint-stall, straggler, undiagnosed; healthy: "
+           "what the job leaves unused when it runs well), per GPU interval x (reference - "
+           "utilization), the reference being the job's healthy median utilization where "
+           "known, else 1 (model/ledger.py).",
+           prom="gpu_seconds", counter=True, csv=False, alert=False, decimals=1),
+    Metric("idle_gpu_s", "GPU-s", "idle",
+           "GPU time of GPUs with no compute process (no job), never lost to a cause.",
+           prom="gpu_idle_seconds", counter=True, csv=False, alert=False, decimals=1),
+    Metric("device_lost_gpu_s", "GPU-s", "by device",
+           "GPU time lost while disk-starved, by the device (kernel name) or network/FUSE "
+           "mountpoint the verdict blamed.",
+           prom="gpu_seconds_by_device", counter=True, csv=False, alert=False, decimals=1),
+))
+# a ledger's GPU-seconds as a person reads them, and what they cost
+LEDGER_HOURS = Metric("gpu_h", "GPU-h", "GPU-h", "GPU-hours: GPU-seconds / 3600.",
+                      csv=False, alert=False, decimals=2)
+COST = Metric("cost", "", "cost", "GPU-hours x [ledger] gpu_hour_cost (the config's price "
+              "of one GPU-hour, in its currency).", csv=False, alert=False, decimals=2)
+
+
+def gpu_hours(gpu_s: float | None, width: int | None = None) -> str:
+    """GPU-seconds as every surface writes GPU-hours ("3.20")."""
+    return LEDGER_HOURS.text(None if gpu_s is None else gpu_s / 3600.0, width=width)
+
+
+def cost_text(gpu_s: float, gpu_hour_cost: float | None, currency: str = "") -> str | None:
+    """What GPU-seconds cost at the config's price of a GPU-hour ("12.80 USD"); None
+    without a price."""
+    if gpu_hour_cost is None:
+        return None
+    amount = COST.text(gpu_s / 3600.0 * gpu_hour_cost)
+    return f"{amount} {currency}" if currency else amount
+
+
 # ---------------------------------------------------------------------------- the node's own
 # The families the exporter writes for the node as a whole (exporter/families.py), which
 # are no Metric's, under the names the fleet reads back (fleet/queries.py, fleet/model.py)
@@ -536,7 +577,8 @@ def episode_json(e) -> dict:
     `export --format perfetto` takes a slice's args from): its times as ISO text and as
     Unix seconds (an episode still open ends at its latest interval in its state), its
     duration in s, what it names, its evidence, culprits (as verdict_json's) and advice,
-    the lowest GPU utilization seen and its intervals in its state."""
+    the lowest GPU utilization seen and its intervals in its state, and the GPU-seconds
+    lost to it (model/ledger.py)."""
     end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
     return {
         "id": e.id, "state": e.state,
@@ -547,6 +589,7 @@ def episode_json(e) -> dict:
         "reason": e.reason, "advice": e.advice, "kind": e.kind,
         "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
         "intervals": e.intervals,
+        "lost_gpu_s": e.lost_gpu_s,
         "culprits": [c.as_json() for c in e.culprits],
         "whatif": [w.as_json() for w in e.whatif],
     }

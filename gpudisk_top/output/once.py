@@ -14,6 +14,7 @@ from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.collect.source import LIVE, Source, live_source
 from gpudisk_top.model.detect import UNAVAILABLE
+from gpudisk_top.model.ledger import NO_PRICE, Ledger, Price, ledger_of
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable_lines
@@ -102,9 +103,12 @@ def gpus_json(model: Model) -> list[dict]:
 
 
 def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
-            verdict=None) -> dict:
-    """origin: where the numbers come from (default: this machine)."""
+            verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE) -> dict:
+    """origin: where the numbers come from (default: this machine).  ledger: the GPU time
+    lost (model/ledger.py; default: this interval's, against 100%)."""
     origin = origin or live_source()
+    if ledger is None and verdict is not None:
+        ledger = ledger_of(model, verdict)
     return {
         "version": __version__,
         "source": origin.label,
@@ -119,6 +123,7 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None
         "health": health_json(model, dev_filter),
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
+        "ledger": ledger.as_json(price) if ledger is not None else None,
         "warnings": [*model.all_warnings, *_unavailable_warning(verdict)],
     }
 
@@ -131,9 +136,9 @@ def _unavailable_warning(verdict) -> list[str]:
 
 
 def render_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
-                verdict=None) -> str:
-    return json.dumps(to_json(model, dev_filter, origin, verdict), indent=2, allow_nan=False,
-                      default=str)
+                verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE) -> str:
+    return json.dumps(to_json(model, dev_filter, origin, verdict, ledger, price), indent=2,
+                      allow_nan=False, default=str)
 
 
 # ------------------------------------------------------------------------------ text
@@ -318,14 +323,17 @@ def _verdict_lines(verdict) -> list[str]:
 
 
 def render_text(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
-                verdict=None) -> str:
+                verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE) -> str:
     origin = origin or live_source()
+    if ledger is None and verdict is not None:
+        ledger = ledger_of(model, verdict)
     ncpu = model.host.ncpu if model.host is not None and model.host.ncpu else os.cpu_count()
     head = (f"gpudisk-top {__version__}  {origin.host_name}  Linux {origin.kernel}  "
             f"{iso_time(model.wall_s)}  interval {model.interval_s:.2f} s  ({ncpu} CPU)")
     if origin.kind != LIVE:
         head = f"DEMO ({origin.label}): " + head
-    parts = [head, *_verdict_lines(verdict), "", *_gpu_lines(model, verdict), "",
+    account = [f"GPU time: {ledger.line(price)}"] if ledger is not None else []
+    parts = [head, *_verdict_lines(verdict), *account, "", *_gpu_lines(model, verdict), "",
              *_host_lines(model), "", *_disk_lines(model, dev_filter)]
     mounts = _mount_lines(model)
     if mounts:

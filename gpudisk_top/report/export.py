@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 
+from gpudisk_top.model.ledger import CAUSES, Ledger
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.vocab import DISK, GPU, HOST, Family, episode_json, iso_time, verdict_json
 from gpudisk_top.output.once import disk_json, gpus_json, selected_disks
@@ -114,6 +115,10 @@ DISK_ARGS = ("r_await_ms", "w_await_ms", "rkb_s", "wkb_s", "aqu_sz", "util_pct")
 HOST_ARGS = ("cpu_iowait_pct", "cpu_idle_pct", "psi_io_some_pct", "psi_cpu_some_pct")
 
 
+# the stall ledger's counter track (GPU-seconds lost by cause, cumulative)
+LEDGER_TRACK = "GPU time lost (GPU-s)"
+
+
 def _us(wall_s: float) -> int:
     return int(round(wall_s * 1e6))
 
@@ -121,7 +126,9 @@ def _us(wall_s: float) -> int:
 def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
                    dev_filter: DeviceFilter | None = None) -> int:
     """A Chrome trace-event JSON object: a counter track ("ph": "C") per GPU, per disk and
-    for the host, and a complete slice ("ph": "X") per starvation episode.  `ts` is
+    for the host, one of the GPU time lost by cause since the window's start (the stall
+    ledger, model/ledger.py: GPU-seconds, to the end of the interval at its ts) beside the
+    episodes, and a complete slice ("ph": "X") per starvation episode.  `ts` is
     wall-clock microseconds since the Unix epoch; a counter's value is the rate over the
     interval that starts at its ts.  Returns the number of events."""
     dev_filter = dev_filter or DeviceFilter()
@@ -159,7 +166,9 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
     range_starts = {lo for lo, _ in ranges}
     new_range = False
     ep_stretch: dict[int, int] = {}   # id(episode) -> the stretch where it was seen first
+    ledger = Ledger()
     for i, model, verdict in replay.run(ranges, start_s):
+        ledger.add(verdict.loss)
         new_range = new_range or i in range_starts
         if verdict.episode is not None:
             ep_stretch.setdefault(id(verdict.episode), stretch)
@@ -192,13 +201,16 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
             if args:
                 emit({"ph": "C", "name": "host", "pid": PID_HOST + base, "tid": 0, "ts": ts,
                       "args": args})
+        emit({"ph": "C", "name": LEDGER_TRACK, "pid": PID_EPISODES + base, "tid": 0, "ts": ts,
+              "args": {c: ledger.by_cause[c] for c in CAUSES}})
     for e in replay.episodes:
         ej = episode_json(e)
         start_us = _us(ej["start_s"])
         emit({"ph": "X", "name": e.state, "cat": "starvation",
               "pid": PID_EPISODES + PID_STRETCH * ep_stretch.get(id(e), 0), "tid": 1,
               "ts": start_us, "dur": max(0, _us(ej["end_s"]) - start_us),
-              "args": {k: ej[k] for k in ("id", "gpus", "devices", "processes", "reason", "advice")}})
+              "args": {k: ej[k] for k in ("id", "gpus", "devices", "processes", "reason", "advice",
+                                        "lost_gpu_s")}})
     other = {"source": source.label, "source_kind": source.kind, "host_name": host,
              "recording": rec.path, "ts": "wall-clock microseconds since the Unix epoch"}
     if rec.left_out:

@@ -40,6 +40,8 @@ from gpudisk_top.model.vocab import episode_json, iso_time
 from gpudisk_top.record import derived, sources
 from gpudisk_top.record.derived import GPU_STATES, add_interval
 from gpudisk_top.record.v2.summary import DiskSums, Stretch
+from gpudisk_top.model.ledger import NO_PRICE, Ledger, Price
+from gpudisk_top.report import ledger as report_ledger
 from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.model.step import CLOCK_STEP_S
@@ -158,6 +160,8 @@ class Summary:
     # per episode: the (first, last) sample indexes of the stretch of a steady clock it
     # was found in (Recording.ranges: wall times alone are ambiguous after a step back)
     spans: list[tuple[int, int]] = field(default_factory=list)
+    # the window's stall ledger where every sample of it was replayed (else None)
+    ledger: Ledger | None = None
 
 
 @dataclass
@@ -175,6 +179,7 @@ class _Partial:
     replayed: int = 0                   # samples replayed from raw counters
     breaks_first: bool = False          # its first sample starts a session or follows a clock step
     health: HealthSeries = field(default_factory=HealthSeries)   # the disks' health readings
+    ledger: Ledger | None = None        # its replayed intervals' stall ledger
 
 
 class _Selector:
@@ -209,7 +214,7 @@ def _pass(rec: Recording, lo: int, hi: int, clip_s, since_s, series: Series, thr
           dev_filter: DeviceFilter) -> _Partial:
     """Replay samples lo..hi (the detector warmed up before since_s, or before lo) into a
     _Partial; intervals that begin before clip_s count only from clip_s."""
-    part = _Partial(series=series)
+    part = _Partial(series=series, ledger=Ledger())
     s = part.stretch
     select = _Selector(dev_filter)
     known_warnings = len(rec.warnings)
@@ -220,6 +225,7 @@ def _pass(rec: Recording, lo: int, hi: int, clip_s, since_s, series: Series, thr
         add_interval(s, model, verdict.state, verdict.gpus, clip_s=clip_s, selected=select,
                      series=series)
         part.health.add_sample(model.sample)
+        part.ledger.add(verdict.loss)
         ep = verdict.episode
         if ep is not None and verdict.raw_state == ep.state:
             inside[id(ep)] = inside.get(id(ep), 0) + 1
@@ -296,20 +302,44 @@ def _merge_episodes(parts: list[_Partial], bounds: list[float]) -> list[Episode]
 
 def build(rec: Recording, start_s: float | None = None, end_s: float | None = None,
           thresholds=None, dev_filter: DeviceFilter | None = None,
-          recompute: bool = False) -> Summary:
+          recompute: bool = False, price: Price = NO_PRICE) -> Summary:
     """The report over the samples with start_s <= wall_s <= end_s, from the recorded
     summaries when they fit (see the module's doc), else (or with recompute) by
     replaying the raw samples in one pass per stretch of a steady clock, the detector
-    warmed up WARMUP_S before the window.  The caller checks that the window holds samples."""
+    warmed up WARMUP_S before the window.  The caller checks that the window holds samples.
+    price: [ledger] of the config, for the cost of the GPU time lost."""
     dev_filter = dev_filter or DeviceFilter()
     ranges = rec.ranges(start_s, end_s)
     axis = Axis(ranges)
+    result = None
     if not recompute and len(ranges) == 1:
         lo, hi = ranges[0]
         plan = _fast_plan(rec, lo, hi, thresholds)
         if plan is not None:
-            return _build_fast(rec, plan, lo, hi, start_s, axis, thresholds, dev_filter)
-    return _build_replay(rec, ranges, start_s, axis, thresholds, dev_filter)
+            result = _build_fast(rec, plan, lo, hi, start_s, axis, thresholds, dev_filter)
+    if result is None:
+        result = _build_replay(rec, ranges, start_s, axis, thresholds, dev_filter)
+    _add_ledger(result, rec, start_s, end_s, thresholds, price)
+    return result
+
+
+def _add_ledger(result: Summary, rec: Recording, start_s, end_s, thresholds,
+                price: Price) -> None:
+    """data["ledger"]: the window's GPU time lost (report/ledger.py), replayed for it
+    where the summaries were read and the window is not too long."""
+    counted = result.episodes
+    why_not = None
+    if result.ledger is None:
+        if result.data["samples"] <= report_ledger.REPLAY_MAX_SAMPLES:
+            result.ledger, counted = report_ledger.replay_ledger(rec, start_s, end_s, thresholds)
+        else:
+            why_not = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples "
+                       "and the recorded summaries hold no utilization per interval: "
+                       "report --recompute, or a shorter --from/--to, counts it")
+    result.data["ledger"] = report_ledger.section(result.ledger, result.data["episodes"],
+                                                  counted, price, why_not)
+    for e, row in zip(result.data["episodes"], result.data["ledger"].get("by_episode") or ()):
+        e["lost_gpu_s"] = row["lost_gpu_s"]      # the ledger's count, whichever path
 
 
 def _build_replay(rec, ranges, start_s, axis, thresholds, dev_filter) -> Summary:
@@ -410,7 +440,7 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
     verdicts are the recorded ones); with per_sample, every block's are (the same sums,
     the charts' points per sample: MIN_CHART_BLOCKS)."""
     series = Series(axis)
-    part = _Partial(series=series)
+    part = _Partial(series=series)       # no ledger: its verdicts are the recorded ones
     s = part.stretch
     select = _Selector(dev_filter)
     records: dict[tuple, tuple] = {}   # (session, episode id) -> (record, block, first index)
@@ -665,8 +695,13 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         e["health"] = episode_health(health, devices, e)
     if how == RECORDED:
         data["replayed_samples"] = replayed
+    ledger = None
+    if parts and all(p.ledger is not None for p in parts):
+        ledger = Ledger()
+        for p in parts:
+            ledger.merge(p.ledger)
     return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings),
-                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)])
+                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)], ledger=ledger)
 
 
 def output_gaps(rec: Recording, first_s: float | None, last_s: float | None) -> list[dict]:

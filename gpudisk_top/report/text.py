@@ -11,6 +11,8 @@ from gpudisk_top.model.present import Col, class_tag, table
 from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.model.whatif import best_line, of_json as whatif_of
 from gpudisk_top.textsafe import printable, printable_lines
+from gpudisk_top.model.ledger import NO_PRICE, Price
+from gpudisk_top.report.ledger import lines as ledger_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
@@ -35,7 +37,7 @@ def _interval(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds:.2f}"
 
 
-def render(summary: Summary, charts: bool = True) -> str:
+def render(summary: Summary, charts: bool = True, price: Price = NO_PRICE) -> str:
     d = summary.data
     out: list[str] = []
     head = f"gpudisk-top report: {d['file']}"
@@ -76,6 +78,9 @@ def render(summary: Summary, charts: bool = True) -> str:
     out += _episodes(d)
     out.append("")
     out += _devices(d)
+    if d.get("ledger") is not None:
+        out.append("")
+        out += ledger_lines(d["ledger"], price)
     if d.get("health"):
         out.append("")
         out += _health(d["health"])

@@ -22,6 +22,7 @@ from gpudisk_top.collect.ioscan import SCAN_OPEN_S
 from gpudisk_top.collect.source import SIMULATED, Source
 from gpudisk_top.collect.visibility import NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.session.live import Feed, Update
+from gpudisk_top.model.ledger import NO_PRICE, Price
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.device import DeviceScreen
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
@@ -93,9 +94,11 @@ class GpuDiskApp(TimelineKeys, App):
     def __init__(self, source, interval_s: float, origin: Source, thresholds=None,
                  dev_filter: DeviceFilter | None = None, on_sample=None,
                  autostart: bool = True, show_self: bool = True, prefill: int = 0,
-                 feed=None, hooks=None, record_path: str | None = None) -> None:
+                 feed=None, hooks=None, record_path: str | None = None,
+                 price: Price = NO_PRICE) -> None:
         super().__init__()
         self.origin = origin
+        self.price = price          # [ledger]: the cost of the GPU time lost
         # a live Feed over `source`, or a ready-made feed (replay)
         self.feed = feed or Feed(source, interval_s, self._from_feed, thresholds=thresholds,
                                  on_sample=on_sample, hooks=hooks)
@@ -321,7 +324,10 @@ class GpuDiskApp(TimelineKeys, App):
     def action_episodes(self) -> None:
         update = self.shown or self.latest
         now = update.model.wall_s if update else time.time()
-        self.push_screen(EpisodesScreen(self.feed.episodes, now), self.goto_episode)
+        # the session's GPU time lost: live only (a replay's Stepper counts from its seek)
+        ledger = self.feed.stepper.ledger.copy() if isinstance(self.feed, Feed) else None
+        self.push_screen(EpisodesScreen(self.feed.episodes, now, ledger=ledger,
+                                        price=self.price), self.goto_episode)
 
     def goto_episode(self, episode) -> None:
         """Enter on an episode in the list: the timeline scrolls to its start."""

@@ -26,6 +26,8 @@ MODE:
   trainer     the workers are light (samples from memory, asleep on a full prefetch queue);
               the trainer's own Python spends ~30 ms of CPU a step before its GPU step:
               the training loop itself is the bottleneck (~20 steps a second alone)
+--then MODE2 --switch-s S: the workers turn to MODE2 (healthy: from memory) S seconds in,
+  the same trainer going on (a job that was starved, then fixed: the ledger's test).
 --gpu-device DEV: the trainer holds DEV open and mapped, as a CUDA process holds
   /dev/nvidiaN (the container tests' stand-in for the device node).
 FILE must exist (any large file; the tests make one on the real disk).
@@ -87,12 +89,15 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
-def worker(mode: str, path: str, reads: int, out: mp.Queue, parent: int) -> None:
+def worker(mode: str, path: str, reads: int, out: mp.Queue, parent: int,
+           then: str | None = None, switch_at: float = 0.0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with(parent)
     reader = (Reader(path, reads) if mode == "disk" else
               Reader(path, reads, direct=False, block=16 * BLOCK) if mode == "files" else None)
     while os.getppid() == parent:
+        if then is not None and time.time() >= switch_at:
+            mode, reader, then = then, None, None
         for _ in range(BATCH):
             if reader is not None:
                 reader.sample()
@@ -119,6 +124,8 @@ def main() -> int:
     ap.add_argument("--ckpt-file", default=None, help="checkpoint mode: where (FILE.ckpt)")
     ap.add_argument("--ckpt-async", action="store_true",
                     help="checkpoint mode: save on a thread, the trainer going on meanwhile")
+    ap.add_argument("--then", choices=["healthy", "cpu", "light-cpu"], default=None)
+    ap.add_argument("--switch-s", type=float, default=0.0)
     ap.add_argument("--gpu-device", default=None,
                     help="a file to hold open and map as a CUDA process holds /dev/nvidiaN, "
                          "before the workers fork (they inherit it, as DataLoader's do)")
@@ -128,8 +135,9 @@ def main() -> int:
         a.gpu_map = mmap.mmap(gpu_fd, 64 << 20, mmap.MAP_SHARED, mmap.PROT_READ)
     ctx = mp.get_context("fork")
     queue = ctx.Queue(maxsize=2 * a.workers)
-    procs = [ctx.Process(target=worker, args=(a.mode, a.data, a.reads, queue, os.getpid()),
-                         daemon=True)
+    switch_at = time.time() + a.switch_s
+    procs = [ctx.Process(target=worker, args=(a.mode, a.data, a.reads, queue, os.getpid(),
+                                              a.then, switch_at), daemon=True)
              for _ in range(a.workers)]
     for p in procs:
         p.start()

@@ -38,6 +38,7 @@ class Episode:
     min_util_pct: float | None = None
     culprits: list[Culprit] = field(default_factory=list)   # named in `reason`
     whatif: list[WhatIf] = field(default_factory=list)      # of its latest interval in state
+    lost_gpu_s: float = 0.0               # GPU-seconds lost to it (model/ledger.py)
 
     @property
     def open(self) -> bool:
@@ -73,6 +74,9 @@ class Verdict:
     # what each fix would gain, best first (model/whatif.py): the episode's latest interval
     # in its state, or this interval's when it is starved alone
     whatif: list[WhatIf] = field(default_factory=list)
+    # the GPU time this interval left unused, and to what (model/ledger.py IntervalLoss):
+    # set by model/step.py Stepper.step; None for a verdict judged outside a Stepper
+    loss: object = None
 
 
 @dataclass

@@ -69,11 +69,15 @@ def _short_cmd(cmdline: str | None, name: str | None) -> str | None:
     return " ".join(w.rsplit("/", 1)[-1] for w in words[:2]) or name
 
 
+def job_gpus(model: Model) -> list[GpuView]:
+    """The job's GPUs: those not lost with a compute process (the stall ledger counts
+    the others as idle)."""
+    return [gpu for gpu in model.gpus if not gpu.lost and gpu.processes]
+
+
 def find_job(model: Model) -> Job:
     job = Job()
-    for gpu in model.gpus:
-        if gpu.lost or not gpu.processes:
-            continue
+    for gpu in job_gpus(model):
         job.gpus.append(gpu)
         for p in gpu.processes:
             if p.pid not in job.gpu_pids:

@@ -1,7 +1,9 @@
 """`e`: the starvation episodes; the highlighted one's evidence is shown below the list,
 and Enter goes to it (the dashboard's timeline scrolls to its start; a replay seeks).
 A note above the list says where the episodes come from when that is not obvious (a
-replay: the whole recording's, or those passed so far and why)."""
+replay: the whole recording's, or those passed so far and why).  Live, the session's GPU
+time lost heads the list (the stall ledger's one line, model/ledger.py) and each
+episode says its own."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from gpudisk_top.model.ledger import NO_PRICE
+from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.model.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui.format import clock, duration
@@ -24,7 +28,8 @@ def _describe(ep, now_s: float) -> Text:
     # ("python train.py --tags [a,b]") that must show as they are
     return Text(printable(f"#{ep.id} {ep.state}  {clock(ep.start_wall_s)}–{end}  "
                           f"({duration(ep.duration_s(now_s))})  "
-                          f"GPU {','.join(map(str, ep.gpus)) or '-'}  {','.join(ep.devices) or ''}"))
+                          f"GPU {','.join(map(str, ep.gpus)) or '-'}  {','.join(ep.devices) or ''}"
+                          + (f"  lost {gpu_hours(ep.lost_gpu_s)} GPU-h" if ep.lost_gpu_s else "")))
 
 
 def evidence(ep, now_s: float) -> Text:
@@ -51,11 +56,14 @@ class EpisodesScreen(ModalScreen):
     """
     BINDINGS = [Binding("escape,e,q", "dismiss", "Close")]
 
-    def __init__(self, episodes, now_s: float, note: str = "") -> None:
+    def __init__(self, episodes, now_s: float, note: str = "", ledger=None,
+                 price=NO_PRICE) -> None:
         super().__init__()
         self.episodes = list(reversed(episodes))  # newest first
         self.now_s = now_s
         self.note = note
+        if ledger is not None and ledger.intervals:
+            self.note = "\n".join(filter(None, [f"this session: {ledger.line(price)}", note]))
 
     def compose(self) -> ComposeResult:
         with Vertical():

@@ -1,0 +1,121 @@
+"""The report's "GPU time lost" section: the stall ledger (model/ledger.py) over the
+window, by cause, by device or mount, by episode, each with its share of all the GPU
+time of the window, and how much the best predicted fix (model/whatif.py) of each
+episode would have recovered.
+
+The ledger is counted by the one step (model/step.py) as the window is replayed; where
+the report read the recorder's summaries (which hold no utilization per interval), the
+window's raw samples are replayed for it here, with the report's own warm-up, when the
+window holds at most REPLAY_MAX_SAMPLES; a longer one says so and how to get it
+(`report --recompute`).
+"""
+
+from __future__ import annotations
+
+from gpudisk_top.model.ledger import CAUSES, NO_PRICE, Ledger, Price, recovered_gpu_s
+from gpudisk_top.model.present import Col, table
+from gpudisk_top.model.vocab import gpu_hours
+from gpudisk_top.model.whatif import WhatIf
+from gpudisk_top.session.replay import Replay
+
+# a day at 1 Hz: replayed in about a minute on one core
+REPLAY_MAX_SAMPLES = 86400
+
+
+def replay_ledger(rec, start_s, end_s, thresholds) -> tuple[Ledger, list]:
+    """The window's ledger and the replay's episodes (each with its lost_gpu_s)."""
+    replay = Replay(rec, thresholds)
+    ledger = Ledger()
+    for _model, verdict in replay.models(start_s, end_s):
+        ledger.add(verdict.loss)
+    return ledger, replay.episodes
+
+
+def _lost_of(e: dict, counted: list) -> float:
+    """An episode of the report (its JSON) matched to the ledger's: the same state, the
+    counted one overlapping it most."""
+    best, overlap = 0.0, 0.0
+    for c in counted:
+        if c.state != e["state"]:
+            continue
+        end = c.end_wall_s if c.end_wall_s is not None else c.last_wall_s
+        o = min(end, e["end_s"]) - max(c.start_wall_s, e["start_s"])
+        if o > overlap or (o == overlap == 0 and c.start_wall_s == e["start_s"]):
+            best, overlap = c.lost_gpu_s, o
+    return best
+
+
+def section(ledger: Ledger | None, episodes: list[dict], counted: list,
+            price: Price = NO_PRICE, why_not: str | None = None) -> dict:
+    """The report JSON's "ledger": Ledger.as_json and each share of the window's GPU
+    time (share_pct), the episodes' lost time and what their best fix would have
+    recovered (recovered_gpu_s, by_episode).  why_not: the ledger was not counted."""
+    if ledger is None:
+        return {"counted": False, "why_not": why_not}
+    out = {"counted": True, **ledger.as_json(price)}
+    share = ledger.share_pct
+    out["gpu_s"] = ledger.gpu_s
+    out["share_pct"] = share(ledger.lost_gpu_s)
+    out["by_cause_share_pct"] = {c: share(ledger.by_cause.get(c, 0.0)) for c in CAUSES}
+    out["by_device_share_pct"] = {d: share(v) for d, v in sorted(ledger.by_device.items())}
+    out["idle_share_pct"] = share(ledger.idle_gpu_s)
+    ref = ledger.reference_pct if ledger.against_level else None
+    rows = []
+    for e in episodes:
+        lost = _lost_of(e, counted)
+        whatif = [WhatIf.from_json(w) for w in e.get("whatif") or ()]
+        best = whatif[0] if whatif else None
+        rows.append({"id": e["id"], "state": e["state"], "lost_gpu_s": lost,
+                     "share_pct": share(lost),
+                     "best_fix": best.fix if best is not None else None,
+                     "recovered_gpu_s": recovered_gpu_s(lost, best, ref) if best else None,
+                     "cost": price.cost(lost)})
+    out["by_episode"] = rows
+    known = [r for r in rows if r["recovered_gpu_s"] is not None]
+    out["recovered_gpu_s"] = sum(r["recovered_gpu_s"] for r in known) if known else None
+    return out
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}%"
+
+
+def lines(d: dict, price: Price = NO_PRICE) -> list[str]:
+    """The text report's section, from its JSON (section())."""
+    if not d.get("counted"):
+        return [f"GPU time lost: not counted ({d.get('why_not')})"]
+    cost = price.text
+    head = (f"GPU time lost: {gpu_hours(d['lost_gpu_s'])} GPU-h of {gpu_hours(d['gpu_s'])} "
+            f"({_pct(d['share_pct'])}), below {d['reference']['text']}")
+    if cost(d["lost_gpu_s"]) is not None:
+        head += f"; cost {cost(d['lost_gpu_s'])}"
+    out = [head]
+    priced = price.gpu_hour_cost is not None
+
+    def row(name: str, v: float, share: float | None, last: str = "") -> tuple:
+        return (f"  {name}", gpu_hours(v), _pct(share), (cost(v) or "") if priced else last)
+
+    def cols(title: str, last: str = "cost") -> tuple:
+        return (Col(f"  {title}", 24, "<"), Col("GPU-h", 8), Col("share", 7),
+                Col(last if priced or last != "cost" else "", 0, "<", "  "))
+
+    out += table([row(c if c != "healthy" else "healthy (unused)", d["by_cause"][c],
+                      d["by_cause_share_pct"][c]) for c in CAUSES if d["by_cause"][c] > 0]
+                 + [row("idle GPUs (no job)", d["idle_gpu_s"], d["idle_share_pct"])],
+                 cols("by cause"))
+    if d["by_device"]:
+        out += table([row(name, v, d["by_device_share_pct"][name])
+                      for name, v in d["by_device"].items()], cols("by device or mount"))
+    if d["by_episode"]:
+        rows = []
+        for e in d["by_episode"]:
+            rec = e["recovered_gpu_s"]
+            fix = f"{gpu_hours(rec)} by {e['best_fix']}" if rec is not None else "-"
+            rows.append((f"  #{e['id']} {e['state']}", gpu_hours(e["lost_gpu_s"]),
+                         _pct(e["share_pct"]), fix + (f"; cost {cost(e['lost_gpu_s'])}"
+                                                      if priced else "")))
+        out += table(rows, cols("by episode", "best fix would recover"))
+    if d["recovered_gpu_s"] is not None:
+        out.append(f"  the episodes' best fixes would have recovered "
+                   f"{gpu_hours(d['recovered_gpu_s'])} of {gpu_hours(d['lost_gpu_s'])} GPU-h")
+    return out
