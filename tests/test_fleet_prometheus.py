@@ -17,9 +17,11 @@ them)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -160,6 +162,80 @@ def test_the_opened_nodes_timeline_from_one_range_query(fleet):
     assert tl.step_s == 2.0 and len(tl.history) == 60 and source.cost.queries >= 1
     assert tl.states[-1] == "disk-starved" and tl.named == ["sda"] and tl.gpus == list(range(8))
     assert tl.history.columns[-1].metric("sda", "aqu_sz") > 10
+
+
+# the ledger's acceptance: four nodes, two jobs, each node losing GPU time to its own cause
+LEDGER_NODES = (("disk", "disk-starved-sata", "llama", False),
+                ("peer", "straggler", "llama", False),
+                ("cpu", "cpu-starved-cached", "bert", False),
+                ("healthy", "healthy-cached", "bert", False))
+COUNTER_RE = re.compile(r'^gpudisk_top_gpu_seconds_total\{cause="([a-z-]+)"\} (\S+)$', re.M)
+
+
+def node_counters(fleet) -> dict[str, dict[str, float]]:
+    """Each node's own gpudisk_top_gpu_seconds_total by cause, read from its /metrics."""
+    out = {}
+    for name in fleet.ports:
+        with urllib.request.urlopen(f"http://{fleet.instance(name)}/metrics", timeout=5) as r:
+            out[name] = {c: float(v) for c, v in COUNTER_RE.findall(r.read().decode())}
+    return out
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend):
+    """`fleet --once --json` over 4 `serve --demo` nodes: each node's GPU-seconds lost in
+    the last 24 h by cause, each job's and the fleet's, equal the nodes' own counters'
+    increase (the counters start at 0 inside the window), to what a counter gains in a
+    scrape interval at each end (a server never holds what came before its first scrape
+    or after its last).  Read from the recording rules' record (the CLI, rules loaded) and
+    from the raw increase() (the same query, unrecorded) alike."""
+    from gpudisk_top.fleet import queries
+    from gpudisk_top.fleet.model import build_view
+    from gpudisk_top.fleet.promapi import PromClient
+    from gpudisk_top.model.ledger import LOST_CAUSES
+
+    with Fleet(tmp_path, nodes=LEDGER_NODES, backend=backend, rules=FLEET_RULES) as fleet:
+        def ready():
+            doc = once_json(fleet.base)
+            lost = {fleet.name_of(n["node"]): n["lost_24h_by_cause"] for n in doc["nodes"]}
+            return doc if (doc["recording_rules"] and len(lost) == 4 and all(lost.values())
+                           and lost["disk"]["disk-starved"] > 0) else None
+        wait_until(ready, 90, "every node's lost GPU time, recorded")
+        time.sleep(3)
+        client = PromClient(fleet.base)
+        t0, before = time.monotonic(), node_counters(fleet)
+        doc = once_json(fleet.base)
+        raw = build_view(client.instant(queries.table_query()), None, time.time(),
+                         ledger=client.instant(queries.ledger_query()))
+        t1, after = time.monotonic(), node_counters(fleet)
+    assert doc["recording_rules"] is True
+    forms = {"recorded": {fleet.name_of(n["node"]): n["lost_24h_by_cause"] for n in doc["nodes"]},
+             "raw": {fleet.name_of(r.node): r.lost_by_cause for r in raw.rows}}
+    for form, lost in forms.items():
+        assert set(lost) == {"disk", "peer", "cpu", "healthy"}, form
+        for name, by_cause in lost.items():
+            assert set(by_cause) == set(LOST_CAUSES)
+            for cause in LOST_CAUSES:
+                lo, hi = before[name][cause], after[name][cause]
+                gain = (hi - lo) / (t1 - t0) * fleet.scrape_s      # one scrape interval's
+                assert lo - 2 * gain - 1e-6 <= by_cause[cause] <= hi + 1e-6, \
+                    (form, name, cause, lo, by_cause[cause], hi, gain)
+    lost = forms["recorded"]
+    # each node's own cause, and nothing lost on the healthy one
+    assert lost["disk"]["disk-starved"] > 0 and lost["peer"]["straggler"] > 0
+    assert lost["cpu"]["cpu-starved"] > 0 and sum(lost["healthy"].values()) == 0
+    # a job's total is its nodes' sum, the fleet's every node's, by cause
+    jobs = {j["job"]: j for j in doc["jobs"]}
+    for job, names in (("llama", ("disk", "peer")), ("bert", ("cpu", "healthy"))):
+        for cause in LOST_CAUSES:
+            assert jobs[job]["lost_24h_by_cause"][cause] == pytest.approx(
+                sum(lost[n][cause] for n in names))
+        assert jobs[job]["lost_24h_gpu_s"] == pytest.approx(
+            sum(sum(lost[n].values()) for n in names))
+    total = doc["lost_24h"]
+    assert total["window_s"] == 86400 and total["by_cause"] == pytest.approx(
+        {c: sum(lost[n][c] for n in lost) for c in LOST_CAUSES})
+    assert total["gpu_s"] == pytest.approx(sum(total["by_cause"].values()))
 
 
 @pytest.mark.parametrize("backend", backend_params())

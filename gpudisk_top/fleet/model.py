@@ -33,15 +33,17 @@ from typing import Callable
 
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
-from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL, P,
-                                       REC_GPU_UTIL_SUM, REC_GPUS, REC_GPUS_READ, RULES_LABEL,
-                                       SEEN_LABEL, SPARK_STEP_S, SPARK_WINDOW_S, TIMELINE_DISK)
+from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL,
+                                       LEDGER_WINDOW_S, P, REC_GPU_UTIL_SUM, REC_GPUS,
+                                       REC_GPUS_READ, RULES_LABEL, SEEN_LABEL, SPARK_STEP_S,
+                                       SPARK_WINDOW_S, TIMELINE_DISK)
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
 from gpudisk_top.model.history import Column, History
+from gpudisk_top.model.ledger import CAUSE_WORD, LOST_CAUSES
 from gpudisk_top.model.present import natural_key
 from gpudisk_top.model.vocab import (DISK, DISK_MB, GPUS_STARVED, LAST_SAMPLE, STATE_SINCE,
-                                     TIMELINE, VERDICT_INFO, mb_s)
+                                     TIMELINE, VERDICT_INFO, gpu_hours, mb_s)
 
 STALE = "stale"        # seen in the last hour, not now
 DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
@@ -166,6 +168,13 @@ class NodeRow:
     gpu_util_by_gpu: dict[int, float | None] = field(default_factory=dict)
     members: list[str] = field(default_factory=list)
     bad_series: int = 0
+    # GPU-seconds lost in the last 24 hours, by cause (LOST_CAUSES; apply_ledger); None:
+    # not asked yet, or the node exports no ledger counters
+    lost_by_cause: dict[str, float] | None = None
+
+    @property
+    def lost_gpu_s(self) -> float | None:
+        return lost_total(self.lost_by_cause)
 
     @property
     def bad_data_text(self) -> str:
@@ -203,6 +212,7 @@ class NodeRow:
         d.pop("gpu_util_by_gpu")
         d["gpu_util_by_gpu"] = {str(k): v for k, v in sorted(self.gpu_util_by_gpu.items())}
         d["evidence_text"] = self.evidence_text
+        d.update(lost_json(d.pop("lost_by_cause")))
         return d
 
 
@@ -221,6 +231,13 @@ class JobGroup:
     reason: str = ""
     since_s: float | None = None
     _since_at: int | None = field(default=None, repr=False, compare=False)
+    # the job's GPU-seconds lost in the last 24 hours, by cause: its series' (by the job
+    # label on each, so a node's time in another job counts there), None: none
+    lost_by_cause: dict[str, float] | None = None
+
+    @property
+    def lost_gpu_s(self) -> float | None:
+        return lost_total(self.lost_by_cause)
 
     def describe(self, clock: Callable[[float | None], str] | None = None) -> str:
         """The reason, with ' since <clock(since_s)>' after the named node's state when a
@@ -243,7 +260,7 @@ class JobGroup:
         return {"job": self.job, "nodes": [r.node for r in self.nodes],
                 "straggler": self.straggler.node if self.straggler else None,
                 "waiting": [r.node for r in self.waiting],
-                "reason": self.reason, "since_s": self.since_s}
+                "reason": self.reason, "since_s": self.since_s, **lost_json(self.lost_by_cause)}
 
 
 @dataclass
@@ -263,6 +280,10 @@ class FleetView:
     job_label: str = "training_job"
     data_wall_s: float | None = None      # when the rows were read (None: never)
     recorded: bool = False
+    # the fleet's GPU-seconds lost in the last 24 hours, by cause (every node's series,
+    # those without a row too: stopped for more than the table's hour); None: not asked
+    # yet, or no ledger counters
+    lost_by_cause: dict[str, float] | None = None
 
     def job(self, name: str) -> JobGroup | None:
         return next((j for j in self.jobs if j.job == name), None)
@@ -272,9 +293,66 @@ class FleetView:
         return {"wall_s": self.wall_s, "prometheus": self.url, "group_by": self.group_by,
                 "job_label": self.job_label, "error": self.error,
                 "data_wall_s": self.data_wall_s, "recording_rules": self.recorded,
+                "lost_24h": None if self.lost_by_cause is None else {
+                    "window_s": LEDGER_WINDOW_S, "gpu_s": lost_total(self.lost_by_cause),
+                    "by_cause": self.lost_by_cause},
                 "nodes": [r.to_json() for r in self.rows],
                 "jobs": [j.to_json() for j in self.jobs],
                 "cost": asdict(self.cost)}
+
+
+# ---------------------------------------------------------------------------- the ledger
+def lost_total(by_cause: dict[str, float] | None) -> float | None:
+    return None if by_cause is None else sum(by_cause.values())
+
+
+def lost_json(by_cause: dict[str, float] | None) -> dict:
+    """A row's or job's "lost, 24 h" keys of --json (GPU-seconds)."""
+    return {"lost_24h_gpu_s": lost_total(by_cause), "lost_24h_by_cause": by_cause}
+
+
+def lost_text(by_cause: dict[str, float] | None, most: int = 3) -> str:
+    """'0.35 GPU-h: disk 0.30, cpu 0.05' (the ledger's words and GPU-hours, the largest
+    first; the rest as 'other'), '0.00 GPU-h', or '' when unknown."""
+    if by_cause is None:
+        return ""
+    parts = sorted(((v, c) for c, v in by_cause.items() if v > 0),
+                   key=lambda vc: (-vc[0], LOST_CAUSES.index(vc[1])))
+    words = [f"{CAUSE_WORD[c]} {gpu_hours(v)}" for v, c in parts[:most]]
+    rest = sum(v for v, _c in parts[most:])
+    if rest > 0:
+        words.append(f"other {gpu_hours(rest)}")
+    head = f"{gpu_hours(lost_total(by_cause))} GPU-h"
+    return f"{head}: {', '.join(words)}" if words else head
+
+
+def apply_ledger(view: "FleetView", ledger: QueryResult | None) -> None:
+    """Each row's, each job's and the fleet's GPU-seconds lost, by cause, from
+    queries.ledger_query's answer (nothing when it failed or is None).  A series of a
+    cause not in LOST_CAUSES, or with a value that cannot be (negative, NaN, more than
+    its GPUs' day), is left out."""
+    if ledger is None or not ledger.ok:
+        return
+    rows = {r.node: r for r in view.rows}
+    jobs = {j.job: j for j in view.jobs}
+    # a day's increase of one node's counter is at most its GPUs' whole day (with
+    # increase()'s extrapolation, a little more): beyond it, it is bad data
+    most = MAX_GPUS * LEDGER_WINDOW_S * 1.5
+    total: dict[str, float] = {}
+    for s in ledger.series:
+        cause, v = s.labels.get("cause"), s.value
+        if cause not in LOST_CAUSES or v is None or not 0.0 <= v <= most:
+            continue
+        total[cause] = total.get(cause, 0.0) + v
+        holders = [rows.get(node_name(s.labels, view.group_by)),
+                   jobs.get(s.labels.get(view.job_label, ""))]
+        for h in holders:
+            if h is not None:
+                if h.lost_by_cause is None:
+                    h.lost_by_cause = dict.fromkeys(LOST_CAUSES, 0.0)
+                h.lost_by_cause[cause] += v
+    if ledger.series:
+        view.lost_by_cause = {c: total.get(c, 0.0) for c in LOST_CAUSES}
 
 
 # ---------------------------------------------------------------------------- building
@@ -507,11 +585,12 @@ def spark_values(series: Series, end_s: float) -> list[float | None]:
 def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
                group_by: str = "instance", job_label: str = "training_job", *,
                url: str = "", cost: QueryCost | None = None,
-               gpu_low_pct: float = GPU_LOW_PCT) -> FleetView:
+               gpu_low_pct: float = GPU_LOW_PCT, ledger: QueryResult | None = None) -> FleetView:
     """The view of one refresh: table is queries.table_query's answer, spark the
-    sparkline query's (the latest one; None: none yet).  cost: this refresh's (default:
-    the table's and spark's).  Never raises for what Prometheus returned: a failed table
-    query gives a view with its error and no rows."""
+    sparkline query's and ledger queries.ledger_query's (the latest ones; None: none
+    yet).  cost: this refresh's (default: the table's and spark's).  Never raises for
+    what Prometheus returned: a failed table query gives a view with its error and no
+    rows."""
     if cost is None:
         cost = QueryCost().add(table).add(spark)
     view = FleetView(wall_s=now_s, error=None if table.ok else table.error, cost=cost,
@@ -531,6 +610,7 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
     rows.sort(key=row_order)
     view.rows = rows
     view.jobs = job_groups(rows, job_label, gpu_low_pct)
+    apply_ledger(view, ledger)
     return view
 
 

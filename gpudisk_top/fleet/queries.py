@@ -21,6 +21,10 @@ The cost is fixed by construction:
                    whose verdict names a device.
   spark_query      ONE instant subquery at most once a minute: each node's mean GPU
                    utilization over the last hour, one point a minute.
+  ledger_query     ONE instant query at most once a minute, with the sparkline's: each
+                   node's GPU-seconds lost in the last 24 hours, by cause (the stall
+                   ledger's counters' increase(), docs/ledger.md; cause="healthy" is not
+                   lost), or the recording rule's record of it.
   timeline_query   ONE range query, only for the node opened (Enter): its verdicts, GPUs
                    and disks over the window.
 
@@ -38,8 +42,9 @@ query: the last hour's last sample `unless` the node's last sample now.
 from __future__ import annotations
 
 from gpudisk_top.fleet.labels import check_label
-from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, MOUNT, PROM_PREFIX,
-                                     STATE_SINCE, VERDICT_INFO)
+from gpudisk_top.model.ledger import HEALTHY
+from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, LEDGER, MOUNT,
+                                     PROM_PREFIX, STATE_SINCE, VERDICT_INFO)
 
 # The numbers of a device the verdict blames (fleet/model.py DeviceEvidence's fields,
 # vocab.DISK's names): a disk's own ...
@@ -70,6 +75,13 @@ REC_GPUS_READ = "gpudisk_top:fleet_node_gpus_read:count"      # those read, in r
 REC_GPU_UTIL_SUM = "gpudisk_top:fleet_node_gpu_utilization:sum"   # their utilization's sum
 REC_LAST_SEEN = "gpudisk_top:fleet_node_last_sample:max1h"    # the hour's last sample
 RECORDED = (REC_GPUS, REC_GPUS_READ, REC_GPU_UTIL_SUM, REC_LAST_SEEN)
+# the ledger's: per node and cause, and per job and cause (for Grafana: the fleet sums
+# its nodes' itself, by --job-label)
+REC_NODE_LOST = "gpudisk_top:fleet_node_gpu_seconds_lost:increase24h"
+REC_JOB_LOST = "gpudisk_top:fleet_job_gpu_seconds_lost:increase24h"
+LEDGER_RECORDED = (REC_NODE_LOST, REC_JOB_LOST)
+LOST_COUNTER = LEDGER["lost_gpu_s"].prom_name + "_total"    # the exporter's, by cause
+LEDGER_WINDOW_S = 86400
 # the table's own series of a node, read as exported in either form
 NODE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE)
 EVIDENCE_FAMILIES = (*(m.prom for m in EVIDENCE_DISK), *(m.prom for m, _, _ in EVIDENCE_MOUNT))
@@ -146,6 +158,16 @@ def spark_query(group_by: str, filters: dict[str, str] | None = None,
     else:
         mean = f"avg by ({by}) ({_sel(GPU_UTIL.prom_name, f)})"
     return f"{mean}[{SPARK_WINDOW_S // 60}m:{SPARK_STEP_S}s]"
+
+
+def ledger_query(filters: dict[str, str] | None = None, recorded: bool = False) -> str:
+    """Each node's GPU-seconds lost in the last LEDGER_WINDOW_S, one series a cause
+    (healthy left out: not lost); recorded: examples/fleet-rules.yml's record of it."""
+    f = filters or {}
+    if recorded:
+        return _sel(REC_NODE_LOST, f)
+    counter = _sel(LOST_COUNTER, dict(f, cause=HEALTHY), negate={"cause"})
+    return f"increase({counter}[{LEDGER_WINDOW_S // 3600}h])"
 
 
 def timeline_query(group_by: str, value: str, filters: dict[str, str] | None = None) -> str:
