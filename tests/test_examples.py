@@ -136,7 +136,8 @@ def test_the_fleet_views_rules_record_what_the_fleet_reads():
     with open(FLEET_RULES) as f:
         rules = [r for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
     records = [r["record"] for r in rules]
-    assert sorted(records) == sorted(queries.RECORDED) and all("alert" not in r for r in rules)
+    assert sorted(records) == sorted(queries.RECORDED + queries.LEDGER_RECORDED)
+    assert all("alert" not in r for r in rules)
     used = {m for r in rules for m in METRIC_RE.findall(r["expr"])}
     assert used <= served_names(), used - served_names()
     for r in rules:
@@ -144,6 +145,44 @@ def test_the_fleet_views_rules_record_what_the_fleet_reads():
             assert "without (gpu, uuid)" in r["expr"], r
     others, _ = rule_texts()
     assert not set(records) & {r.get("record") for r in others}
+
+
+LEDGER_DASHBOARD = os.path.join(ROOT, "examples", "grafana-fleet-ledger.json")
+
+
+def ledger_panel_exprs() -> list[str]:
+    with open(LEDGER_DASHBOARD) as f:
+        return exprs(json.load(f))
+
+
+def test_the_ledger_panels_read_the_ledgers_counters_and_records():
+    """examples/grafana-fleet-ledger.json: every query reads the ledger's counter or
+    fleet-rules.yml's records of it, never cause="healthy" as lost, and GPU-hours are
+    GPU-seconds / 3600 (its figures read as the fleet's and the dashboard's)."""
+    yaml = pytest.importorskip("yaml")
+    with open(FLEET_RULES) as f:
+        recorded = {r["record"] for g in yaml.safe_load(f)["groups"] for r in g["rules"]}
+    found = ledger_panel_exprs()
+    assert len(found) >= 4
+    for e in found:
+        assert set(RECORDED_RE.findall(e)) <= recorded, e
+        assert set(METRIC_RE.findall(e)) <= {"gpudisk_top_gpu_seconds_total"}, e
+        assert "gpudisk_top_gpu_seconds_total" not in e or 'cause!="healthy"' in e, e
+        assert "seconds_lost" not in e or e.endswith("/ 3600"), e
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian package prometheus)")
+def test_promtool_checks_the_ledger_panels_queries(tmp_path):
+    """The panels' queries, each a recording rule of a file promtool checks (it parses
+    the PromQL, and would say of a bad one where)."""
+    yaml = pytest.importorskip("yaml")
+    rules = [{"record": f"gpudisk_top:grafana_ledger_panel_{i}:query", "expr": e}
+             for i, e in enumerate(ledger_panel_exprs())]
+    path = tmp_path / "ledger-panels.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "ledger-panels", "rules": rules}]}))
+    proc = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in proc.stdout
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian package prometheus)")
