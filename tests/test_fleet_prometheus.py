@@ -75,8 +75,9 @@ def test_once_json_lists_every_node_in_order_with_its_state(fleet):
     assert disk["devices"] == ["sda"] and disk["gpus_starved"] == disk["gpus_total"] == 8
     assert disk["evidence"][0]["aqu_sz"] > 10 and disk["stale"] is False
     assert disk["evidence_text"].startswith("sda r_await ")
-    # one instant query and the sparkline's, from the records (no series a GPU)
-    assert doc["cost"]["queries"] == 2 and all(n["gpu_util_by_gpu"] == {} for n in doc["nodes"])
+    # one instant query, the sparkline's and the GPU time lost's, from the records (no
+    # series a GPU)
+    assert doc["cost"]["queries"] == 3 and all(n["gpu_util_by_gpu"] == {} for n in doc["nodes"])
 
 
 def test_a_node_that_stops_is_shown_stale(fleet):
@@ -121,7 +122,7 @@ def test_the_job_view_names_the_straggler(fleet):
     state = {fleet.name_of(ln.split()[0]): ln.split()[1] for ln in text.splitlines()
              if ln.split() and ln.split()[0] in {fleet.instance(n) for n in EXPECTED}}
     assert state == {"disk": "straggler", "peer1": "waiting", "peer2": "waiting"}, text
-    assert "query cost: 2 queries" in text
+    assert "query cost: 3 queries" in text
     bert = once_json(fleet.base, "--match", "training_job=bert")["jobs"][0]
     assert bert["job"] == "bert" and bert["straggler"] is None
 
@@ -253,8 +254,8 @@ def test_a_whole_exporter_job_down_is_shown_down(tmp_path, backend):
             fleet.instance("a"): "down", fleet.instance("b"): "down"}
         assert all(n["stale"] and n["last_seen_s"] is None for n in doc["nodes"])
         # the table's one query, asked again in the raw form (no recording rules here),
-        # and the sparkline
-        assert doc["cost"]["queries"] == 3 and doc["recording_rules"] is False
+        # the sparkline and the GPU time lost
+        assert doc["cost"]["queries"] == 4 and doc["recording_rules"] is False
         assert once_json(fleet.base, "--exporter-job", "other")["nodes"] == []
 
 
