@@ -70,7 +70,7 @@ class CannedSource:
     def refresh(self, now_s=None, spark=None):
         from gpudisk_top.fleet.model import build_view
         return build_view(_answer("table.json"), _answer("spark.json"), self.now_s,
-                          self.group_by, self.job_label, url=URL)
+                          self.group_by, self.job_label, url=URL, ledger=_answer("ledger.json"))
 
     def failed(self, error: str, after_s: float):
         """The view of a refresh that failed after_s after the table's."""

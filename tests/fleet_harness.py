@@ -15,6 +15,7 @@ episode, and the state must hold for the whole test (until 120 s in, when they l
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -27,7 +28,13 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMETHEUS = shutil.which("prometheus")
+# the second backend: VictoriaMetrics single-node (Debian's victoria-metrics), scraping the
+# same targets from the same prometheus.yml; vmalert (same package) evaluates rule files
+VICTORIAMETRICS = shutil.which("victoria-metrics")
+VMALERT = shutil.which("vmalert")
+BACKENDS = {"prometheus": PROMETHEUS, "victoriametrics": VICTORIAMETRICS}
 DEMO_START_S = 40
+SERVE_MAX = 128
 
 # (name, scenario or None for a target nobody serves, training_job, own process?)
 NODES = (
@@ -47,9 +54,14 @@ def free_ports(n: int, taken=()) -> int:
     """A first port of n consecutive free ones on 127.0.0.1, none of them in `taken`
     (ports handed out but not bound yet)."""
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
+        if n > 16:
+            # a long run below the kernel's ephemeral ports (32768 on): there the server's
+            # scrapes of ports not yet listening would take some as their own source ports
+            base = random.randrange(20000, 32768 - n)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                base = s.getsockname()[1]
         if base + n < 65536 and all(_free(base + i) and base + i not in taken
                                     for i in range(n)):
             return base
@@ -265,11 +277,29 @@ def table_answer(*nodes: list[dict]) -> bytes:
                        "data": {"resultType": "vector", "result": result}}).encode()
 
 
+def backend_params():
+    """pytest params for a fixture that runs on each backend: one skipped (with why) where
+    its server is not installed."""
+    import pytest
+
+    return [pytest.param(name, id=name, marks=pytest.mark.skipif(
+        path is None, reason=f"needs {name} (Debian package "
+                             f"{'prometheus' if name == 'prometheus' else 'victoria-metrics'})"))
+            for name, path in BACKENDS.items()]
+
+
 class Fleet:
-    """Starts the serve processes and Prometheus; stops them all on exit."""
+    """Starts the serve processes and the metrics server (backend: "prometheus", or
+    "victoriametrics" scraping from the same config); stops them all on exit.  rules: a
+    rule file the server evaluates (Prometheus's rule_files; vmalert beside
+    VictoriaMetrics, writing the records back to it)."""
 
     def __init__(self, workdir, nodes=NODES, interval_s: float = 1.0,
-                 demo_start_s: float = DEMO_START_S, scrape_s: float = 1.0) -> None:
+                 demo_start_s: float = DEMO_START_S, scrape_s: float = 1.0,
+                 backend: str = "prometheus", rules: str | None = None) -> None:
+        if BACKENDS.get(backend) is None:
+            raise AssertionError(f"backend {backend!r} is not installed")
+        self.backend, self.rules = backend, rules
         self.workdir = str(workdir)
         self.nodes = nodes
         self.interval_s = interval_s
@@ -277,7 +307,8 @@ class Fleet:
         self.scrape_s = scrape_s
         self.ports: dict[str, int] = {}
         self.procs: dict[str, subprocess.Popen] = {}
-        self.prometheus: subprocess.Popen | None = None
+        self.prometheus: subprocess.Popen | None = None     # the server, either backend
+        self.vmalert: subprocess.Popen | None = None
         self.base = ""
 
     def instance(self, name: str) -> str:
@@ -306,13 +337,17 @@ class Fleet:
         for name, scenario, _job, own in self.nodes:
             if own or not scenario:                   # not scenario: nobody listens, up == 0
                 self.ports[name] = free_ports(1, set(self.ports.values()))
-        # Prometheus first: the scenarios' clocks run from their start, and their states
+        # the server first: the scenarios' clocks run from their start, and their states
         # must hold for the whole test however long a loaded machine takes to start it
-        self._start_prometheus()
+        self._start_server()
         serving = []
-        if shared:
-            serving.append(("shared", len(shared), self._serve(
-                ",".join(n[1] for n in shared), base, "--nodes", str(len(shared)))))
+        # SERVE_MAX nodes a process at most: serve's HTTP loop uses select(), which takes
+        # no descriptor past 1024 (a process of 256 nodes died of it once they were scraped)
+        for at in range(0, len(shared), SERVE_MAX):
+            part = shared[at:at + SERVE_MAX]
+            serving.append((f"shared{at // SERVE_MAX or ''}", len(part), self._serve(
+                ",".join(n[1] for n in part), base + at, "--nodes", str(len(part)),
+                "--seed", str(at))))
         for name, scenario, _job, own in self.nodes:
             if scenario and own:
                 serving.append((name, 1, self._serve(scenario, self.ports[name], "--seed", "17")))
@@ -333,14 +368,17 @@ class Fleet:
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
             env=dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.workdir, "xdg")))
 
-    def _start_prometheus(self) -> None:
-        port = free_ports(1, set(self.ports.values()))
+    def _start_server(self) -> None:
+        port = free_ports(2, set(self.ports.values()))
         by_job: dict[str, list[str]] = {}
         for name, _s, job, _own in self.nodes:
             by_job.setdefault(job, []).append(self.instance(name))
         groups = "".join(f"          - targets: {targets!r}\n"
                          f"            labels: {{training_job: {job}}}\n"
                          for job, targets in by_job.items()).replace("'", '"')
+        rules_file = self._rules_file() if self.rules else None
+        rules = (f"rule_files: [{rules_file!r}]\n"
+                 if rules_file and self.backend == "prometheus" else "")
         conf = os.path.join(self.workdir, "prometheus.yml")
         with open(conf, "w") as f:
             f.write(textwrap.dedent(f"""\
@@ -351,21 +389,62 @@ class Fleet:
                 scrape_configs:
                   - job_name: gpudisk-top
                     static_configs:
-                """) + groups)
-        self.prom_log = os.path.join(self.workdir, "prometheus.log")
-        self.prometheus = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={conf}",
-             f"--storage.tsdb.path={os.path.join(self.workdir, 'tsdb')}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=open(self.prom_log, "w"), cwd=self.workdir)
+                """) + groups + rules)
+        self.prom_log = os.path.join(self.workdir, f"{self.backend}.log")
         self.base = f"http://127.0.0.1:{port}"
+        data = os.path.join(self.workdir, "tsdb")
+        if self.backend == "prometheus":
+            argv = [PROMETHEUS, f"--config.file={conf}", f"--storage.tsdb.path={data}",
+                    f"--web.listen-address=127.0.0.1:{port}"]
+        else:
+            # strictParse=false: the config's Prometheus-only keys (evaluation_interval,
+            # rule_files) are left to Prometheus.  -search.latencyOffset (how far before
+            # "now" a query at now is answered, 30 s by default) is left at its default
+            # for the fleet's own queries (they ask for now: promapi.py's nocache), and
+            # set to the scrape interval where vmalert evaluates the rules: its queries
+            # do not ask, and the records would lag 30 s (docs/fleet.md says so)
+            argv = [VICTORIAMETRICS, f"-promscrape.config={conf}",
+                    "-promscrape.config.strictParse=false", f"-storageDataPath={data}",
+                    f"-httpListenAddr=127.0.0.1:{port}", "-loggerLevel=ERROR"]
+            if self.rules:
+                argv.append(f"-search.latencyOffset={self.scrape_s:g}s")
+        self.prometheus = self._daemon(argv, self.prom_log)
+        self._ready(self.prometheus, self.base, self.prom_log)
+        if self.rules and self.backend == "victoriametrics":
+            log = os.path.join(self.workdir, "vmalert.log")
+            self.vmalert = self._daemon(
+                [VMALERT, f"-rule={rules_file}", f"-datasource.url={self.base}",
+                 f"-remoteWrite.url={self.base}", f"-evaluationInterval={self.scrape_s:g}s",
+                 f"-httpListenAddr=127.0.0.1:{port + 1}", "-remoteWrite.flushInterval=1s",
+                 "-loggerLevel=ERROR"], log)
+            self._ready(self.vmalert, f"http://127.0.0.1:{port + 1}", log)
 
+    def _rules_file(self) -> str:
+        """A copy of the rules whose groups run at every scrape (a group's own interval,
+        the ledger's minute, would keep a test waiting for its first evaluation)."""
+        import yaml
+
+        with open(self.rules) as f:
+            doc = yaml.safe_load(f)
+        for group in doc["groups"]:
+            group.pop("interval", None)
+        path = os.path.join(self.workdir, "rules.yml")
+        with open(path, "w") as f:
+            yaml.safe_dump(doc, f, sort_keys=False)
+        return path
+
+    def _daemon(self, argv: list[str], log: str) -> subprocess.Popen:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+                                cwd=self.workdir)
+
+    @staticmethod
+    def _ready(proc: subprocess.Popen, base: str, log: str) -> None:
         def ready():
-            if self.prometheus.poll() is not None:
-                raise AssertionError("prometheus exited: " + open(self.prom_log).read()[-2000:])
-            with urllib.request.urlopen(self.base + "/-/ready", timeout=1) as r:
+            if proc.poll() is not None:
+                raise AssertionError(f"{proc.args[0]} exited: " + open(log).read()[-2000:])
+            with urllib.request.urlopen(base + "/-/ready", timeout=1) as r:
                 return r.status == 200
-        wait_until(ready, 60, "prometheus to start")
+        wait_until(ready, 60, f"{os.path.basename(proc.args[0])} to start")
 
     # ------------------------------------------------------------------ stop
     def stop(self, name: str) -> None:
@@ -375,14 +454,15 @@ class Fleet:
         proc.wait(15)
 
     def close(self) -> None:
-        for proc in list(self.procs.values()) + ([self.prometheus] if self.prometheus else []):
+        daemons = [p for p in (self.vmalert, self.prometheus) if p is not None]
+        for proc in list(self.procs.values()) + daemons:
             if proc.poll() is None:
                 proc.terminate()
-        for proc in list(self.procs.values()) + ([self.prometheus] if self.prometheus else []):
+        for proc in list(self.procs.values()) + daemons:
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         self.procs.clear()
-        self.prometheus = None
+        self.prometheus = self.vmalert = None

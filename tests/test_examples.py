@@ -17,6 +17,7 @@ from test_exporter import fed_server
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DASHBOARD = os.path.join(ROOT, "examples", "grafana-dashboard.json")
 RULES = os.path.join(ROOT, "examples", "prometheus-rules.yml")
+FLEET_RULES = os.path.join(ROOT, "examples", "fleet-rules.yml")   # the fleet view's records
 PROMTOOL = shutil.which("promtool")
 METRIC_RE = re.compile(r"\b((?:gpudisk_top|process)_[a-z0-9_]+)")
 
@@ -125,15 +126,76 @@ def test_the_fleet_rules_group_by_the_scrape_configs_target_labels():
         r["expr"] for r in groups["gpudisk-top"] if r["alert"] == "GpudiskTopExporterDown")
 
 
+def test_the_fleet_views_rules_record_what_the_fleet_reads():
+    """examples/fleet-rules.yml records the series gpudisk_top/fleet/queries.py reads in
+    its recorded form, from served metrics only, one series per node (the GPU's labels
+    dropped), and never a name prometheus-rules.yml records (both may be loaded)."""
+    yaml = pytest.importorskip("yaml")
+    from gpudisk_top.fleet import queries
+
+    with open(FLEET_RULES) as f:
+        rules = [r for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
+    records = [r["record"] for r in rules]
+    assert sorted(records) == sorted(queries.RECORDED + queries.LEDGER_RECORDED)
+    assert all("alert" not in r for r in rules)
+    used = {m for r in rules for m in METRIC_RE.findall(r["expr"])}
+    assert used <= served_names(), used - served_names()
+    for r in rules:
+        if "gpu_utilization_ratio" in r["expr"]:
+            assert "without (gpu, uuid)" in r["expr"], r
+    others, _ = rule_texts()
+    assert not set(records) & {r.get("record") for r in others}
+
+
+LEDGER_DASHBOARD = os.path.join(ROOT, "examples", "grafana-fleet-ledger.json")
+
+
+def ledger_panel_exprs() -> list[str]:
+    with open(LEDGER_DASHBOARD) as f:
+        return exprs(json.load(f))
+
+
+def test_the_ledger_panels_read_the_ledgers_counters_and_records():
+    """examples/grafana-fleet-ledger.json: every query reads the ledger's counter or
+    fleet-rules.yml's records of it, never cause="healthy" as lost, and GPU-hours are
+    GPU-seconds / 3600 (its figures read as the fleet's and the dashboard's)."""
+    yaml = pytest.importorskip("yaml")
+    with open(FLEET_RULES) as f:
+        recorded = {r["record"] for g in yaml.safe_load(f)["groups"] for r in g["rules"]}
+    found = ledger_panel_exprs()
+    assert len(found) >= 4
+    for e in found:
+        assert set(RECORDED_RE.findall(e)) <= recorded, e
+        assert set(METRIC_RE.findall(e)) <= {"gpudisk_top_gpu_seconds_total"}, e
+        assert "gpudisk_top_gpu_seconds_total" not in e or 'cause!="healthy"' in e, e
+        assert "seconds_lost" not in e or e.endswith("/ 3600"), e
+
+
 @pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian package prometheus)")
-def test_promtool_checks_the_rules():
-    proc = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True)
+def test_promtool_checks_the_ledger_panels_queries(tmp_path):
+    """The panels' queries, each a recording rule of a file promtool checks (it parses
+    the PromQL, and would say of a bad one where)."""
+    yaml = pytest.importorskip("yaml")
+    rules = [{"record": f"gpudisk_top:grafana_ledger_panel_{i}:query", "expr": e}
+             for i, e in enumerate(ledger_panel_exprs())]
+    path = tmp_path / "ledger-panels.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "ledger-panels", "rules": rules}]}))
+    proc = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in proc.stdout
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian package prometheus)")
+@pytest.mark.parametrize("rules", [RULES, FLEET_RULES], ids=os.path.basename)
+def test_promtool_checks_the_rules(rules):
+    proc = subprocess.run([PROMTOOL, "check", "rules", rules], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian package prometheus)")
-@pytest.mark.parametrize("tests", ["rules_test.yml", "fleet_rules_test.yml"])
+@pytest.mark.parametrize("tests", ["rules_test.yml", "fleet_rules_test.yml",
+                                   "fleet_view_rules_test.yml"])
 def test_promtool_unit_tests_of_the_rules(tests):
     proc = subprocess.run([PROMTOOL, "test", "rules", tests], capture_output=True,
                           text=True, cwd=os.path.join(ROOT, "tests", "prometheus"))
@@ -144,7 +206,7 @@ def test_promtool_unit_tests_of_the_rules(tests):
 def test_every_promtool_unit_test_file_is_run():
     found = {f for f in os.listdir(os.path.join(ROOT, "tests", "prometheus"))
              if f.endswith("_test.yml")}
-    assert found == {"rules_test.yml", "fleet_rules_test.yml"}, found
+    assert found == {"rules_test.yml", "fleet_rules_test.yml", "fleet_view_rules_test.yml"}, found
 
 
 # ---------------------------------------------------------------------------- Kubernetes

@@ -50,7 +50,8 @@ def answer(name: str) -> QueryResult:
 
 
 def table_view(**kw):
-    return build_view(answer("table.json"), answer("spark.json"), META["table_at_s"], **kw)
+    return build_view(answer("table.json"), answer("spark.json"), META["table_at_s"],
+                      ledger=answer("ledger.json"), **kw)
 
 
 # ---------------------------------------------------------------------------- the table
@@ -120,18 +121,21 @@ def test_sparkline_a_value_a_minute_the_newest_last():
 def test_json_is_strict_and_has_the_documented_keys():
     doc = json.loads(json.dumps(table_view().to_json(), allow_nan=False))
     assert set(doc) == {"wall_s", "prometheus", "group_by", "job_label", "error",
-                        "data_wall_s", "nodes", "jobs", "cost"}
+                        "data_wall_s", "recording_rules", "lost_24h", "nodes", "jobs", "cost"}
+    assert doc["recording_rules"] is False
     assert set(doc["nodes"][0]) == {
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
-        "gpu_util_by_gpu", "evidence_text", "members", "bad_series"}
+        "gpu_util_by_gpu", "evidence_text", "members", "bad_series", "lost_24h_gpu_s",
+        "lost_24h_by_cause"}
     # the disk table's names, and beside them the first version's (an API: kept)
     ev = doc["nodes"][0]["evidence"][0]
     assert set(ev) == {"device", "mountpoint", "dev_class", "r_await_ms", "aqu_sz", "util_pct",
                        "rkb_s", "read_await_ms", "queue_size", "read_kb_s"}
     assert (ev["read_await_ms"], ev["queue_size"], ev["read_kb_s"]) == (
         ev["r_await_ms"], ev["aqu_sz"], ev["rkb_s"])
-    assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "waiting", "reason", "since_s"}
+    assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "waiting", "reason", "since_s",
+                                   "lost_24h_gpu_s", "lost_24h_by_cause"}
     assert doc["cost"] == {"queries": 2, "series": len(answer("table.json").series) + 5,
                            "elapsed_ms": 0.0}
 
@@ -336,10 +340,17 @@ def test_timeline_step_is_whole_seconds_a_column_at_least_one():
 
 # ---------------------------------------------------------------------------- queries
 def test_filters_go_into_every_selector_quoted():
-    q = queries.table_query({"training_job": 'a"b\\c', "cluster": "x"})
-    sel = 'cluster="x",training_job="a\\"b\\\\c"'
-    assert q.count(sel) == 4           # the name regex, up, and both max_over_time
-    assert "[1h]" in q and 'up{' + sel + '} == 0' in q
+    f = {"training_job": 'a"b\\c', "cluster": "x"}
+    for recorded in (False, True):
+        q = queries.table_query(f, recorded=recorded)
+        selectors = re.findall(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}', q)
+        assert len(selectors) == 9, selectors      # the name regex, the evidence, the
+        # verdict it joins, both up, the hour's last sample twice, the last sample, the records
+        for sel in selectors:            # every one of them, each with both labels
+            assert 'cluster="x",' in sel and 'training_job="a\\"b\\\\c"' in sel, sel
+        assert ("[1h]" in q) is not recorded
+        sel = 'cluster="x",training_job="a\\"b\\\\c"'
+        assert 'up{' + sel + '} == 0' in q
     assert queries.spark_query("host", {"a": "b"}) == \
         'avg by (host) (gpudisk_top_gpu_utilization_ratio{a="b"})[60m:60s]'
     assert queries.timeline_query("instance", "n:1").endswith(',instance="n:1"}')
@@ -412,8 +423,11 @@ class CannedClient:
         self.table = answer("table.json")
 
     def instant(self, expr, at_s=None):
-        self.sent.append("spark" if expr.startswith("avg by") else "table")
-        return answer("spark.json") if expr.startswith("avg by") else self.table
+        kind = ("spark" if expr.startswith(("avg by", "(sum by")) else
+                "ledger" if expr.startswith(("increase(", queries.REC_NODE_LOST)) else "table")
+        self.sent.append(kind)
+        return {"spark": answer("spark.json"), "ledger": answer("ledger.json"),
+                "table": self.table}[kind]
 
     def range(self, expr, start_s, end_s, step_s):
         self.sent.append(("range", expr, end_s - start_s, step_s))
@@ -428,13 +442,18 @@ def test_one_instant_query_a_refresh_the_sparkline_once_a_minute():
     for _ in range(12):                            # a minute at 5 s
         views.append(source.refresh(now_s=META["table_at_s"]))
         clock[0] += 5
-    assert client.sent == ["table", "spark"] + ["table"] * 11
-    assert views[0].cost.queries == 2 and all(v.cost.queries == 1 for v in views[1:])
+    # the first asks for the recording rules' series, and the answer (the fixture's,
+    # without them) has it asked again in the raw form
+    assert client.sent == ["table", "table", "spark", "ledger"] + ["table"] * 11
+    assert views[0].cost.queries == 4 and all(v.cost.queries == 1 for v in views[1:])
+    assert not any(v.recorded for v in views) and not source.recorded
     assert all(len(v.rows[0].spark_pct) == SPARK_POINTS for v in views)   # kept between
+    assert all(v.lost_by_cause == views[0].lost_by_cause is not None for v in views)  # kept
     source.refresh()
-    assert client.sent[-2:] == ["table", "spark"]
-    assert source.refreshes == 13 and source.cost.queries == 15
-    assert source.cost.series == 13 * len(client.table.series) + 2 * 5
+    assert client.sent[-3:] == ["table", "spark", "ledger"]
+    assert source.refreshes == 13 and source.cost.queries == 18
+    assert source.cost.series == (14 * len(client.table.series) + 2 * 5
+                                  + 2 * len(answer("ledger.json").series))
 
 
 def test_a_failed_refresh_keeps_the_last_rows_and_says_why():
@@ -643,12 +662,12 @@ def test_http_errors_and_foreign_answers_are_one_line(http_server):
     assert r.ok and r.result_type == "matrix" and len(r.series) == 23
     path, body, auth = http_server.seen[-1]
     assert auth == "Basic dTpwQHNz"                       # base64 of u:p@ss
-    assert body == b"query=up&start=10.000&end=70.000&step=5&timeout=2s"
+    assert body == b"query=up&start=10.000&end=70.000&step=5&timeout=2s&nocache=1"
 
 
 # ---------------------------------------------------------------------------- --once text
 def test_once_text_names_every_node_its_job_lines_and_the_cost():
-    from gpudisk_top.fleet.text import render_text
+    from gpudisk_top.fleet.text import lost_line, render_text
 
     view = table_view()
     lines = render_text(view).splitlines()
@@ -656,7 +675,7 @@ def test_once_text_names_every_node_its_job_lines_and_the_cost():
     assert set(row) == set(META["nodes"])
     assert " disk-starved " in row["disk"] and row["disk"].endswith(" (saturated)") and " %util " in row["disk"]
     assert " stale " in row["stopped"] and " ago" in row["stopped"]
-    assert " down " in row["down"] and row["down"].endswith(" never")
+    assert " down " in row["down"] and row["down"].endswith(" never             -")
     # a node whose own detector says straggler waits on its job's straggler, and says on
     # which; "straggler" is left to the node that holds the job back
     disk = META["nodes"]["disk"]
@@ -665,6 +684,8 @@ def test_once_text_names_every_node_its_job_lines_and_the_cost():
         assert row[peer].endswith(f"waiting on {disk}"), row[peer]
     assert row["cpu"].endswith("GPU 0-7 (no device: the job's own loaders)"), row["cpu"]
     assert any(ln.startswith("  llama: 3 nodes, straggler ") for ln in lines)
+    assert lines[-2] == lost_line(view.lost_by_cause) and lines[-2].startswith(
+        "GPU time lost, last 24 h: ")
     assert lines[-1].startswith("query cost: 2 queries, ")
     assert all(ln == ln.rstrip() for ln in lines)
 
@@ -711,7 +732,8 @@ def test_retarget_asks_other_rows_and_the_sparkline_again():
     source.retarget(group_by="training_job", filters={"training_job": "llama"})
     assert 'training_job="llama"' in source.table_expr and "by (training_job)" in source.spark_expr
     view = source.refresh(now_s=META["table_at_s"])
-    assert client.sent == ["table", "spark", "table", "table", "spark"]
+    assert client.sent == ["table", "table", "spark", "ledger", "table", "table", "spark",
+                           "ledger"]
     assert view.group_by == "training_job" and {r.node for r in view.rows} == {"llama", "bert"}
 
 

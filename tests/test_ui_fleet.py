@@ -112,7 +112,7 @@ def masked(text: str) -> str:
 
 def badge_counts(table) -> dict[str, int]:
     """How many of a table's rows carry each mark (▲ ◇ ×) in their state column."""
-    rows = lines_of(table)[1:]
+    rows = lines_of(table)[table.fixed:]        # below the header (and the lost line)
     return {g: sum(1 for line in rows if line[1:2] == g) for g in "▲◇×"}
 
 
@@ -129,7 +129,7 @@ def banner_counts(banner: str) -> dict[str, int]:
 def row_line(app, widget, fleet, name: str):
     """(text, styled runs) of the node's row in a table widget."""
     i = widget.order.index(fleet.instance(name))
-    line = widget._lines[1 + i]
+    line = widget._lines[widget.fixed + i]
     return "".join(t for t, _ in line), line
 
 
@@ -241,7 +241,8 @@ async def test_the_job_view_names_the_straggler(fleet):
         for n in ("disk", "peer1", "peer2"):
             said = next(ln for ln in once.stdout.splitlines()
                         if ln.startswith(fleet.instance(n) + " "))
-            evidence = said.split(" ago", 1)[1].strip()
+            # after SEEN: the LOST 24H column, then the evidence
+            evidence = said.split(" ago", 1)[1].split(None, 1)[1].strip()
             assert evidence, said
             assert masked(row_line(app, jobs, fleet, n)[0]).endswith(masked(evidence)), (
                 row_line(app, jobs, fleet, n)[0], said)
@@ -303,7 +304,8 @@ async def test_a_stopped_prometheus_shows_the_error_and_the_last_table(fleet):
         table = app.query_one(FleetTable)
         assert len(table.order) == 7                     # the last good table, dimmed
         # (row 2: not the cursor's, which stays reversed)
-        assert all(style.dim for t, style in table._lines[2][1:] if t.strip()), table._lines[2]
+        row = table._lines[table.fixed + 1]         # the second row (the first has the cursor)
+        assert all(style.dim for t, style in row[1:] if t.strip()), row
         # still answering keys: the node screen says the same error, the help opens
         await pilot.press("enter")
         head = app.screen.query_one(NodeHead)
@@ -453,13 +455,13 @@ async def test_no_color_the_states_read_in_glyphs_words_and_attributes():
             app.apply(source.refresh())
             await pilot.pause()
             table = app.query_one(FleetTable)
-            runs = [run for line in table._lines[1:] for run in line]
+            runs = [run for line in table._lines[table.fixed:] for run in line]
             assert all(style.color is None and style.bgcolor is None for _, style in runs)
             i = table.order.index(source.instance("disk"))
-            badge = table._lines[1 + i][1]
+            badge = table._lines[table.fixed + i][1]
             assert badge[0].startswith("▲ DISK-STARVED") and badge[1].bold and badge[1].reverse
             i = table.order.index(source.instance("stopped"))
-            badge = table._lines[1 + i][1]
+            badge = table._lines[table.fixed + i][1]
             assert badge[0].startswith("× STALE") and badge[1].dim
     finally:
         theme.use_no_color(False)

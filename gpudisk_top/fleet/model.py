@@ -33,14 +33,17 @@ from typing import Callable
 
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult, Series
-from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL, P,
-                                       SPARK_STEP_S, SPARK_WINDOW_S, TIMELINE_DISK)
+from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL,
+                                       LEDGER_WINDOW_S, P, REC_GPU_UTIL_SUM, REC_GPUS,
+                                       REC_GPUS_READ, RULES_LABEL, SEEN_LABEL, SPARK_STEP_S,
+                                       SPARK_WINDOW_S, TIMELINE_DISK)
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
 from gpudisk_top.model.history import Column, History
+from gpudisk_top.model.ledger import CAUSE_WORD, LOST_CAUSES
 from gpudisk_top.model.present import natural_key
 from gpudisk_top.model.vocab import (DISK, DISK_MB, GPUS_STARVED, LAST_SAMPLE, STATE_SINCE,
-                                     TIMELINE, VERDICT_INFO, mb_s)
+                                     TIMELINE, VERDICT_INFO, gpu_hours, mb_s)
 
 STALE = "stale"        # seen in the last hour, not now
 DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
@@ -165,6 +168,13 @@ class NodeRow:
     gpu_util_by_gpu: dict[int, float | None] = field(default_factory=dict)
     members: list[str] = field(default_factory=list)
     bad_series: int = 0
+    # GPU-seconds lost in the last 24 hours, by cause (LOST_CAUSES; apply_ledger); None:
+    # not asked yet, or the node exports no ledger counters
+    lost_by_cause: dict[str, float] | None = None
+
+    @property
+    def lost_gpu_s(self) -> float | None:
+        return lost_total(self.lost_by_cause)
 
     @property
     def bad_data_text(self) -> str:
@@ -202,6 +212,7 @@ class NodeRow:
         d.pop("gpu_util_by_gpu")
         d["gpu_util_by_gpu"] = {str(k): v for k, v in sorted(self.gpu_util_by_gpu.items())}
         d["evidence_text"] = self.evidence_text
+        d.update(lost_json(d.pop("lost_by_cause")))
         return d
 
 
@@ -220,6 +231,13 @@ class JobGroup:
     reason: str = ""
     since_s: float | None = None
     _since_at: int | None = field(default=None, repr=False, compare=False)
+    # the job's GPU-seconds lost in the last 24 hours, by cause: its series' (by the job
+    # label on each, so a node's time in another job counts there), None: none
+    lost_by_cause: dict[str, float] | None = None
+
+    @property
+    def lost_gpu_s(self) -> float | None:
+        return lost_total(self.lost_by_cause)
 
     def describe(self, clock: Callable[[float | None], str] | None = None) -> str:
         """The reason, with ' since <clock(since_s)>' after the named node's state when a
@@ -242,14 +260,15 @@ class JobGroup:
         return {"job": self.job, "nodes": [r.node for r in self.nodes],
                 "straggler": self.straggler.node if self.straggler else None,
                 "waiting": [r.node for r in self.waiting],
-                "reason": self.reason, "since_s": self.since_s}
+                "reason": self.reason, "since_s": self.since_s, **lost_json(self.lost_by_cause)}
 
 
 @dataclass
 class FleetView:
     """One refresh.  wall_s: when it was built; rows, jobs: see the module's docstring;
     error: the query's one-line error (rows then are the last good ones, or empty);
-    cost: this refresh's queries; url, group_by, job_label: what was asked."""
+    cost: this refresh's queries; url, group_by, job_label: what was asked; recorded:
+    the table was read from the recording rules' series (examples/fleet-rules.yml)."""
 
     wall_s: float
     rows: list[NodeRow] = field(default_factory=list)
@@ -260,6 +279,11 @@ class FleetView:
     group_by: str = "instance"
     job_label: str = "training_job"
     data_wall_s: float | None = None      # when the rows were read (None: never)
+    recorded: bool = False
+    # the fleet's GPU-seconds lost in the last 24 hours, by cause (every node's series,
+    # those without a row too: stopped for more than the table's hour); None: not asked
+    # yet, or no ledger counters
+    lost_by_cause: dict[str, float] | None = None
 
     def job(self, name: str) -> JobGroup | None:
         return next((j for j in self.jobs if j.job == name), None)
@@ -268,10 +292,67 @@ class FleetView:
         """The --once --json object (README's "Fleet" section lists the keys)."""
         return {"wall_s": self.wall_s, "prometheus": self.url, "group_by": self.group_by,
                 "job_label": self.job_label, "error": self.error,
-                "data_wall_s": self.data_wall_s,
+                "data_wall_s": self.data_wall_s, "recording_rules": self.recorded,
+                "lost_24h": None if self.lost_by_cause is None else {
+                    "window_s": LEDGER_WINDOW_S, "gpu_s": lost_total(self.lost_by_cause),
+                    "by_cause": self.lost_by_cause},
                 "nodes": [r.to_json() for r in self.rows],
                 "jobs": [j.to_json() for j in self.jobs],
                 "cost": asdict(self.cost)}
+
+
+# ---------------------------------------------------------------------------- the ledger
+def lost_total(by_cause: dict[str, float] | None) -> float | None:
+    return None if by_cause is None else sum(by_cause.values())
+
+
+def lost_json(by_cause: dict[str, float] | None) -> dict:
+    """A row's or job's "lost, 24 h" keys of --json (GPU-seconds)."""
+    return {"lost_24h_gpu_s": lost_total(by_cause), "lost_24h_by_cause": by_cause}
+
+
+def lost_text(by_cause: dict[str, float] | None, most: int = 3) -> str:
+    """'0.35 GPU-h: disk 0.30, cpu 0.05' (the ledger's words and GPU-hours, the largest
+    first; the rest as 'other'), '0.00 GPU-h', or '' when unknown."""
+    if by_cause is None:
+        return ""
+    parts = sorted(((v, c) for c, v in by_cause.items() if v > 0),
+                   key=lambda vc: (-vc[0], LOST_CAUSES.index(vc[1])))
+    words = [f"{CAUSE_WORD[c]} {gpu_hours(v)}" for v, c in parts[:most]]
+    rest = sum(v for v, _c in parts[most:])
+    if rest > 0:
+        words.append(f"other {gpu_hours(rest)}")
+    head = f"{gpu_hours(lost_total(by_cause))} GPU-h"
+    return f"{head}: {', '.join(words)}" if words else head
+
+
+def apply_ledger(view: "FleetView", ledger: QueryResult | None) -> None:
+    """Each row's, each job's and the fleet's GPU-seconds lost, by cause, from
+    queries.ledger_query's answer (nothing when it failed or is None).  A series of a
+    cause not in LOST_CAUSES, or with a value that cannot be (negative, NaN, more than
+    its GPUs' day), is left out."""
+    if ledger is None or not ledger.ok:
+        return
+    rows = {r.node: r for r in view.rows}
+    jobs = {j.job: j for j in view.jobs}
+    # a day's increase of one node's counter is at most its GPUs' whole day (with
+    # increase()'s extrapolation, a little more): beyond it, it is bad data
+    most = MAX_GPUS * LEDGER_WINDOW_S * 1.5
+    total: dict[str, float] = {}
+    for s in ledger.series:
+        cause, v = s.labels.get("cause"), s.value
+        if cause not in LOST_CAUSES or v is None or not 0.0 <= v <= most:
+            continue
+        total[cause] = total.get(cause, 0.0) + v
+        holders = [rows.get(node_name(s.labels, view.group_by)),
+                   jobs.get(s.labels.get(view.job_label, ""))]
+        for h in holders:
+            if h is not None:
+                if h.lost_by_cause is None:
+                    h.lost_by_cause = dict.fromkeys(LOST_CAUSES, 0.0)
+                h.lost_by_cause[cause] += v
+    if ledger.series:
+        view.lost_by_cause = {c: total.get(c, 0.0) for c in LOST_CAUSES}
 
 
 # ---------------------------------------------------------------------------- building
@@ -289,6 +370,10 @@ class _Member:
     down: bool = False
     bad_series: int = 0                    # dropped by check_value
     gpu_util: dict[int, float | None] = field(default_factory=dict)
+    # the recording rules' (queries.RECORDED): its GPUs, those read, their sum (percent)
+    gpus_count: int = 0
+    gpus_read: int = 0
+    gpu_util_sum_pct: float = 0.0
     disks: dict[str, DeviceEvidence] = field(default_factory=dict)
     mounts: dict[str, DeviceEvidence] = field(default_factory=dict)
 
@@ -322,6 +407,8 @@ _TIMESTAMPS = {"", P + STATE_SINCE, P + LAST_SAMPLE}
 _BOUNDS = {"%": (0.0, BUSY_SLACK_FACTOR), "ms": (0.0, TIMESTAMP_SPAN_S), "requests": (0.0, 1e9),
            "/s": (0.0, 1e8), "kB/s": (0.0, MAX_DATA_BYTES_S)}
 _RANGES = {P + GPUS_STARVED: (0.0, MAX_GPUS), GPU_UTIL.prom_name: _RATIO,
+           REC_GPUS: (0.0, MAX_GPUS), REC_GPUS_READ: (0.0, MAX_GPUS),
+           REC_GPU_UTIL_SUM: (0.0, MAX_GPUS),
            **{m.prom_name: _BOUNDS[m.unit] for m in (
                *EVIDENCE_DISK, *(m for m, _, _ in EVIDENCE_MOUNT), *(m for m, _ in TIMELINE_DISK))}}
 
@@ -352,7 +439,7 @@ _DISK = {m.prom_name: m for m in EVIDENCE_DISK}
 _MOUNT = {m.prom_name: (m, field, rank) for m, field, rank in EVIDENCE_MOUNT}
 # the labels a series has beyond its target's
 _OWN = {"__name__", "gpu", "uuid", "device", "mountpoint", "class", "fstype", "source",
-        "state", "kind", "devices", "gpus", DOWN_LABEL}
+        "state", "kind", "devices", "gpus", DOWN_LABEL, SEEN_LABEL}
 
 
 def _member_key(labels: dict[str, str]) -> tuple[str, str]:
@@ -365,8 +452,12 @@ def _collect(table: QueryResult, group_by: str,
     preferred: dict[int, set] = {}      # id(member) -> mount fields set by a preferred source
     for s in table.series:
         lab = s.labels
+        if RULES_LABEL in lab:          # whether the recording rules are loaded: source.py's
+            continue
         m = nodes.setdefault(node_name(lab, group_by), {}).setdefault(_member_key(lab), _Member())
-        name = s.name
+        # the stale nodes' last hour (queries.table_query): max_over_time's answer, which
+        # Prometheus gives without a metric name and VictoriaMetrics with the sample's
+        name = "" if SEEN_LABEL in lab else s.name
         value = _finite(s.value)
         if not check_value(name, s.value, now_s):
             m.bad_series += 1
@@ -378,7 +469,7 @@ def _collect(table: QueryResult, group_by: str,
             m.down = True
             m.labels = m.labels or _target(lab)
             continue
-        if not name:                                   # max_over_time: seen, not live
+        if not name:                                   # seen in the hour, not live now
             m.seen_s = value
             m.labels = m.labels or _target(lab)
         elif name == P + VERDICT_INFO:
@@ -397,6 +488,13 @@ def _collect(table: QueryResult, group_by: str,
                 m.bad_series += 1
             else:
                 m.gpu_util[gpu] = None if value is None else GPU_UTIL.from_base(value)
+        elif name == REC_GPUS:
+            m.gpus_count = int(value or 0)
+            m.labels = m.labels or _target(lab)
+        elif name == REC_GPUS_READ:
+            m.gpus_read = int(value or 0)
+        elif name == REC_GPU_UTIL_SUM:
+            m.gpu_util_sum_pct = GPU_UTIL.from_base(value or 0.0)
         elif name in _DISK:
             dev = lab.get("device", "")
             ev = m.disks.setdefault(dev, DeviceEvidence(dev, lab.get("mountpoint", ""),
@@ -433,10 +531,16 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
         if m.labels is not None:
             labels = dict(m.labels) if labels is None else {
                 k: v for k, v in labels.items() if m.labels.get(k) == v}
+    # the mean over every GPU of the row: each read GPU's (the raw series) and the
+    # recording rules' sums and counts, these of the live members only (a rule evaluated
+    # before a node's series went stale still holds its GPUs until the next evaluation)
     utils = [v for m in members for v in m.gpu_util.values() if v is not None]
+    rec = [m for m in members if m.live]
+    read = len(utils) + sum(m.gpus_read for m in rec)
+    util_sum = sum(utils) + sum(m.gpu_util_sum_pct for m in rec if m.gpus_read)
     row = NodeRow(node=node, labels=labels or {}, state=state,
-                  gpus_total=sum(len(m.gpu_util) for m in members),
-                  gpu_util_pct=sum(utils) / len(utils) if utils else None,
+                  gpus_total=sum(len(m.gpu_util) for m in members) + sum(m.gpus_count for m in rec),
+                  gpu_util_pct=util_sum / read if read else None,
                   stale=state in (STALE, DOWN),
                   members=sorted({instance for _job, instance in keyed}, key=natural_key),
                   bad_series=sum(m.bad_series for m in members))
@@ -481,11 +585,12 @@ def spark_values(series: Series, end_s: float) -> list[float | None]:
 def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
                group_by: str = "instance", job_label: str = "training_job", *,
                url: str = "", cost: QueryCost | None = None,
-               gpu_low_pct: float = GPU_LOW_PCT) -> FleetView:
+               gpu_low_pct: float = GPU_LOW_PCT, ledger: QueryResult | None = None) -> FleetView:
     """The view of one refresh: table is queries.table_query's answer, spark the
-    sparkline query's (the latest one; None: none yet).  cost: this refresh's (default:
-    the table's and spark's).  Never raises for what Prometheus returned: a failed table
-    query gives a view with its error and no rows."""
+    sparkline query's and ledger queries.ledger_query's (the latest ones; None: none
+    yet).  cost: this refresh's (default: the table's and spark's).  Never raises for
+    what Prometheus returned: a failed table query gives a view with its error and no
+    rows."""
     if cost is None:
         cost = QueryCost().add(table).add(spark)
     view = FleetView(wall_s=now_s, error=None if table.ok else table.error, cost=cost,
@@ -505,6 +610,7 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
     rows.sort(key=row_order)
     view.rows = rows
     view.jobs = job_groups(rows, job_label, gpu_low_pct)
+    apply_ledger(view, ledger)
     return view
 
 

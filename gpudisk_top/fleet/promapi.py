@@ -8,7 +8,8 @@ once, before the first query.
 
 urllib only (no new dependency).  Queries are POSTed form-encoded, so a long selector
 never meets a URL length limit; Prometheus's own `timeout` parameter is set to the
-client's, so a query given up here is given up there too.  A URL with user:password@
+client's, so a query given up here is given up there too; nocache=1 asks
+VictoriaMetrics for now, not its default 30 s before (_get).  A URL with user:password@
 sends them as HTTP basic auth and never shows them in a message (redact()).
 
 The timeout is a deadline for the whole query (connecting, sending, the answer's headers
@@ -187,7 +188,11 @@ class PromClient:
             return QueryResult.failed(f"{where}: {why}", time.monotonic() - started)
 
         try:
-            params = dict(params, timeout=f"{self.timeout_s:g}s")
+            # nocache=1: VictoriaMetrics answers a query at "now" as of its
+            # -search.latencyOffset before (30 s by default) unless told not to cache,
+            # and a node stopped 20 s ago would read live; Prometheus, Thanos and Mimir
+            # ignore the parameter
+            params = dict(params, timeout=f"{self.timeout_s:g}s", nocache="1")
             data = urllib.parse.urlencode(params).encode()
             headers = {"Content-Type": "application/x-www-form-urlencoded",
                        "Accept": "application/json", "User-Agent": USER_AGENT}

@@ -9,27 +9,42 @@ The cost is fixed by construction:
                    marked with the label fleet_down="1": those of the exporters' own
                    Prometheus job, --exporter-job, and those of any other job that held a
                    gpudisk-top node in the hour), `or` the last hour's last-sample
-                   timestamp (the nodes seen in the last hour but not now).
+                   timestamp of the nodes seen in the last hour but not now (marked
+                   fleet_seen="1").
+                   With the recording rules of examples/fleet-rules.yml (recorded=True)
+                   the node's GPUs are three recorded series (their count, how many read
+                   a utilization, its sum) instead of one a GPU, and the last hour's last
+                   sample is one recorded value instead of the hour's samples.  Either
+                   form ends with `or` the count of the recorded GPU series (marked
+                   fleet_rules="1"; absent without the rules): source.py switches form
+                   on it.  The disks' and mounts' evidence comes only for the nodes
+                   whose verdict names a device.
   spark_query      ONE instant subquery at most once a minute: each node's mean GPU
                    utilization over the last hour, one point a minute.
+  ledger_query     ONE instant query at most once a minute, with the sparkline's: each
+                   node's GPU-seconds lost in the last 24 hours, by cause (the stall
+                   ledger's counters' increase(), docs/ledger.md; cause="healthy" is not
+                   lost), or the recording rule's record of it.
   timeline_query   ONE range query, only for the node opened (Enter): its verdicts, GPUs
                    and disks over the window.
 
-Why `or` keeps the stale nodes and only them: PromQL's `a or b` keeps all of `a` and
-those elements of `b` whose label set, the metric name left out, matches no element of
-`a`.  max_over_time(...) drops the metric name and keeps the target's labels, which are
-exactly those of a live node's gpudisk_top_last_sample_timestamp_seconds (and
-gpus_starved): for a live node it matches and is left out, for a node that stopped
-reporting (Prometheus marked its series stale) nothing matches and it comes through,
-without __name__: that absence is how model.py recognizes it.  The down targets carry an
-extra label so that they never match anything and always come through.
+Why every element that `or` adds carries a label of its own (fleet_down, fleet_seen):
+PromQL's `a or b` keeps all of `a` and those elements of `b` whose label set, the metric
+name left out, matches no element of `a`; VictoriaMetrics's MetricsQL goes further and,
+where a series of `a` has no value at the query's time (a stopped node's series, marked
+stale) and one of `b` matches it, answers that series of `a` under its own name with
+`b`'s value (it fills `a`'s gaps from `b`): a stale node's gpus_starved would read its
+last-sample timestamp.  An element with a label no series of `a` has matches nothing on
+either backend and comes through as itself.  Which nodes are stale is then said in the
+query: the last hour's last sample `unless` the node's last sample now.
 """
 
 from __future__ import annotations
 
 from gpudisk_top.fleet.labels import check_label
-from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, MOUNT, PROM_PREFIX,
-                                     STATE_SINCE, VERDICT_INFO)
+from gpudisk_top.model.ledger import HEALTHY
+from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, LEDGER, MOUNT,
+                                     PROM_PREFIX, STATE_SINCE, VERDICT_INFO)
 
 # The numbers of a device the verdict blames (fleet/model.py DeviceEvidence's fields,
 # vocab.DISK's names): a disk's own ...
@@ -47,15 +62,29 @@ TIMELINE_DISK = ((DISK["util_pct"], "util_pct"), (DISK["r_await_ms"], "r_await_m
                  (DISK["rkb_s"], "mb_s"), (DISK["wkb_s"], "mb_s"))
 GPU_UTIL = GPU["util_pct"]
 
-# The series of one node the table reads (families.py): the node's verdict and GPUs, and
-# the evidence of the devices a verdict may blame
-TABLE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE, GPU_UTIL.prom,
-                  *(m.prom for m in EVIDENCE_DISK), *(m.prom for m, _, _ in EVIDENCE_MOUNT))
 # The opened node's timeline: the local timeline's rows (model/history.py Column: the
 # state, GPU utilization, and per disk vocab.TIMELINE's util, r_await, IOPS, MB/s, aqu-sz)
 TIMELINE_FAMILIES = (VERDICT_INFO, GPU_UTIL.prom, *(m.prom for m, _ in TIMELINE_DISK))
 P = PROM_PREFIX
 DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's answer
+SEEN_LABEL = "fleet_seen"          # marks the stale nodes' last-hour elements
+RULES_LABEL = "fleet_rules"        # marks the count of the recorded series (rules loaded)
+# examples/fleet-rules.yml's records (tests/test_examples.py checks the file records these)
+REC_GPUS = "gpudisk_top:fleet_node_gpus:count"                # the node's GPUs
+REC_GPUS_READ = "gpudisk_top:fleet_node_gpus_read:count"      # those read, in range
+REC_GPU_UTIL_SUM = "gpudisk_top:fleet_node_gpu_utilization:sum"   # their utilization's sum
+REC_LAST_SEEN = "gpudisk_top:fleet_node_last_sample:max1h"    # the hour's last sample
+RECORDED = (REC_GPUS, REC_GPUS_READ, REC_GPU_UTIL_SUM, REC_LAST_SEEN)
+# the ledger's: per node and cause, and per job and cause (for Grafana: the fleet sums
+# its nodes' itself, by --job-label)
+REC_NODE_LOST = "gpudisk_top:fleet_node_gpu_seconds_lost:increase24h"
+REC_JOB_LOST = "gpudisk_top:fleet_job_gpu_seconds_lost:increase24h"
+LEDGER_RECORDED = (REC_NODE_LOST, REC_JOB_LOST)
+LOST_COUNTER = LEDGER["lost_gpu_s"].prom_name + "_total"    # the exporter's, by cause
+LEDGER_WINDOW_S = 86400
+# the table's own series of a node, read as exported in either form
+NODE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE)
+EVIDENCE_FAMILIES = (*(m.prom for m in EVIDENCE_DISK), *(m.prom for m, _, _ in EVIDENCE_MOUNT))
 EXPORTER_JOB = "gpudisk-top"       # the exporters' Prometheus job (the alert rules' too)
 STALE_WINDOW = "1h"                # a node not seen for longer is gone from the table
 SPARK_WINDOW_S = 3600
@@ -66,46 +95,79 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def matchers(filters: dict[str, str]) -> str:
-    """'a="x",b="y"' (equality matchers, sorted), or ''."""
-    return ",".join(f"{check_label(k)}={quote(v)}" for k, v in sorted(filters.items()))
+def matchers(filters: dict[str, str], negate: set[str] = frozenset()) -> str:
+    """'a="x",b="y"' (equality matchers, sorted; != for the labels in `negate`), or ''."""
+    return ",".join(f"{check_label(k)}{'!=' if k in negate else '='}{quote(v)}"
+                    for k, v in sorted(filters.items()))
 
 
 def _names(families) -> str:
     return P + "(" + "|".join(families) + ")"
 
 
-def _sel(name_or_regex: str, filters: dict[str, str], regex: bool = False) -> str:
-    inner = matchers(filters)
+def _sel(name_or_regex: str, filters: dict[str, str], regex: bool = False,
+         negate: set[str] = frozenset()) -> str:
+    inner = matchers(filters, negate)
     if regex:
         return "{" + f"__name__=~{quote(name_or_regex)}" + (f",{inner}" if inner else "") + "}"
     return name_or_regex + ("{" + inner + "}" if inner else "")
 
 
 def table_query(filters: dict[str, str] | None = None,
-                exporter_job: str = EXPORTER_JOB) -> str:
+                exporter_job: str = EXPORTER_JOB, recorded: bool = False) -> str:
     """The table's one instant query.  filters: label -> value, applied to every
     selector (so a job's view asks only for its nodes); exporter_job: the Prometheus job
-    that scrapes the exporters."""
+    that scrapes the exporters; recorded: read examples/fleet-rules.yml's records."""
     f = filters or {}
     last = _sel(P + LAST_SAMPLE, f)
-    seen = f"max_over_time({last}[{STALE_WINDOW}])"
+    if recorded:
+        # one selector: the records carry the node's labels exactly, and `or` would drop
+        # them as matching its gpus_starved
+        node = _sel("|".join((_names(NODE_FAMILIES), *RECORDED[:3])), f, regex=True)
+        seen = _sel(REC_LAST_SEEN, f)
+    else:
+        node = _sel(_names((*NODE_FAMILIES, GPU_UTIL.prom)), f, regex=True)
+        seen = f"max_over_time({last}[{STALE_WINDOW}])"
+    # the devices' numbers only of the nodes whose verdict blames a device
+    evidence = (f"({_sel(_names(EVIDENCE_FAMILIES), f, regex=True)} and on (job, instance) "
+                f"{_sel(P + VERDICT_INFO, dict(f, devices=''), negate={'devices'})})")
     # the failing targets of the exporters' own job, whether or not any of them was ever
     # seen (a whole job down is what most needs showing), and those of any other job that
     # held gpudisk-top nodes in the hour (not every failing target of the server); marked
     # so that they always come through
     own = _sel("up", dict(f, job=exporter_job)) if "job" not in f else _sel("up", f)
-    down = (f"label_replace(({own} == 0) or ({_sel('up', f)} == 0 and on (job) {seen}), "
-            f"{quote(DOWN_LABEL)}, \"1\", \"\", \"\")")
-    return f"{_sel(_names(TABLE_FAMILIES), f, regex=True)} or {down} or {seen}"
+    down = _mark(f"({own} == 0) or ({_sel('up', f)} == 0 and on (job) {seen})", DOWN_LABEL)
+    stale = _mark(f"{seen} unless {last}", SEEN_LABEL)
+    rules = _mark(f"count({_sel(REC_GPUS, f)})", RULES_LABEL)
+    return f"{node} or {evidence} or {down} or {stale} or {rules}"
 
 
-def spark_query(group_by: str, filters: dict[str, str] | None = None) -> str:
+def _mark(expr: str, label: str) -> str:
+    """expr's elements with the label `label`="1" (so that `or` passes them as they are)."""
+    return f"label_replace({expr}, {quote(label)}, \"1\", \"\", \"\")"
+
+
+def spark_query(group_by: str, filters: dict[str, str] | None = None,
+                recorded: bool = False) -> str:
     """The last hour's mean GPU utilization per node, a point a minute (instant
-    subquery: a matrix)."""
-    return (f"avg by ({check_label(group_by)}) "
-            f"({_sel(P + 'gpu_utilization_ratio', filters or {})})"
-            f"[{SPARK_WINDOW_S // 60}m:{SPARK_STEP_S}s]")
+    subquery: a matrix); recorded: from examples/fleet-rules.yml's sum and count."""
+    by, f = check_label(group_by), filters or {}
+    if recorded:
+        mean = (f"(sum by ({by}) ({_sel(REC_GPU_UTIL_SUM, f)}) "
+                f"/ sum by ({by}) ({_sel(REC_GPUS_READ, f)}))")
+    else:
+        mean = f"avg by ({by}) ({_sel(GPU_UTIL.prom_name, f)})"
+    return f"{mean}[{SPARK_WINDOW_S // 60}m:{SPARK_STEP_S}s]"
+
+
+def ledger_query(filters: dict[str, str] | None = None, recorded: bool = False) -> str:
+    """Each node's GPU-seconds lost in the last LEDGER_WINDOW_S, one series a cause
+    (healthy left out: not lost); recorded: examples/fleet-rules.yml's record of it."""
+    f = filters or {}
+    if recorded:
+        return _sel(REC_NODE_LOST, f)
+    counter = _sel(LOST_COUNTER, dict(f, cause=HEALTHY), negate={"cause"})
+    return f"increase({counter}[{LEDGER_WINDOW_S // 3600}h])"
 
 
 def timeline_query(group_by: str, value: str, filters: dict[str, str] | None = None) -> str:

@@ -5,8 +5,15 @@
     tl = source.node_timeline(view.rows[0].node, window_s=3600, width=120)   # on Enter
     source.retarget(group_by="cluster", filters={"training_job": "llama"})   # g, /
 
-refresh() sends the table's one instant query, and the sparkline query only when it is
-due (every spark_every_s, 60 s by default): at most 1 + 1/12 queries a refresh at 5 s.
+refresh() sends the table's one instant query, and the sparkline and ledger queries only
+when they are due (every spark_every_s, 60 s by default): at most 1 + 2/12 queries a
+refresh at 5 s.
+Both read the recording rules' series (examples/fleet-rules.yml) where the server has
+them, the raw series otherwise: the first refresh asks for the records, and each answer
+says whether they are there (queries.RULES_LABEL).  An answer in the recorded form
+without them (no rules loaded, or no longer) is asked again at once in the raw form (one
+query more, that refresh); a raw answer that shows them moves the next refresh to the
+recorded form.
 node_timeline() sends one range query, for that node only (a row that gathers several
 scrape targets, --by cluster, is no one node: refused, with why).  Neither raises for what
 Prometheus does (down, slow, an error): the view or timeline carries the one-line error,
@@ -47,12 +54,14 @@ class FleetSource:
                              "the exporters (default gpudisk-top)")
         self.exporter_job = check_value(exporter_job, "--exporter-job")
         self.spark_every_s = spark_every_s
-        self.table_expr = queries.table_query(self.filters, self.exporter_job)
-        self.spark_expr = queries.spark_query(self.group_by, self.filters)
+        self.recorded = True                      # until an answer says the rules are not there
+        self.table_expr = self.spark_expr = self.ledger_expr = ""
+        self._exprs()
         self.cost = QueryCost()                   # every query sent, all refreshes
         self.refreshes = 0
         self._clock = clock
         self._spark: QueryResult | None = None
+        self._ledger: QueryResult | None = None
         self._spark_at: float | None = None
         self._last: FleetView | None = None
 
@@ -69,35 +78,51 @@ class FleetSource:
         nothing."""
         group_by = self.group_by if group_by is None else check_label(group_by, "--by")
         filters = _checked(self.filters if filters is None else filters)
-        table_expr = queries.table_query(filters, self.exporter_job)
-        spark_expr = queries.spark_query(group_by, filters)
         self.group_by, self.filters = group_by, filters
-        self.table_expr, self.spark_expr = table_expr, spark_expr
-        self._spark = self._spark_at = self._last = None
+        self._exprs()
+        self._spark = self._ledger = self._spark_at = self._last = None
+
+    def _exprs(self) -> None:
+        self.table_expr = queries.table_query(self.filters, self.exporter_job, self.recorded)
+        self.spark_expr = queries.spark_query(self.group_by, self.filters, self.recorded)
+        self.ledger_expr = queries.ledger_query(self.filters, self.recorded)
 
     def spark_due(self) -> bool:
         return self._spark_at is None or self._clock() - self._spark_at >= self.spark_every_s
 
     def refresh(self, now_s: float | None = None, spark: bool | None = None) -> FleetView:
         """This refresh's view (see the module's docstring).  spark: force the sparkline
-        query (True) or skip it (False); default: when due."""
+        and ledger queries (True) or skip them (False); default: when due."""
         now = time.time() if now_s is None else now_s
         table = self.client.instant(self.table_expr)
         cost = QueryCost().add(table)
+        read_recorded = self.recorded
+        if table.ok and has_rules(table) != self.recorded:
+            self.recorded = not self.recorded
+            self._exprs()
+            if not self.recorded:                 # no records to read: this answer lacks the GPUs
+                table = self.client.instant(self.table_expr)
+                cost.add(table)
+                read_recorded = False
         if spark if spark is not None else (table.ok and self.spark_due()):
             result = self.client.instant(self.spark_expr)
-            cost.add(result)
+            ledger = self.client.instant(self.ledger_expr)
+            cost.add(result).add(ledger)
             self._spark_at = self._clock()
             if result.ok or self._spark is None:
                 self._spark = result
+            if ledger.ok or self._ledger is None:
+                self._ledger = ledger
         self.cost = self.cost + cost
         self.refreshes += 1
         view = build_view(table, self._spark, now, self.group_by, self.job_label,
-                          url=self.url, cost=cost)
+                          url=self.url, cost=cost, ledger=self._ledger)
+        view.recorded = table.ok and read_recorded
         if table.ok:
             self._last = view
         elif self._last is not None:              # keep showing the last good rows
             view.rows, view.jobs = self._last.rows, self._last.jobs
+            view.lost_by_cause = self._last.lost_by_cause
             view.data_wall_s = self._last.data_wall_s
         return view
 
@@ -122,6 +147,11 @@ class FleetSource:
         result = self.client.range(expr, start, end, step)
         self.cost.add(result)
         return build_timeline(result, node, start, end, step)
+
+
+def has_rules(table: QueryResult) -> bool:
+    """The table's answer says the recording rules' series are there."""
+    return any(queries.RULES_LABEL in s.labels for s in table.series)
 
 
 def not_one_node(row: NodeRow | None, group_by: str) -> str | None:

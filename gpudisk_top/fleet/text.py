@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 
-from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
+from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow, lost_text
 from gpudisk_top.model.detect import STARVED_STATES
 from gpudisk_top.model.detect.classify import gpu_ranges
 from gpudisk_top.model.present import Col, table
 from gpudisk_top.model.timefmt import clock, clock_hm, date_clock, duration
+from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.textsafe import printable
 
-COST_NOTE = "the table: 1 instant query a refresh; the sparkline: 1 query a minute"
+COST_NOTE = ("the table: 1 instant query a refresh; the sparkline and the GPU time lost: "
+             "1 query each a minute")
+LOST_HEAD = "GPU time lost, last 24 h"
 
 
 def render_json(view: FleetView) -> str:
@@ -81,6 +84,27 @@ def _device_text(row: NodeRow, group: JobGroup | None) -> str:
     return text
 
 
+def job_reason(group: JobGroup, clock=None) -> str:
+    """The job's straggler line and its GPU time lost in 24 hours ('...; lost, 24 h:
+    0.35 GPU-h: disk 0.30'): --once's job lines and the job screen's banner."""
+    reason = group.describe(clock)
+    if group.lost_by_cause is not None:
+        reason += f"; lost, 24 h: {lost_text(group.lost_by_cause)}"
+    return reason
+
+
+def lost_line(by_cause: dict[str, float] | None) -> str:
+    """'GPU time lost, last 24 h: 0.35 GPU-h: disk 0.30, cpu 0.05' (the fleet's total by
+    cause: --once's line and the screen's), '' when unknown."""
+    return "" if by_cause is None else f"{LOST_HEAD}: {lost_text(by_cause)}"
+
+
+def lost_cell(row: NodeRow) -> str:
+    """The "lost, 24 h" column: the node's GPU-hours lost to a cause ('0.35'), '-' where
+    it exports no ledger counters."""
+    return "-" if row.lost_gpu_s is None else gpu_hours(row.lost_gpu_s)
+
+
 def gpus_text(row: NodeRow) -> str:
     return f"{row.gpus_starved}/{row.gpus_total}" if row.gpus_total or row.gpus_starved else "-"
 
@@ -88,19 +112,20 @@ def gpus_text(row: NodeRow) -> str:
 # the table's columns; the last, DEVICE / EVIDENCE, is device_text()
 _COLUMNS = (Col("NODE", 21, "<", "  "), Col("STATE", 17, "<", "  "), Col("GPUS", 5, ">", "  "),
             Col("GPU%", 5, ">", "  "), Col("SINCE", 20, "<", "  "), Col("SEEN", 9, "<", "  "),
-            Col("DEVICE / EVIDENCE", 0, "<", "  "))
+            Col("LOST 24H", 8, ">", "  "), Col("DEVICE / EVIDENCE", 0, "<", "  "))
 
 
 def _row_cells(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool) -> tuple:
     util = "" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%"
     cells = (row.node, state_text(row, group if by_role else None), gpus_text(row), util,
-             since_text(row, now_s), last_seen_text(row, now_s), device_text(row, group))
+             since_text(row, now_s), last_seen_text(row, now_s), lost_cell(row),
+             device_text(row, group))
     return tuple(printable(str(c)) for c in cells)
 
 
 def _job_line(group: JobGroup) -> str:
     head = f"  {printable(group.job)}: {len(group.nodes)} node{'s' if len(group.nodes) != 1 else ''}"
-    reason = printable(group.describe(clock_hm))
+    reason = printable(job_reason(group, clock_hm))
     if group.straggler is not None:
         return f"{head}, straggler {printable(group.straggler.node)}: {reason}"
     return f"{head}, no straggler: {reason}"
@@ -128,5 +153,8 @@ def render_text(view: FleetView, job: str | None = None) -> str:
         lines.append(f"jobs ({printable(view.job_label)}):")
         lines += [_job_line(g) for g in jobs]
     lines.append("")
-    lines.append(f"query cost: {view.cost.text()} ({COST_NOTE})")
+    if view.lost_by_cause is not None:
+        lines.append(lost_line(view.lost_by_cause))
+    rules = ", read from the recording rules" if view.recorded else ""
+    lines.append(f"query cost: {view.cost.text()} ({COST_NOTE}{rules})")
     return "\n".join(lines) + "\n"

@@ -30,6 +30,7 @@ from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.model import FleetView
 from gpudisk_top.model.present import natural_key
 from gpudisk_top.fleet.source import not_one_node
+from gpudisk_top.fleet.text import lost_line
 from gpudisk_top.session.ticker import stepped_interval
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
@@ -214,6 +215,7 @@ class FleetApp(App):
         if view.error and not view.rows and last is not None and last.rows:
             # keep the last good table, marked as old (the source does so itself too)
             view.rows, view.jobs, view.data_wall_s = last.rows, last.jobs, last.data_wall_s
+            view.lost_by_cause = last.lost_by_cause
         self.view = view
         self.render_view()
         for screen in self.screen_stack:
@@ -257,7 +259,8 @@ class FleetApp(App):
         self.query_one(FleetTable).show(
             rows, view.wall_s if view is not None else time.time(),
             old=bool(view is not None and view.error), empty=empty,
-            note=f"sort: {SORT_NOTE[self.sort]} (s)", jobs=view.jobs if view is not None else ())
+            note=f"sort: {SORT_NOTE[self.sort]} (s)", jobs=view.jobs if view is not None else (),
+            lost=lost_line(view.lost_by_cause) if view is not None else "")
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in TABLE_ACTIONS and len(self.screen_stack) > 1:

@@ -15,6 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
+from gpudisk_top.fleet.text import job_reason
 from gpudisk_top.model.timefmt import clock_hm
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
@@ -47,8 +48,7 @@ class JobBanner(LinesPanel):
             badge, style = f"▲ STRAGGLER {group.straggler.node}", theme.BANNER_STARVED
         else:
             badge, style = "● NO STRAGGLER", theme.BANNER.get("healthy", theme.HEAD)
-        text = fit_clauses(group.describe(clock_hm), max(20, width - len(badge) - 3), 2,
-                           more=" …")
+        text = fit_clauses(job_reason(group, clock_hm), max(20, width - len(badge) - 3), 2, more=" …")
         lines.append([(f" {badge} ", style), (" " + text[0], theme.PLAIN)])
         lines += [[(" " * (len(badge) + 3) + more, theme.PLAIN)] for more in text[1:]]
         self.set_lines(lines)

@@ -1,7 +1,8 @@
 """The fleet's node table: one row per node, in the order the fleet model gives (starved
 nodes first).  A row: the state badge (glyph and word, so NO_COLOR still reads it), GPUs
 starved of the total, mean GPU utilization, since when (relative and clock), a last-hour
-sparkline of GPU utilization and the blamed device with its evidence.  A node that stopped
+sparkline of GPU utilization, the GPU-hours lost to a cause in the last 24 hours (the
+stall ledger's counters, fleet.text.lost_cell) and the blamed device with its evidence.  A node that stopped
 reporting is dimmed and says STALE and for how long.  ↑/↓ (j/k) move a row cursor; the
 app opens the cursor's node on Enter.  ▲ marks a node starved by its own cause (or, in a
 job's view, the straggler), ◇ one whose GPUs wait on peers; marks() counts the badges
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpudisk_top.fleet.text import device_text, groups_of, state_text
+from gpudisk_top.fleet.text import device_text, groups_of, lost_cell, state_text
 from gpudisk_top.model.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
@@ -23,6 +24,7 @@ from gpudisk_top.ui.widgets.base import CursorPanel, Line
 SPARK = "▁▂▃▄▅▆▇█"     # 0 % is the lowest bar, not a blank: a blank would read as no data
 SPARK_UNKNOWN = "·"    # no sample in that minute (not reporting, or no GPU)
 STATE_W = 15
+LOST_W = 6             # "lost" column: GPU-hours, "123.45"
 STARVED_GLYPH = "▲"    # starved by its own cause; in a job's view, its straggler
 WAIT_GLYPH = "◇"       # its GPUs wait on peers (or stall with nothing saturated)
 STALE_GLYPH = "×"
@@ -82,7 +84,8 @@ def layout(width: int, node_w: int) -> dict[str, int]:
     spark_w = 12 if width < 100 else min(60, 12 + (width - 100) // 2)
 
     def rest() -> int:
-        return width - (1 + STATE_W + node_w + 1 + 6 + 5 + 6 + clock_w + spark_w + 1)
+        return width - (1 + STATE_W + node_w + 1 + 6 + 5 + 6 + clock_w + spark_w + 1
+                        + LOST_W + 1)
     if rest() < 16:
         node_w = max(8, node_w - (16 - rest()))
     return {"node": node_w, "clock": clock_w, "spark": spark_w, "evidence": max(8, rest())}
@@ -97,14 +100,16 @@ class FleetTable(CursorPanel):
         return list(self._order)
 
     def show(self, rows, wall_s: float, old: bool = False, note: str = "",
-             marked: str | None = None, empty: str = "", jobs=(), job=None) -> None:
+             marked: str | None = None, empty: str = "", jobs=(), job=None,
+             lost: str = "") -> None:
         """rows: fleet.model.NodeRows in the order to draw; wall_s: now (the ages are
         counted to it); old: the rows are the last good table while Prometheus fails
         (every row dimmed); note: said in the column header (the sort); marked: a node
         called out with MARK (the job view's straggler); empty: what to say when there
         is no row; jobs: the view's JobGroups (a row's evidence says which node it waits
-        on); job: the JobGroup whose view this is (its rows labelled by their part)."""
-        self._input = (rows, wall_s, old, note, marked, empty, jobs, job)
+        on); job: the JobGroup whose view this is (its rows labelled by their part); lost:
+        the GPU time lost in the last 24 hours, a line under the column header."""
+        self._input = (rows, wall_s, old, note, marked, empty, jobs, job, lost)
         groups = groups_of(jobs)
         width = max(60, self.size.width or 80)
         names = [len(r.node) + (len(MARK) if r.node == marked else 0) for r in rows]
@@ -113,19 +118,27 @@ class FleetTable(CursorPanel):
         head = (" " + f"{'state':<{STATE_W}}" + f"{'node':<{node_w}} " + " GPUs " + "util "
                 + "since " + ("clock    " if cols["clock"] else "")
                 + f"{'GPU util, last hour' if spark_w >= 19 else 'last hour':<{spark_w}} "
-                + "device · evidence")
+                + f"{'lost':>{LOST_W}} " + "device · evidence")
         lines: list[Line] = [[(head[:width], theme.HEAD)]]
         if note and len(head) + len(note) + 2 <= width:
             lines[0] = [(head, theme.HEAD), ("  " + note, theme.DIM)]
+        if lost:
+            lines.append([(" " + _cut(lost, width - 1), theme.DIM if old else theme.PLAIN)])
         self._set_order([r.node for r in rows])
         if not rows:
             lines.append([(" " + (empty or "no node reports gpudisk-top metrics"), theme.DIM)])
         for r in rows:
             lines.append(self._row(r, wall_s, cols, old, r.node == marked,
                                    groups.get(r.node), job))
-        self.fixed = 1
+        self.fixed = 2 if lost else 1
         self.set_lines(lines)
         self._show_cursor()
+
+    def _show_cursor(self) -> None:
+        """After set_lines: scroll the cursor's row into sight while focused (below the
+        fixed lines: the header, and the lost line when shown)."""
+        if self.has_focus and self.cursor in self._order:
+            self.scroll_to_show(self.fixed + self._order.index(self.cursor))
 
     def _row(self, r, wall_s: float, cols: dict, old: bool, marked: bool, group,
              job) -> Line:
@@ -155,6 +168,7 @@ class FleetTable(CursorPanel):
         if cols["clock"]:
             out.append((f"{clock(since) if since else '':<8} ", theme.DIM))
         out.append((sparkline(r.spark_pct, cols["spark"]) + " ", base))
+        out.append((f"{lost_cell(r):>{LOST_W}} ", base))
         text = _cut(device_text(r, group), cols["evidence"])
         blamed = badge.startswith(STARVED_GLYPH) and not dim and r.evidence
         if blamed and text.startswith(r.evidence[0].device):
