@@ -60,6 +60,34 @@ def test_sigterm_wakes_the_wait_and_the_old_handler_comes_back():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_wait_works_past_1024_open_files():
+    """serve --nodes 256 holds over a thousand sockets: the stop pipe's fd is then past
+    select()'s FD_SETSIZE, where select.select raised ValueError and ended serve."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"RLIMIT_NOFILE's hard limit is {hard}: no fd past 1024 here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        stop = StopSignals()
+        try:
+            assert stop._rfd > 1024
+            t0 = time.monotonic()
+            stop.wait(0.05)                # a plain timeout, past FD_SETSIZE
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            stop.wait(10.0)
+            assert stop.reason == "SIGTERM" and time.monotonic() - t0 < 5.0 * slack()
+        finally:
+            stop.restore()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_off_the_main_thread_it_installs_nothing_and_sleeps():
     got = {}
 

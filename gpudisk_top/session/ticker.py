@@ -71,6 +71,10 @@ class StopSignals:
         if threading.current_thread() is not threading.main_thread():
             return
         self._rfd, self._wfd = os.pipe()
+        # poll, not select: a process serving many connections (serve --nodes) has fds
+        # past select()'s 1024
+        self._poll = select.poll()
+        self._poll.register(self._rfd, select.POLLIN)
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._old_wakeup = signal.set_wakeup_fd(self._wfd, warn_on_full_buffer=False)
@@ -87,8 +91,7 @@ class StopSignals:
         if self._rfd is None:
             time.sleep(timeout_s)
             return
-        ready, _, _ = select.select([self._rfd], [], [], timeout_s)
-        if ready:
+        if self._poll.poll(timeout_s * 1000):
             try:
                 while os.read(self._rfd, 512):
                     pass
