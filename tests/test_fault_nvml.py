@@ -125,7 +125,8 @@ def test_metrics_say_the_gpus_cannot_be_read_while_nvml_hangs():
 def test_a_stalled_sampler_is_not_served_as_now():
     clock = {"now": 100.0}
     collector = ModelCollector(Renderer(), clock=lambda: clock["now"])
-    collector.set_frame(Frame(model=model(1, {"nvme0n1": 50.0}), samples=1))
+    frame = Frame(model=model(1, {"nvme0n1": 50.0}), samples=1)
+    collector.set_frame(frame)
     names = lambda: {f.name for f in collector.collect()}  # noqa: E731
     assert "gpudisk_top_disk_utilization_ratio" in names()
     clock["now"] += 2.9                 # under 3 intervals (and the 5 s floor): fresh
@@ -135,3 +136,7 @@ def test_a_stalled_sampler_is_not_served_as_now():
     assert "gpudisk_top_disk_utilization_ratio" not in stale
     assert "gpudisk_top_last_sample_timestamp_seconds" in stale
     assert abs(stale["gpudisk_top_sample_age_seconds"].samples[0].value - 5.9) < 1e-9
+    # what the ledger counted stays counted: its counters are not gauges of "now"
+    ledger = {f.name for f in Renderer().render(frame)
+              if f.name.startswith(("gpudisk_top_gpu_seconds", "gpudisk_top_gpu_idle_seconds"))}
+    assert len(ledger) == 3 and ledger <= set(stale), (ledger, sorted(stale))

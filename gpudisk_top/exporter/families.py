@@ -115,10 +115,14 @@ class Renderer:
 
     def render(self, frame: Frame | None, stalled: bool = False) -> list:
         """Every family; before the first update, only build_info; for a frame too old to
-        be served as now (stalled), only the meta families."""
+        be served as now (stalled), only the meta families and the ledger's counters (what
+        was counted stays counted: a counter that vanished while sampling stalled would
+        read as a reset to anything that rates it)."""
         out = self._meta(frame)
-        if frame is None or stalled:
+        if frame is None:
             return out
+        if stalled:
+            return out + self._ledger(frame)
         out += self._gpus(frame.model)
         out += self._disks(frame.model, frame.verdict)
         out += self._host(frame.model)
