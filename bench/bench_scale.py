@@ -96,6 +96,10 @@ def make_sysfs(sys_root: str) -> None:
     block = os.path.join(sys_root, "block")
     cls = os.path.join(sys_root, "class", "block")
     os.makedirs(cls)
+    # the real cgroup tree, as a node's /sys has it (the node's scans narrow by it:
+    # collect/cgscan.py)
+    os.makedirs(os.path.join(sys_root, "fs"))
+    os.symlink("/sys/fs/cgroup", os.path.join(sys_root, "fs", "cgroup"))
 
     def write(path: str, text: str) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)

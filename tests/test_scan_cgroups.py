@@ -100,17 +100,38 @@ def test_what_is_read_again_and_what_is_carried_over(tmp_path, sleepers):
 
     read.asked.clear()
     _cgroup(sys_root, "system.slice/one.service", 51, [a, b])    # one.service ran
-    _cgroup(sys_root, "job.scope", 7, [d, c])                    # c moved into job.scope
+    _cgroup(sys_root, "system.slice", 101, [])                   # (its parent counts it)
+    _cgroup(sys_root, "job.scope", 7, [d, c])                    # c moved in, asleep
     _cgroup(sys_root, "system.slice/two.service", 50, [])
     assert of_ours(scan.scan()) == first
-    assert {a, b, c} <= read.asked and d not in read.asked
+    # one.service's processes are read again; c did not run, wherever it is now
+    assert {a, b} <= read.asked and not read.asked & {c, d}
 
     read.asked.clear()
     assert of_ours(scan.scan(skip={a})) == {pid: v for pid, v in first.items() if pid != a}
     assert a not in read.asked
     read.asked.clear()
-    scan.scan()
-    assert a in read.asked and b not in read.asked    # skipped last time: nothing to carry
+    assert of_ours(scan.scan()) == first              # its cgroup did not run: carried
+    assert a not in read.asked
+    _cgroup(sys_root, "system.slice/one.service", 52, [a, b])
+    _cgroup(sys_root, "system.slice", 102, [])
+    scan.scan(skip={a})                               # read again, a skipped ...
+    read.asked.clear()
+    assert of_ours(scan.scan()) == first
+    assert a in read.asked and b not in read.asked    # ... so there is no a to carry
+
+
+def test_a_process_that_exited_is_not_carried_over(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    sys_root = str(tmp_path / "sys")
+    _cgroup(sys_root, "", None, [])
+    _cgroup(sys_root, "one.service", 50, [sleeper.pid])
+    scan = ChangedScan(Roots(sysfs=sys_root), _stat_ticks)
+    assert sleeper.pid in scan.scan()
+    sleeper.kill()
+    sleeper.wait()
+    # its cgroup (written by the test) neither moved nor lost it: the procfs says it is gone
+    assert sleeper.pid not in scan.scan()
 
 
 def test_without_a_cgroup_v2_tree_every_process_is_read(tmp_path, sleepers):

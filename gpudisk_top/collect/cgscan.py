@@ -13,18 +13,19 @@ filesystems' reads in its own read path).  And whatever a task runs is charged, 
 same moment, to its cgroup and every ancestor's (cgroup v2 `cpu.stat` usage_usec: the
 subtree's; it is there whether or not the cpu controller is enabled).  So a cgroup whose
 usage did not move since the last scan holds no process whose figures moved: the scan
-carries their figures over and reads only the processes of cgroups that ran, of cgroups
-new since, and every process no cgroup listed (one listdir of the procfs finds them:
-zombies, processes of a cgroup namespace we do not see, one that moved during the walk).
-The root cgroup's own processes (kernel threads) are always read: its usage is the
-node's, counted by ticks, not theirs.
+carries its subtree's figures over without a look inside, and reads only the processes
+of cgroups that ran (and of cgroups new since), and every process no cgroup listed (one
+listdir of the procfs finds them: zombies, processes of a cgroup namespace we do not see,
+one moved meanwhile; it also drops those that exited).  A process moved, asleep, from one
+cgroup to another keeps its figures: it did not run.  The root cgroup's own processes
+(kernel threads) are always read: its usage is the node's, counted by ticks, not theirs.
 
 What this returns is what reading every process would return, as of when each cgroup's
-usage was read, with two exceptions: a process moved out of its cgroup and back between
-two scans that ran elsewhere in between (nothing does that but a hand at cgroup.procs),
-and a cgroup's time growing by less than the microsecond usage_usec counts in (a wake
-that sleeps again at once), in which a process's CPU time may cross a clock tick unseen:
-one tick, for a process that used next to nothing, which the next read of it counts.
+usage was read, with two exceptions: a process moved to another cgroup, run there and
+moved on again between two scans (nothing does that but a hand at cgroup.procs), and a
+cgroup's time growing by less than the microsecond usage_usec counts in (a wake that
+sleeps again at once), in which a process's CPU time may cross a clock tick unseen: one
+tick, for a process that used next to nothing, which the next read of it counts.
 
 Used only where the cgroup v2 tree is under the Roots' sysfs (`fs/cgroup`, or
 `fs/cgroup/unified` on a systemd hybrid) and the procfs shows our own PID namespace (the
@@ -33,8 +34,9 @@ another namespace's procfs) every process is read, as before.  A cgroup's proces
 listed in cgroup.procs; a threaded cgroup's are listed at its threaded domain, whose
 usage counts theirs.
 
-Costs per scan: a scandir, cpu.stat and cgroup.procs of every cgroup (~30 us each), one
-listdir of the procfs, and one read of each process in a cgroup that ran.
+Costs per scan: one listdir of the procfs; the root's cgroup.procs and a read of each of
+its processes; a cpu.stat of each child of a cgroup that ran, and of those that ran a
+scandir, their cgroup.procs and a read of each of their processes.
 """
 
 from __future__ import annotations
@@ -101,9 +103,9 @@ class ChangedScan(Generic[T]):
         elif not self._our_namespace():
             self.reason = roots.procfs + " is not our PID namespace's procfs"
         self.narrowed = self.reason is None
-        # (cgroup path, its inode) -> (usage_usec when its processes were read,
-        # {pid: value} as read then)
-        self._seen: dict[tuple[str, int], tuple[int, dict[int, T | None]]] = {}
+        # (cgroup path, its inode) -> (usage_usec when its processes were read (None:
+        # the root, always read), {pid: value} as read then, its children's keys)
+        self._seen: dict[tuple[str, int], tuple[int | None, dict[int, T | None], list]] = {}
         self.read_last = 0
 
     def _our_namespace(self) -> bool:
@@ -111,6 +113,17 @@ class ChangedScan(Generic[T]):
             return os.path.basename(os.path.realpath(self.roots.proc("self"))) == str(os.getpid())
         except OSError:
             return False
+
+    def _carry(self, key, seen: dict, carried: dict) -> None:
+        """Carry a cgroup's subtree over as last read: its entries and their values."""
+        stack = [key]
+        while stack:
+            key = stack.pop()
+            entry = self._seen.get(key)
+            if entry is not None:
+                seen[key] = entry
+                carried.update(entry[1])
+                stack.extend(entry[2])
 
     def _listdir_pids(self) -> list[int]:
         try:
@@ -129,49 +142,55 @@ class ChangedScan(Generic[T]):
                         out[pid] = value
             self.read_last = len(out)
             return out
-        out: dict[int, T] = {}
-        listed: set[int] = set()
-        seen: dict[tuple[str, int], tuple[int, dict[int, T | None]]] = {}
+        seen: dict[tuple[str, int], tuple[int | None, dict[int, T | None], list]] = {}
+        fresh: dict[int, T | None] = {}      # read now: of cgroups that ran
+        carried: dict[int, T | None] = {}    # as last read: of cgroups that did not
         reads = 0
-        stack = [(self._cg_root, 0, True)]
+        stack = [(self._cg_root, 0)]
         while stack:
-            path, inode, is_root = stack.pop()
+            key = stack.pop()
+            path = key[0]
+            before = self._seen.get(key)
+            try:
+                # the root's usage is the node's (and its own processes are kernel
+                # threads whose time no file of it counts): it is always read
+                usage = None if path == self._cg_root else _usage_usec(
+                    read_bytes(os.path.join(path, "cpu.stat"), 65536))
+            except OSError:
+                continue   # removed meanwhile: its processes are found unlisted
+            if usage is not None and before is not None and before[0] == usage:
+                self._carry(key, seen, carried)   # nothing in its subtree ran
+                continue
             try:
                 with os.scandir(path) as it:
-                    for entry in it:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append((entry.path, entry.inode(), False))
-                usage = None if is_root else _usage_usec(
-                    read_bytes(os.path.join(path, "cpu.stat"), 65536))
+                    children = [(entry.path, entry.inode()) for entry in it
+                                if entry.is_dir(follow_symlinks=False)]
                 pids = _pids(read_bytes(os.path.join(path, "cgroup.procs")))
             except OSError as err:
-                if err.errno == errno.EOPNOTSUPP:
-                    continue   # a threaded cgroup: its processes are its domain's
-                continue       # removed meanwhile: its processes are found unlisted
-            listed.update(pids)
-            before = self._seen.get((path, inode))
-            # the root's usage is the node's (and its own processes are kernel threads
-            # whose time no file of it counts): its processes are always read
-            same = usage is not None and before is not None and before[0] == usage
+                if err.errno != errno.EOPNOTSUPP:
+                    continue   # removed meanwhile
+                pids = []      # a threaded cgroup: its processes are its domain's
+            stack.extend(children)
             values: dict[int, T | None] = {}
             for pid in pids:
-                if pid in skip:
-                    continue
-                if same and pid in before[1]:
-                    values[pid] = before[1][pid]
-                else:
-                    values[pid] = self.read(pid)
+                if pid not in skip:
+                    values[pid] = fresh[pid] = self.read(pid)
                     reads += 1
-                if values[pid] is not None:
-                    out[pid] = values[pid]
-            if usage is not None:
-                seen[(path, inode)] = (usage, values)
-        for pid in self._listdir_pids():
-            if pid not in listed and pid not in skip:
+            seen[key] = (usage, values, children)
+        present = self._listdir_pids()
+        out: dict[int, T] = {}
+        for pid in present:
+            if pid in skip:
+                continue
+            if pid in fresh:
+                value = fresh[pid]
+            elif pid in carried:
+                value = carried[pid]
+            else:                 # in no cgroup we list: a zombie, one moving
                 value = self.read(pid)
                 reads += 1
-                if value is not None:
-                    out[pid] = value
+            if value is not None:
+                out[pid] = value
         self._seen = seen
         self.read_last = reads
         return out

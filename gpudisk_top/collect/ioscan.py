@@ -6,10 +6,12 @@ that read or wrote since the last scan (read_bytes, write_bytes: what they made 
 layer fetch or write back); the sampler then follows those few every sample like the GPU
 job's processes (collect/procio.py), which gives them rates, devices and a cgroup.
 
-Costs per scan: one listdir of the procfs and one open+read of each process's io file
-(about 6 us a process here: 0.5 ms for 72 processes, ~6 ms for 1,000).  The files are
-not kept open: that would hold a file of every process on the node.  Another user's io
-file needs root (ptrace access): unreadable ones are skipped, and visibility.py says so.
+Costs per scan: one open+read of the io file of each process whose cgroup ran since the
+last scan (collect/cgscan.py: a process's counters move only while it runs; where there
+is no cgroup v2 tree, of every process: about 6 us a process here, 0.5 ms for 72
+processes, ~6 ms for 1,000).  The files are not kept open: that would hold a file of
+every process on the node.  Another user's io file needs root (ptrace access):
+unreadable ones are skipped, and visibility.py says so.
 """
 
 from __future__ import annotations

@@ -305,9 +305,11 @@ class ProcIoCollector:
         """The processes outside the job that took the most CPU lately, as ProcIoRaw with
         no root_pid: who the CPUs went to when the job's loaders wait for one.
 
-        Finding them reads every <procfs>/*/stat (a few ms on a busy node), so it is done
-        at most every OTHERS_REFRESH_S and only while `contended` (the caller saw tasks
-        waiting for a CPU); between searches the ones found are read like job members."""
+        Finding them reads every <procfs>/*/stat whose cgroup ran since the last search
+        (collect/cgscan.py; every one without a cgroup v2 tree: a few ms on a busy node),
+        so it is done at most every OTHERS_REFRESH_S and only while `contended` (the
+        caller saw tasks waiting for a CPU); between searches the ones found are read
+        like job members."""
         now = time.monotonic()
         if job and contended and (self._others_scan is None
                                   or now - self._others_scan[0] >= OTHERS_REFRESH_S):
