@@ -151,9 +151,10 @@ def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: i
 def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
     """Where one sample's CPU goes at `roots`, by part, in ms per sample on average (the
     node's scans come every few seconds, so they count as what they cost a second)."""
-    from gpudisk_top.collect import blockdev, ioscan, procio
+    from gpudisk_top.collect import blockdev, cgscan, ioscan, procio
 
     spent: dict[str, float] = {}
+    calls: dict[str, list[float]] = {}
     undo = []
 
     def measure(cls, name: str, label: str) -> None:
@@ -165,6 +166,7 @@ def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
                 return real(*args, **kw)
             finally:
                 spent[label] = spent.get(label, 0.0) + time.thread_time() - t
+                calls.setdefault(label, []).append(time.thread_time() - t)
         setattr(cls, name, timed)
         undo.append((cls, name, real))
 
@@ -175,14 +177,36 @@ def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
     measure(procio.ProcIoCollector, "collect", "the job's processes")
     measure(blockdev.BlockDevices, "describe", "device identity (sysfs, every 10 s)")
     measure(Stepper, "step", "the step (model, detector)")
+    scans: list[tuple[int, int]] = []     # (processes read, processes found) per scan
+    real_scan = cgscan.ChangedScan.scan
+
+    def counted(self, *args, **kw):
+        out = real_scan(self, *args, **kw)
+        scans.append((self.read_last, len(out)))
+        return out
+    cgscan.ChangedScan.scan = counted
+    undo.append((cgscan.ChangedScan, "scan", real_scan))
     try:
         sample_cost(roots, pids, 3)          # the caches filled, then counted afresh
         spent.clear()
+        calls.clear()
+        scans.clear()
         sample_cost(roots, pids, samples - 3)
     finally:
         for cls, name, real in undo:
             setattr(cls, name, real)
-    return {label: v / samples * 1000 for label, v in spent.items()}
+    out = {label: v / samples * 1000 for label, v in spent.items()}
+    for label in ("the others' search", "the I/O scan"):
+        # a new sampler's first scans read every process (nothing to carry over yet):
+        # the median is the steady state's
+        took = next((v for k, v in calls.items() if k.startswith(label)), None)
+        if took:
+            out[f"  {label}: one scan, median of {len(took)}"] = statistics.median(took) * 1000
+    if scans:
+        out["processes read per node scan (median; of the processes found)"] = \
+            statistics.median(r for r, _ in scans)
+        out["processes found per node scan (median)"] = statistics.median(n for _, n in scans)
+    return out
 
 
 SERVICES = ([f"system.slice/svc{i}.service" for i in range(30)]
@@ -321,7 +345,8 @@ def main() -> int:
             for label, ms in split_cost(Roots(procfs=proc_root, sysfs=sys_root), pids,
                                         a.samples).items():
                 result[f"split {label}"] = ms
-                print(f"  {label:<72} {ms:7.2f}", flush=True)
+                print(f"  {label:<72} {ms:7.0f}" if label.startswith("processes")
+                      else f"  {label:<72} {ms:7.2f}", flush=True)
         runs: dict[str, list[float]] = {}
         for run in range(a.runs):
             argvs = {

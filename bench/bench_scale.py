@@ -6,9 +6,10 @@ The processes are real: 8 trainers (the stand-in GPUs' compute processes), each 
 workers that read a file and sleep, as DataLoader workers do, and 1,928 `sleep`
 processes.  The 128 devices cannot be made on this VM, so gpudisk-top reads a procfs
 root (DIR/proc: a link to every entry of /proc, kept as /proc has them every second, but
-`diskstats`, a file rewritten every second with 128 devices whose counters advance) and a sysfs root (DIR/sys: the devices'
-classes, partitions, dm names and slaves), through --procfs/--sysfs as in a container
-given the host's /proc.  Today's scale, beside it in the same run: this machine's own
+`diskstats`, a file rewritten every second with 128 devices whose counters advance) and
+a sysfs root (DIR/sys: the devices' classes, partitions, dm names and slaves, and a link
+to the real cgroup tree), through --procfs/--sysfs as in a container given the host's
+/proc.  Today's scale, beside it in the same run: this machine's own
 /proc and /sys (its disks) with the same 8 stand-in GPUs and no extra processes.
 
 Measured:
