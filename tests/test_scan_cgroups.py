@@ -184,6 +184,7 @@ def real_cgroups():
                                                       for _ in range(3)]
         mover = start([sys.executable, "-c", BUSY], "a")
         os.kill(mover, signal.SIGSTOP)
+        _settled([dirs["b"]], sleeping)
         yield dirs, busy, sleeping, mover
     finally:
         for p in procs:
@@ -198,6 +199,24 @@ def real_cgroups():
                     break
                 except OSError:
                     time.sleep(0.05)
+
+
+def _settled(cgroups: list[str], sleepers: list[int]) -> None:
+    """Wait until the sleepers are asleep: a `sleep` moved into its cgroup while it still
+    starts (on a loaded machine) runs there a moment later."""
+    def usage():
+        return [read_text(os.path.join(c, "cpu.stat")) for c in cgroups]
+    deadline = time.monotonic() + 20
+    last = None
+    while time.monotonic() < deadline:
+        now = usage()
+        states = [read_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0]
+                  for pid in sleepers]
+        if now == last and all(st == "S" for st in states):
+            return
+        last = now
+        time.sleep(0.3)
+    raise AssertionError(f"the sleepers of {cgroups} did not settle")
 
 
 def _run(pids: list[int], seconds: float) -> None:
@@ -221,6 +240,7 @@ def test_the_narrowed_search_finds_the_same_busiest_with_the_same_figures(real_c
         c._find_others(job, 0.0)
     read = Counted(narrowed._others_stats.read)
     narrowed._others_stats.read = read
+    before: dict = {}
     for round_ in range(3):
         if round_ == 0:
             _run(busy, 0.3)                   # both busy ones, in a/ and in a/inner/
