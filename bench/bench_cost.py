@@ -22,9 +22,20 @@ the change between them saves, on a machine whose load moves both alike.
 --split also splits one sample's CPU at scale by part (the node's scans, the job's
 processes, device identity, the step).
 
+--cgroups: where the node's processes live.  `node` (the default), as on a node with
+systemd and containers: the 1,928 sleepers spread over 39 cgroups of their own
+(system.slice/svcN.service, a user session, kubepods.slice/podN/ctrN), the trainers and
+their workers in one (kubepods.slice/job/trainer), the 64-process job in another: the
+node's scans then read only the processes of cgroups that ran (collect/cgscan.py).
+`one`: all of them in one cgroup, which the job's workers keep running: the worst case,
+every process read at every scan.  The cgroups are made under the cgroup v2 tree
+(gdt-bench-PID/) and removed after; the monitors themselves stay where they are.
+
 usage: python bench/bench_cost.py [--samples 30] [--seconds 60] [--runs 3] [--warmup 5]
-                                  [--against CHECKOUT] [--split] [--json OUT]
-needs: root (the iostat peer reads the scaled diskstats in a private mount namespace),
+                                  [--against CHECKOUT] [--split] [--cgroups node|one]
+                                  [--json OUT]
+needs: root (the iostat peer reads the scaled diskstats in a private mount namespace;
+the cgroups),
 sysstat's iostat, prometheus_client (serve).
 """
 
@@ -49,6 +60,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.environ.get("GDT_BENCH_CODE", ROOT))
 
 import bench_scale as scale  # noqa: E402
+from gpudisk_top.collect.cgscan import cgroup2_root  # noqa: E402
 from gpudisk_top.collect.roots import Roots  # noqa: E402
 from gpudisk_top.collect.sampler import Sampler  # noqa: E402
 from gpudisk_top.model.step import Stepper  # noqa: E402
@@ -139,9 +151,10 @@ def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: i
 def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
     """Where one sample's CPU goes at `roots`, by part, in ms per sample on average (the
     node's scans come every few seconds, so they count as what they cost a second)."""
-    from gpudisk_top.collect import blockdev, ioscan, procio
+    from gpudisk_top.collect import blockdev, cgscan, ioscan, procio
 
     spent: dict[str, float] = {}
+    calls: dict[str, list[float]] = {}
     undo = []
 
     def measure(cls, name: str, label: str) -> None:
@@ -153,6 +166,7 @@ def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
                 return real(*args, **kw)
             finally:
                 spent[label] = spent.get(label, 0.0) + time.thread_time() - t
+                calls.setdefault(label, []).append(time.thread_time() - t)
         setattr(cls, name, timed)
         undo.append((cls, name, real))
 
@@ -163,14 +177,86 @@ def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
     measure(procio.ProcIoCollector, "collect", "the job's processes")
     measure(blockdev.BlockDevices, "describe", "device identity (sysfs, every 10 s)")
     measure(Stepper, "step", "the step (model, detector)")
+    scans: list[tuple[int, int]] = []     # (processes read, processes found) per scan
+    real_scan = cgscan.ChangedScan.scan
+
+    def counted(self, *args, **kw):
+        out = real_scan(self, *args, **kw)
+        scans.append((self.read_last, len(out)))
+        return out
+    cgscan.ChangedScan.scan = counted
+    undo.append((cgscan.ChangedScan, "scan", real_scan))
     try:
         sample_cost(roots, pids, 3)          # the caches filled, then counted afresh
         spent.clear()
+        calls.clear()
+        scans.clear()
         sample_cost(roots, pids, samples - 3)
     finally:
         for cls, name, real in undo:
             setattr(cls, name, real)
-    return {label: v / samples * 1000 for label, v in spent.items()}
+    out = {label: v / samples * 1000 for label, v in spent.items()}
+    for label in ("the others' search", "the I/O scan"):
+        # a new sampler's first scans read every process (nothing to carry over yet):
+        # the median is the steady state's
+        took = next((v for k, v in calls.items() if k.startswith(label)), None)
+        if took:
+            out[f"  {label}: one scan, median of {len(took)}"] = statistics.median(took) * 1000
+    if scans:
+        out["processes read per node scan (median; of the processes found)"] = \
+            statistics.median(r for r, _ in scans)
+        out["processes found per node scan (median)"] = statistics.median(n for _, n in scans)
+    return out
+
+
+SERVICES = ([f"system.slice/svc{i}.service" for i in range(30)]
+            + ["user.slice/user-1000.slice/session-1.scope"]
+            + [f"kubepods.slice/pod{i}/ctr{j}" for i in range(4) for j in range(2)])
+
+
+def place_in_cgroups(layout: str, node: "scale.Node", job_pids: list[int]) -> str | None:
+    """Move the node's processes into cgroups as `layout` says (see the docstring);
+    the base cgroup made (remove_cgroups removes it), None without a v2 tree."""
+    root = cgroup2_root(Roots())
+    if root is None:
+        print("bench_cost: no cgroup v2 tree: every process stays where it is",
+              file=sys.stderr)
+        return None
+    base = os.path.join(root, f"gdt-bench-{os.getpid()}")
+    trainers = [p.pid for p in node.trainers]
+    trainers += [c for pid in trainers for c in scale._children(pid)]
+    sleepers = [p.pid for p in node.sleepers]
+    if layout == "one":
+        where = {pid: "all" for pid in trainers + sleepers + job_pids}
+    else:
+        where = {pid: SERVICES[i % len(SERVICES)] for i, pid in enumerate(sleepers)}
+        where.update({pid: "kubepods.slice/job/trainer" for pid in trainers})
+        where.update({pid: "job64.scope" for pid in job_pids})
+    for pid, rel in where.items():
+        path = os.path.join(base, rel)
+        os.makedirs(path, exist_ok=True)
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+        except ProcessLookupError:
+            pass
+    return base
+
+
+def remove_cgroups(base: str | None) -> None:
+    """rmdir every cgroup under base, deepest first (their processes are gone)."""
+    if base is None:
+        return
+    dirs = [d for d, _, _ in os.walk(base)]
+    for path in sorted(dirs, key=len, reverse=True):
+        for _ in range(100):
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)   # a process still exiting
 
 
 def _free_port() -> int:
@@ -215,6 +301,8 @@ def main() -> int:
     ap.add_argument("--against", metavar="CHECKOUT")
     ap.add_argument("--split", action="store_true",
                     help="also split one sample's CPU at scale by part")
+    ap.add_argument("--cgroups", choices=("node", "one"), default="node",
+                    help="the node's processes in cgroups of their own (node) or in one")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -232,8 +320,11 @@ def main() -> int:
     node = scale.Node(tmp)
     job = subprocess.Popen(["sh", "-c", "for i in $(seq 64); do sleep 100000 & done; wait"])
     writer = None
+    cgroups = None
     result: dict = {}
     try:
+        time.sleep(1)   # the job's sleeps are started
+        cgroups = place_in_cgroups(a.cgroups, node, [job.pid, *scale._children(job.pid)])
         proc_root, sys_root = os.path.join(tmp, "proc"), os.path.join(tmp, "sys")
         scale.make_sysfs(sys_root)
         scale.make_procfs(proc_root)
@@ -254,7 +345,8 @@ def main() -> int:
             for label, ms in split_cost(Roots(procfs=proc_root, sysfs=sys_root), pids,
                                         a.samples).items():
                 result[f"split {label}"] = ms
-                print(f"  {label:<72} {ms:7.2f}", flush=True)
+                print(f"  {label:<72} {ms:7.0f}" if label.startswith("processes")
+                      else f"  {label:<72} {ms:7.2f}", flush=True)
         runs: dict[str, list[float]] = {}
         for run in range(a.runs):
             argvs = {
@@ -295,6 +387,7 @@ def main() -> int:
         job.terminate()
         job.wait()
         node.close()
+        remove_cgroups(cgroups)
         shutil.rmtree(tmp, ignore_errors=True)
     if a.json:
         with open(a.json, "w") as f:

@@ -5,10 +5,11 @@ partitions, dm) and 2,000 processes of which 64 are DataLoader workers.
 The processes are real: 8 trainers (the stand-in GPUs' compute processes), each with 8
 workers that read a file and sleep, as DataLoader workers do, and 1,928 `sleep`
 processes.  The 128 devices cannot be made on this VM, so gpudisk-top reads a procfs
-root (DIR/proc: a link to every entry of /proc, but `diskstats`, a file rewritten every
-second with 128 devices whose counters advance) and a sysfs root (DIR/sys: the devices'
-classes, partitions, dm names and slaves), through --procfs/--sysfs as in a container
-given the host's /proc.  Today's scale, beside it in the same run: this machine's own
+root (DIR/proc: a link to every entry of /proc, kept as /proc has them every second, but
+`diskstats`, a file rewritten every second with 128 devices whose counters advance) and
+a sysfs root (DIR/sys: the devices' classes, partitions, dm names and slaves, and a link
+to the real cgroup tree), through --procfs/--sysfs as in a container given the host's
+/proc.  Today's scale, beside it in the same run: this machine's own
 /proc and /sys (its disks) with the same 8 stand-in GPUs and no extra processes.
 
 Measured:
@@ -96,6 +97,10 @@ def make_sysfs(sys_root: str) -> None:
     block = os.path.join(sys_root, "block")
     cls = os.path.join(sys_root, "class", "block")
     os.makedirs(cls)
+    # the real cgroup tree, as a node's /sys has it (the node's scans narrow by it:
+    # collect/cgscan.py)
+    os.makedirs(os.path.join(sys_root, "fs"))
+    os.symlink("/sys/fs/cgroup", os.path.join(sys_root, "fs", "cgroup"))
 
     def write(path: str, text: str) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -129,9 +134,22 @@ def make_sysfs(sys_root: str) -> None:
 def make_procfs(proc_root: str) -> None:
     """Every entry of /proc as a link, but diskstats (written by DiskstatsWriter)."""
     os.makedirs(proc_root)
-    for name in os.listdir("/proc"):
-        if name != "diskstats":
+    sync_procfs(proc_root)
+
+
+def sync_procfs(proc_root: str) -> None:
+    """The links again as /proc has them now: a process that exited leaves, a new one
+    comes (a real procfs lists no dead process: a dangling link would make every scan
+    of the node look for it).  DiskstatsWriter calls it every second."""
+    now = set(os.listdir("/proc")) - {"diskstats"}
+    have = set(os.listdir(proc_root)) - {"diskstats", "diskstats.tmp"}
+    for name in have - now:
+        os.unlink(os.path.join(proc_root, name))
+    for name in now - have:
+        try:
             os.symlink(os.path.join("/proc", name), os.path.join(proc_root, name))
+        except FileExistsError:
+            pass
 
 
 class DiskstatsWriter(threading.Thread):
@@ -154,6 +172,7 @@ class DiskstatsWriter(threading.Thread):
         while not self.stop.wait(1.0):
             step += 1
             self.write(step)
+            sync_procfs(os.path.dirname(self.path))
 
 
 class Node:

@@ -27,6 +27,7 @@ import stat as stat_mod
 import time
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.cgscan import ChangedScan
 from gpudisk_top.collect.pidmap import read_cmdline
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.host import parse_process_cgroup
@@ -208,6 +209,9 @@ class ProcIoCollector:
         self.delayacct_change: str | None = None  # set when it changed under us, node-wide
         self._others: list[int] = []          # the busiest processes outside the job
         self._others_scan: tuple[float, dict[int, int]] | None = None  # (when, pid -> ticks)
+        # every process's stat, read afresh only where its cgroup ran (the state of one
+        # carried over is as last read: only the first search, which reads all, uses it)
+        self._others_stats = ChangedScan(roots, lambda pid: self._stat(pid, keep_open=False))
         self._followed: list[int] = []        # the busiest at block I/O (collect/ioscan.py)
 
     def delayacct(self) -> bool:
@@ -301,9 +305,11 @@ class ProcIoCollector:
         """The processes outside the job that took the most CPU lately, as ProcIoRaw with
         no root_pid: who the CPUs went to when the job's loaders wait for one.
 
-        Finding them reads every <procfs>/*/stat (a few ms on a busy node), so it is done
-        at most every OTHERS_REFRESH_S and only while `contended` (the caller saw tasks
-        waiting for a CPU); between searches the ones found are read like job members."""
+        Finding them reads every <procfs>/*/stat whose cgroup ran since the last search
+        (collect/cgscan.py; every one without a cgroup v2 tree: a few ms on a busy node),
+        so it is done at most every OTHERS_REFRESH_S and only while `contended` (the
+        caller saw tasks waiting for a CPU); between searches the ones found are read
+        like job members."""
         now = time.monotonic()
         if job and contended and (self._others_scan is None
                                   or now - self._others_scan[0] >= OTHERS_REFRESH_S):
@@ -333,19 +339,16 @@ class ProcIoCollector:
         return out
 
     def _find_others(self, job: set[int], now: float) -> None:
+        """Every process's CPU time outside the job (collect/cgscan.py reads only those
+        of cgroups that ran since the last search): the OTHERS_TOP that used the most
+        since the last search."""
         ticks: dict[int, tuple[int, int]] = {}   # pid -> (cpu ticks, start ticks)
         runnable: list[tuple[int, int]] = []     # (cpu ticks, pid) of those in state R
-        try:
-            names = os.listdir(self.roots.procfs)
-        except OSError:
-            return
-        for name in names:
-            if name.isdigit() and int(name) not in job:
-                st = self._stat(int(name), keep_open=False)
-                if st is not None:
-                    ticks[int(name)] = (st.cpu_ticks, st.start_ticks)
-                    if st.state == "R":
-                        runnable.append((st.cpu_ticks, int(name)))
+        stats = self._others_stats.scan(job)
+        for pid, st in stats.items():
+            ticks[pid] = (st.cpu_ticks, st.start_ticks)
+            if st.state == "R":
+                runnable.append((st.cpu_ticks, pid))
         last = self._others_scan
         self._others_scan = (now, ticks)
         if last is None:
