@@ -3,12 +3,14 @@ window, by cause, by device or mount, by episode, each with its share of all the
 time of the window, and how much the best predicted fix (model/whatif.py) of each
 episode would have recovered.
 
-The ledger is counted by the one step (model/step.py) as the window is replayed; where
-the report read the recorder's summaries (which hold no utilization per interval), the
-window's raw samples are replayed for it here, with the report's own warm-up, when the
-window holds at most REPLAY_MAX_SAMPLES (a second pass over them); a longer one says so
-and how to get it (`report --recompute`, which replays every sample anyway and counts
-the ledger in the same pass).
+The ledger is counted by the one step (model/step.py) as the window is replayed, and
+the recorder's summaries carry what its step counted, interval by interval (record/v2/
+summary.py LEDGER_FIELDS), so a window read from summaries adds those up, whatever its
+length.  Summaries written before they carried it have none: then the window's raw
+samples are replayed for it here, with the report's own warm-up, when the window holds
+at most REPLAY_MAX_SAMPLES (a second pass over them); a longer one says so and how to
+get it (`report --recompute`, which replays every sample anyway and counts the ledger in
+the same pass).  The section's "counted_from" says which way it was counted.
 """
 
 from __future__ import annotations
@@ -20,10 +22,15 @@ from gpudisk_top.model.whatif import WhatIf
 from gpudisk_top.session.replay import Replay
 
 # an hour at 1 Hz: replayed in 5-20 s on one core (a sample of an 8-GPU node through the
-# model and the detector costs 1-5 ms); a longer window read from summaries, which take
-# well under a second for a day, would wait minutes for it.  Counting the ledger into the
-# recorder's summaries (a new model version) is what would lift this
+# model and the detector costs 1-5 ms); a longer window read from summaries written
+# before they carried the ledger, which take well under a second for a day, would wait
+# minutes for it
 REPLAY_MAX_SAMPLES = 3600
+
+# data["ledger"]["counted_from"]: how the window's ledger was counted
+FROM_SUMMARIES = "recorded summaries"
+FROM_REPLAY = "replayed samples"
+FROM_OLD_SUMMARIES = "replayed samples (the recorded summaries predate the ledger)"
 
 
 def replay_ledger(rec, start_s, end_s, thresholds) -> tuple[Ledger, list]:
@@ -93,6 +100,8 @@ def lines(d: dict, price: Price = NO_PRICE) -> list[str]:
             f"({_pct(d['share_pct'])}), below {d['reference']['text']}")
     if cost(d["lost_gpu_s"]) is not None:
         head += f"; cost {cost(d['lost_gpu_s'])}"
+    if d.get("counted_from") == FROM_OLD_SUMMARIES:
+        head += f"; counted from {FROM_OLD_SUMMARIES}"
     out = [head]
     priced = price.gpu_hour_cost is not None
 

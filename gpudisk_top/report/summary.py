@@ -325,19 +325,27 @@ def build(rec: Recording, start_s: float | None = None, end_s: float | None = No
 
 def _add_ledger(result: Summary, rec: Recording, start_s, end_s, thresholds,
                 price: Price) -> None:
-    """data["ledger"]: the window's GPU time lost (report/ledger.py), replayed for it
-    where the summaries were read and the window is not too long."""
+    """data["ledger"]: the window's GPU time lost (report/ledger.py), as the replay or
+    the recorded summaries counted it; where summaries written before they carried the
+    ledger were read, replayed for it when the window is not too long.  data["ledger"]
+    ["counted_from"] says which."""
     counted = result.episodes
     why_not = None
-    if result.ledger is None:
+    how = result.data.get("derived")
+    if result.ledger is not None:
+        how = report_ledger.FROM_REPLAY if how == RECOMPUTED else report_ledger.FROM_SUMMARIES
+    else:
         if result.data["samples"] <= report_ledger.REPLAY_MAX_SAMPLES:
             result.ledger, counted = report_ledger.replay_ledger(rec, start_s, end_s, thresholds)
+            how = report_ledger.FROM_OLD_SUMMARIES
         else:
             why_not = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples "
-                       "and the recorded summaries hold no utilization per interval: "
-                       "report --recompute, or a shorter --from/--to, counts it")
+                       "and its recorded summaries were written before they carried the "
+                       "ledger: report --recompute, or a shorter --from/--to, counts it")
     result.data["ledger"] = report_ledger.section(result.ledger, result.data["episodes"],
                                                   counted, price, why_not)
+    if result.ledger is not None:
+        result.data["ledger"]["counted_from"] = how
     for e, row in zip(result.data["episodes"], result.data["ledger"].get("by_episode") or ()):
         e["lost_gpu_s"] = row["lost_gpu_s"]      # the ledger's count, whichever path
 
@@ -440,7 +448,10 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
     verdicts are the recorded ones); with per_sample, every block's are (the same sums,
     the charts' points per sample: MIN_CHART_BLOCKS)."""
     series = Series(axis)
-    part = _Partial(series=series)       # no ledger: its verdicts are the recorded ones
+    # the blocks' recorded ledger, cut as the window cuts them; None where a block was
+    # written before summaries carried it (then report/ledger.py replays the window)
+    ledger = Ledger() if all(b.ledger is not None for _, b, _ in blocks) else None
+    part = _Partial(series=series, ledger=ledger)
     s = part.stretch
     select = _Selector(dev_filter)
     records: dict[tuple, tuple] = {}   # (session, episode id) -> (record, block, first index)
@@ -452,6 +463,11 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
         if a > z:
             continue
         last_block = (g, b, sno)
+        if ledger is not None:
+            for j in range(a - g, z - g + 1):
+                code = b.state[j]
+                ledger.add(derived.loss_of(b.ledger[j], rec.wall_s(g + j),
+                                           STATES[code] if code < len(STATES) else "idle"))
         whole = (not per_sample and a == g and z == g + b.n - 1
                  and not (start_s is not None and a == lo))
         if whole:
