@@ -414,14 +414,16 @@ def test_one_voice_the_lost_gpu_hours_read_the_same_on_every_surface(demo):
 
 
 def test_a_window_too_long_to_replay_from_summaries_says_how_to_count_it(monkeypatch):
-    """report over recorded summaries replays the window for its ledger only up to
-    REPLAY_MAX_SAMPLES; beyond, the section says why not and --recompute counts it."""
+    """report over recorded summaries written before they carried the ledger replays the
+    window for it only up to REPLAY_MAX_SAMPLES; beyond, the section says why not and
+    --recompute counts it (test_ledger_summaries.py: summaries that carry it)."""
     from gpudisk_top.report import ledger as report_ledger
     from gpudisk_top.report import summary
     from gpudisk_top.report.text import render
 
     monkeypatch.setattr(report_ledger, "REPLAY_MAX_SAMPLES", 100)
-    rec = Recording.open(DEMO)
+    rec = Recording.open(DEMO.parent.parent / "tests" / "fixtures" / "recordings"
+                         / "v2-model9-no-ledger.gdtrec")
     try:
         fast = summary.build(rec)
         full = summary.build(rec, recompute=True)

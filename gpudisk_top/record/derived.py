@@ -32,11 +32,12 @@ from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.detect import STARVED_STATES, STATES, UNAVAILABLE, Episode
 from gpudisk_top.model.detect.evidence import Culprit
+from gpudisk_top.model.ledger import IntervalLoss
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
 from gpudisk_top.model.whatif import WhatIf
 # the codec of a summary block (what this module fills, as it is stored)
-from gpudisk_top.record.v2.summary import DiskSums, Stretch, SummaryBlock
+from gpudisk_top.record.v2.summary import LEDGER_FIELDS, DiskSums, Stretch, SummaryBlock
 
 DERIVED_LAYOUT = 2        # the layout of a summary block; raised when it changes
 # 2: a device's worst is its worst interval's await (reads and writes together), not
@@ -123,6 +124,18 @@ def episode_record(e: Episode, opened_at: int, intervals_at_open: int) -> dict:
     return d
 
 
+def ledger_row(loss) -> tuple | None:
+    """An interval's stall ledger (model/ledger.py IntervalLoss) as a summary block keeps
+    it (LEDGER_FIELDS)."""
+    return None if loss is None else tuple(getattr(loss, f) for f in LEDGER_FIELDS)
+
+
+def loss_of(row, wall_s: float, state: str) -> IntervalLoss | None:
+    """The IntervalLoss a summary block's row (ledger_row) was made from."""
+    return None if row is None else IntervalLoss(wall_s=wall_s, state=state,
+                                                 **dict(zip(LEDGER_FIELDS, row)))
+
+
 def episode_from(d: dict) -> Episode:
     return Episode(id=d["id"], state=d["state"], start_wall_s=d["start_wall_s"],
                    end_wall_s=d["end_wall_s"], last_wall_s=d["last_wall_s"],
@@ -130,7 +143,8 @@ def episode_from(d: dict) -> Episode:
                    processes=list(d["processes"]), reason=d["reason"], advice=d["advice"],
                    kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"],
                    culprits=[Culprit(**c) for c in d.get("culprits") or ()],
-                   whatif=[WhatIf(**w) for w in d.get("whatif") or ()])
+                   whatif=[WhatIf(**w) for w in d.get("whatif") or ()],
+                   lost_gpu_s=d.get("lost_gpu_s") or 0.0)
 
 
 def meta(thresholds) -> dict:
@@ -198,6 +212,7 @@ class Deriver:
             touched[det.open_episode.id] = det.open_episode
         index = _STATE_INDEX
         health = []
+        ledger = []
         for j, sample in enumerate(self._pending):
             health += [(j, h) for h in self._health.new_in(sample.health)]
             model, v = self.stepper.step(sample)
@@ -217,10 +232,11 @@ class Deriver:
                 if ep.id not in self._opened:
                     self._opened[ep.id] = (first + j, ep.intervals)
             add_interval(s, model, v.state, v.gpus, offset=j)
+            ledger.append(ledger_row(v.loss))
         records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)))
                    for e in touched.values()]
         self.done.append(SummaryBlock(first, n, codes_state, codes_raw, codes_ep, codes_gpus,
-                                      s, records, health))
+                                      s, records, health, ledger))
         self._first += n
         self._pending = []
 

@@ -3,36 +3,92 @@ window, by cause, by device or mount, by episode, each with its share of all the
 time of the window, and how much the best predicted fix (model/whatif.py) of each
 episode would have recovered.
 
-The ledger is counted by the one step (model/step.py) as the window is replayed; where
-the report read the recorder's summaries (which hold no utilization per interval), the
-window's raw samples are replayed for it here, with the report's own warm-up, when the
-window holds at most REPLAY_MAX_SAMPLES (a second pass over them); a longer one says so
-and how to get it (`report --recompute`, which replays every sample anyway and counts
-the ledger in the same pass).
+The ledger is counted by the one step (model/step.py) as the window is replayed, and
+the recorder's summaries carry what its step counted, interval by interval (record/v2/
+summary.py LEDGER_FIELDS), so a window read from summaries adds those up, whatever its
+length.  Summaries written before they carried it have none: then the window's raw
+samples are replayed for it here, with the report's own warm-up, when the window holds
+at most REPLAY_MAX_SAMPLES (a second pass over them); a longer one says so and how to
+get it (`report --recompute`, which replays every sample anyway and counts the ledger in
+the same pass).  The section's "counted_from" says which way it was counted.
 """
 
 from __future__ import annotations
 
-from gpudisk_top.model.ledger import CAUSES, NO_PRICE, Ledger, Price, recovered_gpu_s
+import bisect
+from dataclasses import dataclass
+
+from gpudisk_top.model.ledger import CAUSE_OF_STATE, CAUSES, NO_PRICE, Ledger, Price, recovered_gpu_s
 from gpudisk_top.model.present import Col, table
 from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.model.whatif import WhatIf
 from gpudisk_top.session.replay import Replay
 
 # an hour at 1 Hz: replayed in 5-20 s on one core (a sample of an 8-GPU node through the
-# model and the detector costs 1-5 ms); a longer window read from summaries, which take
-# well under a second for a day, would wait minutes for it.  Counting the ledger into the
-# recorder's summaries (a new model version) is what would lift this
+# model and the detector costs 1-5 ms); a longer window read from summaries written
+# before they carried the ledger, which take well under a second for a day, would wait
+# minutes for it
 REPLAY_MAX_SAMPLES = 3600
+
+# data["ledger"]["counted_from"]: how the window's ledger was counted
+FROM_SUMMARIES = "recorded summaries"
+FROM_REPLAY = "replayed samples"
+FROM_OLD_SUMMARIES = "replayed samples (the recorded summaries predate the ledger)"
 
 
 def replay_ledger(rec, start_s, end_s, thresholds) -> tuple[Ledger, list]:
-    """The window's ledger and the replay's episodes (each with its lost_gpu_s)."""
+    """The window's ledger and its intervals' losses to a cause (note_loss)."""
     replay = Replay(rec, thresholds)
     ledger = Ledger()
+    losses: list = []
     for _model, verdict in replay.models(start_s, end_s):
         ledger.add(verdict.loss)
-    return ledger, replay.episodes
+        note_loss(losses, verdict.loss)
+    return ledger, losses
+
+
+def note_loss(losses: list, loss) -> None:
+    """Keep an interval's (wall time, cause, lost GPU-seconds) where it lost time to a
+    cause (episodes_lost reads them)."""
+    if loss is not None and loss.lost_gpu_s > 0:
+        losses.append((loss.wall_s, loss.cause, loss.lost_gpu_s))
+
+
+@dataclass
+class Counted:
+    """An episode of the report as the ledger counted it (what _lost_of matches)."""
+
+    state: str
+    start_wall_s: float
+    end_wall_s: float
+    lost_gpu_s: float
+    last_wall_s: float | None = None
+
+
+def episodes_lost(episodes: list[dict], losses: list) -> list[Counted]:
+    """Each episode of the report (its JSON) with the time lost in its intervals: each
+    interval lost to a cause goes to the latest episode of that cause's state begun by
+    then, which is how the step counts an episode's lost time (model/ledger.py: a
+    starved interval's lost time goes to the episode open then, whose state the verdict
+    has; the verdict holds it through the exit hysteresis, past the episode's end, and
+    the next episode's start may reach back into that).  losses: note_loss's, in the
+    order of a steady clock (a window read from summaries is one such stretch)."""
+    walls = [w for w, _c, _v in losses]
+    # the earliest start of a later episode of the same state, from the last one back
+    until: list[float | None] = [None] * len(episodes)
+    seen: dict[str, float] = {}
+    for k in range(len(episodes) - 1, -1, -1):
+        e = episodes[k]
+        until[k] = seen.get(e["state"])
+        seen[e["state"]] = min(e["start_s"], seen.get(e["state"], e["start_s"]))
+    out = []
+    for k, e in enumerate(episodes):
+        cause = CAUSE_OF_STATE.get(e["state"])
+        lo = bisect.bisect_left(walls, e["start_s"])
+        hi = bisect.bisect_left(walls, until[k]) if until[k] is not None else len(walls)
+        lost = sum(v for _w, c, v in losses[lo:hi] if c == cause)
+        out.append(Counted(e["state"], e["start_s"], e["end_s"], lost))
+    return out
 
 
 def _lost_of(e: dict, counted: list) -> float:
@@ -93,6 +149,8 @@ def lines(d: dict, price: Price = NO_PRICE) -> list[str]:
             f"({_pct(d['share_pct'])}), below {d['reference']['text']}")
     if cost(d["lost_gpu_s"]) is not None:
         head += f"; cost {cost(d['lost_gpu_s'])}"
+    if d.get("counted_from") == FROM_OLD_SUMMARIES:
+        head += f"; counted from {FROM_OLD_SUMMARIES}"
     out = [head]
     priced = price.gpu_hour_cost is not None
 

@@ -160,8 +160,12 @@ class Summary:
     # per episode: the (first, last) sample indexes of the stretch of a steady clock it
     # was found in (Recording.ranges: wall times alone are ambiguous after a step back)
     spans: list[tuple[int, int]] = field(default_factory=list)
-    # the window's stall ledger where every sample of it was replayed (else None)
+    # the window's stall ledger where every sample of it was replayed or read from
+    # summaries that carry it (else None)
     ledger: Ledger | None = None
+    # per stretch of a steady clock (axis.ranges): its intervals' losses to a cause
+    # (_Partial.losses), in order, for the by-episode split of the window's ledger
+    losses: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -179,7 +183,10 @@ class _Partial:
     replayed: int = 0                   # samples replayed from raw counters
     breaks_first: bool = False          # its first sample starts a session or follows a clock step
     health: HealthSeries = field(default_factory=HealthSeries)   # the disks' health readings
-    ledger: Ledger | None = None        # its replayed intervals' stall ledger
+    ledger: Ledger | None = None        # its intervals' stall ledger
+    # (wall time, cause, lost GPU-seconds) of each interval counted to a cause that loses
+    # time, in order: the window's by-episode split where summaries were read
+    losses: list = field(default_factory=list)
 
 
 class _Selector:
@@ -226,6 +233,7 @@ def _pass(rec: Recording, lo: int, hi: int, clip_s, since_s, series: Series, thr
                      series=series)
         part.health.add_sample(model.sample)
         part.ledger.add(verdict.loss)
+        report_ledger.note_loss(part.losses, verdict.loss)
         ep = verdict.episode
         if ep is not None and verdict.raw_state == ep.state:
             inside[id(ep)] = inside.get(id(ep), 0) + 1
@@ -325,19 +333,35 @@ def build(rec: Recording, start_s: float | None = None, end_s: float | None = No
 
 def _add_ledger(result: Summary, rec: Recording, start_s, end_s, thresholds,
                 price: Price) -> None:
-    """data["ledger"]: the window's GPU time lost (report/ledger.py), replayed for it
-    where the summaries were read and the window is not too long."""
-    counted = result.episodes
+    """data["ledger"]: the window's GPU time lost (report/ledger.py), as the replay or
+    the recorded summaries counted it; where summaries written before they carried the
+    ledger were read, replayed for it when the window is not too long.  data["ledger"]
+    ["counted_from"] says which."""
     why_not = None
-    if result.ledger is None:
-        if result.data["samples"] <= report_ledger.REPLAY_MAX_SAMPLES:
-            result.ledger, counted = report_ledger.replay_ledger(rec, start_s, end_s, thresholds)
-        else:
-            why_not = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples "
-                       "and the recorded summaries hold no utilization per interval: "
-                       "report --recompute, or a shorter --from/--to, counts it")
+    if result.ledger is not None:
+        how = (report_ledger.FROM_REPLAY if result.data.get("derived") == RECOMPUTED
+               else report_ledger.FROM_SUMMARIES)
+    elif result.data["samples"] <= report_ledger.REPLAY_MAX_SAMPLES:
+        # read from summaries (one stretch of a steady clock) that predate the ledger
+        result.ledger, losses = report_ledger.replay_ledger(rec, start_s, end_s, thresholds)
+        result.losses = {span: losses for span in set(result.spans)} or {None: losses}
+        how = report_ledger.FROM_OLD_SUMMARIES
+    else:
+        why_not = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples "
+                   "and its recorded summaries were written before they carried the "
+                   "ledger: report --recompute, or a shorter --from/--to, counts it")
+    # each episode's lost time is its intervals' in the window (the pieces read from
+    # summaries and replayed each counted part of one; a replay's warm-up counted what
+    # was before the window), stretch by stretch of a steady clock
+    counted = []
+    if result.ledger is not None:
+        for span, losses in result.losses.items():
+            got = [e for e, sp in zip(result.data["episodes"], result.spans) if sp == span]
+            counted += report_ledger.episodes_lost(got, losses)
     result.data["ledger"] = report_ledger.section(result.ledger, result.data["episodes"],
                                                   counted, price, why_not)
+    if result.ledger is not None:
+        result.data["ledger"]["counted_from"] = how
     for e, row in zip(result.data["episodes"], result.data["ledger"].get("by_episode") or ()):
         e["lost_gpu_s"] = row["lost_gpu_s"]      # the ledger's count, whichever path
 
@@ -440,7 +464,10 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
     verdicts are the recorded ones); with per_sample, every block's are (the same sums,
     the charts' points per sample: MIN_CHART_BLOCKS)."""
     series = Series(axis)
-    part = _Partial(series=series)       # no ledger: its verdicts are the recorded ones
+    # the blocks' recorded ledger, cut as the window cuts them; None where a block was
+    # written before summaries carried it (then report/ledger.py replays the window)
+    ledger = Ledger() if all(b.ledger is not None for _, b, _ in blocks) else None
+    part = _Partial(series=series, ledger=ledger)
     s = part.stretch
     select = _Selector(dev_filter)
     records: dict[tuple, tuple] = {}   # (session, episode id) -> (record, block, first index)
@@ -452,6 +479,13 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
         if a > z:
             continue
         last_block = (g, b, sno)
+        if ledger is not None:
+            for j in range(a - g, z - g + 1):
+                code = b.state[j]
+                loss = derived.loss_of(b.ledger[j], rec.wall_s(g + j),
+                                       STATES[code] if code < len(STATES) else "idle")
+                ledger.add(loss)
+                report_ledger.note_loss(part.losses, loss)
         whole = (not per_sample and a == g and z == g + b.n - 1
                  and not (start_s is not None and a == lo))
         if whole:
@@ -695,13 +729,19 @@ def _summary(rec: Recording, parts: list[_Partial], episodes: list[Episode], axi
         e["health"] = episode_health(health, devices, e)
     if how == RECORDED:
         data["replayed_samples"] = replayed
+    losses: dict = {}
+    if how == RECORDED:              # the pieces of one stretch
+        losses[axis.ranges[0]] = [x for p in parts for x in p.losses]
+    else:                            # a piece per stretch
+        losses.update((r, p.losses) for r, p in zip(axis.ranges, parts))
     ledger = None
     if parts and all(p.ledger is not None for p in parts):
         ledger = Ledger()
         for p in parts:
             ledger.merge(p.ledger)
     return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings),
-                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)], ledger=ledger)
+                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)], ledger=ledger,
+                   losses=losses)
 
 
 def output_gaps(rec: Recording, first_s: float | None, last_s: float | None) -> list[dict]:

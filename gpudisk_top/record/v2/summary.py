@@ -8,6 +8,11 @@ differences), the episodes open during it and the health readings new in it.  A 
 stored as compact JSON; a frame's blocks are deflated together (encode_blocks).  This is
 the codec only: it imports the collection layer's types and nothing of the model, so the
 index reads summaries without the model (an episode stays the dict it was recorded as).
+
+A block also carries its intervals' stall ledger (model/ledger.py IntervalLoss, the
+LEDGER_FIELDS of each, one row per interval), so that `report` counts the GPU time lost
+from summaries over any window, cut to the interval as it cuts a block.  Blocks written
+before it (no "ledger") decode with ledger None: the report then replays the window for it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,29 @@ from dataclasses import asdict, dataclass, field, fields
 
 from gpudisk_top.collect.sample import DeviceInfo, DiskHealth
 from gpudisk_top.record.v2.fields import expand, health_named, health_reading, runs
+
+
+# The stall ledger's figures a summary block keeps per interval: the fields of
+# model/ledger.py IntervalLoss (by those names) that Ledger.add and the report read, in
+# this order; the one table of them (the recorder's Deriver writes them, `report` reads)
+LEDGER_FIELDS = ("interval_s", "cause", "blamed", "job_gpus", "unused_gpu_s", "lost_gpu_s",
+                 "healthy_gpu_s", "idle_gpu_s", "job_gpu_s", "reference_pct")
+
+
+def _ledger_json(rows: list) -> dict:
+    """Per-interval rows (a tuple in LEDGER_FIELDS' order, or None for an interval not
+    counted) as columns of runs: most columns repeat for minutes on end."""
+    cols = {}
+    for k, name in enumerate(LEDGER_FIELDS):
+        cols[name] = runs([None if r is None else r[k] for r in rows])
+    return cols
+
+
+def _ledger_rows(cols: dict, n: int) -> list:
+    values = [expand(cols[name]) for name in LEDGER_FIELDS]
+    if any(len(v) != n for v in values):
+        raise ValueError("a summary block's ledger does not cover its intervals")
+    return [None if all(v is None for v in row) else tuple(row) for row in zip(*values)]
 
 
 @dataclass
@@ -112,6 +140,9 @@ class SummaryBlock:
     episodes: list[dict]           # every episode open during the block, as of its end
     # (place in the block, reading) of each health reading new at one of its samples
     health: list[tuple[int, DiskHealth]] = field(default_factory=list)
+    # per interval: its stall ledger's LEDGER_FIELDS (a tuple), None where not counted;
+    # the list None for a block written before summaries carried the ledger
+    ledger: list | None = None
 
     def to_json(self) -> dict:
         s = self.sums
@@ -130,6 +161,8 @@ class SummaryBlock:
             out["no_gpu"] = s.no_gpu_s
         if self.health:             # summaries without health stay as they were
             out["health"] = [[j, health_named(h)] for j, h in self.health]
+        if self.ledger is not None:
+            out["ledger"] = _ledger_json(self.ledger)
         return out
 
     @classmethod
@@ -146,7 +179,9 @@ class SummaryBlock:
                      for name, rec in d["devices"]}
         state, raw, episode, gpus = (expand(c) for c in d["codes"])
         health = [(j, health_reading(h.items())) for j, h in d.get("health", ())]
-        return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"], health)
+        ledger = _ledger_rows(d["ledger"], d["n"]) if "ledger" in d else None
+        return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"], health,
+                   ledger)
 
 
 def _device_list(info) -> dict:
@@ -167,4 +202,4 @@ def decode_blocks(data) -> list[SummaryBlock]:
         raise ValueError(f"{type(err).__name__}: {err}") from None
 
 
-__all__ = ["DiskSums", "Stretch", "SummaryBlock", "decode_blocks", "encode_blocks"]
+__all__ = ["LEDGER_FIELDS", "DiskSums", "Stretch", "SummaryBlock", "decode_blocks", "encode_blocks"]
