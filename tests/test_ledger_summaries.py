@@ -117,11 +117,6 @@ def test_two_sessions_summaries_count_the_ledger_a_recompute_counts(short_bound,
     assert {e["state"] for e in fast.data["ledger"]["by_episode"]} >= {"disk-starved", "cpu-starved"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "model/step.py Stepper.restart() keeps the Accountant (the job's healthy level) across a "
-    "session's start, so --recompute counts the second run's first intervals against the "
-    "level learned in the first, while the recorder's second run learned it afresh (as the "
-    "live tool did); a fresh Accountant in restart() (model/, outside this change) fixes it"))
 def test_two_sessions_of_one_job_count_alike(short_bound, tmp_path):
     path = _two_sessions(tmp_path / "one-job.gdtrec", second_job_pid=None)
     fast, slow = _both(path)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pytest
 
-from gpudisk_top.model.detect import Detector
-from gpudisk_top.model.snapshot import Model
+from gpudisk_top.model.step import Stepper
 from gpudisk_top.record import Recording
 from gpudisk_top.session.replay import Replay
 from gpudisk_top.model.vocab import episode_json
@@ -35,18 +34,13 @@ def test_seek_and_index_at(recorded):
 
 
 def test_models_are_the_live_models_and_verdicts(recorded):
-    """From the start, replay feeds Model.new and a fresh Detector exactly as live mode
-    does: the same models (processes' I/O split within each tree aside), the same
+    """From the start, replay steps the samples exactly as live mode does (one Stepper:
+    Model.new, the detector, the ledger): the same models (processes' I/O split within each tree aside), the same
     verdicts, the same episodes."""
     path, samples = recorded
-    det = Detector()
-    live = []
-    last = None
-    for s in samples:
-        m = Model.new(s, last)
-        live.append((m, det.feed(m)))
-        last = s
-    det.close(samples[-1].wall_s)
+    stepper = Stepper()              # live mode's one step: Model.new, the detector, the ledger
+    live = [stepper.step(s) for s in samples]
+    stepper.detector.close(samples[-1].wall_s)
     with Recording.open(path) as rec:
         replay = Replay(rec)
         got = list(replay.models())
@@ -59,7 +53,8 @@ def test_models_are_the_live_models_and_verdicts(recorded):
             floats2, others2 = flat_io(m2.gpu_proc_io)
             assert others1 == others2 and same_io(floats1, floats2)
             assert verdict_fingerprint(v1) == verdict_fingerprint(v2)
-        assert [episode_json(e) for e in replay.episodes] == [episode_json(e) for e in det.episodes]
+        assert [episode_json(e) for e in replay.episodes] == [episode_json(e) for e in stepper.episodes]
+        assert all(e.lost_gpu_s > 0 for e in replay.episodes)
         assert [e.state for e in replay.episodes] == ["checkpoint-stall"] * 4
 
 

@@ -51,6 +51,10 @@ _INTERVAL: Bound = (lambda v: 0 < v <= 3600, "must be between 0 and 3600 seconds
 interval_s = number_type(float, "number of seconds", _INTERVAL)
 
 
+# a count of things (samples, jobs): a whole number, at least 1
+count_type = number_type(int, "whole number", (lambda v: v >= 1, "must be at least 1: {text!r}"))
+
+
 def add_interval_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--interval", type=interval_s, default=1.0, metavar="S",
                    help="seconds between samples (default 1)")

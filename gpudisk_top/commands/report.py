@@ -13,8 +13,8 @@ import argparse
 import json
 import sys
 
-from gpudisk_top.commands.common import (add_detector_options, device_filter, load_config,
-                                         thresholds_from)
+from gpudisk_top.commands.common import (add_detector_options, count_type, device_filter,
+                                         load_config, thresholds_from)
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -28,7 +28,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object (schema in README)")
     p.add_argument("--no-charts", action="store_true", help="text report without the charts")
     # the replay is one pass in one process: -j is still accepted (scripts pass it), unused
-    p.add_argument("-j", "--jobs", type=int, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("-j", "--jobs", type=count_type, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--recompute", action="store_true",
                    help="replay the raw samples through this version's model and detector even "
                         "when the recording holds summaries they made")

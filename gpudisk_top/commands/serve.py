@@ -27,13 +27,12 @@ from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser,
                                          add_detector_options, add_interval_option,
                                          add_source_options, alert_options, check_demo_start,
                                          device_filter, export_options, load_config,
-                                         number_type, open_source, seconds_into,
+                                         number_type, count_type, open_source, seconds_into,
                                          thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
-_count = number_type(int, "whole number", (lambda v: v >= 1, "must be at least 1: {text!r}"))
 _nodes = number_type(int, "whole number",
                      (lambda v: 1 <= v <= 1024, "must be from 1 to 1024: {text!r}"))
 
@@ -45,7 +44,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                                       "alert rules, headless (no terminal needed).")
     add_export_options(p, serve=True)
     add_interval_option(p)
-    p.add_argument("--count", type=_count, metavar="N",
+    p.add_argument("--count", type=count_type, metavar="N",
                    help="stop after N samples (default: run until SIGTERM or Ctrl-C)")
     p.add_argument("--nodes", type=_nodes, metavar="N",
                    help="with --demo: serve N simulated nodes, node i on the --listen port "

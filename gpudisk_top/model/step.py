@@ -71,12 +71,15 @@ class Stepper:
         self.last = sample
 
     def restart(self) -> None:
-        """A fresh detector; the one before ends its open episode at the last sample fed."""
+        """A fresh detector and a fresh count of the job's healthy level (a new session
+        learns it afresh, as the recorder that wrote it did); the one before ends its open
+        episode at the last sample fed; the ledger's running total goes on."""
         if self.detector.episodes:
             if self.last is not None:
                 self.detector.close(self.last.wall_s)
             self.retired.extend(self.detector.episodes)
         self.detector = Detector(self.thresholds)
+        self.accountant = Accountant()
 
     def forget(self) -> None:
         """Start over: no sample before the next one, no episodes (a replay's seek)."""
