@@ -165,8 +165,11 @@ async def test_starved_nodes_first_and_a_killed_node_turns_stale(fleet):
         text, runs = row_line(app, table, fleet, "stopped")
         order = [names[node] for node in table.order]
         assert set(order[2:4]) == {"down", "stopped"}, order      # up among the unreporting
-        # dimmed, and said in words: NO_COLOR loses nothing
-        assert all(style.dim for t, style in runs[1:] if t.strip()), runs
+        # dimmed, and said in words: NO_COLOR loses nothing (where the row cursor is on it,
+        # its name shows the cursor, reversed, as on every row)
+        assert all(style.dim or (style.reverse and t.strip() == fleet.instance("stopped"))
+                   for t, style in runs[1:] if t.strip()), runs
+        assert "STALE" in "".join(t for t, style in runs if style.dim)
         assert "stale 2" in text_of(app.query_one(FleetHeader))
         assert header_counts(text_of(app.query_one(FleetHeader))) == badge_counts(table)
         assert app.is_running
