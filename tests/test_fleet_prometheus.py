@@ -214,14 +214,16 @@ class CounterLog:
 @pytest.mark.parametrize("backend", backend_params())
 def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend):
     """`fleet --once --json` over 4 `serve --demo` nodes: each node's GPU-seconds lost in
-    the last 24 h by cause, each job's and the fleet's, equal the nodes' own counters'
+    the last 24 h by cause, each job's and the fleet's, come from the nodes' own counters.
+    The raw increase() (the query the CLI makes without the rules) equals each counter's
     increase (they start at 0 inside the window): at most what the counter held when the
     query was answered, at least what it held two scrape intervals before it was asked (a
     server holds a counter up to its last scrape), less, on Prometheus, its first scrape's
-    value (increase() cannot know when a counter began, and extrapolates half an interval
-    at most).  From the raw increase() (the same query,
-    unrecorded) and from the recording rules' record (the CLI, rules loaded), whose age
-    adds their evaluation's interval and vmalert's write."""
+    value (increase() cannot know when a counter began).  The CLI's figures, read from the
+    recording rules' record (rules loaded), are a record's values, and each record is the
+    same increase() as the server answers it at the record's own time (less the data a
+    server may not yet show then: its latency offset and a scrape's write), so however
+    late a loaded vmalert evaluates, writes or is read back, nothing is off by a guess."""
     from gpudisk_top.fleet import queries
     from gpudisk_top.fleet.model import build_view
     from gpudisk_top.fleet.promapi import PromClient
@@ -238,41 +240,61 @@ def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend
         try:
             time.sleep(3)
             client = PromClient(fleet.base)
-            asked = {"recorded": time.monotonic()}
             doc = once_json(fleet.base)
-            asked["raw"] = answered = time.monotonic()
+            # every record of the last 5 minutes, with its own time
+            records = {(fleet.name_of(s.labels["instance"]), s.labels["cause"]): s.values
+                       for s in client.instant(f"{queries.REC_NODE_LOST}[5m]").series}
+            asked = time.monotonic()
             raw = build_view(client.instant(queries.table_query()), None, time.time(),
                              ledger=client.instant(queries.ledger_query()))
-            answered = {"recorded": answered, "raw": time.monotonic()}
+            answered = time.monotonic()
             # each counter's first sample on the server: what Prometheus's increase() does
             # not count beyond half a scrape interval (it cannot know when it began);
             # VictoriaMetrics counts a counter's first value from 0
             first = {(fleet.name_of(s.labels["instance"]), s.labels["cause"]): s.value
                      for s in client.instant("min_over_time(gpudisk_top_gpu_seconds_total"
                                              "[24h])").series}
+            # what the server answers for the raw increase() over the records' times
+            t_end = max(t for values in records.values() for t, _ in values)
+            span_s = 60.0
+            increase = {(fleet.name_of(s.labels["instance"]), s.labels["cause"]): s.values
+                        for s in client.range(queries.ledger_query(), t_end - span_s, t_end,
+                                              0.25).series}
             time.sleep(0.5)
         finally:
             log.close()
     assert doc["recording_rules"] is True
-    forms = {"recorded": {fleet.name_of(n["node"]): n["lost_24h_by_cause"] for n in doc["nodes"]},
-             "raw": {fleet.name_of(r.node): r.lost_by_cause for r in raw.rows}}
-    # the records' age: one evaluation (at every scrape here) and, on VictoriaMetrics,
-    # vmalert's: its query answered -search.latencyOffset (the scrape interval here)
-    # before its evaluation's time (aligned to its interval), its write flushed a second
-    # later, read a scrape later; on this loaded machine up to 8 s more were seen
-    lag_s = {"raw": 2 * fleet.scrape_s,
-             "recorded": 3 * fleet.scrape_s + (8.0 if backend == "victoriametrics" else 0.0)}
-    for form, lost in forms.items():
-        assert set(lost) == {"disk", "peer", "cpu", "healthy"}, form
-        for name, by_cause in lost.items():
-            assert set(by_cause) == set(LOST_CAUSES)
-            for cause in LOST_CAUSES:
-                lo = log.at(asked[form] - lag_s[form], name, cause, after=False)
-                if backend == "prometheus":
-                    lo -= first[name, cause]
-                hi = log.at(answered[form], name, cause, after=True)
-                assert lo - 1e-6 <= by_cause[cause] <= hi + 1e-6, (form, name, cause, lo, by_cause[cause], hi)
-    lost = forms["recorded"]
+    # the raw form: the nodes' own counters
+    lost_raw = {fleet.name_of(r.node): r.lost_by_cause for r in raw.rows}
+    assert set(lost_raw) == {"disk", "peer", "cpu", "healthy"}
+    for name, by_cause in lost_raw.items():
+        assert set(by_cause) == set(LOST_CAUSES)
+        for cause in LOST_CAUSES:
+            lo = log.at(asked - 2 * fleet.scrape_s, name, cause, after=False)
+            if backend == "prometheus":
+                lo -= first[name, cause]
+            hi = log.at(answered, name, cause, after=True)
+            assert lo - 1e-6 <= by_cause[cause] <= hi + 1e-6, (name, cause, lo, by_cause[cause], hi)
+    # the recorded form: a record's value, and that record the raw increase() at its time.
+    # A rule evaluated at t sees the samples written by then: on VictoriaMetrics those
+    # before t less -search.latencyOffset (a scrape interval here) and a second's
+    # ingestion; a scrape's samples are stamped at its start and written at its end
+    unseen_s = 2 * fleet.scrape_s + (fleet.scrape_s + 5.0 if backend == "victoriametrics" else 0.0)
+    lost = {fleet.name_of(n["node"]): n["lost_24h_by_cause"] for n in doc["nodes"]}
+    assert set(lost) == {"disk", "peer", "cpu", "healthy"}
+    for name, by_cause in lost.items():
+        assert set(by_cause) == set(LOST_CAUSES)
+        for cause in LOST_CAUSES:
+            value = by_cause[cause]
+            times = [t for t, v in records.get((name, cause), [])
+                     if v == pytest.approx(value, rel=1e-9, abs=1e-6)]
+            assert times, (name, cause, value, records.get((name, cause)))
+            at = max(times)
+            seen = [v for t, v in increase.get((name, cause), []) if at - unseen_s <= t <= at]
+            if value == 0 and not seen:      # a cause never counted: no raw series yet
+                continue
+            assert seen, (name, cause, at, increase.get((name, cause)))
+            assert min(seen) - 1e-6 <= value <= max(seen) + 1e-6, (name, cause, value, seen)
     # each node's own cause, and nothing lost on the healthy one
     assert lost["disk"]["disk-starved"] > 0 and lost["peer"]["straggler"] > 0
     assert lost["cpu"]["cpu-starved"] > 0 and sum(lost["healthy"].values()) == 0
