@@ -161,6 +161,33 @@ def test_real_cpu_ticks_match_psutil():
     times = psutil.Process().cpu_times()
     ticks = (times.user + times.system) * os.sysconf("SC_CLK_TCK")
     assert abs(raw.cpu_ticks - ticks) <= 5
+    assert abs(raw.sys_ticks - times.system * os.sysconf("SC_CLK_TCK")) <= 5
+    assert 0 <= raw.sys_ticks <= raw.cpu_ticks
+
+
+def test_real_kernel_time_is_told_from_user_time():
+    """A process that spends its time in read() of /dev/zero (the kernel's) and one that
+    spends it hashing in Python (its own): sys_ticks is most of the first's CPU and little
+    of the second's, as pidstat's %system says."""
+    kernel = ("import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\nend = time.thread_time() + 0.6\n"
+              "while time.thread_time() < end: os.read(fd, 4 << 20)\nprint('done', flush=True)\n"
+              "input()")
+    user = ("import hashlib, time\nend = time.thread_time() + 0.6\nh = b'x'\n"
+            "while time.thread_time() < end:\n"
+            "    for _ in range(20000): h = hashlib.sha256(h).digest()\n"
+            "print('done', flush=True)\ninput()")
+    shares = {}
+    for name, code in (("kernel", kernel), ("user", user)):
+        p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().strip() == "done"
+            raw = ProcIoCollector(Roots()).collect({p.pid: p.pid})[p.pid]
+            shares[name] = raw.sys_ticks / raw.cpu_ticks
+        finally:
+            p.kill()
+            p.wait()
+    assert shares["kernel"] > 0.6 and shares["user"] < 0.4, shares
     assert raw.rchar is not None and raw.rchar > 0
 
 

@@ -79,6 +79,7 @@ class PidStat:
     blkio_ticks: int | None = None   # delayacct_blkio_ticks (field 42; kernels >= 2.6.18)
     vsize_bytes: int | None = None   # field 23: what its address space maps (a new mapping
                                      # of a data file changes it)
+    sys_ticks: int | None = None     # stime (field 15): of cpu_ticks, the kernel's part
 
 
 def parse_pid_stat(text: str) -> PidStat | None:
@@ -100,6 +101,7 @@ def parse_pid_stat(text: str) -> PidStat | None:
             state=rest[0],
             blkio_ticks=int(rest[39]) if len(rest) > 39 else None,
             vsize_bytes=int(rest[20]) if len(rest) > 20 else None,
+            sys_ticks=int(rest[12]),
         )
     except (IndexError, ValueError):
         return None
@@ -498,6 +500,7 @@ class ProcIoCollector:
             read_bytes=io.get("read_bytes"),
             write_bytes=io.get("write_bytes"),
             cpu_ticks=st.cpu_ticks,
+            sys_ticks=st.sys_ticks,
             devices=known.devices,
             mounts=tuple(sorted(set(known.mount_devs.values()))),
             blocked_on=self._blocked_on(pid, known.mount_devs, st.state),

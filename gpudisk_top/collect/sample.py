@@ -211,6 +211,8 @@ class ProcIoRaw:
     direct_reads: bool | None = None  # one of its data files (collect/procio.py) is open with
                                       # O_DIRECT; None: it has none, or they cannot be read
     data_kb: int | None = None     # the size of its data files read through the page cache
+    sys_ticks: int | None = None   # of cpu_ticks, the kernel's (stime): a cold buffered read
+                                   # spends most of its CPU there, a cached one little
 
 
 # ---------------------------------------------------------------------------- mounts

@@ -4,7 +4,8 @@ ProcIoRaw samples (see gpudisk_top.collect.procio).
 rchar/wchar count every read()/write() byte, page cache hits included; read_bytes and
 write_bytes count what the process made the block layer fetch or write back.  A
 DataLoader whose rchar_kb_s is high and read_kb_s low reads from the page cache.
-cpu_pct is pidstat's %CPU: 100 is one CPU fully busy, so a process can exceed 100.
+cpu_pct is pidstat's %CPU: 100 is one CPU fully busy, so a process can exceed 100;
+sys_pct is the part of it in the kernel (pidstat's %system, stime).
 
 Where the time of a process's leading thread went, in % of the interval: cpu_wait_pct
 runnable but waiting for a CPU (schedstat's run_delay; pidstat -w's and perf sched's
@@ -54,6 +55,7 @@ class ProcView:
     blocked_on: str | None = None         # the one it was in a read() of, at the end
     direct_reads: bool | None = None      # a data file of it open with O_DIRECT (ProcIoRaw)
     data_kb: int | None = None            # its data files read through the page cache
+    sys_pct: float | None = None          # of cpu_pct, in the kernel (stime)
 
 
 def _rate(cur: int | None, prev: int | None, interval_s: float,
@@ -104,6 +106,7 @@ def proc_views(cur: dict[int, ProcIoRaw], prev: dict[int, ProcIoRaw] | None,
             c.blocked_on,
             c.direct_reads,
             c.data_kb,
+            _rate(c.sys_ticks, p.sys_ticks, interval_s, tick_scale),
         )
     return out
 

@@ -58,7 +58,16 @@ cause holds a share: a fix worth < 2 % is left out):
   others         stopping the processes outside the job that take the CPUs: R = the named
                  ones' CPU (else the others' less steal), where the job alone fits its CPUs
   cache          the working set in the page cache (buffered reads, the data files' size
-                 fits in MemAvailable): b, m -> 0
+                 fits in MemAvailable): b, m -> 0, and the loaders' CPU less what the
+                 kernel spends on a read that misses the cache (allocating its pages,
+                 starting and completing the I/O): c -> c - max(0, s - s_warm), s the
+                 loaders' kernel share (stime), s_warm a cached read's, the copy alone:
+                 READ_CALL_S a read() call + its bytes (rchar) at COPY_B_S (measured on
+                 this project's 2-vCPU VM: 1.4 us for a cached 4 KiB read, 9.2 us for
+                 64 KiB, 114 us for 1 MiB; a cold 64 KiB one 45-50 us).  An assumption,
+                 so `estimated`; without stime (recordings made before it) c stays as
+                 it is: a cold read's kernel work is taken for the loaders' own, and the
+                 gain under-predicted
   storage        reads served at the probed QD32 ceiling (parallel reads, or a faster device)
   checkpoint     an asynchronous save: the GPU-seconds the synchronous one cost, over the
                  time between checkpoints (left out until two were seen)
@@ -85,6 +94,11 @@ ESTIMATED = "estimated"
 WORTH = 1.02            # a fix gaining less than 2 % is not offered
 MAX_WORKERS = 64
 WORKER_PLATEAU = 0.95   # num_workers: the fewest that reach 95 % of the best speed up to 4 N
+# a read() served by the page cache costs the kernel about this a call, and its bytes'
+# copy at this rate (the module docstring: measured on a 2-vCPU VM; a server's memcpy
+# runs at 5-15 GB/s a core)
+READ_CALL_S = 1.0e-6
+COPY_B_S = 9.0e9
 # others' CPU worth stopping even where none of them is named (the collector names them
 # after two scans of every process, OTHERS_REFRESH_S apart: a --once is too short)
 OTHERS_MIN_CPUS = 0.3
@@ -153,6 +167,8 @@ class Pipeline:
     loaders: int = 0                     # N: loaders doing work (idle wrappers left out)
     loader_kind: str = "DataLoader worker"
     c: float = 0.0                       # a loader's share on a CPU
+    c_sys: float | None = None           # ... of it in the kernel (None: stime not read)
+    c_sys_warm: float = 0.0              # ... what its reads would cost it from the cache
     w: float | None = None               # waiting for one (None: no schedstat)
     b: float = 0.0                       # blocked on reads (block device)
     m: float = 0.0                       # waiting on a network or FUSE mount
@@ -248,6 +264,8 @@ class Change:
     removed_cpu: float = 0.0      # others' CPUs stopped
     io_scale: float = 1.0         # the kernel's interrupt work for the reads (cache: 0)
     curve: bool = True            # the device's latency follows the probe's curve
+    cpu_cut: float = 0.0          # of a loader's share on a CPU, what goes (cache: cold
+                                  # reads' kernel work)
     ceiling_r_s: float | None = None   # storage: reads a second the device can serve
 
 
@@ -277,6 +295,7 @@ class _Wait:
 
     def __init__(self, p: Pipeline, ch: Change, own_now: float, wait: float):
         self.p, self.io_scale = p, ch.io_scale
+        self.job_cpu = p.job_cpu if p.job_cpu is None else p.job_cpu - p.loaders * ch.cpu_cut
         self.flat = p.job_cpu is None               # nothing known beside it: no change
         if self.flat:
             return
@@ -289,8 +308,8 @@ class _Wait:
         if self.flat:
             return 1.0
         p = self.p
-        after = max(0.0, p.job_cpu * x - own_after + p.io_cpu * x * self.io_scale + p.steal_cpu
-                    + self.rest)
+        after = max(0.0, self.job_cpu * x - own_after + p.io_cpu * x * self.io_scale
+                    + p.steal_cpu + self.rest)
         return after / self.now
 
 
@@ -309,6 +328,7 @@ class _Stages:
             r = p.loaders / ch.workers if ch.workers else 0.0
             c, w, workers = p.c, p.w or 0.0, ch.workers
             loader_wait = _Wait(p, ch, c, w).at
+            c -= ch.cpu_cut
             bb, mm = p.b * ch.b_scale, p.m * ch.m_scale
             rho = dev.rho if ch.curve else (lambda x, workers: 1.0)
             own_step = p.loader_kind != "DataLoader worker"
@@ -333,7 +353,7 @@ class _Stages:
             mine = p.job_cpu + p.io_cpu
             held = p.steal_cpu + _cpu_bound(p) * p.others_procs_cpu
             usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
-            job_cpu, io_cpu, io_scale = p.job_cpu, p.io_cpu, ch.io_scale
+            job_cpu, io_cpu, io_scale = p.job_cpu - p.loaders * ch.cpu_cut, p.io_cpu, ch.io_scale
             self._add(lambda x: (job_cpu * x + io_cpu * x * io_scale) / usable,
                       lambda: f"capped by the CPUs: {p.cpus:.1f} "
                       f"{'(cpu.max)' if p.cpus_from == 'cpu.max' else 'on the host'}")
@@ -571,9 +591,16 @@ def _cache(p, state, kind, gaps, solver) -> WhatIf | None:
         return None
     if p.data_kb > p.mem_available_kb:
         return None
-    speed, cap = solver.solve(Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0))
+    cut = 0.0 if p.c_sys is None else max(0.0, min(p.c, p.c_sys) - p.c_sys_warm)
+    speed, cap = solver.solve(Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0,
+                                     cpu_cut=cut))
     basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
              f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
+    if cut > 0:
+        basis.append(f"their kernel CPU {min(p.c, p.c_sys) * 100:.0f}% → "
+                     f"~{p.c_sys_warm * 100:.0f}% (a cached read's copy, assumed "
+                     f"{COPY_B_S / 1e9:.0f} GB/s)")
+        gaps = gaps + ["a cached read's kernel time (assumed)"]
     return _make(p, "cache", speed, cap, basis, gaps)
 
 
@@ -645,6 +672,13 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
                 p.m = min(1.0 - p.c, lt.mount_wait_pct * lt.count / n / 100)
                 p.b = 0.0
             p.reads_s, p.device = lt.reads_s, lt.device
+            views = {v.pid: v for v in job.members}
+            mine = [views.get(s.pid) for s in active]
+            if all(v is not None and v.sys_pct is not None for v in mine):
+                p.c_sys = sum(v.sys_pct for v in mine) / n / 100
+                p.c_sys_warm = sum((v.reads_s or 0.0) * READ_CALL_S
+                                   + (v.rchar_kb_s or 0.0) * 1024 / COPY_B_S
+                                   for v in mine) / n
     workers = {v.pid for v in job.workers}
     trainers = [v for v in job.members if v.pid not in workers and v.cpu_pct is not None]
     if trainers and p.loader_kind == "DataLoader worker":

@@ -42,7 +42,7 @@ PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices", "cgroup", "moun
 # mounts plus one (0: none).  Recordings made before them lack the columns, and read back
 # None.
 PROC_ACCT = (("rd", "run_delay_ns"), ("bio", "blkio_ticks"), ("sr", "syscr"), ("s", "state"),
-             ("bo", "blocked_on"))
+             ("bo", "blocked_on"), ("sy", "sys_ticks"))
 # a network or FUSE mount (MountRaw): "m/I" its identity record, "m/I/KEY" its counters
 # (I: its place in the sample; a mountpoint holds slashes, a layout key cannot)
 MOUNT_STATIC = ("mountpoint", "fstype", "source", "kind", "daemon_pid")

@@ -187,7 +187,8 @@ class Flattener:
             vals += (_proc_static(p), p.cpu_ticks, _int_or_none(p.run_delay_ns),
                      _int_or_none(p.blkio_ticks), _int_or_none(p.syscr),
                      ord(state[0]) if state else -1,
-                     p.mounts.index(p.blocked_on) + 1 if p.blocked_on in p.mounts else 0)
+                     p.mounts.index(p.blocked_on) + 1 if p.blocked_on in p.mounts else 0,
+                     _int_or_none(p.sys_ticks))
             key = root if root is not None else -1 - pid
             tree = trees.get(key)
             if tree is None:

@@ -463,14 +463,14 @@ class Unflattener:
             ppid, root, name, cmd, dev, cgroup, mounts, direct, data_kb = cached(vals[st_i],
                                                                                  identity)
             c = counters[pid]
-            rd, bio, sr, st, bo = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
+            rd, bio, sr, st, bo, sy = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
                                    for i in plan.acct[pid]]
             procs[pid] = ProcIoRaw(pid, ppid, root, name, cmd, c[0], c[1], c[2], c[3],
                                    vals[cpu_i] if cpu_i is not None else None, dev,
                                    state=chr(st) if st else None, run_delay_ns=rd,
                                    blkio_ticks=bio, syscr=sr, cgroup=cgroup, mounts=mounts,
                                    blocked_on=mounts[bo - 1] if bo and bo <= len(mounts) else None,
-                                   direct_reads=direct, data_kb=data_kb)
+                                   direct_reads=direct, data_kb=data_kb, sys_ticks=sy)
         return Sample(mono_s=bits_float(vals[plan.mono]), wall_s=bits_float(vals[plan.wall]),
                       disks=disks, devices=devices,
                       gpu=GpuSnapshot(status=_get(vals, plan.status, "unavailable: not sampled"),
