@@ -62,7 +62,9 @@ TORCH_JOB = os.path.join(TESTS, "jobs", "torch_loader_job.py")
 HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
 DATA_MIB = 384                  # fits the page cache of any CI machine, once warm
 SETTLE_S = 1.0                  # a fresh job: workers forked, queue at its steady state
-RESUME_S = 0.3                  # a resumed variant: its full prefetch queue drained
+RESUME_S = 0.3                  # a resumed variant's backlog: this and a step a batch held
+FRESH_STEP_S = 10.0             # at most this more for its first step past its backlog
+STEP_S = 1.0 / HEALTHY_STEPS_S  # loader_job.py's "GPU step"
 WINDOW_S = 1.2                  # one measuring segment
 ROUNDS = 3                      # segments a fix, each between two of the job as it is
 ONCE_INTERVAL_S = 3
@@ -158,6 +160,7 @@ class Job:
             argv = ["timeout", "600"] + argv
         self.proc = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
+        self.workers = workers
         if sc.wrapped:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
@@ -205,14 +208,46 @@ def busy_loops(n: int) -> list[subprocess.Popen]:
             for _ in range(n)]
 
 
+def caught_up(job: Job) -> tuple[int, float] | None:
+    """A resumed job's first step that waited for its batch (loader_job.py's progress),
+    or None.  While the job was stopped its workers filled the prefetch queue (2 batches
+    a worker) and held one batch each: resumed, its trainer steps through those at its
+    top speed (a step every STEP_S), and measured then a job of 16 workers read 50 %
+    faster than it goes.  A step more than 1.5 STEP_S after the one before waited for a
+    batch: the backlog is gone.  A job that never waits (it keeps up) is taken at its
+    first step after the time its backlog would take at the top speed.  The step from
+    before it was stopped is never one of the two."""
+    backlog_s = RESUME_S + 3 * job.workers * STEP_S
+    start = time.monotonic()
+    stale = prev = job.read()
+    while time.monotonic() - start < backlog_s + FRESH_STEP_S:
+        time.sleep(0.004)
+        cur = job.read()
+        if cur is None or cur == prev:
+            continue
+        if (prev is not None and prev != stale and cur[0] == prev[0] + 1
+                and cur[1] - prev[1] > 1.5 * STEP_S):
+            return cur
+        if time.monotonic() - start >= backlog_s and cur != stale:
+            return cur
+        prev = cur
+    return None
+
+
 def steps_per_s(job: Job, window_s: float) -> float:
-    """The job's steps a second over about `window_s`: steps between two progress
-    readings over the time between those steps (loader_job writes both at each step)."""
-    first = job.read()
+    """The job's steps a second over about `window_s`, from its first step after it
+    caught up with its backlog (caught_up): the steps between two progress readings over
+    the time between those steps (loader_job writes both at each step).  Never from the
+    step before it was resumed: a starved job whose queue was empty then takes a batch's
+    time to make its next one, and counted from that older step the stopped seconds fell
+    into the window (a job of 14 workers read 2 steps a second for 15)."""
+    first = caught_up(job)
+    if first is None:
+        return 0.0
     t0 = time.time()
     time.sleep(window_s)
     last = job.read()
-    if first is None or last is None:
+    if last is None:
         return 0.0
     steps = last[0] - first[0]
     if steps >= 2 and last[1] > first[1]:
@@ -440,7 +475,6 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
         window_s = sc.window_s if rounds > 1 else min(sc.window_s, ONE_ROUND_WINDOW_S)
         for key in sequence:
             runs[key]()
-            time.sleep(RESUME_S)
             measured_seq.append((key, steps_per_s(jobs.get(key, base), window_s)))
         speeds: dict[str, list[float]] = {k: [] for k in runs}
         ratios: dict[str, list[float]] = {k: [] for k in runs}

@@ -76,8 +76,16 @@ SCENARIOS = {
                                "healthy", 2, None, "disk"),
     "real-checkpoint": ("fed from memory; 2 GiB written and fsynced every 10 s",
                         "checkpoint", 2, "checkpoint-stall", None),
+    "real-checkpoint-frequent": ("fed from memory; 2 GiB written and fsynced every 3 s: "
+                                 "saves of a second or two, their fsync's flush after Dirty "
+                                 "is gone", "checkpoint", 2, "checkpoint-stall", None),
     "real-idle-disk-load": ("no job; another process reads the disk", None, 0, None, "disk"),
 }
+# the job's own arguments beyond its mode, workers and reads
+JOB_ARGS = {"real-checkpoint-frequent": ["--ckpt-every", "3"]}
+# the recorder's interval where 1 s would be too coarse: a save of a second or two
+# spans the detector's 3 intervals to open an episode only at a finer one
+INTERVAL_S = {"real-checkpoint-frequent": 0.5}
 TORCH_SCENARIOS = {
     "torch-disk": ("train_scenarios.py disk --workers 2 (one a CPU here): 32 random 4 KiB "
                    "O_DIRECT reads a sample", "disk", "disk-starved"),
@@ -122,7 +130,8 @@ def record(name: str, seconds: float, job_argv, job_pid_of, healthy: float, star
     gpu = dict(gpus=1, processes={0: [pid]} if pid else {}, progress=progress if pid else None,
                healthy_steps_s=healthy)
     try:
-        proc = standin.popen(["record", "-o", rec, "-i", "1", "--duration", str(seconds)], **gpu)
+        proc = standin.popen(["record", "-o", rec, "-i", f"{INTERVAL_S.get(name, 1):g}",
+                              "--duration", str(seconds)], **gpu)
         proc.wait(seconds + 60)
     finally:
         for p in list(others) + ([job] if job is not None else []):
@@ -211,7 +220,7 @@ def main() -> int:
                 job_argv = [sys.executable, LOADER_JOB, job_mode, "--workers", str(workers),
                             "--seconds", str(a.seconds + 20), "--data", target, "--progress",
                             progress, "--truth", truth, "--reads",
-                            "32" if mode == "disk-capped" else "128"]
+                            "32" if mode == "disk-capped" else "128", *JOB_ARGS.get(name, [])]
             try:
                 record(name, a.seconds, job_argv, lambda j: j.pid, LOADER_HEALTHY_STEPS_S,
                        starved, desc, dev if starved == "disk-starved" else None, progress,

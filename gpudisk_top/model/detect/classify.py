@@ -177,7 +177,8 @@ class Classifier:
             return IntervalState("healthy", gpus=[g.index for g in judged], **base)
         gpus = [g.index for g in low]
         util = _mean([g.util_pct for g in low])
-        state = (self._checkpoint(model, job, sats, low, judged, dirty_kb, burst)
+        state = (self._checkpoint(model, job, sats, low, judged, dirty_kb, burst,
+                                  self._after_checkpoint(model))
                  or self._mount(model, job)
                  or self._disk(model, job, sats)
                  or self._trainer(model, job)
@@ -319,9 +320,18 @@ class Classifier:
         else:
             self._dirty_usual_kb += 0.1 * (dirty_kb - self._dirty_usual_kb)
 
-    def _checkpoint(self, model, job: Job, sats, low, judged, dirty_kb, burst) -> IntervalState | None:
+    def _after_checkpoint(self, model: Model) -> bool:
+        """Whether the interval before this one was a checkpoint stall."""
+        end = self._ckpt_end_s
+        return end is not None and abs(model.wall_s - model.interval_s - end) <= 0.5 * model.interval_s
+
+    def _checkpoint(self, model, job: Job, sats, low, judged, dirty_kb, burst,
+                    following: bool = False) -> IntervalState | None:
         """The job writes a burst, or waits (in fsync) while the kernel writes it back:
-        either way Dirty/Writeback surge, a device writes hard, and reads are flat."""
+        either way Dirty/Writeback surge, a device writes hard, and reads are flat.  Right
+        after a checkpoint stall (`following`) a device still writing hard is the save's
+        flush the job waits on even once Dirty is gone (the fsync's last second: its
+        cache flush, the device's queue): the stall goes on, its GPU time the save's."""
         t = self.t
         if len(low) < max(1, math.ceil(len(judged) / 2)):
             return None  # a checkpoint stalls the whole job: the GPUs dip together
@@ -336,7 +346,7 @@ class Classifier:
         if burst:
             if not (surge or any(s.saturated for s in writing)):
                 return None
-        elif not (surge and writing):
+        elif not (surge and writing) and not (following and writing):
             return None  # no burst from the job and no writeback it could be waiting on
         target = max(writing, key=lambda s: s.write_kb_s, default=None)
         parts = []
