@@ -88,8 +88,8 @@ def test_the_link_check_sees_links_and_catches_a_broken_one(tmp_path):
     """Not a check that passes on nothing: README's links are found, in prose only."""
     found = links("README.md")
     assert "docs/verdicts.md" in found and "screenshots/overview.svg" in found
-    assert "docs/whatif.md#not-yet-proven" in found
-    assert "not-yet-proven" in anchors("docs/whatif.md")
+    assert "docs/whatif.md#proven-against-the-fixes-done-for-real" in found
+    assert "proven-against-the-fixes-done-for-real" in anchors("docs/whatif.md")
     assert "no-such-heading" not in anchors("docs/whatif.md")
     assert links("docs/fleet.md").count("#the-fleet-screen") == 1
 
