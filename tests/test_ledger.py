@@ -416,10 +416,14 @@ def test_one_voice_the_lost_gpu_hours_read_the_same_on_every_surface(demo):
 def test_a_window_too_long_to_replay_from_summaries_says_how_to_count_it(monkeypatch):
     """report over recorded summaries written before they carried the ledger replays the
     window for it only up to REPLAY_MAX_SAMPLES; beyond, the section says why not and
-    --recompute counts it (test_ledger_summaries.py: summaries that carry it)."""
+    --recompute counts it (test_ledger_summaries.py: summaries that carry it).  Such
+    summaries are model 9's only: the reading model is pinned to the fixture's."""
+    from gpudisk_top.record import derived
     from gpudisk_top.report import ledger as report_ledger
     from gpudisk_top.report import summary
     from gpudisk_top.report.text import render
+
+    monkeypatch.setattr(derived, "MODEL_VERSION", "9")
 
     monkeypatch.setattr(report_ledger, "REPLAY_MAX_SAMPLES", 100)
     rec = Recording.open(DEMO.parent.parent / "tests" / "fixtures" / "recordings"
