@@ -20,6 +20,7 @@ from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.model.ioprocs import container_of, io_rows, readers_of
 from gpudisk_top.model.snapshot import Model
+from gpudisk_top.sim.fake_nvml import FakeNvml
 
 READER = r"""
 import mmap, os, random, sys
@@ -28,6 +29,22 @@ blocks = os.fstat(fd).st_size // 4096
 buf = mmap.mmap(-1, 4096)
 while True:
     os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+"""
+
+# a neighbour that both holds a CPU (its main thread spins: state R, the CPU time of a
+# process the job's loaders wait behind) and loads the disk (a thread of 4 KiB O_DIRECT
+# reads), as fio at a deep queue does on a slow machine
+SPINNING_READER = r"""
+import mmap, os, random, sys, threading
+def read():
+    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+    blocks = os.fstat(fd).st_size // 4096
+    buf = mmap.mmap(-1, 4096)
+    while True:
+        os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+threading.Thread(target=read, daemon=True).start()
+while True:
+    pass
 """
 
 
@@ -155,3 +172,48 @@ def test_a_covered_first_interval_has_the_readers_rates(reader):
     assert views[True].read_kb_s > 0 and views[True].name is not None
     assert views[True].devices, views[True]
     assert views[False] is None or views[False].read_kb_s is None
+
+
+def test_a_reader_that_also_holds_a_cpu_is_named_as_the_disks_reader(reader, tmp_path):
+    """--once in CI named one of fio's two jobs and not the other: the one that was
+    running when the first sample looked for who holds the CPUs was read for its CPU
+    alone (no devices), and the node scan that found it reading then skipped it as
+    already read.  It must be followed with its devices like any reader.
+
+    The node is this machine's /proc with only the job and the neighbour for processes
+    (a procfs root of links, as tests/test_sample_cost.py makes), so that the search for
+    who holds the CPUs finds the neighbour whatever else runs on a shared machine."""
+    _proc, _idle, path = reader
+    job = subprocess.Popen(["sleep", "60"])
+    spinner = subprocess.Popen([sys.executable, "-c", SPINNING_READER, path])
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (job.pid, spinner.pid):
+            os.symlink(os.path.join("/proc", name), proc / name)
+    nvml = FakeNvml.with_gpus(1)
+    nvml.set_state(0, util_pct=10.0, processes=[(job.pid, 2**30)])
+    sampler = Sampler(Roots(procfs=str(proc)), nvml=nvml)
+    try:
+        time.sleep(0.5)                          # its reader thread has started
+        sampler.cover_next_interval()
+        first = sampler.sample()
+        time.sleep(1.0)
+        second = sampler.sample()
+    finally:
+        sampler.close()
+        for p in (job, spinner):
+            p.kill()
+            p.wait()
+    # the first sample read it as one of the others (for its CPU: a name, no devices)
+    assert first.procs[spinner.pid].name is not None, "not among the CPUs' holders"
+    assert first.procs[spinner.pid].devices is None
+    raw = second.procs[spinner.pid]
+    assert raw.devices, raw
+    model = Model.new(second, first)
+    device = realdisk.whole_disk(path)
+    on = [row.device for row in io_rows(model) if row.view.pid == spinner.pid
+          and row.device is not None
+          and device in (row.device, model.devices[row.device].parent)]
+    assert on, [(row.view.pid, row.device) for row in io_rows(model)]
+    assert spinner.pid in {r.view.pid for r in readers_of(model, on[0])}

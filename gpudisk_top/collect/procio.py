@@ -215,6 +215,8 @@ class ProcIoCollector:
         # carried over is as last read: only the first search, which reads all, uses it)
         self._others_stats = ChangedScan(roots, lambda pid: self._stat(pid, keep_open=False))
         self._followed: list[int] = []        # the busiest at block I/O (collect/ioscan.py)
+        # the others read this sample for their CPU alone, their devices not looked at
+        self._cpu_only: set[int] = set()
 
     def delayacct(self) -> bool:
         """Whether the kernel accounts the time tasks spend blocked on block I/O now.
@@ -241,6 +243,7 @@ class ProcIoCollector:
             self._dev_names_at = now
 
         trees = self._cached_trees(gpu_pids, now)
+        self._cpu_only = set()       # collect_others says which, after this
         out: dict[int, ProcIoRaw] = {}
         delayacct = self.delayacct_on = self.delayacct() if trees else False
         if trees:
@@ -325,14 +328,18 @@ class ProcIoCollector:
             raw = self._one(pid, None, None, now, devices=False)
             if raw is not None:
                 out[pid] = raw
+        self._cpu_only = {pid for pid in out if self._known[pid].devices_at is None}
         return out
 
     def follow(self, pids: list[int], already: dict[int, ProcIoRaw]) -> dict[int, ProcIoRaw]:
         """ProcIoRaw of the processes that an I/O scan found busiest (collect/ioscan.py),
         with the devices their files live on: who is loading a disk.  Kept until the
-        next call; one already read this sample (the job's, `already`) is not read twice."""
+        next call; one already read this sample (the job's, `already`) is not read twice,
+        unless it was read for its CPU alone (one of the others, collect_others): a process
+        that both holds a CPU and loads a disk (fio at a deep queue) is read again with its
+        devices, or it would never be named as the disk's reader."""
         now = time.monotonic()
-        self._followed = [pid for pid in pids if pid not in already]
+        self._followed = [pid for pid in pids if pid not in already or pid in self._cpu_only]
         out: dict[int, ProcIoRaw] = {}
         for pid in self._followed:
             raw = self._one(pid, None, None, now)
