@@ -213,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="files can be created and written (passed through at once)")
     ap.add_argument("--direct-io", action="store_true",
                     help="bypass the page cache: every read() reaches the daemon")
+    ap.add_argument("--kernel-cache", action="store_true",
+                    help="keep the page cache across opens (libfuse's kernel_cache, as "
+                         "s3fs -o kernel_cache): by default each open() drops it")
     ap.add_argument("--stats", help="write what was served here, as JSON")
     ap.add_argument("--max-threads", type=int, default=32,
                     help="reads served at once (libfuse's own default is 10)")
@@ -236,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         options["max_threads"] = args.max_threads
     if args.direct_io:
         options["direct_io"] = True   # libfuse3: fuse_config.direct_io, mfusepy sets it in init
+    if args.kernel_cache:
+        options["kernel_cache"] = True   # fuse_config.kernel_cache: FOPEN_KEEP_CACHE on open
     try:
         mfusepy.FUSE(ops, args.mountpoint, **options)
     except RuntimeError as e:
@@ -355,12 +360,13 @@ def _take_down(mountpoint: str, daemon: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def mounted(src: str, latency_ms: float = 5.0, mb_s: float = 20.0, direct_io: bool = False,
             burst_kib: float = 64.0, max_threads: int = 32, name: str = "slowfs",
-            timeout_s: float = 15.0, writable: bool = False):
+            timeout_s: float = 15.0, writable: bool = False, kernel_cache: bool = False):
     """(mountpoint, daemon Popen) of slowfs over `src`, mounted until the block ends: every
     read() of the daemon waits `latency_ms`, all of them share `mb_s` (10^6 bytes a second,
     `burst_kib` saved up while idle), up to `max_threads` served at once.  Reads go through
     the page cache as on any FUSE mount (a file read twice in one open reaches the daemon
-    once) unless `direct_io`.
+    once) unless `direct_io`; a new open() drops what the cache held of the file (FUSE's
+    default) unless `kernel_cache`.
 
     Raises pytest.skip() with the reason where FUSE cannot be used (no /dev/fuse, no
     mfusepy or libfuse, mounting refused); RuntimeError if the daemon fails otherwise or
@@ -378,7 +384,8 @@ def mounted(src: str, latency_ms: float = 5.0, mb_s: float = 20.0, direct_io: bo
            "--latency-ms", str(latency_ms), "--mb-s", str(mb_s), "--burst-kib", str(burst_kib),
            "--max-threads", str(max_threads),
            "--name", name, "--stats", os.path.join(top, STATS),
-           *(["--direct-io"] if direct_io else []), *(["--writable"] if writable else [])]
+           *(["--direct-io"] if direct_io else []), *(["--writable"] if writable else []),
+           *(["--kernel-cache"] if kernel_cache else [])]
     # its own session: a ^C to pytest must not kill the daemon before the unmount below
     daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)

@@ -107,6 +107,33 @@ def test_files_read_through_it_have_the_source_bytes(tmp_path, direct_io):
         assert e.value.errno == errno.EROFS
 
 
+@pytest.mark.parametrize("kernel_cache", [False, True], ids=["default", "kernel-cache"])
+def test_a_file_read_whole_is_read_again_from_the_daemon_after_an_open_unless_kept(
+        tmp_path, kernel_cache):
+    """FUSE drops a file's page cache at every open() unless the filesystem keeps it
+    (kernel_cache): a test that warms a file through the mount and then starts readers
+    that open it must ask for kernel_cache, or its readers go to the daemon again."""
+    data_file(tmp_path / "f", 4 * MIB)
+    with slowfs.mounted(tmp_path, latency_ms=0, mb_s=1000,
+                        kernel_cache=kernel_cache) as (mnt, _):
+        path = os.path.join(mnt, "f")
+        with open(path, "rb") as f:
+            while f.read(MIB):
+                pass
+        served = slowfs.read_stats(mnt)["reads"]
+        assert served > 0
+        with open(path, "rb") as f:
+            while f.read(MIB):
+                pass
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:     # the daemon writes its stats after a read
+            again = slowfs.read_stats(mnt)["reads"] - served
+            if again and not kernel_cache:
+                break
+            time.sleep(0.1)
+    assert (again == 0) if kernel_cache else (again > 0), again
+
+
 def test_reading_4_mib_at_20_mb_s_takes_the_cap_at_least(tmp_path):
     data = data_file(tmp_path / "big", 4 * MIB)
     burst_kib = 64
