@@ -184,7 +184,9 @@ def node_counters(fleet) -> dict[str, dict[str, float]]:
 
 
 class CounterLog:
-    """The nodes' own counters read every 0.2 s on a thread: what they held when."""
+    """The nodes' own counters read every 0.2 s on a thread: what they held when (each
+    read with the monotonic times it began and ended: a counter's value read between the
+    two was its value at some moment between them)."""
 
     def __init__(self, fleet) -> None:
         self.fleet, self.reads, self.stop = fleet, [], threading.Event()
@@ -195,7 +197,8 @@ class CounterLog:
         while not self.stop.wait(0.2):
             try:
                 t = time.monotonic()
-                self.reads.append((t, node_counters(self.fleet)))
+                counters = node_counters(self.fleet)
+                self.reads.append((t, time.monotonic(), counters))
             except OSError:
                 pass
 
@@ -204,11 +207,43 @@ class CounterLog:
         self.thread.join(10)
 
     def at(self, t: float, name: str, cause: str, after: bool) -> float:
-        """The node's counter at the last read before t (after: the first read after)."""
-        reads = [r for r in self.reads if name in r[1] and cause in r[1][name]]
+        """At most the node's counter at t: the last read ended by t (after: at least it,
+        the first read begun at t or later)."""
+        reads = [r for r in self.reads if name in r[2] and cause in r[2][name]]
         pick = ([r for r in reads if r[0] >= t][:1] or reads[-1:]) if after else \
-            ([r for r in reads if r[0] <= t][-1:] or reads[:1])
-        return pick[0][1][name][cause]
+            ([r for r in reads if r[1] <= t][-1:] or reads[:1])
+        return pick[0][2][name][cause]
+
+
+def server_increase(samples: list, at_s: float, backend: str, window_s: float = 86400.0):
+    """increase(counter[window]) evaluated at at_s over a counter's samples [(t_s, value)]
+    that began inside the window, as each server computes it: Prometheus 2.42's
+    extrapolatedRate (promql/functions.go: from the first sample to the last, extrapolated
+    towards the window's ends by at most 1.1 mean intervals, and no further back than the
+    counter's zero); VictoriaMetrics 1.79's rollupDelta (no extrapolation; a counter begun
+    inside the window counts from 0 unless its first value exceeds 10 times its first
+    step and one).  None where Prometheus has too few samples."""
+    values = [v for _, v in samples]
+    if backend == "victoriametrics":
+        step = values[1] - values[0] if len(values) > 1 else 10.0
+        step = step or 10.0
+        before = 0.0 if abs(values[0]) < 10 * (abs(step) + 1) else values[0]
+        return values[-1] - before
+    if len(samples) < 2:
+        return None
+    ms = [round(t * 1000) for t, _ in samples]
+    at_ms = round(at_s * 1000)
+    result = values[-1] - values[0] + sum(a for a, b in zip(values, values[1:]) if b < a)
+    to_start = (ms[0] - (at_ms - round(window_s * 1000))) / 1000
+    to_end = (at_ms - ms[-1]) / 1000
+    sampled = (ms[-1] - ms[0]) / 1000
+    mean = sampled / (len(samples) - 1)
+    if result > 0 and values[0] >= 0:
+        to_start = min(to_start, sampled * (values[0] / result))
+    threshold = mean * 1.1
+    span = sampled + (to_start if to_start < threshold else mean / 2) \
+        + (to_end if to_end < threshold else mean / 2)
+    return result * (span / sampled)
 
 
 @pytest.mark.parametrize("backend", backend_params())
@@ -216,14 +251,17 @@ def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend
     """`fleet --once --json` over 4 `serve --demo` nodes: each node's GPU-seconds lost in
     the last 24 h by cause, each job's and the fleet's, come from the nodes' own counters.
     The raw increase() (the query the CLI makes without the rules) equals each counter's
-    increase (they start at 0 inside the window): at most what the counter held when the
-    query was answered, at least what it held two scrape intervals before it was asked (a
-    server holds a counter up to its last scrape), less, on Prometheus, its first scrape's
-    value (increase() cannot know when a counter began).  The CLI's figures, read from the
-    recording rules' record (rules loaded), are a record's values, and each record is the
-    same increase() as the server answers it at the record's own time (less the data a
-    server may not yet show then: its latency offset and a scrape's write), so however
-    late a loaded vmalert evaluates, writes or is read back, nothing is off by a guess."""
+    increase (they start at 0 inside the window) up to the server's last scrape of it: at
+    least the value that scrape took (itself checked against the node's own counter at
+    that moment), less, on Prometheus, its first scrape's value (increase() cannot know
+    when a counter began); at most what the counter held when the query was answered
+    (and, on Prometheus, its extrapolation past the last scrape).  That last scrape is at
+    most a scrape interval and the scrape's own time old (on VictoriaMetrics, its latency
+    offset and a second's ingestion more).  The CLI's figures, read from the recording
+    rules' record (rules loaded), are a record's values, and each record is exactly the
+    increase() its server computes at the record's own time from the server's own
+    samples written by then (server_increase), so however late a loaded vmalert
+    evaluates, writes or is read back, nothing is off by a guess."""
     from gpudisk_top.fleet import queries
     from gpudisk_top.fleet.model import build_view
     from gpudisk_top.fleet.promapi import PromClient
@@ -244,42 +282,55 @@ def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend
             # every record of the last 5 minutes, with its own time
             records = {(fleet.name_of(s.labels["instance"]), s.labels["cause"]): s.values
                        for s in client.instant(f"{queries.REC_NODE_LOST}[5m]").series}
-            asked = time.monotonic()
+            # what the server holds of each counter: every sample (the fleet is minutes
+            # old), the last of them the value its last scrape took, with that scrape's time
+            held = {(fleet.name_of(s.labels["instance"]), s.labels["cause"]): s.values
+                    for s in client.instant("gpudisk_top_gpu_seconds_total[24h]").series}
+            asked, asked_wall = time.monotonic(), time.time()
             raw = build_view(client.instant(queries.table_query()), None, time.time(),
                              ledger=client.instant(queries.ledger_query()))
             answered = time.monotonic()
-            # each counter's first sample on the server: what Prometheus's increase() does
-            # not count beyond half a scrape interval (it cannot know when it began);
-            # VictoriaMetrics counts a counter's first value from 0
-            first = {(fleet.name_of(s.labels["instance"]), s.labels["cause"]): s.value
-                     for s in client.instant("min_over_time(gpudisk_top_gpu_seconds_total"
-                                             "[24h])").series}
-            # what the server answers for the raw increase() over the records' times
-            t_end = max(t for values in records.values() for t, _ in values)
-            span_s = 60.0
-            increase = {(fleet.name_of(s.labels["instance"]), s.labels["cause"]): s.values
-                        for s in client.range(queries.ledger_query(), t_end - span_s, t_end,
-                                              0.25).series}
             time.sleep(0.5)
         finally:
             log.close()
     assert doc["recording_rules"] is True
-    # the raw form: the nodes' own counters
+    # A server at t holds the samples written by then: a scrape's are stamped at its
+    # start and written at its end (its timeout: a scrape interval here), and on
+    # VictoriaMetrics those before t less -search.latencyOffset (a scrape interval here)
+    # and a second's ingestion
+    unseen_s = 2 * fleet.scrape_s + (fleet.scrape_s + 5.0 if backend == "victoriametrics" else 0.0)
+    # the raw form: the nodes' own counters, to the server's last scrape of them
     lost_raw = {fleet.name_of(r.node): r.lost_by_cause for r in raw.rows}
     assert set(lost_raw) == {"disk", "peer", "cpu", "healthy"}
+    wall_to_mono = asked - asked_wall
+    ages = []
     for name, by_cause in lost_raw.items():
         assert set(by_cause) == set(LOST_CAUSES)
         for cause in LOST_CAUSES:
-            lo = log.at(asked - 2 * fleet.scrape_s, name, cause, after=False)
-            if backend == "prometheus":
-                lo -= first[name, cause]
-            hi = log.at(answered, name, cause, after=True)
+            if (name, cause) not in held:     # a cause never counted: no series yet
+                assert by_cause[cause] == 0, (name, cause, by_cause[cause])
+                continue
+            samples = held[name, cause]
+            (first_at, first), (scraped_at, scraped) = samples[0], samples[-1]
+            ages.append(asked_wall - scraped_at)
+            # that scrape took the node's own counter as it was then
+            at = scraped_at + wall_to_mono
+            assert (log.at(at, name, cause, after=False) - 1e-6 <= scraped
+                    <= log.at(at + fleet.scrape_s, name, cause, after=True) + 1e-6), (
+                name, cause, scraped)
+            lo, hi = scraped, log.at(answered, name, cause, after=True)
+            if backend == "prometheus" and len(samples) > 1:
+                # Prometheus's increase() counts from the first sample (it cannot know
+                # when a counter began) and extrapolates, at the series' mean rate, to the
+                # query's time: 1.1 times the mean scrape interval at most
+                # (server_increase); VictoriaMetrics counts from 0 and does not
+                lo -= first
+                hi += (scraped - first) * 1.1 / (len(samples) - 1)
             assert lo - 1e-6 <= by_cause[cause] <= hi + 1e-6, (name, cause, lo, by_cause[cause], hi)
-    # the recorded form: a record's value, and that record the raw increase() at its time.
-    # A rule evaluated at t sees the samples written by then: on VictoriaMetrics those
-    # before t less -search.latencyOffset (a scrape interval here) and a second's
-    # ingestion; a scrape's samples are stamped at its start and written at its end
-    unseen_s = 2 * fleet.scrape_s + (fleet.scrape_s + 5.0 if backend == "victoriametrics" else 0.0)
+    # the server's last scrapes were as fresh as its settings make them
+    print(f"{backend}: the last scrape {max(ages):.2f} s old at most when asked")
+    assert 0 <= min(ages) and max(ages) <= unseen_s, ages
+    # the recorded form: a record's value, and that record the raw increase() at its time
     lost = {fleet.name_of(n["node"]): n["lost_24h_by_cause"] for n in doc["nodes"]}
     assert set(lost) == {"disk", "peer", "cpu", "healthy"}
     for name, by_cause in lost.items():
@@ -290,11 +341,14 @@ def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend
                      if v == pytest.approx(value, rel=1e-9, abs=1e-6)]
             assert times, (name, cause, value, records.get((name, cause)))
             at = max(times)
-            seen = [v for t, v in increase.get((name, cause), []) if at - unseen_s <= t <= at]
-            if value == 0 and not seen:      # a cause never counted: no raw series yet
+            samples = held.get((name, cause), [])
+            if value == 0 and not samples:   # a cause never counted: no raw series yet
                 continue
-            assert seen, (name, cause, at, increase.get((name, cause)))
-            assert min(seen) - 1e-6 <= value <= max(seen) + 1e-6, (name, cause, value, seen)
+            # the rule saw the samples written by `at`: some prefix of the server's own
+            could = [server_increase(samples[:j], at, backend)
+                     for j in range(1, len(samples) + 1) if samples[j - 1][0] <= at]
+            assert any(c is not None and c == pytest.approx(value, rel=1e-9, abs=1e-9)
+                       for c in could), (name, cause, at, value, could[-5:])
     # each node's own cause, and nothing lost on the healthy one
     assert lost["disk"]["disk-starved"] > 0 and lost["peer"]["straggler"] > 0
     assert lost["cpu"]["cpu-starved"] > 0 and sum(lost["healthy"].values()) == 0
