@@ -145,6 +145,19 @@ def test_container_of_names_containers_and_units():
     assert container_of(None) == "-"
 
 
+def _two_samples(sampler: Sampler, cover: bool):
+    """--once's two samples a second apart, the interval after the first covered (every
+    process doing block I/O in it named) when `cover`; the sampler closed after."""
+    try:
+        if cover:
+            sampler.cover_next_interval()
+        first = sampler.sample()
+        time.sleep(1.0)
+        return first, sampler.sample()
+    finally:
+        sampler.close()
+
+
 def test_a_covered_first_interval_has_the_readers_rates(reader):
     """--once's one interval: a sampler asked to cover its next interval has the reader's
     read rate over exactly the interval between its first two samples, as pidstat would;
@@ -153,15 +166,7 @@ def test_a_covered_first_interval_has_the_readers_rates(reader):
     proc, idle, path = reader
     views = {}
     for cover in (True, False):
-        sampler = Sampler(Roots())
-        try:
-            if cover:
-                sampler.cover_next_interval()
-            first = sampler.sample()
-            time.sleep(1.0)
-            second = sampler.sample()
-        finally:
-            sampler.close()
+        first, second = _two_samples(Sampler(Roots()), cover)
         views[cover] = Model.new(second, first).procs.get(proc.pid)
         if cover:
             # its rate is read_bytes over the two samples' interval, of what it read then
@@ -193,15 +198,10 @@ def test_a_reader_that_also_holds_a_cpu_is_named_as_the_disks_reader(reader, tmp
             os.symlink(os.path.join("/proc", name), proc / name)
     nvml = FakeNvml.with_gpus(1)
     nvml.set_state(0, util_pct=10.0, processes=[(job.pid, 2**30)])
-    sampler = Sampler(Roots(procfs=str(proc)), nvml=nvml)
     try:
         time.sleep(0.5)                          # its reader thread has started
-        sampler.cover_next_interval()
-        first = sampler.sample()
-        time.sleep(1.0)
-        second = sampler.sample()
+        first, second = _two_samples(Sampler(Roots(procfs=str(proc)), nvml=nvml), cover=True)
     finally:
-        sampler.close()
         for p in (job, spinner):
             p.kill()
             p.wait()
