@@ -311,7 +311,7 @@ def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend
                 assert by_cause[cause] == 0, (name, cause, by_cause[cause])
                 continue
             samples = held[name, cause]
-            (first_at, first), (scraped_at, scraped) = samples[0], samples[-1]
+            (_, first), (scraped_at, scraped) = samples[0], samples[-1]
             ages.append(asked_wall - scraped_at)
             # that scrape took the node's own counter as it was then
             at = scraped_at + wall_to_mono
