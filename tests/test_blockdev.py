@@ -3,12 +3,13 @@ this machine's real /sys."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
 from gpudisk_top.collect import diskstats
-from gpudisk_top.collect.blockdev import BlockDevices
+from gpudisk_top.collect.blockdev import ATTRIBUTES_RECHECK_S, BlockDevices
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.model.select import DeviceFilter
 
@@ -156,3 +157,80 @@ def test_this_machines_root_disk():
     rot = open(f"/sys/block/{disk}/queue/rotational").read().strip()
     assert info[disk].rotational is (rot == "1")
     assert info[disk].dev_class in ("NVMe", "SSD", "HDD", "virtual")
+
+
+# ---------------------------------------------------------------------- described again
+class Clock:
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def _fields(infos):
+    return {name: dataclasses.asdict(info) for name, info in infos.items()}
+
+
+def test_described_again_reads_what_a_fresh_read_gives(tree):
+    """A second describe() from the same BlockDevices (its attributes kept) gives the same
+    devices as a new one reading all of sysfs, field by field, and new objects: a caller
+    that marks one (the sampler's probed ceilings) does not mark the next."""
+    counters, _ = diskstats.read(tree)
+    kept = BlockDevices(tree, clock=Clock())
+    first = kept.describe(counters)
+    first["sda"].ceiling_iops = 1234.0
+    again = kept.describe(counters)
+    assert _fields(again) == _fields(BlockDevices(tree).describe(counters))
+    assert again["sda"].ceiling_iops is None and again["sda"] is not first["sda"]
+
+
+def test_what_changes_in_place_shows_at_once_and_the_rest_within_the_bound(tree):
+    """A dm rename, new members of an array and a new mount show at the next describe();
+    a device made again under its name (a new sysfs node) is read afresh; an in-place
+    write to queue/rotational shows once ATTRIBUTES_RECHECK_S has passed."""
+    sysfs = tree.sysfs
+    counters, _ = diskstats.read(tree)
+    clock = Clock()
+    bd = BlockDevices(tree, clock=clock)
+    before = bd.describe(counters)
+    assert before["sda"].dev_class == "HDD" and before["dm-0"].display_name == "vg-data"
+
+    dm = os.path.realpath(os.path.join(sysfs, "class/block/dm-0"))
+    _write(os.path.join(dm, "dm", "name"), "vg-renamed\n")
+    md = os.path.realpath(os.path.join(sysfs, "class/block/md0"))
+    os.unlink(os.path.join(md, "slaves", "sdc1"))
+    mountinfo = os.path.join(tree.procfs, "self", "mountinfo")
+    with open(mountinfo, "a") as f:
+        f.write("27 1 8:16 / /fresh rw - ext4 /dev/sdb rw\n")
+    sda = os.path.realpath(os.path.join(sysfs, "class/block/sda"))
+    _write(os.path.join(sda, "queue", "rotational"), "0\n")
+    clock.now_s += 1
+    now = bd.describe(counters)
+    assert now["dm-0"].display_name == "vg-renamed"
+    assert now["md0"].slaves == ("sdb1",)
+    assert "/fresh" in now["sdb"].mountpoints and "/fresh" not in before["sdb"].mountpoints
+    assert now["sda"].rotational is True          # within the bound: as read before
+
+    # sdd made again under its name: a new sysfs node, read at once
+    sdd = os.path.realpath(os.path.join(sysfs, "class/block/sdd"))
+    os.rename(sdd, sdd + ".old")
+    os.makedirs(sdd)
+    _write(os.path.join(sdd, "queue", "rotational"), "1\n")
+    clock.now_s += 1
+    now = bd.describe(counters)
+    assert (now["sdd"].rotational, now["sdd"].model, now["sdd"].dev_class) == (True, None, "HDD")
+
+    clock.now_s += ATTRIBUTES_RECHECK_S
+    now = bd.describe(counters)
+    assert now["sda"].rotational is False and now["sda"].dev_class == "SSD"
+    assert _fields(now) == _fields(BlockDevices(tree).describe(counters))
+
+
+def test_this_machines_devices_described_again_as_afresh():
+    """The same on this machine's real /sys: a kept BlockDevices against a new one."""
+    roots = Roots()
+    counters, _ = diskstats.read(roots)
+    kept = BlockDevices(roots)
+    kept.describe(counters)
+    assert _fields(kept.describe(counters)) == _fields(BlockDevices(roots).describe(counters))

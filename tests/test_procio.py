@@ -500,11 +500,16 @@ def test_descendants_are_looked_for_afresh_every_few_seconds(monkeypatch):
                                "time.sleep(0.5)\n"
                                "subprocess.Popen(['sleep', '30'])\n"
                                "time.sleep(30)\n"])
+    # however long the child takes to come on a busy machine, the first search is not due
+    monkeypatch.setattr(procio, "TREES_REFRESH_S", 3600.0)
     try:
         collector = procio.ProcIoCollector(Roots())
         first = collector.collect({parent.pid: parent.pid})
         assert set(first) == {parent.pid}
-        time.sleep(1.0)                       # the child now exists
+        deadline = time.monotonic() + 30      # the child exists (however busy the machine)
+        while not _children(parent.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _children(parent.pid)
         cached = collector.collect({parent.pid: parent.pid})
         assert set(cached) == {parent.pid}    # not looked for yet
         monkeypatch.setattr(procio, "TREES_REFRESH_S", 0.0)
@@ -516,6 +521,11 @@ def test_descendants_are_looked_for_afresh_every_few_seconds(monkeypatch):
         subprocess.run(["pkill", "-P", str(parent.pid)], capture_output=True)
         parent.kill()
         parent.wait()
+
+
+def _children(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return f.read().split()
 
 
 def test_data_files_say_o_direct_and_the_buffered_working_set():
@@ -540,8 +550,13 @@ def test_data_files_say_o_direct_and_the_buffered_working_set():
                                  stdout=subprocess.PIPE, text=True)
             assert p.stdout.readline().strip() == "ok"
             procs.append(p)
-        idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        # started like the readers: while an interpreter still starts, it has its modules'
+        # files open, which are data files of a sort (a loaded machine caught it so)
+        idle = subprocess.Popen([sys.executable, "-c",
+                                 "import time; print('ok', flush=True); time.sleep(60)"],
+                                stdout=subprocess.PIPE, text=True)
         procs.append(idle)
+        assert idle.stdout.readline().strip() == "ok"
         raws = ProcIoCollector(Roots()).collect({p.pid: p.pid for p in procs})
         direct, buffered, none = (raws[p.pid] for p in procs)
         assert (direct.direct_reads, direct.data_kb) == (True, None)

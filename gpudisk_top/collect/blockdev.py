@@ -7,8 +7,10 @@ the kind is guessed from the kernel name and the class is "unknown"; nothing her
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import time
 from collections.abc import Mapping
 
 from gpudisk_top.collect.diskstats import DiskCounters
@@ -46,13 +48,29 @@ def _kind_from_name(name: str) -> str:
     return "disk"
 
 
-class BlockDevices:
-    """Describes block devices.  Cheap enough to call every few seconds, not every sample."""
+# How long a device's own sysfs attributes (kind, parent, disk model, rotational flag,
+# class) are trusted between two describe() calls.  In between, a device is read again
+# at once when its sysfs directory is another one (a device removed and made again under
+# the same name gets a new sysfs node, so a new inode) or its numbers changed; what can
+# change in place is read every time: a dm device's name (dmsetup rename) and the members
+# of a dm or md device (a table reload, a disk added to an array).  What is left to this
+# bound: an administrator writing queue/rotational, which a describe() within the next
+# minute shows.
+ATTRIBUTES_RECHECK_S = 60.0
 
-    def __init__(self, roots: Roots) -> None:
+
+class BlockDevices:
+    """Describes block devices.  Cheap enough to call every few seconds, not every sample:
+    a device's sysfs attributes are read again only when it may have changed (see
+    ATTRIBUTES_RECHECK_S), its mountpoints at every call."""
+
+    def __init__(self, roots: Roots, clock=time.monotonic) -> None:
         self.roots = roots
+        self.clock = clock
         # why the last describe() could not read a mountinfo that is there (one line each)
         self.warnings: list[str] = []
+        # name -> (what the device was read as, its sysfs key, when it was read)
+        self._read: dict[str, tuple[DeviceInfo, tuple | None, float]] = {}
 
     # ------------------------------------------------------------------ sysfs reads
     def _sys_dir(self, name: str) -> str | None:
@@ -87,10 +105,7 @@ class BlockDevices:
             m = _NVME_PATH.match(name)
             if m:  # nvme0c1n1 is one path to the multipath head nvme0n1
                 info.parent = f"nvme{m.group(1)}n{m.group(2)}"
-        try:
-            info.slaves = tuple(sorted(os.listdir(os.path.join(sysdir, "slaves"))))
-        except OSError:
-            info.slaves = ()
+        info.slaves = _slaves(sysdir)
         disk_dir = sysdir
         if info.kind == "partition" and info.parent:
             disk_dir = self._sys_dir(info.parent) or sysdir
@@ -169,12 +184,44 @@ class BlockDevices:
 
     # ------------------------------------------------------------------ public
     def describe(self, counters: dict[str, DiskCounters]) -> dict[str, DeviceInfo]:
-        """DeviceInfo for every device in `counters` (a parsed /proc/diskstats)."""
+        """DeviceInfo for every device in `counters` (a parsed /proc/diskstats): new
+        objects at every call, each what a fresh read of sysfs gives (but for the bound
+        ATTRIBUTES_RECHECK_S states)."""
         self.warnings = []
-        infos = {name: self._describe_one(name, c) for name, c in counters.items()}
+        now = self.clock()
+        infos = {name: self._current(name, c, now) for name, c in counters.items()}
+        for gone in self._read.keys() - infos.keys():
+            del self._read[gone]
         self._resolve_stack_classes(infos)
         self._assign_mountpoints(infos)
         return infos
+
+    def _current(self, name: str, counters: DiskCounters | None, now: float) -> DeviceInfo:
+        """_describe_one(), or a copy of what it gave while the device cannot have
+        changed (ATTRIBUTES_RECHECK_S), with what can change in place read again."""
+        key = self._sys_key(name, counters)
+        known = self._read.get(name)
+        if known is None or key is None or known[1] != key or now - known[2] >= ATTRIBUTES_RECHECK_S:
+            info = self._describe_one(name, counters)
+            self._read[name] = (info, key, now)
+            return dataclasses.replace(info)
+        info = dataclasses.replace(known[0])
+        if info.kind in ("dm", "md"):
+            sysdir = self.roots.sys("class", "block", name)
+            if info.kind == "dm":
+                info.display_name = read_first_line(os.path.join(sysdir, "dm", "name")) or name
+            info.slaves = _slaves(sysdir)
+        return info
+
+    def _sys_key(self, name: str, counters: DiskCounters | None) -> tuple | None:
+        """What says the device is the one read before: its numbers and its sysfs node
+        (the inode of the directory /sys/class/block/NAME leads to); None without one."""
+        try:
+            st = os.stat(self.roots.sys("class", "block", name))
+        except OSError:
+            return None
+        numbers = (counters.major, counters.minor) if counters is not None else None
+        return numbers, st.st_dev, st.st_ino
 
     def _resolve_stack_classes(self, infos: dict[str, DeviceInfo]) -> None:
         def leaf_classes(name: str, seen: set[str]) -> set[str]:
@@ -212,6 +259,14 @@ class BlockDevices:
                     found[dev].append(mountpoint)
         for name, mps in found.items():
             infos[name].mountpoints = tuple(sorted(mps, key=lambda p: (p != "/", len(p), p)))
+
+
+def _slaves(sysdir: str) -> tuple[str, ...]:
+    """The devices under a dm or md device (/sys/block/X/slaves), sorted; () for others."""
+    try:
+        return tuple(sorted(os.listdir(os.path.join(sysdir, "slaves"))))
+    except OSError:
+        return ()
 
 
 def _parent_from_name(name: str) -> str | None:
