@@ -113,10 +113,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * TICK_S
 
 
-def sample_cost(roots: Roots, pids: list[int], samples: int
+WARM_SAMPLES = 3   # a new sampler's first samples fill its caches and read every process
+
+
+def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None
                 ) -> tuple[float, float, int, int]:
-    """(median and mean CPU ms of one sample + step, disks, processes).  The mean counts
-    what comes every few seconds (the node's scans, device identity): a median hides it."""
+    """(median and mean CPU ms of one sample + step, disks, processes), the first
+    WARM_SAMPLES left out (then `warm()` is called, if given).  The mean counts what comes
+    every few seconds (the node's scans, device identity): a median hides it."""
     nvml = FakeNvml.with_gpus(scale.GPUS)
     for i, pid in enumerate(pids):
         nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
@@ -124,7 +128,9 @@ def sample_cost(roots: Roots, pids: list[int], samples: int
     sampler, stepper = Sampler(roots, nvml=nvml), Stepper()
     took = []
     try:
-        for _ in range(samples + 3):
+        for k in range(samples + WARM_SAMPLES):
+            if k == WARM_SAMPLES and warm is not None:
+                warm()
             nvml.advance_to(time.time())
             w0, t0 = time.monotonic(), time.process_time()
             model, _ = stepper.step(sampler.sample())
@@ -132,8 +138,8 @@ def sample_cost(roots: Roots, pids: list[int], samples: int
             time.sleep(max(0.0, 1.0 - (time.monotonic() - w0)))
     finally:
         sampler.close()
-    return (statistics.median(took[3:]), statistics.fmean(took[3:]), len(model.disks),
-            len(model.procs))
+    return (statistics.median(took[WARM_SAMPLES:]), statistics.fmean(took[WARM_SAMPLES:]),
+            len(model.disks), len(model.procs))
 
 
 def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: int) -> dict:
@@ -186,19 +192,19 @@ def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
         return out
     cgscan.ChangedScan.scan = counted
     undo.append((cgscan.ChangedScan, "scan", real_scan))
-    try:
-        sample_cost(roots, pids, 3)          # the caches filled, then counted afresh
+    def warm() -> None:        # the caches filled: counted from here, on the same sampler
         spent.clear()
         calls.clear()
         scans.clear()
-        sample_cost(roots, pids, samples - 3)
+    try:
+        sample_cost(roots, pids, samples, warm)
     finally:
         for cls, name, real in undo:
             setattr(cls, name, real)
     out = {label: v / samples * 1000 for label, v in spent.items()}
     for label in ("the others' search", "the I/O scan"):
-        # a new sampler's first scans read every process (nothing to carry over yet):
-        # the median is the steady state's
+        # a scan during the warm-up reads every process (nothing to carry over yet); the
+        # median is the steady state's
         took = next((v for k, v in calls.items() if k.startswith(label)), None)
         if took:
             out[f"  {label}: one scan, median of {len(took)}"] = statistics.median(took) * 1000
