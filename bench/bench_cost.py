@@ -313,6 +313,12 @@ def main() -> int:
     a = ap.parse_args()
     if a.child:
         procfs, sysfs, pids, samples = a.child
+        import gpudisk_top
+        code = os.path.realpath(os.environ.get("GDT_BENCH_CODE", ROOT))
+        if not os.path.realpath(gpudisk_top.__file__).startswith(code + os.sep):
+            print(f"bench_cost: measuring {gpudisk_top.__file__}, not the code of {code}",
+                  file=sys.stderr)
+            return 2
         print(json.dumps(sample_cost(Roots(procfs=procfs, sysfs=sysfs),
                                      [int(p) for p in pids.split(",")], int(samples))))
         return 0

@@ -89,6 +89,27 @@ def test_the_scan_finds_the_reader_and_not_the_idle(reader):
     assert not fresh.due(1.0, False) and fresh.due(2.2, True) and fresh.due(5.2, False)
 
 
+def test_counters_the_sample_read_a_moment_ago_are_taken_not_read_again(reader):
+    """run(read_now=): a process whose io file the sample just read (the job's) counts
+    with the total it was handed, its file not read again; the others are read as
+    before.  Handed a growing total, the idle sleeper is the busiest; handed its real
+    one, the reader is what a scan reading every file finds."""
+    proc, idle, _ = reader
+
+    def total(pid: int) -> int:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            return read_io_bytes(f.read())
+
+    scan = IoScan(Roots())
+    scan.run(time.monotonic(), read_now={idle.pid: total(idle.pid), proc.pid: total(proc.pid)})
+    time.sleep(1.0)
+    busiest = scan.run(time.monotonic(), keep=True,
+                       read_now={idle.pid: 2**40, proc.pid: total(proc.pid)})
+    assert busiest[0] == idle.pid and proc.pid in busiest
+    # what a caller read itself is not kept again as a file (the sampler has it)
+    assert idle.pid not in scan.counters and proc.pid not in scan.counters
+
+
 def test_the_sampler_follows_the_reader_with_its_device_share_and_cgroup(reader):
     proc, idle, path = reader
     sampler = Sampler(Roots())

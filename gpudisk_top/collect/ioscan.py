@@ -9,14 +9,16 @@ job's processes (collect/procio.py), which gives them rates, devices and a cgrou
 Costs per scan: one open+read of the io file of each process whose cgroup ran since the
 last scan (collect/cgscan.py: a process's counters move only while it runs; where there
 is no cgroup v2 tree, of every process: about 6 us a process here, 0.5 ms for 72
-processes, ~6 ms for 1,000).  The files are not kept open: that would hold a file of
-every process on the node.  Another user's io file needs root (ptrace access):
+processes, ~6 ms for 1,000), but for the processes whose io file the sample read a moment
+before (the job's, the others followed: the sampler hands their counters over).  The
+files are not kept open: that would hold a file of every process on the node.  Another user's io file needs root (ptrace access):
 unreadable ones are skipped, and visibility.py says so.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from gpudisk_top.collect.cgscan import ChangedScan
 from gpudisk_top.collect.roots import Roots, read_bytes
@@ -59,10 +61,15 @@ class IoScan:
         self._scans = 0
         # every process's io file, read afresh only where its cgroup ran (collect/cgscan.py)
         self._files = ChangedScan(roots, self._read)
+        self._read_now: Mapping[int, int] = {}     # run()'s read_now, during the scan
 
-    def _read(self, pid: int) -> tuple[int, bytes] | None:
+    def _read(self, pid: int) -> tuple[int, bytes | None] | None:
         """(read_bytes + write_bytes, the io file) of one process; None when it exited,
-        is another user's (needs root) or is garbled."""
+        is another user's (needs root) or is garbled.  A process in run()'s read_now is
+        not read again: (its total, None)."""
+        total = self._read_now.get(pid)
+        if total is not None:
+            return total, None
         try:
             data = read_bytes(f"{self._proc_dir}{pid}/io", 4096)
         except OSError:
@@ -78,15 +85,22 @@ class IoScan:
         every = SCAN_OPEN_S if view_open else SCAN_S
         return now_s - self._last_s >= every
 
-    def run(self, now_s: float, keep: bool = False) -> list[int]:
+    def run(self, now_s: float, keep: bool = False, read_now: Mapping[int, int] = {}) -> list[int]:
         """Read every process's counters; the `top` PIDs whose block I/O grew since the
         last scan, busiest first ([] on the first scan: nothing to compare with).
-        keep: also keep each process's io file as read (`counters`), until the next scan."""
+        keep: also keep each process's io file as read (`counters`), until the next scan,
+        but for those of read_now: {pid: read_bytes + write_bytes} of processes whose io
+        file the caller read a moment ago, in this sample (the job's): not read twice."""
         counts: dict[int, int] = {}
         kept: dict[int, bytes] = {}
-        for pid, (total, data) in self._files.scan().items():
+        self._read_now = read_now
+        try:
+            scanned = self._files.scan()
+        finally:
+            self._read_now = {}
+        for pid, (total, data) in scanned.items():
             counts[pid] = total
-            if keep and total:
+            if keep and total and data is not None:
                 kept[pid] = data
         last, self._last, self._last_s = self._last, counts, now_s
         self.counters = kept

@@ -189,7 +189,9 @@ class Sampler:
         cover, self._cover = self._cover, False
         rescan, self._rescan = self._rescan, cover
         if cover or rescan or self._ioscan.due(mono, self.io_view):
-            self._ioscan.run(mono, keep=cover)
+            self._ioscan.run(mono, keep=cover, read_now={
+                pid: raw.read_bytes + raw.write_bytes for pid, raw in already.items()
+                if raw.read_bytes is not None and raw.write_bytes is not None})
         out = self._procio.follow(list(dict.fromkeys([*daemons, *self._ioscan.busiest])),
                                   already)
         if cover:
