@@ -6,6 +6,9 @@ Prints, beside `iostat -x 1` over the same diskstats in the same runs:
      bench_scale.py's node (8 stand-in GPUs, 128 devices, 2,000 processes, 64 workers)
      and at this machine's own /proc with the same GPUs; CPU time of this process
      (time.process_time: the NVML thread included), median of --samples at 1 Hz;
+     and the floor beside it: the least a sample at that scale can do in CPython (read
+     the same diskstats and the followed processes' stat, io and schedstat, split them,
+     the interval's formulas; no model, no detector), which no caching goes below;
   2. `record -i 1` and `serve -i 1` at that scale (through --procfs/--sysfs roots, as in
      a container given the host's /proc), and `record -i 1` on this machine's /proc with
      a 64-process job: % of one core in steady state (utime + stime from /proc/PID/stat,
@@ -152,6 +155,47 @@ def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: i
             env=dict(os.environ, GDT_BENCH_CODE=path), stdout=subprocess.PIPE, text=True)
         for label, path in code.items()}
     return {label: json.loads(child.communicate()[0]) for label, child in children.items()}
+
+
+def floor_cost(procfs: str, pids: list[int], samples: int) -> tuple[float, int, int]:
+    """(median CPU ms, devices, processes) of the least a sample can do at `procfs` in
+    CPython: read its diskstats and take each device's interval by iostat's formulas, and
+    read each followed process's stat, io and schedstat (preads on files kept open) and
+    split them into fields; no NVML, no model, no detector, no scans, no identity.  What
+    sample + step cannot go below, whatever it caches (this thread's CPU time)."""
+    followed = [*pids, *(c for p in pids for c in scale._children(p))]
+    files = [[os.open(f"/proc/{p}/{name}", os.O_RDONLY) for name in ("stat", "io", "schedstat")]
+             for p in followed]
+    last: dict[str, list[int]] = {}
+    took = []
+    try:
+        for k in range(samples + WARM_SAMPLES):
+            w0, t0 = time.monotonic(), time.thread_time()
+            with open(os.path.join(procfs, "diskstats"), "rb") as f:
+                text = f.read().decode()
+            now = {}
+            for line in text.splitlines():
+                fields = line.split()
+                v = now[fields[2]] = [int(x) for x in fields[3:]]
+                w = last.get(fields[2])
+                if w is not None:
+                    d = [a - b for a, b in zip(v, w)]
+                    r_s, w_s = d[0], d[4]
+                    _ = (r_s, w_s, d[1], d[5], d[2] / 2, d[6] / 2, d[3] / r_s if r_s else 0.0,
+                         d[7] / w_s if w_s else 0.0, d[2] / 2 / r_s if r_s else 0.0,
+                         d[6] / 2 / w_s if w_s else 0.0, d[10] / 1000, d[9] / 10)
+            last = now
+            for stat, io, sched in files:
+                s = os.pread(stat, 4096, 0).decode()
+                _ = (s[s.rindex(")") + 2:].split(), os.pread(io, 4096, 0).decode().split(),
+                     os.pread(sched, 4096, 0).decode().split())
+            took.append((time.thread_time() - t0) * 1000)
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - w0)))
+    finally:
+        for fds in files:
+            for fd in fds:
+                os.close(fd)
+    return statistics.median(took[WARM_SAMPLES:]), len(last), len(followed)
 
 
 def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
@@ -352,6 +396,11 @@ def main() -> int:
                 print(f"sample + step, {label}{which} ({disks} disks, {nprocs} processes "
                       f"followed): {ms:.2f} ms CPU median, {mean_ms:.2f} mean "
                       f"(of {a.samples})", flush=True)
+        ms, disks, nprocs = floor_cost(proc_root, pids, a.samples)
+        result["floor_ms scale"] = ms
+        print(f"the floor, scale ({disks} disks, {nprocs} processes): {ms:.2f} ms CPU median "
+              "(reading the same diskstats and processes' stat, io, schedstat, split into "
+              "fields, the interval's formulas; nothing else)", flush=True)
         if a.split:
             print("where a sample's CPU goes at scale, ms per sample on average:")
             for label, ms in split_cost(Roots(procfs=proc_root, sysfs=sys_root), pids,
