@@ -58,6 +58,7 @@ FAST = (
     "test_ioscan.py::test_the_scan_finds_the_reader_and_not_the_idle",
     "test_scan_cgroups.py::test_what_is_read_again_and_what_is_carried_over",
     "test_scan_cgroups.py::test_a_process_that_exited_is_not_carried_over",
+    "test_record_stalled_output.py::test_queued_recorder_never_blocks_append_and_marks_the_gap",
     "test_scan_cgroups.py::test_without_a_cgroup_v2_tree_every_process_is_read",
     "test_scan_cgroups.py::test_another_namespaces_procfs_is_not_narrowed",
     "test_probe_real.py::test_a_device_node_is_refused_to_a_user_who_may_not_read_it",
