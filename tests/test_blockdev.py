@@ -234,3 +234,57 @@ def test_this_machines_devices_described_again_as_afresh():
     kept = BlockDevices(roots)
     kept.describe(counters)
     assert _fields(kept.describe(counters)) == _fields(BlockDevices(roots).describe(counters))
+
+
+def test_a_disk_read_while_it_is_being_added_is_read_again_once_complete(tree):
+    """The kernel shows a new disk in sysfs and diskstats before its queue is registered
+    (register_disk() before blk_register_queue()), and describe() runs as soon as the set
+    of devices changes: what it read then (no rotational flag, class unknown) is not kept,
+    so the next describe() gives the disk's class, not a minute later."""
+    sysfs = tree.sysfs
+    sde = os.path.join(sysfs, "devices", "pci0000:00", "sde")
+    _write(os.path.join(sde, "dev"), "8:64\n")
+    _write(os.path.join(sde, "device", "model"), "ST8000NM000A\n")
+    for link_dir in ("block", "class/block"):
+        os.symlink(sde, os.path.join(sysfs, link_dir, "sde"))
+    diskstats_path = os.path.join(tree.procfs, "diskstats")
+    with open(diskstats_path, "a") as f:
+        f.write("8 64 sde 1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0\n")
+    counters, _ = diskstats.read(tree)
+    clock = Clock()
+    bd = BlockDevices(tree, clock=clock)
+    assert bd.describe(counters)["sde"].dev_class == "unknown"
+    # the add finishes: its queue, then its partition
+    _write(os.path.join(sde, "queue", "rotational"), "1\n")
+    _write(os.path.join(sde, "sde1", "partition"), "1\n")
+    os.symlink(os.path.join(sde, "sde1"), os.path.join(sysfs, "class/block/sde1"))
+    with open(diskstats_path, "a") as f:
+        f.write("8 65 sde1 1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0\n")
+    counters, _ = diskstats.read(tree)
+    clock.now_s += 1
+    now = bd.describe(counters)
+    assert (now["sde"].rotational, now["sde"].dev_class) == (True, "HDD")
+    assert now["sde1"].dev_class == "HDD"
+    assert _fields(now) == _fields(BlockDevices(tree).describe(counters))
+
+
+def test_a_disk_whose_diskseq_moved_is_read_again_at_once(tree):
+    """A loop device attached to another file, or a disk whose medium changed, keeps its
+    sysfs node and numbers; its diskseq (Linux 5.15+) moves, and its attributes and its
+    partitions' are read again at the next describe()."""
+    sysfs = tree.sysfs
+    sda = os.path.realpath(os.path.join(sysfs, "class/block/sda"))
+    _write(os.path.join(sda, "diskseq"), "7\n")
+    counters, _ = diskstats.read(tree)
+    clock = Clock()
+    bd = BlockDevices(tree, clock=clock)
+    before = bd.describe(counters)
+    assert before["sda"].dev_class == "HDD" and before["sda1"].dev_class == "HDD"
+    _write(os.path.join(sda, "queue", "rotational"), "0\n")
+    clock.now_s += 1
+    assert bd.describe(counters)["sda"].dev_class == "HDD"   # same diskseq: as read before
+    _write(os.path.join(sda, "diskseq"), "8\n")
+    clock.now_s += 1
+    now = bd.describe(counters)
+    assert (now["sda"].dev_class, now["sda1"].dev_class) == ("SSD", "SSD")
+    assert _fields(now) == _fields(BlockDevices(tree).describe(counters))

@@ -95,19 +95,61 @@ def test_counters_the_sample_read_a_moment_ago_are_taken_not_read_again(reader):
     before.  Handed a growing total, the idle sleeper is the busiest; handed its real
     one, the reader is what a scan reading every file finds."""
     proc, idle, _ = reader
-
-    def total(pid: int) -> int:
-        with open(f"/proc/{pid}/io", "rb") as f:
-            return read_io_bytes(f.read())
-
     scan = IoScan(Roots())
-    scan.run(time.monotonic(), read_now={idle.pid: total(idle.pid), proc.pid: total(proc.pid)})
+    scan.run(time.monotonic(),
+             read_now={idle.pid: _io_total(idle.pid), proc.pid: _io_total(proc.pid)})
     time.sleep(1.0)
     busiest = scan.run(time.monotonic(), keep=True,
-                       read_now={idle.pid: 2**40, proc.pid: total(proc.pid)})
+                       read_now={idle.pid: 2**40, proc.pid: _io_total(proc.pid)})
     assert busiest[0] == idle.pid and proc.pid in busiest
     # what a caller read itself is not kept again as a file (the sampler has it)
     assert idle.pid not in scan.counters and proc.pid not in scan.counters
+
+
+def _io_total(pid: int) -> int:
+    with open(f"/proc/{pid}/io", "rb") as f:
+        return read_io_bytes(f.read())
+
+
+def test_a_cover_scan_keeps_the_file_of_a_process_handed_over_before(reader, tmp_path):
+    """A process handed over at one scan (read_now) whose cgroup has not run since is
+    carried over as it was then: with its total and no file.  A later scan that keeps the
+    files (--once's covered first interval) reads its file, as it keeps every other's."""
+    from test_scan_cgroups import _cgroup
+
+    proc, _, _ = reader
+    sys_root = str(tmp_path / "sys")
+    _cgroup(sys_root, "", None, [])
+    _cgroup(sys_root, "job.slice", 50, [proc.pid])   # a usage that never moves: carried
+    scan = IoScan(Roots(sysfs=sys_root))
+    assert scan._files.narrowed, scan._files.reason
+    scan.run(time.monotonic(), read_now={proc.pid: _io_total(proc.pid)})
+    scan.run(time.monotonic(), keep=True)
+    assert read_io_bytes(scan.counters[proc.pid]) > 0
+
+
+def test_the_sampler_hands_the_scan_what_it_read_of_the_job(reader, monkeypatch):
+    """At a scan, the sampler hands over the counters it read in the same sample (the
+    job's processes, and those it read as holding the CPUs): their io files are not read
+    twice; a process the sample did not read is read by the scan."""
+    proc, idle, _ = reader
+    handed = []
+    run = IoScan.run
+
+    def spy(self, now_s, keep=False, read_now={}):
+        handed.append(dict(read_now))
+        return run(self, now_s, keep=keep, read_now=read_now)
+    monkeypatch.setattr(IoScan, "run", spy)
+    nvml = FakeNvml.with_gpus(1)
+    nvml.set_state(0, util_pct=10.0, processes=[(proc.pid, 2**30)])
+    sampler = Sampler(Roots(), nvml=nvml)
+    try:
+        sample = sampler.sample()                 # a session's first sample scans
+    finally:
+        sampler.close()
+    assert handed and proc.pid in handed[0] and idle.pid not in handed[0]
+    assert handed[0] == {pid: sample.procs[pid].read_bytes + sample.procs[pid].write_bytes
+                         for pid in handed[0]}
 
 
 def test_the_sampler_follows_the_reader_with_its_device_share_and_cgroup(reader):

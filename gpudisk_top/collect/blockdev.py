@@ -51,11 +51,15 @@ def _kind_from_name(name: str) -> str:
 # How long a device's own sysfs attributes (kind, parent, disk model, rotational flag,
 # class) are trusted between two describe() calls.  In between, a device is read again
 # at once when its sysfs directory is another one (a device removed and made again under
-# the same name gets a new sysfs node, so a new inode) or its numbers changed; what can
-# change in place is read every time: a dm device's name (dmsetup rename) and the members
-# of a dm or md device (a table reload, a disk added to an array).  What is left to this
-# bound: an administrator writing queue/rotational, which a describe() within the next
-# minute shows.
+# the same name gets a new sysfs node, so a new inode), its numbers changed, or its disk's
+# diskseq moved (Linux 5.15+: a new number at every add, loop attach and media change,
+# where the sysfs node stays); a device read before its queue was registered (a disk
+# still being added) is not kept; what can change in place is read every time: a dm
+# device's name (dmsetup rename) and the members of a dm or md device (a table reload, a
+# disk added to an array).  What is left to this bound: an administrator writing
+# queue/rotational, and, on kernels without diskseq that hand a freed sysfs inode number
+# to the next node (before 4.14), a disk swapped for another under the same name and
+# numbers; a describe() within the next minute shows either.
 ATTRIBUTES_RECHECK_S = 60.0
 
 
@@ -189,39 +193,55 @@ class BlockDevices:
         ATTRIBUTES_RECHECK_S states)."""
         self.warnings = []
         now = self.clock()
-        infos = {name: self._current(name, c, now) for name, c in counters.items()}
+        diskseq: dict[str, str | None] = {}
+        infos = {name: self._current(name, c, now, diskseq) for name, c in counters.items()}
         for gone in self._read.keys() - infos.keys():
             del self._read[gone]
         self._resolve_stack_classes(infos)
         self._assign_mountpoints(infos)
         return infos
 
-    def _current(self, name: str, counters: DiskCounters | None, now: float) -> DeviceInfo:
+    def _current(self, name: str, counters: DiskCounters | None, now: float,
+                 diskseq: dict[str, str | None]) -> DeviceInfo:
         """_describe_one(), or a copy of what it gave while the device cannot have
         changed (ATTRIBUTES_RECHECK_S), with what can change in place read again."""
-        key = self._sys_key(name, counters)
         known = self._read.get(name)
-        if known is None or key is None or known[1] != key or now - known[2] >= ATTRIBUTES_RECHECK_S:
-            info = self._describe_one(name, counters)
+        key = self._sys_key(name, counters, known[0] if known is not None else None, diskseq)
+        if known is not None and key is not None and known[1] == key \
+                and now - known[2] < ATTRIBUTES_RECHECK_S:
+            info = dataclasses.replace(known[0])
+            if info.kind in ("dm", "md"):
+                sysdir = self.roots.sys("class", "block", name)
+                if info.kind == "dm":
+                    info.display_name = read_first_line(os.path.join(sysdir, "dm", "name")) or name
+                info.slaves = _slaves(sysdir)
+            return info
+        info = self._describe_one(name, counters)
+        if key is not None and info.kind == "partition" \
+                and (known is None or known[0].parent != info.parent):
+            key = self._sys_key(name, counters, info, diskseq)   # its disk's diskseq
+        if key is not None and info.rotational is not None:
             self._read[name] = (info, key, now)
-            return dataclasses.replace(info)
-        info = dataclasses.replace(known[0])
-        if info.kind in ("dm", "md"):
-            sysdir = self.roots.sys("class", "block", name)
-            if info.kind == "dm":
-                info.display_name = read_first_line(os.path.join(sysdir, "dm", "name")) or name
-            info.slaves = _slaves(sysdir)
-        return info
+        else:                 # no sysfs node, or its queue not there yet: read it again
+            self._read.pop(name, None)
+        return dataclasses.replace(info)
 
-    def _sys_key(self, name: str, counters: DiskCounters | None) -> tuple | None:
-        """What says the device is the one read before: its numbers and its sysfs node
-        (the inode of the directory /sys/class/block/NAME leads to); None without one."""
+    def _sys_key(self, name: str, counters: DiskCounters | None, info: DeviceInfo | None,
+                 diskseq: dict[str, str | None]) -> tuple | None:
+        """What says the device is the one read before: its numbers, its sysfs node (the
+        inode of the directory /sys/class/block/NAME leads to) and its disk's diskseq
+        (a partition's: its disk's, `info` the device as read before); None without a
+        sysfs node.  diskseq: this describe()'s reads of it, by disk."""
         try:
             st = os.stat(self.roots.sys("class", "block", name))
         except OSError:
             return None
         numbers = (counters.major, counters.minor) if counters is not None else None
-        return numbers, st.st_dev, st.st_ino
+        partition = info is not None and info.kind == "partition" and info.parent
+        disk = info.parent if partition else name
+        if disk not in diskseq:
+            diskseq[disk] = read_first_line(self.roots.sys("class", "block", disk, "diskseq"))
+        return numbers, st.st_dev, st.st_ino, diskseq[disk]
 
     def _resolve_stack_classes(self, infos: dict[str, DeviceInfo]) -> None:
         def leaf_classes(name: str, seen: set[str]) -> set[str]:

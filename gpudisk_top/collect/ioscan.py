@@ -10,8 +10,9 @@ Costs per scan: one open+read of the io file of each process whose cgroup ran si
 last scan (collect/cgscan.py: a process's counters move only while it runs; where there
 is no cgroup v2 tree, of every process: about 6 us a process here, 0.5 ms for 72
 processes, ~6 ms for 1,000), but for the processes whose io file the sample read a moment
-before (the job's, the others followed: the sampler hands their counters over).  The
-files are not kept open: that would hold a file of every process on the node.  Another user's io file needs root (ptrace access):
+before (the job's, and those it read as holding the CPUs: the sampler hands their
+counters over).  The files are not kept open: that would hold a file of every process on
+the node.  Another user's io file needs root (ptrace access):
 unreadable ones are skipped, and visibility.py says so.
 """
 
@@ -90,7 +91,9 @@ class IoScan:
         last scan, busiest first ([] on the first scan: nothing to compare with).
         keep: also keep each process's io file as read (`counters`), until the next scan,
         but for those of read_now: {pid: read_bytes + write_bytes} of processes whose io
-        file the caller read a moment ago, in this sample (the job's): not read twice."""
+        file the caller read a moment ago, in this sample (the job's): not read twice.
+        Their totals are as the sample read them, before the scan: I/O done in between
+        is counted at the next scan, not lost."""
         counts: dict[int, int] = {}
         kept: dict[int, bytes] = {}
         self._read_now = read_now
@@ -100,8 +103,11 @@ class IoScan:
             self._read_now = {}
         for pid, (total, data) in scanned.items():
             counts[pid] = total
-            if keep and total and data is not None:
-                kept[pid] = data
+            if keep and total and pid not in read_now:
+                if data is None:   # carried over from a scan that took it from a sample
+                    data = (self._read(pid) or (0, None))[1]
+                if data is not None:
+                    kept[pid] = data
         last, self._last, self._last_s = self._last, counts, now_s
         self.counters = kept
         self._scans += 1
