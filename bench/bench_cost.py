@@ -169,7 +169,7 @@ def floor_cost(procfs: str, pids: list[int], samples: int) -> tuple[float, int, 
     last: dict[str, list[int]] = {}
     took = []
     try:
-        for k in range(samples + WARM_SAMPLES):
+        for _sample in range(samples + WARM_SAMPLES):
             w0, t0 = time.monotonic(), time.thread_time()
             with open(os.path.join(procfs, "diskstats"), "rb") as f:
                 text = f.read().decode()

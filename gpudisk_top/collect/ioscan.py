@@ -105,7 +105,8 @@ class IoScan:
             counts[pid] = total
             if keep and total and pid not in read_now:
                 if data is None:   # carried over from a scan that took it from a sample
-                    data = (self._read(pid) or (0, None))[1]
+                    read = self._read(pid)
+                    data = read[1] if read is not None else None
                 if data is not None:
                     kept[pid] = data
         last, self._last, self._last_s = self._last, counts, now_s
