@@ -288,3 +288,36 @@ def test_a_disk_whose_diskseq_moved_is_read_again_at_once(tree):
     now = bd.describe(counters)
     assert (now["sda"].dev_class, now["sda1"].dev_class) == ("SSD", "SSD")
     assert _fields(now) == _fields(BlockDevices(tree).describe(counters))
+
+
+# ---------------------------------------------------------------------- loop backing
+def test_a_loop_devices_backing_is_the_device_under_the_mount_holding_its_file(tree):
+    """loop0 gets its reads again from the device its backing file lives on: the deepest
+    mount holding the file's path (sysfs's text, never opened), as mountinfo names it."""
+    backing = os.path.join(tree.sysfs, "class", "block", "loop0", "loop", "backing_file")
+    for path, device in (("/data/my ckpt/images/ds.img", "dm-0"),   # under /data/my\040ckpt
+                         ("/data/ds.img", "dm-0"),
+                         ("/scratch/x.img (deleted)", "nvme0n1p1"),  # btrfs: by its source
+                         ("/boot/efi.img", "sda1"),
+                         ("/bootx/a.img", None),        # not under /boot: no mount holds it
+                         ("/proc/a.img", None),         # a mount with no block device
+                         ("relative/a.img", None)):
+        _write(backing, path + "\n")
+        infos = describe(tree)[1]
+        assert infos["loop0"].backing == device, path
+        assert all(i.backing is None for n, i in infos.items() if n != "loop0")
+    os.remove(backing)                                   # detached: no loop/ directory
+    assert describe(tree)[1]["loop0"].backing is None
+
+
+@pytest.mark.root(reason="a loop device needs root")
+def test_this_machines_loop_device_is_backed_by_the_disk_holding_its_file():
+    import realdisk
+
+    with realdisk.loop_device(1, "backing") as (dev, path):
+        st = os.stat(path)
+        link = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+        if not os.path.exists(link):
+            pytest.skip(f"{path} is not on a block device's filesystem here")
+        infos = describe(Roots())[1]
+        assert infos[os.path.basename(dev)].backing == os.path.basename(os.path.realpath(link))

@@ -198,7 +198,9 @@ class BlockDevices:
         for gone in self._read.keys() - infos.keys():
             del self._read[gone]
         self._resolve_stack_classes(infos)
-        self._assign_mountpoints(infos)
+        mounted = self._mounted(infos)
+        self._assign_mountpoints(infos, mounted)
+        self._assign_backing(infos, mounted)
         return infos
 
     def _current(self, name: str, counters: DiskCounters | None, now: float,
@@ -261,10 +263,12 @@ class BlockDevices:
                 classes = leaf_classes(info.name, set()) or {"unknown"}
                 info.dev_class = min(classes, key=_CLASS_ORDER.index)
 
-    def _assign_mountpoints(self, infos: dict[str, DeviceInfo]) -> None:
+    def _mounted(self, infos: dict[str, DeviceInfo]) -> list[tuple[str, str | None]]:
+        """(mountpoint, the device in `infos` its data lives on, or None) of every mount,
+        in mountinfo's order (of two mounts on one mountpoint, the later hides the other)."""
         by_devno = {(i.major, i.minor): i.name for i in infos.values() if i.major or i.minor}
         by_display = {i.display_name: i.name for i in infos.values()}
-        found: dict[str, list[str]] = {name: [] for name in infos}
+        out: list[tuple[str, str | None]] = []
         for major, minor, mountpoint, source in self._mounts():
             name = by_devno.get((major, minor))
             if name is None and major == 0 and source.startswith("/dev/"):
@@ -272,6 +276,13 @@ class BlockDevices:
                 # the block device instead (/dev/sda2, /dev/mapper/vg-root)
                 base = os.path.basename(source)
                 name = base if base in infos else by_display.get(base)
+            out.append((mountpoint, name))
+        return out
+
+    def _assign_mountpoints(self, infos: dict[str, DeviceInfo],
+                            mounted: list[tuple[str, str | None]]) -> None:
+        found: dict[str, list[str]] = {name: [] for name in infos}
+        for mountpoint, name in mounted:
             if name is None:
                 continue
             for dev in device_stack(infos, name):
@@ -279,6 +290,30 @@ class BlockDevices:
                     found[dev].append(mountpoint)
         for name, mps in found.items():
             infos[name].mountpoints = tuple(sorted(mps, key=lambda p: (p != "/", len(p), p)))
+
+    def _assign_backing(self, infos: dict[str, DeviceInfo],
+                        mounted: list[tuple[str, str | None]]) -> None:
+        """Each attached loop device's backing: the device under the mount that holds its
+        backing file (/sys/class/block/loopN/loop/backing_file), the deepest mountpoint
+        the file's path lies under.  The path is sysfs's text as our root sees it, only
+        compared with mountpoints, never opened or stat()ed; read at every describe, as a
+        loop device can be detached and attached to another file under the same name.
+        A file on tmpfs, overlayfs or a mount this namespace does not see: None."""
+        for info in infos.values():
+            if info.kind != "loop":
+                continue
+            path = read_first_line(self.roots.sys("class", "block", info.name, "loop",
+                                                  "backing_file"))
+            if path and path.endswith(" (deleted)"):
+                path = path[:-len(" (deleted)")]
+            best: tuple[int, str | None] | None = None
+            for mountpoint, name in mounted if path and path.startswith("/") else ():
+                top = mountpoint.rstrip("/")
+                if (path == mountpoint or path.startswith(top + "/")) and (
+                        best is None or len(top) >= best[0]):
+                    best = (len(top), name)
+            backing = best[1] if best is not None else None
+            info.backing = backing if backing != info.name else None
 
 
 def _slaves(sysdir: str) -> tuple[str, ...]:

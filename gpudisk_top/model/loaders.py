@@ -33,8 +33,11 @@ and --once one per GPU process; both come from loader_time() here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
+from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.model.disk import DiskRates
 from gpudisk_top.model.procs import ProcView
 
@@ -146,38 +149,68 @@ def _whole(values: list[float | None]) -> list[int | None]:
     return out
 
 
-def _read_device(disks: dict[str, DiskRates], v: ProcView) -> str | None:
-    """The device under the process's files that its reads most likely went to: the one
-    whose reads it accounts for the largest share of.  A worker holding a dataset on a
-    volume and its log on the root disk reads the volume, busy as the root disk may be."""
-    best, best_key = None, None
-    for name in v.devices or ():
-        r = disks.get(name)
-        if r is None or r.r_s <= 0:
+def own_read_kb_s(disks: Mapping[str, DiskRates],
+                  devices: Mapping[str, DeviceInfo]) -> dict[str, float]:
+    """Each device's read KiB/s less what loop devices on it pass on: a loop device's
+    reads are read again from the device its backing file lives on (and the disk under
+    that), so the two count the same reads twice (DeviceInfo.backing).  Never below 0 (a
+    buffered loop's reads that the page cache served never reach the disk)."""
+    own = {name: r.rkb_s for name, r in disks.items()}
+    for name, r in disks.items():
+        info = devices.get(name)
+        if info is None or not info.backing or not r.rkb_s:
             continue
-        key = (min(1.0, (v.read_kb_s or 0.0) / r.rkb_s) if r.rkb_s else 0.0, r.rkb_s)
+        for under in device_stack(devices, info.backing):
+            if under in own and under != name:
+                own[under] = max(0.0, own[under] - r.rkb_s)
+    return own
+
+
+def _read_device(disks: Mapping[str, DiskRates], own: Mapping[str, float],
+                 v: ProcView) -> str | None:
+    """The device under the process's files that its reads most likely went to:
+    1. the one that must hold the most of them: its reads less what the others could
+       hold (own_read_kb_s: a loop device's reads are not the disk's under it again).  A
+       worker reading a dataset image on loop0 has its libraries on the root disk that
+       holds the image; the disk's reads are loop0's again, less its own few;
+    2. where that says nothing (each could hold them all), the one whose reads it
+       accounts for the largest share of: a worker holding a dataset on a volume and its
+       log on the root disk reads the volume, busy as the root disk may be;
+    3. the busiest."""
+    read_kb = v.read_kb_s or 0.0
+    found = [(name, own.get(name, r.rkb_s)) for name in v.devices or ()
+             if (r := disks.get(name)) is not None and r.r_s > 0]
+    found = [(name, kb) for name, kb in found if kb > 0]
+    total = sum(kb for _, kb in found)
+    best, best_key = None, None
+    for name, kb in found:
+        must = max(0.0, read_kb - (total - kb))
+        key = (must, min(1.0, read_kb / kb), kb)
         if best_key is None or key > best_key:
             best, best_key = name, key
     return best
 
 
 def loader_time(disks: dict[str, DiskRates], pool: list[ProcView],
-                kind: str = "DataLoader worker") -> LoaderTime | None:
+                kind: str = "DataLoader worker", *,
+                devices: Mapping[str, DeviceInfo]) -> LoaderTime | None:
     """The LoaderTime of the loaders in `pool`, or None when it would not describe them:
     none has a full interval, or more than a quarter of them are new (workers replaced at
     an epoch boundary, a job starting), whose time this interval cannot be told. Sums run
-    in pid order, so a replay (whose process order differs) gives the same figures."""
+    in pid order, so a replay (whose process order differs) gives the same figures.
+    devices: what each device is (Model.devices), for the loop devices' backing."""
     loaders = sorted((v for v in pool if v.cpu_pct is not None), key=lambda v: v.pid)
     if not loaders or len(loaders) < 0.75 * len(pool):
         return None
     n = len(loaders)
-    devices = [_read_device(disks, v) for v in loaders]
+    own = own_read_kb_s(disks, devices)
+    read_on = [_read_device(disks, own, v) for v in loaders]
     reads_kb: dict[str, float] = {}
-    for v, dev in zip(loaders, devices):
+    for v, dev in zip(loaders, read_on):
         if dev is not None and v.read_kb_s:
             reads_kb[dev] = reads_kb.get(dev, 0.0) + v.read_kb_s
     each = [_share(v, disks.get(dev) if dev is not None else None, bool(reads_kb))
-            for v, dev in zip(loaders, devices)]
+            for v, dev in zip(loaders, read_on)]
     shares = [s for s, _ in each]
     sources = {s.io_source for s in shares}
     io_pct = source = claim = None

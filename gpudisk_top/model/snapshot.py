@@ -85,7 +85,8 @@ class Model:
                 if proc.pid not in model.gpu_proc_io:
                     totals = model.gpu_proc_io[proc.pid] = tree_totals(model.procs, proc.pid)
                     pool, kind = tree_loaders(model.procs, proc.pid, gpu_local)
-                    lt = totals["loaders"] = loader_time(model.disks, pool, kind)
+                    lt = totals["loaders"] = loader_time(model.disks, pool, kind,
+                                                              devices=model.devices)
                     if lt is not None and lt.mount in model.mounts:
                         model.mounts[lt.mount].job_read_ms = lt.mount_read_ms
         return model

@@ -692,7 +692,12 @@ class Classifier:
     def _undiagnosed(self, model: Model, job: Job, sats) -> IntervalState:
         feeding = [n for n in self._job_read_devices(model, job) if n in sats]
         elsewhere = [s for s in sats.values() if s.saturated and s.name not in feeding]
-        parts = ["nothing the job reads from is saturated" if elsewhere else "nothing saturated"]
+        # a saturated device the job reads from, which its loaders' time says they do not
+        # wait on (_disk): said so, not "nothing saturated"
+        ignored = [self._display(model, s.name) for s in self._feeding_devices(model, job, sats)]
+        parts = [f"{', '.join(ignored)} saturated, but the job's loaders are not waiting on "
+                 f"{'its' if len(ignored) == 1 else 'their'} reads" if ignored else
+                 "nothing the job reads from is saturated" if elsewhere else "nothing saturated"]
         pool = [sats[n] for n in feeding] or list(sats.values())
         if pool:
             s = max(pool, key=lambda x: x.read_kb_s + x.write_kb_s)

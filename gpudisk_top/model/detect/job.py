@@ -99,5 +99,6 @@ def find_job(model: Model) -> Job:
             job.device_readers.setdefault(dev, []).append(v.pid)
     if job.visible:
         job.time = loader_time(model.disks, job.workers or job.members,
-                               "DataLoader worker" if job.workers else "process")
+                               "DataLoader worker" if job.workers else "process",
+                               devices=model.devices)
     return job

@@ -36,7 +36,7 @@ HELP = """\
   C  cpu-starved        GPUs low while the job's loaders or the host CPUs are saturated
   K  checkpoint-stall   GPUs dip together while the job writes a burst
   S  straggler          one GPU starved while its peers spin in NCCL
-  ?  undiagnosed-stall  GPUs low with a job, and nothing saturated
+  ?  undiagnosed-stall  GPUs low with a job, nothing it waits on saturated
   ×  unavailable        no GPU can be read: no driver, an NVML error or hang, all lost
   ·  healthy            blank: idle (no job on the GPUs)
 
