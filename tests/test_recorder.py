@@ -56,7 +56,7 @@ def test_records_are_written_in_a_row_only_when_they_change(samples):
     changed = [[vals_of[1] for vals_of in b[1] if isinstance(vals_of[1], list)
                 and vals_of[1][:1] == ["sdb"]] for b in bodies[1:]]
     assert changed == [[], [], [["sdb", "sdb", 8, 16, "disk", None, [], False, "SSD",
-                                 changed[2][0][9], ["/datasets", "/new"], False, None, None, None]], []]
+                                 changed[2][0][9], ["/datasets", "/new"], False, None, None, None, None]], []]
     assert bodies[1][3] is not None                     # the rest as differences
 
 

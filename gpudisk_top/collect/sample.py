@@ -26,9 +26,6 @@ class DeviceInfo:
     kind: str = "disk"             # disk | partition | dm | md | nvme-path | loop | ram | zram | sr | other
     parent: str | None = None      # the whole disk of a partition, the head of an NVMe path
     slaves: tuple[str, ...] = ()   # devices under a dm/md device (/sys/block/X/slaves)
-    # a loop device's: the device its backing file lives on, which gets its reads again
-    # (sysfs links no such pair: found through the mount holding the file; None: unknown)
-    backing: str | None = None
     rotational: bool | None = None
     dev_class: str = "unknown"     # NVMe | SSD | HDD | virtual | unknown
     model: str | None = None
@@ -39,6 +36,9 @@ class DeviceInfo:
     ceiling_iops: float | None = None
     ceiling_mib_s: float | None = None
     probed_read_ms: float | None = None   # a 4 KiB read at queue depth 1 (1 / its IOPS)
+    # a loop device's: the device its backing file lives on, which gets its reads again
+    # (sysfs links no such pair: found through the mount holding the file; None: unknown)
+    backing: str | None = None
 
 
 # ---------------------------------------------------------------------------- GPUs
