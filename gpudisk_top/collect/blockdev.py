@@ -300,20 +300,24 @@ class BlockDevices:
         loop device can be detached and attached to another file under the same name.
         A file on tmpfs, overlayfs or a mount this namespace does not see: None."""
         for info in infos.values():
-            if info.kind != "loop":
-                continue
-            path = read_first_line(self.roots.sys("class", "block", info.name, "loop",
-                                                  "backing_file"))
-            if path and path.endswith(" (deleted)"):
-                path = path[:-len(" (deleted)")]
-            best: tuple[int, str | None] | None = None
-            for mountpoint, name in mounted if path and path.startswith("/") else ():
-                top = mountpoint.rstrip("/")
-                if (path == mountpoint or path.startswith(top + "/")) and (
-                        best is None or len(top) >= best[0]):
-                    best = (len(top), name)
-            backing = best[1] if best is not None else None
-            info.backing = backing if backing != info.name else None
+            if info.kind == "loop":
+                path = read_first_line(self.roots.sys("class", "block", info.name, "loop",
+                                                      "backing_file"))
+                backing = _device_holding(path.removesuffix(" (deleted)"), mounted) \
+                    if path else None
+                info.backing = backing if backing != info.name else None
+
+
+def _device_holding(path: str, mounted: list[tuple[str, str | None]]) -> str | None:
+    """The device of the deepest mount (the later of two on one mountpoint) that the
+    absolute `path` lies under; None for a relative path or one no mount holds."""
+    best: tuple[int, str | None] = (-1, None)
+    if path.startswith("/"):
+        for mountpoint, name in mounted:
+            top = mountpoint.rstrip("/")
+            if (path == mountpoint or path.startswith(top + "/")) and len(top) >= best[0]:
+                best = (len(top), name)
+    return best[1]
 
 
 def _slaves(sysdir: str) -> tuple[str, ...]:

@@ -151,18 +151,19 @@ def _whole(values: list[float | None]) -> list[int | None]:
 
 def own_read_kb_s(disks: Mapping[str, DiskRates],
                   devices: Mapping[str, DeviceInfo]) -> dict[str, float]:
-    """Each device's read KiB/s less what loop devices on it pass on: a loop device's
-    reads are read again from the device its backing file lives on (and the disk under
-    that), so the two count the same reads twice (DeviceInfo.backing).  Never below 0 (a
-    buffered loop's reads that the page cache served never reach the disk)."""
-    own = {name: r.rkb_s for name, r in disks.items()}
-    for name, r in disks.items():
-        info = devices.get(name)
-        if info is None or not info.backing or not r.rkb_s:
+    """The read KiB/s of each device under a loop device, less what the loop device passes
+    on: its reads are read again from the device its backing file lives on (and the disk
+    under that), so the two count the same reads twice (DeviceInfo.backing).  Never below
+    0 (a buffered loop's reads that the page cache served never reach the disk).  A device
+    not in it has no loop device over it: its own reads are its rkb_s."""
+    own: dict[str, float] = {}
+    for name, info in devices.items():
+        r = disks.get(name) if info.backing else None
+        if r is None or not r.rkb_s:
             continue
         for under in device_stack(devices, info.backing):
-            if under in own and under != name:
-                own[under] = max(0.0, own[under] - r.rkb_s)
+            if under in disks and under != name:
+                own[under] = max(0.0, own.get(under, disks[under].rkb_s) - r.rkb_s)
     return own
 
 
