@@ -50,10 +50,12 @@ CATEGORIES = {
     9: "config paths",
     10: "smaller argument faults",
     11: "hostile input (issue 25)",
+    12: "reliability round (issue 35)",
 }
 MODULES = {1: "cases_outputs", 2: "cases_alerts", 3: "cases_nvml", 4: "cases_diskfull",
            5: "cases_clocks", 6: "cases_sessions", 7: "cases_rates", 8: "cases_procfs",
-           9: "cases_config", 10: "cases_args", 11: "cases_hostile"}
+           9: "cases_config", 10: "cases_args", 11: "cases_hostile",
+           12: "cases_reliability"}
 
 
 def all_cases(categories) -> list[Case]:
