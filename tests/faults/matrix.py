@@ -4,6 +4,7 @@ command line, each run under a hard timeout and classified automatically.
 
     python tests/faults/matrix.py                    # everything (about 20-30 minutes)
     python tests/faults/matrix.py --quick            # a sample of each category
+    python tests/faults/matrix.py --quick --per-category 3 --category 1   # a smaller one
     python tests/faults/matrix.py --category 3 --category 8 --jobs 2 --json out.json
     python tests/faults/matrix.py --list             # the cases, without running them
     python tests/faults/matrix.py --case '1/export-csv/chr-null'   # one case (a glob)
@@ -137,6 +138,8 @@ def main(argv=None) -> int:
                    help="run only this category (repeatable)")
     p.add_argument("--case", action="append", metavar="GLOB", help="run only cases whose id matches")
     p.add_argument("--quick", action="store_true", help="a sample of each category (a few minutes)")
+    p.add_argument("--per-category", type=int, default=12, metavar="N",
+                   help="with --quick: cases a category (default 12)")
     p.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
     p.add_argument("--json", metavar="FILE", help="write every case's result as JSON")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
@@ -150,7 +153,7 @@ def main(argv=None) -> int:
     if args.case:
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, g) for g in args.case)]
     if args.quick:
-        cases = quick_sample(cases)
+        cases = quick_sample(cases, args.per_category)
     if args.list:
         for c in cases:
             print(f"{c.id:<60} {c.desc}")
