@@ -121,13 +121,15 @@ def test_sparkline_a_value_a_minute_the_newest_last():
 def test_json_is_strict_and_has_the_documented_keys():
     doc = json.loads(json.dumps(table_view().to_json(), allow_nan=False))
     assert set(doc) == {"wall_s", "prometheus", "group_by", "job_label", "error",
-                        "data_wall_s", "recording_rules", "lost_24h", "nodes", "jobs", "cost"}
-    assert doc["recording_rules"] is False
+                        "data_wall_s", "recording_rules", "lost_24h", "nodes", "jobs", "cost",
+                        "doubts"}
+    assert doc["recording_rules"] is False and doc["doubts"] == []
     assert set(doc["nodes"][0]) == {
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
         "gpu_util_by_gpu", "evidence_text", "members", "bad_series", "lost_24h_gpu_s",
-        "lost_24h_by_cause"}
+        "lost_24h_by_cause", "doubts"}
+    assert all(n["doubts"] == {} for n in doc["nodes"])     # a real fleet doubts nothing
     # the disk table's names, and beside them the first version's (an API: kept)
     ev = doc["nodes"][0]["evidence"][0]
     assert set(ev) == {"device", "mountpoint", "dev_class", "r_await_ms", "aqu_sz", "util_pct",
@@ -462,7 +464,9 @@ def test_a_failed_refresh_keeps_the_last_rows_and_says_why():
     good = source.refresh(now_s=100.0)
     client.table = QueryResult.failed("Prometheus at http://canned: timed out after 3 s")
     bad = source.refresh(now_s=105.0)
-    assert bad.error.endswith("timed out after 3 s") and bad.rows is good.rows
+    # the refresh gave up at the table's failure, and says so
+    assert bad.error.endswith("timed out after 3 s (no other query sent)")
+    assert bad.rows is good.rows and client.sent[-1] == "table"
     assert bad.data_wall_s == 100.0 and bad.wall_s == 105.0
 
 

@@ -31,7 +31,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from gpudisk_top.fleet import trust
 from gpudisk_top.fleet.labels import node_name
+from gpudisk_top.fleet.ledger import apply_ledger, lost_json, lost_total
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL,
                                        LEDGER_WINDOW_S, P, REC_GPU_UTIL_SUM, REC_GPUS,
@@ -40,16 +42,16 @@ from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
 from gpudisk_top.model.history import Column, History
-from gpudisk_top.model.ledger import CAUSE_WORD, LOST_CAUSES
 from gpudisk_top.model.present import natural_key
 from gpudisk_top.model.vocab import (DISK, DISK_MB, GPUS_STARVED, LAST_SAMPLE, STATE_SINCE,
-                                     TIMELINE, VERDICT_INFO, gpu_hours, mb_s)
+                                     TIMELINE, VERDICT_INFO, mb_s)
 
 STALE = "stale"        # seen in the last hour, not now
 DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen in the hour
 # screen order, by tier: the nodes starved by their own cause (OWN_CAUSE_STATES) first,
 # then those that give no data: not reporting, or reading no GPU (a broken driver, not idle)
-_TIER = {**{s: 0 for s in OWN_CAUSE_STATES}, STALE: 1, DOWN: 1, UNAVAILABLE: 1, "straggler": 2,
+_TIER = {**{s: 0 for s in OWN_CAUSE_STATES}, STALE: 1, DOWN: 1, UNAVAILABLE: 1,
+         trust.BAD_DATA: 1, "straggler": 2,
          "undiagnosed-stall": 3, "healthy": 4, "idle": 5}
 # the device column of a node in state unavailable (why: its gpudisk_top_gpus_unavailable_info)
 NO_GPU_TEXT = "no GPU can be read there (no driver, NVML error or hang)"
@@ -168,6 +170,8 @@ class NodeRow:
     gpu_util_by_gpu: dict[int, float | None] = field(default_factory=dict)
     members: list[str] = field(default_factory=list)
     bad_series: int = 0
+    # each figure doubted or left out, and why (trust.py, ledger.py): said in the row
+    doubts: dict[str, str] = field(default_factory=dict)
     # GPU-seconds lost in the last 24 hours, by cause (LOST_CAUSES; apply_ledger); None:
     # not asked yet, or the node exports no ledger counters
     lost_by_cause: dict[str, float] | None = None
@@ -178,12 +182,10 @@ class NodeRow:
 
     @property
     def bad_data_text(self) -> str:
-        """'bad data from its exporter (2 series dropped)' when the node's exporter gave
-        numbers outside their range (check_value), else ''."""
-        if not self.bad_series:
-            return ""
-        return (f"bad data from its exporter ({self.bad_series} "
-                f"series dropped)")
+        """What the row doubts, in words (trust.doubts_text): 'bad data from its exporter
+        (2 series dropped)' when the exporter gave numbers outside their range
+        (check_value), ...; '' when nothing."""
+        return trust.doubts_text(self.doubts)
 
     @property
     def evidence_text(self) -> str:
@@ -202,7 +204,7 @@ class NodeRow:
     def waits(self, gpu_low_pct: float = GPU_LOW_PCT) -> bool:
         """Its GPUs wait on a peer: reporting, not starved itself, and the local state
         straggler or a mean GPU utilization under gpu_low_pct."""
-        return not self.stale and not self.starved and (
+        return not self.stale and not self.starved and self.state != trust.BAD_DATA and (
             self.state == "straggler"
             or (self.gpu_util_pct is not None and self.gpu_util_pct < gpu_low_pct))
 
@@ -284,6 +286,8 @@ class FleetView:
     # those without a row too: stopped for more than the table's hour); None: not asked
     # yet, or no ledger counters
     lost_by_cause: dict[str, float] | None = None
+    # what was doubted of the nodes without a row (ledger.py), one line each
+    doubts: list[str] = field(default_factory=list)
 
     def job(self, name: str) -> JobGroup | None:
         return next((j for j in self.jobs if j.job == name), None)
@@ -297,62 +301,8 @@ class FleetView:
                     "window_s": LEDGER_WINDOW_S, "gpu_s": lost_total(self.lost_by_cause),
                     "by_cause": self.lost_by_cause},
                 "nodes": [r.to_json() for r in self.rows],
-                "jobs": [j.to_json() for j in self.jobs],
+                "jobs": [j.to_json() for j in self.jobs], "doubts": self.doubts,
                 "cost": asdict(self.cost)}
-
-
-# ---------------------------------------------------------------------------- the ledger
-def lost_total(by_cause: dict[str, float] | None) -> float | None:
-    return None if by_cause is None else sum(by_cause.values())
-
-
-def lost_json(by_cause: dict[str, float] | None) -> dict:
-    """A row's or job's "lost, 24 h" keys of --json (GPU-seconds)."""
-    return {"lost_24h_gpu_s": lost_total(by_cause), "lost_24h_by_cause": by_cause}
-
-
-def lost_text(by_cause: dict[str, float] | None, most: int = 3) -> str:
-    """'0.35 GPU-h: disk 0.30, cpu 0.05' (the ledger's words and GPU-hours, the largest
-    first; the rest as 'other'), '0.00 GPU-h', or '' when unknown."""
-    if by_cause is None:
-        return ""
-    parts = sorted(((v, c) for c, v in by_cause.items() if v > 0),
-                   key=lambda vc: (-vc[0], LOST_CAUSES.index(vc[1])))
-    words = [f"{CAUSE_WORD[c]} {gpu_hours(v)}" for v, c in parts[:most]]
-    rest = sum(v for v, _c in parts[most:])
-    if rest > 0:
-        words.append(f"other {gpu_hours(rest)}")
-    head = f"{gpu_hours(lost_total(by_cause))} GPU-h"
-    return f"{head}: {', '.join(words)}" if words else head
-
-
-def apply_ledger(view: "FleetView", ledger: QueryResult | None) -> None:
-    """Each row's, each job's and the fleet's GPU-seconds lost, by cause, from
-    queries.ledger_query's answer (nothing when it failed or is None).  A series of a
-    cause not in LOST_CAUSES, or with a value that cannot be (negative, NaN, more than
-    its GPUs' day), is left out."""
-    if ledger is None or not ledger.ok:
-        return
-    rows = {r.node: r for r in view.rows}
-    jobs = {j.job: j for j in view.jobs}
-    # a day's increase of one node's counter is at most its GPUs' whole day (with
-    # increase()'s extrapolation, a little more): beyond it, it is bad data
-    most = MAX_GPUS * LEDGER_WINDOW_S * 1.5
-    total: dict[str, float] = {}
-    for s in ledger.series:
-        cause, v = s.labels.get("cause"), s.value
-        if cause not in LOST_CAUSES or v is None or not 0.0 <= v <= most:
-            continue
-        total[cause] = total.get(cause, 0.0) + v
-        holders = [rows.get(node_name(s.labels, view.group_by)),
-                   jobs.get(s.labels.get(view.job_label, ""))]
-        for h in holders:
-            if h is not None:
-                if h.lost_by_cause is None:
-                    h.lost_by_cause = dict.fromkeys(LOST_CAUSES, 0.0)
-                h.lost_by_cause[cause] += v
-    if ledger.series:
-        view.lost_by_cause = {c: total.get(c, 0.0) for c in LOST_CAUSES}
 
 
 # ---------------------------------------------------------------------------- building
@@ -362,7 +312,7 @@ class _Member:
     that several targets share)."""
 
     labels: dict[str, str] | None = None
-    verdict: dict[str, str] | None = None
+    verdicts: list[dict[str, str]] = field(default_factory=list)   # its verdict_info's labels
     since_s: float | None = None
     gpus_starved: int | None = None
     last_sample_s: float | None = None
@@ -378,8 +328,12 @@ class _Member:
     mounts: dict[str, DeviceEvidence] = field(default_factory=dict)
 
     @property
+    def verdict(self) -> dict[str, str] | None:
+        return trust.one_verdict(self.verdicts)
+
+    @property
     def live(self) -> bool:
-        return self.verdict is not None
+        return bool(self.verdicts)
 
     @property
     def state(self) -> str:
@@ -473,7 +427,7 @@ def _collect(table: QueryResult, group_by: str,
             m.seen_s = value
             m.labels = m.labels or _target(lab)
         elif name == P + VERDICT_INFO:
-            m.verdict = lab
+            m.verdicts.append(lab)
         elif name == P + STATE_SINCE:
             m.since_s = value
         elif name == P + GPUS_STARVED:
@@ -522,7 +476,7 @@ def _split(text: str | None) -> list[str]:
 
 
 def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
-    members = list(keyed.values())
+    members, scrapes = trust.one_per_instance(keyed)
     # the worst member speaks for the row (one member unless --by groups several targets)
     worst = min(members, key=lambda m: (_TIER.get(m.state, 6), -(m.gpus_starved or 0)))
     state = worst.state
@@ -544,6 +498,12 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
                   stale=state in (STALE, DOWN),
                   members=sorted({instance for _job, instance in keyed}, key=natural_key),
                   bad_series=sum(m.bad_series for m in members))
+    if row.bad_series:
+        row.doubts[trust.SERIES] = f"{row.bad_series} series dropped"
+    verdicts = next(filter(None, map(trust.verdicts_doubt, (m.verdicts for m in members))), None)
+    for key, doubt in ((trust.VERDICTS, verdicts), (trust.SCRAPES, scrapes)):
+        if doubt:
+            row.doubts[key] = doubt
     seen = [t for m in members for t in (m.last_sample_s, m.seen_s) if t is not None]
     row.last_seen_s = max(seen) if seen else None
     if len(members) == 1:
@@ -598,8 +558,11 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
     if not table.ok:
         return view
     view.data_wall_s = now_s
-    rows = [_row(node, members)
-            for node, members in _collect(table, group_by, now_s).items()]
+    collected = _collect(table, group_by, now_s)
+    rows = [_row(node, members) for node, members in collected.items()]
+    # each live target's GPUs now: its lost time's bound (ledger.py)
+    gpus = {i: len(m.gpu_util) + m.gpus_count for keyed in collected.values()
+            for (_job, i), m in keyed.items() if m.live}
     if spark is not None and spark.ok and spark.series:
         ends = [t for s in spark.series for t, _ in s.values[-1:]
                 if check_value("", t, now_s)]
@@ -610,7 +573,7 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
     rows.sort(key=row_order)
     view.rows = rows
     view.jobs = job_groups(rows, job_label, gpu_low_pct)
-    apply_ledger(view, ledger)
+    apply_ledger(view, ledger, gpus)
     return view
 
 

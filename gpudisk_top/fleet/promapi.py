@@ -448,11 +448,25 @@ def _reason(reason, timeout_s: float) -> str:
 
 
 def _labels(metric) -> dict[str, str]:
-    """A series' labels: text names to text values (anything else: ValueError)."""
+    """A series' labels: text names to text values (anything else: ValueError), each
+    one Unicode can encode (_encodable)."""
     if not isinstance(metric, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
         raise ValueError("labels")
-    return metric
+    return {_encodable(k): _encodable(v) for k, v in metric.items()}
+
+
+def _encodable(text: str) -> str:
+    """The text, a lone surrogate in it (JSON's "\\udcff" escape decodes to one: no
+    UTF-8 can carry it, and printing it ends in UnicodeEncodeError) shown as its escape
+    (the six characters \\udcff), so the label is printed, compared and sent as text."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _parse_data(data) -> tuple[str, list[Series]]:

@@ -7,7 +7,9 @@
 
 refresh() sends the table's one instant query, and the sparkline and ledger queries only
 when they are due (every spark_every_s, 60 s by default): at most 1 + 2/12 queries a
-refresh at 5 s.
+refresh at 5 s.  A failed query ends the refresh's queries (the table's: no other is sent,
+and its error says so; the sparkline's: the ledger's waits for the next minute), so a
+server that does not answer costs a refresh one --timeout, not one a query.
 Both read the recording rules' series (examples/fleet-rules.yml) where the server has
 them, the raw series otherwise: the first refresh asks for the records, and each answer
 says whether they are there (queries.RULES_LABEL).  An answer in the recorded form
@@ -104,10 +106,16 @@ class FleetSource:
                 table = self.client.instant(self.table_expr)
                 cost.add(table)
                 read_recorded = False
-        if spark if spark is not None else (table.ok and self.spark_due()):
+        if not table.ok:
+            # a server that did not answer the table within --timeout would not answer
+            # the next query either: the refresh gives up at one deadline, not one a query
+            table = QueryResult.failed(f"{table.error} (no other query sent)", table.elapsed_s)
+        elif spark if spark is not None else self.spark_due():
             result = self.client.instant(self.spark_expr)
-            ledger = self.client.instant(self.ledger_expr)
-            cost.add(result).add(ledger)
+            # the same after a failed sparkline: the ledger is asked at the next minute
+            ledger = (self.client.instant(self.ledger_expr) if result.ok else
+                      QueryResult.failed("not asked: the sparkline's query failed"))
+            cost.add(result).add(ledger if result.ok else None)
             self._spark_at = self._clock()
             if result.ok or self._spark is None:
                 self._spark = result

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow, lost_text
+from gpudisk_top.fleet.ledger import LOST_REFUSED, lost_text
+from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
 from gpudisk_top.model.detect import STARVED_STATES
 from gpudisk_top.model.detect.classify import gpu_ranges
 from gpudisk_top.model.present import Col, table
@@ -101,8 +102,11 @@ def lost_line(by_cause: dict[str, float] | None) -> str:
 
 def lost_cell(row: NodeRow) -> str:
     """The "lost, 24 h" column: the node's GPU-hours lost to a cause ('0.35'), '-' where
-    it exports no ledger counters."""
-    return "-" if row.lost_gpu_s is None else gpu_hours(row.lost_gpu_s)
+    it exports no ledger counters, '?' where its figures were not counted (the row's
+    doubts say why: ledger.py)."""
+    if row.lost_gpu_s is None:
+        return "?" if LOST_REFUSED in row.doubts else "-"
+    return gpu_hours(row.lost_gpu_s)
 
 
 def gpus_text(row: NodeRow) -> str:
@@ -155,6 +159,8 @@ def render_text(view: FleetView, job: str | None = None) -> str:
     lines.append("")
     if view.lost_by_cause is not None:
         lines.append(lost_line(view.lost_by_cause))
+    # the doubts of nodes without a row (stopped for more than the table's hour)
+    lines += [f"  not counted or doubted: {printable(d)}" for d in view.doubts]
     rules = ", read from the recording rules" if view.recorded else ""
     lines.append(f"query cost: {view.cost.text()} ({COST_NOTE}{rules})")
     return "\n".join(lines) + "\n"
