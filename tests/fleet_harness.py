@@ -296,10 +296,14 @@ class Fleet:
 
     def __init__(self, workdir, nodes=NODES, interval_s: float = 1.0,
                  demo_start_s: float = DEMO_START_S, scrape_s: float = 1.0,
-                 backend: str = "prometheus", rules: str | None = None) -> None:
+                 backend: str = "prometheus", rules: str | None = None,
+                 extra_jobs: dict[str, list[str]] | None = None) -> None:
         if BACKENDS.get(backend) is None:
             raise AssertionError(f"backend {backend!r} is not installed")
         self.backend, self.rules = backend, rules
+        # more Prometheus jobs scraping some of the nodes again (job name -> node names):
+        # a node scraped by a static job and a PodMonitor
+        self.extra_jobs = extra_jobs or {}
         self.workdir = str(workdir)
         self.nodes = nodes
         self.interval_s = interval_s
@@ -389,7 +393,7 @@ class Fleet:
                 scrape_configs:
                   - job_name: gpudisk-top
                     static_configs:
-                """) + groups + rules)
+                """) + groups + self._extra_jobs() + rules)
         self.prom_log = os.path.join(self.workdir, f"{self.backend}.log")
         self.base = f"http://127.0.0.1:{port}"
         data = os.path.join(self.workdir, "tsdb")
@@ -418,6 +422,12 @@ class Fleet:
                  f"-httpListenAddr=127.0.0.1:{port + 1}", "-remoteWrite.flushInterval=1s",
                  "-loggerLevel=ERROR"], log)
             self._ready(self.vmalert, f"http://127.0.0.1:{port + 1}", log)
+
+    def _extra_jobs(self) -> str:
+        jobs = {n: job for n, _s, job, _own in self.nodes}
+        return "".join(f"  - job_name: {name!r}\n    static_configs:\n" + "".join(
+            f"      - targets: ['{self.instance(n)}']\n        labels: {{training_job: {jobs[n]}}}\n"
+            for n in names) for name, names in self.extra_jobs.items())
 
     def _rules_file(self) -> str:
         """A copy of the rules whose groups run at every scrape (a group's own interval,
