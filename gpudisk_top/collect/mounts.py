@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from gpudisk_top.collect.roots import Roots, open_source_file, read_text
+from gpudisk_top.collect.roots import Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import MountRaw
 
 MOUNTS_REFRESH_S = 30.0
@@ -166,17 +166,11 @@ def fuse_waiting(roots: Roots, minor: int) -> int | None:
     """Requests a FUSE connection has sent to its daemon and not had answered yet.  None
     where fusectl is not mounted on /sys/fs/fuse/connections (systemd mounts it; else
     `mount -t fusectl none /sys/fs/fuse/connections`).  Its files cannot be pread (ESPIPE):
-    one read() from the start."""
+    the one read loop (roots.read_fd) reads them from the start with read()."""
     try:
-        fd = open_source_file(roots.sys("fs", "fuse", "connections", str(minor), "waiting"))
-    except OSError:
-        return None
-    try:
-        return int(os.read(fd, 64))
+        return int(read_bytes(roots.sys("fs", "fuse", "connections", str(minor), "waiting"), 64))
     except (OSError, ValueError):
         return None
-    finally:
-        os.close(fd)
 
 
 class MountCollector:

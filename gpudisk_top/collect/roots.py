@@ -78,22 +78,37 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
+def _read_at(fd: int, n: int, _offset: int) -> bytes:
+    return os.read(fd, n)
+
+
 def read_fd(fd: int, path: str = "", max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The whole file behind fd, from offset 0 (pread: the fd may be read again later).
-    Raises OSError (EFBIG) past max_bytes."""
+    The one read loop of every source file: it reads until a read returns nothing, never
+    stopping at a short one, because the kernel's seq_files (/proc/diskstats, mountinfo,
+    mountstats) answer a page a read however much is asked (`pread(fd, 65536, 0)` on the
+    mountinfo of 800 mounts gives a page or less), and a FUSE file may answer in any
+    piece.  A file that cannot be pread (ESPIPE: fusectl's) is read with read() from where
+    a freshly opened fd is, its start.  Raises OSError (EFBIG) past max_bytes, and what
+    the reads raise."""
     chunk = 65536
     parts = []
     total = 0
+    read_at = os.pread
     while True:
-        data = os.pread(fd, chunk, total)
+        try:
+            data = read_at(fd, chunk, total)
+        except OSError as err:
+            if err.errno != errno.ESPIPE or total or read_at is _read_at:
+                raise
+            read_at = _read_at
+            continue
         if not data:
             break
         parts.append(data)
         total += len(data)
         if total > max_bytes:
             raise OSError(errno.EFBIG, f"larger than {max_bytes // 2**20} MiB; not read", path)
-        if len(data) < chunk:   # a short read is the end (seq_file fills what it is asked)
-            break
     return b"".join(parts)
 
 

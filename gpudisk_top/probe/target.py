@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.blockdev import BlockDevices, device_stack, read_identity
+from gpudisk_top.collect.mounts import unescape_mountinfo
 from gpudisk_top.collect.roots import Roots, read_first_line, read_text
 from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.errors import RuntimeFailure, UsageError
@@ -138,7 +139,7 @@ def _mount_of(path: str, procfs: str) -> tuple[str, str, str] | None:
         fields, rfields = left.split(), right.split()
         if not sep or len(fields) < 5 or len(rfields) < 2:
             continue
-        mp = fields[4].replace("\\040", " ")
+        mp = unescape_mountinfo(fields[4])
         if (real == mp or real.startswith(mp.rstrip("/") + "/")) and (
                 best is None or len(mp) >= len(best[0])):
             best = (mp, rfields[0], rfields[1])
