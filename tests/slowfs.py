@@ -94,12 +94,14 @@ class Stats:
 
 
 def make_operations(mfusepy, src: str, latency_s: float, bucket: TokenBucket, stats: Stats,
-                    writable: bool = False):
+                    writable: bool = False, short_reads: int = 0):
     """The Operations of a read-only passthrough over `src`: OSErrors from the source
     become their errno (mfusepy's wrapper does that); opening for writing is EROFS, unless
     `writable`: then files can be created, written, cut and synced too (what a recorder
     does), each write passed through at once, so a daemon stopped with SIGSTOP stalls
-    every writer on the mount, as a hung network filesystem does."""
+    every writer on the mount, as a hung network filesystem does.  `short_reads`: every
+    read() answers at most that many bytes (with direct_io the reader's read() returns
+    them, short, as a kernel seq_file answers a page at a time)."""
     import errno
 
     class Writable:
@@ -179,7 +181,7 @@ def make_operations(mfusepy, src: str, latency_s: float, bucket: TokenBucket, st
             data = b""
             try:
                 time.sleep(latency_s)
-                data = os.pread(fh, size, offset)
+                data = os.pread(fh, min(size, short_reads) if short_reads else size, offset)
                 bucket.take(len(data))
                 return data
             finally:
@@ -219,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stats", help="write what was served here, as JSON")
     ap.add_argument("--max-threads", type=int, default=32,
                     help="reads served at once (libfuse's own default is 10)")
+    ap.add_argument("--short-reads", type=int, default=0, metavar="BYTES",
+                    help="answer every read() with at most BYTES (with --direct-io the "
+                         "reader sees short reads, as from a /proc seq_file)")
     args = ap.parse_args(argv)
     try:
         import mfusepy   # raises OSError, not ImportError, when it finds no libfuse
@@ -227,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         return SKIP_EXIT
     ops = make_operations(mfusepy, os.path.abspath(args.src), args.latency_ms / 1000,
                           TokenBucket(args.mb_s * 1e6, args.burst_kib * 1024), Stats(args.stats),
-                          writable=args.writable)
+                          writable=args.writable, short_reads=args.short_reads)
     threading.Thread(target=_exit_with_parent, daemon=True).start()
     options = {"foreground": True, "fsname": args.name, "subtype": args.name}
     if not args.writable:
@@ -360,7 +365,8 @@ def _take_down(mountpoint: str, daemon: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def mounted(src: str, latency_ms: float = 5.0, mb_s: float = 20.0, direct_io: bool = False,
             burst_kib: float = 64.0, max_threads: int = 32, name: str = "slowfs",
-            timeout_s: float = 15.0, writable: bool = False, kernel_cache: bool = False):
+            timeout_s: float = 15.0, writable: bool = False, kernel_cache: bool = False,
+            short_reads: int = 0):
     """(mountpoint, daemon Popen) of slowfs over `src`, mounted until the block ends: every
     read() of the daemon waits `latency_ms`, all of them share `mb_s` (10^6 bytes a second,
     `burst_kib` saved up while idle), up to `max_threads` served at once.  Reads go through
@@ -385,7 +391,8 @@ def mounted(src: str, latency_ms: float = 5.0, mb_s: float = 20.0, direct_io: bo
            "--max-threads", str(max_threads),
            "--name", name, "--stats", os.path.join(top, STATS),
            *(["--direct-io"] if direct_io else []), *(["--writable"] if writable else []),
-           *(["--kernel-cache"] if kernel_cache else [])]
+           *(["--kernel-cache"] if kernel_cache else []),
+           *(["--short-reads", str(short_reads)] if short_reads else [])]
     # its own session: a ^C to pytest must not kill the daemon before the unmount below
     daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
