@@ -253,13 +253,6 @@ def roots_from(args):
     return roots
 
 
-def probed_ceilings(infos, roots):
-    """The Sampler's ceilings: what `gpudisk-top probe` measured for these devices."""
-    from gpudisk_top.probe.store import load_ceilings   # not needed before a refresh
-
-    return load_ceilings(infos.values(), roots, infos=infos)
-
-
 def open_source(args, cfg, gpu_init_wait_s: float | None = None,
                 start_wall_s: float | None = None, scenario: str | None = None,
                 seed_offset: int = 0, host_name: str = "demo-node"):
@@ -299,9 +292,15 @@ def open_source(args, cfg, gpu_init_wait_s: float | None = None,
     # Sampler that fails leaves no thread and no smartctl behind
     health = (HealthPoller(roots, interval_s=every_s, dev_dir=getattr(args, "devfs", "/dev"))
               if every_s > 0 else None)
+    from gpudisk_top.probe.store import ProbeCeilings
+
+    # what `gpudisk-top probe` measured; a results file that cannot be used is said once,
+    # now, before the dashboard takes the screen
+    ceilings = ProbeCeilings(warn)
+    ceilings.stored()
     sampler = Sampler(roots, interval_s=args.interval,
                       delayacct=getattr(args, "delayacct", False),
-                      gpu_init_wait_s=gpu_init_wait_s, ceilings=probed_ceilings, health=health)
+                      gpu_init_wait_s=gpu_init_wait_s, ceilings=ceilings, health=health)
     if health is not None:
         if not os.path.isdir(health.dev_dir):
             warn(f"--devfs {health.dev_dir}: no such directory; smartctl will find no disk "

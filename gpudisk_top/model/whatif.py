@@ -41,11 +41,11 @@ other work is the job's CPU less the process's own share and the interrupts of i
 CPU-bound the process is (c / (1 - w)): CFS runs a task waking from a read before a busy
 loop that has had its share, so busy loops cost a reader little wait and a decoder much.
 rho(x) is the device's read latency at the queue depth the readers make over now:
-lat(q) = A + B q through the stored probe's two points (QD1: 1/iops1; QD32: 32/iops32,
-probe/store.py), so iops(q) = q / lat(q) is exact at QD1 and QD32; q = the others' queue
-+ the loaders' reads a second x their latency (Little), solved for the latency; the curve
-gives the growth, lat(q at x) / lat(q now), the interval's blocked time the level.  Without a
-probe the latency is taken as flat: `confidence: estimated`.
+lat(q) = A + B q through the stored probe's two points (QD1: 1/iops1; QD32: 32/iops32),
+so iops(q) = q / lat(q) is exact at QD1 and QD32; q = the others' queue + the loaders'
+reads a second x their latency (Little), solved for the latency; the curve gives the
+growth, lat(q at x) / lat(q now), the interval's blocked time the level.  Without a probe
+(or with one the device's rates contradict: model/ceiling.py) it is flat: `estimated`.
 
 A fix's speed-up is the fastest x with the change over the fastest x without it, both by
 this model (its errors fall on both sides of the ratio).  The fixes (each only where its
@@ -58,16 +58,15 @@ cause holds a share: a fix worth < 2 % is left out):
   others         stopping the processes outside the job that take the CPUs: R = the named
                  ones' CPU (else the others' less steal), where the job alone fits its CPUs
   cache          the working set in the page cache (buffered reads, the data files' size
-                 fits in MemAvailable): b, m -> 0, and the loaders' CPU less what the
-                 kernel spends on a read that misses the cache (allocating its pages,
-                 starting and completing the I/O): c -> c - max(0, s - s_warm), s the
-                 loaders' kernel share (stime), s_warm a cached read's, the copy alone:
-                 READ_CALL_S a read() call + its bytes (rchar) at COPY_B_S (measured on
-                 this project's 2-vCPU VM: 1.4 us for a cached 4 KiB read, 9.2 us for
-                 64 KiB, 114 us for 1 MiB; a cold 64 KiB one 45-50 us).  An assumption,
-                 so `estimated`; without stime (recordings made before it) c stays as
-                 it is: a cold read's kernel work is taken for the loaders' own, and the
-                 gain under-predicted
+                 fits in MemAvailable): b, m -> 0, and the loaders' CPU less what the kernel
+                 spends on a read that misses the cache (allocating its pages, starting and
+                 completing the I/O): c -> c - max(0, s - s_warm), s the loaders' kernel
+                 share (stime), s_warm a cached read's, the copy alone: READ_CALL_S a read()
+                 call + its bytes (rchar) at COPY_B_S (measured on this project's 2-vCPU VM:
+                 1.4 us for a cached 4 KiB read, 9.2 us for 64 KiB, 114 us for 1 MiB; a
+                 cold 64 KiB one 45-50 us).  An assumption, so `estimated`; without stime
+                 (recordings made before it) c stays as it is: a cold read's kernel work is
+                 taken for the loaders' own, and the gain under-predicted
   storage        reads served at the probed QD32 ceiling (parallel reads, or a faster device)
   checkpoint     an asynchronous save: the GPU-seconds the synchronous one cost, over the
                  time between checkpoints (left out until two were seen)
@@ -85,6 +84,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.ceiling import probe_figures
 from gpudisk_top.model.host import others_cpu_pct
 from gpudisk_top.model.loaders import IO_MEASURED
 
@@ -179,8 +179,9 @@ class Pipeline:
     device_aqu: float = 0.0              # its aqu-sz
     saturated: bool = False
     peak_iops: float = 0.0
-    qd1_iops: float | None = None        # the stored probe
+    qd1_iops: float | None = None        # the stored probe, where believed (model/ceiling.py)
     qd32_iops: float | None = None
+    probe_doubt: str | None = None       # ... else why not ("probe of vda ignored: ...")
     ceiling_mib_s: float | None = None   # ... its 1 MiB reads at QD8: the device's bandwidth
     device_read_kb_s: float = 0.0        # the device's reads, kB a second (everybody's)
     read_kb: float = 0.0                 # ... their mean size (rareq-sz)
@@ -513,7 +514,8 @@ def _loaders_basis(p: Pipeline) -> str:
 
 def _device_gaps(p: Pipeline, gaps: list[str]) -> list[str]:
     if p.b > 0 and lat_ms(p, 1) is None:
-        return gaps + [f"no probe of {p.device or 'the device'} (latency taken as flat)"]
+        return gaps + [(p.probe_doubt or f"no probe of {p.device or 'the device'}")
+                       + " (latency taken as flat)"]
     return gaps
 
 
@@ -703,15 +705,13 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
              and (v.cpu_pct or 0) >= 20), key=lambda v: -(v.cpu_pct or 0))]
         p.mem_available_kb = h.mem_available_kb
     if p.device is not None:
-        for name in device_stack(model.devices, p.device):
-            info, s = model.devices.get(name), sats.get(name)
-            if s is not None and not p.device_r_s:
+        for s in filter(None, map(sats.get, device_stack(model.devices, p.device))):
+            if not p.device_r_s:
                 p.device_r_s, p.device_aqu = s.r_s, s.aqu_sz
                 p.saturated, p.peak_iops = s.saturated, s.peak_iops
                 p.device_read_kb_s, p.read_kb = s.read_kb_s, s.rareq_kb
-            if info is not None and info.ceiling_iops and info.probed_read_ms:
-                p.qd32_iops, p.qd1_iops = info.ceiling_iops, 1000.0 / info.probed_read_ms
-                p.ceiling_mib_s = info.ceiling_mib_s
+            if s.probe_doubt or (s.ceiling_iops and s.probed_read_ms):
+                p.qd32_iops, p.qd1_iops, p.ceiling_mib_s, p.probe_doubt = probe_figures(s)
                 break
     p.direct, p.data_kb = job.direct_reads, job.data_kb
     p.ckpt_lost_s, p.ckpt_period_s = ckpt

@@ -3,11 +3,18 @@
 fio is started in a session of its own, so a Ctrl-C at the terminal reaches only us; we
 then stop fio ourselves (SIGTERM, then SIGKILL) and never leave it running.  A fio that
 outlives its --runtime by FIO_GRACE_S is killed: a hung device must not hang the probe.
+Nor does fio outlive us when we cannot stop it (SIGKILL, the OOM killer): it asks the
+kernel for SIGKILL when we die (prctl PR_SET_PDEATHSIG, set in the child before exec),
+and runs its job as a thread (--thread), not as a process of its own that the signal
+would miss (a forked child does not inherit the death signal).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -39,7 +46,32 @@ def command(spec: TestSpec, path: str, span_bytes: int, seconds: float,
         f"--ramp_time={round(ramp_s * 1000)}ms",
         "--norandommap", "--randrepeat=0", "--lat_percentiles=1",
         "--output-format=json", "--eta=never",
+        # the job in fio's own process: the death signal (_die_with_parent) reaches it
+        "--thread",
     ]
+
+
+PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
+_libc = None
+
+
+def _prctl():
+    """libc's prctl, loaded in the parent: the child between fork and exec must not load
+    a library (another thread may hold the loader's lock at the fork)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc.prctl
+
+
+def _die_with_parent(parent_pid: int, prctl) -> None:
+    """In the child before exec: SIGKILL when the parent dies.  The kernel sends it when
+    the *thread* that forked exits; run() waits for fio on that very thread, so it fires
+    only when the whole process goes.  A parent that died before the prctl is seen by
+    getppid() (the child was reparented): exit at once."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def run(spec: TestSpec, path: str, span_bytes: int, seconds: float,
@@ -48,9 +80,11 @@ def run(spec: TestSpec, path: str, span_bytes: int, seconds: float,
     [start_bytes, span_bytes).  Raises
     RuntimeFailure when fio fails, says nothing we can read, or overruns;
     KeyboardInterrupt passes through once fio is stopped."""
+    parent, prctl = os.getpid(), _prctl()
     proc = subprocess.Popen(command(spec, path, span_bytes, seconds, ramp_s, start_bytes, fio),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: _die_with_parent(parent, prctl))
     try:
         out, err = proc.communicate(timeout=ramp_s + seconds + FIO_GRACE_S)
     except subprocess.TimeoutExpired:

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
+from gpudisk_top.model.ceiling import headroom
 from gpudisk_top.model.gpu import unreadable_reason
 from gpudisk_top.model.host import busy_pct, others_cpu_pct
 from gpudisk_top.model.health import evidence_clause, health_of
@@ -502,11 +503,7 @@ class Classifier:
     def _headroom(self, model: Model, s: Saturation, lt) -> str:
         """'vda at 30752.00 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.20: not
         saturated, so each synchronous read of 4 KiB waits 0.07 ms'."""
-        if s.ceiling_iops:
-            ceiling = (f" of its {s.ceiling_iops:.0f} at queue depth 32 (probe): "
-                       f"{s.iops / s.ceiling_iops * 100:.0f}% of its ceiling")
-        else:
-            ceiling = f" (peak seen {s.peak_iops:.0f})" if s.peak_iops > s.iops * 1.1 else ""
+        ceiling = headroom(s)     # the probe's ceiling where believed (model/ceiling.py)
         size = f" of {lt.read_kb:.0f} KiB" if lt.read_kb else ""
         return (f"{self._display(model, s.name)} at {DISK['r_s'].text(s.r_s)} r/s{ceiling}, "
                 f"{s.latency('', baseline=False)}: not saturated, so each "

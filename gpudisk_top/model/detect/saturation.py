@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudisk_top.model.ceiling import vet
 from gpudisk_top.model.detect.thresholds import Thresholds
 from gpudisk_top.model.disk import DiskRates
 from gpudisk_top.model.vocab import DISK, DISK_MB, HOST, mb_s
@@ -35,6 +36,8 @@ class DeviceHistory:
     peak_kb_s: float = 0.0
     peak_iops: float = 0.0
     intervals: int = 0
+    peak_read_r_s: float = 0.0     # the most it has read, for holding a stored probe to
+    peak_read_kb_s: float = 0.0    # (model/ceiling.py)
 
 
 @dataclass
@@ -54,7 +57,10 @@ class Saturation:
     iops: float = 0.0
     pressure_pct: float | None = None
     peak_iops: float = 0.0         # the most this device has done in one interval so far
-    ceiling_iops: float | None = None  # what `gpudisk-top probe` measured it can do
+    ceiling_iops: float | None = None  # what `gpudisk-top probe` measured it can do, where
+    ceiling_mib_s: float | None = None   # believed (model/ceiling.py); else None and
+    probed_read_ms: float | None = None  # probe_doubt says why
+    probe_doubt: str | None = None
     r_s: float = 0.0
     rareq_kb: float = 0.0
 
@@ -121,9 +127,13 @@ class SaturationTracker:
                pressure_pct: float | None, ceiling_iops: float | None = None,
                ceiling_mib_s: float | None = None,
                probed_read_ms: float | None = None) -> Saturation:
-        """Judge one interval, then learn from it (so a surge is judged against the past)."""
+        """Judge one interval, then learn from it (so a surge is judged against the past).
+        A stored probe's figures count only where the device has not contradicted them."""
         t = self.t
         h = self.history.setdefault(name, DeviceHistory())
+        probe = vet(name, ceiling_iops, ceiling_mib_s, probed_read_ms,
+                    max(h.peak_read_r_s, r.r_s), max(h.peak_read_kb_s, r.rkb_s))
+        ceiling_iops, ceiling_mib_s, probed_read_ms = probe[:3]
         await_ms = _read_await(r)
         baseline = self.baseline_ms(name, dev_class, probed_read_ms)
         kb_s, iops = r.rkb_s + r.wkb_s, r.r_s + r.w_s
@@ -132,7 +142,8 @@ class SaturationTracker:
                          aqu_sz=r.aqu_sz, util_pct=r.util_pct, read_kb_s=r.rkb_s,
                          write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct,
                          peak_iops=max(h.peak_iops, iops), r_s=r.r_s, rareq_kb=r.rareq_kb,
-                         ceiling_iops=ceiling_iops)
+                         ceiling_iops=ceiling_iops, ceiling_mib_s=ceiling_mib_s,
+                         probed_read_ms=probed_read_ms, probe_doubt=probe.doubt)
         _, floor, queue_size = self._class_values(dev_class)
         latency = await_ms >= t.latency_factor * baseline and await_ms >= floor
         queue = r.aqu_sz >= queue_size
@@ -173,6 +184,8 @@ class SaturationTracker:
         h.intervals += 1
         h.peak_kb_s = max(h.peak_kb_s, kb_s)
         h.peak_iops = max(h.peak_iops, iops)
+        h.peak_read_r_s = max(h.peak_read_r_s, r.r_s)
+        h.peak_read_kb_s = max(h.peak_read_kb_s, r.rkb_s)
         if r.aqu_sz < LIGHT_QUEUE and r.r_s >= LIGHT_MIN_IOPS and await_ms > 0:
             if h.baseline_read_ms is None:
                 h.baseline_read_ms = await_ms
