@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from gpudisk_top.collect import diskstats, lustre, nfsstats
+from gpudisk_top.collect import diskstats, lustre, nfsstats, utilpct
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
 from gpudisk_top.errors import note
@@ -132,6 +132,8 @@ class Sampler:
             sample.warnings.append(f"cannot read {self.roots.proc('diskstats')}: {err.strerror or err}")
         sample.devices = self._device_info(sample.disks, mono)
         sample.gpu = self.gpu.collect()
+        if (dropped := utilpct.check_snapshot(sample.gpu)) is not None:
+            sample.warnings.append(dropped)      # n/a: it goes no further than here
         if self._pidmap.host_namespace is not True and sample.gpu.gpus:
             # only GPU processes suffer from another PID namespace: said where there are GPUs
             sample.warnings[:0] = [b.line() for b in self.blind_spots if b.key == PID_NAMESPACE]

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
+from gpudisk_top.model.gaps import GAP_INTERVALS, GAP_MIN_S
 from gpudisk_top.model.ledger import CAUSES, Ledger
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
@@ -328,7 +329,14 @@ class Renderer:
         dev = CounterMetricFamily(by_device.prom_name, by_device.prom_help, labels=["device"])
         for name, v in sorted(ledger.by_device.items()):
             dev.add_metric([name], v * by_device.prom_factor)
-        return [cause, idle_fam, dev]
+        # gaps in sampling (model/gaps.py: the process stopped, the host suspended): said
+        # here, counted in none of the above
+        gaps = CounterMetricFamily(P + "sample_gaps", "Gaps in sampling (no sample for more "
+                                   f"than {GAP_INTERVALS} intervals, at least {GAP_MIN_S:g} s), "
+                                   "counted as no GPU time.", value=ledger.gap_count)
+        gap_s = CounterMetricFamily(P + "sample_gap_seconds", "Seconds of those gaps.",
+                                    value=ledger.gap_s)
+        return [cause, idle_fam, dev, gaps, gap_s]
 
     def _paths(self, frame: Frame) -> list:
         labels = ["path", "device"]

@@ -57,6 +57,7 @@ class SampleHooks:
             self.pusher = Pusher(export.push_url, self.server.registry, export.push_interval_s,
                                  export.push_job, instance=origin.host_name or "", warn=warn)
         self.free_space: list = []
+        self._warn = warn
 
     def start(self) -> "SampleHooks":
         """Bind the endpoint and start pushing.  Raises UsageError/RuntimeFailure (one
@@ -71,6 +72,10 @@ class SampleHooks:
         """Read the watched paths, judge the alert rules, hand the model to the exporter.
         Returns the alerts fired now (AlertEngine.update).  Never raises for a source or
         an action that fails."""
+        gap_s = getattr(getattr(verdict, "loss", None), "gap_s", None)
+        if gap_s is not None:     # model/gaps.py: said once, at the sample after it
+            self._warn(f"no sample for {gap_s:.1f} s (the process was stopped or the host "
+                       "suspended): a gap in sampling, not counted as GPU time")
         self.free_space = self.watch.read() if self.watch.paths else []
         fired = self.engine.update(model, verdict, self.free_space)
         if self.server is not None:

@@ -35,6 +35,10 @@ The cause is the verdict's state (CAUSE_OF_STATE: undiagnosed-stall counts as
 the interval's own evidence when the raw state is the verdict's, else the episode's.
 A starved interval's lost time also goes to its episode (Episode.lost_gpu_s).
 
+A gap in sampling (model/gaps.py: the sampler frozen, a host suspended, a recording's
+clock that jumped) is no interval: nothing of it is counted, and the ledger keeps it
+apart (Ledger.gaps, gap_count, gap_s) so that every surface says it with its length.
+
 What it does not see: a straggler's peers spin in NCCL at high utilization (NVML counts
 a spinning kernel as busy), so straggler time counts only the lagging GPUs' unused time;
 the intervals before an episode opens (enter_intervals) show healthy and count so.
@@ -50,7 +54,8 @@ from dataclasses import dataclass, field, replace
 from gpudisk_top.model.detect.classify import STARVED_STATES
 from gpudisk_top.model.detect.job import job_gpus
 from gpudisk_top.model.gpu import unreadable_reason
-from gpudisk_top.model.vocab import LEDGER, cost_text, gpu_hours
+from gpudisk_top.model.timefmt import duration
+from gpudisk_top.model.vocab import LEDGER, cost_text, gpu_hours, iso_time
 
 # The cause label of each state the ledger counts a job's unused time to, in the order
 # every surface lists them (the Prometheus label values of gpudisk_top_gpu_seconds_total)
@@ -70,6 +75,8 @@ CAUSE_WORD = {"disk-starved": "disk", "cpu-starved": "cpu", "checkpoint-stall": 
               "straggler": "straggler", "undiagnosed": "undiagnosed", "healthy": "healthy"}
 # healthy intervals of a job before its median is its reference
 MIN_HEALTHY_INTERVALS = 30
+# the gaps a ledger lists one by one (the longest kept); more are counted and summed
+GAPS_LISTED = 10
 _BINS = 1001                       # 0.0 % to 100.0 % by 0.1 %
 
 # what each surface says of the reference (ledger_json "reference", report, dashboard)
@@ -114,6 +121,8 @@ class IntervalLoss:
     job_gpu_s: float = 0.0          # interval_s x the job's GPUs counted
     reference_pct: float | None = None   # the job's healthy level used; None: 100 %
     episode_id: int | None = None
+    # a gap in sampling ended at this sample (model/gaps.py): its length, counted nowhere
+    gap_s: float | None = None
 
 
 class HealthyLevel:
@@ -230,10 +239,17 @@ class Ledger:
     against_full: int = 0
     # the latest reference a starved interval was counted against (None: only 100 %)
     reference_pct: float | None = None
+    # gaps in sampling (model/gaps.py), counted nowhere above: how many, their seconds,
+    # and the GAPS_LISTED longest as (wall time of the sample after it, length)
+    gap_count: int = 0
+    gap_s: float = 0.0
+    gaps: list[tuple[float, float]] = field(default_factory=list)
 
     def add(self, loss: IntervalLoss | None) -> None:
         if loss is None:
             return
+        if loss.gap_s is not None:
+            self._add_gaps(1, loss.gap_s, [(loss.wall_s, loss.gap_s)])
         self.seconds += loss.interval_s
         self.intervals += 1
         self.idle_gpu_s += loss.idle_gpu_s
@@ -252,9 +268,15 @@ class Ledger:
                     self.against_level += 1
                     self.reference_pct = loss.reference_pct
 
+    def _add_gaps(self, count: int, seconds: float, listed) -> None:
+        self.gap_count += count
+        self.gap_s += seconds
+        self.gaps = sorted([*self.gaps, *listed], key=lambda g: (-g[1], g[0]))[:GAPS_LISTED]
+
     def copy(self) -> "Ledger":
         """A copy that later add()s leave alone (the exporter's frame)."""
-        return replace(self, by_cause=dict(self.by_cause), by_blame=dict(self.by_blame))
+        return replace(self, by_cause=dict(self.by_cause), by_blame=dict(self.by_blame),
+                       gaps=list(self.gaps))
 
     def merge(self, other: "Ledger") -> None:
         """Add another ledger's counts (a report's sessions, one after another)."""
@@ -270,6 +292,7 @@ class Ledger:
         self.against_full += other.against_full
         if other.against_level:
             self.reference_pct = other.reference_pct
+        self._add_gaps(other.gap_count, other.gap_s, other.gaps)
 
     @property
     def lost_gpu_s(self) -> float:
@@ -363,7 +386,31 @@ class Ledger:
             "gpu_hour_cost": price.gpu_hour_cost,
             "currency": price.currency or None,
             "cost": price.cost(self.lost_gpu_s),
+            "gaps": self.gaps_json(),
         }
+
+    def gaps_json(self) -> dict:
+        """"gaps": the gaps in sampling, counted nowhere: count, seconds in all, and the
+        longest (GAPS_LISTED) each with the time of the sample after it."""
+        return {"count": self.gap_count, "seconds": self.gap_s,
+                "listed": [{"end": iso_time(w), "end_s": w, "gap_s": g} for w, g in self.gaps]}
+
+
+def gaps_text(gaps: dict | None) -> str | None:
+    """A ledger's gaps (Ledger.gaps_json) in words, as every text surface says them: 'not
+    counted: 1 gap in sampling, 21 s (ending 2026-01-01T00:00:36.000+00:00)', 'not
+    counted: 3 gaps in sampling, 2 h 10 min in all (the longest 2 h 00 min, ending ...)';
+    None without a gap."""
+    if not gaps or not gaps.get("count"):
+        return None
+    n, listed = gaps["count"], gaps.get("listed") or []
+    many = n != 1
+    text = f"not counted: {n} gap{'s' * many} in sampling, {duration(gaps['seconds'])}"
+    text += " in all" if many else ""
+    if listed:
+        longest = f"the longest {duration(listed[0]['gap_s'])}, " if many else ""
+        text += f" ({longest}ending {listed[0]['end']})"
+    return text
 
 
 def recovered_gpu_s(lost_gpu_s: float, best, reference_pct: float | None) -> float:
@@ -386,6 +433,6 @@ def ledger_of(model, verdict) -> Ledger:
     return ledger
 
 
-__all__ = ["NO_PRICE", "Price", "Accountant", "CAUSES", "CAUSE_OF_STATE", "CAUSE_WORD", "HEALTHY", "HealthyLevel",
+__all__ = ["NO_PRICE", "Price", "Accountant", "CAUSES", "CAUSE_OF_STATE", "CAUSE_WORD", "HEALTHY", "HealthyLevel", "gaps_text",
            "IntervalLoss", "Ledger", "LOST_CAUSES", "MIN_HEALTHY_INTERVALS", "ledger_of",
            "recovered_gpu_s"]

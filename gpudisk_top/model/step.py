@@ -12,6 +12,10 @@ agree about the same moment (the warm-up a replay takes is session/replay.py's):
   - A detector only sees consecutive samples over a steady wall clock: it starts afresh
     at a new session and where the wall clock stepped (clock_stepped), and the episode
     open there ends at the last sample fed.
+  - An interval that is a gap in sampling (model/gaps.py: far past the session's cadence,
+    or a monotonic clock that outran the wall clock) is not an interval: the detector
+    starts afresh at the sample after it, which has no interval (as a session's first),
+    and the gap goes to the ledger with its length (IntervalLoss.gap_s), never as GPU time.
   - Each verdict's interval is counted in the stall ledger (model/ledger.py): the
     verdict carries its IntervalLoss (`verdict.loss`), `ledger` is the running total
     since the Stepper was made or last forgot (a restart keeps counting; the job's
@@ -20,14 +24,13 @@ agree about the same moment (the warm-up a replay takes is session/replay.py's):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from gpudisk_top.model import gaps
 from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.model.gaps import CLOCK_STEP_S
 from gpudisk_top.model.ledger import Accountant, Ledger
 from gpudisk_top.model.snapshot import Model
-
-# A wall clock that moved this much more or less than the monotonic clock between two
-# samples stepped (NTP after boot, a VM resumed, a suspended host): beyond NTP's slewing
-# (at most 0.5 ms a second) and a late sample, well inside what would skew an episode.
-CLOCK_STEP_S = 10.0
 
 
 def clock_stepped(last, sample) -> bool:
@@ -38,7 +41,7 @@ def clock_stepped(last, sample) -> bool:
 class Stepper:
     """Model.new and a Detector, fed one sample at a time.
 
-        stepper = Stepper(thresholds)
+        stepper = Stepper(thresholds, cadence_s=1.0)       # the session's interval
         model, verdict = stepper.step(sample)              # live
         model, verdict = stepper.step(sample, fresh=True)  # a recorder run's first sample
         stepper.restart()                                  # a new session, a clock step
@@ -46,8 +49,12 @@ class Stepper:
         stepper.episodes                                   # every detector's, in order
     """
 
-    def __init__(self, thresholds: Thresholds | None = None) -> None:
+    def __init__(self, thresholds: Thresholds | None = None,
+                 cadence_s: float | None = None) -> None:
         self.thresholds = thresholds
+        # the session's sampling interval, for the gap rule (model/gaps.py) where a sample
+        # does not say its own; a replay sets it per session (Recording.interval_at)
+        self.cadence_s = cadence_s
         self.detector = Detector(thresholds)
         self.last = None                  # the sample last fed
         self.retired: list[Episode] = []  # episodes of the detectors restart() replaced
@@ -56,10 +63,17 @@ class Stepper:
 
     def step(self, sample, fresh: bool = False) -> tuple[Model, Verdict]:
         """The Model of the interval ending at `sample` and the detector's Verdict on it.
-        fresh: the sample starts a session (no interval ends at it)."""
+        fresh: the sample starts a session (no interval ends at it).  After a gap
+        (model/gaps.py) the sample starts afresh too, and its verdict's loss says the gap."""
+        gap_s = None if fresh else gaps.between(self.last, sample, self.cadence_s)
+        if gap_s is not None:
+            self._new_detector()
+            fresh = True
         model = Model.new(sample, None if fresh else self.last)
         verdict = self.detector.feed(model)
         verdict.loss = self.accountant.account(model, verdict)
+        if gap_s is not None:
+            verdict.loss = replace(verdict.loss, gap_s=gap_s)
         self.ledger.add(verdict.loss)
         self.last = sample
         return model, verdict
@@ -74,12 +88,17 @@ class Stepper:
         """A fresh detector and a fresh count of the job's healthy level (a new session
         learns it afresh, as the recorder that wrote it did); the one before ends its open
         episode at the last sample fed; the ledger's running total goes on."""
+        self._new_detector()
+        self.accountant = Accountant()
+
+    def _new_detector(self) -> None:
+        """A fresh detector; the one before ends its open episode at the last sample fed
+        (a gap keeps the job's healthy level: the job is the same)."""
         if self.detector.episodes:
             if self.last is not None:
                 self.detector.close(self.last.wall_s)
             self.retired.extend(self.detector.episodes)
         self.detector = Detector(self.thresholds)
-        self.accountant = Accountant()
 
     def forget(self) -> None:
         """Start over: no sample before the next one, no episodes (a replay's seek)."""

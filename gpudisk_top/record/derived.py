@@ -28,10 +28,13 @@ import json
 import operator
 from dataclasses import asdict
 
+from gpudisk_top.collect import utilpct
 from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.detect import STARVED_STATES, STATES, UNAVAILABLE, Episode
 from gpudisk_top.model.detect.evidence import Culprit
+from gpudisk_top.model import gaps
+from gpudisk_top.model.gaps import CLOCK_STEP_S, cadence_of
 from gpudisk_top.model.ledger import IntervalLoss
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.step import Stepper
@@ -147,6 +150,37 @@ def episode_from(d: dict) -> Episode:
                    lost_gpu_s=d.get("lost_gpu_s") or 0.0)
 
 
+_INTERVAL, _GAP = LEDGER_FIELDS.index("interval_s"), LEDGER_FIELDS.index("gap_s")
+
+
+def replay_block(rec, g: int, b: SummaryBlock) -> bool:
+    """Must `report` replay a summary block (its first sample g) instead of adding it up?
+    When the wall clock stepped within its intervals (their wall span is longer than the
+    monotonic seconds they cover and the gaps between them, by more than CLOCK_STEP_S:
+    the recorder's detector ran across the step, a replay starts afresh there), or when
+    it counted as time an interval that is a gap (model/gaps.py: written before the rule),
+    which a replay does not count, or it holds a utilization that is not a percentage (a
+    damaged or hostile file: collect/utilpct.py's rule, which the replay's reader applies)."""
+    t = b.sums
+    if t.util_n and not (utilpct.is_pct(t.util_min) and utilpct.is_pct(t.util_sum / t.util_n)):
+        return True
+    if any(isinstance(r, dict) and r.get("min_util_pct") is not None
+           and not utilpct.is_pct(r["min_util_pct"]) for r in b.episodes):
+        return True
+    a = g if rec.starts_session(g) else g - 1
+    rows = b.ledger or ()
+    gap_total = sum(r[_GAP] or 0.0 for r in rows if r is not None)
+    if rec.wall_s(g + b.n - 1) - rec.wall_s(a) - b.sums.covered_s - gap_total > CLOCK_STEP_S:
+        return True
+    cadence = rec.interval_at(g)
+    for i, r in enumerate(rows, g):
+        if r is None or not r[_INTERVAL] or i == 0 or rec.starts_session(i):
+            continue
+        if gaps.gap_s(r[_INTERVAL], rec.wall_s(i) - rec.wall_s(i - 1), cadence) is not None:
+            return True
+    return False
+
+
 def meta(thresholds) -> dict:
     """The session header's "derived" entry: what made the summaries."""
     return {"model_version": MODEL_VERSION, "layout": DERIVED_LAYOUT,
@@ -168,12 +202,15 @@ class Deriver:
     loop once a minute, not a call on cold caches every second); finish() derives what
     is left."""
 
-    def __init__(self, thresholds=None, block_samples: int = SUMMARY_SAMPLES) -> None:
+    def __init__(self, thresholds=None, block_samples: int = SUMMARY_SAMPLES,
+                 cadence_s=None) -> None:
+        """cadence_s: the session header's interval_s (the gap rule's, model/gaps.py:
+        a replay of the recording reads the same header)."""
         from gpudisk_top.model.detect import Thresholds
 
         self.thresholds = thresholds if thresholds is not None else Thresholds()
         self.block_samples = block_samples
-        self.stepper = Stepper(self.thresholds)
+        self.stepper = Stepper(self.thresholds, cadence_s=cadence_of(cadence_s))
         self._pending: list = []     # samples not derived yet
         self._first = 0              # session number of the first pending sample
         self._opened: dict[int, tuple[int, int]] = {}   # episode id -> (opened at, intervals)
@@ -181,8 +218,10 @@ class Deriver:
         self.done: list[SummaryBlock] = []              # blocks not yet taken by the writer
 
     def add(self, sample) -> bool:
-        """Queue one sample; True when a summary block was completed (in `done`)."""
-        self._pending.append(sample)
+        """Queue one sample; True when a summary block was completed (in `done`).  Its
+        utilizations are derived as a recording's reader reads them back
+        (collect/utilpct.py), so the summaries agree with a replay of the raw samples."""
+        self._pending.append(utilpct.checked(sample))
         if len(self._pending) >= self.block_samples:
             self._derive()
             return True

@@ -33,8 +33,10 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect import utilpct
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.model.gaps import cadence_of
 from gpudisk_top.record import frames, sources, v2
 from gpudisk_top.record.header import FORMAT_VERSION, iso
 
@@ -108,6 +110,7 @@ class Recording:
         self._cursor = _Cursor()
         self._order: list[int] | None = None   # samples by time, when the clock went backwards
         self._v2 = None
+        self._util_said = False                # a utilization was dropped (sample())
         self._build_index_v2()
         self._find_runs()
 
@@ -356,8 +359,24 @@ class Recording:
         except v2.FormatError as err:
             self._cursor = _Cursor()
             raise CorruptRecording(f"{self.path}: sample {i} cannot be decoded: {err}") from None
+        # the one edge a recording's samples come in by: a utilization that is not a
+        # percentage goes no further (collect/utilpct.py); said once a recording
+        dropped = utilpct.check_snapshot(sample.gpu)
+        if dropped is not None and not self._util_said:
+            self._util_said = True
+            self.warnings.append(f"{self.path}: sample {i}: {dropped}; so is any later "
+                                 "sample's")
         c.index, c.sample = i, sample
         return sample
+
+    def interval_at(self, i: int) -> float | None:
+        """The interval sample i's session was recorded at (its header's interval_s),
+        None when the header does not say one that is a positive number of seconds: the
+        cadence of the gap rule (model/gaps.py)."""
+        if not 0 <= i < len(self):
+            return None
+        header = self.sessions[self.session_index(i)].header
+        return cadence_of(header.get("interval_s") if isinstance(header, dict) else None)
 
     def samples(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, Sample]]:
         """(index, Sample) for samples start..stop-1 in file order.  A segment that cannot

@@ -138,7 +138,7 @@ class Recorder:
         self._block_wall_s: float | None = None
         self._state: dict = {}            # processes' rebuilt counters before the block
         self._summary_blocks: list = []
-        self._deriver = self._derived.Deriver(self.thresholds) if self.summaries else None
+        self._deriver = self._derived.Deriver(self.thresholds, cadence_s=self.header.get("interval_s")) if self.summaries else None
         self._tail_start = self._size     # where the rows of the current block begin
         self._commit_retry = 0
 

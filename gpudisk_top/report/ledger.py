@@ -10,7 +10,8 @@ length.  Summaries written before they carried it have none: then the window's r
 samples are replayed for it here, with the report's own warm-up, when the window holds
 at most REPLAY_MAX_SAMPLES (a second pass over them); a longer one says so and how to
 get it (`report --recompute`, which replays every sample anyway and counts the ledger in
-the same pass).  The section's "counted_from" says which way it was counted.
+the same pass).  The section's "counted_from" says which way it was counted, and its
+"gaps" the gaps in sampling (model/gaps.py) that were counted nowhere, with their lengths.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from gpudisk_top.model.ledger import CAUSE_OF_STATE, CAUSES, NO_PRICE, Ledger, Price, recovered_gpu_s
+from gpudisk_top.model.ledger import (CAUSE_OF_STATE, CAUSES, NO_PRICE, Ledger, Price, gaps_text,
+                                      recovered_gpu_s)
 from gpudisk_top.model.present import Col, table
 from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.model.whatif import WhatIf
@@ -152,6 +154,9 @@ def lines(d: dict, price: Price = NO_PRICE) -> list[str]:
     if d.get("counted_from") == FROM_OLD_SUMMARIES:
         head += f"; counted from {FROM_OLD_SUMMARIES}"
     out = [head]
+    gaps = gaps_text(d.get("gaps"))      # model/gaps.py: said, never counted as GPU time
+    if gaps is not None:
+        out.append(f"  {gaps}")
     priced = price.gpu_hour_cost is not None
 
     def row(name: str, v: float, share: float | None, last: str = "") -> tuple:

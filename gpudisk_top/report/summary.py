@@ -44,7 +44,7 @@ from gpudisk_top.model.ledger import NO_PRICE, Ledger, Price
 from gpudisk_top.report import ledger as report_ledger
 from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.record.reader import Recording
-from gpudisk_top.model.step import CLOCK_STEP_S
+from gpudisk_top.model.gaps import previous_sample
 from gpudisk_top.session.replay import Replay
 
 BUCKETS = 240          # chart resolution: buckets of the window's samples
@@ -425,11 +425,10 @@ def reads_summaries(rec: Recording, thresholds=None) -> bool:
 
 
 def _stepped(rec: Recording, g: int, b) -> bool:
-    """Did the wall clock step forward within a summary block's intervals?  Their wall
-    span against the monotonic seconds they cover: the recorder's detector ran across the
-    step, and an episode across it would last the step (the replay starts afresh)."""
-    a = g if rec.starts_session(g) else g - 1
-    return rec.wall_s(g + b.n - 1) - rec.wall_s(a) - b.sums.covered_s > CLOCK_STEP_S
+    """Must a summary block be replayed: did the wall clock step forward within its
+    intervals (the recorder's detector ran across the step, and an episode across it
+    would last the step: the replay starts afresh), or did it count a gap as time?"""
+    return derived.replay_block(rec, g, b)
 
 
 def _build_fast(rec, plan, lo_global, hi_global, start_s, axis, thresholds, dev_filter) -> Summary:
@@ -495,7 +494,7 @@ def _sum_piece(rec: Recording, blocks, lo: int, hi: int, start_s, axis: Axis,
         part.replayed += z - a + 1
         for i in range(a, z + 1):
             j = i - g
-            last = rec.sample(i - 1) if i > 0 and not rec.starts_session(i) else None
+            last = previous_sample(rec, i)       # None after a gap, as the step has it
             model = Model.new(rec.sample(i), last)
             part.health.add_sample(model.sample)
             state = STATES[b.state[j]] if b.state[j] < len(STATES) else "idle"

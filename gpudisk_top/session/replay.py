@@ -140,6 +140,7 @@ class Replay:
                     self.breaks_at.append(i)
                     if i != begin or continuous:
                         stepper.restart()
+                stepper.cadence_s = rec.interval_at(i)     # the gap rule's (model/gaps.py)
                 model, verdict = stepper.step(sample, fresh=rec.starts_session(i))
                 fed = i
                 if i < lo:
@@ -228,6 +229,7 @@ class ReplayFeed(StepperViews):
             stepper.restart()
             life = i
         before = len(stepper.detector.episodes)
+        stepper.cadence_s = self.rec.interval_at(i)        # the gap rule's (model/gaps.py)
         model, verdict = stepper.step(sample, fresh=self.rec.starts_session(i))
         opened = [(ep, self._onset(ep, i, life)) for ep in stepper.detector.episodes[before:]]
         return model, verdict, opened, life

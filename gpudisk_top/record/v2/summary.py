@@ -29,7 +29,9 @@ from gpudisk_top.record.v2.fields import expand, health_named, health_reading, r
 # model/ledger.py IntervalLoss (by those names) that Ledger.add and the report read, in
 # this order; the one table of them (the recorder's Deriver writes them, `report` reads)
 LEDGER_FIELDS = ("interval_s", "cause", "blamed", "job_gpus", "unused_gpu_s", "lost_gpu_s",
-                 "healthy_gpu_s", "idle_gpu_s", "job_gpu_s", "reference_pct")
+                 "healthy_gpu_s", "idle_gpu_s", "job_gpu_s", "reference_pct", "gap_s")
+# columns a block written before them does not have (read as None: gap_s came later)
+LEDGER_LATER = frozenset({"gap_s"})
 
 
 def _ledger_json(rows: list) -> dict:
@@ -42,7 +44,8 @@ def _ledger_json(rows: list) -> dict:
 
 
 def _ledger_rows(cols: dict, n: int) -> list:
-    values = [expand(cols[name]) for name in LEDGER_FIELDS]
+    values = [[None] * n if name in LEDGER_LATER and name not in cols else expand(cols[name])
+              for name in LEDGER_FIELDS]
     if any(len(v) != n for v in values):
         raise ValueError("a summary block's ledger does not cover its intervals")
     return [None if all(v is None for v in row) else tuple(row) for row in zip(*values)]
