@@ -80,11 +80,11 @@ class _Live:
     """The step (model.step.Stepper) and the hooks (--listen, --push, alerts), fed one
     sample at a time; only when something asks for them."""
 
-    def __init__(self, hooks, thresholds) -> None:
+    def __init__(self, hooks, thresholds, cadence_s: float) -> None:
         from gpudisk_top.model.step import Stepper
 
         self.hooks = hooks
-        self.stepper = Stepper(thresholds)
+        self.stepper = Stepper(thresholds, cadence_s=cadence_s)   # model/gaps.py
 
     def feed(self, sample) -> None:
         model, verdict = self.stepper.step(sample)
@@ -110,7 +110,7 @@ def run(args) -> int:
 
             hooks = SampleHooks(cfg.sections, export, origin, device_filter(args),
                                 alert_options(args)).start()
-            live = _Live(hooks, thresholds)
+            live = _Live(hooks, thresholds, args.interval)
             if hooks.server is not None and hooks.server.url is not None:
                 note(f"serving {hooks.server.url}")
         header = make_header(origin, args.interval, argv=sys.argv[1:] or None)

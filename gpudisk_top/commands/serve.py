@@ -78,7 +78,7 @@ def run(args) -> int:
             except BaseException:
                 sampler.close()
                 raise
-            stepper = Stepper(thresholds)
+            stepper = Stepper(thresholds, cadence_s=args.interval)   # model/gaps.py
             if args.demo_start:
                 # the past, through the detector only: nothing was served or alerted then
                 for _ in range(sampler.samples_until(args.demo_start)):
