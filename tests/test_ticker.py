@@ -120,3 +120,69 @@ def test_one_interval_stepping_rule_for_the_dashboard_and_the_fleet():
     assert (stepped_interval(20.0, -1, fleet), stepped_interval(20.0, +1, fleet)) == (15.0, 30.0)
     assert (stepped_interval(3.0, -1, fleet), stepped_interval(3.0, +1, fleet)) == (2.0, 5.0)
     assert stepped_interval(0.1, -1, fleet) == 0.1 and stepped_interval(0.1, +1, fleet) == 1.0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+                                 signal.SIGRTMIN + 2])
+def test_every_signal_that_ends_a_process_stops_the_wait(sig):
+    """Issue 35, 2: only SIGINT and SIGTERM were answered; SIGHUP (an SSH session dropped,
+    a tmux pane closed) ended record and serve by its default action, and what
+    --delayacct had switched on stayed on."""
+    before = signal.getsignal(sig)
+    stop = StopSignals()
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), sig)).start()
+        t0 = time.monotonic()
+        stop.wait(10.0)
+        assert stop.signum == sig and time.monotonic() - t0 < 5.0 * slack()
+        assert stop.reason == (signal.Signals(sig).name if sig < signal.SIGRTMIN
+                               else "SIGRTMIN+2")
+    finally:
+        stop.restore()
+    assert signal.getsignal(sig) == before
+
+
+def test_a_signal_ignored_at_start_stays_ignored():
+    """`nohup` ignores SIGHUP: record under it must record on through a hang-up."""
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        stop = StopSignals()
+        try:
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            stop.wait(0.3)
+            assert stop.reason is None
+        finally:
+            stop.restore()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, old)
+
+
+def test_a_loop_sleeping_in_its_selector_is_woken_by_the_signal():
+    """The dashboard's asyncio loop never calls wait(): call_in() hands it the signal at
+    once, and one that came before it was handed over is answered when it is."""
+    import asyncio
+
+    stop = StopSignals()
+    try:
+        os.kill(os.getpid(), signal.SIGHUP)          # while "starting": before the loop
+        got = []
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            stop.call_in(loop, lambda reason: (got.append(reason),
+                                               len(got) == 2 and done.set_result(None)))
+            loop.call_later(0.2, os.kill, os.getpid(), signal.SIGTERM)
+            t0 = time.monotonic()
+            await asyncio.wait_for(done, 10.0 * slack())
+            return time.monotonic() - t0
+
+        took_s = asyncio.run(main())
+        assert got == ["SIGHUP", "SIGTERM"] and took_s < 5.0 * slack()
+        stop.call_in(None, None)
+        os.kill(os.getpid(), signal.SIGTERM)        # the loop has closed: only the flag
+        assert stop.reason == "SIGTERM" and got == ["SIGHUP", "SIGTERM"]
+    finally:
+        stop.restore()

@@ -14,10 +14,10 @@ lasted), what the dashboard shows at that moment.
 from __future__ import annotations
 
 import sys
-import time
 
 from gpudisk_top.commands.common import device_filter, load_config, open_source, thresholds_from
 from gpudisk_top.errors import RuntimeFailure, warn
+from gpudisk_top.session.ticker import StopSignals
 
 # how long the report waits, after its interval, for the disks' health: smartctl reads
 # them on the poller's threads from the start, a few disks at a time, so the interval
@@ -28,6 +28,8 @@ HEALTH_WAIT_S = 3.0
 
 
 def run(args) -> int:
+    """One report.  Raises UsageError (bad options or config) and RuntimeFailure (nothing
+    could be read; stopped by a signal before the report was made), each one line."""
     from gpudisk_top.output import once
 
     dev_filter = device_filter(args)
@@ -35,16 +37,26 @@ def run(args) -> int:
     thresholds = thresholds_from(args, cfg)
     from gpudisk_top.collect.gpu_deadline import INIT_TIMEOUT_S
 
-    # one report: worth waiting for a driver that loads slowly (no persistence mode)
-    sampler, virtual, origin = open_source(args, cfg, gpu_init_wait_s=INIT_TIMEOUT_S)
+    # before the source opens (--delayacct switches a node-wide setting there): a signal
+    # from then on ends the run through sampler.close(), which puts the setting back
+    stop = StopSignals()
     try:
-        if args.demo_start:
-            model, verdict, ledger = _after_history(sampler, args.demo_start, thresholds)
-        else:
-            model, verdict = _one_interval(sampler, virtual, args.interval, thresholds)
-            ledger = None       # the interval's own (output/once.py)
+        # one report: worth waiting for a driver that loads slowly (no persistence mode)
+        sampler, virtual, origin = open_source(args, cfg, gpu_init_wait_s=INIT_TIMEOUT_S)
+        try:
+            if stop.reason is not None:
+                pass
+            elif args.demo_start:
+                model, verdict, ledger = _after_history(sampler, args.demo_start, thresholds)
+            else:
+                model, verdict = _one_interval(sampler, virtual, args.interval, thresholds, stop)
+                ledger = None       # the interval's own (output/once.py)
+        finally:
+            sampler.close()
     finally:
-        sampler.close()
+        stop.restore()
+    if stop.reason is not None:
+        raise RuntimeFailure(f"stopped by {stop.reason} before the report was made")
     if not model.sample.disks and model.sample.host.cpu is None:
         raise RuntimeFailure(f"nothing could be read under {args.procfs}: "
                              + "; ".join(model.sample.warnings or ["no diskstats, no stat"]))
@@ -58,8 +70,9 @@ def run(args) -> int:
     return 0
 
 
-def _one_interval(sampler, virtual: bool, interval_s: float, thresholds):
-    """Two samples interval_s apart; the verdict on that interval alone."""
+def _one_interval(sampler, virtual: bool, interval_s: float, thresholds, stop: StopSignals):
+    """Two samples interval_s apart; the verdict on that interval alone.  (None, None)
+    once a stop signal has come."""
     from gpudisk_top.model.detect import one_interval
     from gpudisk_top.model.snapshot import Model
 
@@ -68,7 +81,9 @@ def _one_interval(sampler, virtual: bool, interval_s: float, thresholds):
         cover()     # the interval names everyone who loaded a disk in it, not only the job
     first = sampler.sample()
     if not virtual:
-        time.sleep(interval_s)
+        stop.wait(interval_s)
+    if stop.reason is not None:
+        return None, None
     wait_health = getattr(sampler, "wait_health", None)
     if wait_health is not None:
         wait_health(HEALTH_WAIT_S)    # the disks not read by then say "not read yet"

@@ -2,8 +2,10 @@
 
 No terminal and no Textual: this module imports only the collectors (or the simulator for
 --demo), the recorder and, for the summaries it writes beside the samples, the model and
-the detector.  SIGINT and SIGTERM stop it cleanly: the sample being written
-is finished, the session is closed with an end frame, and the file is synced.
+the detector.  SIGINT, SIGTERM, SIGHUP (every signal that ends a process but SIGKILL) stop
+it cleanly: the sample being written is finished, the session is closed with an end frame,
+the file is synced, and what --delayacct switched on is switched off.  One ignored at
+start (`nohup` ignores SIGHUP) stays ignored.
 
 With --listen or --push (or [[alerts]] / [watch] in the config file) each sample also goes
 through the model and the detector at once and on to the exporter and the alert rules,
@@ -49,8 +51,8 @@ def _duration(text: str) -> float:
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = Parser(prog=prog, description=(
-        "Record raw samples to FILE, headless (no terminal needed), until SIGINT or SIGTERM "
-        "or --duration.  An existing recording is appended to.  Every device is recorded: "
+        "Record raw samples to FILE, headless (no terminal needed), until SIGINT, SIGTERM or "
+        "SIGHUP, or --duration.  An existing recording is appended to.  Every device is recorded: "
         "-a and -d choose what report and export show, not what is recorded."))
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the recording (e.g. node17.gdtrec); appended to if it exists")
@@ -102,7 +104,14 @@ def run(args) -> int:
     thresholds = thresholds_from(args, cfg)
     export = export_options(args)
     live_wanted = wants_hooks(export, cfg.sections)
-    sampler, _virtual, origin = open_source(args, cfg)
+    # before the source opens (--delayacct switches a node-wide setting there): from then
+    # on every stop signal ends the loop, and sampler.close() puts the setting back
+    stop = StopSignals()
+    try:
+        sampler, _virtual, origin = open_source(args, cfg)
+    except BaseException:
+        stop.restore()
+        raise
     live = None
     try:
         if live_wanted:
@@ -125,10 +134,10 @@ def run(args) -> int:
         if live is not None:
             live.hooks.close()
         sampler.close()
+        stop.restore()
         raise
     for warning in recorder.warnings:
         warn(warning)
-    stop = StopSignals()
     reason = "duration reached" if args.duration is not None else "stopped"
     ticker = Ticker(args.interval)
     try:
@@ -144,11 +153,13 @@ def run(args) -> int:
         if stop.reason is not None:
             reason = stop.reason
     finally:
-        stop.restore()
+        # the handlers stay until the sampler is closed: a second signal must not end the
+        # process before the node's setting is put back
         recorder.close(reason)
         if live is not None:
             live.hooks.close()
         sampler.close()
+        stop.restore()
     if recorder.removed_empty and not recorder.samples:
         # not even a session's header and first sample ever fitted, so there is no
         # recording: exit 0 would tell a script or systemd that there is one

@@ -1,5 +1,5 @@
 """`gpudisk-top serve`: headless; samples every interval, runs the alert rules, and serves
-Prometheus metrics (and/or pushes them to a Pushgateway) until SIGTERM or Ctrl-C.
+Prometheus metrics (and/or pushes them to a Pushgateway) until SIGTERM, SIGHUP or Ctrl-C.
 
     gpudisk-top serve [--listen 127.0.0.1:9425] [--push URL [--push-interval S]]
                       [-i S] [--count N] [sources] [--config PATH] [detector options]
@@ -13,7 +13,8 @@ that history runs through its detector at once, so it serves the state of S seco
 
 Output is an API: one line on stderr when serving starts ("gpudisk-top: serving
 http://127.0.0.1:9425/metrics"), alert log lines and warnings on stderr, nothing on
-stdout.  Exit status 0 when stopped by SIGTERM, SIGINT or --count; 1 when the port is in
+stdout.  Exit status 0 when stopped by SIGTERM, SIGINT, SIGHUP (every signal that ends a
+process but SIGKILL; one ignored at start stays ignored) or --count; 1 when the port is in
 use or nothing can be read; 2 for bad usage or a bad config file.
 """
 
@@ -70,6 +71,9 @@ def run(args) -> int:
     dev_filter = device_filter(args)
     alerts = alert_options(args)
     nodes: list[tuple] = []            # (sampler, Stepper, SampleHooks) per node served
+    # before any source opens (--delayacct switches a node-wide setting there): from then
+    # on every stop signal ends the loop, and each sampler.close() puts the setting back
+    stop = StopSignals()
     try:
         for export, source_kw in _node_plan(args):
             sampler, _virtual, origin = open_source(args, cfg, **source_kw)
@@ -88,11 +92,12 @@ def run(args) -> int:
                 note(f"serving {hooks.server.url} ({origin.label})")
             if hooks.pusher is not None:
                 note(f"pushing to {hooks.pusher.url} every {hooks.pusher.interval_s:g} s")
-        _loop(args, nodes)
+        _loop(args, nodes, stop)
     finally:
         for sampler, _stepper, hooks in nodes:
             hooks.close()
             sampler.close()
+        stop.restore()      # last: a second signal must not end us before the samplers close
     return 0
 
 
@@ -128,25 +133,21 @@ def _node_plan(args) -> list[tuple]:
     return plan
 
 
-def _loop(args, nodes: list[tuple]) -> None:
+def _loop(args, nodes: list[tuple], stop: StopSignals) -> None:
     """Sample every node each interval until a stop signal or --count."""
-    stop = StopSignals()
-    try:
-        ticker = Ticker(args.interval)
-        taken = 0
-        warned: set[str] = set()
-        while stop.reason is None:
-            taken += 1
-            for sampler, stepper, hooks in nodes:
-                sample = sampler.sample()
-                for warning in sample.warnings:
-                    if warning not in warned:      # a warning a second is noise; say it once
-                        warned.add(warning)
-                        warn(warning)
-                model, verdict = stepper.step(sample)
-                hooks.on_sample(model, verdict, stepper.episodes)
-            if args.count is not None and taken >= args.count:
-                break
-            stop.wait(ticker.advance())
-    finally:
-        stop.restore()
+    ticker = Ticker(args.interval)
+    taken = 0
+    warned: set[str] = set()
+    while stop.reason is None:
+        taken += 1
+        for sampler, stepper, hooks in nodes:
+            sample = sampler.sample()
+            for warning in sample.warnings:
+                if warning not in warned:      # a warning a second is noise; say it once
+                    warned.add(warning)
+                    warn(warning)
+            model, verdict = stepper.step(sample)
+            hooks.on_sample(model, verdict, stepper.episodes)
+        if args.count is not None and taken >= args.count:
+            break
+        stop.wait(ticker.advance())

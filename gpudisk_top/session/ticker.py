@@ -1,5 +1,5 @@
 """When to take the next sample, and how a headless loop is stopped: the one tick policy
-and the one signal helper of the live dashboard's thread, `serve` and `record`.
+and the one signal helper of the dashboard, `--once`, `serve` and `record`.
 
 Ticks lie on a grid of interval_s from the start, on the monotonic clock.  A loop that
 falls behind (a slow NVML call, a hung disk read) skips the ticks it missed and takes
@@ -58,16 +58,42 @@ class Ticker:
         self._t0_s, self.ticks = due - interval_s, 1
 
 
+# Every signal whose default action ends the process and that comes from outside it: a
+# hang-up (an SSH session dropped, a tmux pane closed), a stop asked for (TERM, INT, QUIT),
+# a kill by mistake (USR1, USR2, ALRM, the realtime ones), a limit reached (XCPU), a
+# power failure (PWR).  Each stops a command as SIGTERM does, so what it changed on the
+# node (kernel.task_delayacct, collect/delayacct.py) is put back.  The faults a process
+# raises on itself (SEGV, BUS, ILL, FPE, TRAP, SYS) are no stop request; KILL and STOP
+# cannot be caught; PIPE and XFSZ the interpreter ignores from the start; VTALRM and PROF
+# come from a process's own timers (a sampling profiler's, which a handler would break).
+_ENDING = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM",
+           "SIGXCPU", "SIGPWR", "SIGSTKFLT", "SIGIO")
+STOP_SIGNALS = tuple(getattr(signal, name) for name in _ENDING if hasattr(signal, name)) + tuple(
+    range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:          # a realtime signal has no name of its own
+        return f"SIGRTMIN+{signum - signal.SIGRTMIN}"
+
+
 class StopSignals:
-    """SIGINT and SIGTERM set `reason` (the signal's name) and wake wait() at once; the
-    previous handlers come back on restore().  Only the main thread can install
-    handlers: elsewhere none is, and wait() is a plain sleep."""
+    """Each of STOP_SIGNALS sets `reason` (the signal's name) and `signum`, and wakes
+    wait() at once; the previous handlers come back on restore().  A signal ignored when
+    it is made (`nohup` ignores SIGHUP, a shell's background job SIGINT) stays ignored: the
+    user asked for that.  Only the main thread can install handlers: elsewhere none is,
+    and wait() is a plain sleep.  Created before anything is changed on the node, so that
+    no signal can end the process between the change and its undoing."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        self.signum: int | None = None
         self._old: dict[int, object] = {}
         self._rfd = self._wfd = None
         self._old_wakeup = -1
+        self._notify = None
         if threading.current_thread() is not threading.main_thread():
             return
         self._rfd, self._wfd = os.pipe()
@@ -78,11 +104,34 @@ class StopSignals:
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._old_wakeup = signal.set_wakeup_fd(self._wfd, warn_on_full_buffer=False)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handle)
+        for sig in STOP_SIGNALS:
+            try:
+                if signal.getsignal(sig) == signal.SIG_IGN:
+                    continue
+                self._old[sig] = signal.signal(sig, self._handle)
+            except (OSError, ValueError):
+                continue       # one the platform keeps for itself
 
     def _handle(self, signum, frame) -> None:
-        self.reason = signal.Signals(signum).name
+        self.signum = signum
+        self.reason = _signal_name(signum)
+        notify = self._notify
+        if notify is not None:
+            try:
+                notify(self.reason)
+            except RuntimeError:    # the loop has closed since: the flag is enough
+                pass
+
+    def call_in(self, loop, stop) -> None:
+        """From now on each stop signal also calls stop(reason) on the asyncio `loop` (the
+        dashboard's, which sleeps in its selector and never calls wait()); one that came
+        before is answered at once.  loop None: no more calls."""
+        if loop is None:
+            self._notify = None
+            return
+        self._notify = lambda reason: loop.call_soon_threadsafe(stop, reason)
+        if self.reason is not None:
+            loop.call_soon(stop, self.reason)
 
     def wait(self, timeout_s: float) -> None:
         """Sleep timeout_s, or less when a signal comes."""
@@ -99,6 +148,7 @@ class StopSignals:
                 pass
 
     def restore(self) -> None:
+        self._notify = None
         for sig, old in self._old.items():
             signal.signal(sig, old)
         self._old = {}

@@ -6,6 +6,7 @@ shows as STALE in the header, not as a frozen screen.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Iterable
@@ -95,7 +96,10 @@ class GpuDiskApp(TimelineKeys, App):
                  dev_filter: DeviceFilter | None = None, on_sample=None,
                  autostart: bool = True, show_self: bool = True, prefill: int = 0,
                  feed=None, hooks=None, record_path: str | None = None,
-                 price: Price = NO_PRICE) -> None:
+                 price: Price = NO_PRICE, stop_signals=None) -> None:
+        """stop_signals: the command's session.ticker.StopSignals, whose signals (SIGHUP
+        when the terminal hangs up, SIGTERM...) end the app as q does; None: Textual's
+        defaults (tests)."""
         super().__init__()
         self.origin = origin
         self.price = price          # [ledger]: the cost of the GPU time lost
@@ -113,6 +117,8 @@ class GpuDiskApp(TimelineKeys, App):
         self._last_flags: list[str] = []
         self.prefill = prefill  # samples to take at once before going live (--demo-start)
         self.record_path = record_path  # --record FILE: the header says REC
+        self.stop_signals = stop_signals
+        self._feed_closed = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -128,6 +134,10 @@ class GpuDiskApp(TimelineKeys, App):
 
     def on_mount(self) -> None:
         theme.use_no_color(self.no_color)  # Textual greys every colour: emphasis by attributes
+        if self.stop_signals is not None:
+            # the loop sleeps in its selector: the signal wakes it (one that came while
+            # starting is answered at once)
+            self.stop_signals.call_in(asyncio.get_running_loop(), self._stop_by_signal)
         self.query_one(DiskPanel).filter = self._initial_filter
         self._render_header()
         if self.prefill:
@@ -151,7 +161,20 @@ class GpuDiskApp(TimelineKeys, App):
         self._rerender()
 
     def on_unmount(self) -> None:
+        if self.stop_signals is not None:
+            self.stop_signals.call_in(None, None)
+        self.close_feed()
+
+    def close_feed(self) -> None:
+        """Stop sampling and close the source, once (the sampler's close puts back what
+        --delayacct switched on); also where the app failed before it mounted."""
+        if self._feed_closed:
+            return
+        self._feed_closed = True
         self.feed.stop()
+
+    def _stop_by_signal(self, reason: str) -> None:
+        self.exit()
 
     # ------------------------------------------------------------------ updates
     def _from_feed(self, update: Update) -> None:
