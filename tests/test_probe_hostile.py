@@ -1,6 +1,8 @@
 """The probe results file and the probe's figures against hostile input (issue 25, items
 4, 5 and 10): a FIFO or a link at probes.json, a file that shrinks while it is read, a
-test that yields no reads, a rate of 0 or a run cut short.  FIFOs and links are made
+test that yields no reads, a rate of 0 or a run cut short.  Issue 35 item 4: a results
+file nested 100,000 deep, cut short, empty, of a later version or not JSON, and a probe
+with a ceiling of 0, said once through the real command line.  FIFOs and links are made
 under tmp_path; what could hang runs in a child with a timeout."""
 
 from __future__ import annotations
@@ -188,6 +190,88 @@ def test_a_stored_ceiling_of_zero_is_no_ceiling():
     c = store.Ceiling.from_json(doc)
     assert c.randread_qd32_iops is None and c.randread_qd1_iops is None
     assert c.seq_read_mib_s == 250.0
+
+
+# ------------------------------------------------------------- results files that are not
+def _valid_doc(version=1) -> bytes:
+    return json.dumps({"format": "gpudisk-top probes", "version": version,
+                       "devices": {"serial:x": _result_doc()}}, indent=1).encode()
+
+
+RESULTS_FILES = {
+    "nested 100,000 deep": (b'{"format": "gpudisk-top probes", "version": 1, "devices": '
+                            + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper than 16"),
+    "100,000 opening brackets": (b"[" * 100_000, "do not pair up"),
+    "truncated": (_valid_doc()[:200], "cut short"),
+    "empty": (b"", "is empty"),
+    "of a future version": (_valid_doc(version=2), "written by a newer gpudisk-top"),
+    "not JSON": (bytes(range(256)), "not a gpudisk-top probe results file"),
+}
+
+
+def _results_notes(err: str) -> list[str]:
+    return [ln for ln in err.splitlines()
+            if ln.startswith("gpudisk-top: warning: ") and "probes.json" in ln]
+
+
+@pytest.mark.parametrize("kind", RESULTS_FILES)
+def test_once_says_once_that_a_results_file_is_not_used_and_answers(tmp_path, kind):
+    """issue 35: the nested file ended --once with RecursionError; the others were
+    ignored without a word."""
+    env, path = state_env(tmp_path)
+    body, why = RESULTS_FILES[kind]
+    with open(path, "wb") as f:
+        f.write(body)
+    once = gdt("--once", "--json", "-i", "0.2", env=env)
+    assert once.returncode == 0 and "Traceback" not in once.stderr, once.stderr
+    assert json.loads(once.stdout)["disks"] is not None
+    notes = _results_notes(once.stderr)
+    assert len(notes) == 1 and why in notes[0] and path in notes[0], once.stderr
+    assert notes[0].endswith("; no ceilings from it")
+
+
+def test_record_says_it_once_however_many_samples(tmp_path):
+    env, path = state_env(tmp_path)
+    with open(path, "wb") as f:
+        f.write(RESULTS_FILES["truncated"][0])
+    out = tmp_path / "r.gdtrec"
+    proc = gdt("record", "-o", str(out), "-i", "0.2", "--duration", "2", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert len(_results_notes(proc.stderr)) == 1, proc.stderr
+    assert out.stat().st_size > 0
+
+
+def test_this_disks_probe_with_a_ceiling_of_zero_is_said_not_used(tmp_path):
+    from gpudisk_top.collect.roots import Roots
+    from gpudisk_top.probe.target import describe_devices, identity
+    import realdisk
+
+    roots = Roots()
+    disk = realdisk.whole_disk(realdisk.BASE)
+    key = identity(roots, describe_devices(roots), disk)[0]
+    doc = _result_doc(key)
+    doc["ceiling"]["randread_qd32_iops"] = 0
+    env, path = state_env(tmp_path)
+    with open(path, "w") as f:
+        json.dump({"format": "gpudisk-top probes", "version": 1, "devices": {key: doc}}, f)
+    once = gdt("--once", "--json", "-i", "0.2", env=env)
+    assert once.returncode == 0, once.stderr
+    notes = _results_notes(once.stderr)
+    assert notes == [f"gpudisk-top: warning: {path}: the probe of {disk} ({key}) is not used: "
+                     "its randread_qd32_iops '0' is not a rate"], once.stderr
+
+
+def test_probe_refuses_a_newer_versions_file_before_loading_the_device(tmp_path):
+    env, path = state_env(tmp_path)
+    body = _valid_doc(version=2)
+    with open(path, "wb") as f:
+        f.write(body)
+    proc = gdt("probe", "--engine", "builtin", "--seconds", "1.5", "/var/tmp", env=env)
+    one_error(proc, "written by a newer gpudisk-top; this gpudisk-top reads version 1: "
+                    "not replacing it")
+    assert "probe reads" not in proc.stderr        # refused before the device was loaded
+    with open(path, "rb") as f:
+        assert f.read() == body
 
 
 @pytest.mark.skipif(not __import__("shutil").which("fio"), reason="fio is not installed")

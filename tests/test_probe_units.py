@@ -168,6 +168,124 @@ def test_fio_command_is_read_only_and_bounded():
         assert opt in cmd, opt
     assert "--filename=/data/a\\:b.bin" in cmd    # fio's file separator escaped
     assert not any("write" in arg for arg in cmd)
+    # the job runs as a thread of fio's one process, which dies with probe (fio.py)
+    assert "--thread" in cmd
+
+
+# ------------------------------------------------------------- the results file's bounds
+def test_nesting_is_checked_before_json_parses_it():
+    ok = json.dumps({"a": [[["]]]{{"]]], "b": {"c": "\\\"[", "d": [{}]}}).encode()
+    assert store.nesting_problem(ok) is None                 # brackets in strings are text
+    assert store.nesting_problem(b"[" * 16 + b"]" * 16) is None
+    assert "deeper than 16 levels" in store.nesting_problem(b"[" * 17 + b"]" * 17)
+    assert "deeper than 16" in store.nesting_problem(b"[" * 100_000 + b"]" * 100_000)
+    assert "do not pair up" in store.nesting_problem(b"[" * 100_000)
+    assert "do not pair up" in store.nesting_problem(b'{"a": [1, 2}]')
+    assert "never ends" in store.nesting_problem(b'{"a": "b')
+    assert "more than 200000 strings" in store.nesting_problem(b'[' + b'"",' * 250_000 + b'""]')
+    assert "more than 200000" in store.nesting_problem(b"[" + b"[]," * 250_000 + b"[]]")
+
+
+@pytest.mark.parametrize("body,why", [
+    (b"[" * 100_000 + b"]" * 100_000, "is nested deeper than 16 levels: not a gpudisk-top"),
+    (b"[" * 100_000, "is cut short or damaged (its brackets do not pair up): not a gpudisk-top"),
+    (b"", "is empty: not a gpudisk-top probe results file"),
+    (b"  \n", "is empty: not a gpudisk-top probe results file"),
+    (b"\xff\xfe{}", "is not JSON ("),
+    (b'{"format": "gpudisk-top probes", "version": 1, "devices": {"a": 1}', "is cut short"),
+    (b'{"format": "other", "devices": {}}', "is not a gpudisk-top probe results file"),
+    (b'{"format": "gpudisk-top probes", "version": "1", "devices": {}}',
+     "is version '1' of the results file; this gpudisk-top reads version 1"),
+])
+def test_a_results_file_that_is_not_one_is_refused_in_one_line(tmp_path, body, why):
+    path = tmp_path / "probes.json"
+    path.write_bytes(body)
+    with pytest.raises(RuntimeFailure) as err:
+        store.load(str(path))
+    assert f"{path} {why}" in str(err.value) and "\n" not in str(err.value)
+    assert not isinstance(err.value, store.NewerFile)
+
+
+def test_a_results_file_over_the_cap_is_refused_without_being_parsed(tmp_path):
+    path = tmp_path / "probes.json"
+    path.write_bytes(b'{"pad": "' + b"x" * (16 * 2**20) + b'"}')
+    with pytest.raises(RuntimeFailure, match="is larger than 16 MiB: not a gpudisk-top"):
+        store.load(str(path))
+
+
+def test_a_newer_versions_file_is_never_replaced(tmp_path):
+    path = tmp_path / "probes.json"
+    body = json.dumps({"format": "gpudisk-top probes", "version": 2, "devices": {}}).encode()
+    path.write_bytes(body)
+    with pytest.raises(store.NewerFile, match="version 2 of the results file, written by a "
+                       "newer gpudisk-top; this gpudisk-top reads version 1"):
+        store.load(str(path))
+    with pytest.raises(store.NewerFile, match="not replacing it"):
+        store.check_writable(str(path))
+    with pytest.raises(store.NewerFile, match="not replacing it"):
+        store.save(_result("serial:vol-0abc", "vda", 3000.0), str(path))
+    assert path.read_bytes() == body
+
+
+def test_a_damaged_file_is_replaced_saying_why(tmp_path):
+    path = tmp_path / "probes.json"
+    path.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    store.check_writable(str(path))                  # damaged: probe may replace it
+    _saved, warning = store.save(_result("serial:vol-0abc", "vda", 3000.0), str(path))
+    assert "nested deeper than 16 levels" in warning and warning.endswith("; replacing it")
+    assert list(store.load(str(path))) == ["serial:vol-0abc"]
+
+
+def test_a_probe_holding_a_figure_that_is_no_ceiling_is_not_used_and_said(roots, tmp_path):
+    path = str(tmp_path / "probes.json")
+    store.save(_result("serial:vol-0abc", "vda", 3000.0), path)
+    store.save(_result("wwid:naa.5000c500a1b2c3d4", "sda", 51000.0), path)
+    with open(path) as f:
+        doc = json.load(f)
+    doc["devices"]["serial:vol-0abc"]["ceiling"]["randread_qd32_iops"] = 0
+    doc["devices"]["wwid:naa.5000c500a1b2c3d4"]["ceiling"]["seq_read_mib_s"] = "fast"
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    said = []
+    got = store.load_ceilings(["vda", "sda", "sda1", "sdb"], roots, path, say=said.append)
+    assert got == {}        # as if never probed: no figure of either is used
+    assert sorted(said) == [
+        f"{path}: the probe of sda (wwid:naa.5000c500a1b2c3d4) is not used: its "
+        "seq_read_mib_s 'fast' is not a rate",
+        f"{path}: the probe of sda (wwid:naa.5000c500a1b2c3d4) is not used: its "
+        "seq_read_mib_s 'fast' is not a rate",     # once for sda, once for its partition
+        f"{path}: the probe of vda (serial:vol-0abc) is not used: its randread_qd32_iops "
+        "'0' is not a rate"]
+    # a figure the probe did not measure (null) is no problem
+    doc["devices"]["serial:vol-0abc"]["ceiling"] = {"randread_qd32_iops": 3000.0,
+                                                   "randread_qd1_iops": None,
+                                                   "seq_read_mib_s": None}
+    doc["devices"]["wwid:naa.5000c500a1b2c3d4"]["ceiling"] = [1, 2]
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    said.clear()
+    got = store.load_ceilings(["vda", "sda"], roots, path, say=said.append)
+    assert list(got) == ["vda"] and got["vda"].randread_qd32_iops == 3000.0
+    assert said == [f"{path}: the probe of sda (wwid:naa.5000c500a1b2c3d4) is not used: its "
+                    "ceiling is not an object"]
+
+
+def test_the_samplers_ceilings_say_a_problem_once_a_run_and_read_a_changed_file(roots, tmp_path):
+    path = tmp_path / "probes.json"
+    path.write_bytes(b'{"format": "gpudisk-top probes", "version": 1, "devi')
+    said = []
+    source = store.ProbeCeilings(said.append, str(path))
+    infos = describe_devices(roots)
+    for _ in range(3):                   # three device refreshes, the file unchanged
+        assert source(infos, roots) == {}
+    assert said == [f"{path} is cut short or damaged (a string never ends): not a gpudisk-top "
+                    "probe results file; no ceilings from it"]
+    store.save(_result("serial:vol-0abc", "vda", 3000.0), str(path))   # mended
+    assert source(infos, roots)["vda"].randread_qd32_iops == 3000.0
+    path.write_bytes(b"")
+    assert source(infos, roots) == {} and len(said) == 2 and "is empty" in said[1]
+    path.unlink()                        # none: nothing to say
+    assert source(infos, roots) == {} and len(said) == 2
 
 
 FIO_JSON = """note: both iodepth >= 1 and synchronous I/O engine are selected

@@ -104,8 +104,9 @@ def _parse(data: bytes, path: str) -> dict:
     version = doc.get("version")
     if version != VERSION:
         newer = type(version) is int and version > VERSION
+        shown = str(version)[:20] if type(version) is int else repr(str(version)[:20])
         raise (NewerFile if newer else RuntimeFailure)(
-            f"{path} is version {str(version)[:20]!r} of the results file"
+            f"{path} is version {shown} of the results file"
             + (", written by a newer gpudisk-top" if newer else "")
             + f"; this gpudisk-top reads version {VERSION}")
     return doc
