@@ -16,6 +16,7 @@ gives), through build_view, the --once text and JSON.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
@@ -173,7 +174,8 @@ def test_a_node_scraped_by_two_jobs_is_one_node():
     d = rows_of(view)["d:9400"]
     assert (d.gpus_starved, d.gpus_total, d.state) == (8, 8, "disk-starved")
     assert d.lost_gpu_s == 451.0 and view.lost_by_cause["disk-starved"] == 450.0 + 451.0
-    assert d.doubts[trust.SCRAPES] == "scraped by 2 jobs (gpudisk-top, monitoring/pods): counted once"
+    assert d.doubts[trust.SCRAPES] == ("scraped by 2 jobs (gpudisk-top, monitoring/pods): "
+                                       "counted once")
     line = next(x for x in render_text(view).splitlines() if x.startswith("d:9400"))
     assert " 8/8 " in line and "scraped by 2 jobs" in line and " 0.13 " in line
 
@@ -194,7 +196,8 @@ def test_two_verdicts_for_one_target_are_bad_data_not_healthy():
     v = rows_of(view)["v:9400"]
     assert v.state == trust.BAD_DATA and not v.starved and not v.waits()
     assert v.doubts[trust.VERDICTS] == "2 verdicts at once: disk-starved, healthy"
-    assert device_text(v) == "bad data from its exporter (2 verdicts at once: disk-starved, healthy)"
+    assert device_text(v) == ("bad data from its exporter (2 verdicts at once: disk-starved, "
+                              "healthy)")
     # shown with the nodes that give no data, before the healthy ones
     assert [r.node for r in view.rows] == ["v:9400", "a:9400", "b:9400"]
     line = next(x for x in render_text(view).splitlines() if x.startswith("v:9400"))
@@ -239,7 +242,7 @@ def test_fleet_once_with_a_surrogate_label_prints_utf8(tmp_path):
     with Stand(table, led) as stand:
         proc = subprocess.run(gpudisk("fleet", "--prometheus", stand.url, "--once"),
                               capture_output=True, cwd=ROOT, timeout=60,
-                              env={**__import__("os").environ, "PYTHONIOENCODING": "utf-8:strict"})
+                              env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
     assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
     assert "\\udcff\\udcfeq: 1 node" in proc.stdout.decode("utf-8")
 

@@ -71,7 +71,7 @@ class _Node:
 
     def __init__(self, labels: dict[str, str]) -> None:
         self.labels = labels                   # its first series' (the row it goes to)
-        # (cause, job) -> the largest value of the series of that counter, and how many
+        # (cause, job) -> the largest value of the series of that counter
         self.counters: dict[tuple[str, str], float] = {}
         self.series = 0
         self.dropped: list[str] = []
