@@ -22,7 +22,7 @@ FAST = (
     "test_config.py", "test_deadline.py", "test_deploy_examples.py", "test_devmap.py",
     "test_diskstats.py", "test_docs.py", "test_evidence.py", "test_examples.py",
     "test_export.py", "test_export_layering.py", "test_exporter.py",
-    "test_fault_rates_consumers.py", "test_fault_record_sources.py", "test_filecache.py", "test_fleet_model.py",
+    "test_fault_rates_consumers.py", "test_fault_record_sources.py", "test_filecache.py", "test_fleet_model.py", "test_fleet_trust.py",
     "test_freespace.py", "test_gpu.py", "test_health_outputs.py",
     "test_health_smartctl_text.py", "test_health_verdict.py", "test_hooks.py", "test_host.py",
     "test_layering.py", "test_loader_time.py", "test_mounts.py", "test_netfs_bounds.py",
