@@ -43,7 +43,7 @@ def test_headless_layers_do_not_import_textual():
 # layers below it, never one above (docs/architecture.md draws the same house).  Lazy
 # imports inside functions count too: they are still a dependency.
 LAYERS = (
-    ("errors", "textsafe", "deadline", "outfile", "ratelimit", "timeparse", "(package)"),
+    ("errors", "textsafe", "configlines", "deadline", "outfile", "ratelimit", "timeparse", "(package)"),
     ("collect",),
     ("model", "sim", "probe", "fleet"),
     ("record", "diskstats"),
