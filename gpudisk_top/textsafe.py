@@ -16,14 +16,16 @@ from __future__ import annotations
 _UNSAFE = ([*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
            + [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 _TABLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
-_TABLE_KEEP_NL = {c: v for c, v in _TABLE.items() if c != 0x0A}
 
 
-def printable(text: str, *, newlines: bool = False) -> str:
-    """`text` with every control character escaped; newlines kept when `newlines`."""
+def printable(text: str) -> str:
+    """`text` with every control character escaped, a newline too: text of several lines
+    is made of lines each made printable (printable_lines, printable_block), never
+    escaped whole with its newlines kept, which let a mountpoint's newline start a line
+    of the episode panel's evidence (issue 35)."""
     if text.isprintable():
         return text
-    return text.translate(_TABLE_KEEP_NL if newlines else _TABLE)
+    return text.translate(_TABLE)
 
 
 def printable_lines(lines) -> str:
@@ -31,3 +33,10 @@ def printable_lines(lines) -> str:
     is one line, so a newline inside one is data (a mountpoint named "x\\nverdict:
     healthy") and is shown escaped like any control character, never a line of its own."""
     return "".join(printable(line) + "\n" for line in lines)
+
+
+def printable_block(lines) -> str:
+    """Lines for a block of text on a screen (a panel's evidence, a note), joined by
+    newlines, each line escaped whole as printable_lines does: only our own line breaks
+    break lines."""
+    return "\n".join(printable(line) for line in lines)

@@ -18,7 +18,7 @@ from textual.widgets.option_list import Option
 from gpudisk_top.model.ledger import NO_PRICE
 from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.model.whatif import text_lines as whatif_lines
-from gpudisk_top.textsafe import printable
+from gpudisk_top.textsafe import printable, printable_block
 from gpudisk_top.ui.format import clock, duration
 
 
@@ -41,8 +41,9 @@ def evidence(ep, now_s: float) -> Text:
     lines += ["", f"GPUs: {', '.join(map(str, ep.gpus)) or '-'}   devices: "
               f"{', '.join(ep.devices) or '-'}   processes: {', '.join(map(str, ep.processes)) or '-'}"]
     head = f"  episode #{ep.id}, {duration(ep.duration_s(now_s))}" + ("  (still open)" if ep.open else "")
-    return Text.assemble((ep.state, "bold"), head, "\n",
-                         printable("\n".join(lines), newlines=True))
+    # each line escaped whole: a newline in the machine's text (a mountpoint in the
+    # reason) is shown as \x0a, so no line here is one the evidence did not say
+    return Text.assemble((printable(ep.state), "bold"), head, "\n", printable_block(lines))
 
 
 class EpisodesScreen(ModalScreen):
@@ -61,14 +62,18 @@ class EpisodesScreen(ModalScreen):
         super().__init__()
         self.episodes = list(reversed(episodes))  # newest first
         self.now_s = now_s
-        self.note = note
+        lines = [note]
         if ledger is not None and ledger.intervals:
-            self.note = "\n".join(filter(None, [f"this session: {ledger.line(price)}", note]))
+            lines.insert(0, f"this session: {ledger.line(price)}")
+        # kept as lines, each escaped whole when shown (the ledger's names devices and
+        # mounts): one string escaped whole made its own line break a "\x0a"
+        self.note_lines = [line for line in lines if line]
+        self.note = "\n".join(self.note_lines)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             if self.note:
-                yield Static(Text(printable(self.note)), id="note")
+                yield Static(Text(printable_block(self.note_lines)), id="note")
             if self.episodes:
                 yield OptionList(*[Option(_describe(ep, self.now_s), id=str(ep.id))
                                    for ep in self.episodes])

@@ -6,6 +6,7 @@ import textwrap
 
 from gpudisk_top.model.detect import STARVED_STATES, UNAVAILABLE
 from gpudisk_top.model.whatif import best_line
+from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, duration
 from gpudisk_top.ui.widgets.base import LinesPanel
@@ -84,6 +85,10 @@ class VerdictBanner(LinesPanel):
         if best:
             # the best fix first: a banner cut to its first clause still says what it gains
             advice = f"{best}; {advice}" if advice else best
+        # escaped before it is wrapped: textwrap would make a mountpoint's newline a space
+        # (the path shown as one it is not) and count an escape's width wrong
+        text = printable(text)
+        advice = printable(advice) if advice else advice
         alert_lines = 1 if alert else 0
         budget = max(1, self.max_lines - alert_lines)
         advice_lines = 0 if not advice else (1 if budget < 5 else 2)
