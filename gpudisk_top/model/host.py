@@ -163,14 +163,56 @@ def _cgroup_io_rates(cur: CgroupIo, prev: CgroupIo,
     return out
 
 
+# ---------------------------------------------------------------------------- meminfo
+# The kernel counts memory in pages: no figure of /proc/meminfo is below 0, none is above
+# what a 64-bit address space holds (2^64 bytes: 2^54 kB), MemTotal is never 0, and no
+# part of memory is larger than all of it.  A figure outside that is a broken file (a
+# container's lxcfs gone wrong, a hand-made --procfs, a damaged recording), not a reading:
+# it is said, and not shown ("total -0.00 GiB" was).  Checked here, not where it is read,
+# so a recording keeps what the file said and its replay is judged by the same rule.
+MEMINFO_MAX_KB = 1 << 54
+MEMINFO_PARTS = ("MemAvailable", "Cached", "Buffers", "Dirty", "Writeback")
+
+
+def meminfo_checked(kb: dict[str, int]) -> tuple[dict[str, int], list[str]]:
+    """(the figures of kb, parse_meminfo's, that a kernel could print; a warning line for
+    each one left out).  Never raises."""
+    out: dict[str, int] = {}
+    problems: list[str] = []
+    total = kb.get("MemTotal")
+    if total is not None:
+        if 0 < total <= MEMINFO_MAX_KB:
+            out["MemTotal"] = total
+        else:
+            problems.append(f"meminfo: MemTotal {total} kB is impossible (a machine's is "
+                            "above 0 and at most 2^54 kB); the memory total is not shown")
+            total = None
+    for name in MEMINFO_PARTS:
+        value = kb.get(name)
+        if value is None:
+            continue
+        if 0 <= value <= (total if total is not None else MEMINFO_MAX_KB):
+            out[name] = value
+        else:
+            bound = "MemTotal" if total is not None else "any memory"
+            problems.append(f"meminfo: {name} {value} kB is impossible (below 0 or above "
+                            f"{bound}); it is not shown")
+    return out, problems
+
+
 # ---------------------------------------------------------------------------- view
-def host_view(cur: HostRaw, prev: HostRaw | None, interval_s: float) -> HostView:
+def host_view(cur: HostRaw, prev: HostRaw | None, interval_s: float,
+              warnings: list[str] | None = None) -> HostView:
     """The host over the interval from prev to cur (interval_s seconds apart).
 
-    Never raises.  Memory fields come from cur alone; rates and percentages are None
-    without prev, without a valid interval, or where either sample lacks the source.
+    Never raises.  Memory fields come from cur alone, those a kernel could not have
+    written left out (meminfo_checked; the line that says so appended to `warnings`);
+    rates and percentages are None without prev, without a valid interval, or where
+    either sample lacks the source.
     """
-    mem = cur.meminfo_kb
+    mem, problems = meminfo_checked(cur.meminfo_kb)
+    if warnings is not None:
+        warnings.extend(problems)
     view = HostView(
         ncpu=cur.ncpu,
         mem_total_kb=mem.get("MemTotal"),

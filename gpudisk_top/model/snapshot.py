@@ -73,7 +73,8 @@ class Model:
                                   for name, why in model.disk_dropped.items())
         window_us = (int(last.wall_s * 1e6), int(sample.wall_s * 1e6)) if last is not None else None
         model.gpus = gpu_views(sample.gpu, last.gpu if last is not None else None, window_us)
-        model.host = host_view(sample.host, last.host if last is not None else None, interval_s)
+        model.host = host_view(sample.host, last.host if last is not None else None, interval_s,
+                               model.warnings)
         model.procs = proc_views(sample.procs, last.procs if last is not None else None, interval_s)
         model.mounts = mount_views(sample.mounts, last.mounts if last is not None else None,
                                    model.procs, interval_s)
