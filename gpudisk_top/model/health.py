@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.collect.sample import (HEALTH_SIMULATED, HEALTH_SMARTCTL, HEALTH_SYSFS,
                                         DiskHealth, HealthSnapshot, same_drive)
+from gpudisk_top.model.health_range import in_range
 
 __all__ = ["DiskHealth", "HealthSnapshot", "HealthTrend", "HealthView", "STATUSES",
            "STATUS_RANK", "HEALTH_SMARTCTL", "HEALTH_SYSFS", "HEALTH_SIMULATED", "classify",
@@ -197,6 +198,7 @@ def trend(first: DiskHealth, last: DiskHealth) -> HealthTrend | None:
     down.  Never raises."""
     if not same_drive(first, last):
         return None
+    first, last = in_range(first)[0], in_range(last)[0]    # no gain from an impossible figure
 
     def counter(name):
         g = _gain(getattr(first, name), getattr(last, name))
@@ -270,10 +272,14 @@ class HealthView:
 
 
 def view_of(reading: DiskHealth, first: DiskHealth | None = None) -> HealthView:
-    status, reasons = classify(reading)
+    """One reading judged, with its trend since `first`.  A figure the reading's field
+    cannot hold (health_range.RANGES) is left out of the view's reading and of what is
+    judged, and the reasons say so after the judgement's own.  Never raises."""
+    checked, notes = in_range(reading)
+    status, reasons = classify(checked)
     since = (trend(first, reading) if first is not None and reading.readable
              and first is not reading else None)
-    return HealthView(reading, status, reasons, since)
+    return HealthView(checked, status, reasons + notes, since)
 
 
 _last_views: tuple[HealthSnapshot | None, dict[str, HealthView]] = (None, {})
