@@ -2,7 +2,8 @@
 
 Commands are started and never waited for in the sampler thread: the engine polls them on
 each update, reports a non-zero exit status or a timeout as a warning, and kills one that
-runs past its rule's timeout_s.  At most MAX_RUNNING commands run at once; the others
+runs past its rule's timeout_s, with every process it started that is still in its
+process group (kill_command: `sh -c 'notify & sleep 1000'` leaves no `notify` behind).  At most MAX_RUNNING commands run at once; the others
 wait in a queue and start as those end, so sixteen devices that fire together run
 sixteen commands, not three.  Per rule and subject at most one command runs and one
 waits (the newest): a rule cannot pile up commands.
@@ -17,6 +18,7 @@ import collections
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -61,6 +63,24 @@ def expand_argv(argv: tuple[str, ...], values: dict[str, str], pids: list[int]) 
         else:
             out.append(_PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), arg))
     return out
+
+
+def kill_command(proc) -> None:
+    """SIGKILL a command this runner started and every process still in its process
+    group, then reap it.  Each command starts in a session of its own
+    (start_new_session), so its group's ID is its PID; while the command is not reaped
+    (poll() finds no status: running, or a zombie only we can reap) no other process can
+    have that PID, so the group is positively ours.  Once reaped the number may belong to
+    anyone, and only the process itself is signalled (a no-op: it has ended).  Children
+    that made a group or session of their own left ours on purpose and are not chased.
+    Never raises."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.kill()
+    proc.wait()
 
 
 def needs_pids(argv: tuple[str, ...]) -> bool:
@@ -141,8 +161,7 @@ class CommandRunner:
             rc = proc.poll()
             if rc is None:
                 if now - started > timeout_s:
-                    proc.kill()
-                    proc.wait()
+                    kill_command(proc)
                     del self._running[key]
                     self.warn(f"{rule}:timeout", f"alert {rule}: command {name} killed after "
                               f"{timeout_s:g} s")
@@ -171,8 +190,7 @@ class CommandRunner:
             if self._running or self._waiting:
                 time.sleep(0.02)
         for key, (proc, _, _, name) in list(self._running.items()):
-            proc.kill()
-            proc.wait()
+            kill_command(proc)
             self.warn(f"{key[0]}:killed", f"alert {key[0]}: command {name} still ran at exit; "
                       "killed")
         waiting: dict[str, list[str]] = {}
