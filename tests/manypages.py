@@ -18,12 +18,14 @@ do.  So the files are made long for real:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 import realdisk
 
@@ -85,9 +87,22 @@ def loop_devices(n: int, directory: str):
                 ctl = None
             if ctl is not None:
                 for name in new:
-                    with contextlib.suppress(OSError, ValueError):
-                        fcntl.ioctl(ctl, LOOP_CTL_REMOVE, int(name[len("loop"):]))
+                    _remove(ctl, int(name[len("loop"):]))
                 os.close(ctl)
+
+
+def _remove(ctl: int, number: int) -> None:
+    """LOOP_CTL_REMOVE, tried again for a while on EBUSY: a device someone still has open
+    (a reader of every /dev node, this test's own read a moment ago) is detached only when
+    it is closed, and cannot be removed before."""
+    for _ in range(50):
+        try:
+            fcntl.ioctl(ctl, LOOP_CTL_REMOVE, number)
+            return
+        except OSError as err:
+            if err.errno != errno.EBUSY:
+                return
+        time.sleep(0.1)
 
 
 def iostat_devices() -> list[str] | None:
