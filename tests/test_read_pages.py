@@ -20,7 +20,6 @@ import pytest
 
 import manypages
 import slowfs
-from conftest import REAL_LOAD
 from slack import slack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,14 +42,11 @@ def first_piece(path: str) -> bytes:
 
 
 # 100 loop devices change the device list every test sees, and iostat is the judge: the
-# test runs alone, with the real-load tests (`sysstat`), once tests/conftest.py's REAL_LOAD
-# names this module; until then it skips rather than run beside the others
-ALONE = pytest.mark.sysstat if os.path.basename(__file__) in REAL_LOAD else pytest.mark.skip(
-    reason="tests/conftest.py REAL_LOAD does not name test_read_pages.py yet: it must run alone")
+# test runs alone, with the real-load tests (`sysstat`; tests/conftest.py's REAL_LOAD)
 
 
 @pytest.mark.root(reason="loop devices need root")
-@ALONE
+@pytest.mark.sysstat
 def test_once_lists_every_one_of_100_loop_devices_as_iostat_does(tmp_path):
     why = manypages.loops_unavailable()
     if why:
