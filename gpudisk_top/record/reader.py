@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from gpudisk_top.collect import utilpct
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.errors import RuntimeFailure, UsageError
-from gpudisk_top.model.gaps import cadence_of
 from gpudisk_top.record import frames, sources, v2
 from gpudisk_top.record.header import FORMAT_VERSION, iso
 
@@ -373,6 +372,8 @@ class Recording:
         """The interval sample i's session was recorded at (its header's interval_s),
         None when the header does not say one that is a positive number of seconds: the
         cadence of the gap rule (model/gaps.py)."""
+        from gpudisk_top.model.gaps import cadence_of   # the model only when replaying
+
         if not 0 <= i < len(self):
             return None
         header = self.sessions[self.session_index(i)].header
