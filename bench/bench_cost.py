@@ -66,7 +66,7 @@ import bench_scale as scale  # noqa: E402
 from gpudisk_top.collect.cgscan import cgroup2_root  # noqa: E402
 from gpudisk_top.collect.roots import Roots  # noqa: E402
 from gpudisk_top.collect.sampler import Sampler  # noqa: E402
-from gpudisk_top.model.step import Stepper  # noqa: E402
+from gpudisk_top.verdict.step import Stepper  # noqa: E402
 from gpudisk_top.sim.fake_nvml import FakeNvml  # noqa: E402
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")

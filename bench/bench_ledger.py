@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU of the stall ledger (model/ledger.py) a sample: what the one step (model/step.py)
+"""CPU of the stall ledger (verdict/ledger.py) a sample: what the one step (verdict/step.py)
 adds to count an interval, and what the exporter adds to hand its counters over.
 
 Measured on the demo recording's 8-GPU node, in its disk-starved episode with the job's

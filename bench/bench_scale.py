@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import standin  # noqa: E402
 from gpudisk_top.collect.roots import Roots  # noqa: E402
 from gpudisk_top.collect.sampler import Sampler  # noqa: E402
-from gpudisk_top.model.step import Stepper  # noqa: E402
+from gpudisk_top.verdict.step import Stepper  # noqa: E402
 from gpudisk_top.sim.fake_nvml import FakeNvml  # noqa: E402
 
 GPUS = 8

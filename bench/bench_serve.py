@@ -118,7 +118,7 @@ def render_cost_us(repeat: int = 200) -> dict:
     from prometheus_client import generate_latest
 
     from gpudisk_top.exporter import MetricsServer
-    from gpudisk_top.model.detect import Detector
+    from gpudisk_top.verdict.detect import Detector
     from gpudisk_top.model.snapshot import Model
     from gpudisk_top.sim import Simulator, builtin
 

@@ -1,4 +1,4 @@
-"""What the live what-if (gpudisk_top/model/whatif.py) costs: predict() per starved
+"""What the live what-if (gpudisk_top/verdict/whatif.py) costs: predict() per starved
 interval, and the share of a core it adds to `record -i 1` with a job of 64 processes.
 
     python bench/bench_whatif.py [--repeat 15] [--rounds 3] [--against CHECKOUT]
@@ -65,7 +65,7 @@ def predict_inputs() -> dict:
     sys.path.insert(0, TESTS)
     from test_whatif_model import latency_bound
 
-    from gpudisk_top.model.whatif import Pipeline
+    from gpudisk_top.verdict.whatif import Pipeline
 
     out = {f"{n} loaders": (latency_bound(n, direct=False, data_kb=2 << 20,
                                           mem_available_kb=8 << 20, others_cpu=0.3,
@@ -100,7 +100,7 @@ def scenario_models(name: str) -> list:
 def detector_cost(name: str, repeat: int) -> dict:
     """The CPU time of the detector's what-if step (Classifier._whatif: the interval's
     figures, predict(), the second cause) per interval it runs for, over a scenario."""
-    from gpudisk_top.model.detect import Detector, classify
+    from gpudisk_top.verdict.detect import Detector, classify
 
     models = scenario_models(name)
     job_procs = {pid for m in models for pid, v in m.procs.items() if v.root_pid is not None}
@@ -137,7 +137,7 @@ def detector_cost(name: str, repeat: int) -> dict:
 
 def measure(repeat: int) -> dict:
     import gpudisk_top
-    from gpudisk_top.model.whatif import predict
+    from gpudisk_top.verdict.whatif import predict
 
     out = {"checkout": os.path.dirname(os.path.dirname(os.path.abspath(gpudisk_top.__file__))),
            "predict_ms": {}, "record": {}}

@@ -12,7 +12,7 @@ import sys
 import time
 
 import standin
-from gpudisk_top.model.detect import Thresholds
+from gpudisk_top.verdict.detect import Thresholds
 from recording_helpers import ROOT
 
 JOB = os.path.join(ROOT, "tests", "jobs", "loader_job.py")

@@ -86,7 +86,7 @@ def model(i: int, disk_util: dict[str, float] | None = None, gpus=None, interval
 
 def verdict(state: str, wall_s: float = 0.0, processes=(), reason: str = ""):
     """A Verdict of one interval in `state`, as the engine and the exporter read it."""
-    from gpudisk_top.model.detect import Verdict
+    from gpudisk_top.verdict.detect import Verdict
 
     return Verdict(wall_s=wall_s, state=state, raw_state=state, processes=list(processes),
                    reason=reason, raw_reason=reason)

@@ -95,7 +95,7 @@ def assert_same_for_the_model(originals, decoded) -> None:
     """What the model and the detector use is the same from decoded samples as from the
     originals: every GPU, disk and host figure, every process's CPU, devices and whether
     it read or wrote, and each process tree's I/O; and every verdict."""
-    from gpudisk_top.model.detect import Detector
+    from gpudisk_top.verdict.detect import Detector
     from gpudisk_top.model.snapshot import Model
 
     assert len(originals) == len(decoded)

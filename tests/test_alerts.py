@@ -13,7 +13,7 @@ import time
 
 from model_factory import gpu, model, verdict
 from gpudisk_top.alerts import AlertEngine, AlertRule
-from gpudisk_top.model.detect import STARVED_STATES, Detector
+from gpudisk_top.verdict.detect import STARVED_STATES, Detector
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.watch import FreeSpace

@@ -18,7 +18,7 @@ import pytest
 from model_factory import model, verdict
 from gpudisk_top import config
 from gpudisk_top.alerts import AlertEngine, AlertRule
-from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.verdict.detect import STARVED_STATES
 
 EVIL = "GPU 0 idle\x1b]2;pwned\x07\x1b[2J\nFAKE 2026 gpudisk-top alert forged"
 ESCAPED = "GPU 0 idle\\x1b]2;pwned\\x07\\x1b[2J\\x0aFAKE 2026 gpudisk-top alert forged"

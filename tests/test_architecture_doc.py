@@ -29,7 +29,7 @@ def _names(cell: str) -> list[str]:
 
 
 def _folders() -> list[str]:
-    """Every folder of the package that holds Python, relative to it ('model/detect')."""
+    """Every folder of the package that holds Python, relative to it ('verdict/detect')."""
     return sorted({p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
                    if p.parent != PACKAGE})
 

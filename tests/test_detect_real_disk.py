@@ -24,7 +24,7 @@ import realdisk
 
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
-from gpudisk_top.model.detect import Detector
+from gpudisk_top.verdict.detect import Detector
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.sim.fake_nvml import FakeNvml
 

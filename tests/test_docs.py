@@ -117,7 +117,7 @@ def _states(text: str) -> set[str]:
 def test_the_verdict_tables_name_every_state_of_the_detector():
     """README's short table and the verdicts page's full one: the detector's states, each
     once, no other."""
-    from gpudisk_top.model.detect import STATES
+    from gpudisk_top.verdict.detect import STATES
 
     assert _states(section(readme(), "## Verdicts")) == set(STATES)
     assert _states(section(text_of("docs/verdicts.md"), "# Starvation verdicts")) == set(STATES)

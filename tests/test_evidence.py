@@ -1,10 +1,10 @@
-"""The verdict's culprits and the storage advice (model/detect/evidence.py): the advice
+"""The verdict's culprits and the storage advice (verdict/detect/evidence.py): the advice
 follows the evidence.  The real-machine cases (fio beside the loader job) are in
 tests/test_evidence_real.py; these pin each branch of the rule."""
 
 from __future__ import annotations
 
-from gpudisk_top.model.detect.evidence import Culprit, culprits_clause, neighbours, storage_advice
+from gpudisk_top.verdict.detect.evidence import Culprit, culprits_clause, neighbours, storage_advice
 from gpudisk_top.model.host import HostView
 
 GIB_KB = 1048576

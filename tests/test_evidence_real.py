@@ -192,7 +192,7 @@ def test_every_surface_names_the_same_culprits(onces):
 
     from gpudisk_top.exporter import MetricsServer
     from gpudisk_top.model.select import DeviceFilter
-    from gpudisk_top.model.whatif import best_line
+    from gpudisk_top.verdict.whatif import best_line
     from gpudisk_top.output import once
 
     rec, (index, model, verdict) = _one_model(onces["rec"])

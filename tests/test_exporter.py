@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from model_factory import gpu, health, model, verdict
 from gpudisk_top.errors import RuntimeFailure, UsageError
 from gpudisk_top.exporter import DeviceLabels, MetricsServer, parse_listen
-from gpudisk_top.model.detect import STATES
+from gpudisk_top.verdict.detect import STATES
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.watch import FreeSpace
 
@@ -339,7 +339,7 @@ def test_concurrent_scrapes_and_updates():
 
 def _stepped(scenario: str, n: int):
     """A real simulated node stepped n samples: (server fed each sample, last verdict)."""
-    from gpudisk_top.model.step import Stepper
+    from gpudisk_top.verdict.step import Stepper
     from gpudisk_top.sim import Simulator, builtin
 
     sim, stepper, server = Simulator(builtin(scenario), seed=3), Stepper(None), MetricsServer(None)
@@ -363,8 +363,8 @@ def test_the_verdict_what_it_blames_and_since_when():
 def test_gpus_starved_counts_only_a_node_starved_by_its_own_cause():
     """A straggler's or an undiagnosed stall's GPUs wait on a peer, not on this node: the
     verdict names them (verdict_info's gpus), gpudisk_top_gpus_starved does not count them
-    (model/detect/classify.py OWN_CAUSE_STATES, the fleet rules' starved states)."""
-    from gpudisk_top.model.detect import OWN_CAUSE_STATES, Verdict
+    (verdict/detect/classify.py OWN_CAUSE_STATES, the fleet rules' starved states)."""
+    from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, Verdict
 
     server, v, _ = _stepped("straggler", 45)
     s = scrape(server)

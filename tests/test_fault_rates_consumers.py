@@ -13,7 +13,7 @@ from gpudisk_top.alerts.catalog import observe
 from gpudisk_top.collect.diskstats import parse_checked
 from gpudisk_top.collect.sample import DeviceInfo, GpuSnapshot, Sample
 from gpudisk_top.exporter import MetricsServer
-from gpudisk_top.model.detect import Detector
+from gpudisk_top.verdict.detect import Detector
 from gpudisk_top.model.history import History
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model

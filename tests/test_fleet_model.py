@@ -29,7 +29,7 @@ from gpudisk_top.fleet.model import (SPARK_POINTS, DeviceEvidence, NodeRow, Quer
                                      build_timeline, build_view, judge_job, natural_key)
 from gpudisk_top.fleet.promapi import PromClient, QueryResult, Series, check_url, parse_answer
 from gpudisk_top.fleet.source import FleetSource
-from gpudisk_top.model.detect import OWN_CAUSE_STATES, STARVED_STATES
+from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, STARVED_STATES
 from gpudisk_top.model.timefmt import age, clock_hm, duration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -252,7 +252,7 @@ def test_an_undiagnosed_stall_is_a_candidate_only_when_none_is_starved():
 
 
 def test_own_cause_states_are_the_alert_rules_starved_states():
-    """One definition (model/detect/classify.py OWN_CAUSE_STATES): the fleet model's, the
+    """One definition (verdict/detect/classify.py OWN_CAUSE_STATES): the fleet model's, the
     exporter's gpudisk_top_gpus_starved and the fleet alert rules' regex agree."""
     yaml = pytest.importorskip("yaml")
     with open(os.path.join(ROOT, "examples", "prometheus-rules.yml")) as f:

@@ -266,7 +266,7 @@ def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend
     from gpudisk_top.fleet import queries
     from gpudisk_top.fleet.model import build_view
     from gpudisk_top.fleet.promapi import PromClient
-    from gpudisk_top.model.ledger import LOST_CAUSES
+    from gpudisk_top.verdict.ledger import LOST_CAUSES
 
     with Fleet(tmp_path, nodes=LEDGER_NODES, backend=backend, rules=FLEET_RULES) as fleet:
         def ready():

@@ -1,5 +1,5 @@
 """A saturated disk that is also hot or logging media errors says so in the verdict's
-evidence (model/health.py evidence_clause, model/detect/classify.py), and one that is
+evidence (model/health.py evidence_clause, verdict/detect/classify.py), and one that is
 fine adds nothing.  The disk-starved node is the simulator's; its disk's health is a real
 drive's smartctl reading (tests/fixtures/health), attached to each sample as the poller
 attaches it."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gpudisk_top.collect.health import parse_smartctl
 from gpudisk_top.collect.sample import HealthSnapshot
-from gpudisk_top.model.detect import Detector
+from gpudisk_top.verdict.detect import Detector
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.sim import Simulator, builtin
 

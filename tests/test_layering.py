@@ -15,7 +15,7 @@ import pytest
 
 import gpudisk_top
 
-HEADLESS_PACKAGES = ("gpudisk_top.collect", "gpudisk_top.model", "gpudisk_top.sim",
+HEADLESS_PACKAGES = ("gpudisk_top.collect", "gpudisk_top.model", "gpudisk_top.verdict", "gpudisk_top.sim",
                      "gpudisk_top.output", "gpudisk_top.fleet")
 
 
@@ -45,7 +45,8 @@ def test_headless_layers_do_not_import_textual():
 LAYERS = (
     ("errors", "textsafe", "configlines", "deadline", "outfile", "ratelimit", "timeparse", "(package)"),
     ("collect",),
-    ("model", "sim", "probe", "fleet"),
+    ("model", "probe"),
+    ("verdict", "sim", "fleet"),
     ("record", "diskstats"),
     ("session", "output", "watch", "alerts"),
     ("report", "exporter"),
@@ -104,7 +105,7 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_no_module_imports_a_layer_above_its_own():
     graph = import_graph()
-    assert "gpudisk_top.session.live" in graph and "gpudisk_top.model.step" in graph
+    assert "gpudisk_top.session.live" in graph and "gpudisk_top.verdict.step" in graph
     upward = sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
                     if layer_of(part_of(t)) > layer_of(part_of(m)))
     assert upward == []

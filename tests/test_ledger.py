@@ -1,4 +1,4 @@
-"""The stall ledger (model/ledger.py): GPU time not used, by cause, counted from the raw
+"""The stall ledger (verdict/ledger.py): GPU time not used, by cause, counted from the raw
 samples; its total and its split checked against a count made here, independently, from
 the recordings' raw NVML samples and the verdicts' states."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from gpudisk_top.collect.sample import window_values
 from gpudisk_top.exporter.server import MetricsServer
-from gpudisk_top.model import ledger as L
+from gpudisk_top.verdict import ledger as L
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.session.replay import Replay
 
@@ -132,7 +132,7 @@ def test_exporter_counters_only_grow_and_match_the_ledger(demo):
 
 # ---------------------------------------------------------------------------- the rule
 def _verdict(state, raw_state=None, **kw):
-    from gpudisk_top.model.detect import Verdict
+    from gpudisk_top.verdict.detect import Verdict
 
     return Verdict(wall_s=0.0, state=state, raw_state=raw_state or state, **kw)
 

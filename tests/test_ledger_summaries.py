@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudisk_top.model.ledger import CAUSES
+from gpudisk_top.verdict.ledger import CAUSES
 from gpudisk_top.record import Recorder, Recording, make_header
 from gpudisk_top.report import ledger as report_ledger
 from gpudisk_top.report import summary

@@ -30,7 +30,7 @@ def job_model(workers: list[ProcView], disk=None, host=None, util: float = 20.0)
 
 
 def verdict(m, thresholds=None):
-    from gpudisk_top.model.detect import one_interval
+    from gpudisk_top.verdict.detect import one_interval
 
     return one_interval(m, thresholds)
 

@@ -28,7 +28,7 @@ from gpudisk_top.exporter.families import Frame, Renderer
 from gpudisk_top.fleet.model import build_view
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.text import render_text as fleet_text
-from gpudisk_top.model.detect import one_interval
+from gpudisk_top.verdict.detect import one_interval
 from gpudisk_top.model.disk import DiskDeltas
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.vocab import DISK

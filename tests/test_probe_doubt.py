@@ -1,5 +1,5 @@
 """A stored probe the device contradicts is not believed (issue 35 item 4): the rule
-(model/ceiling.py) on its own, then through the saturation judgement, the verdict's
+(verdict/ceiling.py) on its own, then through the saturation judgement, the verdict's
 evidence and the what-if, on crafted intervals (every number set).  The same through the
 real command line on a real job: test_probe_real.py; the results file's bounds:
 test_probe_units.py and test_probe_hostile.py."""
@@ -11,9 +11,9 @@ import math
 import pytest
 
 from gpudisk_top.collect.sample import DeviceInfo
-from gpudisk_top.model.ceiling import FLOOR_IOPS, FLOOR_MIB_S, MARGIN, doubt, vet
-from gpudisk_top.model.detect.saturation import SaturationTracker
-from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.verdict.ceiling import FLOOR_IOPS, FLOOR_MIB_S, MARGIN, doubt, vet
+from gpudisk_top.verdict.detect.saturation import SaturationTracker
+from gpudisk_top.verdict.detect.thresholds import Thresholds
 from model_factory import rates
 from test_loader_time import job_model, verdict, worker
 

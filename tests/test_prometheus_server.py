@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from gpudisk_top.model.detect import STATES
+from gpudisk_top.verdict.detect import STATES
 from test_exporter import SERVE
 
 PROMETHEUS = shutil.which("prometheus")

@@ -17,7 +17,7 @@ import pytest
 
 from corpus.corpus import real_recordings
 from corpus.score import precision_recall, run_real
-from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.verdict.detect import STARVED_STATES
 from recording_helpers import ROOT
 
 REAL = real_recordings()

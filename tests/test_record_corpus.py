@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from corpus.corpus import scenarios
-from gpudisk_top.model.detect import Detector
+from gpudisk_top.verdict.detect import Detector
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import episode_json
 from gpudisk_top.sim import Simulator

@@ -28,9 +28,9 @@ import pytest
 import standin
 from gpudisk_top.collect.sample import GpuRaw, GpuSnapshot, UtilWindow
 from gpudisk_top.collect.utilpct import check_gpu, check_snapshot, checked, is_pct
-from gpudisk_top.model import gaps
-from gpudisk_top.model.ledger import GAPS_LISTED, IntervalLoss, Ledger, gaps_text
-from gpudisk_top.model.step import Stepper
+from gpudisk_top.verdict import gaps
+from gpudisk_top.verdict.ledger import GAPS_LISTED, IntervalLoss, Ledger, gaps_text
+from gpudisk_top.verdict.step import Stepper
 from gpudisk_top.record.reader import Recording
 from recording_helpers import run_command, sim_samples, write_recording
 from slack import slack

@@ -1,9 +1,9 @@
-"""The words for a mount the job waits on (model/detect/remote.py), by the mount's kind:
+"""The words for a mount the job waits on (verdict/detect/remote.py), by the mount's kind:
 the numbers its own statistics give, and the advice that fits that kind."""
 
 from __future__ import annotations
 
-from gpudisk_top.model.detect.remote import mount_advice, mount_evidence
+from gpudisk_top.verdict.detect.remote import mount_advice, mount_evidence
 from gpudisk_top.model.mounts import MountView
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pytest
 
-from gpudisk_top.model.step import Stepper
+from gpudisk_top.verdict.step import Stepper
 from gpudisk_top.record import Recording
 from gpudisk_top.session.replay import Replay
 from gpudisk_top.model.vocab import episode_json

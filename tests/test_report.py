@@ -9,7 +9,7 @@ import pytest
 
 from gpudisk_top.commands import report as report_cmd
 from gpudisk_top.errors import UsageError
-from gpudisk_top.model.detect import STATES
+from gpudisk_top.verdict.detect import STATES
 from gpudisk_top.record import frames
 from gpudisk_top.record.header import FORMAT_VERSION
 from gpudisk_top.sim import Simulator, builtin

@@ -21,7 +21,7 @@ import pytest
 
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
-from gpudisk_top.model.step import Stepper
+from gpudisk_top.verdict.step import Stepper
 from gpudisk_top.sim.fake_nvml import FakeNvml
 
 GPUS = 8

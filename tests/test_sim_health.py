@@ -19,7 +19,7 @@ import pytest
 from gpudisk_top.collect.health import VIRTIO_NO_SMART, XEN_NO_SMART, next_snapshot
 from gpudisk_top.collect.sample import HEALTH_SIMULATED, DiskHealth
 from gpudisk_top.commands import report as report_cmd
-from gpudisk_top.model.detect import Detector
+from gpudisk_top.verdict.detect import Detector
 from gpudisk_top.model.health import classify
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.record import Recording

@@ -29,9 +29,9 @@ from gpudisk_top.exporter.families import REASON_MAX_CHARS, reason_label
 from gpudisk_top.fleet.model import NO_GPU_TEXT, build_view
 from gpudisk_top.fleet.promapi import parse_answer
 from gpudisk_top.fleet.text import render_text as fleet_text
-from gpudisk_top.model.detect import STARVED_STATES, STATES, UNAVAILABLE
+from gpudisk_top.verdict.detect import STARVED_STATES, STATES, UNAVAILABLE
 from gpudisk_top.model.history import Column
-from gpudisk_top.model.step import Stepper
+from gpudisk_top.verdict.step import Stepper
 from gpudisk_top.record import Recording
 from gpudisk_top.record.header import make_header
 from gpudisk_top.record.writer import Recorder

@@ -9,8 +9,8 @@ from dataclasses import fields
 from model_factory import gpu, model
 from gpudisk_top.alerts import catalog
 from gpudisk_top.model import vocab
-from gpudisk_top.model.detect import Episode, Verdict
-from gpudisk_top.model.detect.evidence import Culprit
+from gpudisk_top.verdict.detect import Episode, Verdict
+from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.model.disk import RATE_FIELDS
 from gpudisk_top.model.gpu import GpuProcessView, GpuView, gpu_as_json
 from gpudisk_top.model.host import HOST_FIELDS, host_as_json

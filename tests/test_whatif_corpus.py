@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudisk_top.model.whatif import Pipeline, predict
+from gpudisk_top.verdict.whatif import Pipeline, predict
 
 CORPUS = json.loads((Path(__file__).parent / "fixtures" / "whatif" / "corpus.json")
                     .read_text(encoding="utf-8"))["cases"]

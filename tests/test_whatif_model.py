@@ -1,4 +1,4 @@
-"""The what-if model's formulas (gpudisk_top/model/whatif.py), on the figures an interval
+"""The what-if model's formulas (gpudisk_top/verdict/whatif.py), on the figures an interval
 gives it: each fix's speed-up follows the pipeline's slowest stage, the cap that binds is
 the one named, and a missing input makes the prediction `estimated` (or leaves it out)."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gpudisk_top.model.whatif import (ESTIMATED, FIXES, MEASURED, Pipeline, WhatIf, best_line,
+from gpudisk_top.verdict.whatif import (ESTIMATED, FIXES, MEASURED, Pipeline, WhatIf, best_line,
                                       lat_ms, of_json, predict, text_lines)
 
 # this machine's virtio disk as `gpudisk-top probe` measured it (4 KiB random reads)

@@ -1,4 +1,4 @@
-"""The what-if is one list, made once by the model (model/whatif.py) and shown the same on
+"""The what-if is one list, made once by the model (verdict/whatif.py) and shown the same on
 every surface: `--once` JSON (`verdict.whatif`) and text (`what-if:` lines), the exporter's
 `gpudisk_top_whatif_speedup{fix}`, the report (each episode's `whatif` and its `best:`
 line), re-derived from a recording's raw samples.  The simulator's checkpoint-stalls
@@ -11,8 +11,8 @@ import json
 from recording_helpers import origin, run_command, sim_samples, write_recording
 from gpudisk_top.exporter import MetricsServer
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.model.step import Stepper
-from gpudisk_top.model.whatif import best_line, of_json
+from gpudisk_top.verdict.step import Stepper
+from gpudisk_top.verdict.whatif import best_line, of_json
 from gpudisk_top.output import once
 
 SCENARIO = "checkpoint-stalls"

@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass
 
 from gpudisk_top.alerts import catalog
-from gpudisk_top.model.detect import STARVED_STATES, STATES
+from gpudisk_top.verdict.detect import STARVED_STATES, STATES
 from gpudisk_top.outfile import is_absolute_path
 
 OPS = {

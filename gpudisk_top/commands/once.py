@@ -73,7 +73,7 @@ def run(args) -> int:
 def _one_interval(sampler, virtual: bool, interval_s: float, thresholds, stop: StopSignals):
     """Two samples interval_s apart; the verdict on that interval alone.  (None, None)
     once a stop signal has come."""
-    from gpudisk_top.model.detect import one_interval
+    from gpudisk_top.verdict.detect import one_interval
     from gpudisk_top.model.snapshot import Model
 
     cover = getattr(sampler, "cover_next_interval", None)
@@ -96,7 +96,7 @@ def _after_history(sim, start_s: float, thresholds):
     """The simulator's history up to start_s (at least its first sample, which has no
     interval) through a Stepper, then the interval after it, and the stall ledger of the
     whole history (what the dashboard's would say then)."""
-    from gpudisk_top.model.step import Stepper
+    from gpudisk_top.verdict.step import Stepper
 
     stepper = Stepper(thresholds)
     for _ in range(max(1, sim.samples_until(start_s))):

@@ -83,10 +83,10 @@ class _Live:
     sample at a time; only when something asks for them."""
 
     def __init__(self, hooks, thresholds, cadence_s: float) -> None:
-        from gpudisk_top.model.step import Stepper
+        from gpudisk_top.verdict.step import Stepper
 
         self.hooks = hooks
-        self.stepper = Stepper(thresholds, cadence_s=cadence_s)   # model/gaps.py
+        self.stepper = Stepper(thresholds, cadence_s=cadence_s)   # verdict/gaps.py
 
     def feed(self, sample) -> None:
         model, verdict = self.stepper.step(sample)

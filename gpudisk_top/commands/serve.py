@@ -64,7 +64,7 @@ def run(args) -> int:
     """Serve until stopped.  Raises UsageError (bad options or config) and RuntimeFailure
     (the port is in use, nothing can be read), each one line."""
     from gpudisk_top.exporter.hooks import SampleHooks
-    from gpudisk_top.model.step import Stepper
+    from gpudisk_top.verdict.step import Stepper
 
     cfg = load_config(args)
     thresholds = thresholds_from(args, cfg)
@@ -82,7 +82,7 @@ def run(args) -> int:
             except BaseException:
                 sampler.close()
                 raise
-            stepper = Stepper(thresholds, cadence_s=args.interval)   # model/gaps.py
+            stepper = Stepper(thresholds, cadence_s=args.interval)   # verdict/gaps.py
             if args.demo_start:
                 # the past, through the detector only: nothing was served or alerted then
                 for _ in range(sampler.samples_until(args.demo_start)):

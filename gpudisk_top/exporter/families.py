@@ -18,9 +18,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpudisk_top import __version__
 from gpudisk_top.exporter.labels import DeviceLabels
-from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
-from gpudisk_top.model.gaps import GAP_INTERVALS, GAP_MIN_S
-from gpudisk_top.model.ledger import CAUSES, Ledger
+from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
+from gpudisk_top.verdict.gaps import GAP_INTERVALS, GAP_MIN_S
+from gpudisk_top.verdict.ledger import CAUSES, Ledger
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
 from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO,
@@ -41,7 +41,7 @@ class Frame:
     free_space: tuple = ()
     alerts_fired: Mapping[str, int] = field(default_factory=dict)
     samples: int = 0
-    # the stall ledger since the exporter started (model/ledger.py): a copy, never mutated
+    # the stall ledger since the exporter started (verdict/ledger.py): a copy, never mutated
     ledger: Ledger | None = None
 
 
@@ -291,7 +291,7 @@ class Renderer:
                                    "job's predicted speed factor (1.11: 11% faster) if the fix "
                                    "were made, one series per fix the current verdict predicts "
                                    "(workers, others, cache, storage, checkpoint, "
-                                   "fewer-workers; model/whatif.py); none while healthy.",
+                                   "fewer-workers; verdict/whatif.py); none while healthy.",
                                    labels=["fix"])
         v = frame.verdict
         if v is not None:
@@ -315,7 +315,7 @@ class Renderer:
         return [state, since, info, culprit, starved, unavailable, episodes, fired, whatif]
 
     def _ledger(self, frame: Frame) -> list:
-        """The stall ledger's counters (model/ledger.py), from 0 at the exporter's start:
+        """The stall ledger's counters (verdict/ledger.py), from 0 at the exporter's start:
         every cause always (increase() needs a series from the start), each device or
         mount once blamed."""
         lost, idle, by_device = (LEDGER["lost_gpu_s"], LEDGER["idle_gpu_s"],
@@ -329,7 +329,7 @@ class Renderer:
         dev = CounterMetricFamily(by_device.prom_name, by_device.prom_help, labels=["device"])
         for name, v in sorted(ledger.by_device.items()):
             dev.add_metric([name], v * by_device.prom_factor)
-        # gaps in sampling (model/gaps.py: the process stopped, the host suspended): said
+        # gaps in sampling (verdict/gaps.py: the process stopped, the host suspended): said
         # here, counted in none of the above
         gaps = CounterMetricFamily(P + "sample_gaps", "Gaps in sampling (no sample for more "
                                    f"than {GAP_INTERVALS} intervals, at least {GAP_MIN_S:g} s), "

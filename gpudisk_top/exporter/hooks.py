@@ -73,7 +73,7 @@ class SampleHooks:
         Returns the alerts fired now (AlertEngine.update).  Never raises for a source or
         an action that fails."""
         gap_s = getattr(getattr(verdict, "loss", None), "gap_s", None)
-        if gap_s is not None:     # model/gaps.py: said once, at the sample after it
+        if gap_s is not None:     # verdict/gaps.py: said once, at the sample after it
             self._warn(f"no sample for {gap_s:.1f} s (the process was stopped or the host "
                        "suspended): a gap in sampling, not counted as GPU time")
         self.free_space = self.watch.read() if self.watch.paths else []

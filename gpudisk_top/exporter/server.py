@@ -27,7 +27,7 @@ from gpudisk_top.exporter.families import Frame, Renderer, episode_counts, sampl
 from gpudisk_top.exporter.httpserve import BoundedHTTPServer, raise_nofile
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.exporter.options import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
-from gpudisk_top.model.ledger import Ledger
+from gpudisk_top.verdict.ledger import Ledger
 from gpudisk_top.model.select import DeviceFilter
 
 # The classic text format, whatever the scraper prefers: every Prometheus reads it, and

@@ -30,7 +30,7 @@ import math
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult
 from gpudisk_top.fleet.queries import LEDGER_WINDOW_S
-from gpudisk_top.model.ledger import CAUSE_WORD, LOST_CAUSES
+from gpudisk_top.verdict.ledger import CAUSE_WORD, LOST_CAUSES
 from gpudisk_top.model.vocab import gpu_hours
 
 # increase() over a day extrapolates to the window's ends by at most 1.1 scrape intervals,

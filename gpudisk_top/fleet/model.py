@@ -39,7 +39,7 @@ from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT
                                        LEDGER_WINDOW_S, P, REC_GPU_UTIL_SUM, REC_GPUS,
                                        REC_GPUS_READ, RULES_LABEL, SEEN_LABEL, SPARK_STEP_S,
                                        SPARK_WINDOW_S, TIMELINE_DISK)
-from gpudisk_top.model.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
+from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE, Thresholds
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
 from gpudisk_top.model.history import Column, History
 from gpudisk_top.model.present import natural_key

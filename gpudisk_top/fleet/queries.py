@@ -42,7 +42,7 @@ query: the last hour's last sample `unless` the node's last sample now.
 from __future__ import annotations
 
 from gpudisk_top.fleet.labels import check_label
-from gpudisk_top.model.ledger import HEALTHY
+from gpudisk_top.verdict.ledger import HEALTHY
 from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, LEDGER, MOUNT,
                                      PROM_PREFIX, STATE_SINCE, VERDICT_INFO)
 

@@ -27,7 +27,7 @@ the device's r_await, and a device's mean r_await is a loader's only approximate
 detector then weighs the reads by io_claim_pct, the estimate bounded only by the time off
 a CPU, against the CPU shares, and the evidence says the estimate was cut.
 
-The detector reads one LoaderTime for the whole job (model/detect/job.py), the process view
+The detector reads one LoaderTime for the whole job (verdict/detect/job.py), the process view
 and --once one per GPU process; both come from loader_time() here.
 """
 

@@ -418,7 +418,7 @@ HEALTH_COMPUTED = Family("disk_health", (
 
 
 # ---------------------------------------------------------------------------- the stall ledger
-# model/ledger.py: the GPU time the job's GPUs did not use, by cause.  GPU-seconds in the
+# verdict/ledger.py: the GPU time the job's GPUs did not use, by cause.  GPU-seconds in the
 # model, its JSON and Prometheus; GPU-hours (LEDGER_HOURS) where a person reads them, and
 # money (COST) where the config gives [ledger] gpu_hour_cost.
 LEDGER = Family("ledger", (
@@ -427,7 +427,7 @@ LEDGER = Family("ledger", (
            "disk-starved, cpu-starved, checkpoint-stall, straggler, undiagnosed; healthy: "
            "what the job leaves unused when it runs well), per GPU interval x (reference - "
            "utilization), the reference being the job's healthy median utilization where "
-           "known, else 1 (model/ledger.py).",
+           "known, else 1 (verdict/ledger.py).",
            prom="gpu_seconds", counter=True, csv=False, alert=False, decimals=1),
     Metric("idle_gpu_s", "GPU-s", "idle",
            "GPU time of GPUs with no compute process (no job), never lost to a cause.",
@@ -558,12 +558,12 @@ def iso_time(wall_s: float) -> str:
 
 
 def verdict_json(verdict) -> dict | None:
-    """An interval's verdict (a Verdict, model/detect) as `--once --json` and `export
+    """An interval's verdict (a Verdict, verdict/detect) as `--once --json` and `export
     --format jsonl` write it: the reported state (with hysteresis), the GPUs, devices and
     processes it names, its evidence (reason), advice, the kind of starvation, and the
     processes outside the job its evidence names as reading the blamed device (culprits:
     pid, name, device, read_share_pct, read_kb_s), and what each fix would gain (whatif:
-    model/whatif.py WhatIf.as_json, best first).  None for no verdict."""
+    verdict/whatif.py WhatIf.as_json, best first).  None for no verdict."""
     if verdict is None:
         return None
     return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
@@ -573,12 +573,12 @@ def verdict_json(verdict) -> dict | None:
 
 
 def episode_json(e) -> dict:
-    """A starvation episode (an Episode, model/detect) as `report --json` writes it (and
+    """A starvation episode (an Episode, verdict/detect) as `report --json` writes it (and
     `export --format perfetto` takes a slice's args from): its times as ISO text and as
     Unix seconds (an episode still open ends at its latest interval in its state), its
     duration in s, what it names, its evidence, culprits (as verdict_json's) and advice,
     the lowest GPU utilization seen and its intervals in its state, and the GPU-seconds
-    lost to it (model/ledger.py)."""
+    lost to it (verdict/ledger.py)."""
     end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
     return {
         "id": e.id, "state": e.state,

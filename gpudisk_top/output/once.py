@@ -13,10 +13,10 @@ from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.collect.source import LIVE, Source, live_source
-from gpudisk_top.model.detect import UNAVAILABLE
-from gpudisk_top.model.ledger import NO_PRICE, Ledger, Price, ledger_of
+from gpudisk_top.verdict.detect import UNAVAILABLE
+from gpudisk_top.verdict.ledger import NO_PRICE, Ledger, Price, ledger_of
 from gpudisk_top.model.loaders import IO_MEASURED
-from gpudisk_top.model.whatif import text_lines as whatif_lines
+from gpudisk_top.verdict.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable_lines
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.health import health_of
@@ -105,7 +105,7 @@ def gpus_json(model: Model) -> list[dict]:
 def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
             verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE) -> dict:
     """origin: where the numbers come from (default: this machine).  ledger: the GPU time
-    lost (model/ledger.py; default: this interval's, against 100%)."""
+    lost (verdict/ledger.py; default: this interval's, against 100%)."""
     origin = origin or live_source()
     if ledger is None and verdict is not None:
         ledger = ledger_of(model, verdict)

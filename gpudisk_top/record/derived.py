@@ -31,14 +31,14 @@ from dataclasses import asdict
 from gpudisk_top.collect import utilpct
 from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
-from gpudisk_top.model.detect import STARVED_STATES, STATES, UNAVAILABLE, Episode
-from gpudisk_top.model.detect.evidence import Culprit
-from gpudisk_top.model import gaps
-from gpudisk_top.model.gaps import CLOCK_STEP_S, cadence_of
-from gpudisk_top.model.ledger import IntervalLoss
+from gpudisk_top.verdict.detect import STARVED_STATES, STATES, UNAVAILABLE, Episode
+from gpudisk_top.verdict.detect.evidence import Culprit
+from gpudisk_top.verdict import gaps
+from gpudisk_top.verdict.gaps import CLOCK_STEP_S, cadence_of
+from gpudisk_top.verdict.ledger import IntervalLoss
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.step import Stepper
-from gpudisk_top.model.whatif import WhatIf
+from gpudisk_top.verdict.step import Stepper
+from gpudisk_top.verdict.whatif import WhatIf
 # the codec of a summary block (what this module fills, as it is stored)
 from gpudisk_top.record.v2.summary import LEDGER_FIELDS, DiskSums, Stretch, SummaryBlock
 
@@ -128,7 +128,7 @@ def episode_record(e: Episode, opened_at: int, intervals_at_open: int) -> dict:
 
 
 def ledger_row(loss) -> tuple | None:
-    """An interval's stall ledger (model/ledger.py IntervalLoss) as a summary block keeps
+    """An interval's stall ledger (verdict/ledger.py IntervalLoss) as a summary block keeps
     it (LEDGER_FIELDS)."""
     return None if loss is None else tuple(getattr(loss, f) for f in LEDGER_FIELDS)
 
@@ -158,7 +158,7 @@ def replay_block(rec, g: int, b: SummaryBlock) -> bool:
     When the wall clock stepped within its intervals (their wall span is longer than the
     monotonic seconds they cover and the gaps between them, by more than CLOCK_STEP_S:
     the recorder's detector ran across the step, a replay starts afresh there), or when
-    it counted as time an interval that is a gap (model/gaps.py: written before the rule),
+    it counted as time an interval that is a gap (verdict/gaps.py: written before the rule),
     which a replay does not count, or it holds a utilization that is not a percentage (a
     damaged or hostile file: collect/utilpct.py's rule, which the replay's reader applies)."""
     t = b.sums
@@ -204,9 +204,9 @@ class Deriver:
 
     def __init__(self, thresholds=None, block_samples: int = SUMMARY_SAMPLES,
                  cadence_s=None) -> None:
-        """cadence_s: the session header's interval_s (the gap rule's, model/gaps.py:
+        """cadence_s: the session header's interval_s (the gap rule's, verdict/gaps.py:
         a replay of the recording reads the same header)."""
-        from gpudisk_top.model.detect import Thresholds
+        from gpudisk_top.verdict.detect import Thresholds
 
         self.thresholds = thresholds if thresholds is not None else Thresholds()
         self.block_samples = block_samples

@@ -371,8 +371,8 @@ class Recording:
     def interval_at(self, i: int) -> float | None:
         """The interval sample i's session was recorded at (its header's interval_s),
         None when the header does not say one that is a positive number of seconds: the
-        cadence of the gap rule (model/gaps.py)."""
-        from gpudisk_top.model.gaps import cadence_of   # the model only when replaying
+        cadence of the gap rule (verdict/gaps.py)."""
+        from gpudisk_top.verdict.gaps import cadence_of   # the model only when replaying
 
         if not 0 <= i < len(self):
             return None

@@ -112,7 +112,7 @@ class Recorder:
         self._alone_bytes = MIN_BLOCK_ROOM_BYTES  # the last block of one sample
         if summaries:
             from gpudisk_top.record import derived  # the model: only when summaries are made
-            from gpudisk_top.model.detect import Thresholds
+            from gpudisk_top.verdict.detect import Thresholds
 
             self._derived = derived
             if self.thresholds is None:

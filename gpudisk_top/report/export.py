@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import json
 
-from gpudisk_top.model.ledger import CAUSES, Ledger
+from gpudisk_top.verdict.ledger import CAUSES, Ledger
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.vocab import DISK, GPU, HOST, Family, episode_json, iso_time, verdict_json
 from gpudisk_top.output.once import disk_json, gpus_json, selected_disks
@@ -127,7 +127,7 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
                    dev_filter: DeviceFilter | None = None) -> int:
     """A Chrome trace-event JSON object: a counter track ("ph": "C") per GPU, per disk and
     for the host, one of the GPU time lost by cause since the window's start (the stall
-    ledger, model/ledger.py: GPU-seconds, to the end of the interval at its ts) beside the
+    ledger, verdict/ledger.py: GPU-seconds, to the end of the interval at its ts) beside the
     episodes, and a complete slice ("ph": "X") per starvation episode.  `ts` is
     wall-clock microseconds since the Unix epoch; a counter's value is the rate over the
     interval that starts at its ts.  Returns the number of events."""

@@ -1,9 +1,9 @@
-"""The report's "GPU time lost" section: the stall ledger (model/ledger.py) over the
+"""The report's "GPU time lost" section: the stall ledger (verdict/ledger.py) over the
 window, by cause, by device or mount, by episode, each with its share of all the GPU
-time of the window, and how much the best predicted fix (model/whatif.py) of each
+time of the window, and how much the best predicted fix (verdict/whatif.py) of each
 episode would have recovered.
 
-The ledger is counted by the one step (model/step.py) as the window is replayed, and
+The ledger is counted by the one step (verdict/step.py) as the window is replayed, and
 the recorder's summaries carry what its step counted, interval by interval (record/v2/
 summary.py LEDGER_FIELDS), so a window read from summaries adds those up, whatever its
 length.  Summaries written before they carried it have none: then the window's raw
@@ -11,7 +11,7 @@ samples are replayed for it here, with the report's own warm-up, when the window
 at most REPLAY_MAX_SAMPLES (a second pass over them); a longer one says so and how to
 get it (`report --recompute`, which replays every sample anyway and counts the ledger in
 the same pass).  The section's "counted_from" says which way it was counted, and its
-"gaps" the gaps in sampling (model/gaps.py) that were counted nowhere, with their lengths.
+"gaps" the gaps in sampling (verdict/gaps.py) that were counted nowhere, with their lengths.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from gpudisk_top.model.ledger import (CAUSE_OF_STATE, CAUSES, NO_PRICE, Ledger, Price, gaps_text,
+from gpudisk_top.verdict.ledger import (CAUSE_OF_STATE, CAUSES, NO_PRICE, Ledger, Price, gaps_text,
                                       recovered_gpu_s)
 from gpudisk_top.model.present import Col, table
 from gpudisk_top.model.vocab import gpu_hours
-from gpudisk_top.model.whatif import WhatIf
+from gpudisk_top.verdict.whatif import WhatIf
 from gpudisk_top.session.replay import Replay
 
 # an hour at 1 Hz: replayed in 5-20 s on one core (a sample of an 8-GPU node through the
@@ -70,7 +70,7 @@ class Counted:
 def episodes_lost(episodes: list[dict], losses: list) -> list[Counted]:
     """Each episode of the report (its JSON) with the time lost in its intervals: each
     interval lost to a cause goes to the latest episode of that cause's state begun by
-    then, which is how the step counts an episode's lost time (model/ledger.py: a
+    then, which is how the step counts an episode's lost time (verdict/ledger.py: a
     starved interval's lost time goes to the episode open then, whose state the verdict
     has; the verdict holds it through the exit hysteresis, past the episode's end, and
     the next episode's start may reach back into that).  losses: note_loss's, in the
@@ -154,7 +154,7 @@ def lines(d: dict, price: Price = NO_PRICE) -> list[str]:
     if d.get("counted_from") == FROM_OLD_SUMMARIES:
         head += f"; counted from {FROM_OLD_SUMMARIES}"
     out = [head]
-    gaps = gaps_text(d.get("gaps"))      # model/gaps.py: said, never counted as GPU time
+    gaps = gaps_text(d.get("gaps"))      # verdict/gaps.py: said, never counted as GPU time
     if gaps is not None:
         out.append(f"  {gaps}")
     priced = price.gpu_hour_cost is not None

@@ -32,19 +32,19 @@ from dataclasses import dataclass, field
 
 from gpudisk_top import __version__
 from gpudisk_top.model import MODEL_VERSION
-from gpudisk_top.model.detect import STATES, UNAVAILABLE, Episode, Thresholds
-from gpudisk_top.model.detect.classify import gpu_ranges
+from gpudisk_top.verdict.detect import STATES, UNAVAILABLE, Episode, Thresholds
+from gpudisk_top.verdict.detect.classify import gpu_ranges
 from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import episode_json, iso_time
 from gpudisk_top.record import derived, sources
 from gpudisk_top.record.derived import GPU_STATES, add_interval
 from gpudisk_top.record.v2.summary import DiskSums, Stretch
-from gpudisk_top.model.ledger import NO_PRICE, Ledger, Price
+from gpudisk_top.verdict.ledger import NO_PRICE, Ledger, Price
 from gpudisk_top.report import ledger as report_ledger
 from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.record.reader import Recording
-from gpudisk_top.model.gaps import previous_sample
+from gpudisk_top.verdict.gaps import previous_sample
 from gpudisk_top.session.replay import Replay
 
 BUCKETS = 240          # chart resolution: buckets of the window's samples

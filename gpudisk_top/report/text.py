@@ -6,12 +6,12 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from gpudisk_top.model.detect.classify import STATE_GLYPH, gpu_ranges
+from gpudisk_top.verdict.detect.classify import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.present import Col, class_tag, table
 from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
-from gpudisk_top.model.whatif import best_line, of_json as whatif_of
+from gpudisk_top.verdict.whatif import best_line, of_json as whatif_of
 from gpudisk_top.textsafe import printable, printable_lines
-from gpudisk_top.model.ledger import NO_PRICE, Price
+from gpudisk_top.verdict.ledger import NO_PRICE, Price
 from gpudisk_top.report.ledger import lines as ledger_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gpudisk_top.collect.roots import FileCache
-from gpudisk_top.model.detect import Episode, Thresholds, Verdict
+from gpudisk_top.verdict.detect import Episode, Thresholds, Verdict
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.step import Stepper, StepperViews
+from gpudisk_top.verdict.step import Stepper, StepperViews
 from gpudisk_top.session.ticker import Ticker, stepped_interval
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)

@@ -31,10 +31,10 @@ import bisect
 import time
 from collections.abc import Iterator
 
-from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.verdict.detect import Detector, Episode, Thresholds, Verdict
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.step import Stepper, StepperViews, clock_stepped
+from gpudisk_top.verdict.step import Stepper, StepperViews, clock_stepped
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.session.live import SelfStats, Update
 
@@ -140,7 +140,7 @@ class Replay:
                     self.breaks_at.append(i)
                     if i != begin or continuous:
                         stepper.restart()
-                stepper.cadence_s = rec.interval_at(i)     # the gap rule's (model/gaps.py)
+                stepper.cadence_s = rec.interval_at(i)     # the gap rule's (verdict/gaps.py)
                 model, verdict = stepper.step(sample, fresh=rec.starts_session(i))
                 fed = i
                 if i < lo:
@@ -229,7 +229,7 @@ class ReplayFeed(StepperViews):
             stepper.restart()
             life = i
         before = len(stepper.detector.episodes)
-        stepper.cadence_s = self.rec.interval_at(i)        # the gap rule's (model/gaps.py)
+        stepper.cadence_s = self.rec.interval_at(i)        # the gap rule's (verdict/gaps.py)
         model, verdict = stepper.step(sample, fresh=self.rec.starts_session(i))
         opened = [(ep, self._onset(ep, i, life)) for ep in stepper.detector.episodes[before:]]
         return model, verdict, opened, life

@@ -23,7 +23,7 @@ from gpudisk_top.collect.ioscan import SCAN_OPEN_S
 from gpudisk_top.collect.source import SIMULATED, Source
 from gpudisk_top.collect.visibility import NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.session.live import Feed, Update
-from gpudisk_top.model.ledger import NO_PRICE, Price
+from gpudisk_top.verdict.ledger import NO_PRICE, Price
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.device import DeviceScreen
 from gpudisk_top.ui.screens.episodes import EpisodesScreen

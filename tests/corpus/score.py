@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(HERE))                    # tests/
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))   # the checkout
 
 from corpus.corpus import real_recordings, scenarios  # noqa: E402
-from gpudisk_top.model.detect import STARVED_STATES, STATES, Detector  # noqa: E402
+from gpudisk_top.verdict.detect import STARVED_STATES, STATES, Detector  # noqa: E402
 from gpudisk_top.model.snapshot import Model  # noqa: E402
 from gpudisk_top.sim import Simulator  # noqa: E402
 

@@ -9,7 +9,7 @@ stored as compact JSON; a frame's blocks are deflated together (encode_blocks). 
 the codec only: it imports the collection layer's types and nothing of the model, so the
 index reads summaries without the model (an episode stays the dict it was recorded as).
 
-A block also carries its intervals' stall ledger (model/ledger.py IntervalLoss, the
+A block also carries its intervals' stall ledger (verdict/ledger.py IntervalLoss, the
 LEDGER_FIELDS of each, one row per interval), so that `report` counts the GPU time lost
 from summaries over any window, cut to the interval as it cuts a block.  Blocks written
 before it (no "ledger") decode with ledger None: the report then replays the window for it.
@@ -26,7 +26,7 @@ from gpudisk_top.record.v2.fields import expand, health_named, health_reading, r
 
 
 # The stall ledger's figures a summary block keeps per interval: the fields of
-# model/ledger.py IntervalLoss (by those names) that Ledger.add and the report read, in
+# verdict/ledger.py IntervalLoss (by those names) that Ledger.add and the report read, in
 # this order; the one table of them (the recorder's Deriver writes them, `report` reads)
 LEDGER_FIELDS = ("interval_s", "cause", "blamed", "job_gpus", "unused_gpu_s", "lost_gpu_s",
                  "healthy_gpu_s", "idle_gpu_s", "job_gpu_s", "reference_pct", "gap_s")

@@ -2,7 +2,7 @@
 and Enter goes to it (the dashboard's timeline scrolls to its start; a replay seeks).
 A note above the list says where the episodes come from when that is not obvious (a
 replay: the whole recording's, or those passed so far and why).  Live, the session's GPU
-time lost heads the list (the stall ledger's one line, model/ledger.py) and each
+time lost heads the list (the stall ledger's one line, verdict/ledger.py) and each
 episode says its own."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from gpudisk_top.model.ledger import NO_PRICE
+from gpudisk_top.verdict.ledger import NO_PRICE
 from gpudisk_top.model.vocab import gpu_hours
-from gpudisk_top.model.whatif import text_lines as whatif_lines
+from gpudisk_top.verdict.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable, printable_block
 from gpudisk_top.ui.format import clock, duration
 

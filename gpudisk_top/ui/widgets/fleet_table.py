@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gpudisk_top.fleet.text import device_text, groups_of, lost_cell, state_text
-from gpudisk_top.model.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
+from gpudisk_top.verdict.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.base import CursorPanel, Line

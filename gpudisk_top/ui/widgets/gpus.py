@@ -5,7 +5,7 @@ each GPU process's read rate (summed over its DataLoader workers)."""
 from __future__ import annotations
 
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
-from gpudisk_top.model.detect import UNAVAILABLE
+from gpudisk_top.verdict.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, rate

@@ -19,7 +19,7 @@ from collections import deque
 
 from rich.style import Style
 
-from gpudisk_top.model.detect import STARVED_STATES
+from gpudisk_top.verdict.detect import STARVED_STATES
 from gpudisk_top.model.history import Column, History
 from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme

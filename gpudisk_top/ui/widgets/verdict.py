@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-from gpudisk_top.model.detect import STARVED_STATES, UNAVAILABLE
-from gpudisk_top.model.whatif import best_line
+from gpudisk_top.verdict.detect import STARVED_STATES, UNAVAILABLE
+from gpudisk_top.verdict.whatif import best_line
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, duration

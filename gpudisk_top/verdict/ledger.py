@@ -1,6 +1,6 @@
 """The stall ledger: the GPU time a job did not use, by cause, interval by interval.
 
-The one owner of the rule; the Stepper (model/step.py) takes it after each verdict, so
+The one owner of the rule; the Stepper (verdict/step.py) takes it after each verdict, so
 the dashboard, `serve`, `--once`, `report`, `export` and the recorder's replays count
 alike, and a recording is re-counted from its raw samples exactly as its verdicts are.
 Nothing here imports Textual.
@@ -35,7 +35,7 @@ The cause is the verdict's state (CAUSE_OF_STATE: undiagnosed-stall counts as
 the interval's own evidence when the raw state is the verdict's, else the episode's.
 A starved interval's lost time also goes to its episode (Episode.lost_gpu_s).
 
-A gap in sampling (model/gaps.py: the sampler frozen, a host suspended, a recording's
+A gap in sampling (verdict/gaps.py: the sampler frozen, a host suspended, a recording's
 clock that jumped) is no interval: nothing of it is counted, and the ledger keeps it
 apart (Ledger.gaps, gap_count, gap_s) so that every surface says it with its length.
 
@@ -51,8 +51,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpudisk_top.model.detect.classify import STARVED_STATES
-from gpudisk_top.model.detect.job import job_gpus
+from gpudisk_top.verdict.detect.classify import STARVED_STATES
+from gpudisk_top.verdict.detect.job import job_gpus
 from gpudisk_top.model.gpu import unreadable_reason
 from gpudisk_top.model.timefmt import duration
 from gpudisk_top.model.vocab import LEDGER, cost_text, gpu_hours, iso_time
@@ -121,7 +121,7 @@ class IntervalLoss:
     job_gpu_s: float = 0.0          # interval_s x the job's GPUs counted
     reference_pct: float | None = None   # the job's healthy level used; None: 100 %
     episode_id: int | None = None
-    # a gap in sampling ended at this sample (model/gaps.py): its length, counted nowhere
+    # a gap in sampling ended at this sample (verdict/gaps.py): its length, counted nowhere
     gap_s: float | None = None
 
 
@@ -239,7 +239,7 @@ class Ledger:
     against_full: int = 0
     # the latest reference a starved interval was counted against (None: only 100 %)
     reference_pct: float | None = None
-    # gaps in sampling (model/gaps.py), counted nowhere above: how many, their seconds,
+    # gaps in sampling (verdict/gaps.py), counted nowhere above: how many, their seconds,
     # and the GAPS_LISTED longest as (wall time of the sample after it, length)
     gap_count: int = 0
     gap_s: float = 0.0
@@ -414,7 +414,7 @@ def gaps_text(gaps: dict | None) -> str | None:
 
 
 def recovered_gpu_s(lost_gpu_s: float, best, reference_pct: float | None) -> float:
-    """How much of an episode's lost time its best fix (model/whatif.py WhatIf, the
+    """How much of an episode's lost time its best fix (verdict/whatif.py WhatIf, the
     prediction of its latest interval) would have recovered: its predicted rise of the
     GPUs' utilization over the rise to the reference, at most all of it."""
     if best is None or lost_gpu_s <= 0:

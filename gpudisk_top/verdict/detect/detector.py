@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.model.detect.classify import (STARVED_STATES, STATES, UNAVAILABLE, Classifier,
+from gpudisk_top.verdict.detect.classify import (STARVED_STATES, STATES, UNAVAILABLE, Classifier,
                                                IntervalState, gpu_ranges)
-from gpudisk_top.model.detect.evidence import Culprit
-from gpudisk_top.model.detect.job import find_job
-from gpudisk_top.model.detect.saturation import Saturation, SaturationTracker
-from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.verdict.detect.evidence import Culprit
+from gpudisk_top.verdict.detect.job import find_job
+from gpudisk_top.verdict.detect.saturation import Saturation, SaturationTracker
+from gpudisk_top.verdict.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.model.whatif import WhatIf
+from gpudisk_top.verdict.whatif import WhatIf
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Episode:
     min_util_pct: float | None = None
     culprits: list[Culprit] = field(default_factory=list)   # named in `reason`
     whatif: list[WhatIf] = field(default_factory=list)      # of its latest interval in state
-    lost_gpu_s: float = 0.0               # GPU-seconds lost to it (model/ledger.py)
+    lost_gpu_s: float = 0.0               # GPU-seconds lost to it (verdict/ledger.py)
 
     @property
     def open(self) -> bool:
@@ -69,13 +69,13 @@ class Verdict:
     raw: IntervalState | None = None
     # the processes outside the job that `reason` names as reading the blamed device (an
     # undiagnosed stall's: a saturated device the job does not read), built once by
-    # model/detect/evidence.py: what every surface says of "who"
+    # verdict/detect/evidence.py: what every surface says of "who"
     culprits: list[Culprit] = field(default_factory=list)
-    # what each fix would gain, best first (model/whatif.py): the episode's latest interval
+    # what each fix would gain, best first (verdict/whatif.py): the episode's latest interval
     # in its state, or this interval's when it is starved alone
     whatif: list[WhatIf] = field(default_factory=list)
-    # the GPU time this interval left unused, and to what (model/ledger.py IntervalLoss):
-    # set by model/step.py Stepper.step; None for a verdict judged outside a Stepper
+    # the GPU time this interval left unused, and to what (verdict/ledger.py IntervalLoss):
+    # set by verdict/step.py Stepper.step; None for a verdict judged outside a Stepper
     loss: object = None
 
 

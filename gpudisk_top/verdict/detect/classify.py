@@ -23,21 +23,21 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
-from gpudisk_top.model.ceiling import headroom
+from gpudisk_top.verdict.ceiling import headroom
 from gpudisk_top.model.gpu import unreadable_reason
 from gpudisk_top.model.host import busy_pct, others_cpu_pct
 from gpudisk_top.model.health import evidence_clause, health_of
-from gpudisk_top.model.detect.evidence import (Culprit, culprits_clause, culprits_of,
+from gpudisk_top.verdict.detect.evidence import (Culprit, culprits_clause, culprits_of,
                                                 storage_advice)
-from gpudisk_top.model.detect.remote import mount_advice, mount_evidence
-from gpudisk_top.model.detect.job import Job
-from gpudisk_top.model.detect.saturation import Saturation
-from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.verdict.detect.remote import mount_advice, mount_evidence
+from gpudisk_top.verdict.detect.job import Job
+from gpudisk_top.verdict.detect.saturation import Saturation
+from gpudisk_top.verdict.detect.thresholds import Thresholds
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import DISK, mb_s
-from gpudisk_top.model.whatif import ACTIVE_PCT, WhatIf, pipeline_of, predict
+from gpudisk_top.verdict.whatif import ACTIVE_PCT, WhatIf, pipeline_of, predict
 
-# the fixes that act on the reads, and those that act on the CPUs (model/whatif.py): a
+# the fixes that act on the reads, and those that act on the CPUs (verdict/whatif.py): a
 # verdict names the family whose best fix gains more; the other, where it is worth at
 # least SECOND_CAUSE, is named in its evidence ("also: ...")
 DISK_FIXES = ("workers", "cache", "storage")
@@ -113,9 +113,9 @@ class IntervalState:
     detail: str = ""                    # the evidence after the GPU part
     advice: str | None = None
     # the processes outside the job named in `detail` as reading the blamed device, with
-    # their share of its reads (model/detect/evidence.py): every surface's "who"
+    # their share of its reads (verdict/detect/evidence.py): every surface's "who"
     culprits: list[Culprit] = field(default_factory=list)
-    # what each fix would gain, best first (model/whatif.py)
+    # what each fix would gain, best first (verdict/whatif.py)
     whatif: list[WhatIf] = field(default_factory=list)
 
 
@@ -215,7 +215,7 @@ class Classifier:
 
     def _whatif(self, model: Model, job: Job, sats, state: IntervalState,
                 util: float | None) -> IntervalState:
-        """Predict each fix's gain (model/whatif.py); where two causes each hold a real
+        """Predict each fix's gain (verdict/whatif.py); where two causes each hold a real
         share, the one whose fix gains more is the verdict and the other its "also"."""
         ckpt = self._ckpt_figures(model, state.state, util)
         p = pipeline_of(model, job, sats, util, ckpt)
@@ -503,7 +503,7 @@ class Classifier:
     def _headroom(self, model: Model, s: Saturation, lt) -> str:
         """'vda at 30752.00 r/s (peak seen 98000), r_await 0.07 ms, aqu-sz 2.20: not
         saturated, so each synchronous read of 4 KiB waits 0.07 ms'."""
-        ceiling = headroom(s)     # the probe's ceiling where believed (model/ceiling.py)
+        ceiling = headroom(s)     # the probe's ceiling where believed (verdict/ceiling.py)
         size = f" of {lt.read_kb:.0f} KiB" if lt.read_kb else ""
         return (f"{self._display(model, s.name)} at {DISK['r_s'].text(s.r_s)} r/s{ceiling}, "
                 f"{s.latency('', baseline=False)}: not saturated, so each "
@@ -511,7 +511,7 @@ class Classifier:
 
     def _disk_advice(self, model: Model, job: Job, s: Saturation | None,
                      culprits: list[Culprit]) -> str:
-        """model/detect/evidence.py storage_advice for the device `s` the job waits on."""
+        """verdict/detect/evidence.py storage_advice for the device `s` the job waits on."""
         job_seen = job.visible and job.running
         return storage_advice(model.host, culprits,
                               self._display(model, s.name) if s is not None else "the device",

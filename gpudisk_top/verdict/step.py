@@ -12,11 +12,11 @@ agree about the same moment (the warm-up a replay takes is session/replay.py's):
   - A detector only sees consecutive samples over a steady wall clock: it starts afresh
     at a new session and where the wall clock stepped (clock_stepped), and the episode
     open there ends at the last sample fed.
-  - An interval that is a gap in sampling (model/gaps.py: far past the session's cadence,
+  - An interval that is a gap in sampling (verdict/gaps.py: far past the session's cadence,
     or a monotonic clock that outran the wall clock) is not an interval: the detector
     starts afresh at the sample after it, which has no interval (as a session's first),
     and the gap goes to the ledger with its length (IntervalLoss.gap_s), never as GPU time.
-  - Each verdict's interval is counted in the stall ledger (model/ledger.py): the
+  - Each verdict's interval is counted in the stall ledger (verdict/ledger.py): the
     verdict carries its IntervalLoss (`verdict.loss`), `ledger` is the running total
     since the Stepper was made or last forgot (a restart keeps counting; the job's
     healthy level carries over: a new job is told by its new GPU processes).
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpudisk_top.model import gaps
-from gpudisk_top.model.detect import Detector, Episode, Thresholds, Verdict
-from gpudisk_top.model.gaps import CLOCK_STEP_S
-from gpudisk_top.model.ledger import Accountant, Ledger
+from gpudisk_top.verdict import gaps
+from gpudisk_top.verdict.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.verdict.gaps import CLOCK_STEP_S
+from gpudisk_top.verdict.ledger import Accountant, Ledger
 from gpudisk_top.model.snapshot import Model
 
 
@@ -52,7 +52,7 @@ class Stepper:
     def __init__(self, thresholds: Thresholds | None = None,
                  cadence_s: float | None = None) -> None:
         self.thresholds = thresholds
-        # the session's sampling interval, for the gap rule (model/gaps.py) where a sample
+        # the session's sampling interval, for the gap rule (verdict/gaps.py) where a sample
         # does not say its own; a replay sets it per session (Recording.interval_at)
         self.cadence_s = cadence_s
         self.detector = Detector(thresholds)
@@ -64,7 +64,7 @@ class Stepper:
     def step(self, sample, fresh: bool = False) -> tuple[Model, Verdict]:
         """The Model of the interval ending at `sample` and the detector's Verdict on it.
         fresh: the sample starts a session (no interval ends at it).  After a gap
-        (model/gaps.py) the sample starts afresh too, and its verdict's loss says the gap."""
+        (verdict/gaps.py) the sample starts afresh too, and its verdict's loss says the gap."""
         gap_s = None if fresh else gaps.between(self.last, sample, self.cadence_s)
         if gap_s is not None:
             self._new_detector()

@@ -20,8 +20,8 @@ GPU-hours lost).  So an interval is a gap when
 
 A gap is counted nowhere (no rates, no GPU time, no covered seconds): the sample after it
 starts afresh, as a session's first does, and the gap is said with its length
-(model/ledger.py Ledger.gaps; the report's ledger section, serve's
-gpudisk_top_sample_gap_seconds_total).  model/step.py Stepper.step applies it, so the
+(verdict/ledger.py Ledger.gaps; the report's ledger section, serve's
+gpudisk_top_sample_gap_seconds_total).  verdict/step.py Stepper.step applies it, so the
 live screen, `serve`, the recorder's summaries, `report`, `--recompute` and `export`
 split the same intervals; a cut summary block's intervals (report/summary.py) ask
 previous_sample() here.
@@ -39,7 +39,7 @@ GAP_MIN_S = 5.0
 # A wall clock that moved this much more or less than the monotonic clock between two
 # samples stepped (NTP after boot, a VM resumed, a suspended host): beyond NTP's slewing
 # (at most 0.5 ms a second) and a late sample, well inside what would skew an episode.
-# model/step.py's clock_stepped() and the rule above both read it.
+# verdict/step.py's clock_stepped() and the rule above both read it.
 CLOCK_STEP_S = 10.0
 
 

@@ -45,7 +45,7 @@ lat(q) = A + B q through the stored probe's two points (QD1: 1/iops1; QD32: 32/i
 so iops(q) = q / lat(q) is exact at QD1 and QD32; q = the others' queue + the loaders'
 reads a second x their latency (Little), solved for the latency; the curve gives the
 growth, lat(q at x) / lat(q now), the interval's blocked time the level.  Without a probe
-(or with one the device's rates contradict: model/ceiling.py) it is flat: `estimated`.
+(or with one the device's rates contradict: verdict/ceiling.py) it is flat: `estimated`.
 
 A fix's speed-up is the fastest x with the change over the fastest x without it, both by
 this model (its errors fall on both sides of the ratio).  The fixes (each only where its
@@ -84,7 +84,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gpudisk_top.collect.blockdev import device_stack
-from gpudisk_top.model.ceiling import probe_figures
+from gpudisk_top.verdict.ceiling import probe_figures
 from gpudisk_top.model.host import others_cpu_pct
 from gpudisk_top.model.loaders import IO_MEASURED
 
@@ -179,7 +179,7 @@ class Pipeline:
     device_aqu: float = 0.0              # its aqu-sz
     saturated: bool = False
     peak_iops: float = 0.0
-    qd1_iops: float | None = None        # the stored probe, where believed (model/ceiling.py)
+    qd1_iops: float | None = None        # the stored probe, where believed (verdict/ceiling.py)
     qd32_iops: float | None = None
     probe_doubt: str | None = None       # ... else why not ("probe of vda ignored: ...")
     ceiling_mib_s: float | None = None   # ... its 1 MiB reads at QD8: the device's bandwidth

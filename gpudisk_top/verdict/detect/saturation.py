@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.model.ceiling import vet
-from gpudisk_top.model.detect.thresholds import Thresholds
+from gpudisk_top.verdict.ceiling import vet
+from gpudisk_top.verdict.detect.thresholds import Thresholds
 from gpudisk_top.model.disk import DiskRates
 from gpudisk_top.model.vocab import DISK, DISK_MB, HOST, mb_s
 
@@ -37,7 +37,7 @@ class DeviceHistory:
     peak_iops: float = 0.0
     intervals: int = 0
     peak_read_r_s: float = 0.0     # the most it has read, for holding a stored probe to
-    peak_read_kb_s: float = 0.0    # (model/ceiling.py)
+    peak_read_kb_s: float = 0.0    # (verdict/ceiling.py)
 
 
 @dataclass
@@ -58,7 +58,7 @@ class Saturation:
     pressure_pct: float | None = None
     peak_iops: float = 0.0         # the most this device has done in one interval so far
     ceiling_iops: float | None = None  # what `gpudisk-top probe` measured it can do, where
-    ceiling_mib_s: float | None = None   # believed (model/ceiling.py); else None and
+    ceiling_mib_s: float | None = None   # believed (verdict/ceiling.py); else None and
     probed_read_ms: float | None = None  # probe_doubt says why
     probe_doubt: str | None = None
     r_s: float = 0.0
