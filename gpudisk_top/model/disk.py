@@ -108,6 +108,15 @@ def is_reset(cur: DiskCounters, prev: DiskCounters) -> bool:
     )
 
 
+def await_ms(wait_ms: float, ios: float) -> float:
+    """iostat's await: the milliseconds requests waited (queue and service) over the
+    requests completed, 0 for none (iostat.c: `ios ? ticks / ios : 0.0`).  The one
+    formula: each r_await, w_await, d_await and f_await here, an interval's reads and
+    writes together (record/derived.py) and a window's (report) are this of their sums.
+    Raises nothing."""
+    return wait_ms / ios if ios else 0.0
+
+
 def _rqm_pct(merges: int, ios: int) -> float:
     # iostat.c: %rrqm = merges / (merges + ios) * 100, with the sum an unsigned long
     total = (merges + ios) & MASK64
@@ -195,22 +204,22 @@ def _rates_of(d: DiskDeltas, interval_s: float) -> DiskRates:
         rd_sectors / itv * 100.0 / 2,
         rd_merges / itv * 100.0,
         _rqm_pct(rd_merges, rd_ios),
-        rd_ticks / rd_ios if rd_ios else 0.0,
+        await_ms(rd_ticks, rd_ios),
         rd_sectors / rd_ios / 2 if rd_ios else 0.0,
         wr_ios / itv * 100.0,
         wr_sectors / itv * 100.0 / 2,
         wr_merges / itv * 100.0,
         _rqm_pct(wr_merges, wr_ios),
-        wr_ticks / wr_ios if wr_ios else 0.0,
+        await_ms(wr_ticks, wr_ios),
         wr_sectors / wr_ios / 2 if wr_ios else 0.0,
         dc_ios / itv * 100.0,
         dc_sectors / itv * 100.0 / 2,
         dc_merges / itv * 100.0,
         _rqm_pct(dc_merges, dc_ios),
-        dc_ticks / dc_ios if dc_ios else 0.0,
+        await_ms(dc_ticks, dc_ios),
         dc_sectors / dc_ios / 2 if dc_ios else 0.0,
         fl_ios / itv * 100.0,
-        fl_ticks / fl_ios if fl_ios else 0.0,
+        await_ms(fl_ticks, fl_ios),
         rq_ticks / itv * 100.0 / 1000.0,
         tot_ticks / itv * 100.0 / 10.0,
     )

@@ -31,6 +31,7 @@ from dataclasses import asdict
 from gpudisk_top.collect import utilpct
 from gpudisk_top.collect.sample import DiskHealth, is_new
 from gpudisk_top.model import MODEL_VERSION
+from gpudisk_top.model.disk import await_ms
 from gpudisk_top.verdict.detect import STARVED_STATES, STATES, UNAVAILABLE, Episode
 from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.verdict import gaps
@@ -72,8 +73,7 @@ def interval_await_ms(ints) -> float:
     together) of one interval's disk_ints: the figure `report`'s await column and its
     chart give over the window, so the worst interval is the worst of that same figure.
     0 for an interval without requests."""
-    ios = ints[0] + ints[1]
-    return (ints[2] + ints[3]) / ios if ios else 0.0
+    return await_ms(ints[2] + ints[3], ints[0] + ints[1])
 
 
 def interval_facts(model: Model, state: str, gpus):
