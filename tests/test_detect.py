@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpudisk_top.verdict.detect import Detector, Thresholds, one_interval
-from gpudisk_top.verdict.detect.classify import gpu_ranges
+from gpudisk_top.verdict.detect.states import gpu_ranges
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.sim import Simulator, builtin, loads_toml
 

@@ -363,7 +363,7 @@ def test_the_verdict_what_it_blames_and_since_when():
 def test_gpus_starved_counts_only_a_node_starved_by_its_own_cause():
     """A straggler's or an undiagnosed stall's GPUs wait on a peer, not on this node: the
     verdict names them (verdict_info's gpus), gpudisk_top_gpus_starved does not count them
-    (verdict/detect/classify.py OWN_CAUSE_STATES, the fleet rules' starved states)."""
+    (verdict/detect/states.py OWN_CAUSE_STATES, the fleet rules' starved states)."""
     from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, Verdict
 
     server, v, _ = _stepped("straggler", 45)

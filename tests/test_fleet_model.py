@@ -252,7 +252,7 @@ def test_an_undiagnosed_stall_is_a_candidate_only_when_none_is_starved():
 
 
 def test_own_cause_states_are_the_alert_rules_starved_states():
-    """One definition (verdict/detect/classify.py OWN_CAUSE_STATES): the fleet model's, the
+    """One definition (verdict/detect/states.py OWN_CAUSE_STATES): the fleet model's, the
     exporter's gpudisk_top_gpus_starved and the fleet alert rules' regex agree."""
     yaml = pytest.importorskip("yaml")
     with open(os.path.join(ROOT, "examples", "prometheus-rules.yml")) as f:

@@ -1,5 +1,5 @@
 """A saturated disk that is also hot or logging media errors says so in the verdict's
-evidence (model/health.py evidence_clause, verdict/detect/classify.py), and one that is
+evidence (model/health.py evidence_clause, verdict/detect/storage.py), and one that is
 fine adds nothing.  The disk-starved node is the simulator's; its disk's health is a real
 drive's smartctl reading (tests/fixtures/health), attached to each sample as the poller
 attaches it."""

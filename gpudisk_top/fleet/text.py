@@ -12,7 +12,7 @@ import json
 from gpudisk_top.fleet.ledger import LOST_REFUSED, lost_text
 from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
 from gpudisk_top.verdict.detect import STARVED_STATES
-from gpudisk_top.verdict.detect.classify import gpu_ranges
+from gpudisk_top.verdict.detect.states import gpu_ranges
 from gpudisk_top.model.present import Col, table
 from gpudisk_top.model.timefmt import clock, clock_hm, date_clock, duration
 from gpudisk_top.model.vocab import gpu_hours

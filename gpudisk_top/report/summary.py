@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from gpudisk_top import __version__
 from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.verdict.detect import STATES, UNAVAILABLE, Episode, Thresholds
-from gpudisk_top.verdict.detect.classify import gpu_ranges
+from gpudisk_top.verdict.detect.states import gpu_ranges
 from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import episode_json, iso_time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from gpudisk_top.verdict.detect.classify import STATE_GLYPH, gpu_ranges
+from gpudisk_top.verdict.detect.states import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.present import Col, class_tag, table
 from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.verdict.whatif import best_line, of_json as whatif_of

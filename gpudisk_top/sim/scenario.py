@@ -18,7 +18,7 @@ import bisect
 import dataclasses
 from dataclasses import dataclass, field
 
-from gpudisk_top.verdict.detect.classify import STATES, UNAVAILABLE
+from gpudisk_top.verdict.detect.states import STATES, UNAVAILABLE
 
 # the detector's states a phase can be labelled with: all but "unavailable" (a simulated
 # node's phases always have GPUs; FakeNvml's failures make the other case)

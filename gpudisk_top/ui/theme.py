@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.style import Style
 
 # one letter per state for the timeline's state row (pending, not yet an episode, in lower
-# case) and the banner's badge: the detector's list of states carries them (classify.py)
+# case) and the banner's badge: the detector's list of states carries them (states.py)
 from gpudisk_top.verdict import detect as _detect
 
 STATE_GLYPH, STATE_BADGE = _detect.STATE_GLYPH, _detect.STATE_BADGE

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpudisk_top.verdict.detect.classify import STARVED_STATES
+from gpudisk_top.verdict.detect.states import STARVED_STATES
 from gpudisk_top.verdict.detect.job import job_gpus
 from gpudisk_top.model.gpu import unreadable_reason
 from gpudisk_top.model.timefmt import duration

@@ -42,7 +42,7 @@ NESTED = 100_000
 CAP_BYTES = 16 * 2**20           # docs/probe.md: a results file larger than this is not one
 JOB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs",
                    "loader_job.py")
-# the marks of a figure the verdict took from a probe (verdict/detect/classify.py's headroom,
+# the marks of a figure the verdict took from a probe (verdict/detect/storage.py's headroom,
 # verdict/whatif.py's caps and bases)
 PROBE_USED = ("(probe)", "from the probe", "(the probe's", "r/s at QD32")
 IGNORED = re.compile(r"probe of \S+ ignored")

@@ -29,7 +29,7 @@ STARVED_GLYPH = "▲"    # starved by its own cause; in a job's view, its stragg
 WAIT_GLYPH = "◇"       # its GPUs wait on peers (or stall with nothing saturated)
 STALE_GLYPH = "×"
 NOGPU_GLYPH = "⊘"      # no GPU can be read there (state unavailable): a problem, not idle
-# the table's short words for fleet.text.state_text's: the detector's states' (classify.py
+# the table's short words for fleet.text.state_text's: the detector's states' (states.py
 # STATE_WORD; theme.STATE_BADGE's are the banner's, wider) and a job view's "waiting"; the
 # glyph is the mark marks() counts
 STATE_WORD = {**DETECTOR_STATE_WORD, "waiting": f"{WAIT_GLYPH} WAITING"}

@@ -5,7 +5,7 @@
         verdict = det.feed(model)   # verdict.state, .reason, .episode
 """
 
-from gpudisk_top.verdict.detect.classify import (OWN_CAUSE_STATES, STARVED_STATES, STATE_BADGE,
+from gpudisk_top.verdict.detect.states import (OWN_CAUSE_STATES, STARVED_STATES, STATE_BADGE,
                                                STATE_GLYPH, STATE_WORD, STATES, UNAVAILABLE)
 from gpudisk_top.verdict.detect.detector import Detector, Episode, Verdict, one_interval
 from gpudisk_top.verdict.detect.thresholds import DEVICE_CLASSES, Thresholds

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudisk_top.verdict.detect.classify import (STARVED_STATES, STATES, UNAVAILABLE, Classifier,
-                                               IntervalState, gpu_ranges)
+from gpudisk_top.verdict.detect.classify import Classifier
+from gpudisk_top.verdict.detect.states import (STARVED_STATES, STATES, UNAVAILABLE, IntervalState,
+                                               gpu_ranges)
 from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.verdict.detect.job import find_job
 from gpudisk_top.verdict.detect.saturation import Saturation, SaturationTracker
