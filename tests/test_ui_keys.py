@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from gpudisk_top.sim import Simulator, builtin
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from gpudisk_top.ui.screens.filter import FilterScreen
 from gpudisk_top.ui.screens.help import HelpScreen
@@ -13,18 +11,8 @@ from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import HeaderBar
 from gpudisk_top.ui.widgets.timeline import Timeline
-from gpudisk_top.collect.source import simulated_source
-
-ORIGIN = simulated_source("demo", 0)
-
-
-def make_app(scenario="demo"):
-    return GpuDiskApp(Simulator(builtin(scenario), seed=0), 1.0, ORIGIN, autostart=False,
-                      show_self=False)
-
-
-def text_of(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
+from apps import dashboard_app
+from screen_text import text_of
 
 
 async def started(app, pilot, samples=100):
@@ -33,7 +21,7 @@ async def started(app, pilot, samples=100):
 
 
 async def test_quit():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 3)
         await pilot.press("q")
@@ -42,7 +30,7 @@ async def test_quit():
 
 
 async def test_space_pauses_the_screen_not_the_sampling():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 5)
         await pilot.press("space")
@@ -58,7 +46,7 @@ async def test_space_pauses_the_screen_not_the_sampling():
 
 
 async def test_help_opens_and_closes():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 3)
         await pilot.press("question_mark")
@@ -68,7 +56,7 @@ async def test_help_opens_and_closes():
 
 
 async def test_tab_moves_between_panels():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 3)
         seen = []
@@ -81,7 +69,7 @@ async def test_tab_moves_between_panels():
 
 
 async def test_s_cycles_the_disk_sort():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 20)
         panel = app.query_one(DiskPanel)
@@ -98,7 +86,7 @@ async def test_s_cycles_the_disk_sort():
 
 
 async def test_a_shows_all_devices_and_back():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(160, 60)) as pilot:
         await started(app, pilot, 20)
         panel = app.query_one(DiskPanel)
@@ -111,7 +99,7 @@ async def test_a_shows_all_devices_and_back():
 
 
 async def test_slash_filters_devices():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(160, 60)) as pilot:
         await started(app, pilot, 20)
         await pilot.press("slash")
@@ -132,7 +120,7 @@ async def test_slash_filters_devices():
 
 
 async def test_m_cycles_the_timeline_metric():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 20)
         tl = app.query_one(Timeline)
@@ -145,7 +133,7 @@ async def test_m_cycles_the_timeline_metric():
 
 
 async def test_e_lists_episodes_with_evidence():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 130)  # one disk-starved episode has opened and closed
         await pilot.press("e")
@@ -157,7 +145,7 @@ async def test_e_lists_episodes_with_evidence():
 
 
 async def test_p_expands_the_process_list_with_read_rates():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(160, 60)) as pilot:
         await started(app, pilot, 20)
         await pilot.press("p")
@@ -168,7 +156,7 @@ async def test_p_expands_the_process_list_with_read_rates():
 
 
 async def test_plus_and_minus_change_the_interval():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 3)
         await pilot.press("plus")
@@ -188,7 +176,7 @@ async def test_plus_and_minus_change_the_interval():
 
 
 async def test_arrows_scroll_the_timeline_back_in_time():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 150)
         tl = app.query_one(Timeline)
@@ -199,7 +187,7 @@ async def test_arrows_scroll_the_timeline_back_in_time():
 
 
 async def test_command_palette_runs_an_action():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 3)
         await pilot.press("ctrl+p")
@@ -214,7 +202,7 @@ async def test_command_palette_runs_an_action():
 
 @pytest.mark.parametrize("size", [(80, 24), (250, 70), (80, 24)])
 async def test_resize_keeps_everything_on_screen(size):
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(app, pilot, 100)
         await pilot.resize_terminal(*size)

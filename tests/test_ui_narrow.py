@@ -30,9 +30,7 @@ from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.record import Recording
 from gpudisk_top.record.header import make_header
 from gpudisk_top.record.writer import Recorder
-from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.sim.fake_nvml import FakeNvml
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.device import DeviceDetail, DeviceScreen
 from gpudisk_top.ui.screens.help import HelpScreen
 from gpudisk_top.ui.screens.hidden import HiddenScreen
@@ -40,24 +38,11 @@ from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, SHORT_WORD
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
-from gpudisk_top.collect.source import LIVE, Source, simulated_source
+from gpudisk_top.collect.source import LIVE, Source
+from apps import ORIGIN, dashboard_app
+from screen_text import screen_text, text_of
 
-ORIGIN = simulated_source("demo", 0)
 SMALL = (80, 24)
-
-
-def make_app(source=None, origin=ORIGIN, **kwargs) -> GpuDiskApp:
-    return GpuDiskApp(source or Simulator(builtin("demo"), seed=0), 1.0, origin,
-                      autostart=False, show_self=False, **kwargs)
-
-
-def text_of(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
-
-
-def screen_text(app) -> str:
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in s).rstrip() for s in strips)
 
 
 def header_flags(app) -> list[str]:
@@ -71,7 +56,7 @@ def toasts(app) -> list[str]:
 
 # ---------------------------------------------------------------- cutting by importance
 async def test_mountpoints_stay_whole_at_80x24_and_health_keeps_its_glyph():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(100)
         await pilot.pause()
@@ -91,7 +76,7 @@ async def test_mountpoints_stay_whole_at_80x24_and_health_keeps_its_glyph():
 
 async def test_header_flags_stay_whole_at_80x24_and_bang_shows_the_fix():
     every = [NO_SYSFS, PID_NAMESPACE, NOT_ROOT, NO_PSI]
-    app = make_app(origin=dataclasses.replace(ORIGIN, blind_spots=tuple(every)))
+    app = dashboard_app(origin=dataclasses.replace(ORIGIN, blind_spots=tuple(every)))
     async with app.run_test(size=SMALL) as pilot:
         app.advance(30)
         await pilot.press("a")          # ALL DEVICES too: five flags and DEMO
@@ -116,7 +101,7 @@ async def test_bang_shows_what_once_prints_for_a_blind_spot(tmp_path):
     sampler = Sampler(roots, gpu=GpuCollector(nvml=FakeNvml()))
     origin = Source(LIVE, "node", LIVE, kernel="6.1",
                     blind_spots=tuple(b.key for b in sampler.blind_spots))
-    app = make_app(source=sampler, origin=origin)
+    app = dashboard_app(sampler, origin=origin)
     try:
         async with app.run_test(size=SMALL) as pilot:
             app.advance(2)
@@ -136,7 +121,7 @@ async def test_bang_shows_what_once_prints_for_a_blind_spot(tmp_path):
 
 
 async def test_the_timeline_title_cuts_whole_words_at_80x24():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(100)
         await pilot.pause()
@@ -154,7 +139,7 @@ async def test_the_timeline_title_cuts_whole_words_at_80x24():
 
 
 async def test_the_host_line_keeps_its_mem_label_when_it_wraps():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(10)
         await pilot.pause()
@@ -191,7 +176,7 @@ async def test_the_command_is_kept_over_its_cgroup_id(tmp_path):
                             "--time_based", "--runtime=120"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=enter)
     sampler = Sampler(Roots(), gpu=GpuCollector(nvml=FakeNvml()))
-    app = make_app(source=sampler, origin=Source(LIVE, "node", LIVE, kernel="k"))
+    app = dashboard_app(sampler, origin=Source(LIVE, "node", LIVE, kernel="k"))
     try:
         async with app.run_test(size=SMALL) as pilot:
             await pilot.press("i")
@@ -230,7 +215,7 @@ async def test_the_command_is_kept_over_its_cgroup_id(tmp_path):
 # ---------------------------------------------------------------- small things
 @pytest.mark.parametrize("key", ["h", "f1", "question_mark"])
 async def test_h_and_f1_open_help_as_question_mark_does(key):
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(3)
         await pilot.press(key)
@@ -240,7 +225,7 @@ async def test_h_and_f1_open_help_as_question_mark_does(key):
 
 
 async def test_f10_quits():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(3)
         await pilot.press("f10")
@@ -253,7 +238,7 @@ async def test_record_shows_rec_in_the_header(tmp_path):
     takes each sample, and the header says REC while it does."""
     path = str(tmp_path / "run.gdtrec")
     recorder = Recorder(path, make_header(ORIGIN, 1.0))
-    app = make_app(on_sample=recorder.append, record_path=path)
+    app = dashboard_app(on_sample=recorder.append, record_path=path)
     try:
         async with app.run_test(size=SMALL) as pilot:
             app.advance(5)
@@ -262,7 +247,7 @@ async def test_record_shows_rec_in_the_header(tmp_path):
     finally:
         recorder.close("test")
     assert len(Recording.open(path)) == 5                  # REC meant it
-    plain = make_app()
+    plain = dashboard_app()
     async with plain.run_test(size=SMALL) as pilot:
         plain.advance(5)
         await pilot.pause()
@@ -270,7 +255,7 @@ async def test_record_shows_rec_in_the_header(tmp_path):
 
 
 async def test_a_filter_and_all_devices_leave_a_trace_on_screen():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(20)
         await pilot.pause()
@@ -288,7 +273,7 @@ async def test_a_filter_and_all_devices_leave_a_trace_on_screen():
 
 
 async def test_a_filter_from_the_command_line_shows_too():
-    app = make_app(dev_filter=DeviceFilter.from_option(False, "nvme*"))
+    app = dashboard_app(dev_filter=DeviceFilter.from_option(False, "nvme*"))
     async with app.run_test(size=SMALL) as pilot:
         app.advance(5)
         await pilot.pause()
@@ -296,7 +281,7 @@ async def test_a_filter_from_the_command_line_shows_too():
 
 
 async def test_the_device_detail_has_the_header_and_a_footer_to_go_back():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(100)
         await pilot.press("tab", "enter")          # the disks' cursor, sdb: its detail
@@ -314,7 +299,7 @@ async def test_the_device_detail_has_the_header_and_a_footer_to_go_back():
 
 
 async def test_toasts_say_the_columns_as_the_screen_names_them():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(20)
         await pilot.press("m")
@@ -331,7 +316,7 @@ async def test_toasts_say_the_columns_as_the_screen_names_them():
 
 
 async def test_sorting_by_name_marks_the_device_column():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SMALL) as pilot:
         app.advance(20)
         for _ in range(4):

@@ -11,34 +11,18 @@ from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.sim.fake_nvml import FakeNvml
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.device import DeviceDetail, DeviceScreen
 from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
-from gpudisk_top.collect.source import simulated_source
+from apps import dashboard_app
+from screen_text import screen_text, text_of
 from ui_helpers import made_with_no_color
-
-ORIGIN = simulated_source("demo", 0)
-
-
-def make_app(scenario="demo", source=None):
-    return GpuDiskApp(source or Simulator(builtin(scenario), seed=0), 1.0, ORIGIN,
-                      autostart=False, show_self=False)
-
-
-def text_of(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
-
-
-def screen_text(app) -> str:
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in s).rstrip() for s in strips)
 
 
 async def test_i_shows_who_loads_the_disks_in_the_timelines_place():
-    app = make_app("busy-unrelated-disk-load")
+    app = dashboard_app(scenario="busy-unrelated-disk-load")
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(60)
         await pilot.press("i")
@@ -59,7 +43,7 @@ async def test_i_shows_who_loads_the_disks_in_the_timelines_place():
 
 async def test_the_io_view_makes_the_sampler_scan_more_often():
     sampler = Sampler(Roots(), gpu=GpuCollector(nvml=FakeNvml()))
-    app = make_app(source=sampler)
+    app = dashboard_app(sampler)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             app.advance(2)
@@ -76,7 +60,7 @@ async def test_the_io_view_makes_the_sampler_scan_more_often():
 
 
 async def test_the_disk_cursor_and_enter_open_a_devices_detail():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(100)           # a disk-starved episode on sdb
         await pilot.pause()
@@ -102,7 +86,7 @@ async def test_the_disk_cursor_and_enter_open_a_devices_detail():
 
 
 async def test_the_disk_header_stays_and_hidden_rows_are_counted():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(80, 24)) as pilot:
         app.advance(100)
         await pilot.press("tab")
@@ -122,7 +106,7 @@ async def test_the_disk_header_stays_and_hidden_rows_are_counted():
 async def test_mountpoints_are_not_cut_to_a_slash_at_80_columns():
     # without a health column: where health is read, its status takes the room and the
     # mountpoint is cut to what is left, never dropped (test_health_ui)
-    app = make_app(source=Simulator(builtin("demo"), seed=0, health_interval_s=0))
+    app = dashboard_app(Simulator(builtin("demo"), seed=0, health_interval_s=0))
     async with app.run_test(size=(80, 24)) as pilot:
         app.advance(100)
         await pilot.pause()
@@ -140,7 +124,7 @@ async def test_mountpoints_are_not_cut_to_a_slash_at_80_columns():
 
 
 async def test_the_verdict_keeps_whole_clauses_and_its_advice_at_80x24():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(80, 24)) as pilot:
         app.advance(100)
         await pilot.pause()
@@ -150,7 +134,7 @@ async def test_the_verdict_keeps_whole_clauses_and_its_advice_at_80x24():
 
 
 async def test_timeline_rows_of_an_ended_episode_stay_and_home_end_enter_move_in_time():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(80, 24)) as pilot:
         app.advance(230)           # the disk-starved episode on sdb is over
         await pilot.pause()
@@ -183,7 +167,7 @@ async def test_timeline_rows_of_an_ended_episode_stay_and_home_end_enter_move_in
 
 
 async def test_below_80x24_the_screen_says_so():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(70, 20)) as pilot:
         app.advance(10)
         await pilot.pause()
@@ -204,7 +188,7 @@ async def test_below_80x24_the_screen_says_so():
 async def test_no_gpu_says_so_and_the_disks_come_first():
     sim = Simulator(builtin("idle-other-disk-load"), seed=0)
     sim.gpu_collector = GpuCollector(nvml=FakeNvml.missing_library())
-    app = make_app(source=sim)
+    app = dashboard_app(sim)
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(20)
         await pilot.pause()
@@ -219,7 +203,7 @@ async def test_no_gpu_says_so_and_the_disks_come_first():
 
 
 async def test_no_color_emphasis_is_bold_and_reverse_and_goes_back():
-    app = made_with_no_color(make_app)
+    app = made_with_no_color(dashboard_app)
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(100)
         await pilot.pause()
@@ -228,7 +212,7 @@ async def test_no_color_emphasis_is_bold_and_reverse_and_goes_back():
         style = row[1][1]
         assert style.bold and style.reverse and style.color is None and style.bgcolor is None
         assert theme.STARVED_SHADE.color is None and theme.STARVED_SHADE.bgcolor is None
-    colour = make_app()
+    colour = dashboard_app()
     async with colour.run_test(size=(120, 40)) as pilot:
         colour.advance(100)
         await pilot.pause()
@@ -237,7 +221,7 @@ async def test_no_color_emphasis_is_bold_and_reverse_and_goes_back():
 
 
 async def test_the_palette_holds_only_this_tools_commands():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(3)
         await pilot.pause()
