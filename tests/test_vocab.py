@@ -8,7 +8,7 @@ from dataclasses import fields
 
 from model_factory import gpu, model
 from gpudisk_top.alerts import catalog
-from gpudisk_top.model import vocab
+from gpudisk_top.model import metric, vocab
 from gpudisk_top.verdict.detect import Episode, Verdict
 from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.model.disk import RATE_FIELDS
@@ -73,7 +73,7 @@ def test_prometheus_names_are_in_base_units_and_each_family_has_one_help():
                 assert m.prom.endswith(PROM_SUFFIX[m.unit]), m
             assert helps.setdefault(m.prom, m.prom_help) == m.prom_help, m
             # a family shared by several metrics tells them apart by a label
-            assert (m.prom_label is not None) == (m.prom in vocab.PROM_FAMILY_HELP), m
+            assert (m.prom_label is not None) == (m.prom in metric.PROM_FAMILY_HELP), m
     assert vocab.DISK["r_await_ms"].prom_factor == 0.001 and vocab.GPU["temp_c"].prom_factor == 1
 
 

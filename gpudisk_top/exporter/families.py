@@ -23,9 +23,10 @@ from gpudisk_top.verdict.gaps import GAP_INTERVALS, GAP_MIN_S
 from gpudisk_top.verdict.ledger import CAUSES, Ledger
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
+from gpudisk_top.model.metric import PROM_PREFIX
 from gpudisk_top.model.vocab import (DISK, GPU, GPU_COMPUTED, GPU_PROCESS, GPU_PROCESS_IO,
                                      GPUS_STARVED, HEALTH, HOST, LAST_SAMPLE, LEDGER, MOUNT,
-                                     PROM_PREFIX, STATE_SINCE, VERDICT_INFO)
+                                     STATE_SINCE, VERDICT_INFO)
 from gpudisk_top.textsafe import printable
 
 P = PROM_PREFIX

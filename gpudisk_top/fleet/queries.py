@@ -43,8 +43,9 @@ from __future__ import annotations
 
 from gpudisk_top.fleet.labels import check_label
 from gpudisk_top.verdict.ledger import HEALTHY
+from gpudisk_top.model.metric import PROM_PREFIX
 from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, LEDGER, MOUNT,
-                                     PROM_PREFIX, STATE_SINCE, VERDICT_INFO)
+                                     STATE_SINCE, VERDICT_INFO)
 
 # The numbers of a device the verdict blames (fleet/model.py DeviceEvidence's fields,
 # vocab.DISK's names): a disk's own ...

@@ -1,6 +1,7 @@
 """How things read on every text surface: one owner for the layout of a table, the order
-of names, and a device's class tag.  A number's own rule (its decimals) is its Metric's
-(vocab.Metric.text); this module lays the texts out.
+of names, a device's class tag, and the spelling of a size, a percentage and a process
+("pid 912 (rsync)").  A metric's own rule (its decimals) is its Metric's
+(metric.Metric.text); this module lays the texts out.
 
 `--once` (output/once.py), `report` (report/text.py), `fleet --once` (fleet/text.py) and
 the dashboard's panels all import it: it lives under model/ so that every layer may, and
@@ -13,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from gpudisk_top.model.vocab import CLASS_TAG, Metric
+from gpudisk_top.model.metric import GIB, KIB, MIB, TIB, Metric
+from gpudisk_top.model.vocab import CLASS_TAG
 
 _DIGITS = re.compile(r"([0-9]+)")
 
@@ -30,6 +32,46 @@ def class_tag(dev_class: str) -> str:
     """A device's class (collect/blockdev.py dev_class) in at most 5 cells: '?' for one
     this version does not know."""
     return CLASS_TAG.get(dev_class, "?")
+
+
+# The binary units a size reads in (docs/json-output.md#units), largest first: what one
+# is in KiB, the model's kB
+SIZE_UNITS = {"TiB": TIB // KIB, "GiB": GIB // KIB, "MiB": MIB // KIB, "KiB": 1}
+ALL_SIZE_UNITS = tuple(SIZE_UNITS)
+
+
+def size(kb: float | None, units: Sequence[str] = ALL_SIZE_UNITS, places: int = 1,
+         short: bool = False, na: str = "n/a") -> str:
+    """A size in KiB (the model's kB) as every surface prints it, in binary units: in the
+    largest of `units` (largest first) it reaches, else the last, to `places` decimals:
+    '12.34 GiB'; short, for a narrow cell, the unit's letter and no space: '12.3G'.
+    `na` for None.  Raises KeyError for a unit not in SIZE_UNITS."""
+    if kb is None:
+        return na
+    unit = next((u for u in units if abs(kb) >= SIZE_UNITS[u]), units[-1])
+    value = f"{kb / SIZE_UNITS[unit]:.{places}f}"
+    return value + unit[0] if short else f"{value} {unit}"
+
+
+def pct(value: float | None, places: int = 0, na: str = "n/a") -> str:
+    """A percentage as every surface prints it: '43%', to `places` decimals; `na` for
+    None.  Raises nothing."""
+    return na if value is None else f"{value:.{places}f}%"
+
+
+def pid_name(pid: int, name: str | None) -> str:
+    """A process as every sentence names it: 'pid 912 (rsync)', '?' for a name not
+    known.  The name is the caller's to escape where it came from outside (comm is
+    anyone's to choose).  Raises nothing."""
+    return f"pid {pid} ({name or '?'})"
+
+
+def pids_name(pids: Sequence[int], name: str | None) -> str:
+    """Processes of one name: 'pids 912, 913 (fio)'; one of them reads as pid_name's.
+    Raises nothing."""
+    if len(pids) == 1:
+        return pid_name(pids[0], name)
+    return f"pids {', '.join(map(str, pids))} ({name or '?'})"
 
 
 @dataclass(frozen=True)

@@ -7,47 +7,18 @@ alert rule ("disk_r_await_ms"), and its Prometheus family in base units
 `export`, the Prometheus exporter, alert rules and the timeline read them from here.
 tests/test_vocab.py checks each family against the model's dataclasses.
 
-A Metric says, for one number:
-
-  field       the attribute of the model's view; units in the name (_ms, _kb_s, _pct)
-  unit        the model's unit: "ms", "kB/s", "%", "/s", ...
-  label       the short header a person reads (iostat's own where iostat has one)
-  help        what it means; also the HELP line of its Prometheus family
-  prom        its Prometheus family, without the gpudisk_top_ prefix, in base units
-              (seconds, bytes, ratios 0-1, ...); None: not exported
-  prom_label  (label, value) for a family with one series per metric (host_cpu_ratio
-              {mode="user"}); the family's HELP is then PROM_FAMILY_HELP's
-  json_key    its key in JSON output: the field, unless said otherwise
-  csv, alert  whether `export --format csv` has a column for it and alert rules may test it
-  counter     a Prometheus counter (a count the device only adds to: its family is
-              exported with `_total`), else a gauge
-  decimals    how it reads on every surface (Metric.text): the dashboard's panels, the
-              verdict's evidence, `--once`, `report`, the fleet.  iostat -x prints every
-              column with 2 decimals (r_await 12.34, aqu-sz 0.39, %util 32.10) and people
-              who read disks read them so: 2 is the default; counts and whole units
-              (MiB, W, C, SMART counters) 0
-  width       the least width of its column in a text table (iostat's 7; wider where its
-              label is: Metric.column_width)
-
-Its family (Family.kind: disk, gpu, host) prefixes the name that CSV columns and alert
-rules use (Family.qualified: "disk_util_pct", "gpu_temp_c", "host_psi_io_some_pct").
-Numbers in the model's units become Prometheus's base units by one table (BASE_FACTOR).
+What a Metric and a Family say, and the model's units, are model/metric.py's.  Its
+family (Family.kind: disk, gpu, host) prefixes the name that CSV columns and alert rules
+use (Family.qualified: "disk_util_pct", "gpu_temp_c", "host_psi_io_some_pct").  Numbers
+in the model's units become Prometheus's base units by one table (metric.BASE_FACTOR).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-KIB = 1024
-MIB = 2**20
-
-# The model's units that are not Prometheus's base units: what one of them is in base
-# units (iostat's kB is 1024 bytes).  Every other unit is exported as it is.
-BASE_FACTOR = {"%": 0.01, "ms": 0.001, "kB": KIB, "kB/s": KIB, "MiB": MIB, "MB/s": MIB,
-               "MHz": 1e6, "min": 60, "h": 3600}
-# Every Prometheus family's name begins so (Metric.prom_name)
-PROM_PREFIX = "gpudisk_top_"
+from gpudisk_top.model.metric import KIB, Family, Metric
 
 
 def mb_s(kb_s: float | None) -> float | None:
@@ -56,99 +27,6 @@ def mb_s(kb_s: float | None) -> float | None:
     the processes' rates, the verdicts' evidence, the fleet) goes through here, so a
     process never reads more than the disk it reads from.  None stays None."""
     return None if kb_s is None else kb_s / KIB
-
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One number of the model and every name it goes by (see the module's docstring)."""
-
-    field: str
-    unit: str
-    label: str
-    help: str
-    prom: str | None = None
-    prom_label: tuple[str, str] | None = None
-    json_key: str = ""
-    csv: bool = True
-    alert: bool = True
-    counter: bool = False
-    decimals: int = 2
-    width: int = 7
-
-    def __post_init__(self) -> None:
-        if not self.json_key:
-            object.__setattr__(self, "json_key", self.field)
-
-    def text(self, value: float | None, na: str = "n/a", width: int | None = None) -> str:
-        """The value as every surface prints it: `decimals` places, `na` for None.  In a
-        column `width` cells wide (a narrow panel, a timeline's legend) decimals go first,
-        then thousands become k, M, G: the same figure, rounded, never cut."""
-        if value is None:
-            return na
-        for places in range(self.decimals, -1, -1):
-            text = f"{value:.{places}f}"
-            if width is None or len(text) <= width:
-                return text
-        for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-            if abs(value) >= div and len(f"{value / div:.0f}{suffix}") <= width:
-                short = f"{value / div:.1f}{suffix}"
-                return short if len(short) <= width else f"{value / div:.0f}{suffix}"
-        return text
-
-    @property
-    def column_width(self) -> int:
-        """Its column's width in a text table: `width`, or its label's where longer."""
-        return max(self.width, len(self.label))
-
-    @property
-    def prom_factor(self) -> float:
-        """What one of the model's units is in Prometheus's base unit."""
-        return BASE_FACTOR.get(self.unit, 1)
-
-    @property
-    def prom_name(self) -> str | None:
-        """Its Prometheus family's full name (None: not exported), as the exporter writes
-        it and the fleet reads it back."""
-        return None if self.prom is None else PROM_PREFIX + self.prom
-
-    def from_base(self, value: float) -> float:
-        """A value of its Prometheus family (base units) in the model's unit: what the
-        fleet does to what it reads back.  Times the reciprocal (1/0.01 is exactly
-        100): x * 100 and x / 0.01 differ in the last bit, and JSON shows that bit."""
-        return value * (1.0 / self.prom_factor)
-
-    @property
-    def prom_help(self) -> str:
-        """The HELP line of its Prometheus family."""
-        return PROM_FAMILY_HELP.get(self.prom, self.help)
-
-
-@dataclass(frozen=True)
-class Family:
-    """The metrics of one kind of subject (a disk, a GPU, the host), in a fixed order:
-    the order of CSV columns and Prometheus families."""
-
-    kind: str
-    metrics: tuple[Metric, ...]
-
-    def __iter__(self):
-        return iter(self.metrics)
-
-    def __getitem__(self, name: str) -> Metric:
-        """The metric of that field.  Raises KeyError for a field it does not have."""
-        for m in self.metrics:
-            if m.field == name:
-                return m
-        raise KeyError(name)
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return tuple(m.field for m in self.metrics)
-
-    def qualified(self, metric: Metric) -> str:
-        """The name CSV columns and alert rules give it: '<kind>_<field>'."""
-        return f"{self.kind}_{metric.field}"
 
 
 def _decimals(family: Family, decimals: int, **but: int) -> Family:
@@ -468,17 +346,8 @@ LAST_SAMPLE = "last_sample_timestamp_seconds"
 
 
 # ---------------------------------------------------------------------------- the host
-# Families with one series per metric, told apart by a label: their HELP line.
-PROM_FAMILY_HELP = {
-    "host_cpu_ratio": "Share of CPU time per mode over the interval, as iostat's avg-cpu "
-                      "(system includes irq and softirq).",
-    "host_pressure_some_ratio": "Share of the interval in which some task stalled on the "
-                                "resource (PSI some).",
-    "host_pressure_full_ratio": "Share of the interval in which all non-idle tasks stalled "
-                                "on the resource (PSI full).",
-}
-
-
+# (the HELP of host_cpu_ratio and host_pressure_*_ratio, one series per mode or resource,
+# is metric.PROM_FAMILY_HELP's)
 def _cpu(mode: str, meaning: str) -> Metric:
     return Metric(f"cpu_{mode}_pct", "%", f"%{mode}", meaning, prom="host_cpu_ratio",
                   prom_label=("mode", mode))
@@ -572,13 +441,13 @@ def verdict_json(verdict) -> dict | None:
             "whatif": [w.as_json() for w in verdict.whatif]}
 
 
-def episode_json(e) -> dict:
+def episode_json(e, lost_gpu_s: float = 0.0) -> dict:
     """A starvation episode (an Episode, verdict/detect) as `report --json` writes it (and
     `export --format perfetto` takes a slice's args from): its times as ISO text and as
     Unix seconds (an episode still open ends at its latest interval in its state), its
     duration in s, what it names, its evidence, culprits (as verdict_json's) and advice,
-    the lowest GPU utilization seen and its intervals in its state, and the GPU-seconds
-    lost to it (verdict/ledger.py)."""
+    the lowest GPU utilization seen and its intervals in its state, and lost_gpu_s, the
+    GPU-seconds lost to it (the ledger's, verdict/ledger.py Ledger.lost_of)."""
     end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
     return {
         "id": e.id, "state": e.state,
@@ -589,7 +458,7 @@ def episode_json(e) -> dict:
         "reason": e.reason, "advice": e.advice, "kind": e.kind,
         "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
         "intervals": e.intervals,
-        "lost_gpu_s": e.lost_gpu_s,
+        "lost_gpu_s": lost_gpu_s,
         "culprits": [c.as_json() for c in e.culprits],
         "whatif": [w.as_json() for w in e.whatif],
     }

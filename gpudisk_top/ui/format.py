@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gpudisk_top.model import timefmt
-from gpudisk_top.model.vocab import KIB, TIMELINE, mb_s
+from gpudisk_top.model import present, timefmt
+from gpudisk_top.model.metric import KIB
+from gpudisk_top.model.vocab import TIMELINE, mb_s
 
 
 def na(value, fmt: str = "{:.0f}") -> str:
@@ -48,9 +49,10 @@ def legend(field: str, value: float | None) -> str:
 
 
 def mib(value_mib: float | None) -> str:
+    """A size in MiB (a GPU's memory) in GiB, short: '30.1G', whole from 10 GiB ('80G')."""
     if value_mib is None:
         return "n/a"
-    return f"{value_mib / 1024:.0f}G" if value_mib >= 10240 else f"{value_mib / 1024:.1f}G"
+    return present.size(value_mib * KIB, ("GiB",), 0 if value_mib >= 10240 else 1, short=True)
 
 
 # times: one owner (model/timefmt.py) for the dashboard, the fleet screens and --once

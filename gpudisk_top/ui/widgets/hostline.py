@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
+from gpudisk_top.model.metric import GIB, KIB
+from gpudisk_top.model.present import pct, size
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.base import LinesPanel
-
-
-def _pct(v) -> str:
-    return "n/a" if v is None else f"{v:.0f}%"
 
 
 def _psi(some, full) -> str:
     if some is None:
         return "n/a"
-    return f"{some:.0f}/{full:.0f}%" if full is not None else f"{some:.0f}%"
+    return f"{some:.0f}/{pct(full)}" if full is not None else pct(some)
 
 
 def _size_kb(kb) -> str:
-    if kb is None:
-        return "n/a"
-    if kb >= 1048576:
-        return f"{kb / 1048576:.1f}G"
-    return f"{kb / 1024:.0f}M"
+    """'1.2G' from a GiB, whole MiB below ('512M'): a narrow line's sizes."""
+    whole_mib = kb is not None and kb < GIB // KIB
+    return size(kb, ("GiB", "MiB"), 0 if whole_mib else 1, short=True)
 
 
 class HostLine(LinesPanel):
@@ -37,8 +33,8 @@ class HostLine(LinesPanel):
         psi_io = h.psi_io_some_pct
         io_style = theme.BAD if psi_io is not None and psi_io >= 20 else theme.PLAIN
         line = [(" CPU ", theme.LABEL),
-                (f"usr {_pct(h.cpu_user_pct)} sys {_pct(h.cpu_system_pct)} "
-                 f"iow {_pct(h.cpu_iowait_pct)} idle {_pct(h.cpu_idle_pct)}", theme.PLAIN),
+                (f"usr {pct(h.cpu_user_pct)} sys {pct(h.cpu_system_pct)} "
+                 f"iow {pct(h.cpu_iowait_pct)} idle {pct(h.cpu_idle_pct)}", theme.PLAIN),
                 ("  PSI ", theme.LABEL), ("io ", theme.PLAIN),
                 (_psi(h.psi_io_some_pct, h.psi_io_full_pct), io_style),
                 (f" cpu {_psi(h.psi_cpu_some_pct, h.psi_cpu_full_pct)}"
