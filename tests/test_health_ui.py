@@ -27,14 +27,14 @@ from gpudisk_top.record.v2 import canonical
 from gpudisk_top.report import summary
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.device import DeviceDetail, DeviceScreen
 from gpudisk_top.ui.widgets.disks import DiskPanel
-from gpudisk_top.collect.source import LIVE, Source, simulated_source
+from gpudisk_top.collect.source import LIVE, Source
+from apps import dashboard_app
 from recording_helpers import ROOT, call, write_recording
+from screen_text import text_of
 from ui_helpers import made_with_no_color
 
-ORIGIN = simulated_source("demo", 0)
 POLL_S = 60          # samples between two polls (the real poller: 10 minutes)
 FIXTURES = Path(__file__).parent / "fixtures" / "health"
 VIRTIO = "virtio disk: no SMART (the hypervisor does not pass it through)"
@@ -78,10 +78,6 @@ def HealthSim(scenario: str = "demo", readings=poll) -> Simulator:
                      health_readings=readings)
 
 
-def make_app(source=None) -> GpuDiskApp:
-    return GpuDiskApp(source or HealthSim(), 1.0, ORIGIN, autostart=False, show_self=False)
-
-
 def rows_of(panel) -> dict[str, str]:
     """The disk table's rows by device name, as text."""
     out = {}
@@ -98,7 +94,7 @@ def head_of(panel) -> str:
 
 
 def detail_text(app) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in app.screen.query_one(DeviceDetail)._lines)
+    return text_of(app.screen.query_one(DeviceDetail))
 
 
 @contextlib.asynccontextmanager
@@ -113,7 +109,7 @@ async def running(app, size: tuple[int, int], samples: int = 100):
 async def detail_after(samples: int, device: str) -> str:
     """The text of `device`'s detail screen, opened after `samples` samples of the demo
     and drawn by the sample after."""
-    async with running(make_app(), (120, 60), samples) as (app, pilot):
+    async with running(dashboard_app(HealthSim()), (120, 60), samples) as (app, pilot):
         app.push_screen(DeviceScreen(device))
         await pilot.pause()
         app.advance(1)
@@ -125,7 +121,7 @@ async def detail_after(samples: int, device: str) -> str:
 async def test_the_disk_tables_health_column_at_80x24_keeps_its_glyph_and_the_mountpoint():
     # at 80 columns the health word goes before the mountpoint is cut (issue 23): the
     # glyph says the status, ✓ ! ✗ ?, and the whole mountpoint follows it
-    async with running(make_app(), (80, 24)) as (app, pilot):
+    async with running(dashboard_app(HealthSim()), (80, 24)) as (app, pilot):
         panel = app.query_one(DiskPanel)
         assert "mount" in head_of(panel)
         rows = rows_of(panel)
@@ -140,7 +136,7 @@ async def test_the_disk_tables_health_column_at_80x24_keeps_its_glyph_and_the_mo
 
 
 async def test_the_disk_tables_health_column_at_120x40_shows_the_first_reason():
-    async with running(make_app(), (120, 40)) as (app, pilot):
+    async with running(dashboard_app(HealthSim()), (120, 40)) as (app, pilot):
         panel = app.query_one(DiskPanel)
         rows = rows_of(panel)
         assert "! warn reallocated sectors" in rows["sdb"]
@@ -157,7 +153,7 @@ async def test_the_disk_tables_health_column_at_120x40_shows_the_first_reason():
 
 
 async def test_a_partition_shows_its_disks_health():
-    async with running(make_app(), (120, 40)) as (app, pilot):
+    async with running(dashboard_app(HealthSim()), (120, 40)) as (app, pilot):
         await pilot.press("a")                     # every device, partitions too
         await pilot.pause()
         panel = app.query_one(DiskPanel)
@@ -168,13 +164,13 @@ async def test_a_partition_shows_its_disks_health():
 
 async def test_no_health_poller_no_column():
     """A node (or a recording) without health readings draws the table as before."""
-    bare = make_app(Simulator(builtin("demo"), seed=0, health_interval_s=0))
+    bare = dashboard_app(Simulator(builtin("demo"), seed=0, health_interval_s=0))
     async with running(bare, (120, 40)) as (app, pilot):
         assert "health" not in head_of(app.query_one(DiskPanel))
 
 
 async def test_no_color_health_is_told_by_glyph_and_attributes():
-    async with running(made_with_no_color(make_app), (120, 40)) as (app, pilot):
+    async with running(made_with_no_color(lambda: dashboard_app(HealthSim())), (120, 40)) as (app, pilot):
         panel = app.query_one(DiskPanel)
         for line in panel._lines[1:]:
             for text, style in line:
@@ -280,7 +276,7 @@ async def test_replay_shows_the_same_health_at_the_same_moment(recorded):
     from gpudisk_top.ui.replay_app import ReplayApp
 
     path, samples = recorded
-    async with running(make_app(), (120, 40)) as (live, pilot):
+    async with running(dashboard_app(HealthSim()), (120, 40)) as (live, pilot):
         want = rows_of(live.query_one(DiskPanel))
     rec = Recording.open(path)
     app = ReplayApp(rec, Source(LIVE, "demo-node", "replay", kernel="simulated"),

@@ -7,10 +7,7 @@ Textual asks for them (the panel's own render_line, which still draws every row)
 
 from __future__ import annotations
 
-from gpudisk_top.collect.source import simulated_source
 from gpudisk_top.model.select import DeviceFilter
-from gpudisk_top.sim import Simulator, builtin
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.screens.device import DeviceScreen
 from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
@@ -19,14 +16,10 @@ from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 from gpudisk_top.model.timefmt import clock
+from apps import dashboard_app
+from screen_text import text_of
 
-ORIGIN = simulated_source("demo", 0)
 SIZE = (120, 40)
-
-
-def make_app(dev_filter=None):
-    return GpuDiskApp(Simulator(builtin("demo"), seed=0), 1.0, ORIGIN, autostart=False,
-                      show_self=False, dev_filter=dev_filter)
 
 
 def drawn_rows(widget) -> list[int]:
@@ -43,12 +36,8 @@ def drawn_rows(widget) -> list[int]:
     return rows
 
 
-def text_of(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
-
-
 async def test_a_panel_is_drawn_again_only_when_its_content_changed():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SIZE) as pilot:
         app.advance(30)
         await pilot.pause()
@@ -79,7 +68,7 @@ async def test_a_panel_is_drawn_again_only_when_its_content_changed():
 
 
 async def test_the_timelines_rows_below_its_last_are_not_drawn_again():
-    app = make_app(DeviceFilter.from_option(False, "sdb"))     # a few disk rows
+    app = dashboard_app(dev_filter=DeviceFilter.from_option(False, "sdb"))     # a few disk rows
     async with app.run_test(size=SIZE) as pilot:
         app.advance(30)
         await pilot.pause()
@@ -94,7 +83,7 @@ async def test_the_timelines_rows_below_its_last_are_not_drawn_again():
 
 
 async def test_the_dashboard_under_a_devices_detail_does_no_work_and_catches_up():
-    app = make_app()
+    app = dashboard_app()
     async with app.run_test(size=SIZE) as pilot:
         app.advance(100)
         await pilot.pause()
@@ -119,7 +108,7 @@ async def test_the_dashboard_under_a_devices_detail_does_no_work_and_catches_up(
         shown = {type(panel): text_of(panel) for panel in hidden}
         shown[HeaderBar] = text_of(app.query_one(HeaderBar))
         assert clock(app.shown.model.wall_s) in shown[HeaderBar]
-        fresh = make_app()
+        fresh = dashboard_app()
         async with fresh.run_test(size=SIZE) as fresh_pilot:
             fresh.advance(103)
             await fresh_pilot.press("tab")           # the same focus
