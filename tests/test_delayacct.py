@@ -35,7 +35,8 @@ from slack import slack
 from jobrun import HEALTHY_STEPS_S, JOB
 from gpudisk_top.collect.delayacct import SWITCHED_ON, SYSCTL, DelayAccounting
 from gpudisk_top.collect.delayacct_place import RUN_DIR as LOCK_DIR
-from gpudisk_top.collect.procio import ProcIoCollector, parse_pid_stat
+from gpudisk_top.collect.pidfiles import parse_pid_stat
+from gpudisk_top.collect.procio import ProcIoCollector
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.model.loaders import IO_ESTIMATED, IO_MEASURED
 from gpudisk_top.model.procs import proc_views

@@ -17,9 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpudisk_top.collect.procio import (
-    ProcIoCollector, parse_maps_devices, parse_pid_stat,
-)
+from gpudisk_top.collect.pidfiles import parse_maps_devices, parse_pid_stat
+from gpudisk_top.collect.procio import ProcIoCollector
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sample import ProcIoRaw
 from gpudisk_top.model.procs import ProcView, proc_views, tree_totals
@@ -470,7 +469,7 @@ def test_tree_totals():
 
 
 def test_maps_count_data_files_but_not_code():
-    from gpudisk_top.collect.procio import parse_maps_devices
+    from gpudisk_top.collect.pidfiles import parse_maps_devices
 
     maps = "\n".join([
         # the interpreter and a shared library: code, on the root disk (fe:00)

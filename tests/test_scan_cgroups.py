@@ -18,7 +18,8 @@ import pytest
 
 from gpudisk_top.collect.cgscan import ChangedScan, cgroup2_root
 from gpudisk_top.collect.ioscan import IoScan
-from gpudisk_top.collect.procio import ProcIoCollector, parse_pid_stat
+from gpudisk_top.collect.pidfiles import parse_pid_stat
+from gpudisk_top.collect.procio import ProcIoCollector
 from gpudisk_top.collect.roots import Roots, read_text
 
 BUSY = "while True: pass"

@@ -22,7 +22,8 @@ from gpudisk_top.collect.ioscan import IoScan
 from gpudisk_top.collect.mounts import MountCollector, MountTable
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
-from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector, parse_pid_io
+from gpudisk_top.collect.pidfiles import parse_pid_io
+from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
 from gpudisk_top.collect.roots import FileCache, Roots
 from gpudisk_top.collect.sample import DeviceInfo, ProcIoRaw, Sample
 from gpudisk_top.collect.visibility import PID_NAMESPACE, blind_spots
