@@ -15,8 +15,13 @@ def text_of(widget) -> str:
     return "\n".join(lines_of(widget))
 
 
-def screen_text(app) -> str:
+def screen_lines(app) -> list[str]:
     """The whole screen of a running app as the compositor would draw it now (every
-    layer, modal screens included), each line's trailing blanks cut."""
+    layer, modal screens included), a line a row, each line's trailing blanks cut."""
     strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in strip).rstrip() for strip in strips)
+    return ["".join(seg.text for seg in strip).rstrip() for strip in strips]
+
+
+def screen_text(app) -> str:
+    """screen_lines(app), one a line."""
+    return "\n".join(screen_lines(app))

@@ -18,9 +18,10 @@ from gpudisk_top.model.history import History
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.output.once import render_json, render_text
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.collect.source import LIVE, Source
+from apps import dashboard_app
+from screen_text import text_of
 from test_fault_rates import BASE, STEP, advanced, line
 
 DEVICES = {
@@ -135,14 +136,8 @@ class Script:
         pass
 
 
-def text_of(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
-
-
 async def test_the_disk_table_shows_n_a_and_the_reason():
-    app = GpuDiskApp(Script(node_samples()), 1.0,
-                     Source(LIVE, "t", LIVE, kernel="t"),
-                     autostart=False, show_self=False)
+    app = dashboard_app(Script(node_samples()), origin=Source(LIVE, "t", LIVE, kernel="t"))
     async with app.run_test(size=(140, 40)) as pilot:
         app.advance(2)
         await pilot.pause()

@@ -34,9 +34,10 @@ from gpudisk_top.record.writer import Recorder
 from gpudisk_top.record import Recording
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.sim.scenario_toml import loads
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.replay_app import ReplayApp
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
+from apps import dashboard_app
+from screen_text import screen_lines
 from slack import slack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,11 +125,6 @@ def newline_scenario():
                               'mountpoint = "/ckpt\\nverdict: healthy"'))
 
 
-def screen_lines(app) -> list[str]:
-    strips = app.screen._compositor.render_strips()
-    return ["".join(seg.text for seg in s).rstrip() for s in strips]
-
-
 def assert_no_made_up_line(lines: list[str]) -> None:
     for line in lines:
         inner = line.strip(" │╭╮╰╯─▊▎")
@@ -140,8 +136,8 @@ def evidence_text(screen) -> str:
 
 
 async def test_the_dashboards_episode_panel_shows_a_mountpoints_newline_escaped():
-    app = GpuDiskApp(Simulator(newline_scenario(), seed=0), 1.0,
-                     simulated_source("checkpoint-stalls", 0), autostart=False, show_self=False)
+    app = dashboard_app(Simulator(newline_scenario(), seed=0),
+                        origin=simulated_source("checkpoint-stalls", 0))
     async with app.run_test(size=(120, 40)) as pilot:
         app.advance(58)                 # 8 s into the first checkpoint-stall
         await pilot.pause()
@@ -157,8 +153,8 @@ async def test_the_dashboards_episode_panel_shows_a_mountpoints_newline_escaped(
 
 
 async def test_the_banner_shows_a_mountpoints_newline_escaped_not_as_a_space():
-    app = GpuDiskApp(Simulator(newline_scenario(), seed=0), 1.0,
-                     simulated_source("checkpoint-stalls", 0), autostart=False, show_self=False)
+    app = dashboard_app(Simulator(newline_scenario(), seed=0),
+                        origin=simulated_source("checkpoint-stalls", 0))
     async with app.run_test(size=(250, 40)) as pilot:
         app.advance(58)
         await pilot.pause()

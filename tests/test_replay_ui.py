@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -16,7 +15,6 @@ from gpudisk_top.record.header import make_header
 from gpudisk_top.record.writer import Recorder
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.ui import replay_app
-from gpudisk_top.ui.replay_app import ReplayApp
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from textual.widgets import OptionList
 from recording_helpers import sim_samples, write_recording
@@ -26,6 +24,8 @@ from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.position import PositionBar
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 from gpudisk_top.collect.source import simulated_source
+from apps import replay_screen_app
+from screen_text import text_of
 
 ORIGIN = simulated_source("disk-starved-sata", 0)
 
@@ -39,16 +39,6 @@ def recording(tmp_path_factory):
         rec.append(sim.sample())
     rec.close("test")
     return str(path)
-
-
-def text_of(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
-
-
-def make_app(path, start=0):
-    rec = Recording.open(path)
-    return ReplayApp(rec, dataclasses.replace(ORIGIN, label=f"replay of {path} (simulated)"),
-                     start_index=start, show_self=False)
 
 
 def assert_shows_an_interval(app, index):
@@ -67,7 +57,7 @@ def assert_shows_an_interval(app, index):
 
 
 async def test_opens_on_the_first_interval_labelled_replay(recording):
-    app = make_app(recording)
+    app = replay_screen_app(recording, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         # the first sample has no interval: the screen opens on the first one with rates
@@ -82,7 +72,7 @@ async def test_opens_where_asked_and_on_a_session_s_first_interval(tmp_path):
     samples = sim_samples("disk-starved-sata", 40)
     path = write_recording(tmp_path / "two.gdtrec", samples[:20])
     write_recording(path, samples[25:40])          # restarted 5 s later
-    app = make_app(path, start=7)
+    app = replay_screen_app(path, ORIGIN, start_index=7)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert_shows_an_interval(app, 7)
@@ -94,7 +84,7 @@ async def test_opens_where_asked_and_on_a_session_s_first_interval(tmp_path):
             await pilot.press(key)
         await pilot.pause()
         assert_shows_an_interval(app, 21)
-    app = make_app(path, start=20)
+    app = replay_screen_app(path, ORIGIN, start_index=20)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert_shows_an_interval(app, 21)
@@ -103,7 +93,7 @@ async def test_opens_where_asked_and_on_a_session_s_first_interval(tmp_path):
 
 
 async def test_step_forward_and_back(recording):
-    app = make_app(recording, start=40)
+    app = replay_screen_app(recording, ORIGIN, start_index=40)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("full_stop")
@@ -118,7 +108,7 @@ async def test_step_forward_and_back(recording):
 
 
 async def test_play_pause_and_speeds(recording):
-    app = make_app(recording)
+    app = replay_screen_app(recording, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("3")             # x60
@@ -142,7 +132,7 @@ async def test_play_pause_and_speeds(recording):
 
 
 async def test_next_and_previous_episode(recording):
-    app = make_app(recording)
+    app = replay_screen_app(recording, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("n")
@@ -158,7 +148,7 @@ async def test_next_and_previous_episode(recording):
 
 
 async def test_jump_to_a_time(recording):
-    app = make_app(recording)
+    app = replay_screen_app(recording, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("g")
@@ -195,7 +185,7 @@ def test_replay_without_a_terminal_and_bad_files(tmp_path, recording):
 async def test_help_in_replay_lists_replay_keys(recording):
     from gpudisk_top.ui.screens.help import HelpScreen
 
-    app = make_app(recording)
+    app = replay_screen_app(recording, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("question_mark")
@@ -233,7 +223,7 @@ async def settle(pilot, app, timeout_s: float = 60.0) -> None:
 async def test_the_recordings_episodes_are_there_from_the_start():
     expected = report_episodes(DEMO)
     assert len(expected) == 3
-    app = make_app(DEMO)
+    app = replay_screen_app(DEMO, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert app.feed.index == 1                  # at the start, nothing passed yet
@@ -275,7 +265,7 @@ async def test_without_summaries_the_episodes_are_found_by_replaying(tmp_path):
     path = write_recording(tmp_path / "plain.gdtrec", sim_samples("demo", 271), summaries=False)
     expected = report_episodes(path)
     assert expected
-    app = make_app(path)
+    app = replay_screen_app(path, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         assert [(e.id, e.state, e.start_wall_s) for e in app.feed.known] == expected
@@ -288,7 +278,7 @@ async def test_without_summaries_the_episodes_are_found_by_replaying(tmp_path):
 async def test_too_long_to_replay_without_summaries_says_so(tmp_path, monkeypatch):
     path = write_recording(tmp_path / "plain.gdtrec", sim_samples("demo", 100), summaries=False)
     monkeypatch.setattr(replay_app, "FIND_MAX_SAMPLES", 50)
-    app = make_app(path)
+    app = replay_screen_app(path, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("e")
@@ -312,7 +302,7 @@ async def test_known_episodes_across_a_clock_that_went_back(tmp_path):
     steps = s[:150] + shifted(s[150:], -100)
     path = write_recording(tmp_path / "steps.gdtrec", steps, seed=2)
     expected = report_episodes(path)
-    app = make_app(path)
+    app = replay_screen_app(path, ORIGIN)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         assert [(e.id, e.state, e.start_wall_s) for e in app.feed.known] == expected

@@ -10,13 +10,11 @@ import urllib.request
 from gpudisk_top import config
 from gpudisk_top.exporter.hooks import SampleHooks
 from gpudisk_top.exporter.options import ExportOptions
-from gpudisk_top.sim import Simulator, builtin
-from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
-from gpudisk_top.collect.source import simulated_source
+from apps import dashboard_app
+from screen_text import text_of
 
-ORIGIN = simulated_source("demo", 0)
 CONFIG = """
 [watch]
 paths = ["/"]
@@ -28,10 +26,6 @@ bell = true
 banner = true
 log = false
 """
-
-
-def text_of(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
 
 
 def free_port() -> int:
@@ -47,8 +41,7 @@ async def test_alert_banner_bell_free_space_and_metrics(tmp_path):
     port = free_port()
     hooks = SampleHooks(cfg.sections, ExportOptions(listen=f"127.0.0.1:{port}"),
                         stderr=None).start()
-    app = GpuDiskApp(Simulator(builtin("demo"), seed=0), 1.0, ORIGIN, autostart=False,
-                     show_self=False, hooks=hooks)
+    app = dashboard_app(hooks=hooks)
     bells = []
     app.bell = lambda: bells.append(time.monotonic())
     async with app.run_test(size=(140, 50)) as pilot:

@@ -9,7 +9,6 @@ model and detector with the project's one NVML fake (sim/fake_nvml.py)."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import os
 import re
@@ -32,18 +31,18 @@ from gpudisk_top.fleet.text import render_text as fleet_text
 from gpudisk_top.verdict.detect import STARVED_STATES, STATES, UNAVAILABLE
 from gpudisk_top.model.history import Column
 from gpudisk_top.verdict.step import Stepper
-from gpudisk_top.record import Recording
 from gpudisk_top.record.header import make_header
 from gpudisk_top.record.writer import Recorder
 from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.sim.fake_nvml import FakeNvml
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.replay_app import ReplayApp
 from gpudisk_top.ui.widgets.fleet_table import state_cell
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 from gpudisk_top.collect.source import simulated_source
+from apps import replay_screen_app
+from screen_text import text_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "unavailable: "
@@ -258,21 +257,15 @@ def test_a_recording_here_without_a_driver_reports_no_readable_gpu(tmp_path, rea
     assert "GPUs: none readable (unavailable) for " in proc.stdout, proc.stdout
 
 
-def _text(widget) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in widget._lines)
-
-
 async def test_the_replay_screen_shows_the_state_its_glyph_and_the_reason_once(gone_and_back):
-    rec = Recording.open(gone_and_back)
-    app = ReplayApp(rec, dataclasses.replace(ORIGIN, label=f"replay of {gone_and_back} (simulated)"),
-                    start_index=50, show_self=False)
+    app = replay_screen_app(gone_and_back, ORIGIN, start_index=50)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        banner = _text(app.query_one(VerdictBanner))
+        banner = text_of(app.query_one(VerdictBanner))
         assert "⊘ NO GPUS" in banner and "NVIDIA driver not loaded" in banner, banner
         assert "IDLE" not in banner
-        assert _text(app.query_one(GpuPanel)).strip(" >") == "GPUs: none readable"
-        [state_row] = [line for line in _text(app.query_one(Timeline)).splitlines()
+        assert text_of(app.query_one(GpuPanel)).strip(" >") == "GPUs: none readable"
+        [state_row] = [line for line in text_of(app.query_one(Timeline)).splitlines()
                        if line.startswith("state")]
         assert "×" * 20 in state_row, state_row
 
