@@ -13,7 +13,7 @@ from gpudisk_top.fleet.ledger import LOST_REFUSED, lost_text
 from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
 from gpudisk_top.verdict.detect import STARVED_STATES
 from gpudisk_top.verdict.detect.states import gpu_ranges
-from gpudisk_top.model.present import Col, table
+from gpudisk_top.model.present import Col, pct, table
 from gpudisk_top.model.timefmt import clock, clock_hm, date_clock, duration
 from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.textsafe import printable
@@ -120,7 +120,7 @@ _COLUMNS = (Col("NODE", 21, "<", "  "), Col("STATE", 17, "<", "  "), Col("GPUS",
 
 
 def _row_cells(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool) -> tuple:
-    util = "" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%"
+    util = pct(row.gpu_util_pct, na="")
     cells = (row.node, state_text(row, group if by_role else None), gpus_text(row), util,
              since_text(row, now_s), last_seen_text(row, now_s), lost_cell(row),
              device_text(row, group))

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.model.disk import DiskRates
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.procs import ProcView
 
 IO_MEASURED = "delay accounting"
@@ -103,7 +104,7 @@ class LoaderTime:
         """How io_wait_pct was found: 'delay accounting', 'estimated: reads x r_await',
         'measured for 2 of 4 workers by delay accounting, estimated for the others:
         reads x r_await'; ', at most the time left' where an estimate was cut."""
-        cap = (f", cut from {self.io_claim_pct:.0f}% to the time left"
+        cap = (f", cut from {pct(self.io_claim_pct)} to the time left"
                if self.io_capped and self.io_claim_pct is not None else "")
         if self.io_source != IO_PARTLY:
             return f"{self.io_source}{cap if self.io_source == IO_ESTIMATED else ''}"

@@ -16,6 +16,7 @@ from gpudisk_top.collect.source import LIVE, Source, live_source
 from gpudisk_top.verdict.detect import UNAVAILABLE
 from gpudisk_top.verdict.ledger import NO_PRICE, Ledger, Price, ledger_of
 from gpudisk_top.model.loaders import IO_MEASURED
+from gpudisk_top.model.present import size
 from gpudisk_top.verdict.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable_lines
 from gpudisk_top.model.gpu import gpu_as_json
@@ -223,12 +224,10 @@ def _host_lines(model: Model) -> list[str]:
     lines.append("pressure: " + "   ".join(psi))
 
     def gib(key):
-        v = h.get(key)
-        return "n/a" if v is None else f"{v / 1048576:.2f} GiB"
+        return size(h.get(key), ("GiB",), 2)
 
     def mib(key):
-        v = h.get(key)
-        return "n/a" if v is None else f"{v / 1024:.1f} MiB"
+        return size(h.get(key), ("MiB",), 1)
 
     lines.append(f"memory: total {gib('mem_total_kb')}  available {gib('mem_available_kb')}  "
                  f"page cache {gib('cached_kb')}  dirty {mib('dirty_kb')}  writeback {mib('writeback_kb')}")

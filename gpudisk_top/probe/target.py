@@ -25,6 +25,8 @@ from gpudisk_top.collect.mounts import unescape_mountinfo
 from gpudisk_top.collect.roots import Roots, read_first_line, read_text
 from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.errors import RuntimeFailure, UsageError
+from gpudisk_top.model.metric import KIB
+from gpudisk_top.model import present
 
 MIN_SPAN_BYTES = 256 * 2**20   # below this, random reads mostly measure caches
 ALIGN_BYTES = 4096             # every offset and length read is a multiple of this
@@ -216,10 +218,9 @@ def _large_file_in(directory: str, dev: int) -> str | None:
 
 
 def _size_text(n_bytes: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.1f} {unit}"
-    return f"{n_bytes} bytes"
+    if n_bytes < KIB:
+        return f"{n_bytes} bytes"
+    return present.size(n_bytes / KIB, ("GiB", "MiB", "KiB"))
 
 
 def _because(err: OSError | None) -> str:

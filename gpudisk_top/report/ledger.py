@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.verdict.ledger import (CAUSE_OF_STATE, CAUSES, NO_PRICE, Ledger, Price, gaps_text,
                                       recovered_gpu_s)
-from gpudisk_top.model.present import Col, table
+from gpudisk_top.model.present import Col, pct, table
 from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.verdict.whatif import WhatIf
 from gpudisk_top.session.replay import Replay
@@ -139,7 +139,8 @@ def section(ledger: Ledger | None, episodes: list[dict], counted: list,
 
 
 def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f}%"
+    """A share of the ledger, to 0.1 % as its GPU-hours are to 0.01."""
+    return pct(v, 1)
 
 
 def lines(d: dict, price: Price = NO_PRICE) -> list[str]:

@@ -7,7 +7,7 @@ import textwrap
 from dataclasses import dataclass
 
 from gpudisk_top.verdict.detect.states import STATE_GLYPH, gpu_ranges
-from gpudisk_top.model.present import Col, class_tag, table
+from gpudisk_top.model.present import Col, class_tag, pct, table
 from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.verdict.whatif import best_line, of_json as whatif_of
 from gpudisk_top.textsafe import printable, printable_lines
@@ -102,7 +102,7 @@ def _states(d: dict) -> list[str]:
         return ["GPUs: none recorded"]
     used = [s for s in GPU_STATES if any(v[s] > 0 for v in states.values())] or ["idle"]
     width = max(len(s) for s in used) + 1
-    rows = [(str(idx), *(f"{(per[s] / sum(per.values()) * 100 if sum(per.values()) else 0):.1f}%"
+    rows = [(str(idx), *(pct(per[s] / sum(per.values()) * 100 if sum(per.values()) else 0, 1)
                          for s in used)) for idx, per in states.items()]
     return [f"Time in each state, per GPU (share of {_dur(d['duration_s'])}):",
             *table(rows, (Col("GPU", 3), *(Col(s, width, ">", "" if i else " ")

@@ -26,6 +26,7 @@ import math
 from typing import NamedTuple
 
 from gpudisk_top.model.disk import MAX_DATA_BYTES_S, MAX_OPS_S
+from gpudisk_top.model.present import pct
 
 MARGIN = 2.0            # what the device may do beyond its stored ceiling before it is doubted
 FLOOR_IOPS = 10.0       # r/s: under this a stored 4 KiB random-read figure is no device's
@@ -119,6 +120,6 @@ def headroom(s) -> str:
     stored probe was not used."""
     if s.ceiling_iops:
         return (f" of its {s.ceiling_iops:.0f} at queue depth 32 (probe): "
-                f"{s.iops / s.ceiling_iops * 100:.0f}% of its ceiling")
+                f"{pct(s.iops / s.ceiling_iops * 100)} of its ceiling")
     peak = f" (peak seen {s.peak_iops:.0f})" if s.peak_iops > s.iops * 1.1 else ""
     return peak + (f" ({s.probe_doubt})" if s.probe_doubt else "")

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from gpudisk_top.verdict.detect.states import STARVED_STATES
 from gpudisk_top.verdict.detect.job import job_gpus
 from gpudisk_top.model.gpu import unreadable_reason
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import duration
 from gpudisk_top.model.vocab import LEDGER, cost_text, gpu_hours, iso_time
 
@@ -331,16 +332,16 @@ class Ledger:
         """The reference in short, as the one-line account says it: 'below healthy
         96.0%' (the job's healthy median), 'below 100%'."""
         if self.against_level:
-            return f"below healthy {self.reference_pct:.1f}%"
+            return f"below healthy {pct(self.reference_pct, 1)}"
         return f"below {REF_FULL}"
 
     def reference(self) -> str:
         """Which reference the lost time was counted against, in words."""
         if self.against_level and self.against_full:
-            return (f"the job's {REF_HEALTHY} {self.reference_pct:.1f}% "
+            return (f"the job's {REF_HEALTHY} {pct(self.reference_pct, 1)} "
                     f"({REF_FULL} in {self.against_full} intervals before it was known)")
         if self.against_level:
-            return f"the job's {REF_HEALTHY} {self.reference_pct:.1f}%"
+            return f"the job's {REF_HEALTHY} {pct(self.reference_pct, 1)}"
         return REF_FULL
 
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from gpudisk_top.deadline import DeadlineWorker
+from gpudisk_top.model.present import pct
 
 GB = 1000**3   # sizes in GB are decimal, as `df -H` prints them
 
@@ -150,4 +151,4 @@ def format_free_space(fs: FreeSpace) -> str:
     if fs.error is not None:
         return f"{fs.path}  n/a: {fs.error}"
     return (f"{fs.path}  {human_bytes(fs.avail_bytes)} free of {human_bytes(fs.size_bytes)} "
-            f"({fs.used_pct:.0f}% used)")
+            f"({pct(fs.used_pct)} used)")

@@ -21,6 +21,7 @@ from textual.widgets import Footer
 
 from gpudisk_top.fleet.text import device_text
 from gpudisk_top.model.history import History
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.source_call import call_source
@@ -79,8 +80,8 @@ class NodeHead(LinesPanel):
                 head.append((f"  since {clock(row.since_s)} ({age(wall_s - row.since_s)})",
                              theme.PLAIN))
             if row.gpus_total:
-                util = "n/a" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%"
-                head.append((f"  GPUs starved {row.gpus_starved}/{row.gpus_total}, util {util}",
+                head.append((f"  GPUs starved {row.gpus_starved}/{row.gpus_total}, "
+                             f"util {pct(row.gpu_util_pct)}",
                              theme.PLAIN))
             lines = [head]
             lines.append([("  " + (device_text(row) or "no device blamed"),

@@ -17,6 +17,7 @@ from collections import Counter
 
 from gpudisk_top.fleet.text import device_text, groups_of, lost_cell, state_text
 from gpudisk_top.verdict.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.widgets.base import CursorPanel, Line
@@ -148,7 +149,7 @@ class FleetTable(CursorPanel):
         if dim:
             badge_style = theme.DIM + theme.BOLD if r.stale else theme.DIM
         gpus = ("-" if not r.gpus_total else f"{r.gpus_starved}/{r.gpus_total}")
-        util = "n/a" if r.gpu_util_pct is None else f"{r.gpu_util_pct:.0f}%"
+        util = pct(r.gpu_util_pct)
         # since when in its state; a node that stopped reporting: since its last sample
         since = r.last_seen_s if r.stale else r.since_s
         since_s = None if since is None else wall_s - since

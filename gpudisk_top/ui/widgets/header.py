@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpudisk_top.collect.source import Source
 from gpudisk_top.collect.visibility import NO_PSI, NO_SYSFS, NOT_ROOT, PID_NAMESPACE
+from gpudisk_top.model.present import pct
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock
 from gpudisk_top.ui.widgets.base import LinesPanel, cut, fit
@@ -63,7 +64,7 @@ class HeaderBar(LinesPanel):
         if fix:
             parts["fix-hint"] = [f" {h} " for h in FIX_HINT]
         if show_self:
-            cpu = "n/a" if self_cpu_pct is None else f"{self_cpu_pct:.1f}%"
+            cpu = pct(self_cpu_pct, 1)
             rss = "n/a" if self_rss_mb is None else f"{self_rss_mb:.0f} MB"
             parts["self"] = [f"self {cpu} {rss}", ""]
         width = self.size.width or 80

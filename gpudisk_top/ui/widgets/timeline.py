@@ -21,6 +21,7 @@ from rich.style import Style
 
 from gpudisk_top.verdict.detect import STARVED_STATES
 from gpudisk_top.model.history import Column, History
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.vocab import TIMELINE
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, legend
@@ -148,7 +149,7 @@ class Timeline(LinesPanel):
         last = cols[-1]
         # every row's label and order, but the glyphs of those shown only: a node of a
         # hundred disks draws the dozen that fit
-        rows = [(f"{name} {'n/a' if (now := value_of(last)) is None else f'{now:.0f}%'}",
+        rows = [(f"{name} {pct(value_of(last))}",
                  key, value_of, "util_pct") for name, key, value_of in gpu_rows]
         for name in self._disk_order(cols, [n for n, _ in disks], episodes, named):
             rows.append((f"{names[name]} {legend(self.metric, last.metric(name, self.metric))}",

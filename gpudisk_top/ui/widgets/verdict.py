@@ -6,6 +6,7 @@ import textwrap
 
 from gpudisk_top.verdict.detect import STARVED_STATES, UNAVAILABLE
 from gpudisk_top.verdict.whatif import best_line
+from gpudisk_top.model.present import pct
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import clock, duration
@@ -75,7 +76,8 @@ class VerdictBanner(LinesPanel):
                     f"{v.raw_reason}")
         elif v.state == "healthy":
             utils = [g.util_pct for g in model.gpus if g.processes and g.util_pct is not None]
-            text = f" GPUs with a job are busy (mean {sum(utils) / len(utils):.0f}%)" if utils else ""
+            text = (f" GPUs with a job are busy (mean {pct(sum(utils) / len(utils))})"
+                    if utils else "")
         elif v.state == UNAVAILABLE:
             text = f" {v.reason}"       # why no GPU can be read (the GPU panel does not repeat it)
         elif v.state == "idle":

@@ -18,6 +18,7 @@ from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.verdict.detect.job import find_job
 from gpudisk_top.verdict.detect.saturation import Saturation, SaturationTracker
 from gpudisk_top.verdict.detect.thresholds import Thresholds
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.whatif import WhatIf
 
@@ -95,7 +96,7 @@ def _compose(s: IntervalState, seconds: float) -> str:
         return ""
     head = gpu_ranges(s.gpus) if s.gpus else "GPUs"
     if s.gpu_util_pct is not None:
-        head += f" at {s.gpu_util_pct:.0f}%"
+        head += f" at {pct(s.gpu_util_pct)}"
     head += f" for {seconds:.0f} s"
     return f"{head}; {s.detail}" if s.detail else head
 

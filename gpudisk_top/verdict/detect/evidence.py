@@ -19,12 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudisk_top.model.ioprocs import readers_of
+from gpudisk_top.model.present import pct, pid_name, pids_name, size
 from gpudisk_top.model.vocab import mb_s
 
 # a neighbour holding at least this share of the blamed device's reads is what the job
 # waits behind: the advice is to stop, throttle or move it
 NEIGHBOUR_SHARE_PCT = 50.0
 CULPRITS_SHOWN = 2
+# memory and data sizes in the advice read in GiB, whatever their size
+GIB_ONLY = ("GiB",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +42,9 @@ class Culprit:
 
     def clause(self) -> str:
         """'pid 912 (rsync), 88% of its reads' (else its read rate)."""
-        share = (f"{self.read_share_pct:.0f}% of its reads" if self.read_share_pct is not None
+        share = (f"{pct(self.read_share_pct)} of its reads" if self.read_share_pct is not None
                  else f"{mb_s(self.read_kb_s or 0):.0f} MB/s")
-        return f"pid {self.pid} ({self.name or '?'}), {share}"
+        return f"{pid_name(self.pid, self.name)}, {share}"
 
     def as_json(self) -> dict:
         return {"pid": self.pid, "name": self.name, "device": self.device,
@@ -80,9 +83,9 @@ def neighbours(culprits: list[Culprit]) -> list[Culprit]:
 def _who(culprits: list[Culprit]) -> str:
     """'pid 912 (rsync)', 'pids 912, 913 (fio)', 'pid 912 (rsync) and pid 40 (tar)'."""
     names = {c.name for c in culprits}
-    if len(culprits) > 1 and len(names) == 1:
-        return f"pids {', '.join(str(c.pid) for c in culprits)} ({culprits[0].name or '?'})"
-    return " and ".join(f"pid {c.pid} ({c.name or '?'})" for c in culprits)
+    if len(names) == 1:
+        return pids_name([c.pid for c in culprits], culprits[0].name)
+    return " and ".join(pid_name(c.pid, c.name) for c in culprits)
 
 
 def storage_advice(host, culprits: list[Culprit], display: str, direct: bool | None,
@@ -97,7 +100,7 @@ def storage_advice(host, culprits: list[Culprit], display: str, direct: bool | N
     if top:
         one = len(top) == 1
         share = sum(c.read_share_pct for c in top)
-        return (f"{_who(top)} {'takes' if one else 'take'} {share:.0f}% of {display}'s reads "
+        return (f"{_who(top)} {'takes' if one else 'take'} {pct(share)} of {display}'s reads "
                 f"(not the job): stop {'it' if one else 'them'}, throttle "
                 f"{'it' if one else 'them'} (ionice -c3 -p "
                 f"{' '.join(str(c.pid) for c in top)}, or {'its' if one else 'their'} "
@@ -107,21 +110,20 @@ def storage_advice(host, culprits: list[Culprit], display: str, direct: bool | N
                 "storage, a local NVMe copy, or a packed format (fewer, larger reads)")
     h = host
     if data_kb and h is not None and h.mem_available_kb is not None:
-        data_gib, free_gib = data_kb / 1048576, h.mem_available_kb / 1048576
+        free = size(h.mem_available_kb, GIB_ONLY, 0)
         if data_kb <= h.mem_available_kb:
-            return (f"the data files open ({data_gib:.1f} GiB) fit in the {free_gib:.0f} GiB "
+            return (f"the data files open ({size(data_kb, GIB_ONLY)}) fit in the {free} "
                     "of memory available: warm the page cache with them (e.g. vmtouch -t), "
                     "or use faster storage or a packed format")
-        return (f"the data files open ({data_gib:.0f} GiB) do not fit in the {free_gib:.0f} "
-                "GiB of memory available: faster storage, a local NVMe cache, or a packed "
+        return (f"the data files open ({size(data_kb, GIB_ONLY, 0)}) do not fit in the "
+                f"{free} of memory available: faster storage, a local NVMe cache, or a packed "
                 "format (fewer, larger reads)")
     if h is not None and h.cached_kb and h.mem_total_kb and h.mem_available_kb is not None:
-        cached_gib = h.cached_kb / 1048576
-        free_gib = h.mem_available_kb / 1048576
+        cached, free = size(h.cached_kb, GIB_ONLY, 0), size(h.mem_available_kb, GIB_ONLY, 0)
         if h.mem_available_kb < 0.2 * h.mem_total_kb or h.cached_kb > 0.3 * h.mem_total_kb:
-            return (f"the dataset does not fit in the page cache ({cached_gib:.0f} GiB): "
+            return (f"the dataset does not fit in the page cache ({cached}): "
                     "faster storage, a local NVMe cache, or a packed format "
                     "(fewer, larger reads)")
-        return (f"{free_gib:.0f} GiB of memory is free: warm the page cache with the "
+        return (f"{free} of memory is free: warm the page cache with the "
                 "dataset, or use faster storage or a packed format")
     return "faster storage, a local cache, or a packed format (fewer, larger reads)"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.model.gpu import GpuView
 from gpudisk_top.model.loaders import LoaderTime, loader_time
+from gpudisk_top.model.present import pid_name
 from gpudisk_top.model.procs import ProcView
 from gpudisk_top.model.snapshot import Model
 
@@ -56,7 +57,7 @@ class Job:
         workers = f" and {'its' if len(self.gpu_pids) == 1 else 'their'} {n} worker{'s' * (n != 1)}" \
             if n else ""
         if len(self.gpu_pids) == 1:
-            return f"pid {first} ({name}){workers}"
+            return pid_name(first, name) + workers
         shown = ", ".join(map(str, self.gpu_pids[:3])) + (", ..." if len(self.gpu_pids) > 3 else "")
         return f"{name} ({len(self.gpu_pids)} processes: pid {shown}){workers}"
 

@@ -4,6 +4,7 @@ that fits its kind (the detector's `disk-starved` kind `remote-mount`)."""
 from __future__ import annotations
 
 from gpudisk_top.model.mounts import MountView
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.vocab import mb_s
 
 
@@ -16,7 +17,7 @@ def mount_evidence(m: MountView) -> str:
         if m.waiting is not None:
             parts.append(f"{m.waiting} request{'s' * (m.waiting != 1)} waiting on its daemon")
         if m.daemon_pid is not None:
-            cpu = f"{m.daemon_cpu_pct:.0f}% CPU" if m.daemon_cpu_pct is not None else "CPU n/a"
+            cpu = f"{pct(m.daemon_cpu_pct)} CPU" if m.daemon_cpu_pct is not None else "CPU n/a"
             traffic = (f", reading {mb_s(m.daemon_rchar_kb_s):.1f} MB/s"
                        if m.daemon_rchar_kb_s is not None else "")
             parts.append(f"daemon pid {m.daemon_pid} ({cpu}{traffic})")
