@@ -209,7 +209,7 @@ def test_the_arrow_keys_mean_the_same_in_code_readme_and_help():
 
 def test_the_short_window_rule_of_report_charts_is_the_code_s():
     from gpudisk_top.record.derived import SUMMARY_SAMPLES
-    from gpudisk_top.report.summary import MIN_CHART_BLOCKS
+    from gpudisk_top.report.tally import MIN_CHART_BLOCKS
 
     text = " ".join(doc("recording.md").split())
     minutes = MIN_CHART_BLOCKS * SUMMARY_SAMPLES // 60

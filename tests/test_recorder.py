@@ -280,7 +280,7 @@ def test_a_model_failure_costs_the_summaries_not_the_samples(tmp_path, samples, 
     """Summaries are derived: if the model or the detector fails on a sample, the
     recorder keeps recording raw samples (report replays what has no summary)."""
     from gpudisk_top.record import derived
-    from gpudisk_top.report import summary
+    from gpudisk_top.report import summary, tally
 
     real = derived.Model.new
     calls = {"n": 0}
@@ -302,9 +302,9 @@ def test_a_model_failure_costs_the_summaries_not_the_samples(tmp_path, samples, 
     with Recording.open(path) as r:
         assert [s for _, s in r.samples()] == canonical(samples[:35])
         assert [(g, b.n) for g, b, _ in r.summaries()] == [(0, 10), (10, 10)]
-        # a window this short is charted from every sample (report/summary.py
+        # a window this short is charted from every sample (report/tally.py
         # MIN_CHART_BLOCKS); as a long one, only what has no summary is replayed
         assert summary.build(r).data["replayed_samples"] == 35
-        monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+        monkeypatch.setattr(tally, "MIN_CHART_BLOCKS", 0)
         d = summary.build(r).data
         assert d["samples"] == 35 and d["replayed_samples"] == 15

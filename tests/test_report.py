@@ -199,19 +199,19 @@ def _without_how(d: dict) -> dict:
 def charted_from(request, monkeypatch):
     """Both ways the summaries are read: whole blocks added up (a long window), or every
     interval replayed for the charts (a window of few blocks: MIN_CHART_BLOCKS)."""
-    from gpudisk_top.report import summary
+    from gpudisk_top.report import tally
 
     if request.param == "blocks":
-        monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+        monkeypatch.setattr(tally, "MIN_CHART_BLOCKS", 0)
     return request.param
 
 
 @pytest.fixture
 def from_blocks(monkeypatch):
     """Whole summary blocks added up, as for a long window, however short this one."""
-    from gpudisk_top.report import summary
+    from gpudisk_top.report import tally
 
-    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+    monkeypatch.setattr(tally, "MIN_CHART_BLOCKS", 0)
 
 
 @pytest.mark.parametrize("window", [(None, None), (37.5, -20.2), (100.0, None), (None, 61.0),
@@ -476,7 +476,7 @@ def test_a_short_recording_is_charted_from_its_samples(tmp_path, monkeypatch):
     """61 samples (2 summary blocks) across the start of the demo's disk-starved phase:
     one chart point per interval, so the episode shows, and the same figures as adding
     the blocks up."""
-    from gpudisk_top.report import summary
+    from gpudisk_top.report import tally
     from gpudisk_top.report.text import chart_plan
 
     sim = Simulator(builtin("demo"), seed=0)
@@ -493,7 +493,7 @@ def test_a_short_recording_is_charted_from_its_samples(tmp_path, monkeypatch):
     assert len(outside) >= 15 and statistics.median(outside) > 85
     assert [c.device for c in _disk_charts(result)] == ["sdb"]
     # from the blocks' means, the same window charts two values and hides the episode
-    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 0)
+    monkeypatch.setattr(tally, "MIN_CHART_BLOCKS", 0)
     coarse = _build(path)
     assert len({round(y, 6) for y in chart_plan(coarse)[0].ys}) <= 2
     assert {k: v for k, v in coarse.data.items() if k != "replayed_samples"} == \
@@ -501,10 +501,10 @@ def test_a_short_recording_is_charted_from_its_samples(tmp_path, monkeypatch):
 
 
 def test_a_window_of_many_blocks_is_charted_from_the_summaries(stalls, monkeypatch):
-    from gpudisk_top.report import summary
+    from gpudisk_top.report import tally
 
     path, samples, _ = stalls                            # 241 samples: 5 blocks
-    monkeypatch.setattr(summary, "MIN_CHART_BLOCKS", 3)
+    monkeypatch.setattr(tally, "MIN_CHART_BLOCKS", 3)
     assert _build(path).data["replayed_samples"] == 0
     # a window in 2 blocks is fewer than 3: every sample replayed for the charts
     t0 = samples[0].wall_s

@@ -22,6 +22,7 @@ from gpudisk_top.commands import export as export_cmd
 from gpudisk_top.commands import report as report_cmd
 from gpudisk_top.record import Recording
 from gpudisk_top.report import summary
+from gpudisk_top.report.series import BUCKETS
 from gpudisk_top.report.text import chart_plan
 from recording_helpers import call
 
@@ -104,7 +105,7 @@ def test_worst_is_the_top_of_the_await_chart(capsys, tmp_path):
     with Recording.open(DEMO) as rec:
         start_s = rec.wall_s(40)
         result = summary.build(rec, start_s=start_s)
-    assert result.data["samples"] < summary.BUCKETS
+    assert result.data["samples"] < BUCKETS
     sdb = next(x for x in result.data["devices"] if x["name"] == "sdb")
     chart = next(c for c in chart_plan(result) if c.device == "sdb")
     assert max(chart.ys) == pytest.approx(sdb["worst_await_ms"], abs=1e-3)

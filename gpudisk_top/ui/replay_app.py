@@ -1,9 +1,9 @@
 """The dashboard driven by a recording: play and pause, step, x1/x10/x60, jump to a time,
 next and previous episode, and a position bar.  Verdicts are recomputed from the raw
 counters by the current model (ReplayFeed).  The whole recording's episodes are known
-from the start (`e`, the position bar's ▲, n/N): report's summary of the recording gives
-them (report.summary.build, the one reader of the recorder's summaries) at once where
-its summaries serve, else from replaying it on a thread."""
+from the start (`e`, the position bar's ▲, n/N), as `report` lists them: the one reader of
+the recorder's summaries (session/summaries.py, which `report` reads with too) gives them
+at once where the summaries serve, else from replaying the recording on a thread."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from textual.widgets import Footer
 
 from gpudisk_top.collect.source import UNKNOWN, Source
 from gpudisk_top.errors import RuntimeFailure
-from gpudisk_top.report import summary
+from gpudisk_top.session import summaries
 from gpudisk_top.session.replay import SPEEDS, ReplayFeed
 from gpudisk_top.textsafe import printable
 from gpudisk_top.timeparse import Span, TimeParseError, parse_time
@@ -79,7 +79,7 @@ class ReplayApp(GpuDiskApp):
         else by replaying it on a daemon thread (quitting never waits for it), up to
         FIND_MAX_SAMPLES samples; beyond, said."""
         n = len(self.rec)
-        if summary.reads_summaries(self.rec, self.thresholds):
+        if summaries.reads_summaries(self.rec, self.thresholds):
             self._episodes_found(*self._episodes_of_recording())
         elif n > FIND_MAX_SAMPLES:
             self.episodes_note = (f"episodes so far: the recording has no summaries this version "
@@ -94,10 +94,10 @@ class ReplayApp(GpuDiskApp):
     def _episodes_of_recording(self) -> tuple[list | None, list | None, str]:
         """(the episodes and the stretch of the clock of each, or None, and why not)."""
         try:
-            found = summary.build(self.rec, thresholds=self.thresholds)
+            episodes, spans = summaries.episodes_of(self.rec, self.thresholds)
         except (RuntimeFailure, OSError) as err:   # a damaged stretch: the replay goes on
             return None, None, f"episodes so far: the recording's could not be read ({err})"
-        return found.episodes, found.spans, ""
+        return episodes, spans, ""
 
     def _find_in_background(self) -> None:
         found = self._episodes_of_recording()

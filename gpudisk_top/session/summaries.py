@@ -1,0 +1,369 @@
+"""The reading of a recording window's verdicts, the one reader that `report` and the
+replay screen share: which samples the recorder's summaries serve and which are replayed,
+and the episodes of both as one list.
+
+    window = read(rec, rec.ranges(start_s, end_s), start_s, thresholds)
+    window.episodes, window.spans        # what `report` lists and the replay screen marks
+
+Two ways to the same verdicts:
+  - recorded summaries (format v2, record/derived.py): what the recorder's detector
+    decided for every interval.  Used when the window is one stretch of a steady clock and
+    they were made by this version's model and detector with the thresholds asked for
+    (summary_plan()); the samples between summary blocks (a recorder killed before writing
+    its last ones) are replayed;
+  - replaying the raw samples (session/replay.py), one pass per stretch of a steady clock
+    (Recording.ranges()), the detector warmed up before the window.
+The window is read piece by piece (a run of summary blocks, or samples replayed): each
+piece is a Piece, whose two hooks a caller that adds the intervals up overrides (report's
+tally, report/tally.py); the base class only keeps the episodes.  A replayed piece's
+detector was warmed up before its start, so an episode across a boundary shows in both
+pieces: merge_episodes() joins them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from gpudisk_top.record import derived
+from gpudisk_top.record.reader import Recording
+from gpudisk_top.session.replay import Replay
+from gpudisk_top.verdict.detect import STATES, Episode, Thresholds
+
+
+@dataclass
+class Piece:
+    """What one piece of the window found: its episodes.  A caller that adds the
+    intervals up subclasses it and overrides interval() and blocks()."""
+
+    episodes: list[Episode] = field(default_factory=list)
+    open_at_end: bool = False           # its last episode was still open at the piece's end
+    # per episode (by its place in `episodes`): its intervals inside the piece, for one
+    # that a piece before already counted up to this piece's start
+    inside: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    replayed: int = 0                   # samples replayed from raw counters
+    breaks_first: bool = False          # its first sample starts a session or follows a clock step
+
+    def interval(self, i: int, model, verdict, clip_s: float | None) -> None:
+        """Sample i replayed: its Model and the replay's Verdict; an interval that begins
+        before clip_s counts only from clip_s.  The base class adds nothing."""
+
+    def blocks(self, rec: Recording, blocks: list, lo: int, hi: int, start_s: float | None,
+               window_blocks: int) -> None:
+        """A run of summary blocks [(first index, SummaryBlock, session)...], cut to
+        samples lo..hi (start_s: the window's start); window_blocks: how many summary
+        blocks the whole window reads.  The base class adds nothing."""
+
+
+@dataclass
+class Window:
+    """A window read: its pieces in recorded order, their episodes joined and numbered."""
+
+    ranges: list[tuple[int, int]]
+    pieces: list[Piece]
+    episodes: list[Episode]
+    where: list[int]                    # per episode: the range it was found in
+    recorded: bool                      # read from recorded summaries (else replayed)
+
+    @property
+    def spans(self) -> list[tuple[int, int]]:
+        """Per episode: the (first, last) sample indexes of the stretch of a steady clock
+        it was found in (wall times alone are ambiguous after a step back)."""
+        return [self.ranges[r] for r in self.where]
+
+    @property
+    def replayed(self) -> int:
+        return sum(p.replayed for p in self.pieces)
+
+
+def read(rec: Recording, ranges: list[tuple[int, int]], start_s: float | None,
+         thresholds=None, recompute: bool = False,
+         new_piece: Callable[[], Piece] = Piece) -> Window:
+    """The window of `ranges` (Recording.ranges(start_s, end_s)): from the recorded
+    summaries when they serve (see the module's doc), else (or with recompute) by replaying
+    the raw samples, one pass per range.  Raises RuntimeFailure or OSError where the
+    recording cannot be read."""
+    if not recompute and len(ranges) == 1:
+        lo, hi = ranges[0]
+        plan = summary_plan(rec, lo, hi, thresholds)
+        if plan is not None:
+            return _read_summaries(rec, ranges, plan, start_s, thresholds, new_piece)
+    return _read_replay(rec, ranges, start_s, thresholds, new_piece)
+
+
+def episodes_of(rec: Recording, thresholds=None) -> tuple[list[Episode], list[tuple[int, int]]]:
+    """The whole recording's episodes, as `report` lists them, and the stretch of a steady
+    clock of each (Window.spans).  Raises RuntimeFailure or OSError where the recording
+    cannot be read."""
+    window = read(rec, rec.ranges(), None, thresholds)
+    return window.episodes, window.spans
+
+
+def reads_summaries(rec: Recording, thresholds=None) -> bool:
+    """Would reading the whole recording add its recorded summaries up (well under a
+    second for a day) rather than replay every sample?  The replay screen asks, to know
+    the recording's episodes at once or to find them in the background."""
+    ranges = rec.ranges()
+    return len(ranges) == 1 and summary_plan(rec, *ranges[0], thresholds) is not None
+
+
+def summary_plan(rec: Recording, lo: int, hi: int, thresholds) -> list | None:
+    """Samples lo..hi (a window within one stretch of a steady clock) as pieces: ("sum",
+    [(first index, SummaryBlock, session)...]) where summaries cover them, ("replay",
+    first, last) where they do not; None when summaries cannot be used (format v1,
+    another model or thresholds)."""
+    if rec.version < 2 or hi < lo:
+        return None
+    t = thresholds if thresholds is not None else Thresholds()
+    for k in range(rec.session_index(lo), rec.session_index(hi) + 1):
+        if not derived.usable(rec.sessions[k].header.get("derived"), t):
+            return None
+    blocks = [(g, b, sno) for g, b, sno in rec.summaries() if g + b.n > lo and g <= hi]
+    if not blocks or any(_stepped(rec, g, b) for g, b, _ in blocks):
+        return None
+    pieces: list = []
+    i = lo
+    for g, b, sno in blocks:
+        if g > i:
+            pieces.append(("replay", i, g - 1))
+        if pieces and pieces[-1][0] == "sum":
+            pieces[-1][1].append((g, b, sno))
+        else:
+            pieces.append(("sum", [(g, b, sno)]))
+        i = g + b.n
+    if i <= hi:
+        pieces.append(("replay", i, hi))
+    return pieces
+
+
+def _stepped(rec: Recording, g: int, b) -> bool:
+    """Must a summary block be replayed: did the wall clock step forward within its
+    intervals (the recorder's detector ran across the step, and an episode across it
+    would last the step: the replay starts afresh), or did it count a gap as time?"""
+    return derived.replay_block(rec, g, b)
+
+
+# ---------------------------------------------------------------------------- replayed
+def _read_replay(rec, ranges, start_s, thresholds, new_piece) -> Window:
+    """Every sample of the window replayed, one pass (Replay) per range: a range is a
+    stretch of a steady clock, apart in time from the others, so each range's episodes
+    are its own.  A range's first interval is clipped to the window unless the sample
+    before it is in the window (the clock stepped back there)."""
+    pieces = []
+    episodes: list[Episode] = []
+    where: list[int] = []
+    for r, (lo, hi) in enumerate(ranges):
+        after_step = r > 0 and ranges[r - 1][1] == lo - 1
+        piece = replay_piece(rec, lo, hi, None if after_step else start_s, start_s,
+                             thresholds, new_piece())
+        pieces.append(piece)
+        episodes += piece.episodes
+        where += [r] * len(piece.episodes)
+    for i, e in enumerate(episodes, 1):
+        e.id = i
+    return Window(list(ranges), pieces, episodes, where, recorded=False)
+
+
+def replay_piece(rec: Recording, lo: int, hi: int, clip_s, since_s, thresholds,
+                 piece: Piece) -> Piece:
+    """Replay samples lo..hi (the detector warmed up before since_s, or before lo) into
+    piece; intervals that begin before clip_s count only from clip_s."""
+    known_warnings = len(rec.warnings)
+    replay = Replay(rec, thresholds)
+    inside: dict[int, int] = {}
+    last_s = None
+    for i, model, verdict in replay.run([(lo, hi)], since_s, close=False):
+        piece.interval(i, model, verdict, clip_s)
+        piece.replayed += 1
+        last_s = model.wall_s
+        ep = verdict.episode
+        if ep is not None and verdict.raw_state == ep.state:
+            inside[id(ep)] = inside.get(id(ep), 0) + 1
+    piece.breaks_first = lo in replay.breaks_at
+    if replay.detector is not None and last_s is not None:
+        piece.open_at_end = replay.open_at_end
+        replay.close(last_s)
+        first = since_s if since_s is not None else float("-inf")
+        piece.episodes = [e for e in replay.all_episodes if e.end_wall_s >= first]
+        piece.inside = {k: inside.get(id(e), 0) for k, e in enumerate(piece.episodes)}
+    piece.warnings = rec.warnings[known_warnings:]
+    return piece
+
+
+# ---------------------------------------------------------------------------- recorded summaries
+def _read_summaries(rec, ranges, plan, start_s, thresholds, new_piece) -> Window:
+    lo_global, hi_global = ranges[0]
+    window_blocks = sum(len(piece[1]) for piece in plan if piece[0] == "sum")
+    pieces: list[Piece] = []
+    boundaries: list[float] = []
+    for step in plan:
+        if step[0] == "replay":
+            _, a, z = step
+            # a replay that starts where the window does keeps its clip and warm-up
+            s_a = start_s if a == lo_global else rec.wall_s(a)
+            piece = replay_piece(rec, a, z, start_s if a == lo_global else None, s_a,
+                                 thresholds, new_piece())
+            boundaries.append(rec.wall_s(a) if s_a is None else s_a)
+        else:
+            first_g = step[1][0][0]
+            a = max(first_g, lo_global)
+            piece = new_piece()
+            piece.blocks(rec, step[1], lo_global, hi_global, start_s, window_blocks)
+            _summed_episodes(rec, step[1], lo_global, hi_global, start_s, piece)
+            boundaries.append(start_s if a == lo_global and start_s is not None else rec.wall_s(a))
+        pieces.append(piece)
+    episodes = merge_episodes(pieces, boundaries)
+    return Window(list(ranges), pieces, episodes, [0] * len(episodes), recorded=True)
+
+
+def _summed_episodes(rec: Recording, blocks, lo: int, hi: int, start_s, piece: Piece) -> None:
+    """The episodes a run of summary blocks, cut to [lo, hi], recorded."""
+    records: dict[tuple, tuple] = {}   # (session, episode id) -> (record, block, first index)
+    last_block = None
+    for g, b, sno in blocks:
+        for r in b.episodes:
+            records[(sno, r["id"])] = (r, b, g, sno)
+        if max(g, lo) <= min(g + b.n - 1, hi):
+            last_block = (g, b, sno)
+    if last_block is None:
+        return
+    g, b, _ = last_block
+    piece_hi = min(hi, g + b.n - 1)        # where this piece ends (a replay may follow)
+    piece.episodes, sessions, piece.open_at_end = _episodes(rec, records, last_block, lo,
+                                                            piece_hi, start_s)
+    first = max(lo, blocks[0][0])
+    for place, (e, sno) in enumerate(zip(piece.episodes, sessions)):
+        if e.start_wall_s < rec.wall_s(first):
+            piece.inside[place] = _count_inside(blocks, e, sno, first, piece_hi)
+
+
+def _count_inside(blocks, e: Episode, sno: int, a: int, z: int) -> int:
+    """An episode's intervals in its state among samples a..z of a run of summary blocks."""
+    n = 0
+    for g, b, s in blocks:
+        if s != sno:
+            continue
+        for j in range(max(0, a - g), min(b.n, z - g + 1)):
+            if b.episode[j] == e.id and b.raw[j] < len(STATES) and STATES[b.raw[j]] == e.state:
+                n += 1
+    return n
+
+
+def _episodes(rec: Recording, records: dict, last_block, lo: int, hi: int, start_s):
+    """The recorded episodes that reach into [lo, hi], as a replay of that window shows
+    them: one still open at hi ends there.  Returns (episodes, the session of each, whether
+    the last one is open at hi)."""
+    g_hi, b_hi, sno_hi = last_block
+    j_hi = hi - g_hi
+    open_id = b_hi.episode[j_hi] if 0 <= j_hi < b_hi.n else 0
+    first_wall = start_s if start_s is not None else float("-inf")
+    out = []
+    open_at_end = False
+    for (sno, eid), (r, b, g, _) in records.items():
+        opened = rec.global_index(sno, r["opened_at"])
+        if opened is None or opened > hi:
+            continue
+        e = derived.episode_from(r)
+        if sno == sno_hi and eid == open_id:
+            # open at the window's end: close it there, count its intervals so far
+            e.end_wall_s = rec.wall_s(hi)
+            e.intervals, last_i = _intervals_until(rec, records, sno, eid, e.state, r, hi)
+            e.last_wall_s = rec.wall_s(last_i)
+            open_at_end = True
+        elif e.end_wall_s is None:
+            # its session ended (a recorder stopped) with it open: it ends there
+            last_i = _session_last(rec, sno, hi)
+            e.end_wall_s = rec.wall_s(last_i)
+        if e.end_wall_s < first_wall:
+            continue
+        out.append((e, sno))
+    out.sort(key=lambda x: (x[0].start_wall_s, x[1], x[0].id))
+    if open_at_end and out and out[-1][0].end_wall_s != rec.wall_s(hi):
+        open_at_end = False
+    return [e for e, _ in out], [sno for _, sno in out], open_at_end
+
+
+def _intervals_until(rec, records, sno, eid, state, r, hi):
+    """An episode's interval count up to index hi, and the last interval in its state."""
+    n = r["intervals_at_open"]
+    opened = rec.global_index(sno, r["opened_at"])
+    last_i = opened
+    for g, b, s in _blocks_of(rec, sno):
+        for j in range(b.n):
+            i = g + j
+            if i <= opened or i > hi:
+                continue
+            if b.episode[j] == eid and STATES[b.raw[j]] == state:
+                n += 1
+                last_i = i
+    return n, last_i
+
+
+def _blocks_of(rec, sno):
+    return [(g, b, s) for g, b, s in rec.summaries() if s == sno]
+
+
+def _session_last(rec: Recording, sno: int, hi: int) -> int:
+    firsts = rec.session_firsts
+    nxt = firsts[sno + 1] - 1 if sno + 1 < len(firsts) else len(rec) - 1
+    return min(nxt, hi)
+
+
+def merge_episodes(parts: list[Piece], bounds: list[float]) -> list[Episode]:
+    """Episodes of consecutive pieces of a window read from summaries (runs of summary
+    blocks, and the samples between them that have none, replayed) as one list.  A
+    replayed piece's detector was warmed up before its start, so an episode that went on across a boundary shows in both pieces: the
+    earlier one closed at its last sample, the later one begun before the boundary.  They
+    are joined; an episode that ended within the warm-up belongs to the piece before.  A
+    piece that starts at a break (a session's start, a clock step: Replay restarts its
+    detector there) joins nothing: the piece before closed its episodes at its end."""
+    merged: list[Episode] = []
+    carried_open = False
+    for k, part in enumerate(parts):
+        boundary = bounds[k]
+        if k > 0 and part.breaks_first:
+            merged.extend(part.episodes)
+            carried_open = part.open_at_end
+            continue
+        for place, e in enumerate(part.episodes):
+            if k > 0 and e.end_wall_s is not None and e.end_wall_s < boundary:
+                last = merged[-1] if merged else None
+                if carried_open and last is not None and last.state == e.state \
+                        and e.start_wall_s <= last.end_wall_s and e.end_wall_s >= last.start_wall_s:
+                    # the piece before closed it at its last sample, still open there; this
+                    # piece's detector saw it end, just before the boundary: it ended then
+                    last.end_wall_s = e.end_wall_s
+                    last.intervals += part.inside.get(place, 0)
+                    carried_open = False
+                continue                                   # the piece before reported it
+            if k > 0 and e.start_wall_s < boundary:
+                last = merged[-1] if merged else None
+                if carried_open and last is not None and last.state == e.state:
+                    last.end_wall_s = e.end_wall_s
+                    last.last_wall_s = e.last_wall_s
+                    # the piece's detector, warmed up before its start, counted the
+                    # intervals before it too: add only those inside the piece
+                    last.intervals += part.inside.get(place, e.intervals)
+                    for attr in ("gpus", "devices", "processes"):
+                        have = getattr(last, attr)
+                        have.extend(x for x in getattr(e, attr) if x not in have)
+                    last.gpus.sort()
+                    last.reason, last.advice = e.reason or last.reason, e.advice or last.advice
+                    last.culprits = e.culprits if e.reason else last.culprits
+                    last.whatif = e.whatif if e.reason else last.whatif
+                    if e.min_util_pct is not None:
+                        last.min_util_pct = e.min_util_pct if last.min_util_pct is None \
+                            else min(last.min_util_pct, e.min_util_pct)
+                    carried_open = False
+                    continue
+                # the piece before had not opened it yet (too few intervals before its end):
+                # keep the start the warmed-up detector found, after what is already listed
+                if last is not None and last.end_wall_s is not None:
+                    e.start_wall_s = max(e.start_wall_s, last.end_wall_s)
+            merged.append(e)
+            carried_open = False
+        carried_open = part.open_at_end
+    for i, e in enumerate(merged, 1):
+        e.id = i
+    return merged
