@@ -37,8 +37,10 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from timing import median_us  # noqa: E402
-from gpudisk_top.collect.health import (SMARTCTL_ARGS, find_smartctl, parse_smartctl,  # noqa: E402
-                                        physical_disks, read_device, read_sysfs)
+from gpudisk_top.collect.health import read_device  # noqa: E402
+from gpudisk_top.collect.health_smartctl import (SMARTCTL_ARGS, find_smartctl,  # noqa: E402
+                                                 parse_smartctl)
+from gpudisk_top.collect.health_sysfs import physical_disks, read_sysfs  # noqa: E402
 from gpudisk_top.collect.roots import Roots  # noqa: E402
 from gpudisk_top.collect.sample import DiskHealth, HealthSnapshot  # noqa: E402
 from gpudisk_top.model.health import health_views  # noqa: E402

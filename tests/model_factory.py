@@ -8,7 +8,7 @@ from pathlib import Path
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.sample import DeviceInfo, GpuSnapshot, Sample
 from gpudisk_top.model.disk import RATE_FIELDS, DiskRates
-from gpudisk_top.collect.health import parse_smartctl
+from gpudisk_top.collect.health_smartctl import parse_smartctl
 from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.model.gpu import GpuProcessView, GpuView
 from gpudisk_top.model.health import HealthView, view_of

@@ -1,5 +1,5 @@
 """A smartctl that writes for ever (issue 25, item 2): its answer is read up to
-collect.health.MAX_SMARTCTL_BYTES, then it is stopped and the reading dropped with the
+collect.health_children.MAX_SMARTCTL_BYTES, then it is stopped and the reading dropped with the
 reason; `--once` and `serve` stay under 200 MB of RSS.  The smartctl is a shell script
 on PATH (as tests/test_health_live.py's stand-in), here `yes` with a JSON-looking line;
 the disks are test_health_live's sysfs tree (an NVMe drive and a SATA SSD)."""
@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpudisk_top.collect.health import MAX_SMARTCTL_BYTES, read_device
+from gpudisk_top.collect.health import read_device
+from gpudisk_top.collect.health_children import MAX_SMARTCTL_BYTES
 from gpudisk_top.collect.roots import Roots
 from test_health_live import host_sysfs
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudisk_top.collect.health import (NOT_INSTALLED, HealthPoller, find_smartctl,
-                                        physical_disks, read_device, read_sysfs)
+from gpudisk_top.collect.health import HealthPoller, read_device
+from gpudisk_top.collect.health_smartctl import NOT_INSTALLED, find_smartctl
+from gpudisk_top.collect.health_sysfs import physical_disks, read_sysfs
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.model.health import FAILING, OK, UNKNOWN, WARNING, classify
@@ -378,7 +379,7 @@ def test_a_disk_asleep_is_not_read_through_the_kernel_either(tmp_path):
     reset its spin-down timer).  The stand-in answers as smartctl 7.3 does for a disk in
     standby (exit status 2, its message); the kernel-shaped tree's sda has a drivetemp
     hwmon at 41 °C, which a read would turn into a reading."""
-    from gpudisk_top.collect.health import ASLEEP
+    from gpudisk_top.collect.health_smartctl import ASLEEP
 
     roots = Roots(sysfs=str(host_sysfs(tmp_path)))
     (tmp_path / "standby.json").write_text(STANDBY)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudisk_top.collect.health import BIT_OPEN, merge_sysfs, parse_smartctl
+from gpudisk_top.collect.health_smartctl import BIT_OPEN, parse_smartctl
+from gpudisk_top.collect.health_sysfs import merge_sysfs
 from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.model.health import (FAILING, OK, UNKNOWN, WARNING, classify,
                                       evidence_clause, minutes_above_warning, trend, view_of)
@@ -224,7 +225,7 @@ def test_open_failed_is_unreadable_with_smartctls_reason():
 def test_a_disk_asleep_is_not_woken_and_says_so():
     """-n standby: smartctl's ataprint.cpp says jinf("Device is in %s mode, exit(%d)")
     and exits 2 (the default -n status) without touching the disk."""
-    from gpudisk_top.collect.health import ASLEEP
+    from gpudisk_top.collect.health_smartctl import ASLEEP
 
     for mode in ("STANDBY", "STANDBY_Y", "SLEEP"):
         doc = {"json_format_version": [1, 0], "smartctl": {"version": [7, 3], "exit_status": 2,
@@ -528,7 +529,7 @@ def test_text_of_another_shape_is_not_read(output):
 def test_smartctl_is_given_the_node_under_devfs_with_its_type():
     """smartctl guesses a device's type from its name only under /dev/: under --devfs
     /host/dev the type comes from the kernel's name (smartctl(8) -d)."""
-    from gpudisk_top.collect.health import SMARTCTL_ARGS, smartctl_argv
+    from gpudisk_top.collect.health_smartctl import SMARTCTL_ARGS, smartctl_argv
 
     assert smartctl_argv("smartctl", "sda") == ["smartctl", *SMARTCTL_ARGS, "/dev/sda"]
     assert smartctl_argv("smartctl", "nvme0n1", "/dev/") == ["smartctl", *SMARTCTL_ARGS,

@@ -8,7 +8,7 @@ fake drive: tests/smartshim/smartshim.c, an LD_PRELOAD library, answers its ioct
 one path that does not exist (SMARTSHIM_PATH, never under /dev/) from raw pages that
 tests/smartshim/pages.py builds from the values of a real drive's fixture
 (tests/fixtures/health/).  smartctl runs twice on the same pages: `-d TYPE -x` (text) and
-`-d TYPE` plus exactly the collector's options (collect/health.py SMARTCTL_ARGS, JSON).
+`-d TYPE` plus exactly the collector's options (collect/health_smartctl.py SMARTCTL_ARGS, JSON).
 Our parser reads that JSON; our HealthView judges it; --once renders its health row and
 JSON entry (output/once.py render_text, to_json); and every number we show is compared
 with the number in smartctl's text.  Then the loop is closed: the reading equals the one
@@ -19,7 +19,7 @@ Two NVMe facts smartctl 7.3 prints as text only were once the known gaps here: t
 composite temperature thresholds (WCTEMP/CCTEMP; JSON from 7.5) and the thermal
 management transition times (JSON only after 7.5).  The collector's --json=co puts that
 text in the same document (smartctl.output[]), our parser reads the two from it where the
-JSON lacks them (collect/health.py nvme_text_facts), and the tests below assert both
+JSON lacks them (collect/health_smartctl.py nvme_text_facts), and the tests below assert both
 equal the text, and that 7.3's JSON itself still lacks them (so it is the text that
 gives them, not a key).
 """
@@ -39,8 +39,8 @@ import pytest
 
 from model_factory import model
 from smartshim.pages import DRIVES, STAND_INS, load, pages_for, write_data
-from gpudisk_top.collect.health import (SMARTCTL_ARGS, HealthPoller, find_smartctl,
-                                        parse_smartctl)
+from gpudisk_top.collect.health import HealthPoller
+from gpudisk_top.collect.health_smartctl import SMARTCTL_ARGS, find_smartctl, parse_smartctl
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.model.health import FAILING, OK, WARNING, HealthView, health_views, view_of

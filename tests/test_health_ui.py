@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudisk_top.collect.health import parse_smartctl
+from gpudisk_top.collect.health_smartctl import parse_smartctl
 from gpudisk_top.collect.sample import DiskHealth
 from gpudisk_top.commands import report as report_cmd
 from gpudisk_top.model.snapshot import Model

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpudisk_top.collect.health import parse_smartctl
+from gpudisk_top.collect.health_smartctl import parse_smartctl
 from gpudisk_top.collect.sample import HealthSnapshot
 from gpudisk_top.verdict.detect import Detector
 from gpudisk_top.model.snapshot import Model

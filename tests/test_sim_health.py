@@ -16,7 +16,8 @@ import urllib.request
 
 import pytest
 
-from gpudisk_top.collect.health import VIRTIO_NO_SMART, XEN_NO_SMART, next_snapshot
+from gpudisk_top.collect.health import next_snapshot
+from gpudisk_top.collect.health_sysfs import VIRTIO_NO_SMART, XEN_NO_SMART
 from gpudisk_top.collect.sample import HEALTH_SIMULATED, DiskHealth
 from gpudisk_top.commands import report as report_cmd
 from gpudisk_top.verdict.detect import Detector

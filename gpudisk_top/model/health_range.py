@@ -7,7 +7,7 @@ hold is not a reading of the drive: the model leaves it out (None, n/a, as a fig
 drive does not give), judges the rest, and says which it left out in the reading's
 reasons.  RANGES is the one table of those ranges; the standards say each.
 
-Temperatures are not here: collect/health.py sane_temp_c() bounds them where they are
+Temperatures are not here: collect/health_smartctl.py sane_temp_c() bounds them where they are
 read (a drive's thresholds come from several places, each checked as it is taken).
 """
 

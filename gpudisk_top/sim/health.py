@@ -37,8 +37,8 @@ import math
 import random
 from collections.abc import Callable, Mapping
 
-from gpudisk_top.collect.health import (DEFAULT_INTERVAL_S, VIRTIO_NO_SMART, XEN_NO_SMART,
-                                        next_snapshot)
+from gpudisk_top.collect.health import DEFAULT_INTERVAL_S, next_snapshot
+from gpudisk_top.collect.health_sysfs import VIRTIO_NO_SMART, XEN_NO_SMART
 from gpudisk_top.collect.sample import HEALTH_SIMULATED, DiskHealth, HealthSnapshot
 from gpudisk_top.sim.scenario import DiskSpec, HealthSpec
 
