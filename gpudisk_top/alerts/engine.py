@@ -40,8 +40,9 @@ from gpudisk_top.errors import warn as warn_line
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.vocab import iso_time
 from gpudisk_top.ratelimit import OncePer
+# free space's GB is decimal, as df -H and below_gb: watch/freespace.py's, the one owner
+from gpudisk_top.watch.freespace import GB
 
-GB = 1000**3
 FILE_QUEUE = 256       # log lines and touch files waiting for their filesystem
 FILE_WAIT_S = 3.0      # what close() gives them
 
