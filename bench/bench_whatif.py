@@ -1,4 +1,4 @@
-"""What the live what-if (gpudisk_top/verdict/whatif.py) costs: predict() per starved
+"""What the live what-if (gpudisk_top/verdict/whatif/) costs: predict() per starved
 interval, and the share of a core it adds to `record -i 1` with a job of 64 processes.
 
     python bench/bench_whatif.py [--repeat 15] [--rounds 3] [--against CHECKOUT]

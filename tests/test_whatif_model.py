@@ -1,4 +1,4 @@
-"""The what-if model's formulas (gpudisk_top/verdict/whatif.py), on the figures an interval
+"""The what-if model's formulas (gpudisk_top/verdict/whatif/), on the figures an interval
 gives it: each fix's speed-up follows the pipeline's slowest stage, the cap that binds is
 the one named, and a missing input makes the prediction `estimated` (or leaves it out)."""
 
@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from gpudisk_top.verdict.whatif import (ESTIMATED, FIXES, MEASURED, Pipeline, WhatIf, best_line,
-                                      lat_ms, of_json, predict, text_lines)
+from gpudisk_top.verdict.whatif import (DEVICE_LIMITS, ESTIMATED, FIXES, MEASURED, Limit,
+                                        Pipeline, WhatIf, best_line, lat_ms, of_json, predict,
+                                        text_lines)
 
 # this machine's virtio disk as `gpudisk-top probe` measured it (4 KiB random reads)
 QD1, QD32 = 11316.0, 60255.0
@@ -49,7 +50,8 @@ def test_a_cpu_bound_worker_gains_up_to_the_free_cpus_and_no_further():
     w = by_fix(predict(p, "cpu-starved", "own"))["workers"]
     assert (w.from_, w.to) == (1, 2)
     assert w.speedup == pytest.approx(2.0 / 1.05, rel=0.02)
-    assert w.cap.startswith("capped by the CPUs") and w.confidence == MEASURED
+    assert w.limit is Limit.CPUS and w.confidence == MEASURED
+    assert w.cap == "capped by the CPUs: 2.0 on the host"
     assert w.gpu_util_pct == pytest.approx(30 * w.speedup, rel=1e-6)
     # both CPUs already the job's: more workers gain nothing, and none is offered
     full = Pipeline(0.3, loaders=2, c=0.97, w=0.02, trainer_c=0.05, trainer_w=0.02, cpus=2.0,
@@ -63,7 +65,7 @@ def test_more_readers_gain_less_than_their_number_as_the_device_slows():
     ratio = w.to / w.from_
     assert 1.2 < w.speedup < ratio            # the device's latency rises with its queue
     # what binds in the end: the device's curve, or the step itself (GPU and trainer)
-    assert w.cap is not None and any(k in w.cap for k in ("device", "GPU", "trainer")), w.cap
+    assert w.limit in DEVICE_LIMITS | {Limit.GPU, Limit.TRAINER}, w.cap
     assert w.confidence == MEASURED and "probe" in w.basis
 
 
@@ -117,7 +119,7 @@ def test_a_trainer_bound_job_gains_nothing_from_its_loaders():
     x = (-b_ + math.sqrt(b_ * b_ - 4 * a * c_)) / (2 * a)
     assert w.speedup == pytest.approx(x, rel=0.01)
     assert 1.0 < w.speedup < 1.0 / (0.3 + 0.45)     # not the whole wait: the rest stays
-    assert w.cap.startswith("capped by the trainer")
+    assert w.limit is Limit.TRAINER and w.cap == "capped by the trainer's own step (45% on a CPU)"
 
 
 def test_the_page_cache_helps_only_buffered_reads_that_fit():

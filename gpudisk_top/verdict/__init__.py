@@ -4,7 +4,7 @@
 time); this package holds what it means for the training job, and only reads `model/`:
 
     detect/     the starvation detector: the job, saturation, the states and their evidence
-    whatif.py   what each fix would gain, from the input pipeline's model
+    whatif/     what each fix would gain, from the input pipeline's model
     ceiling.py  whether a device's stored probe is believed
     step.py     one sample pair -> model -> verdict -> ledger, the one step every surface takes
     gaps.py     when an interval is a gap in sampling, not time
