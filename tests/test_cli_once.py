@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from cli_run import one_line_error
+from fakeprocfs import FakeProcfs
 from gpudisk_top.diskstats import RATE_FIELDS
 
 EXE = shutil.which("gpudisk-top", path=os.path.dirname(sys.executable)) or shutil.which("gpudisk-top")
@@ -20,13 +22,6 @@ def run(*args, env=None, timeout=30):
     cmd = [EXE] if EXE else [sys.executable, "-m", "gpudisk_top"]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout,
                           env=env, stdin=subprocess.DEVNULL)
-
-
-def assert_one_line_error(proc, code):
-    assert proc.returncode == code, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpudisk-top: error: "), proc.stderr
 
 
 def test_once_json_without_a_driver_is_complete():
@@ -86,15 +81,15 @@ def test_once_never_imports_textual():
 @pytest.mark.parametrize("args", [["--interval", "0"], ["--interval", "abc"],
                                   ["--interval", "-1"], ["--json"], ["--no-such-option"]])
 def test_bad_options_are_one_line_errors(args):
-    assert_one_line_error(run("--once", *args) if args != ["--json"] else run(*args), 2)
+    one_line_error(run("--once", *args) if args != ["--json"] else run(*args), 2)
 
 
 def test_missing_procfs_is_a_one_line_error(tmp_path):
-    assert_one_line_error(run("--once", "--procfs", str(tmp_path / "nope")), 1)
+    one_line_error(run("--once", "--procfs", str(tmp_path / "nope")), 1)
 
 
 def test_procfs_that_is_not_a_procfs(tmp_path):
-    assert_one_line_error(run("--once", "--procfs", str(tmp_path)), 1)
+    one_line_error(run("--once", "--procfs", str(tmp_path)), 1)
 
 
 def test_unreadable_sysfs_warns_and_still_reports(tmp_path):
@@ -106,12 +101,7 @@ def test_unreadable_sysfs_warns_and_still_reports(tmp_path):
 
 
 def _fake_procfs(tmp_path, diskstats_text):
-    procfs = tmp_path / "proc"
-    procfs.mkdir()
-    (procfs / "diskstats").write_text(diskstats_text)
-    for name in ("stat", "meminfo"):
-        shutil.copy(f"/proc/{name}", procfs / name)
-    return procfs
+    return FakeProcfs(tmp_path / "proc").copy("stat", "meminfo").write("diskstats", diskstats_text)
 
 
 def test_garbled_diskstats_line_is_skipped_with_a_warning(tmp_path):
@@ -142,7 +132,7 @@ def test_nothing_readable_exits_non_zero(tmp_path):
     (procfs / "diskstats").write_text("")
     (procfs / "stat").write_text("garbage\n")
     proc = run("--once", "--procfs", str(procfs))
-    assert_one_line_error(proc, 1)
+    one_line_error(proc, 1)
 
 
 def test_dashboard_without_a_tty_points_to_once():
@@ -227,11 +217,11 @@ def test_demo_start_0_is_the_first_interval_alone():
 
 
 def test_demo_start_beyond_its_bound_is_a_one_line_error():
-    assert_one_line_error(run("--once", "--demo", "--demo-start", "1e9"), 2)
-    assert_one_line_error(run("--once", "--demo", "--demo-start", "301", "-i", "0.5"), 2)
+    one_line_error(run("--once", "--demo", "--demo-start", "1e9"), 2)
+    one_line_error(run("--once", "--demo", "--demo-start", "301", "-i", "0.5"), 2)
     proc = run("--once", "--json", "--demo", "--demo-start", "600")
     assert proc.returncode == 0 and json.loads(proc.stdout)["time"].endswith("00:10:01.000+00:00")
 
 
 def test_unknown_demo_scenario_is_a_one_line_error():
-    assert_one_line_error(run("--once", "--demo", "no-such-scenario"), 2)
+    one_line_error(run("--once", "--demo", "no-such-scenario"), 2)

@@ -16,21 +16,17 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import pty
-import select
 import shutil
 import signal
-import struct
 import subprocess
 import sys
-import termios
-import threading
 import time
 
 import pytest
 
 import realdisk
 import standin
+from ptyterm import PtyTerminal
 from slack import slack
 from jobrun import HEALTHY_STEPS_S, JOB
 from gpudisk_top.collect.delayacct import SWITCHED_ON, SYSCTL, DelayAccounting
@@ -364,49 +360,6 @@ def test_nohup_keeps_record_running_through_sighup(accounting_off, tmp_path):
     assert sysctl() == "0" and _holders() == []
 
 
-class _Pty:
-    """A pseudo-terminal made the controlling terminal of the command started on it (a
-    session of its own, as a terminal emulator starts a shell): closing its master hangs
-    it up.  What is drawn is read and dropped; cursor queries are answered."""
-
-    def __init__(self, argv: list[str], ignore_hup: bool, stderr_path) -> None:
-        self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-
-        def pre():
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-            if ignore_hup:
-                signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        with open(stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=err,
-                                         env=_plain_env(), preexec_fn=pre)
-        os.close(slave)
-        self.drawn = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if not select.select([self.master], [], [], 0.1)[0]:
-                    continue
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            self.drawn += len(chunk)
-            if b"\x1b[6n" in chunk:
-                os.write(self.master, b"\x1b[30;100R")
-
-    def hang_up(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        os.close(self.master)
-
-
 @pytest.mark.parametrize("ignore_hup", [False, True], ids=["sighup", "nohup"])
 def test_the_dashboard_whose_terminal_hangs_up_puts_the_setting_back(accounting_off, tmp_path,
                                                                      ignore_hup):
@@ -414,12 +367,13 @@ def test_the_dashboard_whose_terminal_hangs_up_puts_the_setting_back(accounting_
     SIGHUP ends it as q does.  Under nohup no SIGHUP comes, and the hung-up terminal
     (every ioctl EIO, so isatty() says it is none) must still be seen as gone."""
     err_path = tmp_path / "stderr"
-    term = _Pty([sys.executable, "-m", "gpudisk_top", "--delayacct", "-i", "0.5",
-                 "--health-interval", "0"], ignore_hup, err_path)
+    term = PtyTerminal([sys.executable, "-m", "gpudisk_top", "--delayacct", "-i", "0.5",
+                        "--health-interval", "0"], err_path, env=_plain_env(),
+                       ignore_hup=ignore_hup)
     proc = term.proc
     try:
         assert _switched_on_by(proc), err_path.read_text()
-        assert wait_for(lambda: term.drawn > 2000, 20)
+        assert wait_for(lambda: term.drawn_bytes > 2000, 20)
         hung_up = time.monotonic()
         term.hang_up()
         proc.wait(30)

@@ -16,14 +16,8 @@ import time
 
 import pytest
 
-from recording_helpers import ROOT
-
-CLI = "import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))"
-
-
-def gdt(*args: str, timeout: float = 30, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, **kw)
+from cli_run import ROOT, gdt, gdt_argv
+from fakeprocfs import FakeProcfs
 
 
 def diskstats_line(name: str, reads: int, ticks: int = 0, nfields: int = 20) -> str:
@@ -35,10 +29,7 @@ def diskstats_line(name: str, reads: int, ticks: int = 0, nfields: int = 20) -> 
 def procfs(tmp_path):
     """A procfs directory of copies: the machine's stat (CPU), and a diskstats the test
     writes."""
-    root = tmp_path / "proc"
-    root.mkdir()
-    shutil.copy("/proc/stat", root / "stat")
-    return root
+    return FakeProcfs(tmp_path / "proc").copy("stat")
 
 
 # ---------------------------------------------------------------------------- item 8
@@ -76,8 +67,8 @@ def test_a_source_that_would_block_or_flood_is_a_warning(procfs, kind):
             f.truncate(17 * 2**20)
         why = "larger than 16 MiB"
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "--once", "--json", "-i", "0.2",
-                             "--procfs", str(procfs)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(gdt_argv("--once", "--json", "-i", "0.2",
+                                     "--procfs", str(procfs)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
     peak_rss_kb = 0
     while proc.poll() is None and time.monotonic() - t0 < 20:
@@ -170,7 +161,7 @@ def test_a_config_nested_beyond_reason_is_one_line(tmp_path):
 
 def test_a_full_stdout_is_one_line():
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-c", CLI, "--once", "--demo", "--json"],
+        proc = subprocess.run(gdt_argv("--once", "--demo", "--json"),
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=30,
                               cwd=ROOT)
     assert proc.returncode == 1
@@ -196,8 +187,8 @@ def test_listening_beyond_loopback_is_said_and_the_backlog_takes_a_crowd():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--demo", "-i", "0.2",
-                             "--listen", f"0.0.0.0:{port}"], stderr=subprocess.PIPE,
+    proc = subprocess.Popen(gdt_argv("serve", "--demo", "-i", "0.2",
+                                     "--listen", f"0.0.0.0:{port}"), stderr=subprocess.PIPE,
                             text=True, cwd=ROOT)
     try:
         first, second = proc.stderr.readline(), proc.stderr.readline()

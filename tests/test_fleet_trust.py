@@ -24,6 +24,7 @@ import time
 import pytest
 
 from fleet_harness import ROOT, gpudisk
+from fleet_series import lost_series, node_series, vector_answer
 from gpudisk_top.fleet import ledger as fleet_ledger
 from gpudisk_top.fleet import trust
 from gpudisk_top.fleet.model import build_view
@@ -33,34 +34,22 @@ from gpudisk_top.fleet.text import device_text, lost_cell, render_json, render_t
 from slack import slack
 
 NOW = 1_796_229_200.0
-P = "gpudisk_top_"
 DAY = 86400
 
 
 def vector(series):
-    return parse_answer({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": labels, "value": [NOW, repr(float(v))]} for labels, v in series]}})
+    """Prometheus's answer holding `series` now, as the fleet parses it."""
+    return parse_answer(vector_answer(series, NOW))
 
 
-def node(instance, *, gpus=8, state="healthy", job="gpudisk-top", training_job="llama",
-         verdicts=None):
-    """The raw table query's series of one node (as a real exporter's, through Prometheus)."""
-    target = {"instance": instance, "job": job, "training_job": training_job}
-    starved = gpus if state in ("disk-starved", "cpu-starved") else 0
-    out = [(dict(target, __name__=P + "verdict_info", state=s, kind="", devices="",
-                 gpus=",".join(map(str, range(gpus))) if starved else ""), 1)
-           for s in (verdicts or (state,))]
-    out += [(dict(target, __name__=P + "state_since_timestamp_seconds"), NOW - 600),
-            (dict(target, __name__=P + "gpus_starved"), starved),
-            (dict(target, __name__=P + "last_sample_timestamp_seconds"), NOW - 1)]
-    out += [(dict(target, __name__=P + "gpu_utilization_ratio", gpu=str(g)),
-             0.3 if starved else 0.95) for g in range(gpus)]
-    return out
+def node(instance, **kw):
+    """The raw table query's series of one node now (tests/fleet_series.py)."""
+    return node_series(instance, NOW, **kw)
 
 
 def lost(instance, cause, value, job="gpudisk-top", training_job="llama", **extra):
-    return {"cause": cause, "instance": instance, "job": job, "training_job": training_job,
-            **extra}, value
+    """One series of the raw ledger query's answer, `extra` its other labels."""
+    return lost_series(instance, cause, value, job=job, training_job=training_job, extra=extra)
 
 
 def view_of(table, ledger):
@@ -219,9 +208,7 @@ def test_the_exporters_own_doubts_read_as_one_text():
 
 # ---------------------------------------------------------------------------- the edge
 def test_a_lone_surrogate_in_a_label_is_shown_escaped():
-    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": dict(labels), "value": [NOW, repr(float(v))]}
-        for labels, v in node("s:9400", training_job="\udcff\udcfeq")]}})
+    body = json.dumps(vector_answer(node("s:9400", training_job="\udcff\udcfeq"), NOW))
     assert "\\udcff" in body                          # the JSON escape a server sends
     table = parse_answer(json.loads(body))
     view = build_view(table, None, NOW)

@@ -25,15 +25,11 @@ from gpudisk_top.collect.health_sysfs import physical_disks, read_sysfs
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.model.health import FAILING, OK, UNKNOWN, WARNING, classify
+from cli_run import gdt
 from slack import slack
 
 SMARTCTL = find_smartctl()
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(*args, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "gpudisk_top", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 def write(path: Path, text: str) -> None:
@@ -104,13 +100,13 @@ def test_this_machines_disks_each_say_once_why_they_are_not_readable():
     # loop, zram, dm are no disks of their own
     assert not any(n.startswith(("loop", "zram", "dm-")) for n in snap.readings)
     # --once: one line per disk, in the health section, and nowhere else
-    proc = cli("--once", "-i", "0.2")
+    proc = gdt("--once", "-i", "0.2")
     assert proc.returncode == 0, proc.stderr
     for name, why in disks.items():
         if why is not None:
             assert proc.stdout.count(why) == 1, proc.stdout
             assert why not in proc.stderr
-    out = json.loads(cli("--once", "--json", "-i", "0.2").stdout)
+    out = json.loads(gdt("--once", "--json", "-i", "0.2").stdout)
     by_name = {h["device"]: h for h in out["health"]}
     for name, why in disks.items():
         if why is not None:
@@ -256,7 +252,7 @@ def test_demo_runs_no_smartctl_and_reads_no_real_health(tmp_path):
     bindir = stand_in_smartctl(tmp_path, marker=marker)
     sysfs = host_sysfs(tmp_path)
     env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
-    proc = cli("--once", "--json", "--demo", "--sysfs", str(sysfs), env=env)
+    proc = gdt("--once", "--json", "--demo", "--sysfs", str(sysfs), env=env)
     assert proc.returncode == 0, proc.stderr
     health = json.loads(proc.stdout)["health"]
     assert len(health) == 16 and {h["source"] for h in health} == {"simulated"}
@@ -270,12 +266,12 @@ def test_health_interval_0_reads_nothing(tmp_path):
     bindir = stand_in_smartctl(tmp_path, marker=marker)
     sysfs = host_sysfs(tmp_path)
     env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
-    proc = cli("--once", "--json", "-i", "0.1", "--health-interval", "0", "--sysfs", str(sysfs),
+    proc = gdt("--once", "--json", "-i", "0.1", "--health-interval", "0", "--sysfs", str(sysfs),
                env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["health"] == [] and not marker.exists()
     # the stand-in answers "cannot open": the kernel's view, with smartctl's reason
-    proc = cli("--once", "--json", "-i", "0.1", "--sysfs", str(sysfs), env=env)
+    proc = gdt("--once", "--json", "-i", "0.1", "--sysfs", str(sysfs), env=env)
     assert proc.returncode == 0, proc.stderr
     health = {h["device"]: h for h in json.loads(proc.stdout)["health"]}
     assert marker.exists()
@@ -283,12 +279,12 @@ def test_health_interval_0_reads_nothing(tmp_path):
     assert health["nvme0n1"]["unreadable_reason"] == "Smartctl open device: failed: No such device"
     assert "failing" != health["sda"]["status"] == OK
     assert FAILING not in {h["status"] for h in health.values()}
-    text = cli("--once", "-i", "0.1", "--sysfs", str(sysfs), env=env).stdout
+    text = gdt("--once", "-i", "0.1", "--sysfs", str(sysfs), env=env).stdout
     assert "nvme0n1 warning" in text and "(smartctl: Smartctl open device" in text
 
 
 def test_no_sys_at_all_is_no_health_and_no_crash(tmp_path):
-    proc = cli("--once", "--json", "-i", "0.1", "--sysfs", str(tmp_path / "none"))
+    proc = gdt("--once", "--json", "-i", "0.1", "--sysfs", str(tmp_path / "none"))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["health"] == []
 
@@ -475,14 +471,14 @@ def test_once_reports_without_waiting_for_a_slow_disk(tmp_path):
     script(bindir, "smartctl", f'case "$dev" in */sda) exec sleep 60;; esac\ncat {FIXTURE_HDD}')
     env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
     t0 = time.monotonic()
-    proc = cli("--once", "--json", "-i", "0.2", "--sysfs", str(sysfs), env=env)
+    proc = gdt("--once", "--json", "-i", "0.2", "--sysfs", str(sysfs), env=env)
     took = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     assert took < HEALTH_WAIT_S + 5, took
     health = {h["device"]: h for h in json.loads(proc.stdout)["health"]}
     assert health["sda"]["status"] == UNKNOWN and health["sda"]["reasons"] == [NOT_READ_YET]
     assert health["nvme0n1"]["readable"] and health["nvme0n1"]["source"] == "smartctl"
-    text = cli("--once", "-i", "0.2", "--sysfs", str(sysfs), env=env).stdout
+    text = gdt("--once", "-i", "0.2", "--sysfs", str(sysfs), env=env).stdout
     assert f"sda     n/a      {NOT_READ_YET}" in text
 
 
@@ -525,13 +521,13 @@ def test_devfs_names_the_node_smartctl_is_given(tmp_path):
     env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}")
     hostdev = tmp_path / "host-dev"
     hostdev.mkdir()
-    proc = cli("--once", "--json", "-i", "0.1", "--sysfs", str(sysfs), "--devfs", str(hostdev),
+    proc = gdt("--once", "--json", "-i", "0.1", "--sysfs", str(sysfs), "--devfs", str(hostdev),
                env=env)
     assert proc.returncode == 0, proc.stderr
     assert sorted(log.read_text().splitlines()) == [
         f"--json=co -x -n standby -d nvme {hostdev}/nvme0n1",
         f"--json=co -x -n standby -d sat,auto {hostdev}/sda"]
-    proc = cli("--once", "-i", "0.1", "--sysfs", str(sysfs), "--devfs", str(tmp_path / "none"),
+    proc = gdt("--once", "-i", "0.1", "--sysfs", str(sysfs), "--devfs", str(tmp_path / "none"),
                env=env)
     assert proc.returncode == 0 and f"--devfs {tmp_path / 'none'}: no such directory" in proc.stderr
 

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from cli_run import gdt, one_line_error
 from gpudisk_top.collect.blockdev import read_identity
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.errors import RuntimeFailure
@@ -19,9 +20,6 @@ from gpudisk_top.probe import fio, store
 from gpudisk_top.probe.runner import ProbeResult
 from gpudisk_top.probe.spec import BY_NAME, TestResult
 from gpudisk_top.probe.target import Target, ceiling_device, describe_devices, identity
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLI = "import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))"
 
 # name -> (major, minor, sysfs files)
 DEVICES = {
@@ -305,34 +303,27 @@ def test_fio_output_is_read():
         fio.parse(BY_NAME["randread_4k_qd32"], '{"jobs": []}')
 
 
-def gdt(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CLI, "probe", *args], capture_output=True,
-                          text=True, timeout=60, cwd=kw.pop("cwd", ROOT), **kw)
-
-
 def _one_line_error(proc: subprocess.CompletedProcess, status: int, pattern: str) -> None:
-    assert proc.returncode == status, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpudisk-top: error: "), proc.stderr
-    assert pattern in lines[0], lines[0]
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    one_line_error(proc, status, pattern)
+    assert proc.stdout == ""
 
 
 def test_refusals_are_one_line(tmp_path):
-    _one_line_error(gdt(str(tmp_path / "missing")), 2, "no such file, directory or block device")
-    _one_line_error(gdt("nosuchdisk0"), 2, "no such file, directory or block device")
+    missing = "no such file, directory or block device"
+    _one_line_error(gdt("probe", str(tmp_path / "missing")), 2, missing)
+    _one_line_error(gdt("probe", "nosuchdisk0"), 2, missing)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    _one_line_error(gdt(str(fifo)), 2, "is a FIFO")
-    _one_line_error(gdt("--seconds", "0.5"), 2, "--seconds")
-    _one_line_error(gdt("--engine", "dd"), 2, "--engine")
+    _one_line_error(gdt("probe", str(fifo)), 2, "is a FIFO")
+    _one_line_error(gdt("probe", "--seconds", "0.5"), 2, "--seconds")
+    _one_line_error(gdt("probe", "--engine", "dd"), 2, "--engine")
     if os.path.isdir("/proc/self"):
-        _one_line_error(gdt("/proc/self"), 2, "no block device here")
+        _one_line_error(gdt("probe", "/proc/self"), 2, "no block device here")
 
 
 def test_engine_fio_without_fio_is_bad_usage(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path / "empty"))
-    _one_line_error(gdt("--engine", "fio", "/", env=env), 2, "fio is not installed")
+    _one_line_error(gdt("probe", "--engine", "fio", "/", env=env), 2, "fio is not installed")
 
 
 def test_fio_failing_is_one_line_with_fios_message(tmp_path, big_file):
@@ -345,7 +336,7 @@ def test_fio_failing_is_one_line_with_fios_message(tmp_path, big_file):
     fake.chmod(0o755)
     env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}",
                XDG_STATE_HOME=str(tmp_path / "state"))
-    proc = gdt("--engine", "fio", big_file, env=env)
+    proc = gdt("probe", "--engine", "fio", big_file, env=env)
     assert proc.returncode == 1, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("gpudisk-top: error: fio failed (exit status 1)")

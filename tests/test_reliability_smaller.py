@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -37,16 +35,14 @@ from gpudisk_top.sim.scenario_toml import loads
 from gpudisk_top.ui.replay_app import ReplayApp
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
 from apps import dashboard_app
+from cli_run import gdt
+from fakeprocfs import FakeProcfs
+from proctree import gone
 from screen_text import screen_lines
 from slack import slack
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "gpudisk_top" / "sim" / "scenarios"
-
-
-def cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpudisk_top", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 # ---------------------------------------------------------------------------- alert rules
@@ -63,7 +59,7 @@ def test_5000_alert_rules_load_through_the_command_line_in_bounded_time(tmp_path
     path = tmp_path / "config.toml"
     path.write_text(rules_text(5000))
     t0 = time.monotonic()
-    proc = cli("--once", "--demo", "-i", "0.1", "--config", str(path))
+    proc = gdt("--once", "--demo", "-i", "0.1", "--config", str(path))
     took_s = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     assert "verdict:" in proc.stdout
@@ -77,7 +73,7 @@ def test_a_bad_5000th_rule_is_named_by_its_line_at_once(tmp_path):
     path.write_text(text)
     line = text.splitlines().index("value = \"ninety\"") + 1
     t0 = time.monotonic()
-    proc = cli("--once", "--demo", "-i", "0.1", "--config", str(path))
+    proc = gdt("--once", "--demo", "-i", "0.1", "--config", str(path))
     took_s = time.monotonic() - t0
     assert proc.returncode == 2
     assert proc.stderr.startswith("gpudisk-top: error: ") and proc.stderr.count("\n") == 1
@@ -205,15 +201,9 @@ def test_the_episode_note_keeps_its_own_lines_and_escapes_the_machines():
 def procfs(tmp_path):
     """A --procfs of this machine's own host files (no disks: the host line is the
     point)."""
-    root = tmp_path / "proc"
-    for rel in ("stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory",
-                "self/cgroup", "self/mountinfo", "1/mountinfo", "diskstats"):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.copyfile(f"/proc/{rel}", root / rel)
-        except OSError:
-            pass
-    return root
+    return FakeProcfs(tmp_path / "proc").copy(
+        "stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory", "self/cgroup",
+        "self/mountinfo", "1/mountinfo", "diskstats")
 
 
 def set_meminfo(procfs: Path, **values: str) -> None:
@@ -227,7 +217,7 @@ def set_meminfo(procfs: Path, **values: str) -> None:
 
 def test_a_negative_memtotal_is_a_warning_and_no_figure_in_text(procfs):
     set_meminfo(procfs, MemTotal="-5")
-    proc = cli("--once", "--procfs", str(procfs), "-i", "0.2")
+    proc = gdt("--once", "--procfs", str(procfs), "-i", "0.2")
     assert proc.returncode == 0, proc.stderr
     memory = next(line for line in proc.stdout.splitlines() if line.startswith("memory:"))
     assert memory.startswith("memory: total n/a  available "), memory
@@ -237,7 +227,7 @@ def test_a_negative_memtotal_is_a_warning_and_no_figure_in_text(procfs):
 
 def test_a_negative_memtotal_is_null_in_json_and_the_rest_stays(procfs):
     set_meminfo(procfs, MemTotal="-5")
-    proc = cli("--once", "--json", "--procfs", str(procfs), "-i", "0.2")
+    proc = gdt("--once", "--json", "--procfs", str(procfs), "-i", "0.2")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["host"]["mem_total_kb"] is None
@@ -249,7 +239,7 @@ def test_a_part_of_memory_above_all_of_it_is_left_out(procfs):
     total = next(int(line.split()[1]) for line in (procfs / "meminfo").read_text().splitlines()
                  if line.startswith("MemTotal:"))
     set_meminfo(procfs, Cached=str(total + 1), Dirty="-1")
-    proc = cli("--once", "--json", "--procfs", str(procfs), "-i", "0.2")
+    proc = gdt("--once", "--json", "--procfs", str(procfs), "-i", "0.2")
     assert proc.returncode == 0, proc.stderr
     host = json.loads(proc.stdout)["host"]
     assert host["mem_total_kb"] == total and host["mem_available_kb"] > 0
@@ -280,7 +270,7 @@ def health_once(tmp_path: Path, env: dict, *extra: str) -> subprocess.CompletedP
     from test_health_live import host_sysfs
 
     sysfs = host_sysfs(tmp_path)
-    return cli("--once", *extra, "-i", "1", "--sysfs", str(sysfs), env=env)
+    return gdt("--once", *extra, "-i", "1", "--sysfs", str(sysfs), env=env)
 
 
 def test_a_negative_available_spare_is_left_out_and_said(tmp_path):
@@ -325,19 +315,6 @@ def test_each_field_out_of_its_range_is_left_out(tmp_path, field, value, words):
 
 
 # ---------------------------------------------------------------------------- alert commands
-def process_state(pid: int) -> str | None:
-    """The state letter of a live process ("S", "R", "Z"...), None when there is none."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def gone(pid: int) -> bool:
-    return process_state(pid) in (None, "Z", "X")   # a zombie runs nothing
-
-
 def test_a_command_past_its_timeout_takes_its_children_with_it(tmp_path):
     pidfile = tmp_path / "child.pid"
     bystander = subprocess.Popen(["sleep", "1000"], start_new_session=True)

@@ -26,6 +26,7 @@ from gpudisk_top.model.snapshot import Model
 from gpudisk_top.record import Recording
 from gpudisk_top.sim import BUILTIN_NAMES, ScenarioError, Simulator, builtin, loads_toml
 from gpudisk_top.sim.health import SimulatedPoller
+from cli_run import gdt
 from recording_helpers import ROOT, call, write_recording
 from test_exporter import SERVE
 
@@ -234,13 +235,8 @@ def test_a_bad_health_override_names_the_disk_and_the_key(health, error):
 
 
 # ---------------------------------------------------------------------------- the outputs
-def cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpudisk_top", *args], capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=ROOT, **kw)
-
-
 def test_once_demo_shows_the_health_section():
-    proc = cli("--once", "--demo")
+    proc = gdt("--once", "--demo")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith("Device  health "))
@@ -250,7 +246,7 @@ def test_once_demo_shows_the_health_section():
     assert rows["sde"].endswith("simulated: reallocated sectors 8")
     assert rows["nvme0n1"].split()[1] == "ok" and rows["nvme0n1"].endswith("  simulated")
     assert rows["vda"].endswith(VIRTIO_NO_SMART)
-    proc = cli("--once", "--json", "--demo", "--health-interval", "0")
+    proc = gdt("--once", "--json", "--demo", "--health-interval", "0")
     assert proc.returncode == 0 and json.loads(proc.stdout)["health"] == []
 
 

@@ -8,23 +8,14 @@ their own row, and nothing a script reads can be taken for a verdict line.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-
 import pytest
 
+from cli_run import gdt
+from fakeprocfs import FakeProcfs
 from gpudisk_top.textsafe import printable_lines
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVIL_DEV = "vd\x1b]0;owned\x07x"
 MOUNT = r"/mnt/a\012verdict:\040healthy" + "\x1b]0;owned\x07"
-
-
-def gdt(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpudisk_top", *args], capture_output=True,
-                          timeout=timeout, cwd=ROOT)
 
 
 def vda_line() -> str:
@@ -40,25 +31,19 @@ def vda_line() -> str:
 
 @pytest.fixture(scope="module")
 def procfs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("text") / "proc"
-    for rel in ("stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory",
-                "self/cgroup", "cmdline"):
-        os.makedirs(root / os.path.dirname(rel), exist_ok=True)
-        try:
-            shutil.copyfile(f"/proc/{rel}", root / rel)
-        except OSError:
-            pass
+    procfs = FakeProcfs(tmp_path_factory.mktemp("text") / "proc")
+    procfs.copy("stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory",
+                "self/cgroup", "cmdline")
     disk = vda_line()
     major, minor, name = disk.split()[:3]
-    (root / "diskstats").write_text(
-        disk + f"   7       9 {EVIL_DEV} 1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0\n")
+    procfs.write("diskstats", [disk.rstrip("\n"),
+                               f"   7       9 {EVIL_DEV} 1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0"])
     with open("/proc/self/mountinfo") as f:
         mountinfo = f.read()
     mountinfo += f"99 1 {major}:{minor} / {MOUNT} rw - ext4 /dev/{name} rw\n"
     for d in ("self", "1"):
-        os.makedirs(root / d, exist_ok=True)
-        (root / d / "mountinfo").write_text(mountinfo)
-    return str(root)
+        procfs.write(f"{d}/mountinfo", mountinfo)
+    return str(procfs)
 
 
 def assert_data_not_lines(out: bytes, where: str) -> str:
@@ -69,7 +54,7 @@ def assert_data_not_lines(out: bytes, where: str) -> str:
 
 
 def test_once_text_shows_a_mountpoint_with_a_newline_escaped(procfs):
-    proc = gdt("--once", "--procfs", procfs, "-a")
+    proc = gdt("--once", "--procfs", procfs, "-a", text=False)
     assert proc.returncode == 0, proc.stderr
     text = assert_data_not_lines(proc.stdout, "--once")
     assert r"/mnt/a\x0averdict: healthy\x1b]0;owned\x07" in text
@@ -79,12 +64,13 @@ def test_once_text_shows_a_mountpoint_with_a_newline_escaped(procfs):
 
 def test_report_and_csv_show_the_machines_text_escaped(procfs, tmp_path):
     rec = str(tmp_path / "r.gdt")
-    proc = gdt("record", "--procfs", procfs, "-a", "-o", rec, "--duration", "2", "-i", "0.5")
+    proc = gdt("record", "--procfs", procfs, "-a", "-o", rec, "--duration", "2", "-i", "0.5",
+               text=False)
     assert proc.returncode == 0, proc.stderr
-    report = gdt("report", rec)
+    report = gdt("report", rec, text=False)
     assert report.returncode == 0, report.stderr
     assert_data_not_lines(report.stdout, "report")
-    csv_out = gdt("export", rec, "-f", "csv", "-o", "-")
+    csv_out = gdt("export", rec, "-f", "csv", "-o", "-", text=False)
     assert csv_out.returncode == 0, csv_out.stderr
     text = assert_data_not_lines(csv_out.stdout, "csv")
     rows = [r for r in text.splitlines() if r"vd\x1b]0;owned\x07x" in r]

@@ -23,6 +23,7 @@ import time
 import pytest
 
 from fleet_harness import EXPECTED, PROMETHEUS, DripServer, Fleet, gpudisk
+from screen_text import lines_of, text_of
 from ui_helpers import made_with_no_color
 
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
@@ -59,14 +60,6 @@ def make_app(fleet, **kw) -> FleetApp:
     filters = kw.pop("filters", None)
     source = FleetSource(PromClient(fleet.base, timeout_s=2.0), filters=filters)
     return FleetApp(source, interval_s=1.0, **kw)
-
-
-def lines_of(widget) -> list[str]:
-    return ["".join(t for t, _ in line) for line in widget._lines]
-
-
-def text_of(widget) -> str:
-    return "\n".join(lines_of(widget))
 
 
 def expected_now(fleet) -> dict[str, str]:

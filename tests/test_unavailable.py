@@ -42,15 +42,11 @@ from gpudisk_top.ui.widgets.timeline import Timeline
 from gpudisk_top.ui.widgets.verdict import VerdictBanner
 from gpudisk_top.collect.source import simulated_source
 from apps import replay_screen_app
+from cli_run import gdt
 from screen_text import text_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "unavailable: "
-
-
-def gdt(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpudisk_top", *args], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
