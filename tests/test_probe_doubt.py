@@ -14,6 +14,7 @@ from gpudisk_top.collect.sample import DeviceInfo
 from gpudisk_top.verdict.ceiling import FLOOR_IOPS, FLOOR_MIB_S, MARGIN, doubt, vet
 from gpudisk_top.verdict.detect.saturation import SaturationTracker
 from gpudisk_top.verdict.detect.thresholds import Thresholds
+from gpudisk_top.verdict.whatif import Limit
 from model_factory import rates
 from test_loader_time import job_model, verdict, worker
 
@@ -103,7 +104,7 @@ def test_the_evidence_and_the_whatif_say_a_contradicted_probe_was_ignored():
     assert "(probe)" not in v.reason and "% of its ceiling" not in v.reason
     assert v.whatif, "no prediction"
     for w in v.whatif:
-        assert "r/s at QD32" not in (w.cap or "") and "from the probe" not in w.basis
+        assert w.limit is not Limit.DEVICE_QD32 and "from the probe" not in w.basis
         assert w.fix != "storage"                       # it needs a probe to believe
     workers = next(w for w in v.whatif if w.fix == "workers")
     assert f"{why} (latency taken as flat)" in workers.basis
@@ -123,7 +124,7 @@ def test_a_bandwidth_of_a_thousandth_of_a_mib_makes_no_prediction_vanish():
     workers = next(w for w in v.whatif if w.fix == "workers")
     assert ("probe of nvme0n1 ignored: 120 MiB/s read, above twice its stored sequential "
             "ceiling of 0.001 MiB/s (latency taken as flat)") in workers.basis
-    assert not any("MiB/s (the probe's" in (w.cap or "") for w in v.whatif)
+    assert not any(w.limit is Limit.DEVICE_BANDWIDTH for w in v.whatif)
 
 
 def test_an_honest_probe_is_still_the_evidence_and_the_whatifs_curve():
