@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from fleet_harness import Fleet, wait_until  # noqa: E402
 
 from gpudisk_top.fleet import queries  # noqa: E402
-from gpudisk_top.fleet.model import build_view  # noqa: E402
+from gpudisk_top.fleet.table import build_view  # noqa: E402
 from gpudisk_top.fleet.promapi import PromClient  # noqa: E402
 from gpudisk_top.fleet.source import FleetSource  # noqa: E402
 

@@ -4,7 +4,7 @@
 The fleet screen (FleetApp) runs through Textual's test harness on a CannedSource: the
 FleetSource's face over tests/fixtures/fleet/, the answers a real Prometheus gave to the
 fleet's own queries over a simulated fleet (tests/fixtures/fleet/capture.py), turned into
-FleetViews and a NodeTimeline by the fleet model's build_view and build_timeline, at the
+FleetViews and a NodeTimeline by the fleet's build_view and build_timeline, at the
 capture's time.  So the shots are deterministic and the data is real.
 
 As screenshots/make.py does for the dashboard: each shot saved as SVG and text; a text
@@ -68,20 +68,20 @@ class CannedSource:
         return self.meta["nodes"][name]
 
     def refresh(self, now_s=None, spark=None):
-        from gpudisk_top.fleet.model import build_view
+        from gpudisk_top.fleet.table import build_view
         return build_view(_answer("table.json"), _answer("spark.json"), self.now_s,
                           self.group_by, self.job_label, url=URL, ledger=_answer("ledger.json"))
 
     def failed(self, error: str, after_s: float):
         """The view of a refresh that failed after_s after the table's."""
-        from gpudisk_top.fleet.model import build_view
+        from gpudisk_top.fleet.table import build_view
         from gpudisk_top.fleet.promapi import QueryResult
         view = build_view(QueryResult.failed(f"Prometheus at {URL}: {error}"), None,
                           self.now_s + after_s, url=URL)
         return view
 
     def node_timeline(self, node: str, window_s: float, width: int, now_s=None):
-        from gpudisk_top.fleet.model import build_timeline
+        from gpudisk_top.fleet.timeline import build_timeline
         tl = self.meta["timeline"]
         return build_timeline(_answer("timeline-disk.json"), node, tl["start"], tl["end"],
                               tl["step"])

@@ -34,7 +34,7 @@ import pytest
 from fleet_harness import (PROMETHEUS, ROOT, AnswerServer, Fleet, exposition, gpudisk,
                            node_series, table_answer, wait_until)
 
-from gpudisk_top.fleet.model import build_view
+from gpudisk_top.fleet.table import build_view
 from gpudisk_top.fleet.text import render_text
 from gpudisk_top.fleet.promapi import MAX_ANSWER_ITEMS, PromClient, parse_answer
 from gpudisk_top.model import timefmt
@@ -175,7 +175,7 @@ def test_parse_answer_of_a_matrix_with_impossible_times_never_raises():
          "values": [[math.inf, "0.5"], [math.nan, "0.5"], [1e300, "2"], [1, "-5"]]}]}}
     result = parse_answer(doc)
     assert result.ok
-    from gpudisk_top.fleet.model import build_timeline
+    from gpudisk_top.fleet.timeline import build_timeline
 
     tl = build_timeline(result, "n", 0.0, 60.0, 1.0)
     assert all(not c.gpu_util for c in tl.history.columns)     # none of them true

@@ -25,11 +25,14 @@ from gpudisk_top.errors import UsageError
 from gpudisk_top.fleet import promapi, queries
 from gpudisk_top.fleet.labels import (format_filters, label_value, node_name, parse_filter_text,
                                       parse_pairs)
-from gpudisk_top.fleet.model import (SPARK_POINTS, DeviceEvidence, NodeRow, QueryCost,
-                                     build_timeline, build_view, judge_job, natural_key)
+from gpudisk_top.fleet.jobs import judge_job
+from gpudisk_top.fleet.table import SPARK_POINTS, build_view
+from gpudisk_top.fleet.timeline import build_timeline
+from gpudisk_top.fleet.view import DeviceEvidence, NodeRow, QueryCost
 from gpudisk_top.fleet.promapi import PromClient, QueryResult, Series, check_url, parse_answer
 from gpudisk_top.fleet.source import FleetSource
 from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, STARVED_STATES
+from gpudisk_top.model.present import natural_key
 from gpudisk_top.model.timefmt import age, clock_hm, duration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -133,7 +133,7 @@ def test_the_recording_rules_answer_the_table_as_the_raw_series(fleet):
     """The recorded form (examples/fleet-rules.yml) gives the rows the raw form gives,
     from fewer series and without the hour's samples of every node."""
     from gpudisk_top.fleet import queries
-    from gpudisk_top.fleet.model import build_view
+    from gpudisk_top.fleet.table import build_view
     from gpudisk_top.fleet.promapi import PromClient
     from gpudisk_top.fleet.source import has_rules
 
@@ -264,7 +264,7 @@ def test_each_nodes_lost_gpu_time_is_its_own_counters_increase(tmp_path, backend
     samples written by then (server_increase), so however late a loaded vmalert
     evaluates, writes or is read back, nothing is off by a guess."""
     from gpudisk_top.fleet import queries
-    from gpudisk_top.fleet.model import build_view
+    from gpudisk_top.fleet.table import build_view
     from gpudisk_top.fleet.promapi import PromClient
     from gpudisk_top.verdict.ledger import LOST_CAUSES
 
@@ -407,7 +407,7 @@ def test_rogue_doubled_and_contradictory_exporters_through_a_real_server(tmp_pat
     whose time counts once; the shards count once; the odd node is bad-data, not
     healthy; the fleet's total is what the honest counters allow."""
     from gpudisk_top.fleet import queries
-    from gpudisk_top.fleet.model import build_view
+    from gpudisk_top.fleet.table import build_view
     from gpudisk_top.fleet.promapi import PromClient
     from fleet_harness import AnswerServer
 

@@ -27,7 +27,7 @@ from fleet_harness import ROOT, gpudisk
 from fleet_series import lost_series, node_series, vector_answer
 from gpudisk_top.fleet import ledger as fleet_ledger
 from gpudisk_top.fleet import trust
-from gpudisk_top.fleet.model import build_view
+from gpudisk_top.fleet.table import build_view
 from gpudisk_top.fleet.promapi import PromClient, parse_answer
 from gpudisk_top.fleet.source import FleetSource
 from gpudisk_top.fleet.text import device_text, lost_cell, render_json, render_text

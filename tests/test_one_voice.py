@@ -25,7 +25,7 @@ import pytest
 
 from gpudisk_top.collect.source import LIVE, Source
 from gpudisk_top.exporter.families import Frame, Renderer
-from gpudisk_top.fleet.model import build_view
+from gpudisk_top.fleet.table import build_view
 from gpudisk_top.fleet.promapi import QueryResult, Series
 from gpudisk_top.fleet.text import render_text as fleet_text
 from gpudisk_top.verdict.detect import one_interval

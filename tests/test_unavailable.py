@@ -25,7 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import standin
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.exporter.families import REASON_MAX_CHARS, reason_label
-from gpudisk_top.fleet.model import NO_GPU_TEXT, build_view
+from gpudisk_top.fleet.table import build_view
+from gpudisk_top.fleet.view import NO_GPU_TEXT
 from gpudisk_top.fleet.promapi import parse_answer
 from gpudisk_top.fleet.text import render_text as fleet_text
 from gpudisk_top.verdict.detect import STARVED_STATES, STATES, UNAVAILABLE

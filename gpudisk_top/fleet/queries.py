@@ -47,7 +47,7 @@ from gpudisk_top.model.metric import PROM_PREFIX
 from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, LEDGER, MOUNT,
                                      STATE_SINCE, VERDICT_INFO)
 
-# The numbers of a device the verdict blames (fleet/model.py DeviceEvidence's fields,
+# The numbers of a device the verdict blames (fleet/view.py DeviceEvidence's fields,
 # vocab.DISK's names): a disk's own ...
 EVIDENCE_DISK = tuple(DISK[f] for f in ("r_await_ms", "aqu_sz", "util_pct", "rkb_s"))
 # ... and a network or FUSE mount's as a disk's (model/mounts.py like_disk): (its metric,

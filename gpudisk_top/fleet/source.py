@@ -30,9 +30,10 @@ import time
 
 from gpudisk_top.fleet import queries
 from gpudisk_top.fleet.labels import check_label, check_value, label_value
-from gpudisk_top.fleet.model import (FleetView, NodeRow, NodeTimeline, QueryCost,
-                                     build_timeline, build_view, timeline_window)
 from gpudisk_top.fleet.promapi import PromClient, QueryResult
+from gpudisk_top.fleet.table import build_view
+from gpudisk_top.fleet.timeline import NodeTimeline, build_timeline, timeline_window
+from gpudisk_top.fleet.view import FleetView, NodeRow, QueryCost
 
 
 class FleetSource:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from gpudisk_top.fleet.ledger import LOST_REFUSED, lost_text
-from gpudisk_top.fleet.model import FleetView, JobGroup, NodeRow
+from gpudisk_top.fleet.view import FleetView, JobGroup, NodeRow
 from gpudisk_top.verdict.detect import STARVED_STATES
 from gpudisk_top.verdict.detect.states import gpu_ranges
 from gpudisk_top.model.present import Col, pct, table

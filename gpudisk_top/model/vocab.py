@@ -338,7 +338,7 @@ def cost_text(gpu_s: float, gpu_hour_cost: float | None, currency: str = "") -> 
 
 # ---------------------------------------------------------------------------- the node's own
 # The families the exporter writes for the node as a whole (exporter/families.py), which
-# are no Metric's, under the names the fleet reads back (fleet/queries.py, fleet/model.py)
+# are no Metric's, under the names the fleet reads back (fleet/queries.py, fleet/table.py)
 VERDICT_INFO = "verdict_info"
 STATE_SINCE = "state_since_timestamp_seconds"
 GPUS_STARVED = "gpus_starved"

@@ -27,7 +27,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
-from gpudisk_top.fleet.model import FleetView
+from gpudisk_top.fleet.view import FleetView
 from gpudisk_top.model.present import natural_key
 from gpudisk_top.fleet.source import not_one_node
 from gpudisk_top.fleet.text import lost_line

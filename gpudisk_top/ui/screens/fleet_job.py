@@ -1,6 +1,6 @@
 """`J` (or `fleet --job NAME`): the nodes of one training job side by side, a row each on
 the fleet table's columns (their last-hour sparklines on one time axis), the straggler
-called out: a banner line with the model's reason (fleet.model.judge_job), its row
+called out: a banner line with the model's reason (fleet.jobs.judge_job), its row
 labelled ▲ STRAGGLER with ◀ after its name, the rows of the nodes that wait on it
 ◇ WAITING ("waiting on" it), and the banner's counts those of the rows' badges.  A list
 picks the job when there are several."""

@@ -17,7 +17,7 @@ class FleetHeader(LinesPanel):
 
     def show(self, view, url: str, group_by: str, interval_s: float,
              counts: tuple[int, int, int, int, int], flags: list[str], filters: str = "") -> None:
-        """view: the latest fleet.model.FleetView (None before the first answer); counts:
+        """view: the latest fleet.view.FleetView (None before the first answer); counts:
         (nodes, starved, waiting, stale, no GPUs) of the rows shown, as their badges mark them
         (fleet_table.marks); flags: PAUSED and the like; filters: the label filter in
         force, as typed."""

@@ -103,7 +103,7 @@ class FleetTable(CursorPanel):
     def show(self, rows, wall_s: float, old: bool = False, note: str = "",
              marked: str | None = None, empty: str = "", jobs=(), job=None,
              lost: str = "") -> None:
-        """rows: fleet.model.NodeRows in the order to draw; wall_s: now (the ages are
+        """rows: fleet.view.NodeRows in the order to draw; wall_s: now (the ages are
         counted to it); old: the rows are the last good table while Prometheus fails
         (every row dimmed); note: said in the column header (the sort); marked: a node
         called out with MARK (the job view's straggler); empty: what to say when there
