@@ -39,14 +39,15 @@ after it.  Each kind of failure is reported once a minute with a count, and reco
 goes on; a recorder started on a full disk waits for room the same way, and if not even
 a session's header and first sample ever fitted, close() deletes the empty file it
 created (removed_empty).
+
+This module is the Recorder's sessions, rotation, syncing and closing; opening an existing
+recording is record/resume.py's, and the rows and blocks on the file record/compact.py's.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
-import mmap
 import os
 import threading
 import time
@@ -58,19 +59,16 @@ from gpudisk_top.ratelimit import OncePer
 from gpudisk_top.record import frames, v2
 from gpudisk_top.record.header import (FORMAT_VERSION, SEGMENT_SAMPLES, complete_header, iso,
                                        make_header)
+from gpudisk_top.record.compact import (FULL_ERRNOS, MIN_BLOCK_ROOM_BYTES, MIN_EARLY_BLOCK,
+                                        TailWriter)
+from gpudisk_top.record.resume import resume
 from gpudisk_top.record.rotate import Rotation
-from gpudisk_top.record.v2.summary import encode_blocks
 
 SYNC_INTERVAL_S = 1.0
-FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room: compacting may make some
-ROOM_MARGIN_BYTES = 64 * 1024   # free space kept beyond the next block's estimate
-MIN_BLOCK_ROOM_BYTES = 4096     # the least a block of one sample is expected to take
-MIN_EARLY_BLOCK = 8             # rows at least, before the tail is compacted early: a block
-                                # of fewer is larger than its rows (its own process table)
 LZMA_PRESET = 6           # blocks: 6 is 10 % smaller than 0 for a few ms a block (bench)
 
 
-class Recorder:
+class Recorder(TailWriter):
     """Appends Samples to `path`.  Raises UsageError from the constructor when path
     cannot be a recording (a symbolic link, a device, a FIFO, a directory), exists and is
     not a recording of this format version or holds another source's sessions, or another
@@ -168,88 +166,11 @@ class Recorder:
         self._new_session()
 
     def _resume(self, fd: int, size: int) -> int:
-        """Check that fd holds a recording we may append to; cut off a torn tail, and
-        finish a block copy a crash interrupted."""
-        from gpudisk_top.record.reader import check_preamble
-
-        head = os.pread(fd, frames.PREAMBLE.size, 0)
-        if not head.startswith(frames.MAGIC[:len(head)]):
-            raise UsageError(f"{self.path} exists and is not a gpudisk-top recording; "
-                             "not writing over it")
-        if len(head) == frames.PREAMBLE.size:
-            _, version, _ = frames.PREAMBLE.unpack_from(head)
-            if version < FORMAT_VERSION:
-                raise UsageError(f"{self.path} is a recording of format version {version}; "
-                                 f"this recorder writes version {FORMAT_VERSION}: record to "
-                                 "another file")
-        check_preamble(self.path, head, size)
-        try:
-            buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)  # no copy of a big file
-        except (OSError, ValueError):
-            buf = frames.read_all(fd, size)
-        try:
-            found, damage = frames.scan(buf, frames.PREAMBLE.size)
-            good_end = found[-1].end if found else frames.PREAMBLE.size
-            unfinished = _unfinished_copy(buf, found)
-            self._check_source(buf, found, damage)
-        finally:
-            if isinstance(buf, mmap.mmap):
-                buf.close()
-        first = next((f for f in found if f.kind in frames.SAMPLE_TYPES), None)
-        self._file_first_wall_s = first.wall_s if first is not None else None
-        if good_end < size:
-            os.ftruncate(fd, good_end)
-            self.warnings.append(f"{self.path}: cut off a torn tail of {size - good_end} "
-                                 "bytes left by a recorder that was stopped while writing")
-        if unfinished is not None:
-            # finish the block copy a crash interrupted (steps 2 and 3 of _commit); the
-            # copy goes over rows the block holds, so it needs no room: if it fails all
-            # the same, the file stays as it is (readers keep the block)
-            at, frame = unfinished
-            try:
-                if frame is not None:
-                    os.pwrite(fd, frame, at)
-                    os.fdatasync(fd)
-                    at += len(frame)
-                os.ftruncate(fd, at)
-                os.fdatasync(fd)
-                good_end = at
-            except OSError as err:
-                self.warnings.append(f"{self.path}: could not finish compacting the last "
-                                     f"block ({err.strerror or err}); it is read as it is")
-                good_end = os.fstat(fd).st_size
+        """Check that fd holds a recording we may append to (record/resume.py); returns
+        where it now ends."""
+        good_end, self._file_first_wall_s, notes = resume(fd, size, self.path, self.header)
+        self.warnings += notes
         return good_end
-
-    def _check_source(self, buf, found: list, damage: list) -> None:
-        """Refuse to add a session of another source: a simulated node's samples in a live
-        node's recording, another scenario's or another host's.  Readers would have to
-        tell them apart sample by sample; one file holds one source.  The file's last
-        session decides; when its header is damaged, what remains of it does
-        (record/sources.py), and a source that cannot be told is refused too."""
-        from gpudisk_top.record import sources
-
-        starts = [(fr.offset, frames.frame_json(buf, fr, self.path, []), False)
-                  for fr in found if fr.kind == frames.SESSION]
-        for d in damage:
-            raw = sources.damaged_header(buf, d)
-            if raw is not None:
-                starts.append((d.start, sources.salvage(raw), True))
-        if not starts:
-            return
-        _offset, theirs, damaged = max(starts, key=lambda item: item[0])
-        src = sources.source_of(theirs, damaged=damaged or not theirs)
-        mine = sources.source_of(self.header)
-        if src.kind == sources.UNKNOWN or src.host_name is None:
-            raise UsageError(f"{self.path}: the header of its last session is damaged, so its "
-                             "source cannot be told: record to another file")
-        if damaged:
-            same = (src.kind, src.host_name) == (mine.kind, mine.host_name)
-        else:
-            same = (theirs.get("source"), theirs.get("host_name")) == (
-                self.header.get("source"), self.header.get("host_name"))
-        if not same:
-            raise UsageError(f"{self.path} holds {src.describe()}; these samples are "
-                             f"{mine.describe()}: record to another file")
 
     def _rotate(self, newest_wall_s: float) -> None:
         """Close this file's session, move it to FILE.1, start a fresh FILE and delete the
@@ -394,33 +315,10 @@ class Recorder:
                           f"cannot write {self.path}: {first.strerror or first}; samples are "
                           "dropped until the disk takes them again (those recorded are kept)")
 
-    def _full_line(self, err: OSError) -> str:
-        return (f"cannot write {self.path}: {err.strerror or err}; compacting, and samples "
-                "the disk refuses are dropped until it takes them again (those recorded are "
-                "kept)")
-
     def _drop(self, kind: str, line: str) -> str:
         self.dropped += 1
         self._warn(kind, line)
         return line
-
-    def _block_bytes(self, more: int = 0) -> int:
-        """What a block of the tail (and `more` samples) would take, from the last one."""
-        return int((len(self._rows) + more) * self._bytes_per_sample) + frames.HEADER_SIZE
-
-    def _short_of_room(self) -> bool:
-        """True while the free space left could not take a block of the tail beside its
-        rows: compact now, while a block can still be written safely (see the module's
-        doc).  One fstatvfs, only once the tail has a few rows."""
-        if len(self._rows) < MIN_EARLY_BLOCK or self._fd is None:
-            return False
-        try:
-            st = os.fstatvfs(self._fd)
-        except OSError:
-            return False
-        free = st.f_bavail * st.f_frsize
-        need = 2 * self._block_bytes() + ROOM_MARGIN_BYTES
-        return free < need
 
     def _stop_summaries(self, err: Exception) -> None:
         """The model or the detector failed on a sample: record raw samples only for the
@@ -428,164 +326,6 @@ class Recorder:
         self._deriver = None
         self.warnings.append(f"{self.path}: no more summaries in this session "
                              f"({type(err).__name__}: {err}); the samples are recorded")
-
-    def _write_at_tail(self, start: bytes, row: bytes) -> None:
-        """Append the session's start (if any) and a row, in one write; raises OSError."""
-        tail_start = self._size + len(start)     # a block never goes over the header
-        self._write(start + row)
-        if start:
-            self._tail_start = tail_start
-
-    def _write_alone(self, sample: Sample, start: bytes, layout: tuple, vals: list) -> bool:
-        """Write the sample as a block of its own, after the session's start (if any), in
-        one write: when the tail is empty and its row does not fit.  False when the disk
-        refuses that too (nothing written).  Its summaries go with a later block."""
-        try:
-            st = os.fstatvfs(self._fd)
-            if st.f_bavail * st.f_frsize < len(start) + self._alone_bytes:
-                return False        # no room for one (the last one's size): no LZMA for it
-        except OSError:
-            pass
-        payload = v2.encode_block(self._block_first, [(0, vals)], [layout], self._state,
-                                  self.level, b"")
-        frame = frames.pack(frames.BLOCK, payload, sample.wall_s)
-        self._alone_bytes = len(frame)
-        try:
-            self._write(start + frame)
-        except OSError:
-            return False
-        self._blocked([(0, vals)], [layout])
-        return True
-
-    def _blocked(self, rows: list, layouts: list) -> None:
-        """The tail (rows and their layouts) is now a block, at the end of the file: the
-        next sample begins a new run of rows after it."""
-        # the processes' counters as a reader rebuilds them after this block
-        un = v2.Unflattener(self._state)
-        for lid, vals in rows:
-            un.advance(layouts[lid], vals)
-        self._state = un.counters
-        self._block_first += len(rows)
-        self._rows, self._layouts, self._layout_ids = [], [], {}
-        self._block_wall_s = None
-        self._tail_start = self._size
-        self._rowcoder.reset()
-        self._commit_retry = 0
-
-    def _write_summaries(self, blocks: list) -> None:
-        """Summaries of the tail go out as s frames (the block will carry them too), but
-        under a --max-size whose parts they would crowd (they are derived data: the block
-        carries them, and report can replay the rows)."""
-        self._summary_blocks += blocks
-        frame = frames.pack(frames.SUMMARY, encode_blocks(blocks))
-        part = self.rotation.part_bytes if self.rotation is not None else None
-        if part is not None and len(frame) > part // 20:
-            return
-        try:
-            self._write(frame)
-        except OSError:
-            pass
-
-    def _commit(self, in_place: bool = False) -> None:
-        """The rows of the current block become one B frame (see the module's doc).
-        in_place: when the disk has no room for the block after the rows, write it over
-        them directly (a full disk; the only way to make room without losing a sample)."""
-        rows = self._rows
-        if not rows:
-            return
-        n = len(rows)
-        summaries = b""
-        blocks = self._summary_blocks
-        if self._deriver is not None:
-            try:
-                self._deriver.finish()
-                blocks = blocks + self._deriver.take()
-            except Exception as err:  # noqa: BLE001
-                self._stop_summaries(err)
-        if blocks:
-            summaries = encode_blocks(blocks)
-        payload = v2.encode_block(self._block_first, rows, self._layouts, self._state,
-                                         self.level, summaries)
-        frame = frames.pack(frames.BLOCK, payload, self._block_wall_s or 0.0)
-        start, end = self._tail_start, self._size
-        try:
-            self._pwrite_all(frame, end)            # 1: after the rows, then synced
-            os.fdatasync(self._fd)
-        except OSError as err:
-            try:
-                os.ftruncate(self._fd, end)
-            except OSError:
-                pass
-            if not (in_place and err.errno in FULL_ERRNOS and self._overwrite_rows(frame)):
-                # the rows are safe; try again after a while
-                self._commit_retry += max(1, self.segment_samples // 10)
-                if err.errno in FULL_ERRNOS:
-                    self._warn("full", self._full_line(err))
-                else:
-                    self._warn(f"block-{err.errno}", f"cannot write a block to {self.path}: "
-                               f"{err.strerror or err}; its samples stay as rows")
-                return
-            size = start + len(frame)               # over its rows: steps 2 and 3 done
-        else:
-            size = end + len(frame)
-            if len(frame) <= end - start:
-                try:
-                    self._pwrite_all(frame, start)  # 2: over the rows, synced
-                    os.fdatasync(self._fd)
-                    os.ftruncate(self._fd, start + len(frame))   # 3: cut after the copy
-                    size = start + len(frame)
-                except OSError:
-                    pass  # the file holds rows then the block: readers keep the block
-        self._size = size
-        self._dirty = True
-        if n >= MIN_EARLY_BLOCK:
-            # a block of a few rows carries the processes' table for itself alone: its
-            # bytes a sample would predict the next blocks too large
-            self._bytes_per_sample = len(frame) / n
-        self._summary_blocks = []                  # the block carries them
-        self._blocked(rows, self._layouts)
-
-    def _overwrite_rows(self, frame: bytes) -> bool:
-        """Write the block over the first of its own rows and cut the file after it.  On a
-        copy-on-write filesystem even an overwrite can fail for want of room: the bytes
-        it covered are then put back.  True when the block replaced its rows."""
-        start, end = self._tail_start, self._size
-        if len(frame) > end - start:
-            return False
-        saved = os.pread(self._fd, len(frame), start)
-        try:
-            self._pwrite_all(frame, start)
-            os.fdatasync(self._fd)
-            os.ftruncate(self._fd, start + len(frame))
-        except OSError:
-            try:
-                self._pwrite_all(saved, start)
-                os.ftruncate(self._fd, end)
-            except OSError:
-                pass
-            return False
-        return True
-
-    def _pwrite_all(self, data: bytes, offset: int) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(self._fd, view, offset)
-            view = view[n:]
-            offset += n
-
-    def _write(self, data: bytes) -> None:
-        """Append data at the end.  Raises OSError, after cutting off what part of it got
-        out (the file ends in whole frames)."""
-        try:
-            self._pwrite_all(data, self._size)
-        except OSError:
-            try:
-                os.ftruncate(self._fd, self._size)
-            except OSError:
-                pass
-            raise
-        self._size += len(data)
-        self._dirty = True
 
     def mark_gap(self, first_wall_s: float, last_wall_s: float, samples: int) -> None:
         """Samples taken from first_wall_s to last_wall_s (`samples` of them) were never
@@ -679,38 +419,3 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _unfinished_copy(buf, found: list) -> tuple[int, bytes | None] | None:
-    """A block whose copy over its rows (writer._commit, steps 2 and 3) a crash cut short:
-    the file ends in that block, and before it (back to the previous block, header or end
-    frame) lie only rows it holds, summaries and damage.  Returns (where the block goes,
-    the block's frame, or None when its copy is already there: cut after it), or None
-    when there is nothing to finish."""
-    if not found or found[-1].kind != frames.BLOCK:
-        return None
-    last = found[-1]
-    frame = bytes(buf[last.offset:last.end])
-    try:
-        first, n, _ = v2.block_info(buf[last.start:last.end])
-    except v2.FormatError:
-        return None
-    start = None
-    for fr in reversed(found[:-1]):
-        if fr.kind == frames.BLOCK:
-            if bytes(buf[fr.offset:fr.end]) == frame:
-                return fr.end, None               # step 2 was done: cut after the copy
-            start = fr.end
-            break
-        if fr.kind == frames.ROW:
-            (number,) = v2.ROW.unpack_from(buf, fr.start)
-            if not first <= number < first + n:
-                return None
-            continue
-        if fr.kind == frames.SUMMARY:
-            continue
-        start = fr.end                            # a header or an end frame
-        break
-    if start is None or last.offset - start <= len(frame):
-        return None                               # nothing to win, or no room: leave it
-    return start, frame
