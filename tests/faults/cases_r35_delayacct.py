@@ -18,20 +18,15 @@ to them.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import pty
-import select
 import shutil
 import signal
-import struct
 import subprocess
-import termios
-import threading
 import time
 
 from harness import Case, Cases, Ctx, Result, Run, finish, gdt_argv, judge, parse_json, unjudged
+from ptyterm import PtyTerminal
 
 CAT = 12
 SYSCTL = "/proc/sys/kernel/task_delayacct"
@@ -187,64 +182,12 @@ def _kept(ctx: Ctx, which: str, run: Run) -> list[str]:
     return []
 
 
-class Terminal:
-    """A pseudo-terminal that is the controlling terminal of the command started on it (a
-    session of its own, as a shell in a tmux pane starts it): closing its master hangs it
-    up, and the kernel sends the session SIGHUP.  What the command draws is read and
-    dropped (a full terminal would block it); its cursor queries are answered."""
-
-    def __init__(self, ctx: Ctx, argv: list, ignore_hup: bool = False,
-                 rows: int = 30, cols: int = 100) -> None:
-        self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        self.rows, self.cols = rows, cols
-        self.err_path = ctx.path("stderr")
-
-        def pre():
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-            if ignore_hup:                     # as `nohup` starts it
-                signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, env=ctx.env(TERM="xterm-256color", COLUMNS=None,
-                                                           LINES=None),
-                                         stdin=slave, stdout=slave, stderr=err, cwd=ctx.dir,
-                                         preexec_fn=pre)
-        ctx.children.append(self.proc)
-        os.close(slave)
-        self.screen = bytearray()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if not select.select([self.master], [], [], 0.1)[0]:
-                    continue
-                chunk = os.read(self.master, 65536)
-            except OSError as err:
-                if err.errno in (errno.EIO, errno.EBADF):
-                    return
-                raise
-            if not chunk:
-                return
-            self.screen += chunk
-            if b"\x1b[6n" in chunk:
-                os.write(self.master, f"\x1b[{self.rows};{self.cols}R".encode())
-
-    def drawn(self) -> bool:
-        return len(self.screen) > 2000
-
-    def close(self) -> None:
-        """Hang the terminal up, as a closed tmux pane or a dropped SSH session does."""
-        self._stop.set()
-        self._thread.join(2)
-        os.close(self.master)
-
-    def stderr(self) -> str:
-        with open(self.err_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
+def _terminal(ctx: Ctx, argv: list, ignore_hup: bool = False) -> PtyTerminal:
+    """argv on a terminal that can hang up (tests/ptyterm.py), as one of ctx's children."""
+    term = PtyTerminal(argv, ctx.path("stderr"), ignore_hup=ignore_hup, cwd=ctx.dir,
+                       env=ctx.env(TERM="xterm-256color", COLUMNS=None, LINES=None))
+    ctx.children.append(term.proc)
+    return term
 
 
 def _ended(proc: subprocess.Popen, t0: float, bound_s: float, note: str,
@@ -275,7 +218,7 @@ def signalled(which: str, sig: signal.Signals):
                 return unjudged(node.why)
             term = None
             if which == "dashboard":
-                term = Terminal(ctx, _argv(ctx, which))
+                term = _terminal(ctx, _argv(ctx, which))
                 proc = term.proc
             else:
                 proc = ctx.spawn(_argv(ctx, which))
@@ -284,7 +227,7 @@ def signalled(which: str, sig: signal.Signals):
                     proc, time.monotonic(), 1, "", term.stderr())
                 return judge(run, lambda: ["the setting was never switched on"])
             if term is not None:
-                _wait(term.drawn, 10)
+                _wait(lambda: term.drawn_bytes > 2000, 10)
             if which == "record":        # it has recorded: what it keeps can be judged
                 _wait(lambda: _size(ctx.path("r.gdtrec")) > 0, 10)
             t0 = time.monotonic()
@@ -292,7 +235,7 @@ def signalled(which: str, sig: signal.Signals):
             run = _ended(proc, t0, STOPPED_S, f"{sig.name} sent",
                          None if term is None else term.stderr())
             if term is not None:
-                term.close()
+                term.hang_up()
             pid = proc.pid
             return judge(run, lambda: _kept(ctx, which, run), harm=lambda: _left(pid),
                          bound_s=STOPPED_S, bound_what=f"stopped after {sig.name}")
@@ -306,14 +249,14 @@ def terminal_closed(ignore_hup: bool):
         with Node(ctx) as node:
             if node.why:
                 return unjudged(node.why)
-            term = Terminal(ctx, _argv(ctx, "dashboard"), ignore_hup=ignore_hup)
+            term = _terminal(ctx, _argv(ctx, "dashboard"), ignore_hup=ignore_hup)
             proc = term.proc
             if not _switched_on_by(proc):
                 return judge(_ended(proc, time.monotonic(), 1, "", term.stderr()),
                              lambda: ["the setting was never switched on"])
-            _wait(term.drawn, 10)
+            _wait(lambda: term.drawn_bytes > 2000, 10)
             t0 = time.monotonic()
-            term.close()
+            term.hang_up()
             run = _ended(proc, t0, STOPPED_S, "terminal hung up", term.stderr())
             pid = proc.pid
             return judge(run, lambda: [], harm=lambda: _left(pid), bound_s=STOPPED_S,

@@ -27,9 +27,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 from harness import Cases, Ctx, Result, judge, parse_json
+from fleet_series import lost_series, node_series, vector_answer
 
 CAT = 12
-P = "gpudisk_top_"
 DAY_S = 86400
 # increase()'s extrapolation over a day: docs/fleet.md's bound is the GPUs' window; a few
 # percent above it is still the node's own (what the fleet allows, and no more)
@@ -40,34 +40,8 @@ ROGUE_LOST_S = 41_300 * 3600.0
 
 # ------------------------------------------------------------------ a Prometheus stand-in
 def _vector(series: list[tuple[dict, float]], now_s: float) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": labels, "value": [now_s, repr(float(v))]} for labels, v in series]}}).encode()
-
-
-def _node(instance: str, now_s: float, *, gpus: int = 8, state: str = "healthy",
-          job: str = "gpudisk-top", training_job: str = "llama",
-          verdicts: tuple[str, ...] | None = None, extra: dict | None = None) -> list:
-    """The raw table query's series of one node, as Prometheus answers them: its verdict
-    (or several), since, GPUs starved, last sample, and each GPU's utilization."""
-    target = {"instance": instance, "job": job, "training_job": training_job, **(extra or {})}
-    starved = gpus if state in ("disk-starved", "cpu-starved") else 0
-    util = 0.3 if starved else 0.95
-    out = [(dict(target, __name__=P + "verdict_info", state=s, kind="", devices="",
-                 gpus=",".join(map(str, range(gpus))) if starved else ""), 1.0)
-           for s in (verdicts or (state,))]
-    out += [(dict(target, __name__=P + "state_since_timestamp_seconds"), now_s - 600),
-            (dict(target, __name__=P + "gpus_starved"), starved),
-            (dict(target, __name__=P + "last_sample_timestamp_seconds"), now_s - 1)]
-    out += [(dict(target, __name__=P + "gpu_utilization_ratio", gpu=str(g)), util)
-            for g in range(gpus)]
-    return out
-
-
-def _lost(instance: str, cause: str, value: float, *, job: str = "gpudisk-top",
-          training_job: str = "llama", extra: dict | None = None) -> tuple[dict, float]:
-    """One series of the raw ledger query's answer (increase() drops the metric name)."""
-    return {"cause": cause, "instance": instance, "job": job, "training_job": training_job,
-            **(extra or {})}, value
+    """The answer's body as the stand-in serves it."""
+    return json.dumps(vector_answer(series, now_s)).encode()
 
 
 class Stand:
@@ -132,20 +106,20 @@ ROGUE = "10.0.0.66:9400"
 
 def _fleet(kind: str, now_s: float) -> tuple[bytes, bytes, dict]:
     """(table answer, ledger answer, what the oracle needs) for a kind of input."""
-    table = [s for inst in HONEST for s in _node(inst, now_s)]
-    ledger = [_lost(inst, "disk-starved", HONEST_LOST_S) for inst in HONEST]
+    table = [s for inst in HONEST for s in node_series(inst, now_s)]
+    ledger = [lost_series(inst, "disk-starved", HONEST_LOST_S) for inst in HONEST]
     facts: dict = {"honest_lost_s": HONEST_LOST_S * len(HONEST)}
     if kind == "rogue":
         # one node of 8 GPUs claiming 41,300 GPU-h (the issue's), under the old per-series
         # bound (4096 GPUs' day x 1.5)
-        table += _node(ROGUE, now_s)
-        ledger.append(_lost(ROGUE, "cpu-starved", ROGUE_LOST_S))
+        table += node_series(ROGUE, now_s)
+        ledger.append(lost_series(ROGUE, "cpu-starved", ROGUE_LOST_S))
         facts.update(suspect=ROGUE, gpus=8)
     elif kind == "10000-series":
         # one node exporting the same counter under 10,000 label sets, each under any
         # per-series bound: summed, 1.4e9 GPU-h
-        table += _node(ROGUE, now_s)
-        ledger += [_lost(ROGUE, "disk-starved", 5e5, extra={"shard": str(i)})
+        table += node_series(ROGUE, now_s)
+        ledger += [lost_series(ROGUE, "disk-starved", 5e5, extra={"shard": str(i)})
                    for i in range(10_000)]
         facts.update(suspect=ROGUE, gpus=8)
     elif kind == "two-scrape-jobs":
@@ -153,21 +127,21 @@ def _fleet(kind: str, now_s: float) -> tuple[bytes, bytes, dict]:
         # twice, one per job (same instance)
         dup = "10.0.0.3:9400"
         for job in ("gpudisk-top", "monitoring/gpudisk-top-pods"):
-            table += _node(dup, now_s, state="disk-starved", job=job)
-            ledger.append(_lost(dup, "disk-starved", HONEST_LOST_S, job=job))
+            table += node_series(dup, now_s, state="disk-starved", job=job)
+            ledger.append(lost_series(dup, "disk-starved", HONEST_LOST_S, job=job))
         facts.update(suspect=dup, gpus=8, honest_lost_s=HONEST_LOST_S * 3)
     elif kind == "two-verdicts":
         # one target exporting two verdicts at once: healthy and disk-starved, 2 of 2
         # GPUs starved
         odd = "10.0.0.4:9400"
-        table += _node(odd, now_s, gpus=2, state="disk-starved",
+        table += node_series(odd, now_s, gpus=2, state="disk-starved",
                        verdicts=("healthy", "disk-starved"))
         facts.update(suspect=odd, gpus=2)
     elif kind == "surrogate":
         # a label value that is no text: a JSON escape of a lone surrogate (Prometheus
         # keeps label values as given by a relabelling or a remote write)
         odd = "10.0.0.5:9400"
-        table += _node(odd, now_s, training_job="\udcff\udcfeq", extra={"rack": "r\udcff"})
+        table += node_series(odd, now_s, training_job="\udcff\udcfeq", extra={"rack": "r\udcff"})
         facts.update(suspect=odd, gpus=8)
     else:
         raise ValueError(kind)
