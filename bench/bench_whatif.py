@@ -4,7 +4,7 @@ interval, and the share of a core it adds to `record -i 1` with a job of 64 proc
     python bench/bench_whatif.py [--repeat 15] [--rounds 3] [--against CHECKOUT]
 
 1. predict() per call, the median of --repeat timings (each of enough calls to take
-   ~50 ms), at 4, 16 and 64 DataLoader workers (tests/test_whatif_model.py's latency-bound
+   ~50 ms), at 4, 16 and 64 DataLoader workers (tests/whatif_inputs.py's latency-bound
    loaders, their buffered dataset fitting in the page cache, others' CPU beside: every
    solver of the model runs), and on the frozen corpus's 64-process job (8 trainers x 7
    workers, tests/fixtures/whatif/corpus.json "job-of-64-processes").
@@ -63,7 +63,7 @@ def _median_s(fn, repeat: int) -> float:
 def predict_inputs() -> dict:
     """{label: (Pipeline, state, kind)}: the inputs of part 1."""
     sys.path.insert(0, TESTS)
-    from test_whatif_model import latency_bound
+    from whatif_inputs import latency_bound
 
     from gpudisk_top.verdict.whatif import Pipeline
 
