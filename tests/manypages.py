@@ -28,6 +28,7 @@ import sys
 import time
 
 import realdisk
+from fakeprocfs import FakeProcfs
 
 LOOP_CTL_REMOVE = 0x4C81   # linux/loop.h: remove a free loop device (its node goes)
 SKIP_EXIT = 77             # NS_DRIVER's "cannot be set up here"
@@ -170,14 +171,5 @@ PROC_FILES = ("diskstats", "stat", "meminfo", "uptime", "loadavg", "vmstat", "pr
 def procfs_copy(dst: str) -> str:
     """A copy of this machine's PROC_FILES under dst (those that can be read), read whole
     with Python's own reader (it reads until read() returns nothing)."""
-    for rel in PROC_FILES:
-        try:
-            with open(f"/proc/{rel}", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        path = os.path.join(dst, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
+    FakeProcfs(dst).copy(*PROC_FILES)
     return dst

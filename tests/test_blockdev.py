@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from fakeprocfs import FakeProcfs, FakeSysfs
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.blockdev import ATTRIBUTES_RECHECK_S, BlockDevices
 from gpudisk_top.collect.roots import Roots
@@ -41,37 +42,25 @@ def _write(path: str, text: str) -> None:
 @pytest.fixture
 def tree(tmp_path):
     """A sysfs and procfs laid out as the kernel does, for a host with LVM on RAID1."""
-    sysfs, procfs = tmp_path / "sys", tmp_path / "proc"
-    devroot = sysfs / "devices"
+    sysfs, procfs = FakeSysfs(tmp_path / "sys"), FakeProcfs(tmp_path / "proc")
+    under = "devices/pci0000:00"
     lines = []
     for name, (major, minor, rot, extra) in DEVICES.items():
-        d = devroot / "pci0000:00" / name
-        _write(str(d / "queue" / "rotational"), rot + "\n")
-        _write(str(d / "dev"), f"{major}:{minor}\n")
-        for rel, text in extra.items():
-            _write(str(d / rel), text + "\n")
-        os.makedirs(d / "slaves", exist_ok=True)
-        for s in SLAVES.get(name, []):
-            os.symlink(f"../../{s}", d / "slaves" / s)
-        for link_dir in ("block", "class/block"):
-            os.makedirs(sysfs / link_dir, exist_ok=True)
-            os.symlink(d, sysfs / link_dir / name)
+        sysfs.block_device(name, major, minor, {"queue/rotational": rot, **extra},
+                           under=under, slaves=tuple(SLAVES.get(name, [])))
         lines.append(f"{major} {minor} {name} 10 0 80 5 0 0 0 0 0 4 5 0 0 0 0 0 0")
     for name, (parent, major, minor) in PARTITIONS.items():
-        d = devroot / "pci0000:00" / parent / name
-        _write(str(d / "partition"), "1\n")
-        _write(str(d / "dev"), f"{major}:{minor}\n")
-        os.symlink(d, sysfs / "class/block" / name)
+        sysfs.partition(name, parent, major, minor, under=under)
         lines.append(f"{major} {minor} {name} 10 0 80 5 0 0 0 0 0 4 5 0 0 0 0 0 0")
     lines.append("252 0 zram0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")  # no sysfs entry
-    _write(str(procfs / "diskstats"), "\n".join(lines) + "\n")
-    _write(str(procfs / "self" / "mountinfo"), "\n".join([
+    procfs.write("diskstats", lines)
+    procfs.write("self/mountinfo", [
         "22 1 8:1 / /boot rw,relatime - ext4 /dev/sda1 rw",
         "23 1 253:0 / /data rw,relatime - xfs /dev/mapper/vg-data rw",
         "24 23 253:0 /ckpt /data/my\\040ckpt rw,relatime - xfs /dev/mapper/vg-data rw",
         "25 1 0:45 / /scratch rw,relatime - btrfs /dev/nvme0n1p1 rw",
         "26 1 0:21 / /proc rw - proc proc rw",
-    ]) + "\n")
+    ])
     return Roots(procfs=str(procfs), sysfs=str(sysfs))
 
 

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from cli_run import gdt, one_line_error
+from fakeprocfs import FakeProcfs, FakeSysfs
 from gpudisk_top.collect.blockdev import read_identity
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.errors import RuntimeFailure
@@ -40,38 +41,19 @@ PARTITIONS = {"sda1": ("sda", 8, 1), "sdb1": ("sdb", 8, 17), "nvme0n1p1": ("nvme
 SLAVES = {"dm-0": ["sda1"], "md0": ["sdb1", "nvme0n1p1"]}
 
 
-def _write(path, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-
-
 @pytest.fixture
 def roots(tmp_path):
-    sysfs, procfs = tmp_path / "sys", tmp_path / "proc"
+    sysfs, procfs = FakeSysfs(tmp_path / "sys"), FakeProcfs(tmp_path / "proc")
     lines = []
     for name, (major, minor, files) in DEVICES.items():
-        d = sysfs / "devices" / "virtual" / name
-        _write(d / "dev", f"{major}:{minor}\n")
-        _write(d / "size", f"{2**31}\n")
-        _write(d / "queue" / "rotational", "0\n")
-        for rel, text in files.items():
-            _write(d / rel, text + "\n")
-        os.makedirs(d / "slaves", exist_ok=True)
-        for s in SLAVES.get(name, []):
-            os.symlink(f"../../{s}", d / "slaves" / s)
-        for link_dir in ("block", "class/block"):
-            os.makedirs(sysfs / link_dir, exist_ok=True)
-            os.symlink(d, sysfs / link_dir / name)
+        sysfs.block_device(name, major, minor,
+                           {"size": str(2**31), "queue/rotational": "0", **files},
+                           slaves=tuple(SLAVES.get(name, [])))
         lines.append(f"{major} {minor} {name} 10 0 80 5 0 0 0 0 0 4 5")
     for name, (parent, major, minor) in PARTITIONS.items():
-        d = sysfs / "devices" / "virtual" / parent / name
-        _write(d / "partition", "1\n")
-        _write(d / "dev", f"{major}:{minor}\n")
-        os.symlink(d, sysfs / "class/block" / name)
+        sysfs.partition(name, parent, major, minor)
         lines.append(f"{major} {minor} {name} 10 0 80 5 0 0 0 0 0 4 5")
-    _write(procfs / "diskstats", "\n".join(lines) + "\n")
-    _write(procfs / "self" / "mountinfo", "")
+    procfs.write("diskstats", lines).write("self/mountinfo", "")
     return Roots(procfs=str(procfs), sysfs=str(sysfs))
 
 

@@ -34,6 +34,7 @@ from gpudisk_top.sim import Simulator, builtin
 from gpudisk_top.sim.scenario_toml import loads
 from gpudisk_top.ui.replay_app import ReplayApp
 from gpudisk_top.ui.screens.episodes import EpisodesScreen
+from alert_rules import rules_text
 from apps import dashboard_app
 from cli_run import gdt
 from fakeprocfs import FakeProcfs
@@ -46,15 +47,6 @@ SCENARIOS = ROOT / "gpudisk_top" / "sim" / "scenarios"
 
 
 # ---------------------------------------------------------------------------- alert rules
-def rules_text(n: int, bad_last: bool = False) -> str:
-    out = []
-    for i in range(n):
-        value = '"ninety"' if bad_last and i == n - 1 else str(i % 100)
-        out.append(f'[[alerts]]\nname = "r{i}"\nmetric = "disk_util_pct"\nop = ">"\n'
-                   f"value = {value}\nfor_samples = 3\n")
-    return "\n".join(out)
-
-
 def test_5000_alert_rules_load_through_the_command_line_in_bounded_time(tmp_path):
     path = tmp_path / "config.toml"
     path.write_text(rules_text(5000))

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import time
 
 import standin
 from harness import (HANDLED, NOBODY, PY, Case, Cases, Ctx, Result, gdt_argv, judge, lstat_sig,
                      mode_of, same_node)
+from fakeprocfs import FakeProcfs
 
 CAT = 2
 
@@ -105,14 +105,10 @@ def cmd(rec: str, out: str, *args: str, sleep_s: float = 0.0) -> str:
 
 def diskstats_procfs(ctx: Ctx, n: int) -> str:
     """A procfs of copies (stat, meminfo) with n NVMe devices in its diskstats."""
-    root = ctx.path("proc")
-    os.mkdir(root)
-    for name in ("stat", "meminfo"):
-        shutil.copy(f"/proc/{name}", os.path.join(root, name))
-    with open(os.path.join(root, "diskstats"), "w") as f:
-        for i in range(n):
-            f.write(f" 259 {i:7d} nvme{i}n1 100 0 800 10 0 0 0 0 0 10 10 0 0 0 0 0 0\n")
-    return root
+    procfs = FakeProcfs(ctx.path("proc")).copy("stat", "meminfo")
+    procfs.write("diskstats", [f" 259 {i:7d} nvme{i}n1 100 0 800 10 0 0 0 0 0 10 10 0 0 0 0 0 0"
+                               for i in range(n)])
+    return str(procfs)
 
 
 class World:

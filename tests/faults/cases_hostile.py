@@ -25,6 +25,7 @@ import subprocess
 import time
 
 from harness import (Case, Cases, Ctx, Result, finish, gdt_argv, judge, parse_json, stop)
+from fakeprocfs import FakeProcfs
 
 CAT = 11
 RSS_KB = 200 * 1024
@@ -582,27 +583,19 @@ EVIL_DEV = "vd\x1b]0;owned\x07x"
 
 
 def _procfs_with_evil_text(ctx: Ctx) -> str:
-    root = ctx.path("proc")
-    for rel in ("stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory",
-                "self/cgroup", "cmdline"):
-        os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
-        try:
-            shutil.copyfile(f"/proc/{rel}", os.path.join(root, rel))
-        except OSError:
-            pass
+    procfs = FakeProcfs(ctx.path("proc")).copy(
+        "stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory", "self/cgroup",
+        "cmdline")
     with open("/proc/diskstats") as f:
         disk = next(x for x in f if int(x.split()[3]) > 0
                     and not x.split()[2].startswith(("loop", "ram")))
     major, minor, name = disk.split()[:3]
-    with open(os.path.join(root, "diskstats"), "w") as f:
-        f.write(disk + f"   7       9 {EVIL_DEV} 1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0\n")
+    procfs.write("diskstats", disk + f"   7       9 {EVIL_DEV} 1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0\n")
     with open("/proc/self/mountinfo") as f:
         mountinfo = f.read() + f"99 1 {major}:{minor} / {MOUNT_NL} rw - ext4 /dev/{name} rw\n"
     for d in ("self", "1"):
-        os.makedirs(os.path.join(root, d), exist_ok=True)
-        with open(os.path.join(root, d, "mountinfo"), "w") as f:
-            f.write(mountinfo)
-    return root
+        procfs.write(f"{d}/mountinfo", mountinfo)
+    return str(procfs)
 
 
 def _no_injected_lines(text: str) -> list[str]:

@@ -26,6 +26,7 @@ import zlib
 
 from harness import (HANDLED, NOBODY, PY, Case, Cases, Ctx, Result, Run, _text, gdt_argv, judge,
                      kill_group, parse_json, peak_rss_kb)
+from fakeprocfs import FakeProcfs
 
 CAT = 8
 FILES = ("diskstats", "stat", "meminfo", "pressure/io", "pressure/cpu", "1/mountinfo",
@@ -35,19 +36,9 @@ RSS_KB = 300 * 1024
 
 
 def make_procfs(ctx: Ctx) -> str:
-    root = ctx.path("proc")
-    for rel in ("diskstats", "stat", "meminfo", "pressure/io", "pressure/cpu",
-                "pressure/memory", "1/mountinfo", "self/mountinfo", "self/cgroup", "cmdline"):
-        dst = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        try:
-            with open(f"/proc/{rel}", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        with open(dst, "wb") as f:
-            f.write(data)
-        os.chmod(dst, 0o444)
+    root = str(FakeProcfs(ctx.path("proc")).copy(
+        "diskstats", "stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory",
+        "1/mountinfo", "self/mountinfo", "self/cgroup", "cmdline", mode=0o444))
     for d, _, _ in os.walk(root):
         os.chmod(d, 0o755)
     return root

@@ -37,6 +37,9 @@ import subprocess
 import time
 
 from harness import PY, Case, Cases, Ctx, Result, Run, gdt_argv, judge, parse_json
+from alert_rules import rules_text
+from fakeprocfs import FakeProcfs
+from proctree import gone
 
 CAT = 12
 PART = "smaller"
@@ -49,21 +52,12 @@ def _add(out: Cases, tail: str, desc: str, fn, **kw) -> None:
 
 
 # ------------------------------------------------------------------ 5,000 alert rules
-def _rules(n: int, bad_last: bool = False) -> str:
-    out = []
-    for i in range(n):
-        value = '"ninety"' if bad_last and i == n - 1 else str(i % 100)
-        out.append(f'[[alerts]]\nname = "r{i}"\nmetric = "disk_util_pct"\nop = ">"\n'
-                   f"value = {value}\nfor_samples = 3\n")
-    return "\n".join(out)
-
-
 def many_rules(which: str, bad_last: bool = False):
     bound_s = 8.0
 
     def fn(ctx: Ctx) -> Result:
         cfg = ctx.path("config.toml")
-        text = _rules(5000, bad_last)
+        text = rules_text(5000, bad_last)
         with open(cfg, "w") as f:
             f.write(text)
         if which == "once":
@@ -244,16 +238,9 @@ def report_newline(ctx: Ctx) -> Result:
 def _host_procfs(ctx: Ctx) -> str:
     """A --procfs of this machine's own host files (no process: the host line is the
     point)."""
-    root = ctx.path("proc")
-    for rel in ("stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory",
-                "self/cgroup", "self/mountinfo", "1/mountinfo", "diskstats"):
-        dst = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        try:
-            shutil.copyfile(f"/proc/{rel}", dst)
-        except OSError:
-            pass
-    return root
+    return str(FakeProcfs(ctx.path("proc")).copy(
+        "stat", "meminfo", "pressure/io", "pressure/cpu", "pressure/memory", "self/cgroup",
+        "self/mountinfo", "1/mountinfo", "diskstats"))
 
 
 # meminfo name -> --once JSON's host key
@@ -386,17 +373,9 @@ def smart_case(kind: str, fmt: str):
 
 
 # ------------------------------------------------------------------ alert command children
-def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def _is_our_sleeper(pid: int) -> bool:
     """pid runs `sleep 1000` (what the case's command started) and is not a zombie."""
-    if _state(pid) in (None, "Z", "X"):
+    if gone(pid):
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
