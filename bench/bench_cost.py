@@ -103,6 +103,9 @@ class Source:
     def close(self):
         self.sampler.close()
 
+    def drain_notes(self):      # a SampleSource's (collect/sample_source.py)
+        return self.sampler.drain_notes()
+
 
 command = {"record": record, "serve": serve}[sys.argv[1]]
 command.open_source = lambda args, cfg, **kw: (Source(), False, live_source())

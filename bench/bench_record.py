@@ -73,6 +73,9 @@ class LiveWithFakeGpus:
     def close(self):
         self.sampler.close()
 
+    def drain_notes(self):      # a SampleSource's (collect/sample_source.py)
+        return self.sampler.drain_notes()
+
 
 record.open_source = lambda args, cfg: (LiveWithFakeGpus(), False, live_source())
 sys.exit(record.run(record.build_parser("gpudisk-top record").parse_args(sys.argv[1:])))

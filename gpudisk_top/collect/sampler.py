@@ -1,7 +1,9 @@
 """The sampler: one call reads every source once and returns a raw Sample.
 
 Sources are independent: one that fails becomes a warning or a status in the sample, and
-the others are still read.  NVML runs on a thread of its own with a deadline
+the others are still read.  The Sampler is a SampleSource (collect/sample_source.py): it
+prints nothing; what starting or closing it did (--delayacct) are notes the command
+drains.  NVML runs on a thread of its own with a deadline
 (collect/gpu_deadline.py): a driver call that hangs never delays the disks.  Device identity (sysfs, mountinfo) is re-read only every
 DEVICE_REFRESH_S seconds or when the set of devices changes, not on every sample.
 """
@@ -14,11 +16,10 @@ import time
 from gpudisk_top.collect import diskstats, lustre, nfsstats, utilpct
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
-from gpudisk_top.errors import note
 from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
-from gpudisk_top.collect.ioscan import IoScan
+from gpudisk_top.collect.ioscan import SCAN_OPEN_S, IoScan
 from gpudisk_top.collect.mounts import MountCollector, MountTable
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
@@ -58,12 +59,13 @@ class Sampler:
         self.health = health
         self._health_error_said: str | None = None   # the poller's error, said once
         self._delayacct = DelayAccounting() if delayacct else None
-        self.notes: list[str] = []     # what starting up did or could not do, one line each
+        # what starting or closing did or could not do, one line each, until drained
+        self._notes: list[str] = []
         self._acct_change: tuple[str, float] | None = None  # (what, said until monotonic s)
         if self._delayacct is not None:
-            note = self._delayacct.enable()
-            if note:
-                self.notes.append(note)
+            said = self._delayacct.enable()
+            if said:
+                self._notes.append(said)
         self._blockdevs = BlockDevices(self.roots)
         self._pidmap = PidMapper(self.roots)
         self._devmap = DeviceFileMapper(self.roots)
@@ -101,6 +103,17 @@ class Sampler:
         sample waits for NVML."""
         self._interval_s = value
         self.gpu.timeout_s = timeout_for(value)
+
+    @property
+    def scan_open_s(self) -> float:
+        """How often the node is scanned for I/O while the I/O view is open."""
+        return SCAN_OPEN_S
+
+    def drain_notes(self) -> list[str]:
+        """What starting or closing did or could not do since the last drain (one line
+        each, oldest first), for the command to say.  Never raises."""
+        notes, self._notes = self._notes, []
+        return notes
 
     def _device_info(self, counters, now: float) -> dict[str, DeviceInfo]:
         if now - self._devices_at >= DEVICE_REFRESH_S or counters.keys() != self._devices.keys():
@@ -255,12 +268,14 @@ class Sampler:
         return False
 
     def close(self) -> None:
+        """Stop the health poller and NVML, close the files, and put back what
+        --delayacct switched; where it is left on, that is a note (drain_notes)."""
         if self.health is not None:
             self.health.close()
         if self._delayacct is not None:
             left_on = self._delayacct.restore()
             if left_on:
-                note(left_on)
+                self._notes.append(left_on)
         self.gpu.close()
         self._files.close()
         self._pidmap.close()

@@ -256,8 +256,8 @@ def roots_from(args):
 def open_source(args, cfg, gpu_init_wait_s: float | None = None,
                 start_wall_s: float | None = None, scenario: str | None = None,
                 seed_offset: int = 0, host_name: str = "demo-node"):
-    """(sampler, virtual, origin): the live Sampler, or the simulator for --demo.  Both
-    have sample() and close(); `virtual` says the sampler keeps its own clock (no need to
+    """(sampler, virtual, origin): the live Sampler, or the simulator for --demo, each a
+    SampleSource (collect/sample_source.py; close it with close_source); `virtual` says the sampler keeps its own clock (no need to
     sleep between samples); `origin` (a Source) says where the numbers come from, for
     every output.  cfg: the config file (load_config), for the health interval.
     start_wall_s: the simulated clock's start (default: the scenario's, 2026-01-01);
@@ -306,7 +306,22 @@ def open_source(args, cfg, gpu_init_wait_s: float | None = None,
             warn(f"--devfs {health.dev_dir}: no such directory; smartctl will find no disk "
                  "there (the kernel's temperatures are still read)")
         health.start()
-    for line in sampler.notes:
-        note(line)
+    say_notes(sampler)
     # what cannot be seen from here, by key: the dashboard's header flags it
     return sampler, False, live_source(blind_spots=[b.key for b in sampler.blind_spots])
+
+
+def say_notes(source) -> None:
+    """Say, one note line each on stderr, what the SampleSource `source` has to say
+    (collect/sample_source.py drain_notes: --delayacct's switch).  Never raises."""
+    for line in source.drain_notes():
+        note(line)
+
+
+def close_source(source) -> None:
+    """Close the SampleSource `source`, then say what closing it did (--delayacct's
+    setting left on), also where closing raised (which is raised on)."""
+    try:
+        source.close()
+    finally:
+        say_notes(source)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from gpudisk_top.commands.common import (alert_options, device_filter, export_options, load_config,
-                                         open_source, thresholds_from)
+from gpudisk_top.commands.common import (alert_options, close_source, device_filter,
+                                         export_options, load_config, open_source, say_notes,
+                                         thresholds_from)
 from gpudisk_top.errors import UsageError
 from gpudisk_top.session.ticker import StopSignals
 
@@ -62,10 +63,13 @@ def _run(args, cfg, thresholds, export, stop: StopSignals) -> int:
     finally:
         if app is not None:
             app.close_feed()     # where the app never mounted, or never unmounted
+            # what closing the source did (the feed closed it), said once the app has
+            # let go of stderr
+            say_notes(sampler)
         else:
             if hooks is not None:
                 hooks.close()
-            sampler.close()
+            close_source(sampler)
         if recorder is not None:
             recorder.close("dashboard quit" if stop.reason is None else stop.reason)
     return 0

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from gpudisk_top.commands.common import device_filter, load_config, open_source, thresholds_from
+from gpudisk_top.commands.common import (close_source, device_filter, load_config, open_source,
+                                         thresholds_from)
 from gpudisk_top.errors import RuntimeFailure, warn
 from gpudisk_top.session.ticker import StopSignals
 
@@ -52,7 +53,7 @@ def run(args) -> int:
                 model, verdict = _one_interval(sampler, virtual, args.interval, thresholds, stop)
                 ledger = None       # the interval's own (output/once.py)
         finally:
-            sampler.close()
+            close_source(sampler)
     finally:
         stop.restore()
     if stop.reason is not None:
@@ -76,17 +77,13 @@ def _one_interval(sampler, virtual: bool, interval_s: float, thresholds, stop: S
     from gpudisk_top.verdict.detect import one_interval
     from gpudisk_top.model.snapshot import Model
 
-    cover = getattr(sampler, "cover_next_interval", None)
-    if cover is not None:
-        cover()     # the interval names everyone who loaded a disk in it, not only the job
+    sampler.cover_next_interval()   # the interval names everyone who loaded a disk in it
     first = sampler.sample()
     if not virtual:
         stop.wait(interval_s)
     if stop.reason is not None:
         return None, None
-    wait_health = getattr(sampler, "wait_health", None)
-    if wait_health is not None:
-        wait_health(HEALTH_WAIT_S)    # the disks not read by then say "not read yet"
+    sampler.wait_health(HEALTH_WAIT_S)    # the disks not read by then say "not read yet"
     second = sampler.sample()
     model = Model.new(second, first)
     return model, one_interval(model, thresholds)

@@ -19,9 +19,9 @@ import os
 import sys
 
 from gpudisk_top.commands.common import (Parser, add_detector_options, add_interval_option,
-                                         add_source_options, alert_options, device_filter,
-                                         export_options, load_config, number_type,
-                                         open_source, thresholds_from)
+                                         add_source_options, alert_options, close_source,
+                                         device_filter, export_options, load_config,
+                                         number_type, open_source, thresholds_from)
 from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
@@ -133,7 +133,7 @@ def run(args) -> int:
     except BaseException:
         if live is not None:
             live.hooks.close()
-        sampler.close()
+        close_source(sampler)
         stop.restore()
         raise
     for warning in recorder.warnings:
@@ -158,7 +158,7 @@ def run(args) -> int:
         recorder.close(reason)
         if live is not None:
             live.hooks.close()
-        sampler.close()
+        close_source(sampler)
         stop.restore()
     if recorder.removed_empty and not recorder.samples:
         # not even a session's header and first sample ever fitted, so there is no

@@ -27,7 +27,7 @@ import time
 from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser,
                                          add_detector_options, add_interval_option,
                                          add_source_options, alert_options, check_demo_start,
-                                         device_filter, export_options, load_config,
+                                         close_source, device_filter, export_options, load_config,
                                          number_type, count_type, open_source, seconds_into,
                                          thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
@@ -80,7 +80,7 @@ def run(args) -> int:
             try:
                 hooks = SampleHooks(cfg.sections, export, origin, dev_filter, alerts).start()
             except BaseException:
-                sampler.close()
+                close_source(sampler)
                 raise
             stepper = Stepper(thresholds, cadence_s=args.interval)   # verdict/gaps.py
             if args.demo_start:
@@ -96,7 +96,7 @@ def run(args) -> int:
     finally:
         for sampler, _stepper, hooks in nodes:
             hooks.close()
-            sampler.close()
+            close_source(sampler)
         stop.restore()      # last: a second signal must not end us before the samplers close
     return 0
 

@@ -74,7 +74,8 @@ class SelfStats:
 class Feed(StepperViews):
     """Samples `source` every interval_s on a thread and calls on_update(Update) there.
 
-    source: anything with sample() -> Sample and close() (the live Sampler, the simulator).
+    source: a SampleSource (collect/sample_source.py: the live Sampler, the simulator),
+    closed by stop(); its notes stay in it for the command that opened it to say.
     on_sample: called with each raw Sample first (the recorder); what it returns (None, or
     why the sample could not be kept) or raises is shown as sink_error.
     hooks: gpudisk_top.exporter.hooks.SampleHooks (metrics, alerts, free space), fed each
@@ -120,8 +121,7 @@ class Feed(StepperViews):
 
     def set_interval(self, interval_s: float) -> None:
         self.interval_s = interval_s
-        if hasattr(self.source, "interval_s"):
-            self.source.interval_s = interval_s  # the simulator keeps its own clock
+        self.source.interval_s = interval_s  # NVML's deadline; the simulator's own clock
         self._wake.set()
 
     def step_interval(self, direction: int) -> float:

@@ -34,6 +34,7 @@ from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.gpu import GpuCollector, Resolved
 from gpudisk_top.collect.health import DEFAULT_INTERVAL_S as DEFAULT_HEALTH_INTERVAL_S
 from gpudisk_top.collect.sample import Sample
+from gpudisk_top.collect.sample_source import SourceDefaults
 from gpudisk_top.sim.diskgen import DiskCounterGen
 from gpudisk_top.sim.fake_nvml import SAMPLES_PER_S, FakeGpu, FakeNvml
 from gpudisk_top.sim.health import DriveGen, Readings, SimulatedPoller
@@ -49,8 +50,10 @@ _IDLE_GPU_MEM_BYTES = 4 * 2**20
 _CLOCK_EVENT_GPU_IDLE = 0x1
 
 
-class Simulator:
-    """Raw Samples of `scenario`, one per `interval_s` of virtual time.
+class Simulator(SourceDefaults):
+    """Raw Samples of `scenario`, one per `interval_s` of virtual time: a SampleSource
+    (collect/sample_source.py) that scans no node, waits for no health reading (its
+    health is read on its own clock) and has no notes.
 
     ticks_start: start every 32-bit disk tick counter there (e.g. just below 2**32, to
     see them wrap); by default each starts at a seeded random value.

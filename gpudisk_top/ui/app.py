@@ -19,7 +19,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gpudisk_top.collect.gpu_deadline import hung
-from gpudisk_top.collect.ioscan import SCAN_OPEN_S
 from gpudisk_top.collect.source import SIMULATED, Source
 from gpudisk_top.collect.visibility import NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.session.live import Feed, Update
@@ -103,9 +102,12 @@ class GpuDiskApp(TimelineKeys, App):
         super().__init__()
         self.origin = origin
         self.price = price          # [ledger]: the cost of the GPU time lost
-        # a live Feed over `source`, or a ready-made feed (replay)
-        self.feed = feed or Feed(source, interval_s, self._from_feed, thresholds=thresholds,
-                                 on_sample=on_sample, hooks=hooks)
+        # a live Feed over `source` (a SampleSource), or a ready-made feed (replay): then
+        # `live` is None, as no source is read and nothing recorded
+        self.live: Feed | None = None if feed else Feed(
+            source, interval_s, self._from_feed, thresholds=thresholds, on_sample=on_sample,
+            hooks=hooks)
+        self.feed = feed or self.live
         self.thresholds = self.feed.detector.t
         self.autostart = autostart
         self.show_self = show_self
@@ -258,7 +260,8 @@ class GpuDiskApp(TimelineKeys, App):
             out.append("DEMO")
         if self.paused:
             out.append("PAUSED")
-        if self.record_path is not None and getattr(self.feed, "sink_error", None) is None:
+        sink_error = self.live.sink_error if self.live is not None else None  # the recorder's
+        if self.record_path is not None and sink_error is None:
             out.append("REC")
         # what the disk table leaves out, which it has no room to say at 80 columns
         dev_filter = self._dev_filter()
@@ -271,7 +274,6 @@ class GpuDiskApp(TimelineKeys, App):
             out.append(f"STALE sampling failed: {self.feed.last_error[:60]}")
         if self.latest is not None and hung(self.latest.model.gpu_status):
             out.append("NVML HUNG")
-        sink_error = getattr(self.feed, "sink_error", None)   # a live feed's recorder
         if sink_error is not None:
             out.append(f"NOT RECORDING: {sink_error[:60]}")
         last = self.feed.last_update_mono
@@ -353,7 +355,7 @@ class GpuDiskApp(TimelineKeys, App):
         update = self.shown or self.latest
         now = update.model.wall_s if update else time.time()
         # the session's GPU time lost: live only (a replay's Stepper counts from its seek)
-        ledger = self.feed.stepper.ledger.copy() if isinstance(self.feed, Feed) else None
+        ledger = self.live.stepper.ledger.copy() if self.live is not None else None
         self.push_screen(EpisodesScreen(self.feed.episodes, now, ledger=ledger,
                                         price=self.price), self.goto_episode)
 
@@ -397,15 +399,14 @@ class GpuDiskApp(TimelineKeys, App):
 
     def _tell_sampler(self) -> None:
         """While the I/O by process shows, the sampler scans the node more often."""
-        source = getattr(self.feed, "source", None)
-        if hasattr(source, "io_view"):
-            source.io_view = self.io_view or self.screen.has_class("roomy")
+        if self.live is not None:
+            self.live.source.io_view = self.io_view or self.screen.has_class("roomy")
 
     def _io_note(self) -> str:
-        source = getattr(self.feed, "source", None)
-        if not hasattr(source, "io_view"):
+        every_s = self.live.source.scan_open_s if self.live is not None else None
+        if every_s is None:
             return ""          # a replay or the demo: what was recorded or simulated
-        note = f" · the node is scanned every {SCAN_OPEN_S:g} s"
+        note = f" · the node is scanned every {every_s:g} s"
         if NOT_ROOT in self.origin.blind_spots:
             note += " · not root: only your own processes"
         return note
