@@ -23,7 +23,7 @@ starts afresh, as a session's first does, and the gap is said with its length
 (verdict/ledger.py Ledger.gaps; the report's ledger section, serve's
 gpudisk_top_sample_gap_seconds_total).  verdict/step.py Stepper.step applies it, so the
 live screen, `serve`, the recorder's summaries, `report`, `--recompute` and `export`
-split the same intervals; a cut summary block's intervals (report/summary.py) ask
+split the same intervals; a cut summary block's intervals (report/tally.py) ask
 previous_sample() here.
 """
 
