@@ -10,6 +10,7 @@ import math
 from gpudisk_top.fleet.view import GPU_LOW_PCT, JobGroup, NodeRow
 from gpudisk_top.model.present import natural_key
 
+
 def job_groups(rows: list[NodeRow], job_label: str,
                gpu_low_pct: float = GPU_LOW_PCT) -> list[JobGroup]:
     """A JobGroup per value of job_label among the rows (rows without it are in none),
