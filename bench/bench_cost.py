@@ -139,7 +139,7 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None
                 warm()
             nvml.advance_to(time.time())
             w0, t0 = time.monotonic(), time.process_time()
-            model, _ = stepper.step(sampler.sample())
+            model = stepper.step(sampler.sample()).model
             took.append((time.process_time() - t0) * 1000)
             time.sleep(max(0.0, 1.0 - (time.monotonic() - w0)))
     finally:

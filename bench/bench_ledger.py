@@ -44,8 +44,8 @@ def main() -> int:
     replay = Replay(rec, warmup_s=None)
     picked = None
     last = None
-    for model, verdict in replay.models():
-        if verdict.state == "disk-starved" and verdict.loss.reference_pct is not None:
+    for _i, model, verdict, loss in replay.run(rec.ranges()):
+        if verdict.state == "disk-starved" and loss.reference_pct is not None:
             picked = (model, verdict, last)
             break
         last = model.sample

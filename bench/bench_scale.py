@@ -234,7 +234,7 @@ def sample_cost(roots: Roots, pids: list[int], samples: int) -> dict:
             t0 = time.perf_counter()
             sample = sampler.sample()
             t1 = time.perf_counter()
-            model, _ = stepper.step(sample)
+            model = stepper.step(sample).model
             t2 = time.perf_counter()
             took_ms.append((t1 - t0) * 1000)
             step_ms.append((t2 - t1) * 1000)

@@ -344,7 +344,7 @@ def _stepped(scenario: str, n: int):
 
     sim, stepper, server = Simulator(builtin(scenario), seed=3), Stepper(None), MetricsServer(None)
     for _ in range(n):
-        m, v = stepper.step(sim.sample())
+        m, v, _loss = stepper.step(sim.sample())
         server.update(m, v, stepper.episodes, (), [])
     return server, v, stepper
 

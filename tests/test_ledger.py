@@ -83,8 +83,8 @@ def demo():
     replay = Replay(rec, warmup_s=None)
     server = MetricsServer(None)
     scraped = []
-    for model, verdict in replay.models():
-        server.update(model, verdict)
+    for _i, model, verdict, loss in replay.run(rec.ranges()):
+        server.update(model, verdict, loss=loss)
         scraped.append(server.collector.collect())
     return rec, replay, server, scraped
 
@@ -111,8 +111,8 @@ def test_demo_total_and_split_equal_an_independent_count(demo):
     states = {s for s, _u, lost in rows if lost > 0}
     assert states == {"disk-starved", "checkpoint-stall", "cpu-starved"}
     for ep in replay.episodes:
-        assert ep.lost_gpu_s > 0
-    assert sum(ep.lost_gpu_s for ep in replay.episodes) == pytest.approx(led.lost_gpu_s, rel=1e-9)
+        assert led.lost_of(ep.id) > 0
+    assert sum(led.lost_of(ep.id) for ep in replay.episodes) == pytest.approx(led.lost_gpu_s, rel=1e-9)
     assert led.by_device == {"sdb": pytest.approx(by_cause["disk-starved"], rel=1e-3)}
 
 

@@ -90,10 +90,10 @@ def test_the_gap_rule():
 def test_the_step_splits_at_a_gap_and_says_it():
     samples = _with_gap(_starving(), 15, 20.0, 20.0)
     stepper = Stepper(cadence_s=1.0)
-    verdicts = [stepper.step(s)[1] for s in samples]
-    gap = verdicts[15].loss
+    losses = [stepper.step(s).loss for s in samples]
+    gap = losses[15]
     assert gap.gap_s == pytest.approx(21.0) and gap.interval_s == 0.0 and gap.cause is None
-    assert [v.loss.gap_s for k, v in enumerate(verdicts) if k != 15] == [None] * (N - 1)
+    assert [x.gap_s for k, x in enumerate(losses) if k != 15] == [None] * (N - 1)
     ledger = stepper.ledger
     assert ledger.gap_count == 1 and ledger.gap_s == pytest.approx(21.0)
     assert ledger.seconds == pytest.approx(N - 2)          # the gap is not time

@@ -29,7 +29,7 @@ def stepped(samples):
 def test_every_surface_shows_the_same_best_fix(tmp_path):
     samples = sim_samples(SCENARIO, n=240)
     steps = stepped(samples)
-    predicted = [(m, v) for m, v in steps if v.whatif]
+    predicted = [(m, v) for m, v, _loss in steps if v.whatif]
     assert predicted, "the scenario's stalls get no prediction"
     model, verdict = predicted[-1]
     best = verdict.whatif[0]
@@ -64,7 +64,7 @@ def test_every_surface_shows_the_same_best_fix(tmp_path):
 
 def test_a_healthy_verdict_predicts_nothing():
     steps = stepped(sim_samples("healthy-cached", n=20))
-    assert all(v.whatif == [] for _, v in steps)
+    assert all(v.whatif == [] for _, v, _loss in steps)
     doc = once.to_json(steps[-1][0], DeviceFilter(), origin("healthy-cached"), steps[-1][1])
     assert doc["verdict"]["whatif"] == []
 

@@ -98,5 +98,5 @@ def _after_history(sim, start_s: float, thresholds):
     stepper = Stepper(thresholds)
     for _ in range(max(1, sim.samples_until(start_s))):
         stepper.step(sim.sample())
-    model, verdict = stepper.step(sim.sample())
+    model, verdict, _loss = stepper.step(sim.sample())
     return model, verdict, stepper.ledger

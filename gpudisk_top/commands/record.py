@@ -89,8 +89,8 @@ class _Live:
         self.stepper = Stepper(thresholds, cadence_s=cadence_s)   # verdict/gaps.py
 
     def feed(self, sample) -> None:
-        model, verdict = self.stepper.step(sample)
-        self.hooks.on_sample(model, verdict, self.stepper.episodes)
+        model, verdict, loss = self.stepper.step(sample)
+        self.hooks.on_sample(model, verdict, self.stepper.episodes, loss)
 
 
 def run(args) -> int:

@@ -146,8 +146,8 @@ def _loop(args, nodes: list[tuple], stop: StopSignals) -> None:
                 if warning not in warned:      # a warning a second is noise; say it once
                     warned.add(warning)
                     warn(warning)
-            model, verdict = stepper.step(sample)
-            hooks.on_sample(model, verdict, stepper.episodes)
+            model, verdict, loss = stepper.step(sample)
+            hooks.on_sample(model, verdict, stepper.episodes, loss)
         if args.count is not None and taken >= args.count:
             break
         stop.wait(ticker.advance())

@@ -1,8 +1,8 @@
 """What runs after each sample, the same in `serve`, the recorder and the dashboard:
 
     hooks = SampleHooks(cfg.sections, export, origin, dev_filter, alerts).start()
-    # in the sampler thread, after detector.feed(model):
-    fired = hooks.on_sample(model, verdict, detector.episodes)
+    # in the sampler thread, after the step (model, verdict, loss = stepper.step(sample)):
+    fired = hooks.on_sample(model, verdict, stepper.episodes, loss)
     hooks.free_space        # the watched paths, for a panel (FreeSpace, format_free_space)
     hooks.engine.active()   # alerts still holding, for a banner
     hooks.close()           # at exit: waits for alert commands, pushes once more
@@ -68,18 +68,19 @@ class SampleHooks:
             self.pusher.start()
         return self
 
-    def on_sample(self, model, verdict=None, episodes=None) -> list:
+    def on_sample(self, model, verdict=None, episodes=None, loss=None) -> list:
         """Read the watched paths, judge the alert rules, hand the model to the exporter.
-        Returns the alerts fired now (AlertEngine.update).  Never raises for a source or
-        an action that fails."""
-        gap_s = getattr(getattr(verdict, "loss", None), "gap_s", None)
+        loss: the step's IntervalLoss of the interval (verdict/step.py Step.loss), for the
+        ledger's counters and the gap said.  Returns the alerts fired now
+        (AlertEngine.update).  Never raises for a source or an action that fails."""
+        gap_s = getattr(loss, "gap_s", None)
         if gap_s is not None:     # verdict/gaps.py: said once, at the sample after it
             self._warn(f"no sample for {gap_s:.1f} s (the process was stopped or the host "
                        "suspended): a gap in sampling, not counted as GPU time")
         self.free_space = self.watch.read() if self.watch.paths else []
         fired = self.engine.update(model, verdict, self.free_space)
         if self.server is not None:
-            self.server.update(model, verdict, episodes, self.free_space, fired)
+            self.server.update(model, verdict, episodes, self.free_space, fired, loss)
         return fired
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 
     server = MetricsServer("127.0.0.1:9425", labels=device_labels).start()
     ...                                   # in the sampler thread, once per interval:
-    server.update(model, verdict, detector.episodes, free_space, fired)
+    server.update(model, verdict, detector.episodes, free_space, fired, loss)
     ...
     server.close()
 
@@ -204,17 +204,19 @@ class MetricsServer:
             self._httpd = None
 
     # ------------------------------------------------------------------ data
-    def update(self, model, verdict=None, episodes=None, free_space=None, fired=None) -> None:
+    def update(self, model, verdict=None, episodes=None, free_space=None, fired=None,
+               loss=None) -> None:
         """Hand over the latest interval; called from the sampler thread.  episodes: the
         Detector's `episodes` list or {state: count}; free_space: FreeSpaceWatch.read();
-        fired: the alerts AlertEngine.update() returned for this model.  Never raises for
-        a missing part (None leaves its series out)."""
+        fired: the alerts AlertEngine.update() returned for this model; loss: the step's
+        IntervalLoss of it (verdict/step.py Step.loss), added to the ledger's counters.
+        Never raises for a missing part (None leaves its series out)."""
         counts = episode_counts(episodes)
         with self._lock:
             for alert in fired or ():
                 self._fired[alert.rule] = self._fired.get(alert.rule, 0) + 1
             self._samples += 1
-            self._ledger.add(getattr(verdict, "loss", None))
+            self._ledger.add(loss)
             frame = Frame(model=model, verdict=verdict, episodes=counts,
                           free_space=tuple(free_space or ()), alerts_fired=dict(self._fired),
                           samples=self._samples, ledger=self._ledger.copy())

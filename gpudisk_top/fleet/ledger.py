@@ -30,7 +30,7 @@ import math
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.promapi import QueryResult
 from gpudisk_top.fleet.queries import LEDGER_WINDOW_S
-from gpudisk_top.verdict.ledger import CAUSE_WORD, LOST_CAUSES
+from gpudisk_top.verdict.ledger import LOST_CAUSES, lost_phrase
 from gpudisk_top.model.vocab import gpu_hours
 
 # increase() over a day extrapolates to the window's ends by at most 1.1 scrape intervals,
@@ -52,18 +52,11 @@ def lost_json(by_cause: dict[str, float] | None) -> dict:
 
 
 def lost_text(by_cause: dict[str, float] | None, most: int = 3) -> str:
-    """'0.35 GPU-h: disk 0.30, cpu 0.05' (the ledger's words and GPU-hours, the largest
-    first; the rest as 'other'), '0.00 GPU-h', or '' when unknown."""
+    """'0.35 GPU-h: disk 0.30, cpu 0.05' (verdict/ledger.py lost_phrase, the node's words:
+    the largest first, the rest as 'other'), '0.00 GPU-h', or '' when unknown."""
     if by_cause is None:
         return ""
-    parts = sorted(((v, c) for c, v in by_cause.items() if v > 0),
-                   key=lambda vc: (-vc[0], LOST_CAUSES.index(vc[1])))
-    words = [f"{CAUSE_WORD[c]} {gpu_hours(v)}" for v, c in parts[:most]]
-    rest = sum(v for v, _c in parts[most:])
-    if rest > 0:
-        words.append(f"other {gpu_hours(rest)}")
-    head = f"{gpu_hours(lost_total(by_cause))} GPU-h"
-    return f"{head}: {', '.join(words)}" if words else head
+    return lost_phrase(lost_total(by_cause), [(c, None, v) for c, v in by_cause.items()], most)
 
 
 class _Node:

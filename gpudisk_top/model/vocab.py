@@ -441,13 +441,13 @@ def verdict_json(verdict) -> dict | None:
             "whatif": [w.as_json() for w in verdict.whatif]}
 
 
-def episode_json(e) -> dict:
+def episode_json(e, lost_gpu_s: float = 0.0) -> dict:
     """A starvation episode (an Episode, verdict/detect) as `report --json` writes it (and
     `export --format perfetto` takes a slice's args from): its times as ISO text and as
     Unix seconds (an episode still open ends at its latest interval in its state), its
     duration in s, what it names, its evidence, culprits (as verdict_json's) and advice,
-    the lowest GPU utilization seen and its intervals in its state, and the GPU-seconds
-    lost to it (verdict/ledger.py)."""
+    the lowest GPU utilization seen and its intervals in its state, and lost_gpu_s, the
+    GPU-seconds lost to it (the ledger's, verdict/ledger.py Ledger.lost_of)."""
     end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
     return {
         "id": e.id, "state": e.state,
@@ -458,7 +458,7 @@ def episode_json(e) -> dict:
         "reason": e.reason, "advice": e.advice, "kind": e.kind,
         "min_util_pct": None if e.min_util_pct is None else round(e.min_util_pct, 1),
         "intervals": e.intervals,
-        "lost_gpu_s": e.lost_gpu_s,
+        "lost_gpu_s": lost_gpu_s,
         "culprits": [c.as_json() for c in e.culprits],
         "whatif": [w.as_json() for w in e.whatif],
     }

@@ -5,7 +5,10 @@ The recorder feeds each sample to Model.new and a Detector, as the live screen d
 keeps per summary block (SUMMARY_SAMPLES consecutive samples of one session):
 
   - per interval: the detector's state, its raw state, the open episode's id and the
-    GPUs its verdict names (runs of small integers; nearly free);
+    GPUs its verdict names (runs of small integers; nearly free).  The episode id is the
+    step's (verdict/step.py: numbered on across the detectors a gap starts, so one id is
+    one episode of the session), and the interval's ledger row (below) counts its lost
+    time to that episode: `report` attributes lost time by it, as the step does;
   - the block's sums: covered seconds, seconds of each GPU in each state, GPU utilization
     (sum, count, minimum) for the chart, and per device the interval sums `report` needs
     (requests, milliseconds waited, sectors, busy milliseconds: integers, so any window of
@@ -120,8 +123,13 @@ class NewReadings:
 
 
 # ---------------------------------------------------------------------------- summary blocks
-def episode_record(e: Episode, opened_at: int, intervals_at_open: int) -> dict:
+def episode_record(e: Episode, opened_at: int, intervals_at_open: int,
+                   lost_gpu_s: float) -> dict:
+    """An episode as a summary block keeps it: its fields, where it opened, and the GPU
+    time the recorder's ledger counted to it so far (Ledger.lost_of; the same key as
+    when Episode carried it, so old and new blocks read alike)."""
     d = asdict(e)
+    d["lost_gpu_s"] = lost_gpu_s
     d["opened_at"] = opened_at
     d["intervals_at_open"] = intervals_at_open
     return d
@@ -133,9 +141,11 @@ def ledger_row(loss) -> tuple | None:
     return None if loss is None else tuple(getattr(loss, f) for f in LEDGER_FIELDS)
 
 
-def loss_of(row, wall_s: float, state: str) -> IntervalLoss | None:
-    """The IntervalLoss a summary block's row (ledger_row) was made from."""
+def loss_of(row, wall_s: float, state: str, episode_id: int = 0) -> IntervalLoss | None:
+    """The IntervalLoss a summary block's row (ledger_row) was made from; episode_id: the
+    interval's episode code (0: none), the episode its lost time went to."""
     return None if row is None else IntervalLoss(wall_s=wall_s, state=state,
+                                                 episode_id=episode_id or None,
                                                  **dict(zip(LEDGER_FIELDS, row)))
 
 
@@ -146,8 +156,7 @@ def episode_from(d: dict) -> Episode:
                    processes=list(d["processes"]), reason=d["reason"], advice=d["advice"],
                    kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"],
                    culprits=[Culprit(**c) for c in d.get("culprits") or ()],
-                   whatif=[WhatIf(**w) for w in d.get("whatif") or ()],
-                   lost_gpu_s=d.get("lost_gpu_s") or 0.0)
+                   whatif=[WhatIf(**w) for w in d.get("whatif") or ()])
 
 
 _INTERVAL, _GAP = LEDGER_FIELDS.index("interval_s"), LEDGER_FIELDS.index("gap_s")
@@ -254,7 +263,7 @@ class Deriver:
         ledger = []
         for j, sample in enumerate(self._pending):
             health += [(j, h) for h in self._health.new_in(sample.health)]
-            model, v = self.stepper.step(sample)
+            model, v, loss = self.stepper.step(sample)
             ep = v.episode
             codes_state.append(index.get(v.state, 255))
             codes_raw.append(index.get(v.raw_state, 255))
@@ -271,8 +280,9 @@ class Deriver:
                 if ep.id not in self._opened:
                     self._opened[ep.id] = (first + j, ep.intervals)
             add_interval(s, model, v.state, v.gpus, offset=j)
-            ledger.append(ledger_row(v.loss))
-        records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)))
+            ledger.append(ledger_row(loss))
+        records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)),
+                                  self.stepper.ledger.lost_of(e.id))
                    for e in touched.values()]
         self.done.append(SummaryBlock(first, n, codes_state, codes_raw, codes_ep, codes_gpus,
                                       s, records, health, ledger))

@@ -168,8 +168,8 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
     new_range = False
     ep_stretch: dict[int, int] = {}   # id(episode) -> the stretch where it was seen first
     ledger = Ledger()
-    for i, model, verdict in replay.run(ranges, start_s):
-        ledger.add(verdict.loss)
+    for i, model, verdict, loss in replay.run(ranges, start_s):
+        ledger.add(loss)
         new_range = new_range or i in range_starts
         if verdict.episode is not None:
             ep_stretch.setdefault(id(verdict.episode), stretch)
@@ -205,7 +205,8 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
         emit({"ph": "C", "name": LEDGER_TRACK, "pid": PID_EPISODES + base, "tid": 0, "ts": ts,
               "args": {c: ledger.by_cause[c] for c in CAUSES}})
     for e in replay.episodes:
-        ej = episode_json(e)
+        # its lost time as the replay's step counted it (warm-up included), by its id
+        ej = episode_json(e, replay.stepper.ledger.lost_of(e.id))
         start_us = _us(ej["start_s"])
         emit({"ph": "X", "name": e.state, "cat": "starvation",
               "pid": PID_EPISODES + PID_STRETCH * ep_stretch.get(id(e), 0), "tid": 1,

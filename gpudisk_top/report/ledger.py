@@ -43,9 +43,9 @@ def replay_ledger(rec, start_s, end_s, thresholds) -> tuple[Ledger, list]:
     replay = Replay(rec, thresholds)
     ledger = Ledger()
     losses: list = []
-    for _model, verdict in replay.models(start_s, end_s):
-        ledger.add(verdict.loss)
-        note_loss(losses, verdict.loss)
+    for _i, _model, _verdict, loss in replay.run(rec.ranges(start_s, end_s), start_s):
+        ledger.add(loss)
+        note_loss(losses, loss)
     return ledger, losses
 
 

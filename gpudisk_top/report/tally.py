@@ -43,7 +43,7 @@ class Tally(Piece):
     losses: list = field(default_factory=list)
     select: "_Selector | None" = None
 
-    def interval(self, i: int, model, verdict, clip_s) -> None:
+    def interval(self, i: int, model, verdict, loss, clip_s) -> None:
         """A replayed interval: its devices and GPUs, its chart bucket, its health
         readings and its loss."""
         series = self.series
@@ -51,8 +51,8 @@ class Tally(Piece):
         add_interval(self.stretch, model, verdict.state, verdict.gpus, clip_s=clip_s,
                      selected=self.select, series=series)
         self.health.add_sample(model.sample)
-        self.ledger.add(verdict.loss)
-        report_ledger.note_loss(self.losses, verdict.loss)
+        self.ledger.add(loss)
+        report_ledger.note_loss(self.losses, loss)
 
     def blocks(self, rec: Recording, blocks, lo: int, hi: int, start_s,
                window_blocks: int) -> None:

@@ -144,7 +144,7 @@ class Feed(StepperViews):
                 self.sink_error = self.on_sample(sample)
             except Exception as err:  # noqa: BLE001
                 self.sink_error = f"{type(err).__name__}: {err}"
-        model, verdict = self.stepper.step(sample)
+        model, verdict, loss = self.stepper.step(sample)
         self.history.append(model, verdict)
         self._seq += 1
         cpu, rss = self._self.read()
@@ -153,7 +153,7 @@ class Feed(StepperViews):
                         self_cpu_pct=cpu, self_rss_mb=rss,
                         pending_intervals=self.stepper.pending_intervals)
         if self.hooks is not None:
-            update.fired = self.hooks.on_sample(model, verdict, self.detector.episodes)
+            update.fired = self.hooks.on_sample(model, verdict, self.detector.episodes, loss)
             update.active_alerts = self.hooks.engine.active()
             update.free_space = list(self.hooks.free_space)
         self.last_update_mono = time.monotonic()

@@ -7,7 +7,8 @@ engine behind `report`, `export` (Replay: iterate a window) and the replay scree
     for model, verdict in replay.models(start_s, end_s):   # what the live screen showed
         ...
     replay.episodes        # the detector's episodes over that window
-    for i, model, verdict in replay.run([(lo, hi)]): ...    # by sample index
+    replay.stepper.ledger  # the stall ledger of every sample fed, warm-up included
+    for i, model, verdict, loss in replay.run([(lo, hi)]): ...    # by sample index
 
 Nothing derived is stored in a recording, so a fix in the model or the detector changes
 what old recordings show.  The detector learns as it goes (device baselines, peaks), so a
@@ -32,6 +33,7 @@ import time
 from collections.abc import Iterator
 
 from gpudisk_top.verdict.detect import Detector, Episode, Thresholds, Verdict
+from gpudisk_top.verdict.ledger import IntervalLoss
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.step import Stepper, StepperViews, clock_stepped
@@ -111,17 +113,19 @@ class Replay:
                close: bool = True) -> Iterator[tuple[Model, Verdict]]:
         """(Model, Verdict) for every sample with start_s <= wall_s <= end_s, in recorded
         order, each Model the interval from the sample before it (the first of a session
-        has no rates).  With close, an episode still open at the end is closed there."""
+        has no rates): what the screens showed (run() gives each interval's loss too).
+        With close, an episode still open at the end is closed there."""
         ranges = self.recording.ranges(start_s, end_s)
-        for _, model, verdict in self.run(ranges, start_s, close):
+        for _, model, verdict, _loss in self.run(ranges, start_s, close):
             yield model, verdict
 
     def run(self, ranges: list[tuple[int, int]], since_s: float | None = None,
-            close: bool = True) -> Iterator[tuple[int, Model, Verdict]]:
-        """(index, Model, Verdict) for the samples of each (first, last) index range, in
-        order; each range is warmed up over the samples of its clock's stretch up to
-        warmup_s before it (before max(since_s, its first sample's time)), or from the
-        start (warmup_s None).  `episodes` keeps those that end at or after since_s."""
+            close: bool = True) -> Iterator[tuple[int, Model, Verdict, IntervalLoss]]:
+        """(index, Model, Verdict, IntervalLoss) for the samples of each (first, last)
+        index range, in order; each range is warmed up over the samples of its clock's
+        stretch up to warmup_s before it (before max(since_s, its first sample's time)), or
+        from the start (warmup_s None).  `episodes` keeps those that end at or after
+        since_s; the stepper's ledger counts the warm-up too, each episode by its id."""
         rec = self.recording
         stepper = self.stepper = Stepper(self.thresholds)
         self.breaks_at = []
@@ -141,12 +145,12 @@ class Replay:
                     if i != begin or continuous:
                         stepper.restart()
                 stepper.cadence_s = rec.interval_at(i)     # the gap rule's (verdict/gaps.py)
-                model, verdict = stepper.step(sample, fresh=rec.starts_session(i))
+                model, verdict, loss = stepper.step(sample, fresh=rec.starts_session(i))
                 fed = i
                 if i < lo:
                     continue
                 last_wall = sample.wall_s
-                yield i, model, verdict
+                yield i, model, verdict, loss
         if close and last_wall is not None:
             self.close(last_wall)
         first = since_s if since_s is not None else float("-inf")
@@ -230,7 +234,7 @@ class ReplayFeed(StepperViews):
             life = i
         before = len(stepper.detector.episodes)
         stepper.cadence_s = self.rec.interval_at(i)        # the gap rule's (verdict/gaps.py)
-        model, verdict = stepper.step(sample, fresh=self.rec.starts_session(i))
+        model, verdict, _loss = stepper.step(sample, fresh=self.rec.starts_session(i))
         opened = [(ep, self._onset(ep, i, life)) for ep in stepper.detector.episodes[before:]]
         return model, verdict, opened, life
 

@@ -45,9 +45,10 @@ class Piece:
     replayed: int = 0                   # samples replayed from raw counters
     breaks_first: bool = False          # its first sample starts a session or follows a clock step
 
-    def interval(self, i: int, model, verdict, clip_s: float | None) -> None:
-        """Sample i replayed: its Model and the replay's Verdict; an interval that begins
-        before clip_s counts only from clip_s.  The base class adds nothing."""
+    def interval(self, i: int, model, verdict, loss, clip_s: float | None) -> None:
+        """Sample i replayed: its Model, the replay's Verdict and the step's IntervalLoss;
+        an interval that begins before clip_s counts only from clip_s.  The base class adds
+        nothing."""
 
     def blocks(self, rec: Recording, blocks: list, lo: int, hi: int, start_s: float | None,
                window_blocks: int) -> None:
@@ -173,8 +174,8 @@ def replay_piece(rec: Recording, lo: int, hi: int, clip_s, since_s, thresholds,
     replay = Replay(rec, thresholds)
     inside: dict[int, int] = {}
     last_s = None
-    for i, model, verdict in replay.run([(lo, hi)], since_s, close=False):
-        piece.interval(i, model, verdict, clip_s)
+    for i, model, verdict, loss in replay.run([(lo, hi)], since_s, close=False):
+        piece.interval(i, model, verdict, loss, clip_s)
         piece.replayed += 1
         last_s = model.wall_s
         ep = verdict.episode

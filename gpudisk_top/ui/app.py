@@ -356,8 +356,11 @@ class GpuDiskApp(TimelineKeys, App):
         now = update.model.wall_s if update else time.time()
         # the session's GPU time lost: live only (a replay's Stepper counts from its seek)
         ledger = self.live.stepper.ledger.copy() if self.live is not None else None
+        # each episode's lost time: its feed's ledger's, by episode id (a replay's since its seek)
         self.push_screen(EpisodesScreen(self.feed.episodes, now, ledger=ledger,
-                                        price=self.price), self.goto_episode)
+                                        price=self.price,
+                                        lost=dict(self.feed.stepper.ledger.by_episode)),
+                         self.goto_episode)
 
     def goto_episode(self, episode) -> None:
         """Enter on an episode in the list: the timeline scrolls to its start."""

@@ -126,8 +126,11 @@ class ReplayApp(GpuDiskApp):
     def action_episodes(self) -> None:
         update = self.shown or self.latest
         now = update.model.wall_s if update is not None else self.rec.end_s
-        self.push_screen(EpisodesScreen(self.listed_episodes(), now, self.episodes_note),
-                         self.goto_episode)
+        # the episodes passed say their lost time (the feed's ledger, by id); the
+        # recording's, numbered as `report` numbers them, do not
+        lost = dict(self.feed.stepper.ledger.by_episode) if self.feed.known is None else None
+        self.push_screen(EpisodesScreen(self.listed_episodes(), now, self.episodes_note,
+                                        lost=lost), self.goto_episode)
 
     # ------------------------------------------------------------------ display
     def render_update(self, update) -> None:

@@ -33,7 +33,10 @@ The cause is the verdict's state (CAUSE_OF_STATE: undiagnosed-stall counts as
   straggler         the GPUs that lag ("GPU 3"); the node one waits on is not known here
   undiagnosed       nothing
 the interval's own evidence when the raw state is the verdict's, else the episode's.
-A starved interval's lost time also goes to its episode (Episode.lost_gpu_s).
+A starved interval's lost time also goes to its episode: IntervalLoss.episode_id is the
+verdict's episode (the one open then, whose state the verdict has, held through the exit
+hysteresis), and the Ledger keeps lost time by that id (Ledger.lost_of).  Nothing is
+written back into the verdict or the episode: they are the detector's, this is below it.
 
 A gap in sampling (verdict/gaps.py: the sampler frozen, a host suspended, a recording's
 clock that jumped) is no interval: nothing of it is counted, and the ledger keeps it
@@ -121,6 +124,7 @@ class IntervalLoss:
     idle_gpu_s: float = 0.0         # GPUs with no job process
     job_gpu_s: float = 0.0          # interval_s x the job's GPUs counted
     reference_pct: float | None = None   # the job's healthy level used; None: 100 %
+    # the verdict's episode (Episode.id, the Stepper's numbering) where it lost time to it
     episode_id: int | None = None
     # a gap in sampling ended at this sample (verdict/gaps.py): its length, counted nowhere
     gap_s: float | None = None
@@ -212,8 +216,6 @@ class Accountant:
         if state == HEALTHY and utils and verdict.raw_state == HEALTHY:
             self.level.add(sum(utils) / len(utils) * 100.0)
         episode = verdict.episode if cause is not None and state in STARVED_STATES else None
-        if episode is not None:
-            episode.lost_gpu_s += lost
         return IntervalLoss(
             wall_s=model.wall_s, interval_s=interval_s, state=state, cause=cause,
             blamed=_blamed(verdict, cause) if cause is not None else None,
@@ -245,6 +247,9 @@ class Ledger:
     gap_count: int = 0
     gap_s: float = 0.0
     gaps: list[tuple[float, float]] = field(default_factory=list)
+    # episode id -> lost GPU-seconds (IntervalLoss.episode_id): the ids of the one Stepper
+    # (or recorder session) whose intervals were added, so merge() leaves them out
+    by_episode: dict[int, float] = field(default_factory=dict)
 
     def add(self, loss: IntervalLoss | None) -> None:
         if loss is None:
@@ -262,6 +267,9 @@ class Ledger:
             self.by_cause[loss.cause] += loss.lost_gpu_s
             key = (loss.cause, loss.blamed)
             self.by_blame[key] = self.by_blame.get(key, 0.0) + loss.lost_gpu_s
+            if loss.episode_id is not None:
+                self.by_episode[loss.episode_id] = (self.by_episode.get(loss.episode_id, 0.0)
+                                                    + loss.lost_gpu_s)
             if loss.job_gpus:
                 if loss.reference_pct is None:
                     self.against_full += 1
@@ -277,10 +285,11 @@ class Ledger:
     def copy(self) -> "Ledger":
         """A copy that later add()s leave alone (the exporter's frame)."""
         return replace(self, by_cause=dict(self.by_cause), by_blame=dict(self.by_blame),
-                       gaps=list(self.gaps))
+                       gaps=list(self.gaps), by_episode=dict(self.by_episode))
 
     def merge(self, other: "Ledger") -> None:
-        """Add another ledger's counts (a report's sessions, one after another)."""
+        """Add another ledger's counts (a report's sessions, one after another), all
+        but by_episode: another Stepper's ids name other episodes."""
         for c, v in other.by_cause.items():
             self.by_cause[c] = self.by_cause.get(c, 0.0) + v
         for k, v in other.by_blame.items():
@@ -299,6 +308,10 @@ class Ledger:
     def lost_gpu_s(self) -> float:
         """Lost to a cause (healthy's unused time is not)."""
         return sum(self.by_cause[c] for c in LOST_CAUSES)
+
+    def lost_of(self, episode_id: int) -> float:
+        """The GPU-seconds lost to one episode (by its id) in the intervals added."""
+        return self.by_episode.get(episode_id, 0.0)
 
     @property
     def unused_gpu_s(self) -> float:
@@ -325,8 +338,7 @@ class Ledger:
 
     def split(self) -> list[tuple[str, str | None, float]]:
         """(cause, blamed, lost GPU-seconds) with something lost, the largest first."""
-        rows = [(c, b, v) for (c, b), v in self.by_blame.items() if v > 0]
-        return sorted(rows, key=lambda r: (-r[2], CAUSES.index(r[0]), r[1] or ""))
+        return ranked((c, b, v) for (c, b), v in self.by_blame.items())
 
     def below(self) -> str:
         """The reference in short, as the one-line account says it: 'below healthy
@@ -346,23 +358,11 @@ class Ledger:
 
 
     # ---------------------------------------------------------------- one voice
-    def blame_word(self, cause: str, blamed: str | None) -> str:
-        """'disk sdb', 'cpu own', 'checkpoint nvme2n1', 'undiagnosed'."""
-        word = CAUSE_WORD[cause]
-        return f"{word} {blamed}" if blamed else word
-
     def line(self, price: Price = NO_PRICE, most: int = 3) -> str:
         """The one-line account every text surface shows: 'lost 3.20 GPU-h below healthy
         96.0%: disk sdb 2.90, cpu own 0.30 (cost 12.80 USD)'; GPU-hours by Metric
-        LEDGER_HOURS."""
-        rows = self.split()
-        parts = [f"{self.blame_word(c, b)} {gpu_hours(v)}" for c, b, v in rows[:most]]
-        rest = sum(v for _c, _b, v in rows[most:])
-        if rest > 0:
-            parts.append(f"other {gpu_hours(rest)}")
-        text = f"lost {gpu_hours(self.lost_gpu_s)} GPU-h {self.below()}"
-        if parts:
-            text += ": " + ", ".join(parts)
+        LEDGER_HOURS (lost_phrase, the fleet's words too)."""
+        text = "lost " + lost_phrase(self.lost_gpu_s, self.split(), most, self.below())
         cost = price.text(self.lost_gpu_s)
         return text + (f" (cost {cost})" if cost is not None else "")
 
@@ -395,6 +395,34 @@ class Ledger:
         longest (GAPS_LISTED) each with the time of the sample after it."""
         return {"count": self.gap_count, "seconds": self.gap_s,
                 "listed": [{"end": iso_time(w), "end_s": w, "gap_s": g} for w, g in self.gaps]}
+
+
+def ranked(rows) -> list[tuple[str, str | None, float]]:
+    """(cause, blamed, GPU-seconds) rows with something lost, the largest first (then in
+    CAUSES' order, then by what they blame): the one order of every split."""
+    return sorted((r for r in rows if r[2] > 0),
+                  key=lambda r: (-r[2], CAUSES.index(r[0]), r[1] or ""))
+
+
+def blame_word(cause: str, blamed: str | None) -> str:
+    """'disk sdb', 'cpu own', 'checkpoint nvme2n1', 'undiagnosed'."""
+    word = CAUSE_WORD[cause]
+    return f"{word} {blamed}" if blamed else word
+
+
+def lost_phrase(lost_gpu_s: float, rows, most: int = 3, qualifier: str = "") -> str:
+    """GPU time lost by cause in words, the node's (Ledger.line) and the fleet's
+    (fleet/ledger.py lost_text) alike: '3.20 GPU-h below 100%: disk sdb 2.90, cpu own
+    0.30, other 0.10', '0.00 GPU-h'.  rows: (cause, blamed or None, GPU-seconds), ranked
+    here, the `most` largest named and the rest as 'other'; qualifier follows the total
+    (the reference)."""
+    rows = ranked(rows)
+    parts = [f"{blame_word(c, b)} {gpu_hours(v)}" for c, b, v in rows[:most]]
+    rest = sum(v for _c, _b, v in rows[most:])
+    if rest > 0:
+        parts.append(f"other {gpu_hours(rest)}")
+    text = f"{gpu_hours(lost_gpu_s)} GPU-h" + (f" {qualifier}" if qualifier else "")
+    return f"{text}: {', '.join(parts)}" if parts else text
 
 
 def gaps_text(gaps: dict | None) -> str | None:
@@ -435,5 +463,5 @@ def ledger_of(model, verdict) -> Ledger:
 
 
 __all__ = ["NO_PRICE", "Price", "Accountant", "CAUSES", "CAUSE_OF_STATE", "CAUSE_WORD", "HEALTHY", "HealthyLevel", "gaps_text",
-           "IntervalLoss", "Ledger", "LOST_CAUSES", "MIN_HEALTHY_INTERVALS", "ledger_of",
-           "recovered_gpu_s"]
+           "IntervalLoss", "Ledger", "LOST_CAUSES", "MIN_HEALTHY_INTERVALS", "blame_word",
+           "ledger_of", "lost_phrase", "ranked", "recovered_gpu_s"]

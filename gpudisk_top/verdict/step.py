@@ -16,20 +16,26 @@ agree about the same moment (the warm-up a replay takes is session/replay.py's):
     or a monotonic clock that outran the wall clock) is not an interval: the detector
     starts afresh at the sample after it, which has no interval (as a session's first),
     and the gap goes to the ledger with its length (IntervalLoss.gap_s), never as GPU time.
-  - Each verdict's interval is counted in the stall ledger (verdict/ledger.py): the
-    verdict carries its IntervalLoss (`verdict.loss`), `ledger` is the running total
-    since the Stepper was made or last forgot (a restart keeps counting; the job's
-    healthy level carries over: a new job is told by its new GPU processes).
+  - Each verdict's interval is counted in the stall ledger (verdict/ledger.py): the step
+    returns its IntervalLoss beside the verdict (Step.loss), `ledger` is the running
+    total since the Stepper was made or last forgot, its lost time by cause and by
+    episode id (a restart keeps counting; the job's healthy level carries over: a new job
+    is told by its new GPU processes).  Nothing is written back into the verdict or its
+    episode: what an episode lost is the ledger's (Ledger.lost_of).
+  - Episode ids are the Stepper's: numbered on across the detectors a restart or a gap
+    starts (Detector's first_id), so that an id names one episode in `episodes` and in
+    the ledger, until forget().
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from gpudisk_top.verdict import gaps
 from gpudisk_top.verdict.detect import Detector, Episode, Thresholds, Verdict
 from gpudisk_top.verdict.gaps import CLOCK_STEP_S
-from gpudisk_top.verdict.ledger import Accountant, Ledger
+from gpudisk_top.verdict.ledger import Accountant, IntervalLoss, Ledger
 from gpudisk_top.model.snapshot import Model
 
 
@@ -38,12 +44,21 @@ def clock_stepped(last, sample) -> bool:
     return abs((sample.wall_s - last.wall_s) - (sample.mono_s - last.mono_s)) > CLOCK_STEP_S
 
 
+class Step(NamedTuple):
+    """One interval through the step: its Model, the detector's Verdict on it, and the
+    stall ledger's count of it (verdict/ledger.py IntervalLoss; its gap_s says a gap)."""
+
+    model: Model
+    verdict: Verdict
+    loss: IntervalLoss
+
+
 class Stepper:
     """Model.new and a Detector, fed one sample at a time.
 
-        stepper = Stepper(thresholds, cadence_s=1.0)       # the session's interval
-        model, verdict = stepper.step(sample)              # live
-        model, verdict = stepper.step(sample, fresh=True)  # a recorder run's first sample
+        stepper = Stepper(thresholds, cadence_s=1.0)             # the session's interval
+        model, verdict, loss = stepper.step(sample)              # live
+        model, verdict, loss = stepper.step(sample, fresh=True)  # a recorder run's first
         stepper.restart()                                  # a new session, a clock step
         stepper.prime(sample)                              # the next interval starts here
         stepper.episodes                                   # every detector's, in order
@@ -61,22 +76,23 @@ class Stepper:
         self.accountant = Accountant()
         self.ledger = Ledger()
 
-    def step(self, sample, fresh: bool = False) -> tuple[Model, Verdict]:
-        """The Model of the interval ending at `sample` and the detector's Verdict on it.
-        fresh: the sample starts a session (no interval ends at it).  After a gap
-        (verdict/gaps.py) the sample starts afresh too, and its verdict's loss says the gap."""
+    def step(self, sample, fresh: bool = False) -> Step:
+        """The Model of the interval ending at `sample`, the detector's Verdict on it and
+        the ledger's count of it.  fresh: the sample starts a session (no interval ends at
+        it).  After a gap (verdict/gaps.py) the sample starts afresh too, and its loss says
+        the gap."""
         gap_s = None if fresh else gaps.between(self.last, sample, self.cadence_s)
         if gap_s is not None:
             self._new_detector()
             fresh = True
         model = Model.new(sample, None if fresh else self.last)
         verdict = self.detector.feed(model)
-        verdict.loss = self.accountant.account(model, verdict)
+        loss = self.accountant.account(model, verdict)
         if gap_s is not None:
-            verdict.loss = replace(verdict.loss, gap_s=gap_s)
-        self.ledger.add(verdict.loss)
+            loss = replace(loss, gap_s=gap_s)
+        self.ledger.add(loss)
         self.last = sample
-        return model, verdict
+        return Step(model, verdict, loss)
 
     def prime(self, sample) -> None:
         """Start the next interval at `sample` without judging it: a replay that begins
@@ -98,7 +114,8 @@ class Stepper:
             if self.last is not None:
                 self.detector.close(self.last.wall_s)
             self.retired.extend(self.detector.episodes)
-        self.detector = Detector(self.thresholds)
+        # ids go on from the episodes before: one id, one episode of this Stepper
+        self.detector = Detector(self.thresholds, first_id=len(self.retired) + 1)
 
     def forget(self) -> None:
         """Start over: no sample before the next one, no episodes (a replay's seek)."""

@@ -22,14 +22,14 @@ from gpudisk_top.textsafe import printable, printable_block
 from gpudisk_top.ui.format import clock, duration
 
 
-def _describe(ep, now_s: float) -> Text:
+def _describe(ep, now_s: float, lost_gpu_s: float = 0.0) -> Text:
     end = "open" if ep.open else clock(ep.end_wall_s)
     # Text, not a str: a str would be read as markup, and evidence quotes command lines
     # ("python train.py --tags [a,b]") that must show as they are
     return Text(printable(f"#{ep.id} {ep.state}  {clock(ep.start_wall_s)}–{end}  "
                           f"({duration(ep.duration_s(now_s))})  "
                           f"GPU {','.join(map(str, ep.gpus)) or '-'}  {','.join(ep.devices) or ''}"
-                          + (f"  lost {gpu_hours(ep.lost_gpu_s)} GPU-h" if ep.lost_gpu_s else "")))
+                          + (f"  lost {gpu_hours(lost_gpu_s)} GPU-h" if lost_gpu_s else "")))
 
 
 def evidence(ep, now_s: float) -> Text:
@@ -58,10 +58,12 @@ class EpisodesScreen(ModalScreen):
     BINDINGS = [Binding("escape,e,q", "dismiss", "Close")]
 
     def __init__(self, episodes, now_s: float, note: str = "", ledger=None,
-                 price=NO_PRICE) -> None:
+                 price=NO_PRICE, lost: dict[int, float] | None = None) -> None:
+        """lost: the GPU-seconds lost to each episode, by its id (Ledger.by_episode)."""
         super().__init__()
         self.episodes = list(reversed(episodes))  # newest first
         self.now_s = now_s
+        self.lost = lost or {}
         lines = [note]
         if ledger is not None and ledger.intervals:
             lines.insert(0, f"this session: {ledger.line(price)}")
@@ -75,7 +77,8 @@ class EpisodesScreen(ModalScreen):
             if self.note:
                 yield Static(Text(printable_block(self.note_lines)), id="note")
             if self.episodes:
-                yield OptionList(*[Option(_describe(ep, self.now_s), id=str(ep.id))
+                yield OptionList(*[Option(_describe(ep, self.now_s, self.lost.get(ep.id, 0.0)),
+                                          id=str(ep.id))
                                    for ep in self.episodes])
                 yield Static(evidence(self.episodes[0], self.now_s), id="evidence")
             else:

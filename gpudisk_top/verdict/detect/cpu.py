@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from gpudisk_top.model.host import busy_pct, others_cpu_pct
+from gpudisk_top.model.present import pct, pid_name
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.detect.job import Job
 from gpudisk_top.verdict.detect.states import IntervalState, mean
@@ -48,8 +49,8 @@ def trainer(t: Thresholds, model: Model, job: Job) -> IntervalState | None:
     if own < TRAINER_BUSY_PCT or util is None or own + util < TRAINER_STEP_PCT:
         return None
     wait = busy.cpu_wait_pct
-    line = (f"the trainer pid {busy.pid} ({busy.name or '?'}) {busy.cpu_pct:.0f}% on a CPU"
-            + (f", {wait:.0f}% waiting for one" if wait is not None else "")
+    line = (f"the trainer {pid_name(busy.pid, busy.name)} {pct(busy.cpu_pct)} on a CPU"
+            + (f", {pct(wait)} waiting for one" if wait is not None else "")
             + f"; its loaders asleep: {lt.describe()}")
     details = [line]
     advice = ("the training loop's own Python is the bottleneck: profile the step "
@@ -95,10 +96,10 @@ def cpu(t: Thresholds, model: Model, job: Job, sats) -> IntervalState | None:
             wait = mean(waits) if waits else None
             taken = wait is not None and wait >= t.loader_cpu_wait_pct
             line = (f"{len(hot)} {kind}{'s' if len(hot) != 1 else ''} of "
-                    f"{job.describe().split(' and ')[0]} at {cpu:.0f}% CPU"
+                    f"{job.describe().split(' and ')[0]} at {pct(cpu)} CPU"
                     f"{' each' if len(hot) > 1 else ''}")
             if wait is not None:
-                line += f", waiting {wait:.0f}% of the time for a CPU"
+                line += f", waiting {pct(wait)} of the time for a CPU"
             details.append(line)
         elif waiting:
             taken = True
@@ -112,10 +113,10 @@ def cpu(t: Thresholds, model: Model, job: Job, sats) -> IntervalState | None:
         # cannot be read, or the kernel has no schedstat): the host's CPU decides
         host_busy = busy_pct(h)
         if host_busy is not None and 100 - host_busy < t.host_idle_pct:
-            details.append(f"host CPU {host_busy:.0f}% busy (iowait counted as idle)")
+            details.append(f"host CPU {pct(host_busy)} busy (iowait counted as idle)")
             taken = True
         if h is not None and h.psi_cpu_some_pct is not None and h.psi_cpu_some_pct >= t.cpu_pressure_pct:
-            details.append(f"cpu pressure {h.psi_cpu_some_pct:.0f}%")
+            details.append(f"cpu pressure {pct(h.psi_cpu_some_pct)}")
             taken = True
         if not details:
             return None
@@ -189,12 +190,12 @@ def quota_throttled(h) -> str | None:
     if h is None or h.cgroup_throttled_pct is None or h.cgroup_throttled_pct < THROTTLED_PCT:
         return None
     whose = "the job's cgroup" if h.cgroup_pid is not None else "this cgroup"
-    line = f"{whose} {h.cgroup_path}: CPU throttled {h.cgroup_throttled_pct:.0f}% of periods"
+    line = f"{whose} {h.cgroup_path}: CPU throttled {pct(h.cgroup_throttled_pct)} of periods"
     if h.cgroup_cpu_limit_cpus is not None:
         line += f" (limit {h.cgroup_cpu_limit_cpus:.1f} CPUs"
         line += f", used {h.cgroup_cpu_used_cpus:.1f})" if h.cgroup_cpu_used_cpus is not None else ")"
     if h.cgroup_cpu_some_pct is not None:
-        line += f", cpu pressure {h.cgroup_cpu_some_pct:.0f}%"
+        line += f", cpu pressure {pct(h.cgroup_cpu_some_pct)}"
     return line
 
 
@@ -218,4 +219,4 @@ def top_others(model: Model, job: Job, n: int = 3) -> str | None:
                     key=lambda v: -(v.cpu_pct or 0))[:n]
     if not others:
         return None
-    return ", ".join(f"pid {v.pid} ({v.name or '?'}) {v.cpu_pct:.0f}% CPU" for v in others)
+    return ", ".join(f"{pid_name(v.pid, v.name)} {pct(v.cpu_pct)} CPU" for v in others)

@@ -25,6 +25,8 @@ from gpudisk_top.verdict.whatif import WhatIf
 
 @dataclass
 class Episode:
+    # numbered from the detector's first_id on: the Stepper's one numbering of its
+    # episodes (verdict/step.py), the key of the GPU time the ledger counts to each
     id: int
     state: str
     start_wall_s: float
@@ -40,7 +42,6 @@ class Episode:
     min_util_pct: float | None = None
     culprits: list[Culprit] = field(default_factory=list)   # named in `reason`
     whatif: list[WhatIf] = field(default_factory=list)      # of its latest interval in state
-    lost_gpu_s: float = 0.0               # GPU-seconds lost to it (verdict/ledger.py)
 
     @property
     def open(self) -> bool:
@@ -76,9 +77,6 @@ class Verdict:
     # what each fix would gain, best first (verdict/whatif.py): the episode's latest interval
     # in its state, or this interval's when it is starved alone
     whatif: list[WhatIf] = field(default_factory=list)
-    # the GPU time this interval left unused, and to what (verdict/ledger.py IntervalLoss):
-    # set by verdict/step.py Stepper.step; None for a verdict judged outside a Stepper
-    loss: object = None
 
 
 @dataclass
@@ -102,8 +100,11 @@ def _compose(s: IntervalState, seconds: float) -> str:
 
 
 class Detector:
-    def __init__(self, thresholds: Thresholds | None = None) -> None:
+    def __init__(self, thresholds: Thresholds | None = None, first_id: int = 1) -> None:
+        """first_id: the id of its first episode (a Stepper numbers on across the
+        detectors it starts)."""
         self.t = thresholds or Thresholds()
+        self.first_id = first_id
         self.tracker = SaturationTracker(self.t)
         self.classifier = Classifier(self.t)
         self.episodes: list[Episode] = []
@@ -207,7 +208,7 @@ class Detector:
             ep.end_wall_s = self._clear_start_s
             self._open, self._clear = None, 0
         if self._run is not None and self._run.count >= self.t.enter_intervals:
-            ep = Episode(id=len(self.episodes) + 1, state=self._run.state,
+            ep = Episode(id=self.first_id + len(self.episodes), state=self._run.state,
                          start_wall_s=self._run.start_wall_s)
             self.episodes.append(ep)
             self._open, self._clear = ep, 0

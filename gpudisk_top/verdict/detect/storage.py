@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import evidence_clause, health_of
 from gpudisk_top.model.host import busy_pct
+from gpudisk_top.model.present import pct
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import DISK
 from gpudisk_top.verdict.ceiling import headroom
@@ -88,7 +89,7 @@ def disk(t: Thresholds, model: Model, job: Job, sats, mixed: bool = False) -> In
             share = min(100.0, job.read_kb_s / s.read_kb_s * 100) if s.read_kb_s else 0.0
             evidence = (s.evidence(display(model, s.name)) if kind == "saturated"
                         else _headroom(model, s, lt)) + health_clause(model, s.name)
-            mine = f"{share:.0f}% of its reads from {job.describe()}"
+            mine = f"{pct(share)} of its reads from {job.describe()}"
             culprits = culprits_of(model, s.name) if share < 90 else []
             if culprits and sum(c.read_share_pct or 0.0 for c in culprits) > share:
                 # the neighbour holds more of the device than the job: named first, so
@@ -138,7 +139,7 @@ def mount(t: Thresholds, model: Model, job: Job) -> IntervalState | None:
     if m is None:
         return None
     detail = (f"{m.label}: {mount_evidence(m)}; {lt.mount_blocked} of {lt.count} "
-              f"{lt.kind}s in a read of it at the sample, {lt.mount_wait_pct:.0f}% of their "
+              f"{lt.kind}s in a read of it at the sample, {pct(lt.mount_wait_pct)} of their "
               f"time waiting on it" + (f", {lt.mount_read_ms:.1f} ms a read" if lt.mount_read_ms
                                        is not None else "")
               + f"; {job.describe()}")
@@ -215,7 +216,7 @@ def undiagnosed(model: Model, job: Job, sats) -> IntervalState:
                      "read from it")
     busy = busy_pct(model.host)
     if busy is not None:
-        parts.append(f"CPU idle {100 - busy:.0f}% (iowait counted as idle)")
+        parts.append(f"CPU idle {pct(100 - busy)} (iowait counted as idle)")
     lt = job.time if job.visible else None
     if lt is not None:
         parts.append(lt.describe())
