@@ -5,8 +5,8 @@ for people, and its wording may change without a consumer noticing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class Limit(Enum):
@@ -41,9 +41,8 @@ _SENTENCE = {
 }
 
 
-@dataclass(frozen=True)
-class Cap:
-    """A binding limit and its sentence."""
+class Cap(NamedTuple):
+    """A binding limit and its sentence (a tuple, cheap to make: a solve makes one)."""
 
     limit: Limit
     sentence: str

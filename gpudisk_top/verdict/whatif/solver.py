@@ -49,6 +49,10 @@ from gpudisk_top.verdict.whatif.device import Device, lat_ms
 from gpudisk_top.verdict.whatif.limit import Cap, Limit
 from gpudisk_top.verdict.whatif.pipeline import Pipeline
 
+# the caps without figures, made once (a solve asks one, or several, of each)
+_GPU = Cap.of(Limit.GPU)
+_LOADERS = Cap.of(Limit.LOADERS)
+
 
 @dataclass
 class Change:
@@ -117,9 +121,9 @@ class _Stages:
 
     def __init__(self, p: Pipeline, ch: Change, dev: Device):
         self.loads_at: list = []         # each stage's load at x
-        self.limits: list = []           # ... its limit, and the figures of its sentence
+        self.caps: list = []             # ... and its cap, made when it binds
         u = p.gpu_util
-        self._add(lambda x: x * u, Limit.GPU)
+        self._add(lambda x: x * u, lambda: _GPU)
         if p.loaders:
             r = p.loaders / ch.workers if ch.workers else 0.0
             c, w, workers = p.c, p.w or 0.0, ch.workers
@@ -136,11 +140,12 @@ class _Stages:
                 if own_step:
                     cycle += x * u            # the GPU process loads its own data, then steps
                 return cycle
-            self._add(loaders, Limit.LOADERS)
+            self._add(loaders, lambda: _LOADERS)
         if p.trainer_c is not None:
             tc, tw, u_tc = p.trainer_c, p.trainer_w or 0.0, u + p.trainer_c
             trainer_wait = _Wait(p, ch, tc, tw).at
-            self._add(lambda x: x * u_tc + tw * x * trainer_wait(x, tc * x), Limit.TRAINER, tc)
+            self._add(lambda x: x * u_tc + tw * x * trainer_wait(x, tc * x),
+                      lambda: Cap.of(Limit.TRAINER, tc))
         if p.cpus and p.job_cpu:
             # the job has the CPUs it uses now (its processes' and its reads' interrupts),
             # whatever the others take, and of the others' processes' what CFS gives its
@@ -150,26 +155,29 @@ class _Stages:
             usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
             job_cpu, io_cpu, io_scale = p.job_cpu - p.loaders * ch.cpu_cut, p.io_cpu, ch.io_scale
             self._add(lambda x: (job_cpu * x + io_cpu * x * io_scale) / usable,
-                      Limit.CPUS, p.cpus, p.cpus_from)
+                      lambda: Cap.of(Limit.CPUS, p.cpus, p.cpus_from))
         if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s and p.peak_iops:
             # no probe: a saturated device's ceiling is the highest rate it was seen at
             r_s, peak_r_s = p.device_r_s, max(p.peak_iops, p.device_r_s)
-            self._add(lambda x: x * r_s / peak_r_s, Limit.DEVICE_SEEN, p.peak_iops)
+            self._add(lambda x: x * r_s / peak_r_s, lambda: Cap.of(Limit.DEVICE_SEEN, p.peak_iops))
         if p.ceiling_mib_s and p.device_read_kb_s and p.reads_s and p.read_kb:
             # the device's bandwidth (the probe's large reads): the loaders' share of its reads
             # grows with x, the others' stays; a cached dataset's reads do not reach it
             mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
             kb_s, ceiling_kb, io_scale = p.device_read_kb_s, p.ceiling_mib_s * 1024, ch.io_scale
             self._add(lambda x: (x * mine_kb * io_scale + kb_s - mine_kb) / ceiling_kb,
-                      Limit.DEVICE_BANDWIDTH, p.ceiling_mib_s)
+                      lambda: Cap.of(Limit.DEVICE_BANDWIDTH, p.ceiling_mib_s))
         if ch.ceiling_r_s and p.reads_s:
             reads_s, ceiling_r_s = p.reads_s, ch.ceiling_r_s
-            self._add(lambda x: x * reads_s / ceiling_r_s, Limit.DEVICE_QD32, ceiling_r_s)
+            self._add(lambda x: x * reads_s / ceiling_r_s,
+                      lambda: Cap.of(Limit.DEVICE_QD32, ceiling_r_s))
         self.first, self.rest = self.loads_at[0], tuple(self.loads_at[1:])
 
-    def _add(self, load_at, limit: Limit, *figures) -> None:
+    def _add(self, load_at, cap) -> None:
+        """A stage: its load at x, and a function that makes its cap (only asked of the
+        stage that binds, so a solve makes one sentence)."""
         self.loads_at.append(load_at)
-        self.limits.append((limit, figures))
+        self.caps.append(cap)
 
     def fit(self, x: float) -> bool:
         """Whether every load at x is at most 1: max(loads) <= 1 without the list, as max()
@@ -184,8 +192,7 @@ class _Stages:
     def binding(self, x: float) -> Cap:
         """The cap of the stage with the highest load at x (the first of equals)."""
         loads = [load_at(x) for load_at in self.loads_at]
-        limit, figures = self.limits[max(range(len(loads)), key=loads.__getitem__)]
-        return Cap.of(limit, *figures)
+        return self.caps[max(range(len(loads)), key=loads.__getitem__)]()
 
 
 class Solver:
@@ -206,7 +213,7 @@ class Solver:
         stages = _Stages(self.p, ch, self.dev)
         lo, hi = 0.0, 1.0 / self.p.gpu_util
         if stages.fit(hi):
-            return hi, Cap.of(Limit.GPU)
+            return hi, _GPU
         for _ in range(40):
             if hi - lo <= 1e-4 * hi:        # finer than the speed-up's printed 3 decimals
                 break
