@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from gpudisk_top.fleet.view import GPU_LOW_PCT, JobGroup, NodeRow
-from gpudisk_top.model.present import natural_key
+from gpudisk_top.model.present import natural_key, pct
 
 
 def job_groups(rows: list[NodeRow], job_label: str,
@@ -80,7 +80,7 @@ def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
             # "straggler" is left to the node that holds them back
             how.append(f"{by_state} by their own verdict")
         if utils and by_state < len(waiting):
-            how.append(f"GPU {sum(utils) / len(utils):.0f}%")
+            how.append(f"GPU {pct(sum(utils) / len(utils))}")
         head = f"{pick.node} holds {job_label}={job} back: {what}"
         group.reason = (f"{head}; {len(waiting)} of {len(others)} other nodes wait "
                         f"({', '.join(how)}){tail}")
