@@ -11,7 +11,6 @@ import math
 
 from gpudisk_top.model.host import busy_pct, others_cpu_pct
 from gpudisk_top.model.present import pct, pid_name
-from gpudisk_top.model.present import pct, pid_name
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.detect.job import Job
 from gpudisk_top.verdict.detect.states import IntervalState, mean

@@ -11,7 +11,6 @@ from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import evidence_clause, health_of
 from gpudisk_top.model.host import busy_pct
 from gpudisk_top.model.present import pct
-from gpudisk_top.model.present import pct
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.vocab import DISK
 from gpudisk_top.verdict.ceiling import headroom
