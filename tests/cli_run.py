@@ -19,14 +19,16 @@ def gdt_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "gpudisk_top", *args]
 
 
-def gdt(*args: str, timeout: float = 120, text: bool = True,
+def gdt(*args: str, timeout: float = 120, text: bool = True, umask: int | None = None,
         **kwargs) -> subprocess.CompletedProcess:
-    """gpudisk-top run with args to its end; kwargs go to subprocess.run (env, cwd,
-    input, preexec_fn...).  Raises subprocess.TimeoutExpired past timeout seconds (a
-    hang, which the test reports as one)."""
+    """gpudisk-top run with args to its end, under `umask` when given; kwargs go to
+    subprocess.run (env, cwd, input...).  Raises subprocess.TimeoutExpired past timeout
+    seconds (a hang, which the test reports as one)."""
     kwargs.setdefault("cwd", ROOT)
     if "input" not in kwargs:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
+    if umask is not None:
+        kwargs["preexec_fn"] = lambda: os.umask(umask)
     return subprocess.run(gdt_argv(*args), capture_output=True, text=text, timeout=timeout,
                           **kwargs)
 

@@ -20,11 +20,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import textwrap
 import threading
 import time
 import urllib.request
+
+from cli_run import gdt_argv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMETHEUS = shutil.which("prometheus")
@@ -77,8 +78,7 @@ def _free(port: int) -> bool:
     return True
 
 
-def gpudisk(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gpudisk_top", *args]
+gpudisk = gdt_argv        # the fleet's tests' name for the command line (tests/cli_run.py)
 
 
 def wait_until(fn, timeout_s: float, what: str):

@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 import threading
 
 import pytest
 
-from recording_helpers import ROOT, sim_samples, write_recording
-
-EXPORT = ("import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))")
-
-
-def gdt(*args: str, umask: int | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    pre = (lambda: os.umask(umask)) if umask is not None else None
-    return subprocess.run([sys.executable, "-c", EXPORT, *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, preexec_fn=pre)
+from cli_run import gdt
+from recording_helpers import sim_samples, write_recording
 
 
 @pytest.fixture(scope="module")

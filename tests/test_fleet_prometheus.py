@@ -26,15 +26,15 @@ import urllib.request
 
 import pytest
 
-from fleet_harness import EXPECTED, ROOT, Fleet, backend_params, gpudisk, wait_until
+from fleet_harness import EXPECTED, ROOT, Fleet, backend_params, wait_until
+from cli_run import gdt
 from slack import slack
 
 FLEET_RULES = f"{ROOT}/examples/fleet-rules.yml"
 
 
 def fleet_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(gpudisk("fleet", *args), capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return gdt("fleet", *args, timeout=timeout)
 
 
 def once_json(base: str, *args: str) -> dict:

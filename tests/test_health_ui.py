@@ -32,7 +32,7 @@ from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.collect.source import LIVE, Source
 from apps import dashboard_app
 from recording_helpers import ROOT, call, write_recording
-from screen_text import text_of
+from screen_text import lines_of, text_of
 from ui_helpers import made_with_no_color
 
 POLL_S = 60          # samples between two polls (the real poller: 10 minutes)
@@ -81,8 +81,7 @@ def HealthSim(scenario: str = "demo", readings=poll) -> Simulator:
 def rows_of(panel) -> dict[str, str]:
     """The disk table's rows by device name, as text."""
     out = {}
-    for line in panel._lines[1:]:
-        text = "".join(t for t, _ in line)
+    for text in lines_of(panel)[1:]:
         name = text[1:].split(" ", 1)[0]
         if name:
             out[name] = text
@@ -90,7 +89,7 @@ def rows_of(panel) -> dict[str, str]:
 
 
 def head_of(panel) -> str:
-    return "".join(t for t, _ in panel._lines[0])
+    return lines_of(panel)[0]
 
 
 def detail_text(app) -> str:

@@ -132,6 +132,7 @@ def test_the_verdict_names_the_process_loading_the_disk(run):
 def test_the_io_view_lists_the_culprit_first(run):
     """The replay screen at the end of the recording, `i` pressed: fio's line first, marked."""
     from gpudisk_top.ui.replay_app import ReplayApp
+    from screen_text import screen_text
 
     rec = Recording.open(run["rec"])
 
@@ -142,8 +143,7 @@ def test_the_io_view_lists_the_culprit_first(run):
             await pilot.pause()
             await pilot.press("i")
             await pilot.pause()
-            strips = app.screen._compositor.render_strips()
-            return "\n".join("".join(seg.text for seg in s).rstrip() for s in strips)
+            return screen_text(app)
 
     screen = asyncio.run(shoot())
     lines = screen.splitlines()

@@ -29,6 +29,7 @@ from gpudisk_top.ui.format import rate
 from gpudisk_top.ui.widgets.disks import COLUMNS, column_widths, value_cells
 from gpudisk_top.collect.source import LIVE, Source
 from model_factory import rates
+from screen_text import screen_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "examples", "demo-simulated.gdtrec")
@@ -120,11 +121,6 @@ while time.monotonic() < end:
 """
 
 
-def _screen(app) -> str:
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in s).rstrip() for s in strips)
-
-
 def _cell_under(lines: list[str], title: str, row_starts: str) -> str:
     """The cell of a right-aligned table column, in the row that starts with row_starts
     (after the row's mark)."""
@@ -166,10 +162,10 @@ def test_a_real_reader_reads_what_its_disk_reads(tmp_path):
                         start_index=len(rec) - 2, show_self=False)
         async with app.run_test(size=(160, 50)) as pilot:
             await pilot.pause()
-            disks = _screen(app)
+            disks = screen_text(app)
             await pilot.press("i")
             await pilot.pause()
-            return disks, _screen(app)
+            return disks, screen_text(app)
 
     disks, procs = asyncio.run(shoot())
     disk, disk_half = shown_mib(_cell_under(disks.splitlines(), "rMB/s", name))

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from cli_run import gdt, gdt_argv
 from gpudisk_top.errors import RuntimeFailure
 from gpudisk_top.probe import store
 from gpudisk_top.probe.runner import check, fingerprint
@@ -25,13 +26,7 @@ from gpudisk_top.probe.target import Target
 from proctree import children
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLI = "import sys; from gpudisk_top.cli import main; sys.exit(main(sys.argv[1:]))"
 SPEC = BY_NAME["randread_4k_qd32"]
-
-
-def gdt(*args: str, env: dict, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env, **kw)
 
 
 def state_env(tmp_path) -> tuple[dict, str]:
@@ -66,7 +61,7 @@ def test_record_with_a_fifo_at_the_results_path_records_and_stops_on_sigterm(tmp
     env, path = state_env(tmp_path)
     os.mkfifo(path)
     out = tmp_path / "rec.gdt"
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "record", "-o", str(out), "-i", "0.2"],
+    proc = subprocess.Popen(gdt_argv("record", "-o", str(out), "-i", "0.2"),
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
@@ -277,8 +272,8 @@ def test_probe_refuses_a_newer_versions_file_before_loading_the_device(tmp_path)
 @pytest.mark.skipif(not __import__("shutil").which("fio"), reason="fio is not installed")
 def test_fio_probe_of_a_file_that_shrinks_mid_run_fails_and_keeps_nothing(tmp_path, big_file):
     env, path = state_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "probe", "--engine", "fio",
-                             "--seconds", "6", big_file], cwd=ROOT, env=env,
+    proc = subprocess.Popen(gdt_argv("probe", "--engine", "fio", "--seconds", "6", big_file),
+                            cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:

@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+import cli_run
 import manypages
 import slowfs
 from slack import slack
@@ -26,10 +27,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def gdt(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "gpudisk_top", *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=timeout_s * slack())
+def gdt(*args: str) -> subprocess.CompletedProcess:
+    """The command line with this checkout first on the path, its bound scaled by load."""
+    return cli_run.gdt(*args, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60.0 * slack())
 
 
 def first_piece(path: str) -> bytes:

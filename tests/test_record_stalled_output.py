@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import slowfs
 
+from cli_run import gdt, gdt_argv
 from gpudisk_top.record import Recorder, Recording, make_header
 from gpudisk_top.record.queued import QueuedRecorder
 from gpudisk_top.sim import Simulator, builtin
@@ -24,13 +24,8 @@ from gpudisk_top.sim import Simulator, builtin
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def gdt(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gpudisk_top", *args]
-
-
 def report(path: str) -> str:
-    proc = subprocess.run(gdt("report", path), capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
+    proc = gdt("report", path)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -41,7 +36,7 @@ def samples_in(path: str) -> int:
 
 
 def start_record(path: str) -> tuple[subprocess.Popen, list[str]]:
-    proc = subprocess.Popen(gdt("record", "-o", path, "-i", "0.1"), cwd=ROOT,
+    proc = subprocess.Popen(gdt_argv("record", "-o", path, "-i", "0.1"), cwd=ROOT,
                             stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
 

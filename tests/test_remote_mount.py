@@ -116,9 +116,10 @@ async def test_the_dashboard_shows_the_mount_beside_the_disks_and_on_the_timelin
     from gpudisk_top.collect.roots import Roots
     from gpudisk_top.collect.sampler import Sampler
     from gpudisk_top.sim.fake_nvml import FakeNvml
-    from gpudisk_top.ui.app import GpuDiskApp
     from gpudisk_top.ui.widgets.disks import DiskPanel
     from gpudisk_top.ui.widgets.timeline import Timeline
+    from apps import dashboard_app
+    from screen_text import lines_of, text_of
 
     with slowfs.fusectl(), \
             slowfs.mounted(dataset, latency_ms=LATENCY_MS, mb_s=MB_S, direct_io=True) as (mnt, _d):
@@ -130,24 +131,22 @@ async def test_the_dashboard_shows_the_mount_beside_the_disks_and_on_the_timelin
         nvml = FakeNvml.with_gpus(1)
         nvml.set_state(0, util_pct=20.0, processes=[(reader.pid, 2 * 2**30)])
         sampler = Sampler(Roots(), gpu=GpuCollector(nvml=nvml))
-        app = GpuDiskApp(sampler, 1.0, Source(LIVE, "t", LIVE, kernel="t"),
-                         autostart=False, show_self=False)
+        app = dashboard_app(sampler, origin=Source(LIVE, "t", LIVE, kernel="t"))
         try:
             async with app.run_test(size=(160, 48)) as pilot:
                 for _ in range(4):
                     await asyncio.sleep(1.0)
                     app.advance(1)
                 await pilot.pause()
-                rows = [line for line in
-                        ("".join(t for t, _ in row) for row in app.query_one(DiskPanel)._lines)
-                        if line[1:].startswith(mnt[:20])]
-                assert rows, "\n".join("".join(t for t, _ in r) for r in app.query_one(DiskPanel)._lines)
+                disk_rows = lines_of(app.query_one(DiskPanel))
+                rows = [line for line in disk_rows if line[1:].startswith(mnt[:20])]
+                assert rows, "\n".join(disk_rows)
                 row = rows[0]
                 assert " FUSE " in row and "slowfs" in row, row
                 model = app.shown.model
                 view = model.mounts[mnt]
                 assert view.readers == 1 and view.waiting is not None
-                timeline = "\n".join("".join(t for t, _ in r) for r in app.query_one(Timeline)._lines)
+                timeline = text_of(app.query_one(Timeline))
                 assert mnt[:10] in timeline, timeline
         finally:
             reader.kill()

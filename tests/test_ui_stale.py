@@ -14,6 +14,7 @@ from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.widgets.disks import DiskPanel
 from gpudisk_top.ui.widgets.header import HeaderBar
 from gpudisk_top.collect.source import LIVE, Source
+from screen_text import lines_of
 
 
 class HangingNvml(FakeNvml):
@@ -30,7 +31,7 @@ class HangingNvml(FakeNvml):
 
 
 def header_text(app) -> str:
-    return "".join(t for t, _ in app.query_one(HeaderBar)._lines[0])
+    return lines_of(app.query_one(HeaderBar))[0]
 
 
 async def test_a_hung_nvml_call_is_flagged_while_disks_and_keys_go_on():
