@@ -29,7 +29,7 @@ FAST = (
     "test_netfs_stats.py", "test_one_voice.py", "test_pidmap.py", "test_probe_doubt.py", "test_probe_units.py",
     "test_procio.py", "test_sample_cache.py", "test_sample_cost.py", "test_record_interval.py", "test_record_layering.py",
     "test_remote_words.py", "test_ticker.py", "test_timeparse.py", "test_visibility.py",
-    "test_vocab.py", "test_whatif_corpus.py",
+    "test_vocab.py", "test_whatif_corpus.py", "test_whatif_registry.py",
     # single tests of slower modules, for the modules of the package no module above runs
     "test_cli_once.py::test_bad_options_are_one_line_errors",
     "test_cli_once.py::test_dashboard_without_a_tty_points_to_once",

@@ -19,19 +19,28 @@ U64 = ("rd_ios", "rd_merges", "rd_sectors", "wr_ios", "wr_merges", "wr_sectors",
 TICKS = ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks", "tot_ticks", "rq_ticks")
 
 # `python -c SWAP_AFTER_SLEEP DISKSTATS SECOND ARGS...`: gpudisk-top ARGS, with DISKSTATS
-# rewritten in place from SECOND after each sleep (so --once's second read sees it)
+# rewritten in place from SECOND after each wait between samples (so --once's second read
+# sees it): --once waits on its stop signals (StopSignals.wait, which a signal cuts short),
+# a plain time.sleep elsewhere; rewriting twice writes the same text
 SWAP_AFTER_SLEEP = r"""
 import sys, time
 from gpudisk_top import cli
+from gpudisk_top.session import ticker
 target, second = sys.argv[1], sys.argv[2]
-real_sleep = time.sleep
-def sleep(seconds):
-    real_sleep(seconds)
+def swap():
     text = open(second).read()
     with open(target, "r+") as f:
         f.write(text)
         f.truncate()
+real_sleep, real_wait = time.sleep, ticker.StopSignals.wait
+def sleep(seconds):
+    real_sleep(seconds)
+    swap()
+def wait(self, timeout_s):
+    real_wait(self, timeout_s)
+    swap()
 time.sleep = sleep
+ticker.StopSignals.wait = wait
 sys.exit(cli.main(sys.argv[3:]))
 """
 
