@@ -9,14 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Iterable
-
-from textual.app import App, ComposeResult, ScreenStackError, SystemCommand
+from textual.app import ComposeResult, ScreenStackError
 from textual.css.query import NoMatches
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
-from textual.widgets import Footer, Static
 
 from gpudisk_top.collect.gpu_deadline import hung
 from gpudisk_top.collect.source import SIMULATED, Source
@@ -33,8 +29,7 @@ from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.disks import SORT_LABEL, SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
-from gpudisk_top.ui import theme
-from gpudisk_top.ui.appkit import TOO_SMALL_CSS, fit_screen, left_dead_terminal, palette
+from gpudisk_top.ui.appkit import ToolApp, app_css
 from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline, TimelineKeys
@@ -50,10 +45,9 @@ class SampleReady(Message):
         self.update = update
 
 
-class GpuDiskApp(TimelineKeys, App):
+class GpuDiskApp(TimelineKeys, ToolApp):
     TITLE = "gpudisk-top"
-    CSS = """
-    Screen { layout: vertical; overflow: hidden; }
+    CSS = app_css("""
     Screen.short DiskPanel { max-height: 7; }
     Screen.short GpuPanel { max-height: 5; }
     IoProcPanel { display: none; }
@@ -65,7 +59,7 @@ class GpuDiskApp(TimelineKeys, App):
     Screen.tall DiskPanel { max-height: 50%; }
     Screen.io-view.short DiskPanel { max-height: 5; }
     Screen.too-small.io-view IoProcPanel, Screen.too-small.roomy IoProcPanel { display: none; }
-    """ + TOO_SMALL_CSS
+    """)
     BINDINGS = [
         # F10 quits and h, F1 open help, as in htop, glances and nvitop
         Binding("q,f10", "quit", "Quit", key_display="q"),
@@ -123,7 +117,7 @@ class GpuDiskApp(TimelineKeys, App):
         self._feed_closed = False
 
     # ------------------------------------------------------------------ layout
-    def compose(self) -> ComposeResult:
+    def panels(self) -> ComposeResult:
         yield HeaderBar(id="header")
         yield VerdictBanner(id="verdict")
         yield GpuPanel(id="gpus")
@@ -131,11 +125,8 @@ class GpuDiskApp(TimelineKeys, App):
         yield HostLine(id="host")
         yield Timeline(id="timeline")
         yield IoProcPanel(id="ioprocs")
-        yield Footer(compact=True)
-        yield Static(id="too-small")
 
     def on_mount(self) -> None:
-        theme.use_no_color(self.no_color)  # Textual greys every colour: emphasis by attributes
         if self.stop_signals is not None:
             # the loop sleeps in its selector: the signal wakes it (one that came while
             # starting is answered at once)
@@ -152,7 +143,7 @@ class GpuDiskApp(TimelineKeys, App):
 
     def on_resize(self, event) -> None:
         height = event.size.height
-        fit_screen(self.screen, self.query_one("#too-small", Static), event.size, "gpudisk-top")
+        self.fit_too_small(self.screen, event.size)
         self.screen.set_class(height >= 50, "tall")
         # room for the timeline and the I/O by process under it (200x60, 250x70)
         self.screen.set_class(height >= ROOMY_HEIGHT, "roomy")
@@ -284,7 +275,7 @@ class GpuDiskApp(TimelineKeys, App):
         return out
 
     def _check_stale(self) -> None:
-        if left_dead_terminal(self):
+        if self.leave_if_terminal_gone():
             return
         flags = self.flags()
         if flags != self._last_flags:
@@ -431,8 +422,8 @@ class GpuDiskApp(TimelineKeys, App):
         if self.shown is not None:
             self.render_update(self.shown)
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        return palette((
+    def commands(self) -> tuple:
+        return (
             ("Pause or resume", "Freeze the screen; sampling goes on", self.action_pause),
             ("Sort disks", "Cycle the disk sort: %util, r_await, IOPS, throughput, name", self.action_sort),
             ("All or active devices", "Show every block device, or the active disks", self.action_all_devices),
@@ -448,4 +439,4 @@ class GpuDiskApp(TimelineKeys, App):
             ("Keys and glyphs", "The help screen", self.action_help),
             ("What cannot be seen", "The header's flags (NOT ROOT, ...) and their fix", self.action_hidden),
             ("Quit", "Quit gpudisk-top", self.action_quit),
-        ))
+        )

@@ -1,13 +1,16 @@
 """What every app of gpudisk-top does alike (the dashboard, replay, the fleet screen): the
 note that replaces a screen too small to draw, the palette of the tool's own commands,
-and leaving a terminal that is gone."""
+and leaving a terminal that is gone; ToolApp, the one base they derive from, puts them
+together with the footer and NO_COLOR's styles."""
 
 from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from textual.app import SystemCommand
+from textual.app import App, ComposeResult, SystemCommand
+from textual.widgets import Footer, Static
 
+from gpudisk_top.ui import theme
 from gpudisk_top.ui.terminal import terminal_gone
 
 MIN_SIZE = (80, 24)  # below this the screen says so instead of clipping
@@ -19,6 +22,12 @@ TOO_SMALL_CSS = """
     Screen.too-small > * { display: none; }
     Screen.too-small #too-small { display: block; }
 """
+
+
+def app_css(own: str = "") -> str:
+    """An app's CSS: its screen a column that never scrolls, then `own` rules, then the
+    too-small note's (TOO_SMALL_CSS, last: a screen too small hides everything else)."""
+    return "\n    Screen { layout: vertical; overflow: hidden; }\n" + own + TOO_SMALL_CSS
 
 
 def fit_screen(screen, note, size, name: str) -> None:
@@ -47,3 +56,40 @@ def left_dead_terminal(app) -> bool:
         return False
     app.exit(return_code=1, message=f"gpudisk-top: {gone}; exiting")
     return True
+
+
+class ToolApp(App):
+    """The base of the dashboard (and so replay) and the fleet screen.
+
+    A subclass names its command (COMMAND, for the too-small note), yields its panels
+    (panels(): the footer and the note follow them), lists the palette's commands
+    (commands(): (title, help, action) each) and builds its CSS with app_css().  NO_COLOR's
+    styles are chosen as the app loads, before anything is drawn."""
+
+    COMMAND = "gpudisk-top"
+    CSS = app_css()
+
+    def panels(self) -> ComposeResult:
+        return iter(())
+
+    def compose(self) -> ComposeResult:
+        yield from self.panels()
+        yield Footer(compact=True)
+        yield Static(id="too-small")
+
+    def on_load(self) -> None:
+        theme.use_no_color(self.no_color)  # Textual greys every colour: emphasis by attributes
+
+    def fit_too_small(self, screen, size) -> None:
+        """fit_screen for `screen` with this app's note and command."""
+        fit_screen(screen, self.query_one("#too-small", Static), size, self.COMMAND)
+
+    def leave_if_terminal_gone(self) -> bool:
+        """left_dead_terminal for this app: True when it was told to exit."""
+        return left_dead_terminal(self)
+
+    def commands(self) -> Iterable[tuple]:
+        return ()
+
+    def get_system_commands(self, screen) -> Iterator[SystemCommand]:
+        return palette(self.commands())

@@ -16,15 +16,11 @@ import os
 import sys
 import threading
 import time
-from typing import Iterable
-
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
-from textual.widgets import Footer, Static
 
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
 from gpudisk_top.fleet.view import FleetView
@@ -33,8 +29,7 @@ from gpudisk_top.fleet.source import not_one_node
 from gpudisk_top.fleet.text import lost_line
 from gpudisk_top.session.ticker import stepped_interval
 from gpudisk_top.textsafe import printable
-from gpudisk_top.ui import theme
-from gpudisk_top.ui.appkit import TOO_SMALL_CSS, fit_screen, left_dead_terminal, palette
+from gpudisk_top.ui.appkit import ToolApp
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen
 from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
 from gpudisk_top.ui.screens.fleet_job import JobPicker, JobScreen
@@ -77,11 +72,9 @@ def sort_rows(rows, sort: str):
 TABLE_ACTIONS = {"open_node", "filter", "clear_filter", "group", "sort", "move", "page", "ends"}
 
 
-class FleetApp(App):
+class FleetApp(ToolApp):
     TITLE = "gpudisk-top fleet"
-    CSS = """
-    Screen { layout: vertical; overflow: hidden; }
-    """ + TOO_SMALL_CSS
+    COMMAND = "gpudisk-top fleet"
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -122,8 +115,8 @@ class FleetApp(App):
     def __init__(self, source, interval_s: float = 5.0, job: str | None = None,
                  autostart: bool = True) -> None:
         """source: a FleetSource (or anything with its refresh/node_timeline and its
-        url, group_by, filters); job: open that training job's view at once (--job);
-        autostart: refresh every interval (tests and screenshots apply views
+        url, job_label, group_by, filters); job: open that training job's view at once
+        (--job); autostart: refresh every interval (tests and screenshots apply views
         themselves)."""
         super().__init__()
         self.source = source
@@ -146,14 +139,11 @@ class FleetApp(App):
         self._labels: set[str] = set()     # labels_seen()
 
     # ------------------------------------------------------------------ layout
-    def compose(self) -> ComposeResult:
+    def panels(self) -> ComposeResult:
         yield FleetHeader(id="fleet-header")
         yield FleetTable(id="fleet-table")
-        yield Footer(compact=True)
-        yield Static(id="too-small")
 
     def on_mount(self) -> None:
-        theme.use_no_color(self.no_color)    # Textual greys every colour: emphasis by attributes
         self.query_one(FleetTable).focus()
         self.render_view()
         if self.autostart:
@@ -161,13 +151,12 @@ class FleetApp(App):
             self._timer = self.set_interval(self.interval_s, self._tick)
 
     def on_resize(self, event) -> None:
-        fit_screen(self.default_screen, self.query_one("#too-small", Static), event.size,
-                   "gpudisk-top fleet")     # the table's screen, whichever is on top
+        self.fit_too_small(self.default_screen, event.size)  # the table's, whichever is on top
         self.render_view()
 
     # ------------------------------------------------------------------ refresh
     def _tick(self) -> None:
-        if left_dead_terminal(self):
+        if self.leave_if_terminal_gone():
             return
         if self.paused or self._asked_mono is not None:
             return          # the last one has not answered yet (the client's deadline will)
@@ -249,7 +238,7 @@ class FleetApp(App):
                   marked[NOGPU_GLYPH])
         filters = self.target("filters")
         self.query_one(FleetHeader).show(
-            self.view, getattr(self.source, "url", "?"), self.target("group_by"),
+            self.view, self.source.url, self.target("group_by"),
             self.interval_s, counts, self.flags(), format_filters(filters))
         view = self.view
         empty = ("asking Prometheus…" if view is None else
@@ -298,7 +287,7 @@ class FleetApp(App):
     def action_jobs(self) -> None:
         jobs = list(self.view.jobs) if self.view is not None else []
         if not jobs:
-            label = getattr(self.source, "job_label", "training_job")
+            label = self.source.job_label
             self.notify(f"no training job: no node carries the label {label}", timeout=4)
             return
         if len(jobs) == 1:
@@ -406,8 +395,8 @@ class FleetApp(App):
     def action_faster(self) -> None:
         self._set_interval(-1)
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        return palette((
+    def commands(self) -> tuple:
+        return (
             ("Open node", "The timeline of the node under the cursor", self.action_open_node),
             ("Job view", "The nodes of one training job, the straggler named", self.action_jobs),
             ("Filter by label", "label=value pairs; empty: every node", self.action_filter),
@@ -420,7 +409,7 @@ class FleetApp(App):
             ("Shorter interval", "Refresh more often", self.action_faster),
             ("Keys and glyphs", "The help screen", self.action_help),
             ("Quit", "Quit gpudisk-top fleet", self.action_quit),
-        ))
+        )
 
 
 def _Failed(error: str) -> FleetView:
