@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from gpudisk_top.collect.source import simulated_source
-from gpudisk_top.sim import Simulator, builtin
+from apps import dashboard_app
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.app import GpuDiskApp
 from gpudisk_top.ui.appkit import ToolApp
 from gpudisk_top.ui.fleet_app import FleetApp
+from screen_text import screen_text
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "screenshots"))
@@ -25,8 +25,7 @@ STOCK = ("Maximize", "Keys", "Theme", "Screenshot", "Change theme")
 
 
 def dashboard() -> tuple[GpuDiskApp, str, object]:
-    app = GpuDiskApp(Simulator(builtin("demo"), seed=0), 1.0, simulated_source("demo", 0),
-                     autostart=False, show_self=False)
+    app = dashboard_app()
     return app, "gpudisk-top", lambda: app.advance(3)
 
 
@@ -34,11 +33,6 @@ def fleet() -> tuple[FleetApp, str, object]:
     source = fleet_shots.CannedSource()
     app = FleetApp(source, autostart=False)
     return app, "gpudisk-top fleet", lambda: app.apply(source.refresh())
-
-
-def screen_text(app) -> str:
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in s).rstrip() for s in strips)
 
 
 @pytest.mark.parametrize("make", [dashboard, fleet], ids=["dashboard", "fleet"])
