@@ -26,7 +26,7 @@ FAST = (
     "test_freespace.py", "test_gpu.py", "test_health_outputs.py",
     "test_health_smartctl_text.py", "test_health_verdict.py", "test_hooks.py", "test_host.py",
     "test_layering.py", "test_loader_time.py", "test_mounts.py", "test_netfs_bounds.py",
-    "test_netfs_stats.py", "test_one_voice.py", "test_pidmap.py", "test_probe_doubt.py", "test_probe_units.py",
+    "test_netfs_stats.py", "test_one_voice.py", "test_pidmap.py", "test_spelling.py", "test_probe_doubt.py", "test_probe_units.py",
     "test_procio.py", "test_sample_cache.py", "test_sample_cost.py", "test_record_interval.py", "test_record_layering.py",
     "test_remote_words.py", "test_ticker.py", "test_timeparse.py", "test_visibility.py",
     "test_vocab.py", "test_whatif_corpus.py", "test_whatif_registry.py",
