@@ -18,7 +18,7 @@ import pytest
 
 FAST = (
     # whole modules, each a few seconds at most
-    "test_alert_config.py", "test_alerts.py", "test_alone.py", "test_architecture_doc.py", "test_alerts_hostile.py", "test_blockdev.py",
+    "test_alert_config.py", "test_alerts.py", "test_alone.py", "test_appkit.py", "test_architecture_doc.py", "test_alerts_hostile.py", "test_blockdev.py",
     "test_config.py", "test_deadline.py", "test_deploy_examples.py", "test_devmap.py",
     "test_diskstats.py", "test_docs.py", "test_evidence.py", "test_examples.py",
     "test_export.py", "test_export_layering.py", "test_exporter.py",
@@ -27,7 +27,7 @@ FAST = (
     "test_health_smartctl_text.py", "test_health_verdict.py", "test_hooks.py", "test_host.py",
     "test_layering.py", "test_loader_time.py", "test_mounts.py", "test_netfs_bounds.py",
     "test_netfs_stats.py", "test_one_voice.py", "test_pidmap.py", "test_spelling.py", "test_probe_doubt.py", "test_probe_units.py",
-    "test_procio.py", "test_sample_cache.py", "test_sample_cost.py", "test_record_interval.py", "test_record_layering.py",
+    "test_procio.py", "test_sample_cache.py", "test_sample_source.py", "test_sample_cost.py", "test_record_interval.py", "test_record_layering.py",
     "test_remote_words.py", "test_ticker.py", "test_timeparse.py", "test_visibility.py",
     "test_vocab.py", "test_whatif_corpus.py", "test_whatif_registry.py",
     # single tests of slower modules, for the modules of the package no module above runs
