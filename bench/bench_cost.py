@@ -79,7 +79,11 @@ from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.collect.source import live_source
 from gpudisk_top.commands import record, serve
-from gpudisk_top.commands.common import probed_ceilings
+try:
+    from gpudisk_top.probe.store import ProbeCeilings
+    CEILINGS = ProbeCeilings(lambda line: None)
+except ImportError:      # a checkout from before ProbeCeilings (--against an older one)
+    from gpudisk_top.commands.common import probed_ceilings as CEILINGS
 from gpudisk_top.sim.fake_nvml import FakeNvml
 
 pids = [int(p) for p in os.environ["GDT_BENCH_PIDS"].split(",")]
@@ -94,7 +98,7 @@ class Source:
             self.nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
                                 power_limit_mw=700_000,
                                 processes=[(pids[i % len(pids)], 30 * 2**30)])
-        self.sampler = Sampler(roots, nvml=self.nvml, ceilings=probed_ceilings)
+        self.sampler = Sampler(roots, nvml=self.nvml, ceilings=CEILINGS)
 
     def sample(self):
         self.nvml.advance_to(time.time())

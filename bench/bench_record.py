@@ -48,10 +48,14 @@ from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.commands import record
 try:
-    from gpudisk_top.commands.common import probed_ceilings
-    CEILINGS = {"ceilings": probed_ceilings}
-except ImportError:      # a checkout from before Sampler took them (it read them itself)
-    CEILINGS = {}
+    from gpudisk_top.probe.store import ProbeCeilings
+    CEILINGS = {"ceilings": ProbeCeilings(lambda line: None)}
+except ImportError:
+    try:                 # a checkout from before ProbeCeilings
+        from gpudisk_top.commands.common import probed_ceilings
+        CEILINGS = {"ceilings": probed_ceilings}
+    except ImportError:  # a checkout from before Sampler took them (it read them itself)
+        CEILINGS = {}
 from gpudisk_top.collect.source import live_source
 from gpudisk_top.sim.fake_nvml import FakeNvml
 
