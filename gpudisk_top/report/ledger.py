@@ -16,10 +16,7 @@ the same pass).  The section's "counted_from" says which way it was counted, and
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass
-
-from gpudisk_top.verdict.ledger import (CAUSE_OF_STATE, CAUSES, NO_PRICE, Ledger, Price, gaps_text,
+from gpudisk_top.verdict.ledger import (CAUSES, NO_PRICE, Ledger, Price, gaps_text,
                                       recovered_gpu_s)
 from gpudisk_top.model.present import Col, pct, table
 from gpudisk_top.model.vocab import gpu_hours
@@ -38,80 +35,43 @@ FROM_REPLAY = "replayed samples"
 FROM_OLD_SUMMARIES = "replayed samples (the recorded summaries predate the ledger)"
 
 
-def replay_ledger(rec, start_s, end_s, thresholds) -> tuple[Ledger, list]:
-    """The window's ledger and its intervals' losses to a cause (note_loss)."""
+def replay_ledger(rec, start_s, end_s, thresholds, key_at: dict) -> tuple[Ledger, dict]:
+    """The window's ledger, replayed, and the lost time of its intervals in the recorded
+    episodes: key_at (Tally.key_at) names the recorded episode of each interval, by
+    (session, id), and an interval's lost time is that episode's, as the step counts it."""
     replay = Replay(rec, thresholds)
     ledger = Ledger()
-    losses: list = []
-    for _i, _model, _verdict, loss in replay.run(rec.ranges(start_s, end_s), start_s):
+    lost: dict = {}
+    for i, _model, _verdict, loss in replay.run(rec.ranges(start_s, end_s), start_s):
         ledger.add(loss)
-        note_loss(losses, loss)
-    return ledger, losses
+        key = key_at.get(i)
+        if key is not None and loss.lost_gpu_s > 0:
+            lost[key] = lost.get(key, 0.0) + loss.lost_gpu_s
+    return ledger, lost
 
 
-def note_loss(losses: list, loss) -> None:
-    """Keep an interval's (wall time, cause, lost GPU-seconds) where it lost time to a
-    cause (episodes_lost reads them)."""
-    if loss is not None and loss.lost_gpu_s > 0:
-        losses.append((loss.wall_s, loss.cause, loss.lost_gpu_s))
+def lost_by_episode(window, replayed: dict | None = None) -> list[float]:
+    """The GPU-seconds each episode of the window (session/summaries.py Window.episodes,
+    in order) lost in the window, by the step's one rule: an interval's lost time is the
+    episode its verdict named.  Each piece's ledger keeps it by the id the piece's step
+    (or the recorder's, in its summaries) gave the episode (Piece.keys, Tally.lost_of),
+    and an episode the window joined across pieces (Window.joined) has its parts'.
+    replayed: replay_ledger's, where summaries predate the ledger."""
+    lost = {id(e): 0.0 for e in window.episodes}
+    for piece in window.pieces:
+        for e, key in [*zip(piece.episodes, piece.keys), *piece.unlisted]:
+            into = id(window.joined.get(id(e), e))
+            if into in lost:
+                lost[into] += piece.lost_of(key, replayed)
+    return [lost[id(e)] for e in window.episodes]
 
 
-@dataclass
-class Counted:
-    """An episode of the report as the ledger counted it (what _lost_of matches)."""
-
-    state: str
-    start_wall_s: float
-    end_wall_s: float
-    lost_gpu_s: float
-    last_wall_s: float | None = None
-
-
-def episodes_lost(episodes: list[dict], losses: list) -> list[Counted]:
-    """Each episode of the report (its JSON) with the time lost in its intervals: each
-    interval lost to a cause goes to the latest episode of that cause's state begun by
-    then, which is how the step counts an episode's lost time (verdict/ledger.py: a
-    starved interval's lost time goes to the episode open then, whose state the verdict
-    has; the verdict holds it through the exit hysteresis, past the episode's end, and
-    the next episode's start may reach back into that).  losses: note_loss's, in the
-    order of a steady clock (a window read from summaries is one such stretch)."""
-    walls = [w for w, _c, _v in losses]
-    # the earliest start of a later episode of the same state, from the last one back
-    until: list[float | None] = [None] * len(episodes)
-    seen: dict[str, float] = {}
-    for k in range(len(episodes) - 1, -1, -1):
-        e = episodes[k]
-        until[k] = seen.get(e["state"])
-        seen[e["state"]] = min(e["start_s"], seen.get(e["state"], e["start_s"]))
-    out = []
-    for k, e in enumerate(episodes):
-        cause = CAUSE_OF_STATE.get(e["state"])
-        lo = bisect.bisect_left(walls, e["start_s"])
-        hi = bisect.bisect_left(walls, until[k]) if until[k] is not None else len(walls)
-        lost = sum(v for _w, c, v in losses[lo:hi] if c == cause)
-        out.append(Counted(e["state"], e["start_s"], e["end_s"], lost))
-    return out
-
-
-def _lost_of(e: dict, counted: list) -> float:
-    """An episode of the report (its JSON) matched to the ledger's: the same state, the
-    counted one overlapping it most."""
-    best, overlap = 0.0, 0.0
-    for c in counted:
-        if c.state != e["state"]:
-            continue
-        end = c.end_wall_s if c.end_wall_s is not None else c.last_wall_s
-        o = min(end, e["end_s"]) - max(c.start_wall_s, e["start_s"])
-        if o > overlap or (o == overlap == 0 and c.start_wall_s == e["start_s"]):
-            best, overlap = c.lost_gpu_s, o
-    return best
-
-
-def section(ledger: Ledger | None, episodes: list[dict], counted: list,
+def section(ledger: Ledger | None, episodes: list[dict], lost: list[float],
             price: Price = NO_PRICE, why_not: str | None = None) -> dict:
     """The report JSON's "ledger": Ledger.as_json and each share of the window's GPU
-    time (share_pct), the episodes' lost time and what their best fix would have
-    recovered (recovered_gpu_s, by_episode).  why_not: the ledger was not counted."""
+    time (share_pct), the episodes' lost time (lost: each one's, lost_by_episode) and
+    what their best fix would have recovered (recovered_gpu_s, by_episode).  why_not:
+    the ledger was not counted."""
     if ledger is None:
         return {"counted": False, "why_not": why_not}
     out = {"counted": True, **ledger.as_json(price)}
@@ -123,8 +83,7 @@ def section(ledger: Ledger | None, episodes: list[dict], counted: list,
     out["idle_share_pct"] = share(ledger.idle_gpu_s)
     ref = ledger.reference_pct if ledger.against_level else None
     rows = []
-    for e in episodes:
-        lost = _lost_of(e, counted)
+    for e, lost in zip(episodes, lost):
         whatif = [WhatIf.from_json(w) for w in e.get("whatif") or ()]
         best = whatif[0] if whatif else None
         rows.append({"id": e["id"], "state": e["state"], "lost_gpu_s": lost,

@@ -66,9 +66,6 @@ class Summary:
     # the window's stall ledger where every sample of it was replayed or read from
     # summaries that carry it (else None)
     ledger: Ledger | None = None
-    # per stretch of a steady clock (axis.ranges): its intervals' losses to a cause
-    # (Tally.losses), in order, for the by-episode split of the window's ledger
-    losses: dict = field(default_factory=dict)
 
 
 def build(rec: Recording, start_s: float | None = None, end_s: float | None = None,
@@ -90,39 +87,35 @@ def build(rec: Recording, start_s: float | None = None, end_s: float | None = No
     else:
         result = _summary(rec, window.pieces, window.episodes, axis, RECOMPUTED,
                           where=window.where)
-    _add_ledger(result, rec, start_s, end_s, thresholds, price)
+    _add_ledger(result, window, rec, start_s, end_s, thresholds, price)
     return result
 
 
-def _add_ledger(result: Summary, rec: Recording, start_s, end_s, thresholds,
+def _add_ledger(result: Summary, window, rec: Recording, start_s, end_s, thresholds,
                 price: Price) -> None:
     """data["ledger"]: the window's GPU time lost (report/ledger.py), as the replay or
     the recorded summaries counted it; where summaries written before they carried the
     ledger were read, replayed for it when the window is not too long.  data["ledger"]
-    ["counted_from"] says which."""
+    ["counted_from"] says which.  Each episode's lost time is its intervals' in the
+    window, by the step's rule (report/ledger.py lost_by_episode)."""
     why_not = None
+    replayed = None
     if result.ledger is not None:
         how = (report_ledger.FROM_REPLAY if result.data.get("derived") == RECOMPUTED
                else report_ledger.FROM_SUMMARIES)
     elif result.data["samples"] <= report_ledger.REPLAY_MAX_SAMPLES:
         # read from summaries (one stretch of a steady clock) that predate the ledger
-        result.ledger, losses = report_ledger.replay_ledger(rec, start_s, end_s, thresholds)
-        result.losses = {span: losses for span in set(result.spans)} or {None: losses}
+        key_at = {i: key for piece in window.pieces for i, key in piece.key_at.items()}
+        result.ledger, replayed = report_ledger.replay_ledger(rec, start_s, end_s, thresholds,
+                                                              key_at)
         how = report_ledger.FROM_OLD_SUMMARIES
     else:
         why_not = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples "
                    "and its recorded summaries were written before they carried the "
                    "ledger: report --recompute, or a shorter --from/--to, counts it")
-    # each episode's lost time is its intervals' in the window (the pieces read from
-    # summaries and replayed each counted part of one; a replay's warm-up counted what
-    # was before the window), stretch by stretch of a steady clock
-    counted = []
-    if result.ledger is not None:
-        for span, losses in result.losses.items():
-            got = [e for e, sp in zip(result.data["episodes"], result.spans) if sp == span]
-            counted += report_ledger.episodes_lost(got, losses)
+    lost = report_ledger.lost_by_episode(window, replayed) if result.ledger is not None else []
     result.data["ledger"] = report_ledger.section(result.ledger, result.data["episodes"],
-                                                  counted, price, why_not)
+                                                  lost, price, why_not)
     if result.ledger is not None:
         result.data["ledger"]["counted_from"] = how
     for e, row in zip(result.data["episodes"], result.data["ledger"].get("by_episode") or ()):
@@ -215,19 +208,13 @@ def _summary(rec: Recording, parts: list[Tally], episodes: list[Episode], axis: 
         e["health"] = episode_health(health, devices, e)
     if how == RECORDED:
         data["replayed_samples"] = replayed
-    losses: dict = {}
-    if how == RECORDED:              # the pieces of one stretch
-        losses[axis.ranges[0]] = [x for p in parts for x in p.losses]
-    else:                            # a piece per stretch
-        losses.update((r, p.losses) for r, p in zip(axis.ranges, parts))
     ledger = None
     if parts and all(p.ledger is not None for p in parts):
         ledger = Ledger()
         for p in parts:
             ledger.merge(p.ledger)
     return Summary(data=data, series=series, episodes=episodes, warnings=list(rec.warnings),
-                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)], ledger=ledger,
-                   losses=losses)
+                   spans=[axis.ranges[r] for r in where or [0] * len(episodes)], ledger=ledger)
 
 
 def output_gaps(rec: Recording, first_s: float | None, last_s: float | None) -> list[dict]:

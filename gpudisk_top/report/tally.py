@@ -15,7 +15,6 @@ from gpudisk_top.record import derived
 from gpudisk_top.record.derived import add_interval
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.record.v2.summary import DiskSums, Stretch
-from gpudisk_top.report import ledger as report_ledger
 from gpudisk_top.report.health import HealthSeries
 from gpudisk_top.report.series import Series
 from gpudisk_top.session.summaries import Piece
@@ -38,10 +37,22 @@ class Tally(Piece):
     series: Series | None = None
     health: HealthSeries = field(default_factory=HealthSeries)   # the disks' health readings
     ledger: Ledger | None = None        # its intervals' stall ledger
-    # (wall time, cause, lost GPU-seconds) of each interval counted to a cause that loses
-    # time, in order: the window's by-episode split where summaries were read
-    losses: list = field(default_factory=list)
+    # summaries: each recorder session's ledger of the piece's intervals, whose
+    # by_episode holds its episodes' lost time by the ids the session recorded
+    sessions: dict = field(default_factory=dict)
+    # summaries written before they carried the ledger: sample index -> (session, episode
+    # id) of the intervals in an episode (report/ledger.py replay_ledger counts them)
+    key_at: dict = field(default_factory=dict)
     select: "_Selector | None" = None
+
+    def lost_of(self, key, replayed: dict | None = None) -> float:
+        """The GPU-seconds the piece's intervals lost to one of its episodes, by its key
+        (Piece.keys); replayed: report/ledger.py replay_ledger's, by (session, id), where
+        the summaries predate the ledger."""
+        if isinstance(key, tuple):
+            led = self.sessions.get(key[0])
+            return led.lost_of(key[1]) if led is not None else (replayed or {}).get(key, 0.0)
+        return self.ledger.lost_of(key) if self.ledger is not None else 0.0
 
     def interval(self, i: int, model, verdict, loss, clip_s) -> None:
         """A replayed interval: its devices and GPUs, its chart bucket, its health
@@ -52,7 +63,6 @@ class Tally(Piece):
                      selected=self.select, series=series)
         self.health.add_sample(model.sample)
         self.ledger.add(loss)
-        report_ledger.note_loss(self.losses, loss)
 
     def blocks(self, rec: Recording, blocks, lo: int, hi: int, start_s,
                window_blocks: int) -> None:
@@ -72,12 +82,19 @@ class Tally(Piece):
             if a > z:
                 continue
             if ledger is not None:
+                # each interval's lost time to the episode its summary names (the step's
+                # rule, by the session's own ids), the whole's apart
+                session = self.sessions.setdefault(sno, Ledger())
                 for j in range(a - g, z - g + 1):
                     code = b.state[j]
                     loss = derived.loss_of(b.ledger[j], rec.wall_s(g + j),
-                                           STATES[code] if code < len(STATES) else "idle")
+                                           STATES[code] if code < len(STATES) else "idle",
+                                           b.episode[j])
                     ledger.add(loss)
-                    report_ledger.note_loss(self.losses, loss)
+                    session.add(loss)
+            else:
+                self.key_at.update((g + j, (sno, b.episode[j]))
+                                   for j in range(a - g, z - g + 1) if b.episode[j])
             whole = (not per_sample and a == g and z == g + b.n - 1
                      and not (start_s is not None and a == lo))
             if whole:

@@ -44,6 +44,13 @@ class Piece:
     warnings: list[str] = field(default_factory=list)
     replayed: int = 0                   # samples replayed from raw counters
     breaks_first: bool = False          # its first sample starts a session or follows a clock step
+    # per episode (by its place): its id as the step that found it numbered it, before
+    # the window numbers its episodes: the key of its lost time in the stall ledger (an
+    # int where the piece was replayed, (session, id) where summaries recorded it)
+    keys: list = field(default_factory=list)
+    # (episode, key) of those its intervals named but that are not listed: ended before
+    # the piece began, they held its first intervals through their exit hysteresis
+    unlisted: list = field(default_factory=list)
 
     def interval(self, i: int, model, verdict, loss, clip_s: float | None) -> None:
         """Sample i replayed: its Model, the replay's Verdict and the step's IntervalLoss;
@@ -66,6 +73,9 @@ class Window:
     episodes: list[Episode]
     where: list[int]                    # per episode: the range it was found in
     recorded: bool                      # read from recorded summaries (else replayed)
+    # id(a piece's episode) -> the window's episode it was joined to (merge_episodes);
+    # a piece's episode not here is the window's own
+    joined: dict = field(default_factory=dict)
 
     @property
     def spans(self) -> list[tuple[int, int]]:
@@ -173,20 +183,26 @@ def replay_piece(rec: Recording, lo: int, hi: int, clip_s, since_s, thresholds,
     known_warnings = len(rec.warnings)
     replay = Replay(rec, thresholds)
     inside: dict[int, int] = {}
+    named: set[int] = set()
     last_s = None
     for i, model, verdict, loss in replay.run([(lo, hi)], since_s, close=False):
         piece.interval(i, model, verdict, loss, clip_s)
         piece.replayed += 1
         last_s = model.wall_s
         ep = verdict.episode
-        if ep is not None and verdict.raw_state == ep.state:
-            inside[id(ep)] = inside.get(id(ep), 0) + 1
+        if ep is not None:
+            named.add(id(ep))
+            if verdict.raw_state == ep.state:
+                inside[id(ep)] = inside.get(id(ep), 0) + 1
     piece.breaks_first = lo in replay.breaks_at
     if replay.detector is not None and last_s is not None:
         piece.open_at_end = replay.open_at_end
         replay.close(last_s)
         first = since_s if since_s is not None else float("-inf")
         piece.episodes = [e for e in replay.all_episodes if e.end_wall_s >= first]
+        piece.keys = [e.id for e in piece.episodes]
+        piece.unlisted = [(e, e.id) for e in replay.all_episodes
+                          if e.end_wall_s < first and id(e) in named]
         piece.inside = {k: inside.get(id(e), 0) for k, e in enumerate(piece.episodes)}
     piece.warnings = rec.warnings[known_warnings:]
     return piece
@@ -214,8 +230,10 @@ def _read_summaries(rec, ranges, plan, start_s, thresholds, new_piece) -> Window
             _summed_episodes(rec, step[1], lo_global, hi_global, start_s, piece)
             boundaries.append(start_s if a == lo_global and start_s is not None else rec.wall_s(a))
         pieces.append(piece)
-    episodes = merge_episodes(pieces, boundaries)
-    return Window(list(ranges), pieces, episodes, [0] * len(episodes), recorded=True)
+    joined: dict = {}
+    episodes = merge_episodes(pieces, boundaries, joined)
+    return Window(list(ranges), pieces, episodes, [0] * len(episodes), recorded=True,
+                  joined=joined)
 
 
 def _summed_episodes(rec: Recording, blocks, lo: int, hi: int, start_s, piece: Piece) -> None:
@@ -233,6 +251,7 @@ def _summed_episodes(rec: Recording, blocks, lo: int, hi: int, start_s, piece: P
     piece_hi = min(hi, g + b.n - 1)        # where this piece ends (a replay may follow)
     piece.episodes, sessions, piece.open_at_end = _episodes(rec, records, last_block, lo,
                                                             piece_hi, start_s)
+    piece.keys = [(sno, e.id) for e, sno in zip(piece.episodes, sessions)]
     first = max(lo, blocks[0][0])
     for place, (e, sno) in enumerate(zip(piece.episodes, sessions)):
         if e.start_wall_s < rec.wall_s(first):
@@ -311,15 +330,28 @@ def _session_last(rec: Recording, sno: int, hi: int) -> int:
     return min(nxt, hi)
 
 
-def merge_episodes(parts: list[Piece], bounds: list[float]) -> list[Episode]:
+def _join(joined: dict, merged: list[Episode], e: Episode) -> None:
+    """A piece's episode that the pieces before already listed: joined to the latest
+    listed one of its state begun by its end (the same episode, seen by two detectors)."""
+    into = next((m for m in reversed(merged) if m.state == e.state
+                 and m.start_wall_s <= e.last_wall_s), None)
+    if into is not None:
+        joined[id(e)] = into
+
+
+def merge_episodes(parts: list[Piece], bounds: list[float],
+                   joined: dict | None = None) -> list[Episode]:
     """Episodes of consecutive pieces of a window read from summaries (runs of summary
     blocks, and the samples between them that have none, replayed) as one list.  A
     replayed piece's detector was warmed up before its start, so an episode that went on across a boundary shows in both pieces: the
     earlier one closed at its last sample, the later one begun before the boundary.  They
     are joined; an episode that ended within the warm-up belongs to the piece before.  A
     piece that starts at a break (a session's start, a clock step: Replay restarts its
-    detector there) joins nothing: the piece before closed its episodes at its end."""
+    detector there) joins nothing: the piece before closed its episodes at its end.
+    joined: filled with id(a piece's episode) -> the merged episode it went into, where
+    that is another (its intervals' lost time is that episode's)."""
     merged: list[Episode] = []
+    joined = {} if joined is None else joined
     carried_open = False
     for k, part in enumerate(parts):
         boundary = bounds[k]
@@ -337,7 +369,8 @@ def merge_episodes(parts: list[Piece], bounds: list[float]) -> list[Episode]:
                     last.end_wall_s = e.end_wall_s
                     last.intervals += part.inside.get(place, 0)
                     carried_open = False
-                continue                                   # the piece before reported it
+                _join(joined, merged, e)       # the piece before reported it
+                continue
             if k > 0 and e.start_wall_s < boundary:
                 last = merged[-1] if merged else None
                 if carried_open and last is not None and last.state == e.state:
@@ -356,6 +389,7 @@ def merge_episodes(parts: list[Piece], bounds: list[float]) -> list[Episode]:
                     if e.min_util_pct is not None:
                         last.min_util_pct = e.min_util_pct if last.min_util_pct is None \
                             else min(last.min_util_pct, e.min_util_pct)
+                    joined[id(e)] = last
                     carried_open = False
                     continue
                 # the piece before had not opened it yet (too few intervals before its end):
@@ -364,6 +398,9 @@ def merge_episodes(parts: list[Piece], bounds: list[float]) -> list[Episode]:
                     e.start_wall_s = max(e.start_wall_s, last.end_wall_s)
             merged.append(e)
             carried_open = False
+        if k > 0:
+            for e, _key in part.unlisted:        # ended before the piece: the one before's
+                _join(joined, merged, e)
         carried_open = part.open_at_end
     for i, e in enumerate(merged, 1):
         e.id = i

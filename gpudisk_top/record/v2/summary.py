@@ -11,8 +11,10 @@ index reads summaries without the model (an episode stays the dict it was record
 
 A block also carries its intervals' stall ledger (verdict/ledger.py IntervalLoss, the
 LEDGER_FIELDS of each, one row per interval), so that `report` counts the GPU time lost
-from summaries over any window, cut to the interval as it cuts a block.  Blocks written
-before it (no "ledger") decode with ledger None: the report then replays the window for it.
+from summaries over any window, cut to the interval as it cuts a block; an interval's
+lost time is its episode's, the block's `episode` code of that interval (no column here:
+the layout is the same).  Blocks written before it (no "ledger") decode with ledger None:
+the report then replays the window for it.
 """
 
 from __future__ import annotations
