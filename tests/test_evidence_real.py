@@ -151,7 +151,7 @@ def _one_model(rec_path: str):
 
     rec = Recording.open(rec_path)
     picked = None
-    for i, model, verdict in Replay(rec).run(rec.ranges(None, None)):
+    for i, model, verdict, _loss in Replay(rec).run(rec.ranges(None, None)):
         if verdict.episode is not None and verdict.state == verdict.raw_state == "disk-starved":
             picked = (i, model, verdict)
     assert picked is not None, "no disk-starved episode was recorded"
