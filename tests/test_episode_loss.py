@@ -73,3 +73,21 @@ def test_the_node_and_the_fleet_say_lost_time_by_cause_in_one_phrase():
     assert fleet == "3.23 GPU-h: disk 2.90, cpu 0.30, straggler 0.02, other 0.01"
     assert node == "lost " + L.lost_phrase(led.lost_gpu_s, led.split(), 3, led.below())
     assert lost_text({c: 0.0 for c in by_cause}) == "0.00 GPU-h" and lost_text(None) == ""
+
+
+def test_the_replay_screen_knows_each_episodes_lost_time_as_report_counts_it():
+    """The recording's episodes the replay screen lists (session/summaries.py
+    known_episodes) say the lost time `report` gives them, read from the summaries."""
+    from pathlib import Path
+
+    from gpudisk_top.record.reader import Recording
+    from gpudisk_top.report import summary
+    from gpudisk_top.session import summaries
+
+    demo = Path(__file__).resolve().parent.parent / "examples" / "demo-simulated.gdtrec"
+    with Recording.open(demo) as rec:
+        episodes, _spans, lost = summaries.known_episodes(rec)
+        rows = summary.build(rec).data["ledger"]["by_episode"]
+    assert [e.id for e in episodes] == [r["id"] for r in rows] and len(rows) >= 3
+    assert all(r["lost_gpu_s"] > 0 for r in rows)
+    assert [lost[r["id"]] for r in rows] == pytest.approx([r["lost_gpu_s"] for r in rows], rel=1e-12)

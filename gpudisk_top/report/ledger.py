@@ -50,28 +50,12 @@ def replay_ledger(rec, start_s, end_s, thresholds, key_at: dict) -> tuple[Ledger
     return ledger, lost
 
 
-def lost_by_episode(window, replayed: dict | None = None) -> list[float]:
-    """The GPU-seconds each episode of the window (session/summaries.py Window.episodes,
-    in order) lost in the window, by the step's one rule: an interval's lost time is the
-    episode its verdict named.  Each piece's ledger keeps it by the id the piece's step
-    (or the recorder's, in its summaries) gave the episode (Piece.keys, Tally.lost_of),
-    and an episode the window joined across pieces (Window.joined) has its parts'.
-    replayed: replay_ledger's, where summaries predate the ledger."""
-    lost = {id(e): 0.0 for e in window.episodes}
-    for piece in window.pieces:
-        for e, key in [*zip(piece.episodes, piece.keys), *piece.unlisted]:
-            into = id(window.joined.get(id(e), e))
-            if into in lost:
-                lost[into] += piece.lost_of(key, replayed)
-    return [lost[id(e)] for e in window.episodes]
-
-
 def section(ledger: Ledger | None, episodes: list[dict], lost: list[float],
             price: Price = NO_PRICE, why_not: str | None = None) -> dict:
     """The report JSON's "ledger": Ledger.as_json and each share of the window's GPU
-    time (share_pct), the episodes' lost time (lost: each one's, lost_by_episode) and
-    what their best fix would have recovered (recovered_gpu_s, by_episode).  why_not:
-    the ledger was not counted."""
+    time (share_pct), the episodes' lost time (lost: each one's, session/summaries.py
+    Window.lost_by_episode) and what their best fix would have recovered
+    (recovered_gpu_s, by_episode).  why_not: the ledger was not counted."""
     if ledger is None:
         return {"counted": False, "why_not": why_not}
     out = {"counted": True, **ledger.as_json(price)}

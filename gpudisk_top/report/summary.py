@@ -97,7 +97,7 @@ def _add_ledger(result: Summary, window, rec: Recording, start_s, end_s, thresho
     the recorded summaries counted it; where summaries written before they carried the
     ledger were read, replayed for it when the window is not too long.  data["ledger"]
     ["counted_from"] says which.  Each episode's lost time is its intervals' in the
-    window, by the step's rule (report/ledger.py lost_by_episode)."""
+    window, by the step's rule (session/summaries.py Window.lost_by_episode)."""
     why_not = None
     replayed = None
     if result.ledger is not None:
@@ -113,7 +113,7 @@ def _add_ledger(result: Summary, window, rec: Recording, start_s, end_s, thresho
         why_not = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples "
                    "and its recorded summaries were written before they carried the "
                    "ledger: report --recompute, or a shorter --from/--to, counts it")
-    lost = report_ledger.lost_by_episode(window, replayed) if result.ledger is not None else []
+    lost = window.lost_by_episode(replayed) if result.ledger is not None else []
     result.data["ledger"] = report_ledger.section(result.ledger, result.data["episodes"],
                                                   lost, price, why_not)
     if result.ledger is not None:

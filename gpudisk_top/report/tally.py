@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.record import derived
 from gpudisk_top.record.derived import add_interval
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.record.v2.summary import DiskSums, Stretch
@@ -36,23 +35,7 @@ class Tally(Piece):
     stretch: Stretch = field(default_factory=Stretch)
     series: Series | None = None
     health: HealthSeries = field(default_factory=HealthSeries)   # the disks' health readings
-    ledger: Ledger | None = None        # its intervals' stall ledger
-    # summaries: each recorder session's ledger of the piece's intervals, whose
-    # by_episode holds its episodes' lost time by the ids the session recorded
-    sessions: dict = field(default_factory=dict)
-    # summaries written before they carried the ledger: sample index -> (session, episode
-    # id) of the intervals in an episode (report/ledger.py replay_ledger counts them)
-    key_at: dict = field(default_factory=dict)
     select: "_Selector | None" = None
-
-    def lost_of(self, key, replayed: dict | None = None) -> float:
-        """The GPU-seconds the piece's intervals lost to one of its episodes, by its key
-        (Piece.keys); replayed: report/ledger.py replay_ledger's, by (session, id), where
-        the summaries predate the ledger."""
-        if isinstance(key, tuple):
-            led = self.sessions.get(key[0])
-            return led.lost_of(key[1]) if led is not None else (replayed or {}).get(key, 0.0)
-        return self.ledger.lost_of(key) if self.ledger is not None else 0.0
 
     def interval(self, i: int, model, verdict, loss, clip_s) -> None:
         """A replayed interval: its devices and GPUs, its chart bucket, its health
@@ -62,7 +45,7 @@ class Tally(Piece):
         add_interval(self.stretch, model, verdict.state, verdict.gpus, clip_s=clip_s,
                      selected=self.select, series=series)
         self.health.add_sample(model.sample)
-        self.ledger.add(loss)
+        super().interval(i, model, verdict, loss, clip_s)     # its loss
 
     def blocks(self, rec: Recording, blocks, lo: int, hi: int, start_s,
                window_blocks: int) -> None:
@@ -72,29 +55,15 @@ class Tally(Piece):
         every block's are (the same sums, the charts' points per sample)."""
         per_sample = window_blocks < MIN_CHART_BLOCKS
         series = self.series
-        # the blocks' recorded ledger, cut as the window cuts them; None where a block was
-        # written before summaries carried it (then report/ledger.py replays the window)
-        ledger = self.ledger = Ledger() if all(b.ledger is not None for _, b, _ in blocks) else None
+        # the blocks' recorded ledger (Piece.blocks); None where a block was written before
+        # summaries carried it (then report/ledger.py replays the window)
+        super().blocks(rec, blocks, lo, hi, start_s, window_blocks)
         s = self.stretch
         select = self.select
         for g, b, sno in blocks:
             a, z = max(g, lo), min(g + b.n - 1, hi)
             if a > z:
                 continue
-            if ledger is not None:
-                # each interval's lost time to the episode its summary names (the step's
-                # rule, by the session's own ids), the whole's apart
-                session = self.sessions.setdefault(sno, Ledger())
-                for j in range(a - g, z - g + 1):
-                    code = b.state[j]
-                    loss = derived.loss_of(b.ledger[j], rec.wall_s(g + j),
-                                           STATES[code] if code < len(STATES) else "idle",
-                                           b.episode[j])
-                    ledger.add(loss)
-                    session.add(loss)
-            else:
-                self.key_at.update((g + j, (sno, b.episode[j]))
-                                   for j in range(a - g, z - g + 1) if b.episode[j])
             whole = (not per_sample and a == g and z == g + b.n - 1
                      and not (start_s is not None and a == lo))
             if whole:

@@ -29,12 +29,14 @@ from gpudisk_top.record import derived
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.session.replay import Replay
 from gpudisk_top.verdict.detect import STATES, Episode, Thresholds
+from gpudisk_top.verdict.ledger import Ledger
 
 
 @dataclass
 class Piece:
-    """What one piece of the window found: its episodes.  A caller that adds the
-    intervals up subclasses it and overrides interval() and blocks()."""
+    """What one piece of the window found: its episodes and the stall ledger of its
+    intervals, which keeps each episode's lost time by its id.  A caller that adds the
+    intervals up subclasses it and extends interval() and blocks()."""
 
     episodes: list[Episode] = field(default_factory=list)
     open_at_end: bool = False           # its last episode was still open at the piece's end
@@ -51,17 +53,54 @@ class Piece:
     # (episode, key) of those its intervals named but that are not listed: ended before
     # the piece began, they held its first intervals through their exit hysteresis
     unlisted: list = field(default_factory=list)
+    # its intervals' stall ledger (None: summaries written before they carried it)
+    ledger: Ledger | None = field(default_factory=Ledger)
+    # summaries: each recorder session's ledger of the piece's intervals, whose
+    # by_episode holds its episodes' lost time by the ids the session recorded
+    sessions: dict = field(default_factory=dict)
+    # summaries written before they carried the ledger: sample index -> (session, episode
+    # id) of the intervals in an episode (report/ledger.py replay_ledger counts them)
+    key_at: dict = field(default_factory=dict)
+
+    def lost_of(self, key, replayed: dict | None = None) -> float:
+        """The GPU-seconds the piece's intervals lost to one of its episodes, by its key
+        (keys); replayed: report/ledger.py replay_ledger's, by (session, id), where the
+        summaries predate the ledger."""
+        if isinstance(key, tuple):
+            led = self.sessions.get(key[0])
+            return led.lost_of(key[1]) if led is not None else (replayed or {}).get(key, 0.0)
+        return self.ledger.lost_of(key) if self.ledger is not None else 0.0
 
     def interval(self, i: int, model, verdict, loss, clip_s: float | None) -> None:
         """Sample i replayed: its Model, the replay's Verdict and the step's IntervalLoss;
-        an interval that begins before clip_s counts only from clip_s.  The base class adds
-        nothing."""
+        an interval that begins before clip_s counts only from clip_s.  The base class
+        counts its loss."""
+        self.ledger.add(loss)
 
     def blocks(self, rec: Recording, blocks: list, lo: int, hi: int, start_s: float | None,
                window_blocks: int) -> None:
         """A run of summary blocks [(first index, SummaryBlock, session)...], cut to
         samples lo..hi (start_s: the window's start); window_blocks: how many summary
-        blocks the whole window reads.  The base class adds nothing."""
+        blocks the whole window reads.  The base class counts the ledger the blocks
+        carry, cut as the window cuts them: each interval's lost time goes to the episode
+        its summary names (the step's rule, by the session's own ids)."""
+        ledger = self.ledger = Ledger() if all(b.ledger is not None for _, b, _ in blocks) else None
+        for g, b, sno in blocks:
+            a, z = max(g, lo), min(g + b.n - 1, hi)
+            if a > z:
+                continue
+            if ledger is None:
+                self.key_at.update((g + j, (sno, b.episode[j]))
+                                   for j in range(a - g, z - g + 1) if b.episode[j])
+                continue
+            session = self.sessions.setdefault(sno, Ledger())
+            for j in range(a - g, z - g + 1):
+                code = b.state[j]
+                loss = derived.loss_of(b.ledger[j], rec.wall_s(g + j),
+                                       STATES[code] if code < len(STATES) else "idle",
+                                       b.episode[j])
+                ledger.add(loss)
+                session.add(loss)
 
 
 @dataclass
@@ -87,6 +126,21 @@ class Window:
     def replayed(self) -> int:
         return sum(p.replayed for p in self.pieces)
 
+    def lost_by_episode(self, replayed: dict | None = None) -> list[float]:
+        """The GPU-seconds each of its episodes lost in the window, by the step's one
+        rule: an interval's lost time is the episode its verdict named.  Each piece's
+        ledger keeps it by the id the piece's step (or the recorder's, in its summaries)
+        gave the episode (Piece.keys, lost_of), and an episode joined across pieces
+        (joined) has its parts'.  replayed: report/ledger.py replay_ledger's, where
+        summaries predate the ledger."""
+        lost = {id(e): 0.0 for e in self.episodes}
+        for piece in self.pieces:
+            for e, key in [*zip(piece.episodes, piece.keys), *piece.unlisted]:
+                into = id(self.joined.get(id(e), e))
+                if into in lost:
+                    lost[into] += piece.lost_of(key, replayed)
+        return [lost[id(e)] for e in self.episodes]
+
 
 def read(rec: Recording, ranges: list[tuple[int, int]], start_s: float | None,
          thresholds=None, recompute: bool = False,
@@ -107,8 +161,16 @@ def episodes_of(rec: Recording, thresholds=None) -> tuple[list[Episode], list[tu
     """The whole recording's episodes, as `report` lists them, and the stretch of a steady
     clock of each (Window.spans).  Raises RuntimeFailure or OSError where the recording
     cannot be read."""
+    episodes, spans, _lost = known_episodes(rec, thresholds)
+    return episodes, spans
+
+
+def known_episodes(rec: Recording, thresholds=None):
+    """episodes_of's, and the GPU-seconds each lost, by its id (report's by-episode
+    figures; none where the summaries predate the ledger).  Raises as episodes_of."""
     window = read(rec, rec.ranges(), None, thresholds)
-    return window.episodes, window.spans
+    lost = window.lost_by_episode()
+    return window.episodes, window.spans, {e.id: v for e, v in zip(window.episodes, lost)}
 
 
 def reads_summaries(rec: Recording, thresholds=None) -> bool:

@@ -60,6 +60,7 @@ class ReplayApp(GpuDiskApp):
         self._timer = None
         self._carry = 0.0
         self.episodes_note = ""    # what `e` says above the list (where they come from)
+        self.known_lost: dict = {}  # the recording's episodes' lost GPU-seconds, by id
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
@@ -91,13 +92,14 @@ class ReplayApp(GpuDiskApp):
             threading.Thread(target=self._find_in_background, name="replay-episodes",
                              daemon=True).start()
 
-    def _episodes_of_recording(self) -> tuple[list | None, list | None, str]:
-        """(the episodes and the stretch of the clock of each, or None, and why not)."""
+    def _episodes_of_recording(self) -> tuple[list | None, list | None, dict, str]:
+        """(the episodes and the stretch of the clock of each, or None, the GPU-seconds
+        each lost by its id, and why not)."""
         try:
-            episodes, spans = summaries.episodes_of(self.rec, self.thresholds)
+            episodes, spans, lost = summaries.known_episodes(self.rec, self.thresholds)
         except (RuntimeFailure, OSError) as err:   # a damaged stretch: the replay goes on
-            return None, None, f"episodes so far: the recording's could not be read ({err})"
-        return episodes, spans, ""
+            return None, None, {}, f"episodes so far: the recording's could not be read ({err})"
+        return episodes, spans, lost, ""
 
     def _find_in_background(self) -> None:
         found = self._episodes_of_recording()
@@ -106,11 +108,12 @@ class ReplayApp(GpuDiskApp):
         except RuntimeError:      # the app has gone meanwhile
             pass
 
-    def _episodes_found(self, episodes, spans, why: str) -> None:
+    def _episodes_found(self, episodes, spans, lost: dict, why: str) -> None:
         if episodes is None:
             self.episodes_note = why
             return
         self.feed.know(episodes, spans)
+        self.known_lost = lost
         n = len(episodes)
         self.episodes_note = (f"the recording's {n} episode{'' if n == 1 else 's'}, "
                               "as `gpudisk-top report` lists them")
@@ -126,9 +129,10 @@ class ReplayApp(GpuDiskApp):
     def action_episodes(self) -> None:
         update = self.shown or self.latest
         now = update.model.wall_s if update is not None else self.rec.end_s
-        # the episodes passed say their lost time (the feed's ledger, by id); the
-        # recording's, numbered as `report` numbers them, do not
-        lost = dict(self.feed.stepper.ledger.by_episode) if self.feed.known is None else None
+        # each episode's lost time by its id: the recording's as `report` counts them,
+        # else the feed's ledger's for those passed
+        lost = (self.known_lost if self.feed.known is not None
+                else dict(self.feed.stepper.ledger.by_episode))
         self.push_screen(EpisodesScreen(self.listed_episodes(), now, self.episodes_note,
                                         lost=lost), self.goto_episode)
 
