@@ -20,7 +20,7 @@ FAST = (
     # whole modules, each a few seconds at most
     "test_alert_config.py", "test_alerts.py", "test_alone.py", "test_appkit.py", "test_architecture_doc.py", "test_alerts_hostile.py", "test_blockdev.py",
     "test_config.py", "test_deadline.py", "test_deploy_examples.py", "test_devmap.py",
-    "test_diskstats.py", "test_docs.py", "test_evidence.py", "test_examples.py",
+    "test_diskstats.py", "test_docs.py", "test_episode_loss.py", "test_evidence.py", "test_examples.py",
     "test_export.py", "test_export_layering.py", "test_exporter.py",
     "test_fault_rates_consumers.py", "test_fault_record_sources.py", "test_filecache.py", "test_fleet_model.py", "test_fleet_trust.py",
     "test_freespace.py", "test_gpu.py", "test_health_outputs.py",
