@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from gpudisk_top.model.gpu import unreadable_reason
+from gpudisk_top.model.present import pid_name
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.detect import cpu, storage
 from gpudisk_top.verdict.detect.checkpoint import CheckpointWatch
@@ -33,13 +34,13 @@ from gpudisk_top.verdict.detect.job import Job
 from gpudisk_top.verdict.detect.saturation import Saturation
 from gpudisk_top.verdict.detect.states import UNAVAILABLE, IntervalState, gpu_ranges, mean
 from gpudisk_top.verdict.detect.thresholds import Thresholds
-from gpudisk_top.verdict.whatif import pipeline_of, predict
+from gpudisk_top.verdict.whatif import CPUS, READS, names_of, pipeline_of, predict
 
 # the fixes that act on the reads, and those that act on the CPUs (verdict/whatif.py): a
 # verdict names the family whose best fix gains more; the other, where it is worth at
 # least SECOND_CAUSE, is named in its evidence ("also: ...")
-DISK_FIXES = ("workers", "cache", "storage")
-CPU_FIXES = ("others", "fewer-workers")
+DISK_FIXES = names_of(READS)      # the registry's families (verdict/whatif/fixes.py)
+CPU_FIXES = names_of(CPUS)
 SECOND_CAUSE = 1.05
 # loaders blocked on reads at least this share of the time hold a real share of the
 # cause, even where the wait for a CPU is longer
@@ -122,7 +123,8 @@ class Classifier:
                 state = disk
         # more workers serve either cause: only the fixes of the other cause are its "also"
         second = CPU_FIXES if state.state == "disk-starved" else (
-            ("cache", "storage") if state.state == "cpu-starved" else ())
+            tuple(f for f in DISK_FIXES if f != "workers") if state.state == "cpu-starved"
+            else ())
         also = [w for w in state.whatif if w.fix in second and w.speedup >= SECOND_CAUSE]
         if also:
             w = also[0]
@@ -135,7 +137,7 @@ class Classifier:
     def _named(model: Model, pids: list[int]) -> str:
         """'pid 812 (stress), pid 813 (stress)'."""
         shown = [model.procs[p] for p in pids[:2] if p in model.procs]
-        return ", ".join(f"pid {v.pid} ({v.name or '?'})" for v in shown) or "other processes"
+        return ", ".join(pid_name(v.pid, v.name) for v in shown) or "other processes"
 
     # ------------------------------------------------------------------ straggler
     def _straggler(self, judged, low, busy) -> IntervalState | None:

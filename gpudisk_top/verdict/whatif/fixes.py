@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gpudisk_top.model.present import pid_name, size
 from gpudisk_top.verdict.whatif.device import lat_ms
 from gpudisk_top.verdict.whatif.limit import Cap
 from gpudisk_top.verdict.whatif.pipeline import COPY_B_S, Pipeline
@@ -147,7 +148,7 @@ def _others(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain | 
     removed = min(sum(cpu for _, _, cpu in p.others) if p.others else math.inf,
                   max(0.0, p.others_cpu - p.steal_cpu))     # niced ones yield already
     speed, cap = solver.solve(Change(p.loaders, removed_cpu=removed))
-    named = (", ".join(f"pid {pid} ({name})" for pid, name, _ in p.others[:3])
+    named = (", ".join(pid_name(pid, name) for pid, name, _ in p.others[:3])
              or "processes outside the job (not named: none followed yet)")
     basis = [_loaders_basis(p) if p.loaders else "the trainer",
              f"without the run-queue wait that {named} cause ({removed:.1f} of the "
@@ -166,8 +167,8 @@ def _cache(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain | N
     cut = 0.0 if p.c_sys is None else max(0.0, min(p.c, p.c_sys) - p.c_sys_warm)
     speed, cap = solver.solve(Change(p.loaders, b_scale=0.0, m_scale=0.0, io_scale=0.0,
                                      cpu_cut=cut))
-    basis = [_loaders_basis(p), f"without their reads: {p.data_kb / 1048576:.1f} GiB of data "
-             f"fits in {p.mem_available_kb / 1048576:.1f} GiB available"]
+    basis = [_loaders_basis(p), f"without their reads: {size(p.data_kb, ('GiB',))} of data "
+             f"fits in {size(p.mem_available_kb, ('GiB',))} available"]
     if cut > 0:
         basis.append(f"their kernel CPU {min(p.c, p.c_sys) * 100:.0f}% → "
                      f"~{p.c_sys_warm * 100:.0f}% (a cached read's copy, assumed "
