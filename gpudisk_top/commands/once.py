@@ -45,11 +45,9 @@ def run(args) -> int:
         # one report: worth waiting for a driver that loads slowly (no persistence mode)
         sampler, virtual, origin = open_source(args, cfg, gpu_init_wait_s=INIT_TIMEOUT_S)
         try:
-            if stop.reason is not None:
-                pass
-            elif args.demo_start:
+            if stop.reason is None and args.demo_start:
                 model, verdict, ledger = _after_history(sampler, args.demo_start, thresholds)
-            else:
+            elif stop.reason is None:
                 model, verdict = _one_interval(sampler, virtual, args.interval, thresholds, stop)
                 ledger = None       # the interval's own (output/once.py)
         finally:
