@@ -34,7 +34,7 @@ def test_the_step_returns_the_loss_beside_the_verdict_and_writes_nothing_back():
     # the gap: one fresh detector, and its episodes numbered on from the ones before
     assert sum(st.loss.gap_s is not None for st in steps) == 1
     ids = [e.id for e in stepper.episodes]
-    assert len(stepper.episodes) >= 2 and stepper.retired
+    assert len(stepper.episodes) >= 2 and (stepper.retired or any(t.retired for t in stepper.tracks))
     assert ids == list(range(1, len(ids) + 1))
     # each interval's lost time is its verdict's episode's, and no other's
     led = stepper.ledger

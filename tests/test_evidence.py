@@ -25,7 +25,8 @@ def test_the_clause_is_the_one_every_surface_prints():
                                                "pid 40 (rsync), 12% of its reads")
     assert Culprit(7, None, "sdb", None, 2048.0).clause() == "pid 7 (?), 2 MB/s"
     assert FIO_A.as_json() == {"pid": 912, "name": "fio", "device": "sdb",
-                               "read_share_pct": 47.3, "read_kb_s": 5646.4}
+                               "read_share_pct": 47.3, "read_kb_s": 5646.4,
+                                "job_id": None, "job_name": None, "pids": [912]}
 
 
 def test_a_neighbour_is_those_holding_most_of_the_reads_together():

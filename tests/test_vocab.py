@@ -110,13 +110,14 @@ def test_verdict_and_episode_json():
                 devices=["sda"], processes=[42], reason=ep.reason, advice="cache it",
                 kind="saturated", episode=ep, culprits=[fio])
     culprits = [{"pid": 912, "name": "fio", "device": "sda", "read_share_pct": 88.4,
-                 "read_kb_s": 12000.0}]
-    assert vocab.verdict_json(v) == {"state": "disk-starved", "gpus": [0, 1], "devices": ["sda"],
+                 "read_kb_s": 12000.0, "job_id": None, "job_name": None, "pids": [912]}]
+    assert vocab.verdict_json(v) == {"state": "disk-starved", "job_id": None, "job_name": None,
+                                     "gpus": [0, 1], "devices": ["sda"],
                                      "processes": [42], "reason": ep.reason, "advice": "cache it",
                                      "kind": "saturated", "culprits": culprits, "whatif": []}
     assert vocab.verdict_json(None) is None
     j = vocab.episode_json(ep)
-    assert list(j) == ["id", "state", "start", "end", "start_s", "end_s", "duration_s", "gpus",
+    assert list(j) == ["id", "state", "job_id", "job_name", "start", "end", "start_s", "end_s", "duration_s", "gpus",
                        "devices", "processes", "reason", "advice", "kind", "min_util_pct",
                        "intervals", "lost_gpu_s", "culprits", "whatif"]
     assert j["culprits"] == culprits

@@ -14,6 +14,8 @@ class Roots:
 
     procfs: str = "/proc"
     sysfs: str = "/sys"
+    # the host's own files read for names (a pod's, a container's: collect/jobid.py)
+    rootfs: str = "/"
 
     def proc(self, *parts: str) -> str:
         return os.path.join(self.procfs, *parts)

@@ -216,6 +216,9 @@ class ProcIoRaw:
     data_kb: int | None = None     # the size of its data files read through the page cache
     sys_ticks: int | None = None   # of cpu_ticks, the kernel's (stime): a cold buffered read
                                    # spends most of its CPU there, a cached one little
+    # a GPU process's job, (id, source, name) as collect/jobid.py tells it; None on every
+    # other process, and where it was not looked at (a recording made before jobs were)
+    job: tuple[str, str, str] | None = None
 
 
 # ---------------------------------------------------------------------------- mounts

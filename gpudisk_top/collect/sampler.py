@@ -20,6 +20,7 @@ from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.ioscan import SCAN_OPEN_S, IoScan
+from gpudisk_top.collect.jobid import JobIdentifier
 from gpudisk_top.collect.mounts import MountCollector, MountTable
 from gpudisk_top.collect.host import read_host
 from gpudisk_top.collect.pidmap import PidMapper
@@ -83,6 +84,7 @@ class Sampler:
         self._diskstats_memo: dict = {}   # the last read's lines, parsed (diskstats.parse_checked)
         self._mount_table = MountTable(self.roots)
         self._procio = ProcIoCollector(self.roots, files=self._files, mount_table=self._mount_table)
+        self._jobs = JobIdentifier(self.roots, self.roots.rootfs)
         self._mounts = MountCollector(self.roots, self._mount_table,
                                       {"nfs": nfsstats.read_counters, "lustre": lustre.read_counters})
         self._ioscan = IoScan(self.roots)
@@ -161,6 +163,7 @@ class Sampler:
         sample.warnings.extend(self._host_read_errors())
         sample.warnings.extend(self._blockdevs.warnings)
         sample.procs = self._procio.collect(gpu_pids)
+        self._tag_jobs(sample.procs, gpu_pids)
         if sample.procs and not self._procio.delayacct_on:
             sample.warnings.append(OFF_WARNING)
         if self._procio.delayacct_change is not None:
@@ -197,6 +200,15 @@ class Sampler:
         all anyway): whichever the following sample's scan finds busiest over the
         interval between the two has rates for exactly that interval."""
         self._cover = True
+
+    def _tag_jobs(self, procs: dict[int, ProcIoRaw], gpu_pids: dict[int, int]) -> None:
+        """Each GPU process's job (collect/jobid.py), on the ProcIoRaw this sample just
+        made of it; looked up once a process, kept while it is a GPU process."""
+        for local in gpu_pids:
+            raw = procs.get(local)
+            if raw is not None:
+                raw.job = self._jobs.tag(local, raw.cmdline, raw.cmdline, raw.name).as_record()
+        self._jobs.forget_gone(set(gpu_pids))
 
     def _io_busiest(self, already, mono: float, daemons=()):
         """The processes outside the job doing the most block I/O, found by a scan of

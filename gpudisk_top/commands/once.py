@@ -46,10 +46,11 @@ def run(args) -> int:
         sampler, virtual, origin = open_source(args, cfg, gpu_init_wait_s=INIT_TIMEOUT_S)
         try:
             if stop.reason is None and args.demo_start:
-                model, verdict, ledger = _after_history(sampler, args.demo_start, thresholds)
+                model, verdict, ledger, ledgers = _after_history(sampler, args.demo_start,
+                                                                 thresholds)
             elif stop.reason is None:
                 model, verdict = _one_interval(sampler, virtual, args.interval, thresholds, stop)
-                ledger = None       # the interval's own (output/once.py)
+                ledger = ledgers = None    # the interval's own (output/once.py)
         finally:
             close_source(sampler)
     finally:
@@ -63,16 +64,17 @@ def run(args) -> int:
         warn(warning)
     price = cfg.sections["ledger"]
     if args.json:
-        sys.stdout.write(once.render_json(model, dev_filter, origin, verdict, ledger, price) + "\n")
+        sys.stdout.write(once.render_json(model, dev_filter, origin, verdict, ledger, price,
+                                          ledgers) + "\n")
     else:
-        sys.stdout.write(once.render_text(model, dev_filter, origin, verdict, ledger, price))
+        sys.stdout.write(once.render_text(model, dev_filter, origin, verdict, ledger, price, ledgers))
     return 0
 
 
 def _one_interval(sampler, virtual: bool, interval_s: float, thresholds, stop: StopSignals):
     """Two samples interval_s apart; the verdict on that interval alone.  (None, None)
     once a stop signal has come."""
-    from gpudisk_top.verdict.detect import one_interval
+    from gpudisk_top.verdict.jobs import once_verdict
     from gpudisk_top.model.snapshot import Model
 
     sampler.cover_next_interval()   # the interval names everyone who loaded a disk in it
@@ -84,7 +86,7 @@ def _one_interval(sampler, virtual: bool, interval_s: float, thresholds, stop: S
     sampler.wait_health(HEALTH_WAIT_S)    # the disks not read by then say "not read yet"
     second = sampler.sample()
     model = Model.new(second, first)
-    return model, one_interval(model, thresholds)
+    return model, once_verdict(model, thresholds)
 
 
 def _after_history(sim, start_s: float, thresholds):
@@ -97,4 +99,4 @@ def _after_history(sim, start_s: float, thresholds):
     for _ in range(max(1, sim.samples_until(start_s))):
         stepper.step(sim.sample())
     model, verdict, _loss = stepper.step(sim.sample())
-    return model, verdict, stepper.ledger
+    return model, verdict, stepper.ledger, {t.info.id: t.ledger for t in stepper.tracks}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudisk_top.collect.sample import DeviceInfo, Sample
+from gpudisk_top.model.jobs import JobInfo, jobs_of
 from gpudisk_top.model.disk import DiskDeltas, DiskRates, checked_intervals
 from gpudisk_top.model.gpu import GpuView, gpu_views
 from gpudisk_top.model.health import HealthView, health_views
@@ -51,6 +52,8 @@ class Model:
     # what the model found wrong in this interval, one line each; what the collectors
     # could not read is in sample.warnings
     warnings: list[str] = field(default_factory=list)
+    # the jobs on the node (model/jobs.py), by their lowest GPU
+    jobs: list[JobInfo] = field(default_factory=list)
 
     @property
     def all_warnings(self) -> list[str]:
@@ -80,6 +83,7 @@ class Model:
                                    model.procs, interval_s)
         model.warnings.extend(f"{mp}: {v.dropped}" for mp, v in model.mounts.items()
                               if v.dropped is not None)
+        model.jobs = jobs_of(model.gpus, sample.procs)
         gpu_local = {p.local_pid for g in model.gpus for p in g.processes}
         for gpu in model.gpus:
             for proc in gpu.processes:

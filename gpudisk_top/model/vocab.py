@@ -435,10 +435,23 @@ def verdict_json(verdict) -> dict | None:
     verdict/whatif.py WhatIf.as_json, best first).  None for no verdict."""
     if verdict is None:
         return None
-    return {"state": verdict.state, "gpus": verdict.gpus, "devices": verdict.devices,
+    job = verdict.job
+    return {"state": verdict.state, "job_id": job.id if job is not None else None,
+            "job_name": job.name if job is not None else None,
+            "gpus": verdict.gpus, "devices": verdict.devices,
             "processes": verdict.processes, "reason": verdict.reason, "advice": verdict.advice,
             "kind": verdict.kind, "culprits": [c.as_json() for c in verdict.culprits],
             "whatif": [w.as_json() for w in verdict.whatif]}
+
+
+def job_json(verdict, ledger_json: dict | None) -> dict:
+    """One job of the node (a job's Verdict, its `job` a model/jobs.py JobInfo) as every
+    JSON surface writes it: its id, source, name, GPU indices, GPU processes' host PIDs,
+    cgroup, its verdict (verdict_json's schema) and its ledger (Ledger.as_json)."""
+    job = verdict.job
+    return {"id": job.id, "source": job.source, "name": job.name, "gpus": list(job.gpus),
+            "pids": list(job.pids), "cgroup": job.cgroup, "verdict": verdict_json(verdict),
+            "ledger": ledger_json}
 
 
 def episode_json(e, lost_gpu_s: float = 0.0) -> dict:
@@ -450,7 +463,7 @@ def episode_json(e, lost_gpu_s: float = 0.0) -> dict:
     GPU-seconds lost to it (the ledger's, verdict/ledger.py Ledger.lost_of)."""
     end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
     return {
-        "id": e.id, "state": e.state,
+        "id": e.id, "state": e.state, "job_id": e.job_id, "job_name": e.job_name,
         "start": iso_time(e.start_wall_s), "end": iso_time(end),
         "start_s": e.start_wall_s, "end_s": end,
         "duration_s": round(e.duration_s(), 3),

@@ -14,6 +14,7 @@ from gpudisk_top.collect.host import PSI_RESOURCES
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.collect.source import LIVE, Source, live_source
 from gpudisk_top.verdict.detect import UNAVAILABLE
+from gpudisk_top.verdict.detect.states import gpu_ranges
 from gpudisk_top.verdict.ledger import NO_PRICE, Ledger, Price, ledger_of
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.present import size
@@ -26,7 +27,7 @@ from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.model.present import Col, class_tag, metric_col, natural_key, table
 from gpudisk_top.model.vocab import (AVG_CPU, DISK, GPU, GPU_PROCESS, GPU_PROCESS_IO, HEALTH,
-                                     HOST, MOUNT, iso_time, verdict_json)
+                                     HOST, MOUNT, iso_time, job_json, verdict_json)
 
 
 def selected_disks(model: Model, dev_filter: DeviceFilter) -> list[str]:
@@ -103,10 +104,21 @@ def gpus_json(model: Model) -> list[dict]:
     return gpus
 
 
+def job_ledgers(model: Model, verdict, ledgers: dict | None = None) -> list[tuple]:
+    """(job verdict, its Ledger) for every job of the node's verdict: the ledgers given
+    by job id (a history's), else each job's interval against 100%."""
+    if verdict is None:
+        return []
+    ledgers = ledgers or {}
+    return [(jv, ledgers.get(jv.job.id) or ledger_of(model, jv)) for jv in verdict.jobs]
+
+
 def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
-            verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE) -> dict:
+            verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE,
+            ledgers: dict | None = None) -> dict:
     """origin: where the numbers come from (default: this machine).  ledger: the GPU time
-    lost (verdict/ledger.py; default: this interval's, against 100%)."""
+    lost (verdict/ledger.py; default: this interval's, against 100%); ledgers: each job's,
+    by job id (default: this interval's)."""
     origin = origin or live_source()
     if ledger is None and verdict is not None:
         ledger = ledger_of(model, verdict)
@@ -125,6 +137,7 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
         "ledger": ledger.as_json(price) if ledger is not None else None,
+        "jobs": [job_json(jv, jl.as_json(price)) for jv, jl in job_ledgers(model, verdict, ledgers)],
         "warnings": [*model.all_warnings, *_unavailable_warning(verdict)],
     }
 
@@ -137,8 +150,9 @@ def _unavailable_warning(verdict) -> list[str]:
 
 
 def render_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
-                verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE) -> str:
-    return json.dumps(to_json(model, dev_filter, origin, verdict, ledger, price), indent=2,
+                verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE,
+                ledgers: dict | None = None) -> str:
+    return json.dumps(to_json(model, dev_filter, origin, verdict, ledger, price, ledgers), indent=2,
                       allow_nan=False, default=str)
 
 
@@ -321,8 +335,26 @@ def _verdict_lines(verdict) -> list[str]:
     return lines
 
 
+def _job_lines(model: Model, verdict, price: Price, ledgers: dict | None) -> list[str]:
+    """A block a job where the node holds several; a line naming the one job otherwise
+    (none where it cannot be told: the node's verdict is the job's)."""
+    pairs = job_ledgers(model, verdict, ledgers)
+    if len(pairs) == 1:
+        job = pairs[0][0].job
+        return [] if job.source == "unknown" else [f"job: {job.name} [{job.id}]"]
+    lines = [f"jobs: {len(pairs)} on this node, the worst above"]
+    for jv, jl in pairs:
+        job = jv.job
+        lines += ["", f"job {job.name} [{job.id}], {gpu_ranges(list(job.gpus))}, "
+                      f"pid {', '.join(map(str, job.pids[:4]))}{', ...' if len(job.pids) > 4 else ''}"]
+        lines += ["  " + line for line in _verdict_lines(jv)]
+        lines.append(f"  GPU time: {jl.line(price)}")
+    return lines
+
+
 def render_text(model: Model, dev_filter: DeviceFilter, origin: Source | None = None,
-                verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE) -> str:
+                verdict=None, ledger: Ledger | None = None, price: Price = NO_PRICE,
+                ledgers: dict | None = None) -> str:
     origin = origin or live_source()
     if ledger is None and verdict is not None:
         ledger = ledger_of(model, verdict)
@@ -332,7 +364,8 @@ def render_text(model: Model, dev_filter: DeviceFilter, origin: Source | None = 
     if origin.kind != LIVE:
         head = f"DEMO ({origin.label}): " + head
     account = [f"GPU time: {ledger.line(price)}"] if ledger is not None else []
-    parts = [head, *_verdict_lines(verdict), *account, "", *_gpu_lines(model, verdict), "",
+    parts = [head, *_verdict_lines(verdict), *account, *_job_lines(model, verdict, price, ledgers),
+             "", *_gpu_lines(model, verdict), "",
              *_host_lines(model), "", *_disk_lines(model, dev_filter)]
     mounts = _mount_lines(model)
     if mounts:

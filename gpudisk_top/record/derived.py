@@ -248,7 +248,6 @@ class Deriver:
         return out
 
     def _derive(self) -> None:
-        det = self.stepper.detector
         first = self._first
         n = len(self._pending)
         codes_state, codes_raw, codes_ep, codes_gpus = [], [], [], []
@@ -256,8 +255,8 @@ class Deriver:
         # every episode open at some point of the block: the one open before it (it may
         # close in the block's first intervals) and those its verdicts name
         touched: dict[int, Episode] = {}
-        if det.open_episode is not None:
-            touched[det.open_episode.id] = det.open_episode
+        for open_ep in self.stepper.open_episodes:
+            touched[open_ep.id] = open_ep
         index = _STATE_INDEX
         health = []
         ledger = []
@@ -271,14 +270,12 @@ class Deriver:
             for i in v.gpus:
                 mask |= 1 << i
             codes_gpus.append(mask)
-            if ep is None:
-                codes_ep.append(0)
-            else:
-                codes_ep.append(ep.id)
-                if ep.id not in touched:
-                    touched[ep.id] = ep
-                if ep.id not in self._opened:
-                    self._opened[ep.id] = (first + j, ep.intervals)
+            codes_ep.append(0 if ep is None else ep.id)
+            for job_ep in (jv.episode for jv in (v.jobs or [v])):
+                if job_ep is not None:
+                    touched.setdefault(job_ep.id, job_ep)
+                    if job_ep.id not in self._opened:
+                        self._opened[job_ep.id] = (first + j, job_ep.intervals)
             add_interval(s, model, v.state, v.gpus, offset=j)
             ledger.append(ledger_row(loss))
         records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)),

@@ -101,13 +101,12 @@ class Replay:
 
     @property
     def open_at_end(self) -> bool:
-        """Is the last detector's latest episode still open?"""
-        det = self.detector
-        return det is not None and bool(det.episodes) and det.episodes[-1].end_wall_s is None
+        """Is an episode still open (of any job's detector)?"""
+        return self.stepper is not None and bool(self.stepper.open_episodes)
 
     def close(self, end_wall_s: float) -> None:
-        if self.detector is not None:
-            self.detector.close(end_wall_s)
+        if self.stepper is not None:
+            self.stepper.close(end_wall_s)
 
     def models(self, start_s: float | None = None, end_s: float | None = None,
                close: bool = True) -> Iterator[tuple[Model, Verdict]]:
@@ -232,10 +231,10 @@ class ReplayFeed(StepperViews):
         if stepper.last is not None and breaks(self.rec, i, stepper.last, sample):
             stepper.restart()
             life = i
-        before = len(stepper.detector.episodes)
+        before = stepper.next_id
         stepper.cadence_s = self.rec.interval_at(i)        # the gap rule's (verdict/gaps.py)
         model, verdict, _loss = stepper.step(sample, fresh=self.rec.starts_session(i))
-        opened = [(ep, self._onset(ep, i, life)) for ep in stepper.detector.episodes[before:]]
+        opened = [(ep, self._onset(ep, i, life)) for ep in stepper.episodes if ep.id >= before]
         return model, verdict, opened, life
 
     def _feed(self, i: int) -> Update:

@@ -128,6 +128,11 @@ class IntervalLoss:
     episode_id: int | None = None
     # a gap in sampling ended at this sample (verdict/gaps.py): its length, counted nowhere
     gap_s: float | None = None
+    # on a shared node: the job this loss is of (model/jobs.py JobInfo.id); a node's loss
+    # of several jobs holds each job's in `parts` (its figures are their sums, its cause the
+    # worst job's), and a Ledger counts the causes of the parts
+    job_id: str | None = None
+    parts: tuple = ()
 
 
 class HealthyLevel:
@@ -196,13 +201,16 @@ class Accountant:
     def __init__(self) -> None:
         self.level = HealthyLevel()
 
-    def account(self, model, verdict) -> IntervalLoss:
+    def account(self, model, verdict, info=None) -> IntervalLoss:
+        """info: the job (model/jobs.py JobInfo) the verdict is of, on a shared node: only
+        its GPUs are counted, and no idle GPU (the node's, node_loss)."""
         interval_s = model.interval_s
         state = verdict.state
+        job_id = info.id if info is not None else None
         if interval_s <= 0 or unreadable_reason(model.gpu_status, model.gpus) is not None:
-            return IntervalLoss(model.wall_s, max(0.0, interval_s), state)
-        job = job_gpus(model)
-        idle = sum(1 for g in model.gpus if not g.lost and not g.processes)
+            return IntervalLoss(model.wall_s, max(0.0, interval_s), state, job_id=job_id)
+        job = job_gpus(model, info)
+        idle = 0 if info is not None else idle_gpus(model)
         utils = [min(100.0, max(0.0, g.util_pct)) / 100.0 for g in job if g.util_pct is not None]
         pids = frozenset(p.pid for g in job for p in g.processes)
         self.level.job(pids)
@@ -222,7 +230,27 @@ class Accountant:
             job_gpus=len(utils), unused_gpu_s=unused, lost_gpu_s=lost,
             healthy_gpu_s=unused - lost, idle_gpu_s=idle * interval_s,
             job_gpu_s=len(utils) * interval_s,
-            reference_pct=ref_pct, episode_id=episode.id if episode is not None else None)
+            reference_pct=ref_pct, episode_id=episode.id if episode is not None else None,
+            job_id=job_id)
+
+
+def idle_gpus(model) -> int:
+    """GPUs with no compute process (not lost): idle, whoever's job."""
+    return sum(1 for g in model.gpus if not g.lost and not g.processes)
+
+
+def node_loss(model, state: str, worst: IntervalLoss, parts: list[IntervalLoss]) -> IntervalLoss:
+    """The node's interval of several jobs: their sums, the worst job's cause, blame and
+    episode, the idle GPUs; a Ledger counts each part's cause."""
+    if model.interval_s <= 0 or unreadable_reason(model.gpu_status, model.gpus) is not None:
+        return replace(worst, state=state, job_id=None, parts=())
+    return replace(worst, state=state, job_id=None, parts=tuple(parts),
+                   job_gpus=sum(p.job_gpus for p in parts),
+                   unused_gpu_s=sum(p.unused_gpu_s for p in parts),
+                   lost_gpu_s=sum(p.lost_gpu_s for p in parts),
+                   healthy_gpu_s=sum(p.healthy_gpu_s for p in parts),
+                   job_gpu_s=sum(p.job_gpu_s for p in parts),
+                   idle_gpu_s=idle_gpus(model) * model.interval_s)
 
 
 @dataclass
@@ -260,6 +288,10 @@ class Ledger:
         self.intervals += 1
         self.idle_gpu_s += loss.idle_gpu_s
         self.job_gpu_s += loss.job_gpu_s
+        for part in loss.parts or (loss,):
+            self._add_cause(part)
+
+    def _add_cause(self, loss: IntervalLoss) -> None:
         if loss.cause is None:
             return
         self.by_cause[HEALTHY] += loss.healthy_gpu_s
@@ -455,13 +487,23 @@ def recovered_gpu_s(lost_gpu_s: float, best, reference_pct: float | None) -> flo
     return lost_gpu_s * min(1.0, max(0.0, (best.gpu_util_pct - best.gpu_now_pct) / gap))
 
 
+def interval_loss(model, verdict) -> IntervalLoss:
+    """One interval's loss counted against 100 % (no history): a job's verdict counts its
+    own GPUs; the node's verdict of several jobs, each job's (node_loss)."""
+    if not verdict.jobs:
+        return Accountant().account(model, verdict, verdict.job)
+    parts = [Accountant().account(model, jv, jv.job) for jv in verdict.jobs]
+    ids = [jv.job.id for jv in verdict.jobs]
+    return node_loss(model, verdict.state, parts[ids.index(verdict.job.id)], parts)
+
+
 def ledger_of(model, verdict) -> Ledger:
     """One interval's ledger, counted against 100 % (`--once`: no history)."""
     ledger = Ledger()
-    ledger.add(Accountant().account(model, verdict))
+    ledger.add(interval_loss(model, verdict))
     return ledger
 
 
 __all__ = ["NO_PRICE", "Price", "Accountant", "CAUSES", "CAUSE_OF_STATE", "CAUSE_WORD", "HEALTHY", "HealthyLevel", "gaps_text",
-           "IntervalLoss", "Ledger", "LOST_CAUSES", "MIN_HEALTHY_INTERVALS", "blame_word",
+           "IntervalLoss", "Ledger", "interval_loss", "node_loss", "LOST_CAUSES", "MIN_HEALTHY_INTERVALS", "blame_word",
            "ledger_of", "lost_phrase", "ranked", "recovered_gpu_s"]

@@ -34,8 +34,10 @@ GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")
 GPU_PROCESS_FIELDS = field_names(GpuProcessRaw)
 # direct_reads and data_kb (its data files: O_DIRECT, the size read through the page cache)
 # came later: recordings made before them lack them in their schema, and read back None
+# job (a GPU process's, collect/jobid.py) came with issue 37: earlier recordings read back
+# None, and their GPU processes make one job (model/jobs.py)
 PROC_STATIC = ("ppid", "root_pid", "name", "cmdline", "devices", "cgroup", "mounts",
-               "direct_reads", "data_kb")
+               "direct_reads", "data_kb", "job")
 # where a process's time went (ProcIoRaw): columns "p/PID/<key>", integers with -1 for
 # None so that rows stay integer (coded as differences) and blocks pack them narrow;
 # the state letter is kept as its code point, blocked_on as its place in the process's

@@ -12,6 +12,7 @@ import operator
 from collections.abc import Callable
 
 from gpudisk_top.collect.diskstats import DiskCounters
+from gpudisk_top.collect.jobid import tag_from_record
 from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, DiskHealth,
                                         GpuProcessRaw, GpuRaw, GpuSnapshot, HealthSnapshot,
                                         HostRaw, MountRaw, ProcIoRaw, PsiTotals, Sample)
@@ -361,10 +362,11 @@ class Unflattener:
 
     def _proc_identity(self, st):
         idx = self._st
-        ppid, root, name, cmd, dev, cgroup, mounts, direct, data_kb = [
+        ppid, root, name, cmd, dev, cgroup, mounts, direct, data_kb, job = [
             st[i] if i is not None and i < len(st) else None for i in idx]
+        tag = tag_from_record(job) if job is not None else None
         return (ppid, root, name, cmd, tuple(dev) if isinstance(dev, list) else dev, cgroup,
-                tuple(mounts or ()), direct, data_kb)
+                tuple(mounts or ()), direct, data_kb, tag.as_record() if tag else None)
 
     def _health_reading(self, rec) -> DiskHealth:
         if not isinstance(rec, list):
@@ -460,8 +462,8 @@ class Unflattener:
         procs = {}
         identity = self._proc_identity
         for pid, st_i, cpu_i, _io in plan.procs:
-            ppid, root, name, cmd, dev, cgroup, mounts, direct, data_kb = cached(vals[st_i],
-                                                                                 identity)
+            ppid, root, name, cmd, dev, cgroup, mounts, direct, data_kb, job = cached(
+                vals[st_i], identity)
             c = counters[pid]
             rd, bio, sr, st, bo, sy = [None if i is None or vals[i] is None or vals[i] < 0 else vals[i]
                                    for i in plan.acct[pid]]
@@ -470,7 +472,8 @@ class Unflattener:
                                    state=chr(st) if st else None, run_delay_ns=rd,
                                    blkio_ticks=bio, syscr=sr, cgroup=cgroup, mounts=mounts,
                                    blocked_on=mounts[bo - 1] if bo and bo <= len(mounts) else None,
-                                   direct_reads=direct, data_kb=data_kb, sys_ticks=sy)
+                                   direct_reads=direct, data_kb=data_kb, sys_ticks=sy,
+                                   job=job)
         return Sample(mono_s=bits_float(vals[plan.mono]), wall_s=bits_float(vals[plan.wall]),
                       disks=disks, devices=devices,
                       gpu=GpuSnapshot(status=_get(vals, plan.status, "unavailable: not sampled"),

@@ -212,11 +212,18 @@ def cpu_holders(model: Model, job: Job) -> tuple[float | None, float, int]:
 
 def top_others(model: Model, job: Job, n: int = 3) -> str | None:
     """'pid 812 (ffmpeg) 180% CPU, pid 90 (tar) 95%': the busiest processes outside
-    the job, as the collector follows them (model.procs without a GPU root)."""
+    the job, as the collector follows them (model.procs not of the job; another job's
+    named as its: 'pid 4121 (python) of job slurm 1001 (train.py) 99% CPU')."""
     mine = {v.pid for v in job.members}
     others = sorted((v for v in model.procs.values()
-                     if v.root_pid is None and v.pid not in mine and (v.cpu_pct or 0) >= 5),
+                     if (job.info is not None or v.root_pid is None) and v.pid not in mine
+                     and (v.cpu_pct or 0) >= 5),
                     key=lambda v: -(v.cpu_pct or 0))[:n]
     if not others:
         return None
-    return ", ".join(f"{pid_name(v.pid, v.name)} {pct(v.cpu_pct)} CPU" for v in others)
+    owner = {pid: info for info in model.jobs for pid in info.pids}
+
+    def who(v) -> str:
+        info = owner.get(v.root_pid) if v.root_pid is not None else None
+        return pid_name(v.pid, v.name) + (f" of job {info.name}" if info is not None else "")
+    return ", ".join(f"{who(v)} {pct(v.cpu_pct)} CPU" for v in others)

@@ -18,6 +18,7 @@ from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.verdict.detect.job import find_job
 from gpudisk_top.verdict.detect.saturation import Saturation, SaturationTracker
 from gpudisk_top.verdict.detect.thresholds import Thresholds
+from gpudisk_top.model.jobs import JobInfo
 from gpudisk_top.model.present import pct
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.whatif import WhatIf
@@ -42,6 +43,9 @@ class Episode:
     min_util_pct: float | None = None
     culprits: list[Culprit] = field(default_factory=list)   # named in `reason`
     whatif: list[WhatIf] = field(default_factory=list)      # of its latest interval in state
+    # the job it is of, on a node where jobs are told apart (model/jobs.py): its id and name
+    job_id: str | None = None
+    job_name: str | None = None
 
     @property
     def open(self) -> bool:
@@ -77,6 +81,10 @@ class Verdict:
     # what each fix would gain, best first (verdict/whatif.py): the episode's latest interval
     # in its state, or this interval's when it is starved alone
     whatif: list[WhatIf] = field(default_factory=list)
+    # the job this verdict is of (model/jobs.py JobInfo; None: the node with no job); the
+    # node's verdict (the worst of its jobs', verdict/step.py) carries every job's in `jobs`
+    job: JobInfo | None = None
+    jobs: list["Verdict"] = field(default_factory=list)
 
 
 @dataclass
@@ -100,11 +108,15 @@ def _compose(s: IntervalState, seconds: float) -> str:
 
 
 class Detector:
-    def __init__(self, thresholds: Thresholds | None = None, first_id: int = 1) -> None:
+    def __init__(self, thresholds: Thresholds | None = None, first_id: int = 1,
+                 ids=None) -> None:
         """first_id: the id of its first episode (a Stepper numbers on across the
-        detectors it starts)."""
+        detectors it starts); ids: where its episodes' ids come from instead, a callable
+        giving the next (a Stepper's one numbering across the detectors of its jobs)."""
         self.t = thresholds or Thresholds()
         self.first_id = first_id
+        self._ids = ids
+        self._info: JobInfo | None = None
         self.tracker = SaturationTracker(self.t)
         self.classifier = Classifier(self.t)
         self.episodes: list[Episode] = []
@@ -142,11 +154,16 @@ class Detector:
                 info.probed_read_ms if info else None)
         return out
 
-    def feed(self, model: Model) -> Verdict:
+    def feed(self, model: Model, info: JobInfo | None = None,
+             sats: dict[str, Saturation] | None = None) -> Verdict:
         """Judge the interval ending at model.wall_s.  A model without rates (the first
         sample) is judged on its GPUs only.  `since_wall_s`: an episode's start, else the
-        start of the first interval shown in this state."""
-        verdict = self._judge(model)
+        start of the first interval shown in this state.  info: the job to judge (its GPUs
+        and processes only; None: every GPU process of the node); sats: the devices'
+        saturation this interval where the caller assessed them once for every job."""
+        self._info = info
+        verdict = self._judge(model, sats)
+        verdict.job = info
         if verdict.episode is not None:
             self._shown = (verdict.state, verdict.episode.start_wall_s)
         elif self._shown is None or self._shown[0] != verdict.state:
@@ -154,9 +171,10 @@ class Detector:
         verdict.since_wall_s = self._shown[1]
         return verdict
 
-    def _judge(self, model: Model) -> Verdict:
-        sats = self.assess_devices(model)
-        job = find_job(model)
+    def _judge(self, model: Model, sats) -> Verdict:
+        if sats is None:
+            sats = self.assess_devices(model)
+        job = find_job(model, self._info)
         raw = self.classifier.classify(model, job, sats)
         start_s = model.wall_s - model.interval_s
         self._advance(raw, start_s, model.wall_s)
@@ -208,8 +226,11 @@ class Detector:
             ep.end_wall_s = self._clear_start_s
             self._open, self._clear = None, 0
         if self._run is not None and self._run.count >= self.t.enter_intervals:
-            ep = Episode(id=self.first_id + len(self.episodes), state=self._run.state,
-                         start_wall_s=self._run.start_wall_s)
+            info = self._info
+            ep = Episode(id=self._ids() if self._ids else self.first_id + len(self.episodes),
+                         state=self._run.state, start_wall_s=self._run.start_wall_s,
+                         job_id=info.id if info is not None else None,
+                         job_name=info.name if info is not None else None)
             self.episodes.append(ep)
             self._open, self._clear = ep, 0
             self._extend(ep, raw, end_s)
@@ -235,16 +256,17 @@ class Detector:
             self._open = None
 
 
-def one_interval(model: Model, thresholds: Thresholds | None = None) -> Verdict:
+def one_interval(model: Model, thresholds: Thresholds | None = None,
+                 info: JobInfo | None = None, sats=None) -> Verdict:
     """The verdict of a single interval (--once): its raw state, with no hysteresis, judged
-    against class-default baselines."""
-    v = Detector(thresholds).feed(model)
+    against class-default baselines; of the job `info` where given."""
+    v = Detector(thresholds).feed(model, info, sats)
     raw = v.raw
     return Verdict(wall_s=v.wall_s, state=raw.state, raw_state=raw.state, gpus=raw.gpus,
                    devices=raw.devices, processes=raw.processes, reason=v.raw_reason,
                    advice=raw.advice, raw_reason=v.raw_reason, kind=raw.kind,
                    saturation=v.saturation, raw=raw, culprits=list(raw.culprits),
-                   whatif=list(raw.whatif))
+                   whatif=list(raw.whatif), job=info)
 
 
 __all__ = ["Detector", "Episode", "Verdict", "STATES", "one_interval"]

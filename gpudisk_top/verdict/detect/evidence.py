@@ -32,24 +32,35 @@ GIB_ONLY = ("GiB",)
 
 @dataclass(frozen=True, slots=True)
 class Culprit:
-    """A process outside the job reading the device the verdict blames, over one interval."""
+    """A process outside the job reading the device the verdict blames, over one interval;
+    or another job of the node (job_id set), its reading processes (pids) taken together,
+    pid its first GPU process."""
 
     pid: int
     name: str | None
     device: str
     read_share_pct: float | None     # of the device's reads (rkB/s), rounded to 0.1
     read_kb_s: float | None
+    job_id: str | None = None
+    job_name: str | None = None
+    pids: tuple[int, ...] = ()
+
+    def who(self) -> str:
+        """'pid 912 (rsync)'; 'job slurm 1001 (train.py)' for another job."""
+        return f"job {self.job_name}" if self.job_id else pid_name(self.pid, self.name)
 
     def clause(self) -> str:
         """'pid 912 (rsync), 88% of its reads' (else its read rate)."""
         share = (f"{pct(self.read_share_pct)} of its reads" if self.read_share_pct is not None
                  else f"{mb_s(self.read_kb_s or 0):.0f} MB/s")
-        return f"{pid_name(self.pid, self.name)}, {share}"
+        return f"{self.who()}, {share}"
 
     def as_json(self) -> dict:
         return {"pid": self.pid, "name": self.name, "device": self.device,
                 "read_share_pct": self.read_share_pct,
-                "read_kb_s": None if self.read_kb_s is None else round(self.read_kb_s, 1)}
+                "read_kb_s": None if self.read_kb_s is None else round(self.read_kb_s, 1),
+                "job_id": self.job_id, "job_name": self.job_name,
+                "pids": list(self.pids or (self.pid,))}
 
 
 # a reader with less of the device's reads than this is not a culprit: naming "pid 13407
@@ -57,13 +68,33 @@ class Culprit:
 CULPRIT_MIN_PCT = 1.0
 
 
-def culprits_of(model, device: str, n: int = CULPRITS_SHOWN) -> list[Culprit]:
-    """The `n` processes outside the GPU job that read the most from `device`."""
-    rows = [r for r in readers_of(model, device) if not r.job
-            and (r.read_share_pct is None or r.read_share_pct >= CULPRIT_MIN_PCT)][:n]
-    return [Culprit(r.view.pid, r.view.name, device,
-                    None if r.read_share_pct is None else round(r.read_share_pct, 1),
-                    r.view.read_kb_s) for r in rows]
+def culprits_of(model, device: str, n: int = CULPRITS_SHOWN, job=None) -> list[Culprit]:
+    """The `n` readers of `device` outside the job (a verdict/detect/job.py Job; None:
+    outside every GPU process's tree) that read the most from it: processes, and the
+    node's other jobs, each job's readers taken together."""
+    mine = {v.pid for v in job.members} if job is not None and job.info is not None else None
+    owner = {pid: info for info in model.jobs for pid in info.pids} if mine is not None else {}
+    found: list[Culprit] = []
+    by_job: dict[str, list] = {}
+    for r in readers_of(model, device):
+        if mine is None and r.job or mine is not None and r.view.pid in mine:
+            continue
+        info = owner.get(r.view.root_pid)
+        if info is not None:
+            by_job.setdefault(info.id, [info]).append(r)
+            continue
+        found.append(Culprit(r.view.pid, r.view.name, device,
+                             None if r.read_share_pct is None else round(r.read_share_pct, 1),
+                             r.view.read_kb_s))
+    for info, *rows in by_job.values():
+        shares = [r.read_share_pct for r in rows if r.read_share_pct is not None]
+        found.append(Culprit(info.pids[0], None, device,
+                             round(min(100.0, sum(shares)), 1) if shares else None,
+                             sum(r.view.read_kb_s or 0.0 for r in rows), job_id=info.id,
+                             job_name=info.name, pids=tuple(r.view.pid for r in rows)))
+    found = [c for c in found if c.read_share_pct is None or c.read_share_pct >= CULPRIT_MIN_PCT]
+    found.sort(key=lambda c: (-(c.read_kb_s or 0.0), c.pid))
+    return found[:n]
 
 
 def culprits_clause(culprits: list[Culprit]) -> str:
@@ -83,9 +114,9 @@ def neighbours(culprits: list[Culprit]) -> list[Culprit]:
 def _who(culprits: list[Culprit]) -> str:
     """'pid 912 (rsync)', 'pids 912, 913 (fio)', 'pid 912 (rsync) and pid 40 (tar)'."""
     names = {c.name for c in culprits}
-    if len(names) == 1:
+    if len(names) == 1 and not any(c.job_id for c in culprits):
         return pids_name([c.pid for c in culprits], culprits[0].name)
-    return " and ".join(pid_name(c.pid, c.name) for c in culprits)
+    return " and ".join(c.who() for c in culprits)
 
 
 def storage_advice(host, culprits: list[Culprit], display: str, direct: bool | None,
@@ -103,7 +134,7 @@ def storage_advice(host, culprits: list[Culprit], display: str, direct: bool | N
         return (f"{_who(top)} {'takes' if one else 'take'} {pct(share)} of {display}'s reads "
                 f"(not the job): stop {'it' if one else 'them'}, throttle "
                 f"{'it' if one else 'them'} (ionice -c3 -p "
-                f"{' '.join(str(c.pid) for c in top)}, or {'its' if one else 'their'} "
+                f"{' '.join(str(p) for c in top for p in (c.pids or (c.pid,)))}, or {'its' if one else 'their'} "
                 f"cgroup's io.max or blkio weight) or move {'it' if one else 'them'} to another disk")
     if direct:
         return ("the job reads with O_DIRECT, which the page cache cannot help: faster "

@@ -1,12 +1,15 @@
 """The training job as the detector sees it: its GPUs, its processes (the GPU processes and
 their descendants, such as DataLoader workers), what they read and from which devices, and
-where its loaders' time goes."""
+where its loaders' time goes.  On a shared node each job (model/jobs.py JobInfo) is one
+Job, made of its own GPUs and processes only (find_job(model, info)); without an info,
+every GPU process of the node (a detector that judges no job: the node's idle state)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from gpudisk_top.model.gpu import GpuView
+from gpudisk_top.model.jobs import JobInfo
 from gpudisk_top.model.loaders import LoaderTime, loader_time
 from gpudisk_top.model.present import pid_name
 from gpudisk_top.model.procs import ProcView
@@ -27,6 +30,7 @@ class Job:
     # device -> the job's processes that have files on it
     device_readers: dict[str, list[int]] = field(default_factory=dict)
     time: LoaderTime | None = None   # None: the loaders' time cannot be read
+    info: JobInfo | None = None      # which job of the node (None: all its GPU processes)
 
     @property
     def direct_reads(self) -> bool | None:
@@ -70,27 +74,32 @@ def _short_cmd(cmdline: str | None, name: str | None) -> str | None:
     return " ".join(w.rsplit("/", 1)[-1] for w in words[:2]) or name
 
 
-def job_gpus(model: Model) -> list[GpuView]:
-    """The job's GPUs: those not lost with a compute process (the stall ledger counts
-    the others as idle)."""
-    return [gpu for gpu in model.gpus if not gpu.lost and gpu.processes]
+def job_gpus(model: Model, info: JobInfo | None = None) -> list[GpuView]:
+    """The job's GPUs: those not lost with a compute process (of the job `info`, where
+    given; the stall ledger counts the others as idle or another job's)."""
+    gpus = [gpu for gpu in model.gpus if not gpu.lost and gpu.processes]
+    if info is not None:
+        gpus = [gpu for gpu in gpus if gpu.index in info.gpus]
+    return gpus
 
 
-def find_job(model: Model) -> Job:
-    job = Job()
-    for gpu in job_gpus(model):
+def find_job(model: Model, info: JobInfo | None = None) -> Job:
+    job = Job(info=info)
+    mine = set(info.pids) if info is not None else None
+    for gpu in job_gpus(model, info):
         job.gpus.append(gpu)
         for p in gpu.processes:
-            if p.pid not in job.gpu_pids:
+            if (mine is None or p.pid in mine) and p.pid not in job.gpu_pids:
                 job.gpu_pids.append(p.pid)
                 job.names[p.pid] = _short_cmd(p.cmdline, p.name) or "?"
     if not job.gpus:
         return job
-    gpu_local = {p.local_pid for g in job.gpus for p in g.processes if p.local_pid is not None}
+    gpu_local = {p.local_pid for g in job.gpus for p in g.processes
+                 if p.local_pid is not None and (mine is None or p.pid in mine)}
     roots = set(job.gpu_pids)
     job.members = [v for v in model.procs.values() if v.root_pid in roots]
     job.workers = [v for v in job.members if v.pid not in gpu_local]
-    mapped = any(p.mapped for g in job.gpus for p in g.processes)
+    mapped = any(p.mapped for g in job.gpus for p in g.processes if mine is None or p.pid in mine)
     job.visible = mapped and bool(job.members)
     for v in job.members:
         job.read_kb_s += v.read_kb_s or 0.0

@@ -90,7 +90,7 @@ def disk(t: Thresholds, model: Model, job: Job, sats, mixed: bool = False) -> In
             evidence = (s.evidence(display(model, s.name)) if kind == "saturated"
                         else _headroom(model, s, lt)) + health_clause(model, s.name)
             mine = f"{pct(share)} of its reads from {job.describe()}"
-            culprits = culprits_of(model, s.name) if share < 90 else []
+            culprits = culprits_of(model, s.name, job=job) if share < 90 else []
             if culprits and sum(c.read_share_pct or 0.0 for c in culprits) > share:
                 # the neighbour holds more of the device than the job: named first, so
                 # that a banner cut to its first clauses still says who
@@ -118,7 +118,7 @@ def disk(t: Thresholds, model: Model, job: Job, sats, mixed: bool = False) -> In
                   f"the job's processes cannot "
                   f"be seen from here (another PID namespace, or no permission), so this "
                   f"is the busiest saturated disk, not a proven cause")
-        culprits = culprits_of(model, s.name)
+        culprits = culprits_of(model, s.name, job=job)
         if culprits:
             detail += f"; read by {culprits_clause(culprits)}"
     return IntervalState("disk-starved", kind="saturated", devices=[s.name], detail=detail,
@@ -209,7 +209,7 @@ def undiagnosed(model: Model, job: Job, sats) -> IntervalState:
         parts.append(f"busiest disk {s.latency(display(model, s.name))}")
     culprits: list[Culprit] = []
     for s in sorted(elsewhere, key=lambda x: x.name):
-        others = culprits_of(model, s.name)
+        others = culprits_of(model, s.name, job=job)
         culprits += others
         by = f" (read by {culprits_clause(others)})" if others else ""
         parts.append(f"{display(model, s.name)} saturated{by}, but the job does not "

@@ -130,7 +130,8 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
             p.steal_cpu = min(p.others_cpu, (h.cpu_steal_pct or 0.0) / 100 * h.ncpu)
         mine = {v.pid for v in job.members}
         p.others = [(v.pid, v.name or "?", v.cpu_pct / 100) for v in sorted(
-            (v for v in model.procs.values() if v.root_pid is None and v.pid not in mine
+            (v for v in model.procs.values()
+             if (job.info is not None or v.root_pid is None) and v.pid not in mine
              and (v.cpu_pct or 0) >= 20), key=lambda v: -(v.cpu_pct or 0))]
         p.mem_available_kb = h.mem_available_kb
     if p.device is not None:
