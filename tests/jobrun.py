@@ -9,14 +9,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
-import standin
+from cgjobs import HEALTHY_STEPS_S, LOADER_JOB as JOB, observe, report_json  # noqa: F401
 from gpudisk_top.verdict.detect import Thresholds
-from recording_helpers import ROOT
 
-JOB = os.path.join(ROOT, "tests", "jobs", "loader_job.py")
-HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
 RECORD_S = 16
 
 
@@ -28,7 +24,6 @@ class Run:
                  reads: int = 128, job: bool = True, preexec_fn=None) -> None:
         self.tmp = tmp_path
         progress, truth = str(tmp_path / "progress"), str(tmp_path / "truth.jsonl")
-        rec = str(tmp_path / "run.gdtrec")
         self.others = list(others)
         self.job = None
         if job:
@@ -39,22 +34,13 @@ class Run:
         gpu = dict(gpus=1, processes={0: [self.job.pid]} if job else {},
                    progress=progress if job else None, healthy_steps_s=HEALTHY_STEPS_S)
         try:
-            self.t0 = time.time()
-            recorder = standin.popen(["record", "-o", rec, "-i", "1",
-                                      "--duration", str(RECORD_S)], **gpu)
-            time.sleep(RECORD_S / 2)
-            once = standin.run(["--once", "--json", "-i", "2"], **gpu)
-            assert recorder.wait(RECORD_S + 60) == 0, recorder.stderr.read()
+            seen = observe(tmp_path, RECORD_S, once_at_s=RECORD_S / 2, **gpu)
         finally:
             for p in self.others + ([self.job] if self.job else []):
                 p.kill()
                 p.wait()
-        assert once.returncode == 0, once.stderr
-        self.once = json.loads(once.stdout)
-        report = subprocess.run([sys.executable, "-m", "gpudisk_top", "report", rec, "--json"],
-                                capture_output=True, text=True, timeout=120, cwd=ROOT)
-        assert report.returncode == 0, report.stderr
-        self.report = json.loads(report.stdout)
+        self.once = seen.once
+        self.report = report_json(seen.rec)
         self.truth = []
         if job and os.path.exists(truth):
             with open(truth) as f:

@@ -18,7 +18,14 @@ without the driver), for the container tests (collect/devmap.py reads the real f
 
 `progress`: a file a real job rewrites with "<steps done> <time.time()>"; each GPU's
 utilization is then the job's step rate over the last second against its healthy rate
-(the GPU is busy exactly while the job makes progress), as a training job's GPU is.
+(the GPU is busy exactly while the job makes progress), as a training job's GPU is.  One
+path: every GPU follows that job.  A file per GPU, for a node of several jobs (each GPU
+follows its own job's progress; a GPU with none stays at `util_pct`):
+
+    standin.run(["--once", "--json"], gpus=3, progress={0: job_a, 1: job_a, 2: job_b}, ...)
+    standin.run(["--once", "--json"], gpus=3, progress=[job_a, job_a, None], ...)
+
+`env`: variables to add to the command's environment.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Mapping, Optional, Sequence, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,21 +51,22 @@ class LiveFake(FakeNvml):
     def __init__(self, **kw):
         super().__init__(**kw)
         self._lock = threading.Lock()
-        self._history = []          # (time, steps) read from the progress file
+        self._history = {}          # progress file: [(time, steps)] read from it
 
-    def _util_from_progress(self):
+    def _util_from_progress(self, path):
         try:
-            with open(cfg["progress"]) as f:
+            with open(path) as f:
                 steps, at = (float(x) for x in f.read().split()[:2])
         except (OSError, ValueError):
             return None
         now = time.time()
-        self._history.append((now, steps))
+        history = self._history.setdefault(path, [])
+        history.append((now, steps))
         # the rate over about the last second: keep the newest reading older than that
-        older = [i for i, (t, _) in enumerate(self._history) if now - t > 1.0]
+        older = [i for i, (t, _) in enumerate(history) if now - t > 1.0]
         if older:
-            self._history = self._history[older[-1]:]
-        t0, s0 = self._history[0]
+            del history[:older[-1]]
+        t0, s0 = history[0]
         if now - t0 < 0.5:
             return None
         rate = (steps - s0) / (now - t0)
@@ -65,10 +74,14 @@ class LiveFake(FakeNvml):
 
     def nvmlDeviceGetSamples(self, device, sampling_type, timeStamp):
         with self._lock:
-            if cfg.get("progress") and device.index == 0:
-                util = self._util_from_progress()
-                if util is not None:
-                    for i in range(len(self.gpus)):
+            # every GPU's state from its job's progress at GPU 0's read, before the clock
+            # moves: each GPU's samples of the interval then carry its rate of that interval
+            if any(cfg["progress"]) and device.index == 0:
+                utils = {path: self._util_from_progress(path)
+                         for path in set(cfg["progress"]) if path}
+                for i, path in enumerate(cfg["progress"][:len(self.gpus)]):
+                    util = utils.get(path)
+                    if util is not None:
                         self.set_state(i, util_pct=util, mem_util_pct=util / 2,
                                        power_mw=int(100_000 + 5_000 * util))
             self.advance_to(time.time())
@@ -100,18 +113,38 @@ sys.exit(main(cfg["argv"]))
 '''
 
 
+Progress = Union[str, Mapping[int, Optional[str]], Sequence[Optional[str]], None]
+
+
+def progress_per_gpu(progress: Progress, gpus: int) -> list[str | None]:
+    """Each GPU's progress file (None: none) from any of `command`'s forms of `progress`.
+    Raises ValueError for a GPU index outside 0..gpus-1 or a list longer than `gpus`."""
+    if progress is None or isinstance(progress, str):
+        return [progress] * gpus
+    if isinstance(progress, Mapping):
+        if any(not 0 <= int(i) < gpus for i in progress):
+            raise ValueError(f"progress names a GPU outside 0..{gpus - 1}: {sorted(progress)}")
+        return [progress.get(i) for i in range(gpus)]
+    paths = list(progress)
+    if len(paths) > gpus:
+        raise ValueError(f"progress has {len(paths)} paths for {gpus} GPUs")
+    return paths + [None] * (gpus - len(paths))
+
+
 def command(argv: list[str], *, gpus: int = 1, processes: dict[int, list[int]] | None = None,
-            util_pct: float = 0.0, hang: dict | None = None, progress: str | None = None,
-            healthy_steps_s: float | None = None, dev_dir: str | None = None
-            ) -> tuple[list[str], dict[str, str]]:
+            util_pct: float = 0.0, hang: dict | None = None, progress: Progress = None,
+            healthy_steps_s: float | None = None, dev_dir: str | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, env) for subprocess: gpudisk-top `argv` with stand-in GPUs.  dev_dir: where
-    stand-ins for /dev/nvidiaN are (collect/devmap.py)."""
+    stand-ins for /dev/nvidiaN are (collect/devmap.py).  progress: one path for every GPU,
+    or a path per GPU ({index: path} or a list; the module docstring).  env: added to the
+    environment.  Raises ValueError as progress_per_gpu does."""
     cfg = {"argv": list(argv), "gpus": gpus, "util_pct": util_pct,
            "processes": {str(k): v for k, v in (processes or {}).items()},
-           "hang": hang, "progress": progress, "healthy_steps_s": healthy_steps_s,
-           "dev_dir": dev_dir}
-    env = dict(os.environ, GDT_STANDIN=json.dumps(cfg))
-    return [sys.executable, "-c", _CODE], env
+           "hang": hang, "progress": progress_per_gpu(progress, gpus),
+           "healthy_steps_s": healthy_steps_s, "dev_dir": dev_dir}
+    full_env = dict(os.environ, **(env or {}), GDT_STANDIN=json.dumps(cfg))
+    return [sys.executable, "-c", _CODE], full_env
 
 
 def run(argv: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
