@@ -134,6 +134,10 @@ def add_source_options(p: argparse.ArgumentParser, demo: bool = True) -> None:
     g.add_argument("--procfs", default="/proc", metavar="PATH",
                    help="procfs to read (default /proc; e.g. the host's /proc mounted in a container)")
     g.add_argument("--sysfs", default="/sys", metavar="PATH", help="sysfs to read (default /sys)")
+    g.add_argument("--rootfs", default="/", metavar="PATH",
+                   help="the host's root, where jobs' names are read (the kubelet's "
+                        "/var/log/pods, Docker's /var/lib/docker/containers; default /; "
+                        "e.g. /host in a container that mounts the host's root there)")
     g.add_argument("--devfs", default="/dev", metavar="PATH",
                    help="where the disks' device nodes are, for smartctl's health reads "
                         "(default /dev; e.g. the host's /dev mounted in a container at "
@@ -242,7 +246,7 @@ def roots_from(args):
     from gpudisk_top.collect.roots import Roots
     from gpudisk_top.collect.sampler import SourceError, check_sources
 
-    roots = Roots(procfs=args.procfs, sysfs=args.sysfs)
+    roots = Roots(procfs=args.procfs, sysfs=args.sysfs, rootfs=getattr(args, "rootfs", "/"))
     try:
         check_sources(roots)
     except SourceError as err:
