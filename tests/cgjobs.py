@@ -29,7 +29,7 @@ A test on two jobs (`data` is a large file on the real disk, tests/realdisk.py):
 
     node = Node(tmp_path, data=data_file)          # GPUs are numbered in add() order
     a = node.add("a", slurm_v2(jid := unique_job_id()), mode="disk", gpus=4,
-                 launcher="torchrun", workers=2,
+                 launcher="torchrun", workers=2, args=("--reads", "128"),
                  env=lambda gpus: slurm_env(jid, name="train.py", gpus=gpus))
     uid, cid = pod_uid(), container_id("b")
     node.host.pod("team-a", "llama-0", uid)
@@ -40,7 +40,8 @@ A test on two jobs (`data` is a large file on the real disk, tests/realdisk.py):
         seen = node.record(16, once_at_s=8)         # seen.once, seen.report, seen.rec
         job_b = node.report(seen.rec, "--job", "k8s:" + uid)    # `report --json --job ...`
     # a.gpus == [0, 1, 2, 3], a.trainers: its 4 GPU processes (under one launcher,
-    # a.pid), b.gpus == [4]; a.cgroup == "/system.slice/slurmstepd.scope/job_N/..."
+    # a.pid), b.gpus == [4]; a.cgroup == "/system.slice/slurmstepd.scope/job_N/...";
+    # starved_share(a.truth(rank)): whether rank really was starved (its steps a second)
 
 `node.pause(b)` / `node.resume(b)` stop and continue every process of b's cgroup (its
 GPU reads ~0 % meanwhile); `node.end(b)` ends b while the others go on.
@@ -62,6 +63,7 @@ from typing import Callable, Mapping
 
 import standin
 from cgroup_job import ROOT, CgJob, CgroupUnavailable, hierarchies, skip_unless_cgroups  # noqa: F401
+from gpudisk_top.verdict.detect import Thresholds
 from slack import slack
 
 JOBS = os.path.join(ROOT, "tests", "jobs")
@@ -216,11 +218,20 @@ def report_json(rec: str, *args: str, env: Mapping[str, str] | None = None) -> d
     return json.loads(done.stdout)
 
 
+def starved_share(truth: list[dict], healthy_steps_s: float = HEALTHY_STEPS_S) -> float:
+    """The share of a trainer's seconds (its truth lines) in which it was not fed: under
+    gpu_low_util_pct (70 %) of its healthy steps, the stand-in GPU's utilization being its
+    progress; 0 without a line."""
+    fed_steps = healthy_steps_s * Thresholds().gpu_low_util_pct / 100
+    return sum(t["steps"] < fed_steps for t in truth) / len(truth) if truth else 0.0
+
+
 @dataclass
 class NodeJob:
     """One job of a Node: its cgroup (`cg`, `cgroup` as /proc shows it), its GPUs' indices,
     its top process (`pid`: the launcher, or the one trainer) and its GPU processes
-    (`trainers`, in rank order), each with its progress file."""
+    (`trainers`, in rank order), each with its progress file and its truth file
+    (loader_job.py's --truth: the steps it really made, one JSON line a second)."""
 
     name: str
     path: str
@@ -240,6 +251,14 @@ class NodeJob:
     @property
     def pid(self) -> int:
         return self.cg.pid
+
+    def truth(self, rank: int = 0) -> list[dict]:
+        """Rank `rank`'s truth lines so far ([] before its first second)."""
+        try:
+            with open(self.progress[rank][:-len(".progress")] + ".truth.jsonl") as f:
+                return [json.loads(line) for line in f if line.endswith("\n")]
+        except FileNotFoundError:
+            return []
 
     def gpu_progress(self) -> dict[int, str]:
         """Each of its GPUs' progress file: GPU k of a launched job follows rank k."""
@@ -282,9 +301,11 @@ class Node:
         `gpus` GPUs.  launcher: None (one trainer process on all its GPUs), "torchrun" (a
         `torchrun` process that fork+execs a trainer per GPU) or "spawn" (a python that
         starts them with multiprocessing spawn, as torch.multiprocessing.spawn does);
-        run_id: the ranks' TORCHELASTIC_RUN_ID.  env: the scheduler's variables, or a
-        function of the job's GPU indices that returns them.  args: more loader_job.py
-        arguments.  Raises ValueError for a launcher it does not know or too few GPUs."""
+        run_id: the ranks' TORCHELASTIC_RUN_ID; the ranks of a job in a Slurm layout also
+        get srun's per-task SLURM_PROCID and SLURM_LOCALID.  env: the scheduler's variables
+        (slurm_env, k8s_env), or a function of the job's GPU indices that returns them.
+        args: more loader_job.py arguments (("--reads", "128") for mode "disk", say).
+        Raises ValueError for a launcher it does not know or too few GPUs."""
         if launcher not in (None, "torchrun", "spawn"):
             raise ValueError(f"launcher is None, torchrun or spawn, not {launcher!r}")
         first = sum(len(j.gpus) for j in self.jobs)
@@ -293,9 +314,11 @@ class Node:
             raise ValueError(f"job {name} needs GPUs {ids}; the node has {self.gpus_total}")
         tag = os.path.join(self.tmp, f"job-{name}")
         ranked = launcher is not None
-        progress = tag + (".{rank}.progress" if ranked else ".progress")
+        stem = tag + (".{rank}" if ranked else "")
+        progress = stem + ".progress"
         trainer = [LOADER_JOB, mode, "--workers", str(workers), "--seconds", str(seconds),
-                   "--data", self.data, "--progress", progress, *args]
+                   "--data", self.data, "--progress", progress,
+                   "--truth", stem + ".truth.jsonl", *args]
         if ranked:
             argv = [*self._launcher(launcher), "--nprocs", str(gpus), "--pids", tag + ".pids",
                     "--style", "spawn" if launcher == "spawn" else "exec",

@@ -1,7 +1,8 @@
 """A real job recorded as users record one, for the tests that judge verdicts on real work
 (test_real_jobs, test_remote_mount): tests/jobs/loader_job.py as the job, gpudisk-top's
 `record` for the whole run with stand-in GPUs that follow the job's progress
-(tests/standin.py), a `--once --json` in the middle, and `report --json` afterwards."""
+(tests/standin.py), a `--once --json` in the middle, and `report --json` afterwards
+(tests/cgjobs.py's observe and report_json, which a node of several jobs uses too)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import os
 import subprocess
 import sys
 
-from cgjobs import HEALTHY_STEPS_S, LOADER_JOB as JOB, observe, report_json  # noqa: F401
-from gpudisk_top.verdict.detect import Thresholds
+from cgjobs import HEALTHY_STEPS_S, LOADER_JOB as JOB, observe, report_json, starved_share  # noqa: F401
 
 RECORD_S = 16
 
@@ -54,11 +54,8 @@ class Run:
         return [e for e in self.report["episodes"] if state is None or e["state"] == state]
 
     def starved_share(self) -> float:
-        """The share of the job's seconds in which it was not fed: under gpu_low_util_pct
-        (70 %) of its healthy steps, the stand-in GPU's utilization being its progress."""
-        fed_steps = HEALTHY_STEPS_S * Thresholds().gpu_low_util_pct / 100
-        slow = [t for t in self.truth if t["steps"] < fed_steps]
-        return len(slow) / len(self.truth) if self.truth else 0.0
+        """The share of the job's seconds in which it was not fed (cgjobs.starved_share)."""
+        return starved_share(self.truth)
 
     def detected_within_s(self, state: str) -> float:
         """Seconds from the recording's first interval to the start of the first episode of
