@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import os
 import signal
@@ -66,17 +67,27 @@ def hierarchies(tree: str) -> list[str]:
 
 
 def skip_unless_cgroups(tree: str = "v2") -> None:
-    """pytest.skip where no job cgroup of `tree` can be made (not root, no such tree)."""
+    """pytest.skip where no job cgroup of `tree` can be made and entered here (not root, no
+    such tree, a read-only or delegated-away one): tried once a process and tree."""
     import pytest
 
     if os.geteuid() != 0:
         pytest.skip("making cgroups needs root")
+    why = _unavailable(tree)
+    if why:
+        pytest.skip(why)
+
+
+@functools.lru_cache(maxsize=None)
+def _unavailable(tree: str) -> str:
+    """Why a job cgroup of `tree` cannot be made and entered here; "" where it can (a
+    process that does nothing started in a cgroup of its own, then all of it removed)."""
     try:
-        for mount in hierarchies(tree):
-            if not os.access(os.path.join(mount, "cgroup.procs"), os.W_OK):
-                pytest.skip(f"{mount} is read-only here")
-    except CgroupUnavailable as why:
-        pytest.skip(str(why))
+        with CgJob(f"gdt-probe-{os.getpid()}", [sys.executable, "-c", "pass"], tree=tree):
+            pass
+    except (CgroupUnavailable, OSError) as err:
+        return str(err)
+    return ""
 
 
 @contextmanager
