@@ -187,9 +187,10 @@ class HostRaw:
 @dataclass(slots=True)
 class ProcIoRaw:
     """/proc/PID/io, CPU time and where the time went, of one GPU process or one of its
-    descendants.  The time counters are those of the process's leading thread (a
-    DataLoader worker's loop, the training loop) except cpu_ticks, which is the whole
-    process's: per-thread files would cost a read per thread per sample."""
+    descendants.  Its time counters are the whole process's, all its threads summed
+    (cpu_ticks as the kernel sums them; run_delay_ns and blkio_ticks by
+    collect/threadtime.py), except for the processes outside the job (root_pid None),
+    whose waits are their leading thread's."""
 
     pid: int                       # the PID under --procfs
     ppid: int | None = None
@@ -203,10 +204,16 @@ class ProcIoRaw:
     cpu_ticks: int | None = None   # utime + stime, clock ticks
     devices: tuple[str, ...] | None = None  # block devices its open files and mappings live on
     state: str | None = None       # R, S, D, ... at the sample (/proc/PID/stat field 3)
-    run_delay_ns: int | None = None  # time runnable, waiting for a CPU (schedstat field 2)
-    blkio_ticks: int | None = None   # time blocked on block I/O, clock ticks (stat field 42);
-                                     # None while kernel.task_delayacct is off, and
-                                     # for a task it cannot have measured (procio.py)
+    # time runnable, waiting for a CPU (schedstat field 2), summed over its threads
+    # (task/TID/schedstat): thread-ns, so N threads waiting at once add N ns a ns, and a
+    # rate of it passes 100 % of the interval (model/procs.py says how it is then used);
+    # a thread that exited keeps its time as last read, so the sum never goes down
+    run_delay_ns: int | None = None
+    # time blocked on block I/O, clock ticks (stat field 42), summed over its threads the
+    # same way; None while kernel.task_delayacct is off, and where its leading thread's
+    # cannot have been measured (procio.py); a thread forked before accounting was on
+    # adds 0 for ever (a lower bound then)
+    blkio_ticks: int | None = None
     syscr: int | None = None       # read system calls (/proc/PID/io)
     cgroup: str | None = None      # its cgroup path (collect.host.parse_process_cgroup)
     mounts: tuple[str, ...] = ()   # network and FUSE mounts its files live on (mountpoints)
