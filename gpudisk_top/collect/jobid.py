@@ -65,6 +65,7 @@ _SESSION_SERVICES = re.compile(r"^(?:user@\d+|ssh|sshd|dropbear|cron|crond|atd|"
                                r"(?:serial-|console-)?getty@?.*|systemd-.*|login|"
                                r"docker|containerd|slurmd|slurmstepd|kubelet|jupyter.*)$")
 _TOKEN = re.compile(r"[^A-Za-z0-9_.-]")
+_ID_CHARS = re.compile(r"[^A-Za-z0-9_.:-]")      # a whole id's alphabet (tokens and ':')
 
 # launchers: the topmost of them above a GPU process makes the job (by comm, the kernel's
 # 15-character name, or by a python command line's module or script)
@@ -113,7 +114,9 @@ def tag_from_record(value) -> JobTag | None:
     """A JobTag from a recording's [id, source, name] (untrusted: anything else, None)."""
     if (isinstance(value, (list, tuple)) and len(value) == 3
             and all(isinstance(v, str) for v in value) and value[1] in SOURCES):
-        return JobTag(_token(value[0], MAX_ID + 16), value[1], bounded_name(value[2]))
+        # an id is tokens joined by ':' ("pid:4121", "k8s:<uid>"): ':' is kept
+        job_id = _ID_CHARS.sub("_", value[0])[:MAX_ID + 16] or "_"
+        return JobTag(job_id, value[1], bounded_name(value[2]))
     return None
 
 
