@@ -23,6 +23,8 @@ class PidStat:
     vsize_bytes: int | None = None   # field 23: what its address space maps (a new mapping
                                      # of a data file changes it)
     sys_ticks: int | None = None     # stime (field 15): of cpu_ticks, the kernel's part
+    threads: int | None = None       # num_threads (field 20): collect/threadtime.py lists
+                                     # a process's threads again only when it changed
 
 
 def parse_pid_stat(text: str) -> PidStat | None:
@@ -33,8 +35,8 @@ def parse_pid_stat(text: str) -> PidStat | None:
     if open_paren < 0 or close_paren < open_paren:
         return None
     rest = text[close_paren + 1:].split()
-    # rest[0] is state (field 3); ppid is field 4, utime 14, stime 15, starttime 22,
-    # delayacct_blkio_ticks 42 (proc(5))
+    # rest[0] is state (field 3); ppid is field 4, utime 14, stime 15, num_threads 20,
+    # starttime 22, delayacct_blkio_ticks 42 (proc(5))
     try:
         return PidStat(
             comm=text[open_paren + 1:close_paren],
@@ -45,6 +47,7 @@ def parse_pid_stat(text: str) -> PidStat | None:
             blkio_ticks=int(rest[39]) if len(rest) > 39 else None,
             vsize_bytes=int(rest[20]) if len(rest) > 20 else None,
             sys_ticks=int(rest[12]),
+            threads=int(rest[17]) if len(rest) > 17 else None,
         )
     except (IndexError, ValueError):
         return None
@@ -56,6 +59,15 @@ def parse_schedstat(text: str) -> int | None:
     parts = text.split()
     try:
         return int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_schedstat_on_cpu(text: str) -> int | None:
+    """The ns a task spent on a CPU (sum_exec_runtime), schedstat's first field."""
+    parts = text.split()
+    try:
+        return int(parts[0])
     except (IndexError, ValueError):
         return None
 

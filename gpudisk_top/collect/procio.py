@@ -7,7 +7,10 @@ counters, CPU time, and the block devices its open files and file mappings live 
 Costs per collect():
   - finding descendants: <procfs>/PID/task/*/children of each tree member where the
     kernel has them (CONFIG_PROC_CHILDREN), else one read of every <procfs>/*/stat;
-  - per tree member: stat and io (two small reads), cmdline once per process;
+  - per tree member: stat and io (two small reads), cmdline once per process; of one
+    with several threads, each other thread's schedstat too (and its stat while delay
+    accounting is on, when the schedstat moved): the waits of all its threads
+    (collect/threadtime.py);
   - devices: an os.stat of every fd and a read of maps (FD_SCAN_LIMIT fds at most), the
     costly part: at most every DEVICES_REFRESH_S per process, and then only when its
     fd table or address space changed size (the count of its fds, one stat of its fd
@@ -36,6 +39,7 @@ from gpudisk_top.collect.pidfiles import (PidStat, parse_maps_devices, parse_pid
                                           parse_pid_stat, parse_schedstat)
 from gpudisk_top.collect.roots import FileCache, Roots, read_bytes, read_text
 from gpudisk_top.collect.sample import ProcIoRaw
+from gpudisk_top.collect.threadtime import ThreadTimes
 
 DEVICES_REFRESH_S = 5.0
 DEVICES_RECHECK_S = 60.0  # ... and a process whose fd count and vsize did not change
@@ -112,6 +116,8 @@ class ProcIoCollector:
         # the fd directory's size is its count of open fds (Linux 6.2+); None: not known yet
         self._fd_count_by_size: bool | None = None
         self._proc_dir = os.path.join(roots.procfs, "")
+        # the job's processes' other threads (after _own_pid: whether our PIDs are its)
+        self._threads = ThreadTimes(self._proc_dir, self._own_pid is not None)
         self.delayacct_on = False             # as the latest collect() found it
         # kernel.task_delayacct has been on, as far as we saw, since this many clock ticks
         # after boot (None: off, or not yet looked at): a task forked after it has its
@@ -169,6 +175,9 @@ class ProcIoCollector:
                 del self._known[pid]  # exited, or no longer under a GPU process
                 self._stats.pop(pid, None)
                 self.files.forget(self.roots.proc(str(pid)) + os.sep)
+        for pid in self._threads.pids():
+            if pid not in out:
+                self._threads.forget(pid)
         return out
 
     def _delayacct_seen(self, on: bool) -> None:
@@ -406,6 +415,14 @@ class ProcIoCollector:
         if sched != known.sched_text:
             known.sched_text = sched
             known.run_delay_ns = parse_schedstat(sched) if sched is not None else None
+        # field 42 reads 0 while delay accounting is off, and for ever for a task forked
+        # before it was on: that is "not measured"
+        run_delay_ns, blkio_ticks = known.run_delay_ns, self._blkio(st) if delayacct else None
+        if root_host_pid is not None:
+            # a job's process: the waits of all its threads (collect/threadtime.py); the
+            # others outside the job are followed for their CPU time alone
+            run_delay_ns, blkio_ticks = self._threads.add(pid, st, sched, run_delay_ns,
+                                                          blkio_ticks, delayacct)
         return ProcIoRaw(
             pid=pid,
             ppid=st.ppid,
@@ -422,10 +439,8 @@ class ProcIoCollector:
             mounts=tuple(sorted(set(known.mount_devs.values()))),
             blocked_on=self._blocked_on(pid, known.mount_devs, st.state),
             state=st.state,
-            run_delay_ns=known.run_delay_ns,
-            # field 42 reads 0 while delay accounting is off, and for ever for a task
-            # forked before it was on: that is "not measured"
-            blkio_ticks=self._blkio(st) if delayacct else None,
+            run_delay_ns=run_delay_ns,
+            blkio_ticks=blkio_ticks,
             syscr=io.get("syscr"),
             cgroup=known.cgroup,
             direct_reads=known.direct_reads,

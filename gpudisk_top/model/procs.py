@@ -7,11 +7,26 @@ DataLoader whose rchar_kb_s is high and read_kb_s low reads from the page cache.
 cpu_pct is pidstat's %CPU: 100 is one CPU fully busy, so a process can exceed 100;
 sys_pct is the part of it in the kernel (pidstat's %system, stime).
 
-Where the time of a process's leading thread went, in % of the interval: cpu_wait_pct
-runnable but waiting for a CPU (schedstat's run_delay; pidstat -w's and perf sched's
-"wait time"), io_wait_pct blocked on block I/O (delay accounting's blkio delay, what
-iotop calls IO>; None while kernel.task_delayacct is off, and for a task forked before it
+Where a process's time went, in % of the interval: cpu_wait_pct runnable but waiting for a
+CPU (schedstat's run_delay; pidstat -w's and perf sched's "wait time"), io_wait_pct
+blocked on block I/O (delay accounting's blkio delay, what iotop calls IO>; None while
+kernel.task_delayacct is off, and for a process whose leading thread was forked before it
 was on: collect/procio.py).
+
+"The process's time" is all its threads' (collect/threadtime.py; ProcIoRaw.run_delay_ns),
+as cpu_pct is: each is thread-time over the interval, 100 being one thread for the whole
+of it, so a process whose threads wait at once goes past 100 (three decode threads each
+waiting 80 % of the time for a CPU: 240), as one whose threads run at once does past 100
+%CPU.  The figures are not cut here: verdict/detect/cpu.py names a trainer's or loaders'
+own sums ("waiting 240% of the time for a CPU").  Where a loader's interval is split into
+shares that add up to 100 (model/loaders.py, _share), the split is of one thread's worth
+of its time, in order: on a CPU (cpu_pct, at most 100), then waiting for one (at most what
+that left), then blocked on reads (at most what those left), asleep the rest.  So a
+multi-threaded loader whose threads together run a CPU's worth shows 100 % on a CPU
+whatever they waited, and one whose threads both run and wait has its wait cut to what
+running left: the CPU is given its share first, as for a single thread.  Those outside the
+job (the busiest others, ProcIoRaw.root_pid None) are the leading thread's alone: they are
+followed for their CPU time.
 """
 
 from __future__ import annotations
