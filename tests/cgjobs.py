@@ -44,7 +44,9 @@ A test on two jobs (`data` is a large file on the real disk, tests/realdisk.py):
     # starved_share(a.truth(rank)): whether rank really was starved (its steps a second)
 
 `node.pause(b)` / `node.resume(b)` stop and continue every process of b's cgroup (its
-GPU reads ~0 % meanwhile); `node.end(b)` ends b while the others go on.
+GPU reads ~0 % meanwhile); `node.end(b)` ends b while the others go on.  For a run that
+goes on while the test acts (a job ending mid-recording, `serve`), start it yourself on
+the node's stand-in GPUs: `standin.popen(["record", "-o", rec, ...], **node.gpu())`.
 """
 
 from __future__ import annotations
@@ -278,11 +280,13 @@ class Node:
 
     `gpus`: the node's GPU count (default: as many as the jobs hold; the rest are idle).
     `data`: the file the jobs read (loader_job.py's --data).  Each job's trainers run
-    tests/jobs/loader_job.py MODE; gpudisk-top runs with HOST_ROOT_ENV set to `host.root`."""
+    tests/jobs/loader_job.py MODE; gpudisk-top runs with HOST_ROOT_ENV set to `host.root`.
+    `standin_kw`: more tests/standin.py keywords for every gpudisk-top run on the node."""
 
     def __init__(self, tmp, *, data: str, gpus: int | None = None,
-                 healthy_steps_s: float = HEALTHY_STEPS_S) -> None:
+                 healthy_steps_s: float = HEALTHY_STEPS_S, **standin_kw) -> None:
         self.tmp, self.data = str(tmp), data
+        self.standin_kw = standin_kw
         self.gpus_total = gpus
         self.healthy_steps_s = healthy_steps_s
         self.host = HostRoot(os.path.join(self.tmp, "host"))
@@ -405,15 +409,16 @@ class Node:
 
     def gpu(self, **extra) -> dict:
         """tests/standin.py's keywords for this node: its GPUs, each one's processes and
-        progress file, and HOST_ROOT_ENV; `extra` added (hang=..., say)."""
+        progress file, and HOST_ROOT_ENV; the node's standin_kw and `extra` added."""
         processes: dict[int, list[int]] = {}
         progress: dict[int, str] = {}
         for job in self.jobs:
             processes.update(job.gpu_processes())
             progress.update(job.gpu_progress())
+        kw = {**self.standin_kw, **extra}
+        env = {HOST_ROOT_ENV: self.host.root, **kw.pop("env", {})}
         return dict(gpus=self.gpu_count, processes=processes, progress=progress,
-                    healthy_steps_s=self.healthy_steps_s,
-                    env={HOST_ROOT_ENV: self.host.root}, **extra)
+                    healthy_steps_s=self.healthy_steps_s, env=env, **kw)
 
     def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """gpudisk-top ARGV on this node, as it ran (not checked)."""
