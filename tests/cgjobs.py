@@ -13,7 +13,7 @@ What it owns:
     killed first (only those positively ours: in a cgroup this harness made);
   - `HostRoot`: what a node keeps about its pods and containers (/var/log/pods/NS_POD_UID,
     /var/lib/docker/containers/ID/config.v2.json), made under a temporary directory, never
-    the real one; gpudisk-top is told where by HOST_ROOT_ENV;
+    the real one; gpudisk-top is told where by its --rootfs (`Node.source_args`);
   - `Node`: several such jobs on one node of stand-in GPUs (tests/standin.py), each job's
     GPUs following its trainers' progress, and gpudisk-top's real command line on it
     (`--once --json`; `record` with a --once in the middle, then `report --json`);
@@ -46,7 +46,8 @@ A test on two jobs (`data` is a large file on the real disk, tests/realdisk.py):
 `node.pause(b)` / `node.resume(b)` stop and continue every process of b's cgroup (its
 GPU reads ~0 % meanwhile); `node.end(b)` ends b while the others go on.  For a run that
 goes on while the test acts (a job ending mid-recording, `serve`), start it yourself on
-the node's stand-in GPUs: `standin.popen(["record", "-o", rec, ...], **node.gpu())`.
+the node's stand-in GPUs: `standin.popen(["record", "-o", rec, ..., *node.source_args],
+**node.gpu())`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,6 @@ JOBS = os.path.join(ROOT, "tests", "jobs")
 LOADER_JOB = os.path.join(JOBS, "loader_job.py")
 LAUNCHER = os.path.join(JOBS, "launcher.py")
 HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
-HOST_ROOT_ENV = "GDT_HOST_ROOT"  # where gpudisk-top reads the node's pod and container files
 _ids = itertools.count()
 
 
@@ -153,7 +153,7 @@ def k8s_env(pod_name: str, service_host: str = "10.96.0.1") -> dict[str, str]:
 
 class HostRoot:
     """The node's files about its pods and containers, under a temporary `root` (never the
-    real /var): gpudisk-top is pointed at it with HOST_ROOT_ENV."""
+    real /var): gpudisk-top is pointed at it with `--rootfs root`."""
 
     def __init__(self, root: str) -> None:
         if os.path.realpath(root) == "/":
@@ -188,18 +188,18 @@ class Observation:
 
 
 def observe(tmp: str, seconds: float, *, once_at_s: float | None = None,
-            interval_s: float = 1, **gpu) -> Observation:
-    """`record -i interval_s --duration seconds` to tmp/run.gdtrec on stand-in GPUs `gpu`
-    (tests/standin.py's keywords), with a `--once --json -i 2` started `once_at_s` into it.
-    Raises AssertionError where either command fails."""
+            interval_s: float = 1, args=(), **gpu) -> Observation:
+    """`record -i interval_s --duration seconds ARGS` to tmp/run.gdtrec on stand-in GPUs
+    `gpu` (tests/standin.py's keywords), with a `--once --json -i 2 ARGS` started
+    `once_at_s` into it.  Raises AssertionError where either command fails."""
     rec = os.path.join(str(tmp), "run.gdtrec")
     recorder = standin.popen(["record", "-o", rec, "-i", str(interval_s),
-                              "--duration", str(seconds)], **gpu)
+                              "--duration", str(seconds), *args], **gpu)
     once = None
     try:
         if once_at_s is not None:
             time.sleep(once_at_s)
-            once = standin.run(["--once", "--json", "-i", "2"], **gpu)
+            once = standin.run(["--once", "--json", "-i", "2", *args], **gpu)
         code = recorder.wait(seconds + 60)
     finally:
         if recorder.poll() is None:
@@ -211,11 +211,10 @@ def observe(tmp: str, seconds: float, *, once_at_s: float | None = None,
     return Observation(rec, json.loads(once.stdout) if once is not None else None)
 
 
-def report_json(rec: str, *args: str, env: Mapping[str, str] | None = None) -> dict:
+def report_json(rec: str, *args: str) -> dict:
     """`report REC --json ARGS...`, parsed.  Raises AssertionError where it fails."""
     done = subprocess.run([sys.executable, "-m", "gpudisk_top", "report", rec, "--json", *args],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env=dict(os.environ, **(env or {})))
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -280,7 +279,8 @@ class Node:
 
     `gpus`: the node's GPU count (default: as many as the jobs hold; the rest are idle).
     `data`: the file the jobs read (loader_job.py's --data).  Each job's trainers run
-    tests/jobs/loader_job.py MODE; gpudisk-top runs with HOST_ROOT_ENV set to `host.root`.
+    tests/jobs/loader_job.py MODE; gpudisk-top's live commands run with `source_args`
+    (--rootfs host.root: the node's pod and container files).
     `standin_kw`: more tests/standin.py keywords for every gpudisk-top run on the node."""
 
     def __init__(self, tmp, *, data: str, gpus: int | None = None,
@@ -409,25 +409,30 @@ class Node:
 
     def gpu(self, **extra) -> dict:
         """tests/standin.py's keywords for this node: its GPUs, each one's processes and
-        progress file, and HOST_ROOT_ENV; the node's standin_kw and `extra` added."""
+        progress file; the node's standin_kw and `extra` added."""
         processes: dict[int, list[int]] = {}
         progress: dict[int, str] = {}
         for job in self.jobs:
             processes.update(job.gpu_processes())
             progress.update(job.gpu_progress())
-        kw = {**self.standin_kw, **extra}
-        env = {HOST_ROOT_ENV: self.host.root, **kw.pop("env", {})}
         return dict(gpus=self.gpu_count, processes=processes, progress=progress,
-                    healthy_steps_s=self.healthy_steps_s, env=env, **kw)
+                    healthy_steps_s=self.healthy_steps_s, **{**self.standin_kw, **extra})
+
+    @property
+    def source_args(self) -> list[str]:
+        """What a live command (--once, record, serve, the dashboard) is given on this node:
+        --rootfs, the node's HostRoot, where it reads the pods' and containers' names."""
+        return ["--rootfs", self.host.root]
 
     def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        """gpudisk-top ARGV on this node, as it ran (not checked)."""
+        """gpudisk-top ARGV on this node, as it ran (not checked; add source_args to a
+        live command's ARGV)."""
         return standin.run(list(argv), timeout=timeout, **self.gpu())
 
     def once(self, interval_s: float = 2, *args: str) -> dict:
         """`--once --json -i interval_s ARGS...`, parsed.  Raises AssertionError where it
         fails."""
-        done = self.run("--once", "--json", "-i", str(interval_s), *args)
+        done = self.run("--once", "--json", "-i", str(interval_s), *self.source_args, *args)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
@@ -435,8 +440,8 @@ class Node:
                interval_s: float = 1) -> Observation:
         """`record` for `seconds` (with a --once `once_at_s` into it): see observe()."""
         return observe(self.tmp, seconds, once_at_s=once_at_s, interval_s=interval_s,
-                       **self.gpu())
+                       args=self.source_args, **self.gpu())
 
     def report(self, rec: str, *args: str) -> dict:
         """`report REC --json ARGS...`, parsed (`"--job", ID` for one job's)."""
-        return report_json(rec, *args, env={HOST_ROOT_ENV: self.host.root})
+        return report_json(rec, *args)
