@@ -26,6 +26,10 @@ follows its own job's progress; a GPU with none stays at `util_pct`):
     standin.run(["--once", "--json"], gpus=3, progress=[job_a, job_a, None], ...)
 
 `env`: variables to add to the command's environment.
+
+`exited_leave`: a listed process that exited (gone, or a zombie) leaves NVML's list, as it
+leaves the real driver's: a job that ends is seen to end (by default the list stays as
+given, for processes of other PID namespaces that do not exist here).
 """
 
 from __future__ import annotations
@@ -87,6 +91,21 @@ class LiveFake(FakeNvml):
             self.advance_to(time.time())
             return super().nvmlDeviceGetSamples(device, sampling_type, timeStamp)
 
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        listed = super().nvmlDeviceGetComputeRunningProcesses(handle)
+        if not cfg.get("exited_leave"):
+            return listed
+        return [p for p in listed if _alive(p.pid)]
+
+
+def _alive(pid):
+    """A process that exited (gone, or a zombie) leaves the driver's list."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
 
 nvml = LiveFake(idle_samples=True)
 for i in range(cfg["gpus"]):
@@ -134,7 +153,8 @@ def progress_per_gpu(progress: Progress, gpus: int) -> list[str | None]:
 def command(argv: list[str], *, gpus: int = 1, processes: dict[int, list[int]] | None = None,
             util_pct: float = 0.0, hang: dict | None = None, progress: Progress = None,
             healthy_steps_s: float | None = None, dev_dir: str | None = None,
-            env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+            env: Mapping[str, str] | None = None,
+            exited_leave: bool = False) -> tuple[list[str], dict[str, str]]:
     """(argv, env) for subprocess: gpudisk-top `argv` with stand-in GPUs.  dev_dir: where
     stand-ins for /dev/nvidiaN are (collect/devmap.py).  progress: one path for every GPU,
     or a path per GPU ({index: path} or a list; the module docstring).  env: added to the
@@ -142,7 +162,7 @@ def command(argv: list[str], *, gpus: int = 1, processes: dict[int, list[int]] |
     cfg = {"argv": list(argv), "gpus": gpus, "util_pct": util_pct,
            "processes": {str(k): v for k, v in (processes or {}).items()},
            "hang": hang, "progress": progress_per_gpu(progress, gpus),
-           "healthy_steps_s": healthy_steps_s, "dev_dir": dev_dir}
+           "healthy_steps_s": healthy_steps_s, "dev_dir": dev_dir, "exited_leave": exited_leave}
     full_env = dict(os.environ, **(env or {}), GDT_STANDIN=json.dumps(cfg))
     return [sys.executable, "-c", _CODE], full_env
 

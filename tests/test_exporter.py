@@ -27,7 +27,7 @@ from gpudisk_top.watch import FreeSpace
 GB = 1000**3
 UNIT_SUFFIXES = ("_ratio", "_bytes", "_seconds", "_per_second", "_watts", "_celsius",
                  "_hertz", "_info", "_total", "_size", "_available", "_lost", "_saturated",
-                 "_up", "_state", "_fds", "_starved",
+                 "_up", "_state", "_fds", "_starved", "_left_out",
                  # device health: a drive's sectors, its status and the bits it raises
                  "_sectors", "_status", "_readable", "_warning")
 

@@ -7,7 +7,7 @@
     engine.close()
 
 Each rule is judged per subject (a device, a GPU, a path; the node for host metrics and
-verdicts).  A hold is the run of consecutive samples in which the condition is true for
+verdicts; a job for a rule that names jobs, alerts/jobs.py).  A hold is the run of consecutive samples in which the condition is true for
 that subject; it fires once, when it reaches for_samples, and the same subject fires again
 only `cooldown_s` after its last firing: a new hold that reaches for_samples during the
 cooldown fires when the cooldown ends, if it still holds then.  Cooldowns are measured on
@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from gpudisk_top.alerts import catalog
 from gpudisk_top.alerts.actions import (CommandRunner, append_line, expand_argv, log_line,
                                         needs_pids, write_details)
+from gpudisk_top.alerts.jobs import (job_fields, job_gpus, job_of_gpu, job_of_id, job_verdicts,
+                                     job_words)
 from gpudisk_top.alerts.rules import AlertRule, shell_script_placeholders
 from gpudisk_top.deadline import QueueWorker
 from gpudisk_top.outfile import OutputError
@@ -169,7 +171,14 @@ class AlertEngine:
                 self._last_fired_mono[key] = now_mono
                 todo.append((rule, subject, value, hold.count, hold))
             for key in [k for k in self._holds if k[0] == rule.name and k not in seen]:
-                del self._holds[key]     # a subject that is gone (a device removed)
+                del self._holds[key]     # a subject that is gone (a device removed, a job ended)
+            if rule.per_job:
+                # jobs come and go by the thousand (a sweep): a cooldown that has run out
+                # decides nothing, and is forgotten
+                for key in [k for k, at in self._last_fired_mono.items()
+                            if k[0] == rule.name and k not in seen
+                            and now_mono - at >= rule.cooldown_s]:
+                    del self._last_fired_mono[key]
         return todo
 
     def active(self) -> list[Fired]:
@@ -211,7 +220,13 @@ class AlertEngine:
     # ------------------------------------------------------------------ conditions
     def _observe(self, rule: AlertRule, model, verdict, fs_by_path):
         if rule.kind == "metric":
-            return catalog.observe(model, rule.metric, rule.devices, rule.mountpoints, rule.gpus)
+            seen = catalog.observe(model, rule.metric, rule.devices, rule.mountpoints, rule.gpus)
+            if rule.per_job:                  # a GPU metric: the named jobs' GPUs only
+                gpus = job_gpus(rule, model)
+                seen = [(subject, v) for subject, v in seen if int(subject) in gpus]
+            return seen
+        if rule.kind == "verdict" and rule.per_job:
+            return [(v.job.id, v.state) for v in job_verdicts(rule, verdict)]
         if rule.kind == "verdict":
             return [("", verdict.state)] if verdict is not None else []
         fs = fs_by_path.get(rule.free_space)
@@ -237,7 +252,7 @@ class AlertEngine:
         d = {k: "" for k in ("name", "kind", "message", "value", "threshold", "op", "metric",
                              "subject", "device", "mountpoint", "gpu", "path", "state",
                              "reason", "samples", "time", "wall_s", "pid", "pids", "host",
-                             "source")}
+                             "source", "job_id", "job_name")}
         d.update(name=rule.name, kind=rule.kind, subject=subject, samples=str(count),
                  time=iso_time(model.wall_s), wall_s=f"{model.wall_s:.3f}",
                  host=self.host_name, source=self.source)
@@ -255,17 +270,34 @@ class AlertEngine:
                 pids = _pids(model, lambda gpu, p: _uses(model, p, subject))
             elif family == "gpu":
                 d["gpu"] = subject
+                job = job_of_gpu(model, int(subject))
+                d.update(job_fields(job))
                 where = f"GPU {subject}"
+                if rule.per_job and job is not None:
+                    where += f" ({job_words(job)})"
                 pids = _pids(model, lambda gpu, p: gpu == int(subject))
             else:
                 where = "host"
                 pids = _pids(model)
             d["message"] = (f"{rule.name}: {where} {rule.metric} {_fmt(value)} {rule.op} "
                             f"{_fmt(rule.value)} {held}")
+        elif rule.kind == "verdict" and rule.per_job:
+            # the job's own verdict; its processes: the job's GPU processes, exactly
+            v = next((v for v in job_verdicts(rule, verdict) if v.job.id == subject), None)
+            info = v.job if v is not None else job_of_id(model, verdict, subject)
+            reason = (getattr(v, "reason", "") or getattr(v, "raw_reason", "")) if v else ""
+            d.update(state=value, value=value, reason=reason,
+                     threshold="|".join(rule.states), **job_fields(info))
+            mine = set(info.pids) if info is not None else set()
+            pids = _pids(model, lambda gpu, p: p.pid in mine)
+            who = job_words(info) if info is not None else f"job [{subject}]"
+            d["message"] = (f"{rule.name}: {who}: {value} {held}"
+                            + (f": {reason}" if reason else ""))
         elif rule.kind == "verdict":
             reason = getattr(verdict, "reason", "") or getattr(verdict, "raw_reason", "")
             d.update(state=value, value=value, reason=reason,
-                     threshold="|".join(rule.states))
+                     threshold="|".join(rule.states),
+                     **job_fields(getattr(verdict, "job", None)))
             job = set(getattr(verdict, "processes", None) or ())
             pids = _pids(model, lambda gpu, p: p.pid in job)
             d["message"] = f"{rule.name}: {value} {held}" + (f": {reason}" if reason else "")
@@ -356,6 +388,8 @@ def _uses(model, p, device: str) -> bool:
 
 
 def _whose(rule: AlertRule, subject: str) -> str:
+    if rule.kind == "verdict" and rule.per_job:
+        return f"of job {subject}"
     if rule.kind == "verdict":
         return "of the verdict's job"
     if rule.kind == "metric" and catalog.family(rule.metric) == "disk":

@@ -17,6 +17,12 @@ a condition is one of three fixed forms.
     name = "starving"
     verdict = "starved"             # any starved state, or one of them, or a list
 
+    [[alerts]]                      # each job's verdict, on a shared node
+    name = "slurm-job-starving"
+    verdict = "starved"
+    job = "slurm:*"                 # globs on the job's id (or a list); job_name = "pod team-a/*"
+    command = ["scontrol", "notify", "{job_id}", "{message}"]
+
     [[alerts]]                      # free space of a path (watched automatically)
     name = "checkpoint-space"
     free_space = "/checkpoints"
@@ -33,6 +39,7 @@ says `allow_shell = true`: the values are the machine's text); `touch = PATH`, a
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import re
@@ -54,12 +61,13 @@ ANY_STARVED = "starved"
 # placeholders a command's arguments may hold; "{pids}" as a whole argument becomes one
 # argument per PID
 PLACEHOLDERS = ("name", "value", "threshold", "op", "metric", "subject", "device",
-                "mountpoint", "gpu", "path", "state", "pid", "pids", "message")
+                "mountpoint", "gpu", "path", "state", "pid", "pids", "message", "job_id",
+                "job_name")
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
-KEYS = ("name", "metric", "op", "value", "device", "mountpoint", "gpu", "verdict",
-        "free_space", "below_gb", "below_pct", "for_samples", "cooldown_s", "log", "bell",
+KEYS = ("name", "metric", "op", "value", "device", "mountpoint", "gpu", "job", "job_name",
+        "verdict", "free_space", "below_gb", "below_pct", "for_samples", "cooldown_s", "log", "bell",
         "banner", "command", "touch", "timeout_s", "allow_shell")
 CONDITIONS = ("metric", "verdict", "free_space")
 DEFAULT_COOLDOWN_S = 300.0
@@ -76,6 +84,8 @@ class AlertRule:
     devices: tuple[str, ...] = ()           # globs on device names
     mountpoints: tuple[str, ...] = ()       # globs on mountpoints
     gpus: tuple[int, ...] | None = None     # None: every GPU
+    jobs: tuple[str, ...] = ()              # globs on job ids: judged per job (alerts/jobs.py)
+    job_names: tuple[str, ...] = ()         # globs on job names
     states: tuple[str, ...] = ()            # verdict states that satisfy the rule
     free_space: str | None = None
     below_gb: float | None = None
@@ -103,13 +113,28 @@ class AlertRule:
         return ((self.below_gb is not None and gb is not None and gb < self.below_gb)
                 or (self.below_pct is not None and pct is not None and pct < self.below_pct))
 
+    @property
+    def per_job(self) -> bool:
+        """Whether the rule is judged per job (it names jobs), not on the node."""
+        return bool(self.jobs or self.job_names)
+
+    def matches_job(self, job_id: str, name: str) -> bool:
+        """Whether a job (its id and name) is one the rule names: every given matcher
+        holds (job: a glob on the id; job_name: a glob on the name)."""
+        return ((not self.jobs or any(fnmatch.fnmatchcase(job_id, g) for g in self.jobs))
+                and (not self.job_names
+                     or any(fnmatch.fnmatchcase(name, g) for g in self.job_names)))
+
     def condition(self) -> str:
-        """'disk_util_pct > 90', 'verdict disk-starved', 'free space of /x < 10 GB'."""
+        """'disk_util_pct > 90', 'verdict disk-starved', 'free space of /x < 10 GB'; a
+        rule per job says of which ('verdict starved of job slurm:*')."""
+        jobs = " or ".join([*self.jobs, *(f"named {g}" for g in self.job_names)])
+        of = f" of job {jobs}" if jobs else ""
         if self.kind == "metric":
-            return f"{self.metric} {self.op} {self.value:g}"
+            return f"{self.metric} {self.op} {self.value:g}{of}"
         if self.kind == "verdict":
             shown = ANY_STARVED if set(self.states) == STARVED_STATES else "|".join(self.states)
-            return f"verdict {shown}"
+            return f"verdict {shown}{of}"
         limits = [f"{self.below_gb:g} GB" if self.below_gb is not None else None,
                   f"{self.below_pct:g}%" if self.below_pct is not None else None]
         return f"free space of {self.free_space} < " + " or ".join(x for x in limits if x)
@@ -170,13 +195,25 @@ def _parse_rule(entry, i: int, ctx) -> AlertRule:
     kind = given[0]
     fields: dict = {"name": name, "kind": kind, "line": ctx.entry_line("alerts", i, None)}
 
-    allowed = {"metric": {"metric", "op", "value", "device", "mountpoint", "gpu"},
-               "verdict": {"verdict"},
+    allowed = {"metric": {"metric", "op", "value", "device", "mountpoint", "gpu", "job",
+                          "job_name"},
+               "verdict": {"verdict", "job", "job_name"},
                "free_space": {"free_space", "below_gb", "below_pct"}}[kind]
-    for key in ("metric", "op", "value", "device", "mountpoint", "gpu", "verdict",
-                "free_space", "below_gb", "below_pct"):
+    for key in ("metric", "op", "value", "device", "mountpoint", "gpu", "job", "job_name",
+                "verdict", "free_space", "below_gb", "below_pct"):
         if key in entry and key not in allowed:
             fail(key, f"{label}: {key!r} does not go with a {kind} condition")
+    for key, attr in (("job", "jobs"), ("job_name", "job_names")):
+        if key in entry:
+            globs = _globs(entry[key])
+            if globs is None:
+                fail(key, f"{label}: {key} must be a glob or a list of globs, e.g. "
+                          + ('job = "slurm:*"' if key == "job" else 'job_name = "pod team-a/*"'))
+            if kind == "metric" and entry.get("metric") in catalog.METRICS \
+                    and catalog.family(entry["metric"]) != "gpu":
+                fail(key, f"{label}: {key} selects jobs: a verdict rule or a GPU metric's "
+                          f"(a job's GPUs); {entry['metric']} is not a GPU metric")
+            fields[attr] = globs
 
     if kind == "metric":
         metric = entry["metric"]

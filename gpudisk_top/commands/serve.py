@@ -2,7 +2,8 @@
 Prometheus metrics (and/or pushes them to a Pushgateway) until SIGTERM, SIGHUP or Ctrl-C.
 
     gpudisk-top serve [--listen 127.0.0.1:9425] [--push URL [--push-interval S]]
-                      [-i S] [--count N] [sources] [--config PATH] [detector options]
+                      [-i S] [--count N] [--job-retention S] [sources] [--config PATH]
+                      [detector options]
     gpudisk-top serve --demo SCENARIO[,SCENARIO...] --nodes N --listen HOST:PORT
 
 With --nodes, N simulated nodes (a fleet to try `gpudisk-top fleet` on): node i serves on
@@ -31,11 +32,16 @@ from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser,
                                          number_type, count_type, open_source, seconds_into,
                                          thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
+from gpudisk_top.exporter.options import DEFAULT_JOB_RETENTION_S
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
 _nodes = number_type(int, "whole number",
                      (lambda v: 1 <= v <= 1024, "must be from 1 to 1024: {text!r}"))
+# an ended job's series stay this long (exporter/jobseries.py); a day at most: past that a
+# sweep of short runs would hold thousands of series for nothing
+_retention = number_type(float, "number of seconds",
+                         (lambda v: 0 <= v <= 86400, "must be from 0 to 86400 seconds: {text!r}"))
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -55,6 +61,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="with --demo: the scenario started S seconds ago; its history runs "
                         "through the detector at once, so serving starts S seconds in (at "
                         f"most {DEMO_START_MAX_INTERVALS} intervals)")
+    p.add_argument("--job-retention", type=_retention, default=DEFAULT_JOB_RETENTION_S,
+                   metavar="S", help="keep an ended job's series S seconds, so that its "
+                   "counters' last increments are scraped (default: "
+                   f"{DEFAULT_JOB_RETENTION_S:g}); its state goes at once")
     add_source_options(p)
     add_detector_options(p)
     return p
@@ -76,6 +86,7 @@ def run(args) -> int:
     stop = StopSignals()
     try:
         for export, source_kw in _node_plan(args):
+            export = dataclasses.replace(export, job_retention_s=args.job_retention)
             sampler, _virtual, origin = open_source(args, cfg, **source_kw)
             try:
                 hooks = SampleHooks(cfg.sections, export, origin, dev_filter, alerts).start()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpudisk_top import __version__
+from gpudisk_top.exporter.jobseries import gpus_starved, job_families, job_ledger_families
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
 from gpudisk_top.verdict.gaps import GAP_INTERVALS, GAP_MIN_S
@@ -44,6 +45,10 @@ class Frame:
     samples: int = 0
     # the stall ledger since the exporter started (verdict/ledger.py): a copy, never mutated
     ledger: Ledger | None = None
+    # each job's series (exporter/jobseries.py JobBook.series): a snapshot, and how many
+    # jobs were left out
+    jobs: tuple = ()
+    jobs_left_out: int = 0
 
 
 def episode_counts(episodes) -> dict[str, int]:
@@ -124,7 +129,7 @@ class Renderer:
         if frame is None:
             return out
         if stalled:
-            return out + self._ledger(frame)
+            return out + self._ledger(frame) + job_ledger_families(frame.jobs)
         out += self._gpus(frame.model)
         out += self._disks(frame.model, frame.verdict)
         out += self._host(frame.model)
@@ -132,6 +137,7 @@ class Renderer:
         out += self._health(frame.model)
         out += self._verdict(frame)
         out += self._ledger(frame)
+        out += job_families(frame.jobs, frame.jobs_left_out)
         out += self._paths(frame)
         return out
 
@@ -306,7 +312,7 @@ class Renderer:
                 since.add_metric([], v.since_wall_s)
             info.add_metric([v.state, v.kind or "", ",".join(v.devices),
                              ",".join(str(g) for g in v.gpus)], 1)
-            starved.add_metric([], len(v.gpus) if v.state in OWN_CAUSE_STATES else 0)
+            starved.add_metric([], gpus_starved(v))
             for c in v.culprits:
                 _add(culprit, [str(c.pid), c.name or "", c.device], c.read_share_pct, 0.01)
         for s in STATES:

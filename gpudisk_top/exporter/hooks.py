@@ -52,7 +52,8 @@ class SampleHooks:
         if export.wanted:
             self.server = MetricsServer(export.listen, labels=sections.get("devices"),
                                         dev_filter=dev_filter,
-                                        alert_names=[r.name for r in rules], source=origin.label)
+                                        alert_names=[r.name for r in rules], source=origin.label,
+                                        job_retention_s=export.job_retention_s)
         if export.push_url is not None:
             self.pusher = Pusher(export.push_url, self.server.registry, export.push_interval_s,
                                  export.push_job, instance=origin.host_name or "", warn=warn)

@@ -17,18 +17,24 @@ DEFAULT_PORT = 9425
 DEFAULT_LISTEN = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 DEFAULT_JOB = "gpudisk-top"
 DEFAULT_PUSH_INTERVAL_S = 15.0
+# how long an ended job's series stay (exporter/jobseries.py): long enough for a scrape
+# every minute to read its counters' last increments, short enough that a sweep of short
+# runs does not pile up series
+DEFAULT_JOB_RETENTION_S = 300.0
 
 
 @dataclass(frozen=True)
 class ExportOptions:
     """Where the metrics go.  listen: 'HOST:PORT' of the /metrics endpoint, or None for
     none; push_url: a Pushgateway to push to every push_interval_s (and at exit), or None;
-    push_job: the gateway's job label."""
+    push_job: the gateway's job label; job_retention_s: how long an ended job's series
+    stay (`serve --job-retention`)."""
 
     listen: str | None = None
     push_url: str | None = None
     push_interval_s: float = DEFAULT_PUSH_INTERVAL_S
     push_job: str = DEFAULT_JOB
+    job_retention_s: float = DEFAULT_JOB_RETENTION_S
 
     @property
     def wanted(self) -> bool:

@@ -25,8 +25,10 @@ from prometheus_client.process_collector import ProcessCollector
 from gpudisk_top.errors import RuntimeFailure, UsageError, warn
 from gpudisk_top.exporter.families import Frame, Renderer, episode_counts, sample_age
 from gpudisk_top.exporter.httpserve import BoundedHTTPServer, raise_nofile
+from gpudisk_top.exporter.jobseries import JobBook
 from gpudisk_top.exporter.labels import DeviceLabels
-from gpudisk_top.exporter.options import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT
+from gpudisk_top.exporter.options import (DEFAULT_HOST, DEFAULT_JOB_RETENTION_S, DEFAULT_LISTEN,
+                                          DEFAULT_PORT)
 from gpudisk_top.verdict.ledger import Ledger
 from gpudisk_top.model.select import DeviceFilter
 
@@ -134,11 +136,13 @@ class MetricsServer:
     dev_filter: which disks are exported (default: as the disk table, whole disks and
     dm/md devices that did I/O).  alert_names: rules whose fired counters start at 0.
     source: "live" or the simulated scenario, for gpudisk_top_build_info.
+    job_retention_s: how long an ended job's series stay (exporter/jobseries.py).
     """
 
     def __init__(self, listen: str | None = DEFAULT_LISTEN, labels: DeviceLabels | None = None,
                  dev_filter: DeviceFilter | None = None, alert_names=(),
-                 source: str = "live") -> None:
+                 source: str = "live",
+                 job_retention_s: float = DEFAULT_JOB_RETENTION_S) -> None:
         self.listen = listen
         self.address = parse_listen(listen) if listen is not None else None
         self.registry = CollectorRegistry(auto_describe=False)
@@ -150,6 +154,8 @@ class MetricsServer:
         self._samples = 0
         # the stall ledger's counters: each verdict's interval added once, from 0 at start
         self._ledger = Ledger()
+        # each job's series and counters, kept across updates (exporter/jobseries.py)
+        self._jobs = JobBook(job_retention_s)
         self._httpd = None
         self._thread: threading.Thread | None = None
 
@@ -209,17 +215,21 @@ class MetricsServer:
         """Hand over the latest interval; called from the sampler thread.  episodes: the
         Detector's `episodes` list or {state: count}; free_space: FreeSpaceWatch.read();
         fired: the alerts AlertEngine.update() returned for this model; loss: the step's
-        IntervalLoss of it (verdict/step.py Step.loss), added to the ledger's counters.
-        Never raises for a missing part (None leaves its series out)."""
+        IntervalLoss of it (verdict/step.py Step.loss), added to the ledger's counters (the
+        node's, and each job's from its `parts`).  Never raises for a missing part (None
+        leaves its series out)."""
         counts = episode_counts(episodes)
         with self._lock:
             for alert in fired or ():
                 self._fired[alert.rule] = self._fired.get(alert.rule, 0) + 1
             self._samples += 1
             self._ledger.add(loss)
+            self._jobs.update(model, verdict, episodes, loss)
+            jobs, left_out = self._jobs.series()
             frame = Frame(model=model, verdict=verdict, episodes=counts,
                           free_space=tuple(free_space or ()), alerts_fired=dict(self._fired),
-                          samples=self._samples, ledger=self._ledger.copy())
+                          samples=self._samples, ledger=self._ledger.copy(), jobs=jobs,
+                          jobs_left_out=left_out)
         self.collector.set_frame(frame)
 
     def render_text(self) -> str:

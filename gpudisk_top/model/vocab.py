@@ -343,6 +343,15 @@ VERDICT_INFO = "verdict_info"
 STATE_SINCE = "state_since_timestamp_seconds"
 GPUS_STARVED = "gpus_starved"
 LAST_SAMPLE = "last_sample_timestamp_seconds"
+# each job's on a shared node (exporter/jobseries.py), labelled JOB_LABELS: never `job` or
+# `instance`, which Prometheus sets on every series it scrapes
+JOB_LABELS = ("job_id", "job_name", "job_source")
+JOB_INFO = "job_info"
+JOB_STATE = "job_state"
+JOB_GPUS_STARVED = "job_gpus_starved"
+JOB_LOST = "job_gpu_lost_seconds"      # LEDGER["lost_gpu_s"], one job's (its HELP and unit)
+JOB_EPISODES = "job_episodes"
+JOB_ENDED = "job_ended_timestamp_seconds"
 
 
 # ---------------------------------------------------------------------------- the host
