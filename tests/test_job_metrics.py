@@ -370,3 +370,88 @@ def test_a_restarted_serve_never_counts_a_jobs_lost_time_twice(tmp_path):
             proc.kill()
             proc.communicate()
         end(b)
+
+
+def test_record_listen_exports_the_jobs_too(tmp_path):
+    """`record --listen` feeds the same exporter (exporter/hooks.py) from its own step."""
+    a = sleeper()
+    proc = None
+    try:
+        proc = standin.popen(["record", "-o", str(tmp_path / "rec.gdtrec"), "-i", "0.25",
+                              "--listen", "127.0.0.1:0"], gpus=1, processes={0: [a.pid]},
+                             exited_leave=True)
+        url = None
+        deadline = time.monotonic() + 30 * slack()
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            assert line, proc.stderr.read()
+            if "serving http://" in line:
+                url = line.split("serving ", 1)[1].split()[0]
+        s = wait_scrape(url, lambda s: f"pid:{a.pid}" in job_ids(s, "gpudisk_top_job_state"), 30)
+        assert lost_of(s, f"pid:{a.pid}") >= 0
+        stop(proc)
+        proc = None
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        end(a)
+
+
+def test_a_real_prometheus_scrapes_each_job_and_keeps_its_own_labels(tmp_path):
+    """Prometheus's own parser (stricter than prometheus_client's) takes the exposition
+    with a hostile job name whole: the target stays up, every job's series arrive with
+    their job_id, job_name and job_source, and Prometheus's `job` and `instance` are its
+    own (no exported_job: nothing of ours collides with them)."""
+    from fleet_harness import PROMETHEUS, free_ports, wait_until
+
+    if PROMETHEUS is None:
+        pytest.skip("Debian's prometheus is not installed")
+    run_id = 'r"}\n# TYPE x counter\nx{a="1"} 9\n\\' + "\x1b[2J" + "z" * 10_000
+    a, b = sleeper(env={"TORCHELASTIC_RUN_ID": run_id}), sleeper()
+    proc = prom = None
+    try:
+        proc, url = start_serve(tmp_path, 2, {0: [a.pid], 1: [b.pid]}, "-i", "0.5")
+        target = url.split("//", 1)[1].split("/", 1)[0]
+        port = free_ports(1)
+        conf = tmp_path / "prometheus.yml"
+        conf.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                        "scrape_configs:\n  - job_name: gpudisk-top\n    static_configs:\n"
+                        f"      - targets: ['{target}']\n")
+        base = f"http://127.0.0.1:{port}"
+        prom = subprocess.Popen([PROMETHEUS, f"--config.file={conf}",
+                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                cwd=tmp_path)
+
+        def query(q: str) -> list:
+            import json
+            import urllib.parse
+            with urllib.request.urlopen(f"{base}/api/v1/query?query={urllib.parse.quote(q)}",
+                                        timeout=5) as r:
+                return json.load(r)["data"]["result"]
+
+        def both():
+            try:
+                found = query("gpudisk_top_job_state == 1")
+            except OSError:
+                return None
+            return found if len(found) == 2 else None
+
+        found = wait_until(both, 60 * slack(), "Prometheus to scrape both jobs")
+        labels = {r["metric"]["job_id"]: r["metric"] for r in found}
+        assert set(labels) == {f"pid:{b.pid}", next(k for k in labels if k.startswith("torch"))}
+        hostile = next(v for k, v in labels.items() if k.startswith("torchelastic:"))
+        assert hostile["job_name"] == name_label(bounded_name(f"torchrun {run_id} (sleep)"))
+        assert hostile["job"] == "gpudisk-top" and hostile["instance"] == target
+        assert not any(k.startswith("exported_") for r in found for k in r["metric"])
+        assert [r["value"][1] for r in query('up{job="gpudisk-top"}')] == ["1"]
+        assert query("x") == []                     # nothing injected
+    finally:
+        for p in (prom, proc):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.communicate(timeout=30)
+        end(a)
+        end(b)
