@@ -33,7 +33,6 @@ def verdict_rule(**kw) -> AlertRule:
     return AlertRule(**base)
 
 
-@pytest.mark.fast
 def test_job_and_job_name_parse_where_a_job_can_be_told(tmp_path):
     cfg = config.load(write(tmp_path, """\
 [[alerts]]
@@ -60,7 +59,6 @@ job = ["pid:*", "k8s:*"]
     assert idle.jobs == ("pid:*", "k8s:*") and idle.matches_job("k8s:0f-1", "")
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize("text,line,words", [
     ('[[alerts]]\nname = "b"\nmetric = "disk_util_pct"\nop = ">"\nvalue = 90\njob = "slurm:*"\n',
      6, "job selects jobs: a verdict rule or a GPU metric's (a job's GPUs); disk_util_pct is not "
@@ -94,7 +92,6 @@ def node(i: int, b_state: str = "cpu-starved", c: bool = True):
     return m, v
 
 
-@pytest.mark.fast
 def test_a_rule_naming_jobs_fires_per_job_from_its_own_verdict(tmp_path):
     out = tmp_path / "fired.jsonl"
     os.environ["OUT"] = str(out)
@@ -127,7 +124,6 @@ def test_a_rule_naming_jobs_fires_per_job_from_its_own_verdict(tmp_path):
                                        ["slurm:1002", "slurm 1002 (tr\\x0aain\\x1b[2J.py)"]]
 
 
-@pytest.mark.fast
 def test_each_job_holds_and_cools_down_on_its_own():
     eng, _ = engine(verdict_rule(jobs=("slurm:*",), cooldown_s=5.0))
     assert eng.update(*node(1)) == []
@@ -144,7 +140,6 @@ def test_each_job_holds_and_cools_down_on_its_own():
     assert len(eng2._last_fired_mono) <= 2 and len(eng2._holds) <= 1
 
 
-@pytest.mark.fast
 def test_a_gpu_rule_naming_jobs_watches_only_their_gpus():
     rule = AlertRule(name="gpu-low", kind="metric", metric="gpu_util_pct", op="<", value=50.0,
                      jobs=("slurm:1002",), log=None)

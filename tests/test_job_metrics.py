@@ -94,7 +94,6 @@ class Ep:
         self.state, self.job_id = state, job_id
 
 
-@pytest.mark.fast
 def test_each_job_has_its_series_and_the_node_keeps_its_own():
     server = MetricsServer(None)
     jobs = [("slurm:1001", "slurm 1001 (train.py)", (0, 1, 2, 3), "disk-starved"),
@@ -132,7 +131,6 @@ def test_each_job_has_its_series_and_the_node_keeps_its_own():
             assert JOB_LABELS <= {k for k, _ in ls} and not {"job", "instance"} & dict(ls).keys()
 
 
-@pytest.mark.fast
 def test_an_ended_job_loses_its_state_at_once_and_every_series_after_the_retention():
     book = JobBook(retention_s=5.0)
     a = ("pid:1", "a", (0,), "cpu-starved")
@@ -158,7 +156,6 @@ def test_an_ended_job_loses_its_state_at_once_and_every_series_after_the_retenti
     assert jobs["pid:1"].state == "cpu-starved" and dict(jobs["pid:1"].lost_by_cause)["cpu-starved"] == 4.0
 
 
-@pytest.mark.fast
 def test_a_thousand_short_lived_jobs_stay_bounded():
     book = JobBook(retention_s=300.0)
     for i in range(1, 1001):          # one single-GPU run a second, each its own job
@@ -178,7 +175,6 @@ def test_a_thousand_short_lived_jobs_stay_bounded():
     assert s[("gpudisk_top_jobs_left_out", frozenset())] > 0
 
 
-@pytest.mark.fast
 def test_counters_only_grow_when_the_steppers_episode_list_forgets():
     book = JobBook()
     job = [("pid:1", "a", (0,), "disk-starved")]
@@ -191,7 +187,6 @@ HOSTILE = ('x"} 1\n# TYPE gpudisk_top_state counter\ngpudisk_top_evil{a="1"} 9\n
            + "\x1b]0;owned\x07" + "{}" * 5000)     # 10 KB of braces after it
 
 
-@pytest.mark.fast
 def test_a_hostile_job_name_breaks_neither_the_exposition_nor_another_job():
     server = MetricsServer(None)
     jobs = [("k8s:0f0e", HOSTILE, (0,), "disk-starved"), ("pid:7", "pid 7 (train.py)", (1,),
