@@ -14,9 +14,10 @@ CPU time of this thread (time.thread_time), median of --samples after WARM sampl
 after, so that its tasks are accounted) and puts it back.
 
 usage: python bench/bench_threads.py [--samples 30] [--threads 8] [--mode waking|idle]
-                                     [--delayacct] [--against OLD_PROCIO_PY] [--json OUT]
---against: a copy of an older collect/procio.py (default: HEAD's, from git); it is loaded
-beside this checkout's, with this checkout's other modules.
+                                     [--delayacct] [--against FILE|REV] [--json OUT]
+--against: an older collect/procio.py, a file or a git revision whose file it is
+(default: BEFORE, the commit before threads were summed); it is loaded beside this
+checkout's, with this checkout's other modules.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from gpudisk_top.collect.procio import ProcIoCollector  # noqa: E402
 from gpudisk_top.collect.roots import Roots  # noqa: E402
 
 PROCS = 64
+BEFORE = "6675f91^"    # the commit before collect/threadtime.py
 WARM = 3
 CHILD = ("import sys, threading, time\n"
          "def idle():\n"
@@ -86,10 +88,18 @@ def start_job(threads: int, mode: str) -> subprocess.Popen:
     return job
 
 
-def measure(job: subprocess.Popen, old_module, samples: int) -> dict:
-    """Median CPU ms of one collect() by this checkout's collector and the old one."""
+def collectors(old_module) -> dict:
+    """This checkout's collector and the old one, each having looked once (delay
+    accounting seen on from now: a task forked after has its blocked time believed)."""
+    out = {"new": ProcIoCollector(Roots()), "old": old_module.ProcIoCollector(Roots())}
+    for c in out.values():
+        c.collect({os.getpid(): os.getpid()})
+    return out
+
+
+def measure(job: subprocess.Popen, collectors: dict, samples: int) -> dict:
+    """Median CPU ms of one collect() by each collector."""
     gpu = {job.pid: job.pid}
-    collectors = {"new": ProcIoCollector(Roots()), "old": old_module.ProcIoCollector(Roots())}
     took: dict[str, list[float]] = {name: [] for name in collectors}
     nprocs = 0
     for k in range(samples + WARM):
@@ -112,14 +122,14 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--mode", choices=("waking", "idle"), default="waking")
     ap.add_argument("--delayacct", action="store_true")
-    ap.add_argument("--against", metavar="OLD_PROCIO_PY")
+    ap.add_argument("--against", metavar="FILE|REV", default=BEFORE)
     ap.add_argument("--json", metavar="OUT")
     a = ap.parse_args()
     tmp = None
     against = a.against
-    if against is None:
+    if not os.path.isfile(against):
         tmp = tempfile.NamedTemporaryFile("w", suffix="_procio.py", delete=False)
-        tmp.write(subprocess.run(["git", "-C", ROOT, "show", "HEAD:gpudisk_top/collect/procio.py"],
+        tmp.write(subprocess.run(["git", "-C", ROOT, "show", f"{against}:gpudisk_top/collect/procio.py"],
                                  capture_output=True, text=True, check=True).stdout)
         tmp.close()
         against = tmp.name
@@ -133,9 +143,11 @@ def main() -> int:
         on = open("/proc/sys/kernel/task_delayacct").read().strip() == "1" \
             if os.path.exists("/proc/sys/kernel/task_delayacct") else None
         for threads in (1, a.threads):
+            pair = collectors(old)
+            time.sleep(0.05)                    # the job forked a clock tick after
             job = start_job(threads, a.mode)
             try:
-                r = measure(job, old, a.samples)
+                r = measure(job, pair, a.samples)
             finally:
                 os.killpg(job.pid, signal.SIGKILL)    # the job's own group: its children
                 job.wait()
@@ -143,7 +155,7 @@ def main() -> int:
             result[key] = r
             print(f"{key} ({a.mode}, delay accounting {'on' if on else 'off'}; "
                   f"{r['processes']} followed): collect() {r['new_ms']:.3f} ms CPU median, "
-                  f"against {r['old_ms']:.3f} ms ({against}): ratio {r['ratio']:.2f}, "
+                  f"against {r['old_ms']:.3f} ms ({a.against}): ratio {r['ratio']:.2f}, "
                   f"{r['extra_pct_core_1hz']:+.4f} % of a core at 1 Hz "
                   f"(median of {a.samples})", flush=True)
     finally:

@@ -178,7 +178,10 @@ class ThreadTimes:
 
     def __del__(self) -> None:
         # the collector that owns it has no close(): its fds go with it
-        self.close()
+        try:
+            self.close()
+        except Exception:   # noqa: BLE001  (at interpreter exit, os may be gone already)
+            pass
 
     # ------------------------------------------------------------------ threads
     def _list(self, pid: int, p: _Process) -> list[_Thread]:
