@@ -44,11 +44,21 @@ class Column:
     gpu_util: dict[int, float | None] = field(default_factory=dict)
     # device -> the values of vocab.TIMELINE's metrics, in its order
     disk: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # job id -> (state, raw_state, episode id) of each job's own verdict (Verdict.jobs),
+    # so that one job's timeline can be drawn (the dashboard's `j`)
+    jobs: dict[str, tuple[str, str, int | None]] = field(default_factory=dict)
 
     def metric(self, device: str, metric: str) -> float | None:
         """A TIMELINE metric (by field) of a device; None where the device had no rates."""
         values = self.disk.get(device)
         return None if values is None else values[_INDEX[metric]]
+
+    def of_job(self, job_id: str) -> "Column":
+        """This interval as one job's verdict saw it: its state, raw state and episode
+        (idle where the job did not run); the GPU and disk values are the node's."""
+        state, raw_state, episode = self.jobs.get(job_id, ("idle", "idle", None))
+        return Column(self.wall_s, self.interval_s, state, raw_state, episode,
+                      self.gpu_util, self.disk, self.jobs)
 
 
 class History:
@@ -63,6 +73,9 @@ class History:
         col = Column(wall_s=model.wall_s, interval_s=model.interval_s, state=verdict.state,
                      raw_state=verdict.raw_state,
                      episode=verdict.episode.id if verdict.episode is not None else None)
+        for v in verdict.jobs:
+            col.jobs[v.job.id] = (v.state, v.raw_state,
+                                  v.episode.id if v.episode is not None else None)
         for g in model.gpus:
             col.gpu_util[g.index] = None if g.lost else g.util_pct
         for name, r in model.disks.items():

@@ -18,6 +18,7 @@ from gpudisk_top.collect.gpu_deadline import hung
 from gpudisk_top.collect.source import SIMULATED, Source
 from gpudisk_top.collect.visibility import NOT_ROOT, PID_NAMESPACE
 from gpudisk_top.session.live import Feed, Update
+from gpudisk_top.verdict.detect import STARVED_STATES
 from gpudisk_top.verdict.ledger import NO_PRICE, Price
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.ui.screens.device import DeviceScreen
@@ -30,6 +31,7 @@ from gpudisk_top.ui.widgets.disks import SORT_LABEL, SORTS, DiskPanel
 from gpudisk_top.ui.widgets.gpus import GpuPanel
 from gpudisk_top.ui.widgets.header import BLIND_SPOT_FLAGS, HeaderBar
 from gpudisk_top.ui.appkit import ToolApp, app_css
+from gpudisk_top.ui.follow import Follow, job_label, job_name, shows_jobs
 from gpudisk_top.ui.widgets.hostline import HostLine
 from gpudisk_top.ui.widgets.ioprocs import IoProcPanel
 from gpudisk_top.ui.widgets.timeline import Timeline, TimelineKeys
@@ -74,6 +76,10 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         Binding("e", "episodes", "Episodes"),
         Binding("p", "processes", "Procs", show=False),
         Binding("i", "io_view", "I/O"),
+        # a shared node's jobs (ui/follow.py): the GPU panel's title says j
+        Binding("j", "follow(1)", "Job", show=False),
+        Binding("J", "follow(-1)", show=False, key_display="J"),
+        Binding("escape", "unfollow", show=False),
         Binding("plus,equals_sign", "slower", "Slower", key_display="+", show=False),
         Binding("minus", "faster", "Faster", key_display="-", show=False),
         Binding("up", "scroll(-1)", show=False),
@@ -115,6 +121,7 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         self.record_path = record_path  # --record FILE: the header says REC
         self.stop_signals = stop_signals
         self._feed_closed = False
+        self.follow = Follow()      # the job `j` follows, if any
 
     # ------------------------------------------------------------------ layout
     def panels(self) -> ComposeResult:
@@ -194,6 +201,10 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         if self.shown is None and os.environ.get("GPUDISK_TOP_FIRST_FRAME_FILE"):
             self.call_after_refresh(self._note_first_frame)
         self.shown = update
+        if self.follow.job_id is not None and self.follow.current(update) is None:
+            self.follow.stop()      # the job ended (or a replay went back before it)
+            self.notify("the job followed is not on the node now: the whole node again",
+                        timeout=3)
         self._render_header()
         device = self.screen if isinstance(self.screen, DeviceScreen) else None
         if device is not None:
@@ -204,15 +215,19 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         if self.screen.has_class("too-small"):
             return      # only the note shows; on_resize draws the panels when they fit
         banners = [a.message for a in update.active_alerts if a.banner]
-        self.query_one(VerdictBanner).show(update, self.thresholds.enter_intervals,
-                                           alert=" · ".join(banners) or None)
+        # what the banner, the disks' marks, I/O by process and the timeline judge by:
+        # the followed job's verdict, else the node's
+        view = self.follow.view(update, self.feed.history)
+        self.query_one(VerdictBanner).show(view, self.thresholds.enter_intervals,
+                                           alert=" · ".join(banners) or None,
+                                           who=self._who(update))
         self.screen.set_class(not update.model.gpus, "no-gpu")
-        self.query_one(GpuPanel).show(update)
+        self.query_one(GpuPanel).show(update, self.follow.job_id)
         disks = self.query_one(DiskPanel)
-        disks.show(update)
+        disks.show(view)
         self.query_one(HostLine).show(update)
         if self.io_view or self.screen.has_class("roomy"):
-            self.query_one(IoProcPanel).show(update, self._io_note())
+            self.query_one(IoProcPanel).show(view, self._io_note())
         if not self.io_view:
             self._render_timeline()
 
@@ -226,9 +241,32 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         disk_rows = [(n, model.devices[n].display_name)
                      for n in self.query_one(DiskPanel).selected(model)]
         disk_rows += [(mp, mp) for mp in model.mounts]     # network and FUSE mounts
-        named = update.verdict.devices if update.verdict is not None else ()
-        self.query_one(Timeline).show(self.feed.history, [g.index for g in model.gpus], disk_rows,
-                                      self.feed.episodes, named)
+        view = self.follow.view(update, self.feed.history)
+        named = view.verdict.devices if view.verdict is not None else ()
+        gpus, job = [g.index for g in model.gpus], None
+        current = self.follow.current(update)
+        if current is not None:       # the job's GPUs and its states
+            number, info = current
+            gpus, job = [i for i in gpus if i in info.gpus], (info.id, f"job {number}")
+        self.query_one(Timeline).show(self.feed.history, gpus, disk_rows,
+                                      self.follow.episodes(self.feed.episodes), named, job)
+
+    def _who(self, update: Update) -> str | None:
+        """What the banner's verdict is of, on a node whose jobs are listed: the job
+        followed, else the node's worst job where it is starved, else how many jobs."""
+        jobs = update.model.jobs
+        v = update.verdict
+        if v is None or not shows_jobs(jobs):
+            return None
+        width = self.query_one(VerdictBanner).size.width or 80
+        name_w = max(12, (width - 16) // 3)     # the reason keeps most of the first line
+        current = self.follow.current(update)
+        if current is None and v.job is not None and v.state in STARVED_STATES:
+            current = next(((n, j) for n, j in enumerate(jobs, 1) if j.id == v.job.id), None)
+        if current is None:
+            return f"{len(jobs)} jobs" if len(jobs) > 1 else job_label(1, jobs[0].name, name_w)
+        number, info = current
+        return job_label(f"{number}/{len(jobs)}", info.name, name_w)
 
     def _note_first_frame(self) -> None:
         """For bench/: the wall-clock time of the first painted frame with data (the
@@ -251,6 +289,11 @@ class GpuDiskApp(TimelineKeys, ToolApp):
             out.append("DEMO")
         if self.paused:
             out.append("PAUSED")
+        shown = self.shown or self.latest
+        current = self.follow.current(shown)
+        if current is not None:      # the screen is one job's, not the node's
+            number, info = current
+            out.append(f"JOB: {number}/{len(shown.model.jobs)} {job_name(info.name)}")
         sink_error = self.live.sink_error if self.live is not None else None  # the recorder's
         if self.record_path is not None and sink_error is None:
             out.append("REC")
@@ -345,13 +388,28 @@ class GpuDiskApp(TimelineKeys, ToolApp):
     def action_episodes(self) -> None:
         update = self.shown or self.latest
         now = update.model.wall_s if update else time.time()
-        # the session's GPU time lost: live only (a replay's Stepper counts from its seek)
-        ledger = self.live.stepper.ledger.copy() if self.live is not None else None
+        # the session's GPU time lost: live only (a replay's Stepper counts from its seek);
+        # a followed job's own
+        ledger = None
+        if self.live is not None:
+            stepper = self.live.stepper
+            ledger = (stepper.job_ledger(self.follow.job_id) if self.follow.job_id
+                      else stepper.ledger)
+            ledger = ledger.copy() if ledger is not None else None
         # each episode's lost time: its feed's ledger's, by episode id (a replay's since its seek)
-        self.push_screen(EpisodesScreen(self.feed.episodes, now, ledger=ledger,
-                                        price=self.price,
+        self.push_screen(EpisodesScreen(self.follow.episodes(self.feed.episodes), now,
+                                        self.followed_note(), ledger=ledger, price=self.price,
                                         lost=dict(self.feed.stepper.ledger.by_episode)),
                          self.goto_episode)
+
+    def followed_note(self) -> str:
+        """The episode list's word on the job followed ("" for the node)."""
+        current = self.follow.current(self.shown or self.latest)
+        if current is None:
+            return ""
+        number, info = current
+        return f"{job_label(number, info.name, 60)} [{info.id}]: its episodes only (esc on " \
+               "the dashboard: the whole node)"
 
     def goto_episode(self, episode) -> None:
         """Enter on an episode in the list: the timeline scrolls to its start."""
@@ -374,6 +432,31 @@ class GpuDiskApp(TimelineKeys, ToolApp):
     def _device_closed(self, _result) -> None:
         """Back from a device's detail: the dashboard's panels, which did no work under
         it, catch up with the newest sample."""
+        self._rerender()
+
+    def action_follow(self, step: int) -> None:
+        """`j`, `J`: follow the next or previous job of the node (the node comes between
+        the last and the first)."""
+        update = self.shown or self.latest
+        jobs = update.model.jobs if update is not None else []
+        if not shows_jobs(jobs):
+            self.notify("no jobs told apart on this node: its verdict is the job's", timeout=3)
+            return
+        self.follow.cycle(jobs, step)
+        self._followed()
+
+    def action_unfollow(self) -> None:
+        """`esc`: the whole node again."""
+        if self.follow.job_id is not None:
+            self.follow.stop()
+            self._followed()
+
+    def _followed(self) -> None:
+        current = self.follow.current(self.shown or self.latest)
+        said = ("the whole node" if current is None
+                else f"following {job_label(current[0], current[1].name)} (esc: the node)")
+        self.notify(said, timeout=2, markup=False)
+        self._render_header()
         self._rerender()
 
     def action_processes(self) -> None:
@@ -432,6 +515,9 @@ class GpuDiskApp(TimelineKeys, ToolApp):
             ("Episode list", "Starvation episodes and their evidence", self.action_episodes),
             ("GPU processes", "Show or hide the GPU process list", self.action_processes),
             ("I/O by process", "Who is loading the disks, in the timeline's place", self.action_io_view),
+            ("Follow the next job", "A shared node: one job's verdict, timeline, episodes and what-if",
+             lambda: self.action_follow(1)),
+            ("The whole node", "Stop following a job", self.action_unfollow),
             ("Timeline: now", "Scroll the timeline back to the newest interval", self.action_time_now),
             ("Timeline: oldest", "Scroll the timeline to the oldest interval kept", self.action_time_home),
             ("Longer interval", "Sample less often", self.action_slower),

@@ -133,7 +133,9 @@ class ReplayApp(GpuDiskApp):
         # else the feed's ledger's for those passed
         lost = (self.known_lost if self.feed.known is not None
                 else dict(self.feed.stepper.ledger.by_episode))
-        self.push_screen(EpisodesScreen(self.listed_episodes(), now, self.episodes_note,
+        # a followed job's episodes only (ui/follow.py), said above the list
+        note = [self.episodes_note, self.followed_note()]
+        self.push_screen(EpisodesScreen(self.follow.episodes(self.listed_episodes()), now, note,
                                         lost=lost), self.goto_episode)
 
     # ------------------------------------------------------------------ display

@@ -59,12 +59,13 @@ class EpisodesScreen(ModalScreen):
 
     def __init__(self, episodes, now_s: float, note: str = "", ledger=None,
                  price=NO_PRICE, lost: dict[int, float] | None = None) -> None:
-        """lost: the GPU-seconds lost to each episode, by its id (Ledger.by_episode)."""
+        """note: a line, or lines, said above the list; lost: the GPU-seconds lost to each
+        episode, by its id (Ledger.by_episode)."""
         super().__init__()
         self.episodes = list(reversed(episodes))  # newest first
         self.now_s = now_s
         self.lost = lost or {}
-        lines = [note]
+        lines = [note] if isinstance(note, str) else list(note)
         if ledger is not None and ledger.intervals:
             lines.insert(0, f"this session: {ledger.line(price)}")
         # kept as lines, each escaped whole when shown (the ledger's names devices and

@@ -28,6 +28,9 @@ HELP = """\
   /             filter devices by name (globs, comma-separated; empty clears)
   m             timeline disk metric: %util, r_await, IOPS, MB/s, aqu-sz
   e             episode list; highlight one to see its evidence, enter to go there
+  j J           follow the next / previous job of a shared node: its verdict,
+                what-if, timeline and episodes (e); after the last, the node again
+  escape        stop following a job: the whole node
   + -           sampling interval longer / shorter
   ctrl+p        command palette (every action by name)
 
@@ -39,6 +42,12 @@ HELP = """\
   ?  undiagnosed-stall  GPUs low with a job, nothing it waits on saturated
   ×  unavailable        no GPU can be read: no driver, an NVML error or hang, all lost
   ·  healthy            blank: idle (no job on the GPUs)
+
+[b]Jobs[/b] on a shared node (several jobs, or one the node can name), in the GPU panel:
+  a row a job: its number, its state (▲ DISK-STARVED; ▲D where narrow, the timeline's
+  letter), its name and id, its GPUs (a glyph of each one's use) and their mean, its
+  GPUs' cells under it where there is room; ▶ the job followed; – the GPUs of no job.
+  With no job followed, the banner says the node's worst: job 3/8 NAME.
 
 [b]Disk marks[/b]
   ▲  the device named by the current verdict     !  saturated (not the job's cause)
@@ -53,7 +62,8 @@ HELP = """\
 
 [b]Flags[/b] in the header: DEMO (simulated node), REPLAY, PAUSED, STALE (sampling is
 waiting on a slow NVML call or disk read; the screen shows the last good sample), REC
-(--record), FILTER (/ or -d), ALL DEVICES (a, -a; ALL where narrow); what cannot be
+(--record), FILTER (/ or -d), ALL DEVICES (a, -a; ALL where narrow), JOB (one job
+followed: j; escape for the node); what cannot be
 seen from here: NO /sys, CONTAINER PIDS (PID NS where narrow), NOT ROOT, NO PSI, then
 a ! : press ! for what each hides and its fix.
 

@@ -38,6 +38,10 @@ CUT_FIRST = {
     # see hidden rows, the letters, the "disk rows:" word, the keys back to now; the
     # metric, the time scrolled back to and how many rows are hidden stay
     "timeline": ("legend", "rows-detail", "letters", "rows-word", "keys"),
+    # the GPU panel's rows of jobs (widgets/jobrows.py): the job's id (its name says
+    # who it is), the GPUs' glyphs (the mean stays), the state's word (down to its sign
+    # and letter), then the name, down to a few characters
+    "jobs": ("id", "bars", "word", "name"),
 }
 
 

@@ -1,6 +1,10 @@
 """GPUs: per GPU a utilization bar, memory, power, temperature, PCIe and process count;
 cells flow into as many columns as the width allows.  `p` expands the process list, with
-each GPU process's read rate (summed over its DataLoader workers)."""
+each GPU process's read rate (summed over its DataLoader workers).
+
+On a shared node (several jobs, or one the node can name) the GPUs are grouped by job:
+each job's row (widgets/jobrows.py: its number, state, name, GPUs) with its GPUs' cells
+under it where the rows fit, else the jobs' rows alone, each with a glyph per GPU."""
 
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ from gpudisk_top.verdict.detect import UNAVAILABLE
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, rate
+from gpudisk_top.ui.follow import job_verdicts, shows_jobs
 from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.jobrows import job_lines, job_rows
 
 CELL_W = 46          # full cell: bar, util, memory, power, temperature, PCIe, processes
 COMPACT_W = 26       # small terminals: bar, util, memory used, power, temperature
 TINY_W = 20          # smallest: bar, util, memory used, power
 BAR_W = 10
+JOB_INDENT = 4       # a job's GPU cells, under its row
+SHORT_JOB_ROWS = 4   # the rows of jobs where GPU cells get 2 (Screen.short: 5 with the title)
 
 
 class GpuPanel(LinesPanel):
@@ -26,9 +34,10 @@ class GpuPanel(LinesPanel):
         self.show_processes = False
         self.max_rows = 4      # GPU rows before cells switch to the compact form
 
-    def show(self, update) -> None:
-        self._input = (update,)
-        if self.unchanged(update, self.show_processes, self.max_rows):
+    def show(self, update, followed: str | None = None) -> None:
+        """followed: the id of the job `j` follows, whose row is marked."""
+        self._input = (update, followed)
+        if self.unchanged(update, self.show_processes, self.max_rows, followed):
             return
         model = update.model
         width = max(40, self.size.width or 80)
@@ -40,10 +49,24 @@ class GpuPanel(LinesPanel):
             self.set_lines([[mark, ("GPUs: ", theme.LABEL), (why, theme.WARN)]])
             return
         names = {g.name for g in model.gpus if g.name}
-        title = [mark, (f"GPUs ({len(model.gpus)})", theme.LABEL),
-                 (f"  {', '.join(sorted(names))}", theme.DIM),
-                 ("   p: processes" if not self.show_processes else "   p: hide processes", theme.DIM)]
+        jobs = shows_jobs(model.jobs)
+        title = [mark, (f"GPUs ({len(model.gpus)})", theme.LABEL)]
+        if jobs:
+            n = len(model.jobs)
+            title.append((f" · {n} job{'' if n == 1 else 's'}", theme.LABEL))
+        title.append((f"  {', '.join(sorted(names))}", theme.DIM))
+        if jobs:
+            title.append(("   j: next, esc: node" if followed else "   j: follow a job",
+                          theme.DIM))
+        title.append(("   p: processes" if not self.show_processes else "   p: hide processes",
+                      theme.DIM))
         lines = [title]
+        if jobs:
+            lines.extend(self._job_lines(update, followed, width))
+            if self.show_processes:
+                lines.extend(self._process_lines(update, width))
+            self.set_lines(lines)
+            return
         # the widest cell whose rows fit in max_rows, else the narrowest
         for cell_w, form in ((CELL_W, self._cell), (COMPACT_W, self._compact), (TINY_W, self._tiny)):
             per_line = max(1, (width + 2) // (cell_w + 2))
@@ -59,6 +82,30 @@ class GpuPanel(LinesPanel):
         if self.show_processes:
             lines.extend(self._process_lines(update, width))
         self.set_lines(lines)
+
+    def _job_lines(self, update, followed: str | None, width: int) -> list:
+        """Each job's row with its GPUs' cells under it, in the widest cell that lets
+        them fit the panel's rows; else the jobs' rows alone (a glyph per GPU)."""
+        model = update.model
+        rows = job_rows(model, job_verdicts(update))
+        budget = SHORT_JOB_ROWS if self.max_rows <= 2 else self.max_rows
+        gpus = {g.index: g for g in model.gpus}
+        for cell_w, form in ((CELL_W, self._cell), (COMPACT_W, self._compact), (TINY_W, self._tiny)):
+            per_line = max(1, (width - JOB_INDENT + 2) // (cell_w + 2))
+            if sum(1 + -(-len(r.gpus) // per_line) for r in rows) > budget:
+                continue
+            lines = []
+            for head, r in zip(job_lines(rows, width, len(rows), followed), rows):
+                lines.append(head)
+                cells = [form(gpus[i]) for i in r.gpus]
+                for i in range(0, len(cells), per_line):
+                    row = [(" " * JOB_INDENT, theme.PLAIN)]
+                    for cell in cells[i:i + per_line]:
+                        row.extend(cell)
+                        row.append(("  ", theme.PLAIN))
+                    lines.append(row)
+            return lines
+        return job_lines(rows, width, budget, followed)
 
     def _cell(self, g) -> list:
         if g.lost:

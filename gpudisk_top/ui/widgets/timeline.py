@@ -97,18 +97,19 @@ class Timeline(LinesPanel):
         return row
 
     def show(self, history: History, gpus: list[int], disks: list[tuple[str, str]],
-             episodes=(), named=()) -> None:
+             episodes=(), named=(), job: tuple[str, str] | None = None) -> None:
         """disks: (kernel name, display name) of the selected devices; named: those the
         verdict names; episodes: the detector's, so that a device an episode on screen
-        names keeps its row after the episode ends."""
-        self._input = (history, gpus, disks, episodes, named)
+        names keeps its row after the episode ends; job: (id, "job 3") of the job
+        followed: the state row is that job's (Column.of_job), said in the title."""
+        self._input = (history, gpus, disks, episodes, named, job)
         # a column never changes once sampled: the count and the newest column (a replay
         # that seeks makes new ones) say what the history holds; the episodes change with
         # a column too
         newest = history.columns[-1] if history.columns else None
         if self.unchanged(history.total, len(history), newest, tuple(gpus), tuple(disks),
                           tuple(episodes), tuple(named), self.metric, self.back,
-                          self.rows_from):
+                          self.rows_from, job):
             return
         width = max(LABEL_W + 10, self.size.width or 80)
         height = self.size.height or 24
@@ -119,11 +120,14 @@ class Timeline(LinesPanel):
         end_i = max(0, len(cols_all) - self.back)
         first_i = max(0, end_i - ncols)
         cols = [cols_all[i] for i in range(first_i, end_i)]
+        if job is not None:
+            cols = [c.of_job(job[0]) for c in cols]
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
         scale = "" if self.metric == "util_pct" else " log scale"
         # the title's parts, each from its whole form to its shortest ("" drops it), cut
         # in base.CUT_FIRST["timeline"]'s order
-        parts = {"name": ["Timeline"], "rows-word": ["  disk rows: ", "  "],
+        parts = {"name": ["Timeline" + (f" of {job[1]}" if job is not None else "")],
+                 "rows-word": ["  disk rows: ", "  "],
                  "metric": [f"{TIMELINE[self.metric].label}{scale} (m)"]}
         if self.back and cols:
             parts["back"] = [f" · {clock(cols[-1].wall_s)}, {self.back} back"]

@@ -1,4 +1,5 @@
-"""The verdict banner: the state in words and glyph, since when, and its evidence."""
+"""The verdict banner: the state in words and glyph, since when, and its evidence; on a
+shared node, which job it is of (the node's worst, or the job `j` follows)."""
 
 from __future__ import annotations
 
@@ -55,8 +56,11 @@ class VerdictBanner(LinesPanel):
         super().__init__(*args, **kwargs)
         self.max_lines = 4     # the evidence's and the advice's, together (set by the app)
 
-    def show(self, update, enter_intervals: int, alert: str | None = None) -> None:
-        if self.unchanged(update, enter_intervals, alert, self.max_lines):
+    def show(self, update, enter_intervals: int, alert: str | None = None,
+             who: str | None = None) -> None:
+        """who: what the verdict is of, said first ("job 3/8 NAME", "8 jobs"), printable
+        and cut by the caller; None: the node, as a node of one job says it."""
+        if self.unchanged(update, enter_intervals, alert, self.max_lines, who):
             return
         width = max(20, self.size.width or 80)
         v = update.verdict if update is not None else None
@@ -75,13 +79,19 @@ class VerdictBanner(LinesPanel):
             text = (f" watching: {v.raw_state} {run}/{enter_intervals} intervals: "
                     f"{v.raw_reason}")
         elif v.state == "healthy":
-            utils = [g.util_pct for g in model.gpus if g.processes and g.util_pct is not None]
-            text = (f" GPUs with a job are busy (mean {pct(sum(utils) / len(utils))})"
+            # a job's verdict: its own GPUs
+            mine = set(v.job.gpus) if v.job is not None and who else None
+            utils = [g.util_pct for g in model.gpus if g.processes and g.util_pct is not None
+                     and (mine is None or g.index in mine)]
+            whose = "GPUs with a job" if mine is None else "its GPUs"
+            text = (f" {whose} are busy (mean {pct(sum(utils) / len(utils))})"
                     if utils else "")
         elif v.state == UNAVAILABLE:
             text = f" {v.reason}"       # why no GPU can be read (the GPU panel does not repeat it)
         elif v.state == "idle":
             text = " no compute process on the GPUs"
+        if who:
+            text = f" {who}:{text}"
         advice = ("advice: " + v.advice) if v.state in STARVED_STATES and v.advice else None
         best = best_line(v.whatif) if v.state in STARVED_STATES else None
         if best:
