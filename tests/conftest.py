@@ -94,6 +94,7 @@ FAST = (
     "test_ui_snapshots.py::test_screenshot_matches[help]",
     "test_ui_snapshots.py::test_screenshot_matches[overview]",
     "test_ui_terminal.py::test_dashboard_in_gnu_screen",
+    "test_jobid.py",
 )
 
 
@@ -103,7 +104,7 @@ REAL_LOAD = (
     "test_container.py", "test_delayacct.py", "test_detect_real_disk.py",
     "test_evidence_real.py", "test_fault_matrix.py", "test_integration_fio.py", "test_io_culprit.py",
     "test_iostat_reference.py", "test_mb_units.py", "test_probe_real.py", "test_procio.py", "test_read_pages.py",
-    "test_ledger.py", "test_real_jobs.py", "test_remote_mount.py", "test_trainer_and_wrapped.py",
+    "test_ledger.py", "test_real_jobs.py", "test_jobs_real.py", "test_remote_mount.py", "test_trainer_and_wrapped.py",
     "test_whatif_counterfactual.py",
 )
 

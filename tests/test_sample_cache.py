@@ -24,6 +24,7 @@ import time
 import pytest
 
 from gpudisk_top.collect import diskstats
+from gpudisk_top.collect.jobid import JobIdentifier
 from gpudisk_top.collect.procio import ProcIoCollector
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
@@ -157,6 +158,7 @@ def test_warm_sampler_reads_what_a_cold_read_gives(tmp_path):
             nvml.advance_to(time.time())
             warm = sampler.sample()
             cold = ProcIoCollector(Roots()).collect(gpu_pids)
+            JobIdentifier(Roots()).tag_all(cold, gpu_pids)      # as the sampler's, afresh
             job_pids = {pid for pid, p in warm.procs.items() if p.root_pid is not None}
             assert job_pids == set(cold), step
             for pid in cold:

@@ -186,6 +186,16 @@ class JobIdentifier:
         self._cache[pid] = (key, tag)
         return tag
 
+    def tag_all(self, procs: dict, gpu_pids) -> None:
+        """Tag the GPU processes (PIDs of the procfs, `gpu_pids`) among a sample's fresh
+        ProcIoRaw `procs` (their `job`), and forget those no longer GPU processes: what the
+        sampler does each sample."""
+        for local in gpu_pids:
+            raw = procs.get(local)
+            if raw is not None:
+                raw.job = self.tag(local, raw.cmdline, raw.cmdline, raw.name).as_record()
+        self.forget_gone(set(gpu_pids))
+
     def forget_gone(self, live: set[int]) -> None:
         """Drop what is kept of processes no longer GPU processes."""
         for pid in [p for p in self._cache if p not in live]:

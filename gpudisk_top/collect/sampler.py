@@ -163,7 +163,7 @@ class Sampler:
         sample.warnings.extend(self._host_read_errors())
         sample.warnings.extend(self._blockdevs.warnings)
         sample.procs = self._procio.collect(gpu_pids)
-        self._tag_jobs(sample.procs, gpu_pids)
+        self._jobs.tag_all(sample.procs, gpu_pids)      # each GPU process's job
         if sample.procs and not self._procio.delayacct_on:
             sample.warnings.append(OFF_WARNING)
         if self._procio.delayacct_change is not None:
@@ -200,15 +200,6 @@ class Sampler:
         all anyway): whichever the following sample's scan finds busiest over the
         interval between the two has rates for exactly that interval."""
         self._cover = True
-
-    def _tag_jobs(self, procs: dict[int, ProcIoRaw], gpu_pids: dict[int, int]) -> None:
-        """Each GPU process's job (collect/jobid.py), on the ProcIoRaw this sample just
-        made of it; looked up once a process, kept while it is a GPU process."""
-        for local in gpu_pids:
-            raw = procs.get(local)
-            if raw is not None:
-                raw.job = self._jobs.tag(local, raw.cmdline, raw.cmdline, raw.name).as_record()
-        self._jobs.forget_gone(set(gpu_pids))
 
     def _io_busiest(self, already, mono: float, daemons=()):
         """The processes outside the job doing the most block I/O, found by a scan of

@@ -42,6 +42,12 @@ A gap in sampling (verdict/gaps.py: the sampler frozen, a host suspended, a reco
 clock that jumped) is no interval: nothing of it is counted, and the ledger keeps it
 apart (Ledger.gaps, gap_count, gap_s) so that every surface says it with its length.
 
+On a shared node (several jobs, model/jobs.py) each job is counted on its own GPUs, with
+its own healthy level and its verdict's cause (Accountant.account(model, verdict, info),
+one Accountant a job: verdict/step.py's JobTrack); the node's IntervalLoss sums its jobs'
+(node_loss: the parts kept in IntervalLoss.parts, each counted to its own cause by
+Ledger.add) beside the GPUs no job uses (idle).  A GPU two jobs share counts in both.
+
 What it does not see: a straggler's peers spin in NCCL at high utilization (NVML counts
 a spinning kernel as busy), so straggler time counts only the lagging GPUs' unused time;
 the intervals before an episode opens (enter_intervals) show healthy and count so.
