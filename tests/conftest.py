@@ -95,6 +95,9 @@ FAST = (
     "test_ui_snapshots.py::test_screenshot_matches[overview]",
     "test_ui_terminal.py::test_dashboard_in_gnu_screen",
     "test_jobid.py",
+    "test_cgjobs_harness.py::test_layouts_are_the_paths_the_schedulers_use",
+    "test_cgjobs_harness.py::test_standin_takes_a_progress_file_per_gpu_or_one_for_all",
+    "test_cgjobs_harness.py::test_host_root_writes_the_nodes_pod_and_container_files_under_its_own_root",
 )
 
 
@@ -104,7 +107,7 @@ REAL_LOAD = (
     "test_container.py", "test_delayacct.py", "test_detect_real_disk.py",
     "test_evidence_real.py", "test_fault_matrix.py", "test_integration_fio.py", "test_io_culprit.py",
     "test_iostat_reference.py", "test_mb_units.py", "test_probe_real.py", "test_procio.py", "test_read_pages.py",
-    "test_ledger.py", "test_real_jobs.py", "test_jobs_real.py", "test_remote_mount.py", "test_trainer_and_wrapped.py",
+    "test_ledger.py", "test_real_jobs.py", "test_jobs_real.py", "test_thread_time.py", "test_remote_mount.py", "test_trainer_and_wrapped.py",
     "test_whatif_counterfactual.py",
 )
 
