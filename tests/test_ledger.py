@@ -424,6 +424,7 @@ def test_a_window_too_long_to_replay_from_summaries_says_how_to_count_it(monkeyp
     from gpudisk_top.report.text import render
 
     monkeypatch.setattr(derived, "MODEL_VERSION", "9")
+    monkeypatch.setattr(derived, "DERIVED_LAYOUT", 2)      # and its layout (no job rows)
 
     monkeypatch.setattr(report_ledger, "REPLAY_MAX_SAMPLES", 100)
     rec = Recording.open(DEMO.parent.parent / "tests" / "fixtures" / "recordings"

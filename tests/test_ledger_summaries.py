@@ -132,6 +132,7 @@ def test_a_recording_whose_summaries_predate_the_ledger_still_reports(monkeypatc
     from gpudisk_top.record import derived
 
     monkeypatch.setattr(derived, "MODEL_VERSION", "9")
+    monkeypatch.setattr(derived, "DERIVED_LAYOUT", 2)      # and its layout (no job rows)
     with Recording.open(OLD) as rec:
         assert all(b.ledger is None for _g, b, _s in rec.summaries())
         within = summary.build(rec)

@@ -4,7 +4,8 @@ Verdicts come from the summaries the recorder wrote (format v2) when this versio
 and detector made them with the same thresholds, else they are recomputed from the raw
 counters by this version's model and detector; "derived" in the JSON (and the text's
 header) says which.  The JSON layout is an API (README, "Report JSON"): keys are added,
-never renamed.
+never renamed.  Every job that ran is listed ("jobs"); --job ID reports one of them
+(report/jobs.py says which IDs it takes).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add_window_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object (schema in README)")
     p.add_argument("--no-charts", action="store_true", help="text report without the charts")
+    p.add_argument("--job", metavar="ID",
+                   help="the report of one job: its episodes, GPUs, GPU time lost and chart "
+                        "(ID: a job's id as the report lists it, e.g. slurm:1001 or pid:4121; "
+                        "its name exactly; or a prefix of one job's id)")
     # the replay is one pass in one process: -j is still accepted (scripts pass it), unused
     p.add_argument("-j", "--jobs", type=count_type, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--recompute", action="store_true",
@@ -46,7 +51,7 @@ def run(args) -> int:
     rec, start, end = open_window(args)
     try:
         result = summary.build(rec, start, end, thresholds, device_filter(args),
-                               recompute=args.recompute, price=price)
+                               recompute=args.recompute, price=price, job=args.job)
     finally:
         rec.close()
     if args.json:

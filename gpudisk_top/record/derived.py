@@ -19,6 +19,13 @@ keeps per summary block (SUMMARY_SAMPLES consecutive samples of one session):
     These are raw readings, not derived: `report` judges them with today's model, and
     takes them from the samples where it replays.
 
+On a node of several jobs (model/jobs.py) each job's own rows go beside the node's
+(record/v2/summary.py JobRows): per interval its state, raw state and episode codes and
+its ledger row, taken from the step by job_parts(), the one rule by which the recorder and
+`report`'s replay read a job's figures off a step.  The node's ledger row stays the
+node's (its sums, its idle GPUs); its causes are its jobs' (a Ledger counts each part's
+cause), which `report` reads back from the jobs' rows (loss_of(parts=...)).
+
 Everything here is derived: a summary is used only when it was made by this model and
 detector (gpudisk_top.model.MODEL_VERSION, DERIVED_LAYOUT) with the thresholds `report`
 is asked to use; otherwise `report` replays the raw samples.  The same per-interval
@@ -44,18 +51,25 @@ from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.step import Stepper
 from gpudisk_top.verdict.whatif import WhatIf
 # the codec of a summary block (what this module fills, as it is stored)
-from gpudisk_top.record.v2.summary import LEDGER_FIELDS, DiskSums, Stretch, SummaryBlock
+from gpudisk_top.record.v2.summary import (ABSENT, LEDGER_FIELDS, MAX_BLOCK_JOBS,
+                                           MAX_CGROUP_CHARS, MAX_JOB_PIDS, DiskSums, JobRows,
+                                           Stretch, SummaryBlock)
 
-DERIVED_LAYOUT = 2        # the layout of a summary block; raised when it changes
+DERIVED_LAYOUT = 3        # the layout of a summary block; raised when it changes
 # 2: a device's worst is its worst interval's await (reads and writes together), not
-# the larger of its r_await and w_await
+# the larger of its r_await and w_await; 3: each job's rows (JobRows): blocks of layout 2
+# hold one detector's verdicts of the whole node and no job's, so `report` recomputes
+# them, as after a change of the model
 SUMMARY_SAMPLES = 60      # samples per summary block
 GPU_STATES = STATES + ("lost",)
 _STATE_INDEX = {s: i for i, s in enumerate(STATES)}
 
 
-def gpu_state(g, state: str, gpus) -> str:
-    """The state one GPU spent an interval in, given the detector's verdict."""
+def gpu_state(g, state: str, gpus, by_gpu: dict | None = None) -> str:
+    """The state one GPU spent an interval in, given the detector's verdict (the node's),
+    or, for a GPU of a job (by_gpu: gpu_verdicts), that job's verdict."""
+    if by_gpu is not None and g.index in by_gpu:
+        state, gpus = by_gpu[g.index]
     if g.lost:
         return "lost"
     if state in STARVED_STATES:
@@ -79,10 +93,22 @@ def interval_await_ms(ints) -> float:
     return await_ms(ints[2] + ints[3], ints[0] + ints[1])
 
 
-def interval_facts(model: Model, state: str, gpus):
+def gpu_verdicts(verdict) -> dict | None:
+    """Each GPU of a job -> (that job's state, the GPUs its verdict names), from the
+    node's verdict's jobs (a GPU two jobs share: the first job's); None with no job."""
+    if not verdict.jobs:
+        return None
+    out: dict = {}
+    for jv in verdict.jobs:
+        for i in jv.job.gpus:
+            out.setdefault(i, (jv.state, jv.gpus))
+    return out
+
+
+def interval_facts(model: Model, state: str, gpus, by_gpu: dict | None = None):
     """What one interval contributes: (GPU states, chart utilizations, per device
     (ints, worst await, has done I/O)).  Shared by the recorder and report's replay."""
-    gstates = [(g.index, gpu_state(g, state, gpus)) for g in model.gpus]
+    gstates = [(g.index, gpu_state(g, state, gpus, by_gpu)) for g in model.gpus]
     utils = [g.util_pct for g in model.gpus if g.util_pct is not None and not g.lost
              and (g.processes or state == "idle")]
     disks = []
@@ -141,12 +167,115 @@ def ledger_row(loss) -> tuple | None:
     return None if loss is None else tuple(getattr(loss, f) for f in LEDGER_FIELDS)
 
 
-def loss_of(row, wall_s: float, state: str, episode_id: int = 0) -> IntervalLoss | None:
+def loss_of(row, wall_s: float, state: str, episode_id: int = 0, job_id: str | None = None,
+            parts: tuple = ()) -> IntervalLoss | None:
     """The IntervalLoss a summary block's row (ledger_row) was made from; episode_id: the
-    interval's episode code (0: none), the episode its lost time went to."""
+    interval's episode code (0: none), the episode its lost time went to; job_id: a job's
+    row's; parts: the node's row's jobs' losses (loss_of each), whose causes a Ledger
+    counts."""
     return None if row is None else IntervalLoss(wall_s=wall_s, state=state,
-                                                 episode_id=episode_id or None,
-                                                 **dict(zip(LEDGER_FIELDS, row)))
+                                                 episode_id=episode_id or None, job_id=job_id,
+                                                 parts=parts, **dict(zip(LEDGER_FIELDS, row)))
+
+
+def state_of(code: int) -> str:
+    """A summary's state code as a state (an unknown code: idle)."""
+    return STATES[code] if 0 <= code < len(STATES) else "idle"
+
+
+def job_parts(verdict, loss: IntervalLoss) -> list[tuple]:
+    """Each job's (JobInfo, Verdict, IntervalLoss) of one step (verdict/step.py: the node's
+    Verdict and IntervalLoss): its loss is the node loss's part of that job; where the
+    node's loss has no parts (an interval with no rates, or no GPU readable) the job's
+    counts nothing, as the Accountant counts such an interval.  [] with no job."""
+    if not verdict.jobs:
+        return []
+    parts = {p.job_id: p for p in loss.parts}
+    out = []
+    for jv in verdict.jobs:
+        info = jv.job
+        part = parts.get(info.id)
+        if part is None:
+            part = IntervalLoss(loss.wall_s, loss.interval_s, jv.state, job_id=info.id)
+        out.append((info, jv, part))
+    return out
+
+
+class BlockJobs:
+    """The recorder's rows of each job (JobRows) over a block of n intervals being
+    derived.  More than MAX_BLOCK_JOBS jobs: none is kept (fields() says how many)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.rows: dict[str, JobRows] = {}
+        self.over: set[str] = set()
+
+    def add(self, j: int, info, verdict, loss: IntervalLoss) -> None:
+        """Interval j of the block: job `info`'s verdict and loss (job_parts)."""
+        if self.over or (info.id not in self.rows and len(self.rows) >= MAX_BLOCK_JOBS):
+            self.over.add(info.id)
+            return
+        r = self.rows.get(info.id)
+        if r is None:
+            n = self.n
+            r = self.rows[info.id] = JobRows(info.id, info.source, info.name, None, [], [],
+                                             [ABSENT] * n, [ABSENT] * n, [0] * n, [0] * n,
+                                             [None] * n)
+        r.source, r.name = info.source, info.name
+        cgroup = info.cgroup
+        r.cgroup = cgroup if cgroup is None or len(cgroup) <= MAX_CGROUP_CHARS else None
+        r.gpus.extend(g for g in info.gpus if g not in r.gpus)
+        r.pids.extend(p for p in info.pids[:MAX_JOB_PIDS] if p not in r.pids)
+        del r.pids[MAX_JOB_PIDS:]
+        r.state[j] = _STATE_INDEX.get(verdict.state, 255)
+        r.raw[j] = _STATE_INDEX.get(verdict.raw_state, 255)
+        r.episode[j] = verdict.episode.id if verdict.episode is not None else 0
+        r.named[j] = gpu_mask(verdict.gpus)
+        r.ledger[j] = ledger_row(loss)
+
+    def fields(self) -> tuple[list[JobRows] | None, int]:
+        """(SummaryBlock.jobs, SummaryBlock.jobs_over)."""
+        if self.over:
+            return None, len(self.rows) + len(self.over)
+        return list(self.rows.values()), 0
+
+
+def gpu_mask(gpus) -> int:
+    """GPU indices as a summary's bit mask (mask_gpus: back)."""
+    mask = 0
+    for i in gpus:
+        mask |= 1 << i
+    return mask
+
+
+def mask_gpus(mask: int) -> list[int]:
+    return [k for k in range(mask.bit_length()) if mask >> k & 1]
+
+
+def block_gpu_verdicts(b: SummaryBlock, j: int, jobs) -> dict | None:
+    """gpu_verdicts of interval j of a block, from its jobs' rows: each job of the
+    interval's model (jobs: its JobInfo list, for their GPUs) with its recorded state and
+    named GPUs; None where the block has no job rows or the interval no job."""
+    if not b.jobs or not jobs:
+        return None
+    rows = {r.id: r for r in b.jobs}
+    out: dict = {}
+    for info in jobs:
+        r = rows.get(info.id)
+        if r is None or r.state[j] == ABSENT:
+            continue
+        for i in info.gpus:
+            out.setdefault(i, (state_of(r.state[j]), mask_gpus(r.named[j])))
+    return out
+
+
+def job_codes(b: SummaryBlock, job_id: str | None):
+    """(state, raw, episode) codes per interval of one job in a block: its rows', the
+    node's where the episode is of no job (job_id None) or the block has no job rows."""
+    for r in b.jobs or ():
+        if r.id == job_id:
+            return r.state, r.raw, r.episode
+    return b.state, b.raw, b.episode
 
 
 def episode_from(d: dict) -> Episode:
@@ -156,7 +285,12 @@ def episode_from(d: dict) -> Episode:
                    processes=list(d["processes"]), reason=d["reason"], advice=d["advice"],
                    kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"],
                    culprits=[Culprit(**c) for c in d.get("culprits") or ()],
-                   whatif=[WhatIf(**w) for w in d.get("whatif") or ()])
+                   whatif=[WhatIf(**w) for w in d.get("whatif") or ()],
+                   job_id=_str_or_none(d.get("job_id")), job_name=_str_or_none(d.get("job_name")))
+
+
+def _str_or_none(v) -> str | None:
+    return v if isinstance(v, str) else None
 
 
 _INTERVAL, _GAP = LEDGER_FIELDS.index("interval_s"), LEDGER_FIELDS.index("gap_s")
@@ -169,8 +303,11 @@ def replay_block(rec, g: int, b: SummaryBlock) -> bool:
     the recorder's detector ran across the step, a replay starts afresh there), or when
     it counted as time an interval that is a gap (verdict/gaps.py: written before the rule),
     which a replay does not count, or it holds a utilization that is not a percentage (a
-    damaged or hostile file: collect/utilpct.py's rule, which the replay's reader applies)."""
+    damaged or hostile file: collect/utilpct.py's rule, which the replay's reader applies),
+    or it had more jobs than it keeps rows of (jobs_over)."""
     t = b.sums
+    if b.jobs_over:         # more jobs than a block keeps rows of
+        return True
     if t.util_n and not (utilpct.is_pct(t.util_min) and utilpct.is_pct(t.util_sum / t.util_n)):
         return True
     if any(isinstance(r, dict) and r.get("min_util_pct") is not None
@@ -260,39 +397,40 @@ class Deriver:
         index = _STATE_INDEX
         health = []
         ledger = []
+        jobs = BlockJobs(n)
         for j, sample in enumerate(self._pending):
             health += [(j, h) for h in self._health.new_in(sample.health)]
             model, v, loss = self.stepper.step(sample)
             ep = v.episode
             codes_state.append(index.get(v.state, 255))
             codes_raw.append(index.get(v.raw_state, 255))
-            mask = 0
-            for i in v.gpus:
-                mask |= 1 << i
-            codes_gpus.append(mask)
+            codes_gpus.append(gpu_mask(v.gpus))
             codes_ep.append(0 if ep is None else ep.id)
             for job_ep in (jv.episode for jv in (v.jobs or [v])):
                 if job_ep is not None:
                     touched.setdefault(job_ep.id, job_ep)
                     if job_ep.id not in self._opened:
                         self._opened[job_ep.id] = (first + j, job_ep.intervals)
-            add_interval(s, model, v.state, v.gpus, offset=j)
+            for info, jv, jloss in job_parts(v, loss):
+                jobs.add(j, info, jv, jloss)
+            add_interval(s, model, v.state, v.gpus, offset=j, by_gpu=gpu_verdicts(v))
             ledger.append(ledger_row(loss))
         records = [episode_record(e, *self._opened.get(e.id, (first, e.intervals)),
                                   self.stepper.ledger.lost_of(e.id))
                    for e in touched.values()]
         self.done.append(SummaryBlock(first, n, codes_state, codes_raw, codes_ep, codes_gpus,
-                                      s, records, health, ledger))
+                                      s, records, health, ledger, *jobs.fields()))
         self._first += n
         self._pending = []
 
 
 def add_interval(s: Stretch, model: Model, state: str, gpus, offset=None, clip_s=None,
-                 selected=None, series=None) -> None:
+                 selected=None, series=None, by_gpu: dict | None = None) -> None:
     """Add one interval to a stretch.  `offset` (in a summary block) is stored as the
     worst await's time instead of the wall time; clip_s cuts an interval that begins
     before it; `selected(name, info, counters)` chooses devices (None: every device with
-    an identity, counting its I/O intervals apart); `series` gets the chart buckets."""
+    an identity, counting its I/O intervals apart); `series` gets the chart buckets;
+    by_gpu (gpu_verdicts): each job's GPUs' state is their job's."""
     s.samples += 1
     wall = model.wall_s
     if s.first_s is None:
@@ -312,7 +450,7 @@ def add_interval(s: Stretch, model: Model, state: str, gpus, offset=None, clip_s
         scale = clipped / dt
         dt = clipped
     s.covered_s += dt
-    gstates, utils, disks = interval_facts(model, state, gpus)
+    gstates, utils, disks = interval_facts(model, state, gpus, by_gpu)
     for idx, st in gstates:
         per = s.states[idx]
         per[st] = per.get(st, 0.0) + dt

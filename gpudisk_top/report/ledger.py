@@ -21,7 +21,9 @@ from gpudisk_top.verdict.ledger import (CAUSES, NO_PRICE, Ledger, Price, gaps_te
 from gpudisk_top.model.present import Col, pct, table
 from gpudisk_top.model.vocab import gpu_hours
 from gpudisk_top.verdict.whatif import WhatIf
+from gpudisk_top.session.jobs import JobTallies
 from gpudisk_top.session.replay import Replay
+from gpudisk_top.session.summaries import Piece
 
 # an hour at 1 Hz: replayed in 5-20 s on one core (a sample of an 8-GPU node through the
 # model and the detector costs 1-5 ms); a longer window read from summaries written
@@ -35,19 +37,20 @@ FROM_REPLAY = "replayed samples"
 FROM_OLD_SUMMARIES = "replayed samples (the recorded summaries predate the ledger)"
 
 
-def replay_ledger(rec, start_s, end_s, thresholds, key_at: dict) -> tuple[Ledger, dict]:
-    """The window's ledger, replayed, and the lost time of its intervals in the recorded
-    episodes: key_at (Tally.key_at) names the recorded episode of each interval, by
+def replay_ledger(rec, start_s, end_s, thresholds, key_at: dict) -> tuple[Ledger, dict, JobTallies]:
+    """The window's ledger, replayed, the lost time of its intervals in the recorded
+    episodes, and each job's figures (session/jobs.py, where the summaries predate the
+    jobs' rows): key_at (Tally.key_at) names the recorded episode of each interval, by
     (session, id), and an interval's lost time is that episode's, as the step counts it."""
     replay = Replay(rec, thresholds)
-    ledger = Ledger()
+    counted = Piece()            # the ledger and the jobs, as a replayed piece counts them
     lost: dict = {}
-    for i, _model, _verdict, loss in replay.run(rec.ranges(start_s, end_s), start_s):
-        ledger.add(loss)
+    for i, model, verdict, loss in replay.run(rec.ranges(start_s, end_s), start_s):
+        counted.interval(i, model, verdict, loss, None)
         key = key_at.get(i)
         if key is not None and loss.lost_gpu_s > 0:
             lost[key] = lost.get(key, 0.0) + loss.lost_gpu_s
-    return ledger, lost
+    return counted.ledger, lost, counted.jobs
 
 
 def section(ledger: Ledger | None, episodes: list[dict], lost: list[float],

@@ -22,9 +22,10 @@ hold what the recorder's detector decided from its session's start, a replay war
 detector up WARMUP_S before the window.
 
 Who does what: session/summaries.py reads the window (which pieces are summaries, which
-are replayed, and the episodes: the replay screen reads them there too), report/tally.py
-adds each piece's intervals up, report/series.py places them on the charts, and this
-module sums the pieces into the JSON and the stall ledger.
+are replayed, and the episodes: the replay screen reads them there too; each job's
+figures, session/jobs.py), report/tally.py adds each piece's intervals up,
+report/series.py places them on the charts, report/jobs.py words the jobs (and picks
+`--job`'s), and this module sums the pieces into the JSON and the stall ledger.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top import __version__
+from gpudisk_top.errors import UsageError
 from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.disk import await_ms
 from gpudisk_top.model.select import DeviceFilter
@@ -41,9 +43,10 @@ from gpudisk_top.record import sources
 from gpudisk_top.record.derived import GPU_STATES
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.record.v2.summary import DiskSums
+from gpudisk_top.report import jobs as report_jobs
 from gpudisk_top.report import ledger as report_ledger
 from gpudisk_top.report.health import HealthSeries, episode_health, health_section
-from gpudisk_top.report.series import Axis, DiskChart, Series, place
+from gpudisk_top.report.series import BUCKETS, Axis, DiskChart, Series, place
 from gpudisk_top.report.tally import Tally, new_tally
 from gpudisk_top.session import summaries
 from gpudisk_top.verdict.detect import UNAVAILABLE, Episode
@@ -66,60 +69,124 @@ class Summary:
     # the window's stall ledger where every sample of it was replayed or read from
     # summaries that carry it (else None)
     ledger: Ledger | None = None
+    # the jobs data["jobs"] lists, by id (session/jobs.py: their ledgers' one-line account)
+    jobs: dict = field(default_factory=dict)
+    # `report --job`: the chosen job's chart, per bucket its GPUs' mean utilization in %
+    job_util: list | None = None
 
 
 def build(rec: Recording, start_s: float | None = None, end_s: float | None = None,
           thresholds=None, dev_filter: DeviceFilter | None = None,
-          recompute: bool = False, price: Price = NO_PRICE) -> Summary:
+          recompute: bool = False, price: Price = NO_PRICE, job: str | None = None) -> Summary:
     """The report over the samples with start_s <= wall_s <= end_s, from the recorded
     summaries when they fit (see the module's doc), else (or with recompute) by
     replaying the raw samples in one pass per stretch of a steady clock, the detector
     warmed up WARMUP_S before the window.  The caller checks that the window holds samples.
-    price: [ledger] of the config, for the cost of the GPU time lost.  Raises
-    RuntimeFailure or OSError where the recording cannot be read."""
+    price: [ledger] of the config, for the cost of the GPU time lost.  job: `report
+    --job`'s (report/jobs.py select): the report of that job only (its episodes, its
+    GPUs' states, its ledger, its chart).  Raises RuntimeFailure or OSError where the
+    recording cannot be read, UsageError where `job` names no job of the window."""
     dev_filter = dev_filter or DeviceFilter()
     ranges = rec.ranges(start_s, end_s)
     axis = Axis(ranges)
     window = summaries.read(rec, ranges, start_s, thresholds, recompute,
                             lambda: new_tally(Series(axis), dev_filter))
+    tallies = window.jobs()
+    fallback = None
+    if ((tallies is None or any(p.ledger is None for p in window.pieces))
+            and axis.n <= report_ledger.REPLAY_MAX_SAMPLES):
+        # summaries written before they carried the ledger or the jobs' rows
+        key_at = {i: key for piece in window.pieces for i, key in piece.key_at.items()}
+        fallback = report_ledger.replay_ledger(rec, start_s, end_s, thresholds, key_at)
+        if tallies is None:
+            tallies = fallback[2]
+    chosen = None
+    if job is not None:
+        if tallies is None:
+            raise UsageError(f"--job: {JOBS_NOT_COUNTED}")
+        chosen = report_jobs.select(job, tallies.ordered())
+    keep = [k for k, e in enumerate(window.episodes) if chosen is None or e.job_id == chosen.id]
+    episodes = [window.episodes[k] for k in keep]
+    where = [window.where[k] for k in keep]
     if window.recorded:
-        result = _summary(rec, window.pieces, window.episodes, axis, RECORDED, window.replayed)
+        result = _summary(rec, window.pieces, episodes, axis, RECORDED, window.replayed)
     else:
-        result = _summary(rec, window.pieces, window.episodes, axis, RECOMPUTED,
-                          where=window.where)
-    _add_ledger(result, window, rec, start_s, end_s, thresholds, price)
+        result = _summary(rec, window.pieces, episodes, axis, RECOMPUTED, where=where)
+    lost = _add_ledger(result, window, fallback, keep, chosen, price)
+    _add_jobs(result, window, tallies, chosen, lost, price)
     return result
 
 
-def _add_ledger(result: Summary, window, rec: Recording, start_s, end_s, thresholds,
-                price: Price) -> None:
+# why a report has no jobs (summaries without the jobs' rows, too many samples to replay)
+JOBS_NOT_COUNTED = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples and "
+                    "its recorded summaries were written before they carried each job's "
+                    "figures: report --recompute, or a shorter --from/--to, counts them")
+
+
+def _add_ledger(result: Summary, window, fallback, keep: list[int], chosen,
+                price: Price) -> dict[int, float]:
     """data["ledger"]: the window's GPU time lost (report/ledger.py), as the replay or
     the recorded summaries counted it; where summaries written before they carried the
-    ledger were read, replayed for it when the window is not too long.  data["ledger"]
-    ["counted_from"] says which.  Each episode's lost time is its intervals' in the
-    window, by the step's rule (session/summaries.py Window.lost_by_episode)."""
+    ledger were read, replayed for it (fallback: replay_ledger's) when the window is not
+    too long.  data["ledger"]["counted_from"] says which.  Each episode's lost time is its
+    intervals' in the window, by the step's rule (session/summaries.py
+    Window.lost_by_episode).  keep: the window's episodes the report lists; chosen: the
+    one job (--job), whose own ledger the section is.  Returns the lost time of every
+    episode of the window, by its id."""
     why_not = None
     replayed = None
     if result.ledger is not None:
         how = (report_ledger.FROM_REPLAY if result.data.get("derived") == RECOMPUTED
                else report_ledger.FROM_SUMMARIES)
-    elif result.data["samples"] <= report_ledger.REPLAY_MAX_SAMPLES:
-        # read from summaries (one stretch of a steady clock) that predate the ledger
-        key_at = {i: key for piece in window.pieces for i, key in piece.key_at.items()}
-        result.ledger, replayed = report_ledger.replay_ledger(rec, start_s, end_s, thresholds,
-                                                              key_at)
+    elif fallback is not None:
+        result.ledger, replayed = fallback[0], fallback[1]
         how = report_ledger.FROM_OLD_SUMMARIES
     else:
         why_not = (f"the window holds more than {report_ledger.REPLAY_MAX_SAMPLES} samples "
                    "and its recorded summaries were written before they carried the "
                    "ledger: report --recompute, or a shorter --from/--to, counts it")
-    lost = window.lost_by_episode(replayed) if result.ledger is not None else []
-    result.data["ledger"] = report_ledger.section(result.ledger, result.data["episodes"],
-                                                  lost, price, why_not)
+    lost_all = window.lost_by_episode(replayed) if result.ledger is not None else []
+    lost_by_id = {e.id: v for e, v in zip(window.episodes, lost_all)}
+    lost = [lost_by_id[window.episodes[k].id] for k in keep] if lost_all else []
+    ledger = chosen.ledger if chosen is not None and result.ledger is not None else result.ledger
+    result.data["ledger"] = report_ledger.section(ledger, result.data["episodes"], lost, price,
+                                                  why_not)
     if result.ledger is not None:
         result.data["ledger"]["counted_from"] = how
     for e, row in zip(result.data["episodes"], result.data["ledger"].get("by_episode") or ()):
         e["lost_gpu_s"] = row["lost_gpu_s"]      # the ledger's count, whichever path
+    return lost_by_id
+
+
+def _add_jobs(result: Summary, window, tallies, chosen, lost: dict[int, float],
+              price: Price) -> None:
+    """data["jobs"] (report/jobs.py jobs_json: every job of the window, or the one chosen
+    with --job, also as data["job"]), "jobs_left_out" and, where they could not be counted,
+    "jobs_counted": false with "jobs_why_not"; with --job, "gpus" and "states" are its
+    GPUs' only and the chart is its GPUs'."""
+    data = result.data
+    data["jobs_counted"] = tallies is not None
+    if tallies is None:
+        data["jobs"], data["jobs_why_not"], data["jobs_left_out"] = [], JOBS_NOT_COUNTED, 0
+        return
+    ordered = [chosen] if chosen is not None else tallies.ordered()
+    # a job's episodes are the report's with its job_id, by the report's ids
+    data["jobs"] = report_jobs.jobs_json(ordered, data["episodes"], lost, data["end_s"], price)
+    data["jobs_left_out"] = len(tallies.left_out)
+    result.jobs = {t.id: t for t in ordered}
+    if chosen is None:
+        return
+    data["job"] = data["jobs"][0]
+    mine = set(chosen.gpus)
+    data["gpus"] = [g for g in data["gpus"] if g["index"] in mine]
+    data["states"] = {k: v for k, v in data["states"].items() if int(k) in mine}
+    buckets: dict = {}
+    for piece in window.pieces:
+        for b, (busy, total) in getattr(piece, "job_util", {}).get(chosen.id, {}).items():
+            cell = buckets.setdefault(b, [0.0, 0.0])
+            cell[0] += busy
+            cell[1] += total
+    result.job_util = report_jobs.util_of(buckets, BUCKETS)
 
 
 # ---------------------------------------------------------------------------- the JSON

@@ -2,7 +2,8 @@
 GPUs' time, the charts' buckets, the disks' health readings, the stall ledger), interval by
 interval where samples are replayed and block by block where recorded summaries are read.
 The reading itself (which piece is which, and the episodes) is session/summaries.py's;
-Tally is its Piece with the two hooks filled in.
+Tally is its Piece with the hooks filled in (job_interval: each job's chart, which
+`report --job` draws: the mean utilization of its GPUs, from its ledger's GPU time).
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.model.select import DEFAULT_KINDS, DeviceFilter
 from gpudisk_top.model.snapshot import Model
-from gpudisk_top.record.derived import add_interval
+from gpudisk_top.record.derived import (add_interval, block_gpu_verdicts, gpu_verdicts,
+                                        mask_gpus, state_of)
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.record.v2.summary import DiskSums, Stretch
 from gpudisk_top.report.health import HealthSeries
 from gpudisk_top.report.series import Series
 from gpudisk_top.session.summaries import Piece
-from gpudisk_top.verdict.detect import STATES
 from gpudisk_top.verdict.gaps import previous_sample
 from gpudisk_top.verdict.ledger import Ledger
 
@@ -36,6 +37,18 @@ class Tally(Piece):
     series: Series | None = None
     health: HealthSeries = field(default_factory=HealthSeries)   # the disks' health readings
     select: "_Selector | None" = None
+    # job id -> chart bucket -> [busy GPU-seconds, GPU-seconds] of its GPUs
+    job_util: dict = field(default_factory=dict)
+
+    def job_interval(self, i: int, tally, state: str, loss) -> None:
+        """A job's interval: its tally (Piece), and its chart bucket: the GPU time its
+        GPUs were busy, job_gpu_s - unused_gpu_s (verdict/ledger.py: interval x u each)."""
+        super().job_interval(i, tally, state, loss)
+        if loss.job_gpu_s > 0:
+            cell = self.job_util.setdefault(tally.id, {}).setdefault(
+                self.series.axis.bucket(i), [0.0, 0.0])
+            cell[0] += loss.job_gpu_s - loss.unused_gpu_s
+            cell[1] += loss.job_gpu_s
 
     def interval(self, i: int, model, verdict, loss, clip_s) -> None:
         """A replayed interval: its devices and GPUs, its chart bucket, its health
@@ -43,7 +56,7 @@ class Tally(Piece):
         series = self.series
         series.at(i)
         add_interval(self.stretch, model, verdict.state, verdict.gpus, clip_s=clip_s,
-                     selected=self.select, series=series)
+                     selected=self.select, series=series, by_gpu=gpu_verdicts(verdict))
         self.health.add_sample(model.sample)
         super().interval(i, model, verdict, loss, clip_s)     # its loss
 
@@ -76,11 +89,10 @@ class Tally(Piece):
                 last = previous_sample(rec, i)       # None after a gap, as the step has it
                 model = Model.new(rec.sample(i), last)
                 self.health.add_sample(model.sample)
-                state = STATES[b.state[j]] if b.state[j] < len(STATES) else "idle"
-                gpus = [k for k in range(b.gpus[j].bit_length()) if b.gpus[j] >> k & 1]
                 series.at(i)
-                add_interval(s, model, state, gpus, clip_s=start_s if i == lo else None,
-                             selected=select, series=series)
+                add_interval(s, model, state_of(b.state[j]), mask_gpus(b.gpus[j]),
+                             clip_s=start_s if i == lo else None, selected=select,
+                             series=series, by_gpu=block_gpu_verdicts(b, j, model.jobs))
 
 
 def new_tally(series: Series, dev_filter: DeviceFilter) -> Tally:

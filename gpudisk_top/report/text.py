@@ -1,5 +1,5 @@
-"""The text postmortem: span, time in each state per GPU, episodes, worst devices, the
-disks' health over the window (where it was read), charts."""
+"""The text postmortem: span, time in each state per GPU, the jobs (report/jobs.py),
+episodes, worst devices, the disks' health over the window (where it was read), charts."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
 from gpudisk_top.verdict.whatif import best_line, of_json as whatif_of
 from gpudisk_top.textsafe import printable, printable_lines
 from gpudisk_top.verdict.ledger import NO_PRICE, Price
+from gpudisk_top.report.jobs import lines as jobs_lines
 from gpudisk_top.report.ledger import lines as ledger_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
 
@@ -72,8 +73,18 @@ def render(summary: Summary, charts: bool = True, price: Price = NO_PRICE) -> st
         if d.get("replayed_samples"):
             line += f" ({d['replayed_samples']} samples replayed)"
         out.append(line)
+    one = d.get("job") is not None
+    if one:
+        out.append(f"job {d['job']['id']} only (report --job): its episodes, its GPUs, "
+                   "its GPU time lost and its chart")
     out.append("")
     out += _states(d)
+    if d.get("jobs_counted", True):
+        out.append("")
+        out += jobs_lines(d.get("jobs") or [], summary.jobs, price, d.get("jobs_left_out", 0),
+                          one)
+    else:
+        out += ["", f"Jobs: not counted ({d.get('jobs_why_not')})"]
     out.append("")
     out += _episodes(d)
     out.append("")
@@ -113,6 +124,8 @@ def _episodes(d: dict) -> list[str]:
     eps = d["episodes"]
     if not eps:
         return ["Episodes: none (no GPU starved long enough to open one)"]
+    # which job each is of, where the report is of several jobs
+    of_job = len(d.get("jobs") or ()) > 1
     rows: list = []
     for e in eps:
         procs = ",".join(map(str, e["processes"][:4])) + (",..." if len(e["processes"]) > 4 else "")
@@ -120,6 +133,8 @@ def _episodes(d: dict) -> list[str]:
                      _dur(e["duration_s"]), gpu_ranges(e["gpus"]) if e["gpus"] else "-",
                      ",".join(e["devices"]) or "-", procs or "-"))
         lines = rows      # and the notes under its row
+        if of_job and e.get("job_id") is not None:
+            lines.append(f"     job: {e['job_id']} {e.get('job_name') or ''}".rstrip())
         if e["reason"]:
             lines += textwrap.wrap(e["reason"], WIDTH, initial_indent="     why: ",
                                    subsequent_indent="          ")
@@ -256,11 +271,17 @@ def chart_plan(summary: Summary) -> list[Chart]:
     s = summary.series
     xs_all = s.xs()
     out = []
-    xs = [x for x, n in zip(xs_all, s.gpu_util_n) if n]
-    ys = [u / n for u, n in zip(s.gpu_util_sum, s.gpu_util_n) if n]
+    if summary.job_util is not None:        # report --job: its GPUs', by GPU time
+        xs = [x for x, u in zip(xs_all, summary.job_util) if u is not None]
+        ys = [u for u in summary.job_util if u is not None]
+        title = f"GPU utilization, % (mean of job {summary.data['job']['id']}'s GPUs)"
+    else:
+        xs = [x for x, n in zip(xs_all, s.gpu_util_n) if n]
+        ys = [u / n for u, n in zip(s.gpu_util_sum, s.gpu_util_n) if n]
+        many = len(summary.data.get("jobs") or ()) > 1
+        title = f"GPU utilization, % (mean of the {'jobs' if many else 'job'}'s GPUs)"
     if xs:
-        out.append(Chart("GPU utilization, % (mean of the job's GPUs)", xs, ys,
-                         ylim=(0, 100), height=16))
+        out.append(Chart(title, xs, ys, ylim=(0, 100), height=16))
     names = {x["name"]: x["display_name"] for x in summary.data["devices"]}
     for name, why in chart_devices(summary):
         disk = s.disks[name]

@@ -15,9 +15,11 @@ Two ways to the same verdicts:
     (Recording.ranges()), the detector warmed up before the window.
 The window is read piece by piece (a run of summary blocks, or samples replayed): each
 piece is a Piece, whose two hooks a caller that adds the intervals up overrides (report's
-tally, report/tally.py); the base class only keeps the episodes.  A replayed piece's
-detector was warmed up before its start, so an episode across a boundary shows in both
-pieces: merge_episodes() joins them.
+tally, report/tally.py); the base class keeps the episodes, the stall ledger and each
+job's figures (session/jobs.py: from a replay's step, derived.job_parts, or from the
+summaries' job rows, the same figures).  A replayed piece's detector was warmed up before
+its start, so an episode across a boundary shows in both pieces: merge_episodes() joins
+them, each job's with that job's.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Callable
 
 from gpudisk_top.record import derived
 from gpudisk_top.record.reader import Recording
+from gpudisk_top.record.v2.summary import ABSENT
+from gpudisk_top.session.jobs import JobTallies, JobTally
 from gpudisk_top.session.replay import Replay
 from gpudisk_top.verdict.detect import STATES, Episode, Thresholds
 from gpudisk_top.verdict.ledger import Ledger
@@ -40,6 +44,8 @@ class Piece:
 
     episodes: list[Episode] = field(default_factory=list)
     open_at_end: bool = False           # its last episode was still open at the piece's end
+    # the jobs (Episode.job_id; None: the node's own) whose last episode was still open
+    open_jobs: set = field(default_factory=set)
     # per episode (by its place in `episodes`): its intervals inside the piece, for one
     # that a piece before already counted up to this piece's start
     inside: dict = field(default_factory=dict)
@@ -61,6 +67,9 @@ class Piece:
     # summaries written before they carried the ledger: sample index -> (session, episode
     # id) of the intervals in an episode (report/ledger.py replay_ledger counts them)
     key_at: dict = field(default_factory=dict)
+    # each job's figures over the piece's intervals (None: summaries written before they
+    # carried the jobs' rows)
+    jobs: JobTallies | None = field(default_factory=JobTallies)
 
     def lost_of(self, key, replayed: dict | None = None) -> float:
         """The GPU-seconds the piece's intervals lost to one of its episodes, by its key
@@ -74,8 +83,18 @@ class Piece:
     def interval(self, i: int, model, verdict, loss, clip_s: float | None) -> None:
         """Sample i replayed: its Model, the replay's Verdict and the step's IntervalLoss;
         an interval that begins before clip_s counts only from clip_s.  The base class
-        counts its loss."""
+        counts its loss and each job's."""
         self.ledger.add(loss)
+        for info, jv, jloss in derived.job_parts(verdict, loss):
+            tally = self.jobs.job(info.id, info.source, info.name, info.cgroup, info.gpus,
+                                  info.pids)
+            if tally is not None:
+                self.job_interval(i, tally, jv.state, jloss)
+
+    def job_interval(self, i: int, tally: JobTally, state: str, loss) -> None:
+        """Sample i's interval of one job, replayed or read from summaries: its verdict's
+        state and its loss.  The base class adds it to the job's tally."""
+        tally.add(loss.wall_s, state, loss)
 
     def blocks(self, rec: Recording, blocks: list, lo: int, hi: int, start_s: float | None,
                window_blocks: int) -> None:
@@ -83,8 +102,12 @@ class Piece:
         samples lo..hi (start_s: the window's start); window_blocks: how many summary
         blocks the whole window reads.  The base class counts the ledger the blocks
         carry, cut as the window cuts them: each interval's lost time goes to the episode
-        its summary names (the step's rule, by the session's own ids)."""
+        its summary names (the step's rule, by the session's own ids).  The jobs' rows
+        give each job's figures and the node's causes (its ledger row's parts)."""
         ledger = self.ledger = Ledger() if all(b.ledger is not None for _, b, _ in blocks) else None
+        with_jobs = ledger is not None and all(b.jobs is not None for _, b, _ in blocks)
+        if not with_jobs:
+            self.jobs = None
         for g, b, sno in blocks:
             a, z = max(g, lo), min(g + b.n - 1, hi)
             if a > z:
@@ -95,12 +118,30 @@ class Piece:
                 continue
             session = self.sessions.setdefault(sno, Ledger())
             for j in range(a - g, z - g + 1):
-                code = b.state[j]
-                loss = derived.loss_of(b.ledger[j], rec.wall_s(g + j),
-                                       STATES[code] if code < len(STATES) else "idle",
-                                       b.episode[j])
+                wall_s = rec.wall_s(g + j)
+                parts = self._job_rows(b, j, g + j, wall_s) if with_jobs else ()
+                loss = derived.loss_of(b.ledger[j], wall_s, derived.state_of(b.state[j]),
+                                       b.episode[j], parts=parts)
                 ledger.add(loss)
                 session.add(loss)
+
+    def _job_rows(self, b, j: int, i: int, wall_s: float) -> tuple:
+        """Interval j of a block (sample i): each job's loss from its rows, counted in its
+        tally; the node's loss's parts."""
+        parts = []
+        for r in b.jobs:
+            code = r.state[j]
+            if code == ABSENT:
+                continue
+            state = derived.state_of(code)
+            jloss = derived.loss_of(r.ledger[j], wall_s, state, r.episode[j], job_id=r.id)
+            if jloss is None:
+                continue
+            parts.append(jloss)
+            tally = self.jobs.job(r.id, r.source, r.name, r.cgroup, r.gpus, r.pids)
+            if tally is not None:
+                self.job_interval(i, tally, state, jloss)
+        return tuple(parts)
 
 
 @dataclass
@@ -125,6 +166,16 @@ class Window:
     @property
     def replayed(self) -> int:
         return sum(p.replayed for p in self.pieces)
+
+    def jobs(self) -> JobTallies | None:
+        """Every job's figures over the window, its pieces' added up in order; None where
+        a piece's summaries predate the jobs' rows."""
+        out = JobTallies()
+        for piece in self.pieces:
+            if piece.jobs is None:
+                return None
+            out.merge(piece.jobs)
+        return out
 
     def lost_by_episode(self, replayed: dict | None = None) -> list[float]:
         """The GPU-seconds each of its episodes lost in the window, by the step's one
@@ -251,14 +302,16 @@ def replay_piece(rec: Recording, lo: int, hi: int, clip_s, since_s, thresholds,
         piece.interval(i, model, verdict, loss, clip_s)
         piece.replayed += 1
         last_s = model.wall_s
-        ep = verdict.episode
-        if ep is not None:
-            named.add(id(ep))
-            if verdict.raw_state == ep.state:
-                inside[id(ep)] = inside.get(id(ep), 0) + 1
+        for jv in verdict.jobs or (verdict,):        # each job's episode
+            ep = jv.episode
+            if ep is not None:
+                named.add(id(ep))
+                if jv.raw_state == ep.state:
+                    inside[id(ep)] = inside.get(id(ep), 0) + 1
     piece.breaks_first = lo in replay.breaks_at
     if replay.detector is not None and last_s is not None:
         piece.open_at_end = replay.open_at_end
+        piece.open_jobs = {e.job_id for e in replay.stepper.open_episodes}
         replay.close(last_s)
         first = since_s if since_s is not None else float("-inf")
         piece.episodes = [e for e in replay.all_episodes if e.end_wall_s >= first]
@@ -311,8 +364,9 @@ def _summed_episodes(rec: Recording, blocks, lo: int, hi: int, start_s, piece: P
         return
     g, b, _ = last_block
     piece_hi = min(hi, g + b.n - 1)        # where this piece ends (a replay may follow)
-    piece.episodes, sessions, piece.open_at_end = _episodes(rec, records, last_block, lo,
-                                                            piece_hi, start_s)
+    piece.episodes, sessions, piece.open_jobs = _episodes(rec, records, last_block, lo,
+                                                          piece_hi, start_s)
+    piece.open_at_end = bool(piece.open_jobs)
     piece.keys = [(sno, e.id) for e, sno in zip(piece.episodes, sessions)]
     first = max(lo, blocks[0][0])
     for place, (e, sno) in enumerate(zip(piece.episodes, sessions)):
@@ -321,38 +375,42 @@ def _summed_episodes(rec: Recording, blocks, lo: int, hi: int, start_s, piece: P
 
 
 def _count_inside(blocks, e: Episode, sno: int, a: int, z: int) -> int:
-    """An episode's intervals in its state among samples a..z of a run of summary blocks."""
+    """An episode's intervals in its state among samples a..z of a run of summary blocks
+    (its job's codes: derived.job_codes)."""
     n = 0
     for g, b, s in blocks:
         if s != sno:
             continue
+        _state, raw, episode = derived.job_codes(b, e.job_id)
         for j in range(max(0, a - g), min(b.n, z - g + 1)):
-            if b.episode[j] == e.id and b.raw[j] < len(STATES) and STATES[b.raw[j]] == e.state:
+            if episode[j] == e.id and 0 <= raw[j] < len(STATES) and STATES[raw[j]] == e.state:
                 n += 1
     return n
 
 
 def _episodes(rec: Recording, records: dict, last_block, lo: int, hi: int, start_s):
     """The recorded episodes that reach into [lo, hi], as a replay of that window shows
-    them: one still open at hi ends there.  Returns (episodes, the session of each, whether
-    the last one is open at hi)."""
+    them: one still open at hi ends there.  Returns (episodes, the session of each, the
+    jobs (Episode.job_id) whose last one is open at hi)."""
     g_hi, b_hi, sno_hi = last_block
     j_hi = hi - g_hi
-    open_id = b_hi.episode[j_hi] if 0 <= j_hi < b_hi.n else 0
+    open_ids = set()
+    if 0 <= j_hi < b_hi.n:
+        open_ids = {b_hi.episode[j_hi], *(r.episode[j_hi] for r in b_hi.jobs or ())} - {0}
     first_wall = start_s if start_s is not None else float("-inf")
     out = []
-    open_at_end = False
+    closed_at_hi = set()
     for (sno, eid), (r, b, g, _) in records.items():
         opened = rec.global_index(sno, r["opened_at"])
         if opened is None or opened > hi:
             continue
         e = derived.episode_from(r)
-        if sno == sno_hi and eid == open_id:
+        if sno == sno_hi and eid in open_ids:
             # open at the window's end: close it there, count its intervals so far
             e.end_wall_s = rec.wall_s(hi)
-            e.intervals, last_i = _intervals_until(rec, records, sno, eid, e.state, r, hi)
+            e.intervals, last_i = _intervals_until(rec, records, sno, e, r, hi)
             e.last_wall_s = rec.wall_s(last_i)
-            open_at_end = True
+            closed_at_hi.add(id(e))
         elif e.end_wall_s is None:
             # its session ended (a recorder stopped) with it open: it ends there
             last_i = _session_last(rec, sno, hi)
@@ -361,22 +419,24 @@ def _episodes(rec: Recording, records: dict, last_block, lo: int, hi: int, start
             continue
         out.append((e, sno))
     out.sort(key=lambda x: (x[0].start_wall_s, x[1], x[0].id))
-    if open_at_end and out and out[-1][0].end_wall_s != rec.wall_s(hi):
-        open_at_end = False
-    return [e for e, _ in out], [sno for _, sno in out], open_at_end
+    last_of = {e.job_id: e for e, _ in out}          # each job's last listed episode
+    open_jobs = {job for job, e in last_of.items() if id(e) in closed_at_hi}
+    return [e for e, _ in out], [sno for _, sno in out], open_jobs
 
 
-def _intervals_until(rec, records, sno, eid, state, r, hi):
-    """An episode's interval count up to index hi, and the last interval in its state."""
+def _intervals_until(rec, records, sno, e: Episode, r, hi):
+    """An episode's interval count up to index hi, and the last interval in its state
+    (its job's codes: derived.job_codes)."""
     n = r["intervals_at_open"]
     opened = rec.global_index(sno, r["opened_at"])
     last_i = opened
     for g, b, s in _blocks_of(rec, sno):
+        _state, raw, episode = derived.job_codes(b, e.job_id)
         for j in range(b.n):
             i = g + j
             if i <= opened or i > hi:
                 continue
-            if b.episode[j] == eid and STATES[b.raw[j]] == state:
+            if episode[j] == e.id and derived.state_of(raw[j]) == e.state:
                 n += 1
                 last_i = i
     return n, last_i
@@ -394,8 +454,9 @@ def _session_last(rec: Recording, sno: int, hi: int) -> int:
 
 def _join(joined: dict, merged: list[Episode], e: Episode) -> None:
     """A piece's episode that the pieces before already listed: joined to the latest
-    listed one of its state begun by its end (the same episode, seen by two detectors)."""
-    into = next((m for m in reversed(merged) if m.state == e.state
+    listed one of its job and state begun by its end (the same episode, seen by two
+    detectors)."""
+    into = next((m for m in reversed(merged) if m.state == e.state and m.job_id == e.job_id
                  and m.start_wall_s <= e.last_wall_s), None)
     if into is not None:
         joined[id(e)] = into
@@ -405,37 +466,41 @@ def merge_episodes(parts: list[Piece], bounds: list[float],
                    joined: dict | None = None) -> list[Episode]:
     """Episodes of consecutive pieces of a window read from summaries (runs of summary
     blocks, and the samples between them that have none, replayed) as one list.  A
-    replayed piece's detector was warmed up before its start, so an episode that went on across a boundary shows in both pieces: the
-    earlier one closed at its last sample, the later one begun before the boundary.  They
-    are joined; an episode that ended within the warm-up belongs to the piece before.  A
-    piece that starts at a break (a session's start, a clock step: Replay restarts its
-    detector there) joins nothing: the piece before closed its episodes at its end.
-    joined: filled with id(a piece's episode) -> the merged episode it went into, where
-    that is another (its intervals' lost time is that episode's)."""
+    replayed piece's detector was warmed up before its start, so an episode that went on
+    across a boundary shows in both pieces: the earlier one closed at its last sample, the
+    later one begun before the boundary.  They are joined; an episode that ended within
+    the warm-up belongs to the piece before.  A piece that starts at a break (a session's
+    start, a clock step: Replay restarts its detector there) joins nothing: the piece
+    before closed its episodes at its end.  Each job's episodes are joined with that job's
+    only (Episode.job_id; each job has its own detector).  joined: filled with id(a
+    piece's episode) -> the merged episode it went into, where that is another (its
+    intervals' lost time is that episode's)."""
     merged: list[Episode] = []
     joined = {} if joined is None else joined
-    carried_open = False
+    last_of: dict = {}        # job id -> its latest merged episode
+    carried: set = set()      # the jobs whose latest merged episode was open at the piece end
     for k, part in enumerate(parts):
         boundary = bounds[k]
         if k > 0 and part.breaks_first:
             merged.extend(part.episodes)
-            carried_open = part.open_at_end
+            last_of.update((e.job_id, e) for e in part.episodes)
+            carried = set(part.open_jobs)
             continue
         for place, e in enumerate(part.episodes):
+            job = e.job_id
+            last = last_of.get(job)
             if k > 0 and e.end_wall_s is not None and e.end_wall_s < boundary:
-                last = merged[-1] if merged else None
-                if carried_open and last is not None and last.state == e.state \
+                if job in carried and last is not None and last.state == e.state \
                         and e.start_wall_s <= last.end_wall_s and e.end_wall_s >= last.start_wall_s:
                     # the piece before closed it at its last sample, still open there; this
                     # piece's detector saw it end, just before the boundary: it ended then
                     last.end_wall_s = e.end_wall_s
                     last.intervals += part.inside.get(place, 0)
-                    carried_open = False
+                    carried.discard(job)
                 _join(joined, merged, e)       # the piece before reported it
                 continue
             if k > 0 and e.start_wall_s < boundary:
-                last = merged[-1] if merged else None
-                if carried_open and last is not None and last.state == e.state:
+                if job in carried and last is not None and last.state == e.state:
                     last.end_wall_s = e.end_wall_s
                     last.last_wall_s = e.last_wall_s
                     # the piece's detector, warmed up before its start, counted the
@@ -452,18 +517,19 @@ def merge_episodes(parts: list[Piece], bounds: list[float],
                         last.min_util_pct = e.min_util_pct if last.min_util_pct is None \
                             else min(last.min_util_pct, e.min_util_pct)
                     joined[id(e)] = last
-                    carried_open = False
+                    carried.discard(job)
                     continue
                 # the piece before had not opened it yet (too few intervals before its end):
                 # keep the start the warmed-up detector found, after what is already listed
                 if last is not None and last.end_wall_s is not None:
                     e.start_wall_s = max(e.start_wall_s, last.end_wall_s)
             merged.append(e)
-            carried_open = False
+            last_of[job] = e
+            carried.discard(job)
         if k > 0:
             for e, _key in part.unlisted:        # ended before the piece: the one before's
                 _join(joined, merged, e)
-        carried_open = part.open_at_end
+        carried = set(part.open_jobs)
     for i, e in enumerate(merged, 1):
         e.id = i
     return merged

@@ -15,6 +15,13 @@ from summaries over any window, cut to the interval as it cuts a block; an inter
 lost time is its episode's, the block's `episode` code of that interval (no column here:
 the layout is the same).  Blocks written before it (no "ledger") decode with ledger None:
 the report then replays the window for it.
+
+A block also carries each job's own rows (JobRows, issue 37: a shared node's jobs are
+judged apart): per interval the job's state, raw state and episode codes and its own
+ledger row, -1 in the state code where the job was not there; its identity as the
+collector tagged it.  A block of more jobs than MAX_BLOCK_JOBS keeps none of them and
+says how many (jobs_over): `report` replays such a window.  Blocks written before them
+(no "jobs") decode with jobs None.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import json
 import zlib
 from dataclasses import asdict, dataclass, field, fields
 
+from gpudisk_top.collect.jobid import tag_from_record
 from gpudisk_top.collect.sample import DeviceInfo, DiskHealth
 from gpudisk_top.record.v2.fields import expand, health_named, health_reading, runs
 
@@ -34,6 +42,14 @@ LEDGER_FIELDS = ("interval_s", "cause", "blamed", "job_gpus", "unused_gpu_s", "l
                  "healthy_gpu_s", "idle_gpu_s", "job_gpu_s", "reference_pct", "gap_s")
 # columns a block written before them does not have (read as None: gap_s came later)
 LEDGER_LATER = frozenset({"gap_s"})
+
+
+# the jobs a block keeps rows of: a node has a few (eight single-GPU jobs, a sweep of
+# short runs in one minute); a block with more keeps none and is replayed
+MAX_BLOCK_JOBS = 64
+MAX_JOB_PIDS = 64         # a job's GPU processes kept in a block (a job's identity)
+MAX_CGROUP_CHARS = 4096
+ABSENT = -1               # a job's state code in an interval it was not there
 
 
 def _ledger_json(rows: list) -> dict:
@@ -51,6 +67,60 @@ def _ledger_rows(cols: dict, n: int) -> list:
     if any(len(v) != n for v in values):
         raise ValueError("a summary block's ledger does not cover its intervals")
     return [None if all(v is None for v in row) else tuple(row) for row in zip(*values)]
+
+
+@dataclass
+class JobRows:
+    """One job over a summary block: its identity (the latest the block saw; gpus and
+    pids: every one it had in the block, in order) and per interval its state code
+    (ABSENT where it was not there), raw state code, episode code (0: none), the bit mask
+    of the GPUs its verdict names and its ledger row (LEDGER_FIELDS; None where it was
+    not there)."""
+
+    id: str
+    source: str
+    name: str
+    cgroup: str | None
+    gpus: list[int]
+    pids: list[int]
+    state: list[int]
+    raw: list[int]
+    episode: list[int]
+    named: list[int]
+    ledger: list
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "source": self.source, "name": self.name,
+                "cgroup": self.cgroup, "gpus": self.gpus, "pids": self.pids,
+                "codes": [runs(self.state), runs(self.raw), runs(self.episode),
+                          runs(self.named)],
+                "ledger": _ledger_json(self.ledger)}
+
+    @classmethod
+    def from_json(cls, d: dict, n: int) -> "JobRows":
+        """Raises ValueError (or KeyError, TypeError) where a recording's job rows are not
+        what a recorder writes: the block is then unreadable, and replayed."""
+        tag = tag_from_record([d["id"], d["source"], d["name"]])
+        cgroup = d.get("cgroup")
+        if tag is None or tag.id != d["id"]:
+            raise ValueError("a summary block's job has no valid id")
+        if cgroup is not None and (not isinstance(cgroup, str) or len(cgroup) > MAX_CGROUP_CHARS):
+            raise ValueError("a summary block's job has a bad cgroup")
+        gpus, pids = d["gpus"], d["pids"]
+        if not (_ints(gpus, 0, 1 << 16) and _ints(pids, 0, 1 << 31)
+                and len(pids) <= MAX_JOB_PIDS and len(gpus) <= 1 << 10):
+            raise ValueError("a summary block's job has bad GPUs or processes")
+        state, raw, episode, named = (expand(c) for c in d["codes"])
+        if not all(len(c) == n and _ints(c, ABSENT, 1 << 1024)
+                   for c in (state, raw, episode, named)):
+            raise ValueError("a summary block's job codes do not cover its intervals")
+        return cls(tag.id, tag.source, tag.name, cgroup, list(gpus), list(pids), state, raw,
+                   episode, named, _ledger_rows(d["ledger"], n))
+
+
+def _ints(values, lo: int, hi: int) -> bool:
+    return isinstance(values, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi for v in values)
 
 
 @dataclass
@@ -148,6 +218,10 @@ class SummaryBlock:
     # per interval: its stall ledger's LEDGER_FIELDS (a tuple), None where not counted;
     # the list None for a block written before summaries carried the ledger
     ledger: list | None = None
+    # each job's rows (JobRows); None for a block written before summaries carried them,
+    # or one of more than MAX_BLOCK_JOBS jobs (jobs_over: how many it had)
+    jobs: list[JobRows] | None = None
+    jobs_over: int = 0
 
     def to_json(self) -> dict:
         s = self.sums
@@ -168,6 +242,10 @@ class SummaryBlock:
             out["health"] = [[j, health_named(h)] for j, h in self.health]
         if self.ledger is not None:
             out["ledger"] = _ledger_json(self.ledger)
+        if self.jobs is not None:
+            out["jobs"] = [j.to_json() for j in self.jobs]
+        if self.jobs_over:
+            out["jobs_over"] = self.jobs_over
         return out
 
     @classmethod
@@ -185,8 +263,17 @@ class SummaryBlock:
         state, raw, episode, gpus = (expand(c) for c in d["codes"])
         health = [(j, health_reading(h.items())) for j, h in d.get("health", ())]
         ledger = _ledger_rows(d["ledger"], d["n"]) if "ledger" in d else None
+        jobs = d.get("jobs")
+        if jobs is not None:
+            if not isinstance(jobs, list) or len(jobs) > MAX_BLOCK_JOBS:
+                raise ValueError("a summary block's jobs are not a list of at most "
+                                 f"{MAX_BLOCK_JOBS}")
+            jobs = [JobRows.from_json(j, d["n"]) for j in jobs]
+        over = d.get("jobs_over", 0)
+        if not isinstance(over, int) or over < 0:
+            raise ValueError("a summary block's jobs_over is not a count")
         return cls(d["first"], d["n"], state, raw, episode, gpus, s, d["episodes"], health,
-                   ledger)
+                   ledger, jobs, over)
 
 
 def _device_list(info) -> dict:
@@ -207,4 +294,4 @@ def decode_blocks(data) -> list[SummaryBlock]:
         raise ValueError(f"{type(err).__name__}: {err}") from None
 
 
-__all__ = ["LEDGER_FIELDS", "DiskSums", "Stretch", "SummaryBlock", "decode_blocks", "encode_blocks"]
+__all__ = ["ABSENT", "LEDGER_FIELDS", "MAX_BLOCK_JOBS", "JobRows", "DiskSums", "Stretch", "SummaryBlock", "decode_blocks", "encode_blocks"]
