@@ -344,3 +344,30 @@ async def test_one_unknown_job_keeps_the_single_job_screen():
         assert app.follow.job_id is None
         assert "JOB" not in text_of(app.query_one(HeaderBar))
         assert "job" not in screen_text(app).split("\n")[0]
+
+
+async def test_a_followed_job_building_up_says_its_own_count():
+    """Before its episode opens, a followed job's banner says how many intervals its raw
+    state has held: its own detector's count, read back from the timeline's columns."""
+    with shared_node([[0, 1, 2, 3], [4, 5, 6, 7]], starved={1}) as (sampler, pids, nvml):
+        app = dashboard_app(sampler)
+        enter = app.thresholds.enter_intervals
+        async with app.run_test(size=(120, 40)) as pilot:
+            take(app, 1)
+            _, b = job_of(app, pids[1])
+            while app.follow.job_id != b.id:
+                await pilot.press("j")
+                await pilot.pause()
+            seen = []
+            for _ in range(enter + 1):
+                mine = next(v for v in app.shown.verdict.jobs if v.job.id == b.id)
+                said = text_of(app.query_one(VerdictBanner))
+                if mine.episode is not None:
+                    assert "watching" not in said and "since" in said
+                    break
+                state, count = app.feed.stepper.jobs[b.id].detector.pending
+                seen.append(count)
+                assert f"watching: {state} {count}/{enter} intervals" in said, said
+                take(app, 1)
+                await pilot.pause()
+            assert seen and mine.episode is not None, seen

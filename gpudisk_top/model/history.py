@@ -73,9 +73,12 @@ class History:
         col = Column(wall_s=model.wall_s, interval_s=model.interval_s, state=verdict.state,
                      raw_state=verdict.raw_state,
                      episode=verdict.episode.id if verdict.episode is not None else None)
-        for v in verdict.jobs:
-            col.jobs[v.job.id] = (v.state, v.raw_state,
-                                  v.episode.id if v.episode is not None else None)
+        jobs = {v.job.id: (v.state, v.raw_state, v.episode.id if v.episode is not None else None)
+                for v in verdict.jobs}
+        # the jobs' states mostly hold from one interval to the next: the column before's
+        # dict is shared then (a few hundred bytes a column less, eight jobs an hour)
+        last = self.columns[-1].jobs if self.columns else None
+        col.jobs = last if last == jobs else jobs
         for g in model.gpus:
             col.gpu_util[g.index] = None if g.lost else g.util_pct
         for name, r in model.disks.items():

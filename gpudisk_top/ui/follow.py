@@ -104,7 +104,14 @@ def pending(history, job_id: str, verdict) -> int:
     if verdict.episode is not None or verdict.raw_state not in STARVED_STATES:
         return 0
     run = 0
-    for col in reversed(history.columns):
+    cols = history.columns
+    # by index, newest first: the sampling thread appends meanwhile, and a deque that
+    # changes under an iterator raises (a shifted index only shifts the count by one)
+    for i in range(len(cols) - 1, -1, -1):
+        try:
+            col = cols[i]
+        except IndexError:
+            break
         if col.wall_s > verdict.wall_s:
             continue            # paused: the screen shows an older interval
         if col.jobs.get(job_id, (None, None))[1] != verdict.raw_state:
