@@ -153,7 +153,7 @@ class Feed(StepperViews):
                         self_cpu_pct=cpu, self_rss_mb=rss,
                         pending_intervals=self.stepper.pending_intervals)
         if self.hooks is not None:
-            update.fired = self.hooks.on_sample(model, verdict, self.detector.episodes, loss)
+            update.fired = self.hooks.on_sample(model, verdict, self.stepper.episodes, loss)
             update.active_alerts = self.hooks.engine.active()
             update.free_space = list(self.hooks.free_space)
         self.last_update_mono = time.monotonic()
