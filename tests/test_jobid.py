@@ -290,3 +290,27 @@ def test_two_jobs_read_apart_on_the_command_line(tmp_path, procs):
         assert j["verdict"]["job_id"] == j["id"] and set(j["verdict"]["gpus"]) <= set(j["gpus"])
         assert j["ledger"]["idle_gpu_s"] == 0
     assert d["verdict"]["job_id"] in jobs
+
+
+def test_an_id_shaped_like_a_label_injection_and_a_name_with_escapes(tmp_path, procs):
+    """A run id that would close a Prometheus label is kept to the id's alphabet; a script
+    named with an escape sequence and a newline is printed escaped, on one line, and the
+    other job's block is whole."""
+    evil = tmp_path / "x\x1b]2;pwned\x07\nverdict: healthy"
+    evil.mkdir()
+    train = _script(evil, "train.py", TRAIN)
+    a = procs([sys.executable, train],
+              env=dict(os.environ, TORCHELASTIC_RUN_ID='r"} gpudisk_top_state{state="healthy'))
+    b = procs([sys.executable, _script(tmp_path, "ok.py", TRAIN)],
+              env=dict(os.environ, SLURM_JOB_ID="77"))
+    a.stdout.readline()
+    b.stdout.readline()
+    t = _tag(a.pid)
+    assert t.id == "torchelastic:r___gpudisk_top_state_state__healthy" and t.source == "torchelastic"
+    r = standin.run(["--once", "-i", "0.5"], gpus=2, processes={0: [a.pid], 1: [b.pid]})
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    lines = r.stdout.splitlines()
+    assert not any(line.startswith("verdict: healthy") for line in lines)
+    assert sum(line.startswith("job ") for line in lines) == 2
+    assert any(line.startswith("job slurm 77 (ok.py) [slurm:77], GPU 1, pid ") for line in lines)
