@@ -109,7 +109,8 @@ class Stepper:
         self.next_id = 1                  # the id the next episode will have
         self.node = self._detector()      # the node's, where no job runs; its saturation
         self.last = None                  # the sample last fed
-        self.retired: list[Episode] = []  # episodes of the node detectors restart() replaced
+        # episodes of the node detectors restart() replaced, and those of jobs forgotten
+        self.retired: list[Episode] = []
         self.accountant = Accountant()
         self.ledger = Ledger()
         self.jobs: dict[str, JobTrack] = {}
@@ -171,6 +172,11 @@ class Stepper:
             track.ended_wall_s = track.last_wall_s
             track.detector.close(track.last_wall_s)
             self.ended.append(track)
+        for old in self.ended[:-MAX_ENDED]:
+            # a job past the bound is forgotten, its episodes kept as their bare facts (id,
+            # state, times: ~0.5 kB each) so that counts of episodes never go down
+            self.retired.extend(replace(e, culprits=[], whatif=[], processes=[], reason="",
+                                        advice=None) for e in old.episodes)
         del self.ended[:-MAX_ENDED]
 
     def _revive(self, job_id: str) -> JobTrack | None:
