@@ -95,6 +95,8 @@ FAST = (
     "test_ui_snapshots.py::test_screenshot_matches[overview]",
     "test_ui_terminal.py::test_dashboard_in_gnu_screen",
     "test_jobid.py",
+    "test_ui_jobs.py::test_eight_single_gpu_jobs_fit_80x24_with_the_worst_in_the_banner",
+    "test_ui_jobs.py::test_help_says_the_job_keys",
     "test_job_metrics.py::test_each_job_has_its_series_and_the_node_keeps_its_own",
     "test_job_metrics.py::test_an_ended_job_loses_its_state_at_once_and_every_series_after_the_retention",
     "test_job_metrics.py::test_a_thousand_short_lived_jobs_stay_bounded",
