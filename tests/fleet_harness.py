@@ -377,8 +377,9 @@ class Fleet:
         by_job: dict[str, list[str]] = {}
         for name, _s, job, _own in self.nodes:
             by_job.setdefault(job, []).append(self.instance(name))
+        # a node of job None: a target with no job label (its exporter names its jobs)
         groups = "".join(f"          - targets: {targets!r}\n"
-                         f"            labels: {{training_job: {job}}}\n"
+                         + (f"            labels: {{training_job: {job}}}\n" if job else "")
                          for job, targets in by_job.items()).replace("'", '"')
         rules_file = self._rules_file() if self.rules else None
         rules = (f"rule_files: [{rules_file!r}]\n"

@@ -131,7 +131,7 @@ def test_json_is_strict_and_has_the_documented_keys():
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
         "gpu_util_by_gpu", "evidence_text", "members", "bad_series", "lost_24h_gpu_s",
-        "lost_24h_by_cause", "doubts"}
+        "lost_24h_by_cause", "doubts", "job_id", "job_name", "job_source"}
     assert all(n["doubts"] == {} for n in doc["nodes"])     # a real fleet doubts nothing
     # the disk table's names, and beside them the first version's (an API: kept)
     ev = doc["nodes"][0]["evidence"][0]
@@ -140,7 +140,8 @@ def test_json_is_strict_and_has_the_documented_keys():
     assert (ev["read_await_ms"], ev["queue_size"], ev["read_kb_s"]) == (
         ev["r_await_ms"], ev["aqu_sz"], ev["rkb_s"])
     assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "waiting", "reason", "since_s",
-                                   "lost_24h_gpu_s", "lost_24h_by_cause"}
+                                   "lost_24h_gpu_s", "lost_24h_by_cause", "by", "id", "name",
+                                   "source"}
     assert doc["cost"] == {"queries": 2, "series": len(answer("table.json").series) + 5,
                            "elapsed_ms": 0.0}
 
@@ -349,8 +350,10 @@ def test_filters_go_into_every_selector_quoted():
     for recorded in (False, True):
         q = queries.table_query(f, recorded=recorded)
         selectors = re.findall(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}', q)
-        assert len(selectors) == 9, selectors      # the name regex, the evidence, the
-        # verdict it joins, both up, the hour's last sample twice, the last sample, the records
+        # the name regex, the jobs' states, the evidence, the verdict it joins, both up, the
+        # hour's last sample twice, the last sample, the records; recorded, the per-GPU
+        # series of the nodes that name jobs and their job_info
+        assert len(selectors) == (12 if recorded else 10), selectors
         for sel in selectors:            # every one of them, each with both labels
             assert 'cluster="x",' in sel and 'training_job="a\\"b\\\\c"' in sel, sel
         assert ("[1h]" in q) is not recorded

@@ -6,8 +6,10 @@
 
 One row per node (the --by label's value, default instance): its state, GPUs starved,
 the device blamed and its evidence, since when, a sparkline of the last hour; the nodes
-that stopped reporting as stale; the nodes of each training job (--job-label) side by
-side with their straggler.  The screen refreshes every -i seconds with one instant query
+that stopped reporting as stale; a row a node and job where the node's exporter names its
+jobs (a node of two jobs: two rows); the nodes of each training job side by side with
+their straggler, a job found by its own id (a Slurm job, a torch elastic run) or, for
+older exporters, by the label --job-label names.  The screen refreshes every -i seconds with one instant query
 (fleet/queries.py says what each costs).
 
 Output is an API: --once prints the table, --once --json one object (README, "Fleet").
@@ -41,11 +43,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="the label that names a node: one row per value (default instance)")
     p.add_argument("--job-label", default="training_job", metavar="LABEL",
                    help="the label that names a training job, put on the targets by "
-                        "Prometheus's config (default training_job)")
+                        "Prometheus's config (default training_job): the jobs of nodes "
+                        "whose exporter names none (older ones); a job the exporters name "
+                        "(a Slurm job id, a torch elastic run) is found by its id")
     p.add_argument("--match", action="append", default=[], metavar="LABEL=VALUE",
                    help="only the nodes with this label value (repeat: all must match)")
     p.add_argument("--job", metavar="NAME",
-                   help="the job view: only the nodes of this training job, side by side, "
+                   help="the job view: only the nodes of this training job (its id, e.g. "
+                        "slurm:1001, its name, or the job label's value), side by side, "
                         "its straggler called out")
     p.add_argument("--exporter-job", default="gpudisk-top", metavar="NAME",
                    help="the Prometheus job that scrapes the nodes' exporters: its failing "
@@ -90,11 +95,10 @@ def make_source(args):
         if filters.get(args.job_label, args.job) != args.job:
             raise UsageError(f"--job {args.job} and --match {args.job_label}="
                              f"{filters[args.job_label]} ask for different jobs")
-        filters[args.job_label] = args.job
     client = PromClient(args.prometheus, timeout_s=args.timeout)
     try:
         return FleetSource(client, group_by=args.by, job_label=args.job_label, filters=filters,
-                           exporter_job=args.exporter_job)
+                           exporter_job=args.exporter_job, job=args.job)
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -120,6 +124,7 @@ def run(args) -> int:
 
 def _once(source, args) -> int:
     from gpudisk_top.fleet import text
+    from gpudisk_top.textsafe import printable
 
     view = source.refresh(spark=True)
     if view.error and view.data_wall_s is None:
@@ -129,5 +134,6 @@ def _once(source, args) -> int:
     else:
         sys.stdout.write(text.render_text(view, job=args.job))
     if args.job is not None and not view.rows:
-        warn(f"no node with {source.job_label}={args.job} reported in the last hour")
+        warn(f"no node of job {printable(args.job)} (by its id, its name or "
+             f"{source.job_label}=) reported in the last hour")
     return 0

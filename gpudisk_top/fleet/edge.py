@@ -11,7 +11,7 @@ import math
 from gpudisk_top.fleet.queries import (EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL, P,
                                        REC_GPU_UTIL_SUM, REC_GPUS, REC_GPUS_READ, TIMELINE_DISK)
 from gpudisk_top.model.disk import BUSY_SLACK_FACTOR, MAX_DATA_BYTES_S
-from gpudisk_top.model.vocab import GPUS_STARVED, LAST_SAMPLE, STATE_SINCE
+from gpudisk_top.model.vocab import GPUS_STARVED, JOB_ENDED, JOB_GPUS_STARVED, LAST_SAMPLE, STATE_SINCE
 
 # What an exporter may say, checked here once for the table and the timeline alike: a
 # number outside its metric's physical range (a negative await, a GPU at -500 % or 1e308,
@@ -20,11 +20,12 @@ from gpudisk_top.model.vocab import GPUS_STARVED, LAST_SAMPLE, STATE_SINCE
 TIMESTAMP_SPAN_S = 10 * 365.25 * 86400      # timestamps within 10 years of now
 MAX_GPUS = 4096
 _RATIO = (0.0, 1.0)
-_TIMESTAMPS = {"", P + STATE_SINCE, P + LAST_SAMPLE}
+_TIMESTAMPS = {"", P + STATE_SINCE, P + LAST_SAMPLE, P + JOB_ENDED}
 # a device's number, by its unit in the model: what can be true of it in base units
 _BOUNDS = {"%": (0.0, BUSY_SLACK_FACTOR), "ms": (0.0, TIMESTAMP_SPAN_S), "requests": (0.0, 1e9),
            "/s": (0.0, 1e8), "kB/s": (0.0, MAX_DATA_BYTES_S)}
-_RANGES = {P + GPUS_STARVED: (0.0, MAX_GPUS), GPU_UTIL.prom_name: _RATIO,
+_RANGES = {P + GPUS_STARVED: (0.0, MAX_GPUS), P + JOB_GPUS_STARVED: (0.0, MAX_GPUS),
+           GPU_UTIL.prom_name: _RATIO,
            REC_GPUS: (0.0, MAX_GPUS), REC_GPUS_READ: (0.0, MAX_GPUS),
            REC_GPU_UTIL_SUM: (0.0, MAX_GPUS),
            **{m.prom_name: _BOUNDS[m.unit] for m in (

@@ -1,32 +1,72 @@
-"""The fleet's jobs: the nodes of one training job (a value of the job label) side by side,
-and which of them holds the others back (judge_job: the straggler rule, on the alert
-rules' own definitions, examples/prometheus-rules.yml).  Pure functions of NodeRows.
+"""The fleet's jobs: the nodes of one training job side by side, and which of them holds
+the others back (judge_job: the straggler rule, on the alert rules' own definitions,
+examples/prometheus-rules.yml).  Pure functions of NodeRows.
+
+A job is found by its own identity (job_groups, group_of), as the nodes' exporters name
+it (issue 37, fleet/nodejobs.py), never by a guess:
+- a job id of a source that names one job on every node it spans (SPANNING: a Slurm job
+  id, a torch elastic run id) gathers the rows of that id across nodes;
+- any other job id is one node's: a pod (a pod's UID is its own: the pods of one
+  multi-node job have one each), a container, a systemd unit, a process tree (pid:4121
+  on two nodes is two jobs).  It is a job of one node, keyed ID@NODE, unless it is its
+  node's only job and the target carries the job label (below): then that;
+- a row of no job id (an older exporter, a node with no GPU process) is in the group of
+  its target's job label (--job-label, written by hand in Prometheus's config), if any.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
+from gpudisk_top.fleet.labels import BY_ID, BY_NODE
 from gpudisk_top.fleet.view import GPU_LOW_PCT, JobGroup, NodeRow
 from gpudisk_top.model.present import natural_key, pct
+
+# the job sources whose id is the same on every node of one job (collect/jobid.py)
+SPANNING = ("slurm", "torchelastic")
+
+
+def group_of(row: NodeRow, job_label: str, rows_of_node: int = 1) -> tuple[str, str] | None:
+    """(the job's key, how it was found: BY_ID, BY_NODE or job_label) for a row, None for
+    a row in no job.  rows_of_node: how many rows its node has in the view."""
+    hand = row.labels.get(job_label)
+    if row.job_id and row.job_source in SPANNING:
+        return row.job_id, BY_ID
+    if hand and rows_of_node == 1:
+        return hand, job_label
+    if row.job_id:
+        return f"{row.job_id}@{row.node}", BY_NODE
+    return None
 
 
 def job_groups(rows: list[NodeRow], job_label: str,
                gpu_low_pct: float = GPU_LOW_PCT) -> list[JobGroup]:
-    """A JobGroup per value of job_label among the rows (rows without it are in none),
-    those with a straggler first, then by name."""
-    by_job: dict[str, list[NodeRow]] = {}
+    """A JobGroup per job among the rows (group_of; rows of no job are in none), those
+    with a straggler first, then by key."""
+    per_node = Counter(r.node for r in rows)
+    by_job: dict[tuple[str, str], list[NodeRow]] = {}
     for r in rows:
-        job = r.labels.get(job_label)
-        if job:
-            by_job.setdefault(job, []).append(r)
-    groups = [judge_job(job, nodes, job_label, gpu_low_pct) for job, nodes in by_job.items()]
+        key = group_of(r, job_label, per_node[r.node])
+        if key:
+            by_job.setdefault(key, []).append(r)
+    groups = []
+    for (job, by), nodes in by_job.items():
+        first = nodes[0]
+        ident = first.job_id if by != job_label else ""
+        called = (f"{job_label}={job}" if by == job_label
+                  else f"job {first.job_name or ident}")
+        group = judge_job(job, nodes, job_label, gpu_low_pct, called=called)
+        group.by, group.id = by, ident
+        group.name = first.job_name if ident else job
+        group.source = first.job_source if ident else ""
+        groups.append(group)
     groups.sort(key=lambda g: (g.straggler is None, natural_key(g.job)))
     return groups
 
 
 def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
-              gpu_low_pct: float = GPU_LOW_PCT) -> JobGroup:
+              gpu_low_pct: float = GPU_LOW_PCT, called: str | None = None) -> JobGroup:
     """The straggler rule, on the alert rules' definitions (examples/prometheus-rules.yml).
 
     A node is *starved* when its own cause holds its GPUs back (OWN_CAUSE_STATES:
@@ -38,8 +78,9 @@ def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
     - else the straggler is a starved node (undiagnosed-stall only when none is starved)
       while at least half of the other reporting nodes wait (NodeRow.waits: not starved
       themselves, local state straggler or GPUs under gpu_low_pct); of several, the one
-      with the lowest GPU utilization, then the longest in its state."""
-    group = JobGroup(job=job, nodes=list(nodes))
+      with the lowest GPU utilization, then the longest in its state.
+    called: the job in the reason's words (default job_label=job)."""
+    group = JobGroup(job=job, nodes=list(nodes), by=job_label)
     live = [r for r in nodes if not r.stale]
     gone = len(nodes) - len(live)
     tail = f"; {gone} stopped reporting" if gone else ""
@@ -81,7 +122,7 @@ def judge_job(job: str, nodes: list[NodeRow], job_label: str = "training_job",
             how.append(f"{by_state} by their own verdict")
         if utils and by_state < len(waiting):
             how.append(f"GPU {pct(sum(utils) / len(utils))}")
-        head = f"{pick.node} holds {job_label}={job} back: {what}"
+        head = f"{pick.node} holds {called or f'{job_label}={job}'} back: {what}"
         group.reason = (f"{head}; {len(waiting)} of {len(others)} other nodes wait "
                         f"({', '.join(how)}){tail}")
     if pick.since_s is not None:

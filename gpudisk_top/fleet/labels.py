@@ -14,6 +14,12 @@ from __future__ import annotations
 
 import re
 
+# JobGroup.by (fleet/view.py): how a job's nodes were found (fleet/jobs.py group_of): its
+# exporters' job id, the same on every node of it (a Slurm job, a torch elastic run); a
+# job id of one node's (a pod, a container, a process tree); else the value of the job
+# label written on the scrape targets (an older exporter's nodes), by that label's name
+BY_ID, BY_NODE = "job_id", "node"
+
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # the screen's line: pairs separated by spaces or commas, a value in quotes kept whole
 _WORD = re.compile(r'[^\s,"]+="[^"]*"|[^\s,]+')

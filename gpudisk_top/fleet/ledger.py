@@ -11,6 +11,10 @@ mistake) can say anything:
   node is its `instance` (the exporter's address): two jobs scraping one address scrape
   one exporter.  Series of one node under different values of the job label are its time
   in each job (a node that moved jobs) and are added;
+- a job's counters (issue 37: gpudisk_top_job_gpu_lost_seconds_total, by job_id) are
+  its row's and its job's; the node's own are the node's row's (a node that names no
+  job) and its job label's group's, and always the fleet's total (they count every job
+  of the node once);
 - a node's lost time is at most its own GPUs times the window (LEDGER_WINDOW_S; SLACK
   for increase()'s extrapolation): its GPUs as the table reads them now, or, for a node
   not live now, the largest node's of the fleet.  A node over it has none of its figures
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from gpudisk_top.fleet.labels import node_name
+from gpudisk_top.fleet.labels import BY_ID, node_name
 from gpudisk_top.fleet.promapi import QueryResult
 from gpudisk_top.fleet.queries import LEDGER_WINDOW_S
 from gpudisk_top.verdict.ledger import LOST_CAUSES, lost_phrase
@@ -66,11 +70,15 @@ class _Node:
         self.labels = labels                   # its first series' (the row it goes to)
         # (cause, job) -> the largest value of the series of that counter
         self.counters: dict[tuple[str, str], float] = {}
+        # (cause, job_id) -> the same, of its jobs' own counters
+        self.jobs: dict[tuple[str, str], float] = {}
         self.series = 0
         self.dropped: list[str] = []
 
     def total(self) -> float:
-        return sum(self.counters.values())
+        """What it claims, the larger of its own counters and its jobs' (each a share of
+        the same GPUs' time)."""
+        return max(sum(self.counters.values()), sum(self.jobs.values()))
 
 
 def apply_ledger(view, ledger: QueryResult | None,
@@ -97,38 +105,62 @@ def apply_ledger(view, ledger: QueryResult | None,
         if v is None or not math.isfinite(v) or v < 0:
             node.dropped.append(f"a value that is no time ({v!r})")
             continue
-        key = (cause, lab.get(view.job_label, ""))
-        node.counters[key] = max(v, node.counters.get(key, 0.0))
+        job_id = lab.get("job_id")
+        counters = node.jobs if job_id is not None else node.counters
+        key = (cause, job_id if job_id is not None else lab.get(view.job_label, ""))
+        counters[key] = max(v, counters.get(key, 0.0))
     gpus = gpus_by_instance or {}
     fleet_most = max(gpus.values(), default=0)
-    rows = {r.node: r for r in view.rows}
-    jobs = {j.job: j for j in view.jobs}
+    rows = {r.key: r for r in view.rows}
+    jobs = {j.job: j for j in view.jobs if not j.id}       # the job label's groups
+    group_of = {(r.node, r.job_id): g for g in view.jobs for r in g.nodes}
+    by_job = {(r.node, r.job_id): r for r in view.rows if r.job_id}
+    node_jobs: dict[str, list] = {}
+    for r in by_job.values():
+        node_jobs.setdefault(r.node, []).append(r)
+    # a job of several nodes by its id: its counters on a node where it has ended count
+    spanning = {g.id: g for g in view.jobs if g.by == BY_ID}
     total: dict[str, float] = {}
     for who, node in nodes.items():
-        row = rows.get(node_name(node.labels, view.group_by))
+        name = node_name(node.labels, view.group_by)
+        row = rows.get(name)
         notes = _doubts(node, gpus.get(who), fleet_most)
-        if row is not None:
-            row.doubts.update(notes)
-        else:
+        job_rows = node_jobs.get(name, [])
+        for holder in job_rows or [row]:
+            if holder is not None:
+                holder.doubts.update(notes)
+        if row is None and not job_rows:
             view.doubts += [f"{who}: {n}" for n in notes.values()]
         if LOST_REFUSED in notes:
             continue
         for (cause, job), v in node.counters.items():
             total[cause] = total.get(cause, 0.0) + v
-            for holder in (row, jobs.get(job)):
-                if holder is not None:
-                    if holder.lost_by_cause is None:
-                        holder.lost_by_cause = dict.fromkeys(LOST_CAUSES, 0.0)
-                    holder.lost_by_cause[cause] += v
+            # a node with job rows: its own counters are no row's, no job's
+            for holder in (() if job_rows else (row, jobs.get(job))):
+                _add(holder, cause, v)
+        for (cause, job_id), v in node.jobs.items():
+            key = (name, job_id)
+            _add(by_job.get(key), cause, v)
+            group = group_of.get(key) or spanning.get(job_id)
+            if group is not None:
+                _add(group, cause, v)
     if ledger.series:
         view.lost_by_cause = {c: total.get(c, 0.0) for c in LOST_CAUSES}
+
+
+def _add(holder, cause: str, v: float) -> None:
+    """v GPU-seconds lost to cause, to a row's or a job's figures (None: nobody's)."""
+    if holder is not None:
+        if holder.lost_by_cause is None:
+            holder.lost_by_cause = dict.fromkeys(LOST_CAUSES, 0.0)
+        holder.lost_by_cause[cause] += v
 
 
 def _doubts(node: _Node, gpus: int | None, fleet_most: int) -> dict[str, str]:
     """What is doubted of one node's series: {LOST_REFUSED: why none is counted,
     LOST_SERIES: how its series were read}."""
     out = {}
-    counted = len(node.counters)
+    counted = len(node.counters) + len(node.jobs)
     extra = node.series - counted - len(node.dropped)
     said = []
     if extra > 0:

@@ -18,13 +18,20 @@ The cost is fixed by construction:
                    form ends with `or` the count of the recorded GPU series (marked
                    fleet_rules="1"; absent without the rules): source.py switches form
                    on it.  The disks' and mounts' evidence comes only for the nodes
-                   whose verdict names a device.
+                   whose verdict names a device.  The jobs the nodes' exporters name
+                   (issue 37) come in the same query: their job_info, job_gpus_starved
+                   and job_ended series (one a job), and their one-hot job_state at 1
+                   only (one a job, not one a state: marked JOB_STATE_LABEL); in the
+                   recorded form, the per-GPU utilization of the nodes that name a job
+                   other than 'unknown' too (a job's utilization is its own GPUs').
   spark_query      ONE instant subquery at most once a minute: each node's mean GPU
                    utilization over the last hour, one point a minute.
   ledger_query     ONE instant query at most once a minute, with the sparkline's: each
                    node's GPU-seconds lost in the last 24 hours, by cause (the stall
                    ledger's counters' increase(), docs/ledger.md; cause="healthy" is not
-                   lost), or the recording rule's record of it.
+                   lost), or the recording rule's record of it; `or` each job's own
+                   counters' increase (by job_id; no record keeps them yet, so a day of
+                   their samples is read, once a minute, in either form).
   timeline_query   ONE range query, only for the node opened (Enter): its verdicts, GPUs
                    and disks over the window.
 
@@ -43,8 +50,10 @@ from __future__ import annotations
 
 from gpudisk_top.fleet.labels import check_label
 from gpudisk_top.verdict.ledger import HEALTHY
+from gpudisk_top.model.jobs import UNKNOWN_ID
 from gpudisk_top.model.metric import PROM_PREFIX
-from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, LAST_SAMPLE, LEDGER, MOUNT,
+from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, JOB_ENDED, JOB_GPUS_STARVED,
+                                     JOB_INFO, JOB_LOST, JOB_STATE, LAST_SAMPLE, LEDGER, MOUNT,
                                      STATE_SINCE, VERDICT_INFO)
 
 # The numbers of a device the verdict blames (fleet/view.py DeviceEvidence's fields,
@@ -68,6 +77,7 @@ GPU_UTIL = GPU["util_pct"]
 TIMELINE_FAMILIES = (VERDICT_INFO, GPU_UTIL.prom, *(m.prom for m, _ in TIMELINE_DISK))
 P = PROM_PREFIX
 DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's answer
+JOB_STATE_LABEL = "fleet_job_state"   # marks a job's state now (its one-hot series at 1)
 SEEN_LABEL = "fleet_seen"          # marks the stale nodes' last-hour elements
 RULES_LABEL = "fleet_rules"        # marks the count of the recorded series (rules loaded)
 # examples/fleet-rules.yml's records (tests/test_examples.py checks the file records these)
@@ -85,6 +95,11 @@ LOST_COUNTER = LEDGER["lost_gpu_s"].prom_name + "_total"    # the exporter's, by
 LEDGER_WINDOW_S = 86400
 # the table's own series of a node, read as exported in either form
 NODE_FAMILIES = (VERDICT_INFO, STATE_SINCE, GPUS_STARVED, LAST_SAMPLE)
+# each job's on a shared node (issue 37; an older exporter has none): what it is, how many
+# of its GPUs its own cause starves, when it ended (kept for the exporter's retention);
+# its state is read apart, only the one-hot series at 1 (JOB_STATE_LABEL)
+JOB_FAMILIES = (JOB_INFO, JOB_GPUS_STARVED, JOB_ENDED)
+JOB_LOST_COUNTER = P + JOB_LOST + "_total"      # the exporter's, by job and cause
 EVIDENCE_FAMILIES = (*(m.prom for m in EVIDENCE_DISK), *(m.prom for m, _, _ in EVIDENCE_MOUNT))
 EXPORTER_JOB = "gpudisk-top"       # the exporters' Prometheus job (the alert rules' too)
 STALE_WINDOW = "1h"                # a node not seen for longer is gone from the table
@@ -124,11 +139,20 @@ def table_query(filters: dict[str, str] | None = None,
     if recorded:
         # one selector: the records carry the node's labels exactly, and `or` would drop
         # them as matching its gpus_starved
-        node = _sel("|".join((_names(NODE_FAMILIES), *RECORDED[:3])), f, regex=True)
+        node = _sel("|".join((_names((*NODE_FAMILIES, *JOB_FAMILIES)), *RECORDED[:3])), f,
+                    regex=True)
         seen = _sel(REC_LAST_SEEN, f)
+        # a job's GPU utilization is the mean of its own GPUs': the records sum the node's
+        # whole, so the per-GPU series come too, of the nodes that name a job they can
+        # tell ('unknown' alone is no job: fleet/nodejobs.py gives such a node one row)
+        known = _sel(P + JOB_INFO, dict(f, job_id=UNKNOWN_ID), negate={"job_id"})
+        node += f" or ({_sel(GPU_UTIL.prom_name, f)} and on (job, instance) {known})"
     else:
-        node = _sel(_names((*NODE_FAMILIES, GPU_UTIL.prom)), f, regex=True)
+        node = _sel(_names((*NODE_FAMILIES, *JOB_FAMILIES, GPU_UTIL.prom)), f, regex=True)
         seen = f"max_over_time({last}[{STALE_WINDOW}])"
+    # a job's state: its one-hot series at 1 only (not one a state), marked, since a
+    # comparison may drop the metric name (MetricsQL) and the mark says what it is
+    node += " or " + _mark(f"{_sel(P + JOB_STATE, f)} == 1", JOB_STATE_LABEL)
     # the devices' numbers only of the nodes whose verdict blames a device
     evidence = (f"({_sel(_names(EVIDENCE_FAMILIES), f, regex=True)} and on (job, instance) "
                 f"{_sel(P + VERDICT_INFO, dict(f, devices=''), negate={'devices'})})")
@@ -165,10 +189,15 @@ def ledger_query(filters: dict[str, str] | None = None, recorded: bool = False) 
     """Each node's GPU-seconds lost in the last LEDGER_WINDOW_S, one series a cause
     (healthy left out: not lost); recorded: examples/fleet-rules.yml's record of it."""
     f = filters or {}
+    # each job's own counters (issue 37), by job_id: a node's series of both kinds, told
+    # apart by that label (increase() drops the metric name); read raw in either form
+    # (no record keeps them yet: once a minute, a day of samples of each job's counters)
+    jobs = _sel(JOB_LOST_COUNTER, dict(f, cause=HEALTHY), negate={"cause"})
+    jobs = f"increase({jobs}[{LEDGER_WINDOW_S // 3600}h])"
     if recorded:
-        return _sel(REC_NODE_LOST, f)
+        return f"{_sel(REC_NODE_LOST, f)} or {jobs}"
     counter = _sel(LOST_COUNTER, dict(f, cause=HEALTHY), negate={"cause"})
-    return f"increase({counter}[{LEDGER_WINDOW_S // 3600}h])"
+    return f"increase({counter}[{LEDGER_WINDOW_S // 3600}h]) or {jobs}"
 
 
 def timeline_query(group_by: str, value: str, filters: dict[str, str] | None = None) -> str:

@@ -42,12 +42,13 @@ class FleetSource:
     query restricted to them; exporter_job: the Prometheus job that scrapes the exporters
     (its failing targets are shown down even if never seen); spark_every_s: seconds
     between sparkline queries.  Raises ValueError (one line) for a label name that is not
-    one, or a value that is not UTF-8."""
+    one, or a value that is not UTF-8.  job: the job view's job (FleetView.only_job):
+    its key, id or name, or the job label's value."""
 
     def __init__(self, client: PromClient, group_by: str = "instance",
                  job_label: str = "training_job", filters: dict[str, str] | None = None,
                  spark_every_s: float = 60.0, clock=time.monotonic,
-                 exporter_job: str = queries.EXPORTER_JOB) -> None:
+                 exporter_job: str = queries.EXPORTER_JOB, job: str | None = None) -> None:
         self.client = client
         self.group_by = check_label(group_by, "--by")
         self.job_label = check_label(job_label, "--job-label")
@@ -56,6 +57,9 @@ class FleetSource:
             raise ValueError("--exporter-job: give the Prometheus job name that scrapes "
                              "the exporters (default gpudisk-top)")
         self.exporter_job = check_value(exporter_job, "--exporter-job")
+        # the job view (--job): the rows of that job only, found in the whole table (a job
+        # found by its id has no label on its targets to filter by)
+        self.job = None if job is None else check_value(job, "--job")
         self.spark_every_s = spark_every_s
         self.recorded = True                      # until an answer says the rules are not there
         self.table_expr = self.spark_expr = self.ledger_expr = ""
@@ -127,6 +131,8 @@ class FleetSource:
         view = build_view(table, self._spark, now, self.group_by, self.job_label,
                           url=self.url, cost=cost, ledger=self._ledger)
         view.recorded = table.ok and read_recorded
+        if table.ok and self.job is not None:
+            view.only_job(self.job)
         if table.ok:
             self._last = view
         elif self._last is not None:              # keep showing the last good rows

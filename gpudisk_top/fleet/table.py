@@ -17,10 +17,12 @@ from gpudisk_top.fleet.edge import check_value, gpu_index, label_list
 from gpudisk_top.fleet.jobs import job_groups
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.ledger import apply_ledger
+from gpudisk_top.fleet.nodejobs import TargetJobs, is_job_series, job_rows
 from gpudisk_top.fleet.promapi import QueryResult, Series
-from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL, P,
-                                       REC_GPU_UTIL_SUM, REC_GPUS, REC_GPUS_READ, RULES_LABEL,
-                                       SEEN_LABEL, SPARK_STEP_S, SPARK_WINDOW_S)
+from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL,
+                                       JOB_STATE_LABEL, P, REC_GPU_UTIL_SUM, REC_GPUS,
+                                       REC_GPUS_READ, RULES_LABEL, SEEN_LABEL, SPARK_STEP_S,
+                                       SPARK_WINDOW_S)
 from gpudisk_top.fleet.view import (DOWN, GPU_LOW_PCT, STALE, DeviceEvidence, FleetView,
                                     NodeRow, QueryCost)
 from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, UNAVAILABLE
@@ -55,6 +57,7 @@ class _Member:
     gpu_util_sum_pct: float = 0.0
     disks: dict[str, DeviceEvidence] = field(default_factory=dict)
     mounts: dict[str, DeviceEvidence] = field(default_factory=dict)
+    jobs: TargetJobs | None = None         # the jobs it names (nodejobs.py), if any
 
     @property
     def verdict(self) -> dict[str, str] | None:
@@ -81,7 +84,8 @@ _DISK = {m.prom_name: m for m in EVIDENCE_DISK}
 _MOUNT = {m.prom_name: (m, field, rank) for m, field, rank in EVIDENCE_MOUNT}
 # the labels a series has beyond its target's
 _OWN = {"__name__", "gpu", "uuid", "device", "mountpoint", "class", "fstype", "source",
-        "state", "kind", "devices", "gpus", DOWN_LABEL, SEEN_LABEL}
+        "state", "kind", "devices", "gpus", DOWN_LABEL, SEEN_LABEL, JOB_STATE_LABEL,
+        "job_id", "job_name", "job_source"}
 
 
 def _member_key(labels: dict[str, str]) -> tuple[str, str]:
@@ -101,6 +105,15 @@ def _collect(table: QueryResult, group_by: str,
         # Prometheus gives without a metric name and VictoriaMetrics with the sample's
         name = "" if SEEN_LABEL in lab else s.name
         value = _finite(s.value)
+        if is_job_series(name, lab):
+            # a job's (nodejobs.py reads them); its state's mark first: a comparison may
+            # have dropped its name
+            if m.jobs is None:
+                m.jobs = TargetJobs()
+            if ((JOB_STATE_LABEL not in lab and not check_value(name, s.value, now_s))
+                    or not m.jobs.take(name, lab, value)):
+                m.bad_series += 1
+            continue
         if not check_value(name, s.value, now_s):
             m.bad_series += 1
             m.labels = m.labels or _target(lab)
@@ -159,7 +172,17 @@ def _target(labels: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if k not in _OWN}
 
 
-def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
+def _rows(node: str, keyed: dict[tuple[str, str], _Member]) -> list[NodeRow]:
+    """The node's row, or a row a job where its one scrape target names jobs (a row
+    that gathers several targets, --by cluster, stays one)."""
+    row, members = _row(node, keyed)
+    if len(members) != 1:
+        return [row]
+    (m,) = members
+    return job_rows(row, m.jobs if m.live else None, m.gpu_util)
+
+
+def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> tuple[NodeRow, list[_Member]]:
     members, scrapes = trust.one_per_instance(keyed)
     # the worst member speaks for the row (one member unless --by groups several targets)
     worst = min(members, key=lambda m: (_TIER.get(m.state, 6), -(m.gpus_starved or 0)))
@@ -172,12 +195,15 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
     # the mean over every GPU of the row: each read GPU's (the raw series) and the
     # recording rules' sums and counts, these of the live members only (a rule evaluated
     # before a node's series went stale still holds its GPUs until the next evaluation)
-    utils = [v for m in members for v in m.gpu_util.values() if v is not None]
-    rec = [m for m in members if m.live]
+    # (a recorded node that names jobs has its per-GPU series too, for its jobs' rows:
+    # its records count its GPUs, not both)
+    rec = [m for m in members if m.live and m.gpus_count]
+    per_gpu = [m for m in members if not (m.live and m.gpus_count)]
+    utils = [v for m in per_gpu for v in m.gpu_util.values() if v is not None]
     read = len(utils) + sum(m.gpus_read for m in rec)
     util_sum = sum(utils) + sum(m.gpu_util_sum_pct for m in rec if m.gpus_read)
     row = NodeRow(node=node, labels=labels or {}, state=state,
-                  gpus_total=sum(len(m.gpu_util) for m in members) + sum(m.gpus_count for m in rec),
+                  gpus_total=sum(len(m.gpu_util) for m in per_gpu) + sum(m.gpus_count for m in rec),
                   gpu_util_pct=util_sum / read if read else None,
                   stale=state in (STALE, DOWN),
                   members=sorted({instance for _job, instance in keyed}, key=natural_key),
@@ -202,15 +228,15 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> NodeRow:
         for dev in row.devices:
             ev = worst.disks.get(dev) or worst.mounts.get(dev)
             row.evidence.append(ev if ev is not None else DeviceEvidence(dev))
-    return row
+    return row, members
 
 
 def row_order(row: NodeRow) -> tuple:
     tier = _TIER.get(row.state, 6)
     if tier == 0:
         since = row.since_s if row.since_s is not None else math.inf
-        return (tier, -row.gpus_starved, since, natural_key(row.node))
-    return (tier, 0, 0.0, natural_key(row.node))
+        return (tier, -row.gpus_starved, since, natural_key(row.node), row.job_id)
+    return (tier, 0, 0.0, natural_key(row.node), row.job_id)
 
 
 def spark_values(series: Series, end_s: float) -> list[float | None]:
@@ -243,9 +269,9 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
         return view
     view.data_wall_s = now_s
     collected = _collect(table, group_by, now_s)
-    rows = [_row(node, members) for node, members in collected.items()]
+    rows = [r for node, members in collected.items() for r in _rows(node, members)]
     # each live target's GPUs now: its lost time's bound (ledger.py)
-    gpus = {i: len(m.gpu_util) + m.gpus_count for keyed in collected.values()
+    gpus = {i: m.gpus_count or len(m.gpu_util) for keyed in collected.values()
             for (_job, i), m in keyed.items() if m.live}
     if spark is not None and spark.ok and spark.series:
         ends = [t for s in spark.series for t, _ in s.values[-1:]
@@ -253,7 +279,7 @@ def build_view(table: QueryResult, spark: QueryResult | None, now_s: float,
         end = max(ends) if ends else now_s
         sparks = {node_name(s.labels, group_by): spark_values(s, end) for s in spark.series}
         for row in rows:
-            row.spark_pct = sparks.get(row.node, [])
+            row.spark_pct = sparks.get(row.node, []) if row.spark_of_node else []
     rows.sort(key=row_order)
     view.rows = rows
     view.jobs = job_groups(rows, job_label, gpu_low_pct)

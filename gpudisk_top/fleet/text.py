@@ -47,8 +47,24 @@ KIND_TEXT = {"own": "(no device: the job's own loaders)", "others": "(no device:
 
 
 def groups_of(jobs: list[JobGroup]) -> dict[str, JobGroup]:
-    """Each node's job group, by node."""
-    return {r.node: g for g in jobs for r in g.nodes}
+    """Each row's job group, by the row's key (NodeRow.key: a node and its job)."""
+    return {r.key: g for g in jobs for r in g.nodes}
+
+
+JOB_W = 28          # the JOB column's width: a job's name is cut to it (--json has it whole)
+
+
+def job_cell(row: NodeRow, width: int = JOB_W) -> str:
+    """The job of a row as a person knows it ('slurm 1001 (train.py)', else its id), cut
+    to width; '' for a node's row.  Unescaped: print it through textsafe."""
+    text = row.job_name or row.job_id
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def job_title(group: JobGroup) -> str:
+    """A job group as its line names it: the job label's value, or the exporters' name
+    and id."""
+    return group.title if group.id else group.job
 
 
 def state_text(row: NodeRow, group: JobGroup | None = None) -> str:
@@ -119,16 +135,22 @@ _COLUMNS = (Col("NODE", 21, "<", "  "), Col("STATE", 17, "<", "  "), Col("GPUS",
             Col("LOST 24H", 8, ">", "  "), Col("DEVICE / EVIDENCE", 0, "<", "  "))
 
 
-def _row_cells(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool) -> tuple:
+_JOB_COL = Col("JOB", None, "<", "  ")
+
+
+def _row_cells(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool,
+               jobs: bool) -> tuple:
     util = pct(row.gpu_util_pct, na="")
-    cells = (row.node, state_text(row, group if by_role else None), gpus_text(row), util,
+    cells = (row.node, *((job_cell(row),) if jobs else ()),
+             state_text(row, group if by_role else None), gpus_text(row), util,
              since_text(row, now_s), last_seen_text(row, now_s), lost_cell(row),
              device_text(row, group))
     return tuple(printable(str(c)) for c in cells)
 
 
 def _job_line(group: JobGroup) -> str:
-    head = f"  {printable(group.job)}: {len(group.nodes)} node{'s' if len(group.nodes) != 1 else ''}"
+    head = (f"  {printable(job_title(group))}: {len(group.nodes)} "
+            f"node{'s' if len(group.nodes) != 1 else ''}")
     reason = printable(job_reason(group, clock_hm))
     if group.straggler is not None:
         return f"{head}, straggler {printable(group.straggler.node)}: {reason}"
@@ -146,15 +168,19 @@ def render_text(view: FleetView, job: str | None = None) -> str:
     if view.error:
         lines.append(f"error: {printable(view.error)}")
     groups = groups_of(view.jobs)
-    lines += table([_row_cells(r, now, groups.get(r.node), job is not None) for r in view.rows],
-                   _COLUMNS)
+    # a JOB column where an exporter names jobs (a row a node and job)
+    jobs_named = any(r.job_id for r in view.rows)
+    columns = (_COLUMNS[0], _JOB_COL, *_COLUMNS[1:]) if jobs_named else _COLUMNS
+    lines += table([_row_cells(r, now, groups.get(r.key), job is not None, jobs_named)
+                    for r in view.rows], columns)
     if not view.rows and not view.error:
         lines.append("  (no node: no gpudisk-top series in the last hour"
                      + (" matching the filters)" if job else ")"))
-    jobs = [g for g in view.jobs if job is None or g.job == job]
+    jobs = [g for g in view.jobs if job is None or g is view.job(job)]
     if jobs:
         lines.append("")
-        lines.append(f"jobs ({printable(view.job_label)}):")
+        lines.append(f"jobs (by the exporters' job id, else {printable(view.job_label)}):"
+                     if any(g.id for g in jobs) else f"jobs ({printable(view.job_label)}):")
         lines += [_job_line(g) for g in jobs]
     lines.append("")
     if view.lost_by_cause is not None:

@@ -34,6 +34,8 @@ DOWN = "down"          # its target fails scrapes (up == 0) and it was not seen 
 # the device column of a node in state unavailable (why: its gpudisk_top_gpus_unavailable_info)
 NO_GPU_TEXT = "no GPU can be read there (no driver, NVML error or hang)"
 GPU_LOW_PCT = Thresholds().gpu_low_util_pct    # below it a GPU waits (the detector's default
+KEY_SEP = "\x1f"        # NodeRow.key's: between a node and its job's id (a control
+                         # character: in no label value the fleet shows, textsafe escapes it)
 
 
 @dataclass
@@ -152,6 +154,21 @@ class NodeRow:
     # GPU-seconds lost in the last 24 hours, by cause (LOST_CAUSES; apply_ledger); None:
     # not asked yet, or the node exports no ledger counters
     lost_by_cause: dict[str, float] | None = None
+    # the job this row is of, as the node's exporter names it (issue 37: a row a node and
+    # job, fleet/nodejobs.py); '' for a node that names no job (an older exporter, or no
+    # GPU process): the row is the node's
+    job_id: str = ""
+    job_name: str = ""
+    job_source: str = ""
+    # the node's last-hour sparkline is this row's: a job row only when the job holds
+    # every GPU of its node (not in --json)
+    spark_of_node: bool = True
+
+    @property
+    def key(self) -> str:
+        """The row's identity in a view: the node's name, and its job's id after a
+        separator no label value shows (a node of two jobs has two rows)."""
+        return f"{self.node}{KEY_SEP}{self.job_id}" if self.job_id else self.node
 
     @property
     def lost_gpu_s(self) -> float | None:
@@ -187,6 +204,7 @@ class NodeRow:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        d.pop("spark_of_node")
         d["evidence"] = [e.to_json() for e in self.evidence]
         d.pop("gpu_util_by_gpu")
         d["gpu_util_by_gpu"] = {str(k): v for k, v in sorted(self.gpu_util_by_gpu.items())}
@@ -197,11 +215,15 @@ class NodeRow:
 
 @dataclass
 class JobGroup:
-    """The nodes of one training job (a value of the job label), in screen order;
-    straggler: the node that holds the others back, or None; waiting: the nodes that
-    wait on it (empty without one); reason: one line why (or why none), without a clock;
-    since_s: when the state of the node the reason names began (Unix s; None when it
-    names none).  describe() puts that time in the line; role() says which a node is."""
+    """The rows of one training job (nodes, one row each), in screen order; job: its key
+    in the view (the job id; 'ID@NODE' for a job of one node; the job label's value);
+    by: how it was found (BY_ID, BY_NODE, or the job label's name); id, name, source:
+    the exporters' job id, name and source ('' for a job label's group); straggler: the
+    node that holds the others back, or None; waiting: the nodes that wait on it (empty
+    without one); reason: one line why (or why none), without a clock; since_s: when the
+    state of the node the reason names began (Unix s; None when it names none).
+    describe() puts that time in the line; role() says which a node is.  (BY_ID and
+    BY_NODE: fleet/labels.py.)"""
 
     job: str
     nodes: list[NodeRow] = field(default_factory=list)
@@ -213,10 +235,23 @@ class JobGroup:
     # the job's GPU-seconds lost in the last 24 hours, by cause: its series' (by the job
     # label on each, so a node's time in another job counts there), None: none
     lost_by_cause: dict[str, float] | None = None
+    by: str = "training_job"
+    id: str = ""
+    name: str = ""
+    source: str = ""
 
     @property
     def lost_gpu_s(self) -> float | None:
         return lost_total(self.lost_by_cause)
+
+    @property
+    def title(self) -> str:
+        """What a person calls it: the exporters' name and id ('slurm 1001 (train.py)
+        [slurm:1001]'), or LABEL=VALUE for a job label's group (unescaped: print through
+        textsafe)."""
+        if not self.id:
+            return f"{self.by}={self.job}"
+        return f"{self.name} [{self.id}]" if self.name and self.name != self.id else self.id
 
     def describe(self, clock: Callable[[float | None], str] | None = None) -> str:
         """The reason, with ' since <clock(since_s)>' after the named node's state when a
@@ -236,7 +271,9 @@ class JobGroup:
         return "waiting" if any(r.node == row.node for r in self.waiting) else None
 
     def to_json(self) -> dict:
-        return {"job": self.job, "nodes": [r.node for r in self.nodes],
+        return {"job": self.job, "by": self.by, "id": self.id or None,
+                "name": self.name or None, "source": self.source or None,
+                "nodes": [r.node for r in self.nodes],
                 "straggler": self.straggler.node if self.straggler else None,
                 "waiting": [r.node for r in self.waiting],
                 "reason": self.reason, "since_s": self.since_s, **lost_json(self.lost_by_cause)}
@@ -267,7 +304,23 @@ class FleetView:
     doubts: list[str] = field(default_factory=list)
 
     def job(self, name: str) -> JobGroup | None:
-        return next((j for j in self.jobs if j.job == name), None)
+        """The job `name` names: its key, else the one job of that id, else the one job
+        of that name (None: none, or several)."""
+        for field_of in (lambda j: j.job, lambda j: j.id, lambda j: j.name):
+            found = [j for j in self.jobs if field_of(j) == name]
+            if found:
+                return found[0] if len(found) == 1 else None
+        return None
+
+    def only_job(self, name: str) -> None:
+        """The job view's (--job): only the rows and the job group of the job `name`
+        names (job()), and its GPU time lost as the total; none when it names none."""
+        group = self.job(name)
+        self.jobs = [group] if group is not None else []
+        keys = {r.key for r in group.nodes} if group is not None else set()
+        self.rows = [r for r in self.rows if r.key in keys]
+        if self.lost_by_cause is not None:
+            self.lost_by_cause = group.lost_by_cause if group is not None else None
 
     def to_json(self) -> dict:
         """The --once --json object (README's "Fleet" section lists the keys)."""

@@ -211,7 +211,7 @@ class FleetApp(ToolApp):
             if isinstance(screen, JobScreen):
                 screen.show(view)
             elif isinstance(screen, NodeScreen):
-                screen.update_row(self.row_of(screen.node), view.wall_s)
+                screen.update_row(self.row_of(screen.key), view.wall_s)
         if self.job and not self._job_opened and view.rows:
             self._job_opened = True
             self.open_job(self.job)
@@ -220,8 +220,9 @@ class FleetApp(ToolApp):
     def rows(self):
         return sort_rows(self.view.rows, self.sort) if self.view is not None else []
 
-    def row_of(self, node: str):
-        return next((r for r in self.rows() if r.node == node), None)
+    def row_of(self, key: str):
+        """The row of that key (NodeRow.key: a node, or a node and its job)."""
+        return next((r for r in self.rows() if r.key == key), None)
 
     def flags(self) -> list[str]:
         out = []
@@ -273,16 +274,18 @@ class FleetApp(ToolApp):
         if node is not None:
             self.open_node(node)
 
-    def open_node(self, node: str) -> None:
-        """The node's timeline; a row that gathers several scrape targets (--by cluster)
-        is no one node: said, not opened."""
-        why = not_one_node(self.row_of(node), self.target("group_by"))
+    def open_node(self, key: str) -> None:
+        """The timeline of the node of the row `key` (NodeRow.key: a job's row opens its
+        node's); a row that gathers several scrape targets (--by cluster) is no one node:
+        said, not opened."""
+        row = self.row_of(key)
+        why = not_one_node(row, self.target("group_by"))
         if why:
             self.notify(why + " (g, /)", severity="warning", timeout=6, markup=False)
             return
         wall_s = self.view.wall_s if self.view is not None else time.time()
-        self.push_screen(NodeScreen(self.source, node, self.row_of(node), wall_s,
-                                    self.interval_s, self.source_lock))
+        self.push_screen(NodeScreen(self.source, row.node if row is not None else key, row,
+                                    wall_s, self.interval_s, self.source_lock, key=key))
 
     def action_jobs(self) -> None:
         jobs = list(self.view.jobs) if self.view is not None else []
@@ -294,7 +297,7 @@ class FleetApp(ToolApp):
             self.open_job(jobs[0].job)
             return
         cursor = self.query_one(FleetTable).cursor
-        first = next((j.job for j in jobs if any(n.node == cursor for n in j.nodes)), None)
+        first = next((j.job for j in jobs if any(n.key == cursor for n in j.nodes)), None)
         self.push_screen(JobPicker(jobs, first), self._picked_job)
 
     def _picked_job(self, job: str | None) -> None:

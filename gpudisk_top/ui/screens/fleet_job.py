@@ -15,7 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from gpudisk_top.fleet.text import job_reason
+from gpudisk_top.fleet.text import job_reason, job_title
 from gpudisk_top.model.timefmt import clock_hm
 from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
@@ -33,12 +33,14 @@ class JobBanner(LinesPanel):
     def show(self, label: str, job: str, group) -> None:
         width = max(40, self.size.width or 80)
         if group is None:
-            self.set_lines([[(f" {label}={job} ", theme.HEAD),
+            self.set_lines([[(f" {printable(job)} ", theme.HEAD),
                              ("  no node of this job reports now", theme.DIM)]])
             return
         nodes = group.nodes
         marked = marks(nodes, group)      # what the rows' badges show, counted
-        lines = [[(f" {label}={job} ", theme.HEAD),
+        # the job by the exporters' name and id, or by the label written on its targets
+        title = printable(group.title)[:max(20, width // 2)]
+        lines = [[(f" {title} ", theme.HEAD),
                   (f"  {len(nodes)} nodes · {STARVED_GLYPH} {marked[STARVED_GLYPH]} starved · "
                    f"{WAIT_GLYPH} {marked[WAIT_GLYPH]} waiting · "
                    f"{STALE_GLYPH} {marked[STALE_GLYPH]} stale"
@@ -87,7 +89,7 @@ class JobScreen(Screen):
         self.query_one(FleetTable).show(
             rows, view.wall_s, old=bool(view.error), marked=group.straggler.node
             if group is not None and group.straggler is not None else None,
-            empty=f"no node with {view.job_label}={self.job}", jobs=view.jobs, job=group)
+            empty=f"no node of job {printable(self.job)}", jobs=view.jobs, job=group)
 
     @property
     def cursor(self) -> str | None:
@@ -106,7 +108,7 @@ def _describe(group) -> Text:
     what = (f"▲ straggler {group.straggler.node}" if group.straggler is not None
             else "no straggler")
     n = len(group.nodes)
-    return Text(printable(f"{group.job}  {n} node{'' if n == 1 else 's'}"
+    return Text(printable(f"{job_title(group)}  {n} node{'' if n == 1 else 's'}"
                           + (f", {stale} stale" if stale else "") + f"  {what}"))
 
 

@@ -19,10 +19,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gpudisk_top.fleet.text import device_text
+from gpudisk_top.fleet.text import device_text, job_cell
 from gpudisk_top.model.history import History
 from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import age, clock
+from gpudisk_top.textsafe import printable
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.source_call import call_source
 from gpudisk_top.ui.widgets.base import LinesPanel
@@ -84,6 +85,12 @@ class NodeHead(LinesPanel):
                              f"util {pct(row.gpu_util_pct)}",
                              theme.PLAIN))
             lines = [head]
+            if row.job_id:
+                # the row is one job's; the timeline below is its node's, every job's GPUs
+                lines.append([("  job " + printable(job_cell(row, 200)) + " ["
+                               + printable(row.job_id) + "], GPU "
+                               + (",".join(map(str, sorted(row.gpu_util_by_gpu))) or "?")
+                               + "; the timeline: the whole node's", theme.PLAIN)])
             lines.append([("  " + (device_text(row) or "no device blamed"),
                            theme.CULPRIT if row.evidence and not row.stale else theme.PLAIN)])
             labels = " ".join(f"{k}={v}" for k, v in sorted(row.labels.items()))
@@ -124,13 +131,16 @@ class NodeScreen(TimelineKeys, Screen):
     NodeScreen FleetTimeline { height: 1fr; }
     """
 
-    def __init__(self, source, node: str, row, wall_s: float, interval_s: float, lock) -> None:
+    def __init__(self, source, node: str, row, wall_s: float, interval_s: float, lock,
+                 key: str | None = None) -> None:
         """source: the FleetSource; row: the node's NodeRow in the app's last view (None
         if gone) and wall_s that view's time; lock: held around every call of the source
-        (one caller at a time)."""
+        (one caller at a time); key: the row's (NodeRow.key: a job's row, whose node's
+        timeline this is), default the node."""
         super().__init__()
         self.source = source
         self.node = node
+        self.key = key or node
         self.row = row
         self.wall_s = wall_s
         self.interval_s = interval_s

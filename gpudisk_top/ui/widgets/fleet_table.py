@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpudisk_top.fleet.text import device_text, groups_of, lost_cell, state_text
+from gpudisk_top.fleet.text import device_text, groups_of, job_cell, lost_cell, state_text
+from gpudisk_top.textsafe import printable
 from gpudisk_top.verdict.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
 from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import age, clock
@@ -77,19 +78,24 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(0, width - 1)] + "…"
 
 
-def layout(width: int, node_w: int) -> dict[str, int]:
+def layout(width: int, node_w: int, job_w: int = 0) -> dict[str, int]:
     """The columns' widths for `width` cells: the clock and a wider sparkline where they
-    fit, the evidence the rest; the node's name (cut only beyond 24) gives way first."""
+    fit, the evidence the rest; the node's name (cut only beyond 24) gives way first,
+    then the job's (job_w: 0 where no row has a job; cut only beyond 20)."""
     node_w = min(24, max(8, node_w))
+    job_w = min(20, max(6, job_w)) if job_w else 0
     clock_w = 9 if width >= 110 else 0
     spark_w = 12 if width < 100 else min(60, 12 + (width - 100) // 2)
 
     def rest() -> int:
-        return width - (1 + STATE_W + node_w + 1 + 6 + 5 + 6 + clock_w + spark_w + 1
-                        + LOST_W + 1)
+        return width - (1 + STATE_W + node_w + 1 + (job_w + 1 if job_w else 0) + 6 + 5 + 6
+                        + clock_w + spark_w + 1 + LOST_W + 1)
     if rest() < 16:
         node_w = max(8, node_w - (16 - rest()))
-    return {"node": node_w, "clock": clock_w, "spark": spark_w, "evidence": max(8, rest())}
+    if job_w and rest() < 16:
+        job_w = max(6, job_w - (16 - rest()))
+    return {"node": node_w, "job": job_w, "clock": clock_w, "spark": spark_w,
+            "evidence": max(8, rest())}
 
 
 class FleetTable(CursorPanel):
@@ -114,9 +120,11 @@ class FleetTable(CursorPanel):
         groups = groups_of(jobs)
         width = max(60, self.size.width or 80)
         names = [len(r.node) + (len(MARK) if r.node == marked else 0) for r in rows]
-        cols = layout(width, max([4] + names))
+        jobs_w = max([len(job_cell(r)) for r in rows if r.job_id], default=0)
+        cols = layout(width, max([4] + names), jobs_w)
         node_w, spark_w = cols["node"], cols["spark"]
-        head = (" " + f"{'state':<{STATE_W}}" + f"{'node':<{node_w}} " + " GPUs " + "util "
+        head = (" " + f"{'state':<{STATE_W}}" + f"{'node':<{node_w}} "
+                + (f"{'job':<{cols['job']}} " if cols["job"] else "") + " GPUs " + "util "
                 + "since " + ("clock    " if cols["clock"] else "")
                 + f"{'GPU util, last hour' if spark_w >= 19 else 'last hour':<{spark_w}} "
                 + f"{'lost':>{LOST_W}} " + "device · evidence")
@@ -125,12 +133,12 @@ class FleetTable(CursorPanel):
             lines[0] = [(head, theme.HEAD), ("  " + note, theme.DIM)]
         if lost:
             lines.append([(" " + _cut(lost, width - 1), theme.DIM if old else theme.PLAIN)])
-        self._set_order([r.node for r in rows])
+        self._set_order([r.key for r in rows])
         if not rows:
             lines.append([(" " + (empty or "no node reports gpudisk-top metrics"), theme.DIM)])
         for r in rows:
             lines.append(self._row(r, wall_s, cols, old, r.node == marked,
-                                   groups.get(r.node), job))
+                                   groups.get(r.key), job))
         self.fixed = 2 if lost else 1
         self.set_lines(lines)
         self._show_cursor()
@@ -153,7 +161,7 @@ class FleetTable(CursorPanel):
         # since when in its state; a node that stopped reporting: since its last sample
         since = r.last_seen_s if r.stale else r.since_s
         since_s = None if since is None else wall_s - since
-        selected = self.has_focus and r.node == self.cursor
+        selected = self.has_focus and r.key == self.cursor
         mark = ("▶" if selected else " ", theme.FOCUS_MARK if selected else theme.PLAIN)
         node_style = (theme.SELECTED + theme.BOLD) if selected else (
             theme.BOLD if not dim else base)
@@ -162,8 +170,12 @@ class FleetTable(CursorPanel):
         out = [mark, (f"{badge:<{STATE_W - 1}} ", badge_style), (name, node_style)]
         if marked:
             out.append((MARK, theme.CULPRIT))
-        out += [(" " * (cols["node"] + 1 - len(name) - (len(MARK) if marked else 0)), base),
-               (f"{gpus:>5} ", theme.BAD if starved else base),
+        out.append((" " * (cols["node"] + 1 - len(name) - (len(MARK) if marked else 0)), base))
+        if cols["job"]:
+            # the job's name as the node's exporter gave it: escaped, cut to its column
+            out.append((f"{_cut(printable(job_cell(r, 200)), cols['job']):<{cols['job']}} ",
+                        base))
+        out += [(f"{gpus:>5} ", theme.BAD if starved else base),
                (f"{util:>4} ", theme.level_style(r.gpu_util_pct) if not dim else base),
                (f"{age(since_s) if since_s is not None else '-':>5} ", base)]
         if cols["clock"]:
