@@ -387,3 +387,48 @@ def test_real_serve_exporters_one_run_on_two_nodes_and_two_jobs_on_one(tmp_path)
         "a", "b"]
     assert jobs[f"pid:{alone.pid}@{fleet.instance('a')}"]["by"] == "node"
     assert all("training_job" not in n["labels"] for n in doc["nodes"])
+
+
+class _Source:
+    """The face of a FleetSource the screen reads (its url, labels, filters): the views are
+    applied by the test."""
+
+    url, group_by, job_label, filters = "http://prometheus:9090", "instance", "training_job", {}
+
+    def retarget(self, **_):
+        pass
+
+
+async def test_the_screen_has_a_row_a_node_and_job_and_the_job_view_every_node():
+    """At 80x24: n1's two jobs are two rows, each named (the hostile name escaped); the
+    cursor moves over both; J picks slurm 1001's view: its two nodes, n1 the straggler."""
+    from screen_text import screen_text
+    from gpudisk_top.ui.fleet_app import FleetApp
+    from gpudisk_top.ui.screens.fleet_job import JobScreen
+    from gpudisk_top.ui.widgets.fleet_table import FleetTable
+
+    series = two_jobs_on_one_node_one_on_two()
+    series += (job_table_series("n2", "k8s:ab", name="pod \x1b[31mevil\nx", source="k8s",
+                                gpus=""),)
+    view = view_of(*series)
+    app = FleetApp(_Source(), autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.apply(view)
+        await pilot.pause()
+        table = app.query_one(FleetTable)
+        assert table.order[:2] == [r.key for r in view.rows[:2]] and len(table.order) == 4
+        shown = screen_text(app)
+        # a name that does not fit gives way to the id (escaped, as every name)
+        assert "\x1b" not in shown and " k8s:ab " in shown, shown
+        assert sum(" n1 " in ln and " slurm:" in ln for ln in shown.splitlines()) == 2, shown
+        await pilot.press("down")
+        await pilot.pause()
+        assert table.cursor == view.rows[1].key
+        app.open_job("slurm:1001")
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, JobScreen)
+        shown = screen_text(app)
+        assert "slurm 1001 (train.py) [slurm:1001]" in shown and "STRAGGLER n1" in shown, shown
+        job_table = app.screen.query_one(FleetTable)
+        assert job_table.order == [r.key for r in view.job("slurm:1001").nodes]

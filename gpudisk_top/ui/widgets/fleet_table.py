@@ -72,6 +72,15 @@ def marks(rows, group=None) -> Counter:
     return Counter(state_cell(r, 0.0, group)[0][:1] for r in rows)
 
 
+def job_text(row, width: int) -> str:
+    """The job cell: its name (escaped) where it fits, else its id where that does (ids
+    are short: slurm:1001), else the name cut."""
+    name = printable(job_cell(row, 200))
+    if len(name) > width and len(row.job_id) <= width:
+        return row.job_id
+    return _cut(name, width)
+
+
 def _cut(text: str, width: int) -> str:
     if width <= 0:
         return ""
@@ -81,9 +90,10 @@ def _cut(text: str, width: int) -> str:
 def layout(width: int, node_w: int, job_w: int = 0) -> dict[str, int]:
     """The columns' widths for `width` cells: the clock and a wider sparkline where they
     fit, the evidence the rest; the node's name (cut only beyond 24) gives way first,
-    then the job's (job_w: 0 where no row has a job; cut only beyond 20)."""
+    then, where there is a job column (job_w: 0 where no row has a job; cut only beyond
+    20), the sparkline (to 4 minutes), then the job's."""
     node_w = min(24, max(8, node_w))
-    job_w = min(20, max(6, job_w)) if job_w else 0
+    job_w = min(20, max(10, job_w)) if job_w else 0
     clock_w = 9 if width >= 110 else 0
     spark_w = 12 if width < 100 else min(60, 12 + (width - 100) // 2)
 
@@ -93,7 +103,9 @@ def layout(width: int, node_w: int, job_w: int = 0) -> dict[str, int]:
     if rest() < 16:
         node_w = max(8, node_w - (16 - rest()))
     if job_w and rest() < 16:
-        job_w = max(6, job_w - (16 - rest()))
+        spark_w = max(4, spark_w - (16 - rest()))
+    if job_w and rest() < 16:
+        job_w = max(10, job_w - (16 - rest()))
     return {"node": node_w, "job": job_w, "clock": clock_w, "spark": spark_w,
             "evidence": max(8, rest())}
 
@@ -173,8 +185,7 @@ class FleetTable(CursorPanel):
         out.append((" " * (cols["node"] + 1 - len(name) - (len(MARK) if marked else 0)), base))
         if cols["job"]:
             # the job's name as the node's exporter gave it: escaped, cut to its column
-            out.append((f"{_cut(printable(job_cell(r, 200)), cols['job']):<{cols['job']}} ",
-                        base))
+            out.append((f"{job_text(r, cols['job']):<{cols['job']}} ", base))
         out += [(f"{gpus:>5} ", theme.BAD if starved else base),
                (f"{util:>4} ", theme.level_style(r.gpu_util_pct) if not dim else base),
                (f"{age(since_s) if since_s is not None else '-':>5} ", base)]
