@@ -6,6 +6,11 @@ The first sample of each recorder run has no interval and gives no row.  Interva
 in recorded order; where the wall clock went back, a Perfetto trace puts the stretch that
 follows on tracks of its own (a counter track's times must increase), and nothing is
 left out.  The recording given is of one source (Recording.choose_source()).
+
+On a node of several jobs (issue 37) a JSON Lines row's "verdict" is the node's (its
+worst job's, with job_id and job_name) and "jobs" each job's, as `--once --json` has them
+(model/vocab.py job_json; "ledger" null: a row is one interval, `report` counts the
+ledger); a Perfetto trace puts each job's episodes on a track of its own.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import json
 from gpudisk_top.verdict.ledger import CAUSES, Ledger
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.metric import Family
-from gpudisk_top.model.vocab import DISK, GPU, HOST, episode_json, iso_time, verdict_json
+from gpudisk_top.model.vocab import (DISK, GPU, HOST, episode_json, iso_time, job_json,
+                                     verdict_json)
 from gpudisk_top.output.once import disk_json, gpus_json, selected_disks
 from gpudisk_top.record.reader import Recording
 from gpudisk_top.session.replay import Replay
@@ -89,8 +95,9 @@ def _cell(value) -> str:
 
 def write_jsonl(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
                 dev_filter: DeviceFilter | None = None) -> int:
-    """One JSON object per interval: time, wall_s, interval_s, verdict, gpus, disks, host,
-    each as in `--once --json`.  Returns the number of lines."""
+    """One JSON object per interval: time, wall_s, interval_s, verdict, jobs, gpus, disks,
+    host, each as in `--once --json` (jobs: each job's, its ledger null).  Returns the
+    number of lines."""
     from gpudisk_top.model.host import host_as_json
 
     dev_filter = dev_filter or DeviceFilter()
@@ -99,6 +106,7 @@ def write_jsonl(out, rec: Recording, start_s=None, end_s=None, thresholds=None,
         obj = {
             "time": iso_time(model.wall_s), "wall_s": model.wall_s, "interval_s": model.interval_s,
             "verdict": verdict_json(verdict),
+            "jobs": [job_json(jv, None) for jv in verdict.jobs or ()],
             "gpus": gpus_json(model),
             "disks": [disk_json(model, name) for name in selected_disks(model, dev_filter)],
             "host": host_as_json(model.host) if model.host is not None else {},
@@ -118,6 +126,12 @@ HOST_ARGS = ("cpu_iowait_pct", "cpu_idle_pct", "psi_io_some_pct", "psi_cpu_some_
 
 # the stall ledger's counter track (GPU-seconds lost by cause, cumulative)
 LEDGER_TRACK = "GPU time lost (GPU-s)"
+# the episodes' tracks (threads of the episodes' process): the node's (episodes of no
+# job), then one per job in the order its first episode comes; jobs past MAX_JOB_TRACKS
+# share the node's track (their job named in each slice's args)
+TID_NODE = 1
+MAX_JOB_TRACKS = 64
+TRACK_NAME_CHARS = 120
 
 
 def _us(wall_s: float) -> int:
@@ -129,7 +143,8 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
     """A Chrome trace-event JSON object: a counter track ("ph": "C") per GPU, per disk and
     for the host, one of the GPU time lost by cause since the window's start (the stall
     ledger, verdict/ledger.py: GPU-seconds, to the end of the interval at its ts) beside the
-    episodes, and a complete slice ("ph": "X") per starvation episode.  `ts` is
+    episodes, and a complete slice ("ph": "X") per starvation episode, on its job's track
+    ("job NAME [ID]"; the node's "episodes" for one of no job).  `ts` is
     wall-clock microseconds since the Unix epoch; a counter's value is the rate over the
     interval that starts at its ts.  Returns the number of events."""
     dev_filter = dev_filter or DeviceFilter()
@@ -204,15 +219,27 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
                       "args": args})
         emit({"ph": "C", "name": LEDGER_TRACK, "pid": PID_EPISODES + base, "tid": 0, "ts": ts,
               "args": {c: ledger.by_cause[c] for c in CAUSES}})
+    job_tid: dict[str, int] = {}      # job id -> its track
+    named: set[tuple[int, int]] = set()  # (pid, tid) whose track name was emitted
     for e in replay.episodes:
         # its lost time as the replay's step counted it (warm-up included), by its id
         ej = episode_json(e, replay.stepper.ledger.lost_of(e.id))
         start_us = _us(ej["start_s"])
-        emit({"ph": "X", "name": e.state, "cat": "starvation",
-              "pid": PID_EPISODES + PID_STRETCH * ep_stretch.get(id(e), 0), "tid": 1,
+        pid = PID_EPISODES + PID_STRETCH * ep_stretch.get(id(e), 0)
+        tid = TID_NODE
+        if e.job_id is not None:
+            if e.job_id not in job_tid and len(job_tid) < MAX_JOB_TRACKS:
+                job_tid[e.job_id] = TID_NODE + 1 + len(job_tid)
+            tid = job_tid.get(e.job_id, TID_NODE)
+        if tid != TID_NODE and (pid, tid) not in named:
+            named.add((pid, tid))
+            name = printable(f"job {e.job_name or e.job_id} [{e.job_id}]")
+            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                  "args": {"name": name[:TRACK_NAME_CHARS]}})
+        emit({"ph": "X", "name": e.state, "cat": "starvation", "pid": pid, "tid": tid,
               "ts": start_us, "dur": max(0, _us(ej["end_s"]) - start_us),
-              "args": {k: ej[k] for k in ("id", "gpus", "devices", "processes", "reason", "advice",
-                                        "lost_gpu_s")}})
+              "args": {k: ej[k] for k in ("id", "job_id", "job_name", "gpus", "devices",
+                                        "processes", "reason", "advice", "lost_gpu_s")}})
     other = {"source": source.label, "source_kind": source.kind, "host_name": host,
              "recording": rec.path, "ts": "wall-clock microseconds since the Unix epoch"}
     if rec.left_out:
