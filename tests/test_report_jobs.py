@@ -334,3 +334,55 @@ def test_old_recordings_report_one_unknown_job_whose_figures_are_the_nodes():
         assert all(e["job_id"] == "unknown" for e in data["episodes"]), path
         assert [e["lost_gpu_s"] for e in job["episodes"]] == \
             pytest.approx([e["lost_gpu_s"] for e in data["episodes"]]), path
+
+
+def test_a_sweep_of_short_jobs_is_bounded_and_replayed(tmp_path):
+    """A new job on every GPU each second (a sweep of short runs): a summary block keeps no
+    rows past MAX_BLOCK_JOBS, says how many it saw, and the report replays the window;
+    every job is listed once, the text words MAX of them and counts the rest."""
+    from gpudisk_top.record.v2.summary import MAX_BLOCK_JOBS
+    from gpudisk_top.report.jobs import TEXT_JOBS
+
+    sim = Simulator(builtin("healthy-cached"), seed=1)
+    samples = [sim.sample() for _ in range(90)]
+    for k, s in enumerate(samples):
+        for g in s.gpu.gpus or []:
+            for p in g.processes or ():
+                raw = s.procs.get(p.pid)
+                if raw is not None:
+                    s.procs[p.pid] = replace(raw, job=(f"pid:{k}-{g.index}", "process", "run"))
+    path = str(tmp_path / "sweep.gdtrec")
+    with Recorder(path, make_header(origin(), 1.0), sync_interval_s=None) as rec:
+        for s in samples:
+            rec.append(s)
+    with Recording.open(path) as r:
+        blocks = [b for _g, b, _s in r.summaries()]
+        assert blocks[0].jobs is None and blocks[0].jobs_over > MAX_BLOCK_JOBS
+        result = summary.build(r)
+    gpus = len(samples[0].gpu.gpus)
+    assert result.data["derived"] == summary.RECOMPUTED
+    assert len(result.data["jobs"]) == len({j["id"] for j in result.data["jobs"]}) == 90 * gpus
+    text = render(result, charts=False)
+    assert f"... and {90 * gpus - TEXT_JOBS} more jobs" in text
+
+
+@pytest.mark.parametrize("bad", [{"id": "pid:1\nverdict: healthy"}, {"source": "nope"},
+                                 {"name": 7}, {"gpus": [-1]}, {"pids": ["1"]},
+                                 {"codes": [[[0, 2]], [[0, 2]], [[0, 2]], [[0, 2]]]},
+                                 {"cgroup": "x" * 5000}])
+def test_a_summary_blocks_job_rows_are_read_as_untrusted(bad):
+    """A recording's job rows that no recorder writes make the block unreadable (the
+    report replays its samples), never a job with a forged id or a crash."""
+    from gpudisk_top.record.v2.summary import JobRows, SummaryBlock, decode_blocks, encode_blocks
+    from gpudisk_top.record.v2.summary import Stretch
+
+    row = JobRows("pid:1", "process", "run", None, [0], [1], [1, 1, 1], [1, 1, 1], [0, 0, 0],
+                  [1, 1, 1], [None, None, None])
+    block = SummaryBlock(0, 3, [1] * 3, [1] * 3, [0] * 3, [1] * 3, Stretch(), [], [],
+                         [None] * 3, [row])
+    good = decode_blocks(encode_blocks([block]))[0]
+    assert good.jobs[0] == row
+    d = block.to_json()
+    d["jobs"][0].update(bad)
+    with pytest.raises(ValueError):
+        SummaryBlock.from_json(d)
