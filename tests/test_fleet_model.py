@@ -140,8 +140,7 @@ def test_json_is_strict_and_has_the_documented_keys():
     assert (ev["read_await_ms"], ev["queue_size"], ev["read_kb_s"]) == (
         ev["r_await_ms"], ev["aqu_sz"], ev["rkb_s"])
     assert set(doc["jobs"][0]) == {"job", "nodes", "straggler", "waiting", "reason", "since_s",
-                                   "lost_24h_gpu_s", "lost_24h_by_cause", "by", "id", "name",
-                                   "source"}
+                                   "lost_24h_gpu_s", "lost_24h_by_cause", *"by id name source".split()}
     assert doc["cost"] == {"queries": 2, "series": len(answer("table.json").series) + 5,
                            "elapsed_ms": 0.0}
 
@@ -350,10 +349,8 @@ def test_filters_go_into_every_selector_quoted():
     for recorded in (False, True):
         q = queries.table_query(f, recorded=recorded)
         selectors = re.findall(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}', q)
-        # the name regex, the jobs' states, the evidence, the verdict it joins, both up, the
-        # hour's last sample twice, the last sample, the records; recorded, the per-GPU
-        # series of the nodes that name jobs and their job_info
-        assert len(selectors) == (12 if recorded else 10), selectors
+        assert len(selectors) == 10 + 2 * recorded, selectors  # the name regex, the jobs' states, the evidence,
+        # its verdict, both up, the hour's last sample twice, the last sample, the records (+ per-GPU, job_info)
         for sel in selectors:            # every one of them, each with both labels
             assert 'cluster="x",' in sel and 'training_job="a\\"b\\\\c"' in sel, sel
         assert ("[1h]" in q) is not recorded
