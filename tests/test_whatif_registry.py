@@ -33,10 +33,10 @@ def _predictions() -> list[WhatIf]:
 
 def test_every_fix_is_one_entry_of_one_registry():
     assert FIXES == tuple(f.name for f in REGISTRY) == tuple(FIX)
-    assert len(set(FIXES)) == len(FIXES) == 6
+    assert len(set(FIXES)) == len(FIXES) == 7
     assert all(f.family in (READS, CPUS, CHECKPOINT) and callable(f.predict) for f in REGISTRY)
     # the families the detector weighs a mixed cause by (verdict/detect/classify.py)
-    assert names_of(READS) == ("workers", "cache", "storage")
+    assert names_of(READS) == ("workers", "neighbour", "cache", "storage")
     assert names_of(CPUS) == ("others", "fewer-workers")
     assert names_of(CHECKPOINT) == ("checkpoint",)
     assert names_of("no-such-family") == ()
@@ -51,6 +51,9 @@ def test_a_predictions_title_is_its_fixs():
     assert title("others", pids=[812]) == "stop the processes that take the CPUs"
     assert title("cache") == "the dataset in the page cache"
     assert title("storage") == "reads at the device's QD32 ceiling"
+    assert title("neighbour", who="pid 912 (fio)") == "stop or throttle pid 912 (fio)'s reads"
+    assert (title("neighbour", who="job slurm 1001 (train.py)")
+            == "stop or throttle job slurm 1001 (train.py)'s reads")
     assert title("checkpoint") == "asynchronous checkpoints"
     with pytest.raises(KeyError):
         title("no-such-fix")
@@ -106,7 +109,7 @@ def test_the_key_stays_out_of_the_json_and_the_recordings():
                                 "confidence", "basis", "gpu_now_pct"}
     stored = dataclasses.asdict(w)
     assert set(stored) == {"fix", "speedup", "gpu_util_pct", "gpu_now_pct", "confidence",
-                           "basis", "cap", "from_", "to", "pids"}
+                           "basis", "cap", "from_", "to", "pids", "who"}
     json.dumps(stored)                               # a recording can hold it
     again = WhatIf(**stored)
     assert again == w and again.limit is None and again.line() == w.line()

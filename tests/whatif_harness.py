@@ -12,6 +12,7 @@ steps a second measured before and after:
   workers / fewer-workers  the same job with `to` workers, a process of its own
   others                   the busy loops this harness started, stopped (SIGSTOP); never a
                            process it did not start
+  neighbour                the neighbour's reads this harness started (fio), stopped alike
   cache                    the data file read once (warm), against the same job with the
                            file dropped from the page cache (posix_fadvise DONTNEED, every
                            0.2 s while "before" is measured, as a dataset too big to have
@@ -46,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -55,6 +55,8 @@ if TESTS not in sys.path:
 
 import realdisk  # noqa: E402
 import standin  # noqa: E402
+from whatif_load import (ColdCache, busy_loops, end_load, group_pids,  # noqa: E402,F401
+                         neighbour_reads, signal_load, FIO)
 
 JOB = os.path.join(TESTS, "jobs", "loader_job.py")
 PROGRESS_DIR = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
@@ -88,6 +90,8 @@ class Scenario:
     fixes: list[tuple[str, int | None]]      # what its cause implies: (fix, to)
     reads_factor: float | None = None        # disk/files: reads a sample, starving x this
     hogs: int = 0                            # busy loops beside the job
+    neighbour_qd: int = 0                    # fio's 4 KiB reads of the job's data at this QD
+    neighbour_job: int = 0                   # ... or another job (this many workers) on GPU 1
     wrapped: bool = False                    # under a launcher (`timeout`)
     cold_cache: bool = False                 # the data file kept out of the page cache
     job_args: tuple[str, ...] = ()
@@ -118,6 +122,14 @@ SCENARIOS = [
              "checkpoint", 2, [("checkpoint", None), ("workers", 4)], job_args=CKPT,
              window_s=12.0),       # about three saves: a window's phase moves it little
 ]
+if FIO is not None:
+    SCENARIOS.append(Scenario("neighbour", "latency-bound, 4 workers beside fio's 4 KiB reads "
+                              "at QD8", "disk", 4, [("neighbour", None), ("workers", 8)],
+                              reads_factor=3.0, neighbour_qd=8))
+    SCENARIOS.append(Scenario("neighbour-job", "latency-bound, 3 workers beside another job "
+                              "of 12 reading the same disk", "disk", 3,
+                              [("neighbour", None), ("workers", 6)], reads_factor=3.0,
+                              neighbour_job=12))
 if importlib.util.find_spec("torch") is not None:
     # the same as latency-2 through a real torch.utils.data.DataLoader
     SCENARIOS.append(Scenario("torch-latency-2", "latency-bound, torch DataLoader, 2 workers",
@@ -201,13 +213,6 @@ class Job:
                 pass
 
 
-def busy_loops(n: int) -> list[subprocess.Popen]:
-    """Other users' work: busy loops, each in a session of its own."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                             start_new_session=True, stdin=subprocess.DEVNULL)
-            for _ in range(n)]
-
-
 def caught_up(job: Job) -> tuple[int, float] | None:
     """A resumed job's first step that waited for its batch (loader_job.py's progress),
     or None.  While the job was stopped its workers filled the prefetch queue (2 batches
@@ -255,57 +260,25 @@ def steps_per_s(job: Job, window_s: float) -> float:
     return max(0, steps) / (time.time() - t0)
 
 
-class ColdCache:
-    """Keeps `path` out of the page cache while on (DONTNEED every 0.2 s)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.on = threading.Event()
-        self.done = threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def drop(self) -> None:
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-    def _run(self) -> None:
-        while not self.done.wait(0.2):
-            if self.on.is_set():
-                self.drop()
-
-    def cold(self) -> None:
-        self.drop()
-        self.on.set()
-
-    def warm(self) -> None:
-        self.on.clear()
-        with open(self.path, "rb") as f:
-            while f.read(8 << 20):
-                pass
-
-    def close(self) -> None:
-        self.done.set()
-        self.on.clear()
-
-
 # ---------------------------------------------------------------------------- one scenario
 def fix_key(fix: str, to) -> str:
     return f"{fix} {to}" if to is not None else fix
 
 
-def predict(sc: Scenario, job: Job, tmp: str) -> tuple[list | None, dict]:
-    """(verdict.whatif, or None where this gpudisk-top has none; the verdict)."""
+def predict(sc: Scenario, job: Job, tmp: str, other: Job | None = None) -> tuple[list | None, dict]:
+    """(verdict.whatif, or None where this gpudisk-top has none; the verdict): the job's
+    own where `other`, another job, has GPU 1."""
     if sc.mode == "checkpoint":
         return predict_recorded(sc, job, tmp)
-    r = standin.run(["--once", "--json", "-i", str(ONCE_INTERVAL_S)], timeout=60, gpus=1,
-                    processes={0: [job.pid]}, progress=job.progress,
-                    healthy_steps_s=HEALTHY_STEPS_S)
+    jobs = [job] + ([other] if other else [])
+    r = standin.run(["--once", "--json", "-i", str(ONCE_INTERVAL_S)], timeout=60,
+                    gpus=len(jobs), processes={i: [j.pid] for i, j in enumerate(jobs)},
+                    progress=[j.progress for j in jobs], healthy_steps_s=HEALTHY_STEPS_S)
     if r.returncode != 0:
         raise RuntimeError(f"{sc.name}: gpudisk-top --once failed: {r.stderr.strip()}")
-    verdict = json.loads(r.stdout)["verdict"]
+    doc = json.loads(r.stdout)
+    verdict = next((j["verdict"] for j in doc.get("jobs") or () if job.pid in j["pids"]),
+                   doc["verdict"]) if other else doc["verdict"]
     whatif = verdict.get("whatif")
     return (list(whatif) if isinstance(whatif, list) else None), verdict
 
@@ -350,17 +323,21 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
     cache = ColdCache(data) if sc.cold_cache else None
     hogs: list[subprocess.Popen] = []
     jobs: dict[str, Job] = {}
+    other: Job | None = None
     result = {"scenario": sc.name, "title": sc.title, "mode": sc.mode,
-              "workers": sc.workers, "reads": reads, "hogs": sc.hogs}
+              "workers": sc.workers, "reads": reads, "hogs": sc.hogs,
+              "neighbour_qd": sc.neighbour_qd, "neighbour_job": sc.neighbour_job}
     try:
         if cache:
             cache.cold()
-        hogs = busy_loops(sc.hogs)
+        hogs = busy_loops(sc.hogs) + neighbour_reads(data, sc.neighbour_qd)
+        other = Job(sc, sc.neighbour_job, data, reads, tmp, "nb") if sc.neighbour_job else None
+        hogs += [other.proc] if other else []
         base = jobs["as-is"] = Job(sc, sc.workers, data, reads, tmp, "as-is")
         time.sleep(SETTLE_S)
         base.wait_steps(3)
         t, first = time.time(), base.read()
-        whatif, verdict = predict(sc, base, tmp)
+        whatif, verdict = predict(sc, base, tmp, other)
         last = base.read()
         result["once_steps_s"] = (round((last[0] - first[0]) / (last[1] - first[1]), 2)
                                   if first and last and last[1] > first[1] else None)
@@ -375,7 +352,7 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
 
         # what to measure: the predicted fixes (their to/pids), then the cause's
         variants: dict[str, dict] = {}
-        mine = {p.pid for p in hogs}
+        mine = set(group_pids(hogs))       # the loads' processes and threads
         for rank, w in enumerate(whatif or []):
             fix, to = w.get("fix"), w.get("to")
             entry = {"fix": fix, "to": to, "rank": rank, "predicted": w.get("speedup"),
@@ -387,7 +364,7 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
                     entry["na"] = f"no worker count to apply ({to!r})"
                 else:
                     entry["to"] = to = min(to, MAX_WORKERS)
-            elif fix == "others":
+            elif fix in ("others", "neighbour"):
                 pids = set(w.get("pids") or mine)
                 entry["pids"] = sorted(pids)
                 if not pids & mine:
@@ -398,7 +375,8 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
                 entry["na"] = "the job reads with O_DIRECT: no cache to warm"
             elif fix == "checkpoint" and sc.mode != "checkpoint":
                 entry["na"] = "the job saves no checkpoint"
-            elif fix not in ("workers", "fewer-workers", "others", "cache", "checkpoint"):
+            elif fix not in ("workers", "fewer-workers", "others", "neighbour", "cache",
+                             "checkpoint"):
                 entry["na"] = "not applicable here (no faster device)" if fix == "storage" \
                     else f"unknown fix {fix!r}"
             variants.setdefault(fix_key(fix, entry["to"]), entry)
@@ -417,7 +395,7 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
                     if j is not job:
                         j.stop()
                 for h in hogs:
-                    h.send_signal(signal.SIGCONT)
+                    signal_load(h, signal.SIGCONT)
                 if cache:
                     cache.cold()
                 job.cont()
@@ -434,14 +412,15 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
                 job = jobs[key] = Job(sc, sc.workers, data, reads, tmp, "async",
                                       extra=("--ckpt-async",))
                 runs[key] = plain(job)
-            elif v["fix"] == "others":
-                stop = set(v.get("pids") or mine) & mine
+            elif v["fix"] in ("others", "neighbour"):
+                # the loads the predicted pids belong to, each stopped whole
+                owner = group_pids(hogs)
+                stop = {owner[pid].pid: owner[pid] for pid in set(v.get("pids") or mine) & mine}
 
                 def go(stop=stop):
                     plain(base)()
-                    for h in hogs:
-                        if h.pid in stop:
-                            h.send_signal(signal.SIGSTOP)
+                    for h in stop.values():
+                        signal_load(h, signal.SIGSTOP)
                 runs[key] = go
             elif v["fix"] == "cache":
                 def go():
@@ -498,9 +477,9 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
         for j in jobs.values():
             j.kill()
         for h in hogs:
-            h.send_signal(signal.SIGCONT)
-            h.kill()
-            h.wait()
+            end_load(h)
+        if other is not None:
+            other.kill()                       # its progress file too
         if cache:
             cache.close()
             cache.drop()

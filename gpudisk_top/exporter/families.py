@@ -297,8 +297,9 @@ class Renderer:
         whatif = GaugeMetricFamily(P + "whatif_speedup", "What each fix would gain: the "
                                    "job's predicted speed factor (1.11: 11% faster) if the fix "
                                    "were made, one series per fix the current verdict predicts "
-                                   "(workers, others, cache, storage, checkpoint, "
-                                   "fewer-workers; verdict/whatif.py); none while healthy.",
+                                   "(workers, others, neighbour, cache, storage, "
+                                   "checkpoint, fewer-workers; verdict/whatif.py); none while "
+                                   "healthy.",
                                    labels=["fix"])
         v = frame.verdict
         if v is not None:

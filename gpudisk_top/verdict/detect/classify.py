@@ -107,7 +107,7 @@ class Classifier:
         """Predict each fix's gain (verdict/whatif.py); where two causes each hold a real
         share, the one whose fix gains more is the verdict and the other its "also"."""
         ckpt = self.checkpoints.figures(model, state.state, util)
-        p = pipeline_of(model, job, sats, util, ckpt)
+        p = pipeline_of(model, job, sats, util, ckpt, state.culprits)
         if p is None:
             return state
         state.whatif = predict(p, state.state, state.kind)

@@ -6,7 +6,9 @@ lat(q) = A + B q through the stored probe's two points (QD1: 1/iops1; QD32: 32/i
 so iops(q) = q / lat(q) is exact at QD1 and QD32; q = the others' queue + the loaders'
 reads a second x their latency (Little), solved for the latency; the curve gives the
 growth, lat(q at x) / lat(q now), the interval's blocked time the level.  Without a probe
-(or with one the device's rates contradict: verdict/ceiling.py) it is flat: `estimated`."""
+(or with one the device's rates contradict: verdict/ceiling.py) it is flat: `estimated`.
+A neighbour's reads stopped (the `neighbour` fix) take their part of the others' queue
+away: the latency after is the curve's at the queue without it, over the latency now."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ class Device:
     the others' queue + the loaders' reads a second x lat (Little), solved for lat.  What
     does not depend on x or the readers is worked out once an interval."""
 
-    def __init__(self, p: Pipeline):
+    def __init__(self, p: Pipeline, removed_q: float = 0.0):
         # without the probe's curve (or without reads) a read's blocked time stays as it is
         self.curve = not (p.b <= 0 or not p.reads_s or lat_ms(p, 1) is None)
         if not self.curve:
@@ -38,11 +40,20 @@ class Device:
         per_read_s = p.b * p.loaders / p.reads_s       # a loader's blocked time a read, now
         self.others_q = max(0.0, p.device_aqu - p.reads_s * per_read_s)
         self.slope_s = (lat_ms(p, 2) - lat_ms(p, 1)) / 1000.0
-        base_s = lat_ms(p, 1) / 1000.0 - self.slope_s
-        self.free_s = base_s + self.slope_s * self.others_q   # the latency with none of theirs
         self.least_s = lat_ms(p, 1) / 1000.0
-        self.most_s: dict[int, float] = {}
+        self._others(self.others_q)
         self.now_s = self.lat_s(1.0, p.loaders)
+        if removed_q > 0:
+            # now stays the interval's (the queue the job waited in); the speeds after are
+            # solved at the queue without the neighbour's part
+            self._others(max(0.0, self.others_q - removed_q))
+
+    def _others(self, others_q: float) -> None:
+        """The figures that follow the others' queue depth `others_q`."""
+        self.others_q = others_q
+        base_s = self.least_s - self.slope_s
+        self.free_s = base_s + self.slope_s * others_q   # the latency with none of theirs
+        self.most_s: dict[int, float] = {}
 
     def lat_s(self, x: float, workers: int) -> float:
         """The latency at speed x with `workers` readers, in s."""

@@ -20,6 +20,20 @@ share (verdict/whatif/rank.py leaves out a fix worth < 2 %):
                  cold 64 KiB one 45-50 us).  An assumption, so `estimated`; without stime
                  (recordings made before it) c stays as it is: a cold read's kernel work is
                  taken for the loaders' own, and the gain under-predicted
+  neighbour      the verdict's culprits' reads of the device the job waits on stopped
+                 (another job of the node, or processes outside the job: Culprit.who()
+                 names them in the title): their part of the others' queue (Device
+                 others_q, the device's aqu-sz less the loaders' b N) goes, taken as their
+                 share of the others' kB a second, and their kB a second from the device's
+                 bandwidth, and the CPU their processes and their reads' interrupts take
+                 (at most the others' processes'; readers, so their CPU counts in full
+                 in the loaders' wait, not as a busy loop's: Change.readers_cpu; where their processes' CPU is not read
+                 yet, a --once's first interval, the others' less the processes named
+                 beside them, `estimated`); the latency after is the probe's curve at the
+                 queue left.  Only with a probe:
+                 without one the model has no latency at a shorter queue (a saturated
+                 device's latency over its queue is the one figure it has, and QD1's is
+                 unknown), so it is not offered; the verdict's advice still says it
   storage        reads served at the probed QD32 ceiling (parallel reads, or a faster device)
   checkpoint     an asynchronous save: the GPU-seconds the synchronous one cost, over the
                  time between checkpoints (left out until two were seen)
@@ -62,6 +76,7 @@ class Gain:
     from_: int | None = None             # num_workers now and after (the workers fixes)
     to: int | None = None
     pids: list[int] = field(default_factory=list)
+    who: str | None = None               # whose reads the neighbour fix stops
     gpu_now_pct: float | None = None     # the GPU now and after, where not the interval's
     gpu_util_pct: float | None = None    # ... and the interval's times the speed-up
 
@@ -69,7 +84,8 @@ class Gain:
 @dataclass(frozen=True)
 class Fix:
     """One fix: `name` (the JSON's `fix`), the cause it acts on (`family`), its `title`
-    (a format of the prediction's worker counts `from_` and `to`), and `predict(p, state,
+    (a format of the prediction's worker counts `from_` and `to`, and `who`, the
+    neighbour it names), and `predict(p, state,
     gaps, solver)`: its Gain on one interval, or None where its cause holds no share."""
 
     name: str
@@ -190,6 +206,38 @@ def _storage(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain |
     return Gain(speed, cap, basis, gaps)
 
 
+def _neighbour(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain | None:
+    dev = solver.dev
+    if not p.neighbour_who or not p.neighbour_kb_s or not dev.curve or p.b < 0.05:
+        return None
+    others_kb_s = max(p.neighbour_kb_s, p.device_read_kb_s - p.job_read_kb_s)
+    removed_q = dev.others_q * min(1.0, p.neighbour_kb_s / others_kb_s)
+    # the CPU they take goes too: their processes' and their reads' interrupts, at most
+    # what the others' processes take; their processes' not read yet (found by the I/O
+    # scan this interval): the others' less the processes named beside them
+    procs_cpu = p.neighbour_cpu
+    if procs_cpu is None:
+        mine = set(p.neighbour_pids)
+        named = sum(cpu for pid, _, cpu in p.others if pid not in mine)
+        procs_cpu = max(0.0, p.others_procs_cpu - named - p.neighbour_irq_cpu)
+        gaps = gaps + ["their CPU (not read yet: the others' less the processes named)"]
+    removed_cpu = min(procs_cpu + p.neighbour_irq_cpu, p.others_procs_cpu)
+    ch = Change(p.loaders, removed_q=removed_q, removed_kb_s=p.neighbour_kb_s,
+                readers_cpu=removed_cpu)
+    speed, cap = solver.solve(ch)
+    after_ms = solver.device(ch).lat_s(1.0, p.loaders) * 1000
+    basis = [_loaders_basis(p),
+             f"{p.neighbour_who} {p.neighbour_share_pct:.0f}% of {p.device or 'the device'}'s "
+             f"reads ({p.neighbour_kb_s * 1.024 / 1000:.0f} MB/s)",
+             f"without their reads the others' queue {dev.others_q:.1f} → "
+             f"{dev.others_q - removed_q:.1f}, a read ~{dev.now_s * 1000:.2f} → "
+             f"~{after_ms:.2f} ms (the probe's curve: QD1 {p.qd1_iops:.0f}, QD32 "
+             f"{p.qd32_iops:.0f} r/s)"]
+    if removed_cpu:
+        basis.append(f"and the {removed_cpu:.1f} CPUs they take (their interrupts too)")
+    return Gain(speed, cap, basis, gaps, pids=list(p.neighbour_pids), who=p.neighbour_who)
+
+
 def _checkpoint(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain | None:
     if state != "checkpoint-stall" or p.ckpt_lost_s is None:
         return None
@@ -218,6 +266,7 @@ def _fewer(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain | N
 REGISTRY: tuple[Fix, ...] = (
     Fix("workers", READS, "num_workers {from_:.0f} → {to:.0f}", _workers),
     Fix("others", CPUS, "stop the processes that take the CPUs", _others),
+    Fix("neighbour", READS, "stop or throttle {who}'s reads", _neighbour),
     Fix("cache", READS, "the dataset in the page cache", _cache),
     Fix("storage", READS, "reads at the device's QD32 ceiling", _storage),
     Fix("checkpoint", CHECKPOINT, "asynchronous checkpoints", _checkpoint),

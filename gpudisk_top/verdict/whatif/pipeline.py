@@ -11,7 +11,10 @@ cannot be diluted by them); C, the host's CPUs or the cgroup's cpu.max where low
 interrupts, steal; not what niced processes ran: they yield, model/host.py
 others_cpu_pct); I, the interrupts (irq + softirq, /proc/stat) the loaders' reads cause,
 their share of the device's reads; the device's rates and its stored probe, where
-believed (verdict/ceiling.py).  No input, no figure: never a made-up one."""
+believed (verdict/ceiling.py); the verdict's culprits (verdict/detect/evidence.py: others
+reading the device the job waits on, processes or another job of the node) as one
+neighbour: who, its pids, its kB a second and its share of the device's reads, beside
+the job's own kB a second.  No input, no figure: never a made-up one."""
 
 from __future__ import annotations
 
@@ -72,6 +75,13 @@ class Pipeline:
     mem_available_kb: int | None = None
     ckpt_lost_s: float | None = None     # checkpoint: GPU-seconds lost by the latest stall
     ckpt_period_s: float | None = None   # ... and the time between the last two starts
+    job_read_kb_s: float = 0.0           # the job's own reads, kB a second (every process)
+    neighbour_who: str | None = None     # the verdict's culprits (Culprit.who(), joined)
+    neighbour_pids: list[int] = field(default_factory=list)   # ... their reading pids
+    neighbour_kb_s: float = 0.0          # ... their reads from `device`, kB a second
+    neighbour_share_pct: float = 0.0     # ... their share of the device's reads
+    neighbour_cpu: float | None = None   # ... CPUs their processes use (None: not read yet)
+    neighbour_irq_cpu: float = 0.0       # ... and their reads' interrupts
 
     @property
     def others_procs_cpu(self) -> float:
@@ -81,9 +91,11 @@ class Pipeline:
 
 
 def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
-                ckpt: tuple[float | None, float | None] = (None, None)) -> Pipeline | None:
-    """The figures of one interval (a Model, the detector's Job and Saturations), or None
-    where the job or its GPUs cannot be seen: no prediction then."""
+                ckpt: tuple[float | None, float | None] = (None, None),
+                culprits=()) -> Pipeline | None:
+    """The figures of one interval (a Model, the detector's Job and Saturations, the
+    verdict's culprits: verdict/detect/evidence.py Culprit), or None where the job or its
+    GPUs cannot be seen: no prediction then.  Raises nothing."""
     if gpu_util_pct is None or not job.running or not job.visible:
         return None
     p = Pipeline(gpu_util=max(0.005, gpu_util_pct / 100.0))
@@ -145,6 +157,26 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
                 break
     p.direct, p.data_kb = job.direct_reads, job.data_kb
     p.ckpt_lost_s, p.ckpt_period_s = ckpt
+    p.job_read_kb_s = job.read_kb_s
+    read = [c for c in culprits if c.read_kb_s]
+    if read:
+        p.neighbour_who = " and ".join(c.who() for c in read)
+        p.neighbour_pids = [pid for c in read for pid in (c.pids or (c.pid,))]
+        p.neighbour_kb_s = sum(c.read_kb_s for c in read)
+        p.neighbour_share_pct = sum(c.read_share_pct or 0.0 for c in read)
+        # a process the I/O scan found this interval has no CPU rate yet (a --once's)
+        # another job stops whole: every process of its tree, not only its readers
+        gpu_pids = {pid for info in model.jobs if info.id in {c.job_id for c in read}
+                    for pid in info.pids}
+        cpu_pids = set(p.neighbour_pids) | {v.pid for v in model.procs.values()
+                                            if v.pid in gpu_pids or v.root_pid in gpu_pids}
+        cpu_pct = [getattr(model.procs.get(pid), "cpu_pct", None) for pid in cpu_pids]
+        if None not in cpu_pct:
+            p.neighbour_cpu = sum(cpu_pct) / 100
+        if h is not None and h.ncpu and h.irq_pct:
+            # the interrupts serve every read of the host: theirs by their share of the device's
+            p.neighbour_irq_cpu = (h.irq_pct / 100 * h.ncpu
+                                   * min(1.0, p.neighbour_share_pct / 100))
     if h is not None and h.ncpu and h.irq_pct and p.reads_s and p.device_r_s:
         # the interrupts serve every read of the host: the loaders' share of the device's
         p.io_cpu = max(0.0, min(p.others_cpu - p.steal_cpu, h.irq_pct / 100 * h.ncpu

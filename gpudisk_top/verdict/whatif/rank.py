@@ -56,4 +56,4 @@ def _whatif(p: Pipeline, fix: Fix, gain: Gain) -> WhatIf:
     return WhatIf(fix=fix.name, speedup=gain.speedup, gpu_util_pct=after, gpu_now_pct=now,
                   confidence=conf, basis="; ".join(basis),
                   cap=cap.sentence if cap else None, limit=cap.limit if cap else None,
-                  from_=gain.from_, to=gain.to, pids=gain.pids)
+                  from_=gain.from_, to=gain.to, pids=gain.pids, who=gain.who)

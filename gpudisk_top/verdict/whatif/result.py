@@ -29,6 +29,7 @@ class WhatIf:
     from_: int | None = None     # num_workers now and after, for the workers fixes: counts
     to: int | None = None
     pids: list[int] = field(default_factory=list)
+    who: str | None = None       # the neighbour fix's: whose reads (Culprit.who(), joined)
     # the binding limit's key, beside its sentence `cap` (None where none binds, or the
     # prediction was read back from JSON): not a field, so neither the JSON contract nor a
     # recording's episodes (dataclasses.asdict) change with it
@@ -42,8 +43,10 @@ class WhatIf:
                "speedup": round(self.speedup, 3), "gpu_util_pct": round(self.gpu_util_pct, 1),
                "cap": self.cap, "confidence": self.confidence, "basis": self.basis,
                "gpu_now_pct": round(self.gpu_now_pct, 1)}
-        if self.fix == "others":
+        if self.fix in ("others", "neighbour"):
             out["pids"] = list(self.pids)
+        if self.who is not None:
+            out["who"] = self.who
         return out
 
     @classmethod
@@ -56,13 +59,16 @@ class WhatIf:
         return cls(fix=doc["fix"], speedup=doc["speedup"], gpu_util_pct=doc["gpu_util_pct"],
                    gpu_now_pct=now, confidence=doc["confidence"],
                    basis=doc["basis"], cap=doc.get("cap"), from_=doc.get("from"),
-                   to=doc.get("to"), pids=list(doc.get("pids") or []))
+                   to=doc.get("to"), pids=list(doc.get("pids") or []),
+                   who=doc.get("who") if isinstance(doc.get("who"), str) else None)
 
     def title(self) -> str:
-        """'num_workers 4 → 8', 'stop the processes that take the CPUs', 'the dataset in
-        the page cache': its fix's title (verdict/whatif/fixes.py REGISTRY).  Raises
-        KeyError for a fix no entry names."""
-        return FIX[self.fix].title.format(from_=self.from_, to=self.to)
+        """'num_workers 4 → 8', 'stop the processes that take the CPUs', 'stop or
+        throttle pid 912 (fio)'s reads': its fix's title (verdict/whatif/fixes.py
+        REGISTRY; who is text from the machine, the caller's to escape).  Raises KeyError
+        for a fix no entry names."""
+        return FIX[self.fix].title.format(from_=self.from_, to=self.to,
+                                          who=self.who or "the neighbour")
 
     def line(self) -> str:
         """'num_workers 4 → 8: GPU ~2% → ~4% (×1.90), capped by the device: ...' (the

@@ -33,7 +33,9 @@ the CPUs among what is runnable: f(x) = (other work at x) / (other work now), wh
 other work is the job's CPU less the process's own share and the interrupts of its reads
 (both grow with x), steal, and the others' processes less R, these weighted by how
 CPU-bound the process is (c / (1 - w)): CFS runs a task waking from a read before a busy
-loop that has had its share, so busy loops cost a reader little wait and a decoder much.
+loop that has had its share, so busy loops cost a reader little wait and a decoder much;
+a neighbour's readers (Change.readers_cpu, what the neighbour fix stops) wake from their
+reads alike, so theirs counts in full.
 rho(x), a read's blocked time at x over now, is verdict/whatif/device.py's.
 
 A fix's speed-up is the fastest x with the change over the fastest x without it, both by
@@ -62,11 +64,14 @@ class Change:
     b_scale: float = 1.0          # the reads' blocked time (cache: 0; storage: at the ceiling)
     m_scale: float = 1.0          # the mount's
     removed_cpu: float = 0.0      # others' CPUs stopped
+    readers_cpu: float = 0.0      # ... of readers (a neighbour's): they wake as the loaders do
     io_scale: float = 1.0         # the kernel's interrupt work for the reads (cache: 0)
     curve: bool = True            # the device's latency follows the probe's curve
     cpu_cut: float = 0.0          # of a loader's share on a CPU, what goes (cache: cold
                                   # reads' kernel work)
     ceiling_r_s: float | None = None   # storage: reads a second the device can serve
+    removed_q: float = 0.0        # neighbour: the others' queue depth that goes
+    removed_kb_s: float = 0.0     # ... and their kB a second (the device's bandwidth)
 
 
 def _bound(on_cpu: float, wait: float) -> float:
@@ -101,8 +106,12 @@ class _Wait:
             return
         weight = _bound(own_now, wait)
         procs = p.others_procs_cpu
-        self.now = max(0.05, p.job_cpu - own_now + p.io_cpu + p.steal_cpu + weight * procs)
-        self.rest = weight * max(0.0, procs - ch.removed_cpu)   # the others' it leaves
+        # readers wake from their reads as the job's loaders do: CFS puts neither behind
+        # the other, so their CPU counts in full (what a change stops of it, as it was)
+        readers = min(procs, ch.readers_cpu)
+        self.now = max(0.05, p.job_cpu - own_now + p.io_cpu + p.steal_cpu
+                       + weight * (procs - readers) + readers)
+        self.rest = weight * max(0.0, procs - readers - ch.removed_cpu)   # the others' it leaves
 
     def at(self, x: float, own_after: float) -> float:
         if self.flat:
@@ -152,7 +161,8 @@ class _Stages:
             # waking readers first (the weight of _Wait)
             mine = p.job_cpu + p.io_cpu
             held = p.steal_cpu + _cpu_bound(p) * p.others_procs_cpu
-            usable = max(p.cpus - held, mine) + _cpu_bound(p) * ch.removed_cpu
+            usable = max(p.cpus - held, mine) + _cpu_bound(p) * (ch.removed_cpu
+                                                                 + ch.readers_cpu)
             job_cpu, io_cpu, io_scale = p.job_cpu - p.loaders * ch.cpu_cut, p.io_cpu, ch.io_scale
             self._add(lambda x: (job_cpu * x + io_cpu * x * io_scale) / usable,
                       lambda: Cap.of(Limit.CPUS, p.cpus, p.cpus_from))
@@ -164,7 +174,8 @@ class _Stages:
             # the device's bandwidth (the probe's large reads): the loaders' share of its reads
             # grows with x, the others' stays; a cached dataset's reads do not reach it
             mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
-            kb_s, ceiling_kb, io_scale = p.device_read_kb_s, p.ceiling_mib_s * 1024, ch.io_scale
+            kb_s = max(mine_kb, p.device_read_kb_s - ch.removed_kb_s)
+            ceiling_kb, io_scale = p.ceiling_mib_s * 1024, ch.io_scale
             self._add(lambda x: (x * mine_kb * io_scale + kb_s - mine_kb) / ceiling_kb,
                       lambda: Cap.of(Limit.DEVICE_BANDWIDTH, p.ceiling_mib_s))
         if ch.ceiling_r_s and p.reads_s:
@@ -203,6 +214,11 @@ class Solver:
         self.p = p
         self.dev = Device(p)
 
+    def device(self, ch: Change) -> Device:
+        """The device's curve under a change: the interval's, or without the others'
+        queue the change removes (a neighbour's reads stopped)."""
+        return Device(self.p, ch.removed_q) if ch.removed_q > 0 else self.dev
+
     @cached_property
     def now(self) -> float:
         return self.fastest(Change(self.p.loaders))[0]
@@ -210,7 +226,7 @@ class Solver:
     def fastest(self, ch: Change) -> tuple[float, Cap]:
         """The highest speed at which every stage's load stays at or under 1 (bisection:
         each load grows with x), and the stage that binds there."""
-        stages = _Stages(self.p, ch, self.dev)
+        stages = _Stages(self.p, ch, self.device(ch))
         lo, hi = 0.0, 1.0 / self.p.gpu_util
         if stages.fit(hi):
             return hi, _GPU
@@ -235,8 +251,9 @@ class Solver:
         speed = after / max(1.0, now)
         if cap.limit is Limit.LOADERS:
             # the loaders' own cycle binds; the device's, where its latency grew with them
+            dev = self.device(ch)
             slower = (ch.curve and ch.b_scale > 0 and lat_ms(p, 1) is not None
-                      and self.dev.rho(after, ch.workers) > 1.05 * self.dev.rho(now, p.loaders))
+                      and dev.rho(after, ch.workers) > 1.05 * dev.rho(now, p.loaders))
             cap = Cap.of(Limit.DEVICE_QD32, p.qd32_iops) if slower else None
         return speed, cap
 
