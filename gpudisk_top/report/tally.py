@@ -39,14 +39,17 @@ class Tally(Piece):
     select: "_Selector | None" = None
     # job id -> chart bucket -> [busy GPU-seconds, GPU-seconds] of its GPUs
     job_util: dict = field(default_factory=dict)
+    _bucket_of: tuple = (-1, 0)          # (sample index, its chart bucket)
 
     def job_interval(self, i: int, tally, state: str, loss) -> None:
         """A job's interval: its tally (Piece), and its chart bucket: the GPU time its
         GPUs were busy, job_gpu_s - unused_gpu_s (verdict/ledger.py: interval x u each)."""
         super().job_interval(i, tally, state, loss)
         if loss.job_gpu_s > 0:
+            if self._bucket_of[0] != i:       # every job of an interval: one bucket
+                self._bucket_of = (i, self.series.axis.bucket(i))
             cell = self.job_util.setdefault(tally.id, {}).setdefault(
-                self.series.axis.bucket(i), [0.0, 0.0])
+                self._bucket_of[1], [0.0, 0.0])
             cell[0] += loss.job_gpu_s - loss.unused_gpu_s
             cell[1] += loss.job_gpu_s
 

@@ -117,17 +117,21 @@ class Piece:
                                    for j in range(a - g, z - g + 1) if b.episode[j])
                 continue
             session = self.sessions.setdefault(sno, Ledger())
+            tallies: dict = {}
             for j in range(a - g, z - g + 1):
                 wall_s = rec.wall_s(g + j)
-                parts = self._job_rows(b, j, g + j, wall_s) if with_jobs else ()
+                parts = self._job_rows(b, j, g + j, wall_s, tallies) if with_jobs else ()
                 loss = derived.loss_of(b.ledger[j], wall_s, derived.state_of(b.state[j]),
                                        b.episode[j], parts=parts)
-                ledger.add(loss)
                 session.add(loss)
+        # the piece's ledger is its sessions' (in order): each interval counted once
+        for session in self.sessions.values() if ledger is not None else ():
+            ledger.merge(session)
 
-    def _job_rows(self, b, j: int, i: int, wall_s: float) -> tuple:
+    def _job_rows(self, b, j: int, i: int, wall_s: float, tallies: dict) -> tuple:
         """Interval j of a block (sample i): each job's loss from its rows, counted in its
-        tally; the node's loss's parts."""
+        tally (tallies: by row, the block's, looked up once a block); the node's loss's
+        parts."""
         parts = []
         for r in b.jobs:
             code = r.state[j]
@@ -138,7 +142,10 @@ class Piece:
             if jloss is None:
                 continue
             parts.append(jloss)
-            tally = self.jobs.job(r.id, r.source, r.name, r.cgroup, r.gpus, r.pids)
+            tally = tallies.get(id(r), False)
+            if tally is False:
+                tally = tallies[id(r)] = self.jobs.job(r.id, r.source, r.name, r.cgroup,
+                                                       r.gpus, r.pids)
             if tally is not None:
                 self.job_interval(i, tally, state, jloss)
         return tuple(parts)

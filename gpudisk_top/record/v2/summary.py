@@ -110,9 +110,16 @@ class JobRows:
         if not (_ints(gpus, 0, 1 << 16) and _ints(pids, 0, 1 << 31)
                 and len(pids) <= MAX_JOB_PIDS and len(gpus) <= 1 << 10):
             raise ValueError("a summary block's job has bad GPUs or processes")
-        state, raw, episode, named = (expand(c) for c in d["codes"])
-        if not all(len(c) == n and _ints(c, ABSENT, 1 << 1024)
-                   for c in (state, raw, episode, named)):
+        codes = d["codes"]
+        # checked as runs (a handful), before they are expanded
+        if not (isinstance(codes, list) and len(codes) == 4 and all(
+                isinstance(c, list) and all(isinstance(run, list) and len(run) == 2
+                                            for run in c) for c in codes)
+                and all(_ints([v for v, _k in c], ABSENT, 1 << 1024)
+                        and _ints([k for _v, k in c], 1, n + 1) for c in codes)):
+            raise ValueError("a summary block's job codes are not runs of codes")
+        state, raw, episode, named = (expand(c) for c in codes)
+        if not all(len(c) == n for c in (state, raw, episode, named)):
             raise ValueError("a summary block's job codes do not cover its intervals")
         return cls(tag.id, tag.source, tag.name, cgroup, list(gpus), list(pids), state, raw,
                    episode, named, _ledger_rows(d["ledger"], n))
