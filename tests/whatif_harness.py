@@ -56,7 +56,7 @@ if TESTS not in sys.path:
 import realdisk  # noqa: E402
 import standin  # noqa: E402
 from whatif_load import (ColdCache, busy_loops, end_load, group_pids,  # noqa: E402,F401
-                         neighbour_reads, signal_load, FIO)
+                         neighbour_reads, signal_load, stop_pids, FIO)
 
 JOB = os.path.join(TESTS, "jobs", "loader_job.py")
 PROGRESS_DIR = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
@@ -352,7 +352,10 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
 
         # what to measure: the predicted fixes (their to/pids), then the cause's
         variants: dict[str, dict] = {}
-        mine = set(group_pids(hogs))       # the loads' processes and threads
+        # the loads' processes and threads: the busy loops the others fix stops, the
+        # neighbour's reads the neighbour fix stops (never the one for the other)
+        ours = {"others": set(group_pids(hogs[:sc.hogs])),
+                "neighbour": set(group_pids(hogs[sc.hogs:]))}
         for rank, w in enumerate(whatif or []):
             fix, to = w.get("fix"), w.get("to")
             entry = {"fix": fix, "to": to, "rank": rank, "predicted": w.get("speedup"),
@@ -365,6 +368,7 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
                 else:
                     entry["to"] = to = min(to, MAX_WORKERS)
             elif fix in ("others", "neighbour"):
+                mine = ours[fix]
                 pids = set(w.get("pids") or mine)
                 entry["pids"] = sorted(pids)
                 if not pids & mine:
@@ -413,14 +417,15 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
                                       extra=("--ckpt-async",))
                 runs[key] = plain(job)
             elif v["fix"] in ("others", "neighbour"):
-                # the loads the predicted pids belong to, each stopped whole
-                owner = group_pids(hogs)
-                stop = {owner[pid].pid: owner[pid] for pid in set(v.get("pids") or mine) & mine}
+                # others: the processes named; a neighbour: the loads they belong to, whole
+                # (another job stops whole, its CPU is what the fix frees)
+                mine = ours[v["fix"]]
+                owner, named = group_pids(hogs), set(v.get("pids") or mine) & mine
+                stop = named if v["fix"] == "others" else {owner[pid].pid for pid in named}
 
-                def go(stop=stop):
+                def go(stop=stop, whole=v["fix"] == "neighbour"):
                     plain(base)()
-                    for h in stop.values():
-                        signal_load(h, signal.SIGSTOP)
+                    stop_pids(stop, whole)
                 runs[key] = go
             elif v["fix"] == "cache":
                 def go():

@@ -62,6 +62,16 @@ def signal_load(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+def stop_pids(pids, whole: bool) -> None:
+    """SIGSTOP to each of `pids` (the loads' own, from group_pids), or to each one's
+    process group where `whole`; one that has exited meanwhile is passed over."""
+    for pid in pids:
+        try:
+            (os.killpg if whole else os.kill)(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+
+
 def end_load(proc: subprocess.Popen) -> None:
     """A load ended: resumed, killed, reaped."""
     signal_load(proc, signal.SIGCONT)

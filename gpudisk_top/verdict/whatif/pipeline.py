@@ -164,8 +164,8 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
         p.neighbour_pids = [pid for c in read for pid in (c.pids or (c.pid,))]
         p.neighbour_kb_s = sum(c.read_kb_s for c in read)
         p.neighbour_share_pct = sum(c.read_share_pct or 0.0 for c in read)
-        # a process the I/O scan found this interval has no CPU rate yet (a --once's)
-        # another job stops whole: every process of its tree, not only its readers
+        # another job stops whole: every process of its tree, not only its readers; a
+        # process the I/O scan found this interval has no CPU rate yet (a --once's)
         gpu_pids = {pid for info in model.jobs if info.id in {c.job_id for c in read}
                     for pid in info.pids}
         cpu_pids = set(p.neighbour_pids) | {v.pid for v in model.procs.values()
@@ -173,12 +173,16 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
         cpu_pct = [getattr(model.procs.get(pid), "cpu_pct", None) for pid in cpu_pids]
         if None not in cpu_pct:
             p.neighbour_cpu = sum(cpu_pct) / 100
-        if h is not None and h.ncpu and h.irq_pct:
-            # the interrupts serve every read of the host: theirs by their share of the device's
-            p.neighbour_irq_cpu = (h.irq_pct / 100 * h.ncpu
-                                   * min(1.0, p.neighbour_share_pct / 100))
-    if h is not None and h.ncpu and h.irq_pct and p.reads_s and p.device_r_s:
-        # the interrupts serve every read of the host: the loaders' share of the device's
-        p.io_cpu = max(0.0, min(p.others_cpu - p.steal_cpu, h.irq_pct / 100 * h.ncpu
-                                * min(1.0, p.reads_s / p.device_r_s)))
+        p.neighbour_irq_cpu = _irq_cpu(h, p.neighbour_share_pct / 100)
+    if p.reads_s and p.device_r_s:
+        p.io_cpu = max(0.0, min(p.others_cpu - p.steal_cpu,
+                                _irq_cpu(h, p.reads_s / p.device_r_s)))
     return p
+
+
+def _irq_cpu(h, share: float) -> float:
+    """The CPUs the interrupts of `share` of the device's reads take: the interrupts
+    (irq + softirq) serve every read of the host, each reader's by its share."""
+    if h is None or not h.ncpu or not h.irq_pct:
+        return 0.0
+    return h.irq_pct / 100 * h.ncpu * min(1.0, share)
