@@ -95,6 +95,7 @@ FAST = (
     "test_ui_snapshots.py::test_screenshot_matches[overview]",
     "test_ui_terminal.py::test_dashboard_in_gnu_screen",
     "test_jobid.py",
+    "test_whatif_neighbour.py",
     "test_report_jobs.py::test_a_summary_blocks_job_rows_are_read_as_untrusted",
     "test_report_jobs.py::test_a_sweep_of_short_jobs_is_bounded_and_replayed",
     "test_fleet_jobs.py::test_one_job_on_two_nodes_by_its_id_and_its_straggler",
