@@ -314,3 +314,23 @@ def test_an_id_shaped_like_a_label_injection_and_a_name_with_escapes(tmp_path, p
     assert not any(line.startswith("verdict: healthy") for line in lines)
     assert sum(line.startswith("job ") for line in lines) == 2
     assert any(line.startswith("job slurm 77 (ok.py) [slurm:77], GPU 1, pid ") for line in lines)
+
+
+@pytest.mark.root
+def test_slurm_on_a_cgroup_v1_host(tmp_path):
+    """Slurm's cgroup v1 layout (.../slurm/uid_U/job_N/step_S/task_T in the v1 hierarchies,
+    nothing in the v2 tree) is a Slurm job too."""
+    from cgjobs import slurm_v1, unique_job_id
+    from cgroup_job import CgJob, skip_unless_cgroups
+    skip_unless_cgroups("v1")
+    jid = unique_job_id()
+    train = _script(tmp_path, "train.py", TRAIN)
+    with CgJob(slurm_v1(jid, uid=0), [sys.executable, train], tree="v1",
+               stdout=subprocess.PIPE) as job:
+        job.proc.stdout.readline()
+        with open(f"/proc/{job.pid}/cgroup") as f:
+            text = f.read()
+        assert any(f"/slurm/uid_0/job_{jid}/" in line for line in text.splitlines()
+                   if not line.startswith("0::")), text       # in a v1 hierarchy
+        t = _tag(job.pid)
+        assert (t.id, t.source, t.name) == (f"slurm:{jid}", "slurm", f"slurm {jid} (train.py)")
