@@ -137,3 +137,48 @@ def test_nothing_is_scanned_when_every_process_is_mapped(dev_dir, holders, monke
     mapper = devmap.DeviceFileMapper(Roots())
     monkeypatch.setattr(mapper, "_scan", lambda: pytest.fail("scanned /proc"))
     assert mapper.apply(snap) == []
+
+
+def test_the_monitor_holding_the_files_itself_is_never_the_job(dev_dir, holders):
+    """NVML holds /dev/nvidiactl and the GPUs' files open in our own process once
+    initialised (issue 38): the job beside it is still the one holder, and with no job
+    holding them we are not taken for it."""
+    ours = [os.open(dev_dir / name, os.O_RDONLY) for name in ("nvidia0", "nvidiactl")]
+    try:
+        alone = snapshot([(4_000_001, 2 << 30)])
+        devmap.DeviceFileMapper(Roots()).apply(alone)
+        assert not alone.gpus[0].processes[0].mapped        # never ourselves
+        trainer = holders(dev_dir / "nvidia0", dev_dir / "nvidiactl")
+        snap = snapshot([(4_000_001, 2 << 30)])
+        warnings = devmap.DeviceFileMapper(Roots()).apply(snap)
+        assert warnings == [] and snap.gpus[0].processes[0].local_pid == trainer
+    finally:
+        for fd in ours:
+            os.close(fd)
+
+
+@pytest.mark.root
+def test_a_process_it_may_not_read_forbids_a_match(dev_dir, holders):
+    """Not root: another user's process may be the job, so the one holder we can read is
+    not taken for it; the warning says why."""
+    trainer = holders(dev_dir / "nvidia0")          # root's: unreadable to nobody
+    os.chmod(dev_dir, 0o755)
+    code = textwrap.dedent(f"""
+        import json, os
+        os.setgid(65534); os.setuid(65534)
+        from gpudisk_top.collect import devmap
+        from gpudisk_top.collect.roots import Roots
+        from gpudisk_top.collect.sample import GpuProcessRaw, GpuRaw, GpuSnapshot
+        devmap.DEV_DIR = {str(dev_dir)!r}
+        snap = GpuSnapshot(status="ok", gpus=[GpuRaw(index=0, minor_number=0, processes=[
+            GpuProcessRaw(pid=4000001, used_gpu_mem_bytes=1 << 30, mapped=False)])])
+        w = devmap.DeviceFileMapper(Roots()).apply(snap)
+        print(json.dumps([snap.gpus[0].processes[0].local_pid, w]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert out.returncode == 0, out.stderr
+    import json
+    local, warnings = json.loads(out.stdout)
+    assert local is None and trainer
+    assert len(warnings) == 1 and "cannot be read (not root): not matched" in warnings[0]

@@ -14,8 +14,12 @@ the processes in our procfs with an fd on that file:
     way): the holders of /dev/nvidiactl or /dev/nvidia-uvm, else the processes that map
     libcuda.so, when exactly one GPU waits and the counts are one and one.
 
-Anything else is ambiguous: nothing is guessed, and a warning says what was seen.  Only
-processes we may read are found (another user's fd links need root).  The scan reads
+Anything else is ambiguous: nothing is guessed, and a warning says what was seen.  Our own
+process is never a holder: NVML holds /dev/nvidiactl and the GPUs' files open in it once
+initialised, beside the job.  Only processes we may read are found (another user's fd
+links need root), so a match is taken only where every process could be read: with one
+we may not read, the job may be that one, and a holder we can read may be anybody's
+(issue 38: as non-root the job was mapped to gpudisk-top itself).  The scan reads
 every process's fd directory, so it runs only while NVML lists processes that no PID
 mapped, and is repeated only when NVML's list changes or every RESCAN_S seconds.
 """
@@ -81,9 +85,17 @@ class DeviceFileMapper:
 
     # ------------------------------------------------------------------ matching
     def _match(self, waiting: dict) -> tuple[dict, list[str]]:
-        holders = self._holders()
+        holders, unreadable = self._holders()
         matches: dict[tuple[int, int], int] = {}
         warnings: list[str] = []
+        if unreadable:
+            gpus = ", ".join(str(i) for i in sorted(waiting))
+            total = sum(1 for g in waiting.values() for p in g.processes if not p.mapped)
+            warnings.append(f"GPU {gpus}: NVML lists {total} process{'es' if total != 1 else ''} "
+                            f"this PID namespace cannot see, and {unreadable} process"
+                            f"{'es' if unreadable != 1 else ''} here cannot be read (not root): "
+                            f"not matched")
+            return matches, warnings
         no_file = []
         for index, g in sorted(waiting.items()):
             entries = [p for p in g.processes if not p.mapped]
@@ -149,16 +161,24 @@ class DeviceFileMapper:
         except OSError:
             return []
 
-    def _holders(self) -> dict[str, set[int]]:
-        """nvidia device file path -> the PIDs (of our procfs) with an fd on it, less
-        those whose ancestor holds it too: a DataLoader worker forked after CUDA started
-        inherits its parent's descriptors, but only the parent is NVML's process."""
-        found = self._scan()
+    def _holders(self) -> tuple[dict[str, set[int]], int]:
+        """(nvidia device file path -> the PIDs (of our procfs) with an fd on it, less
+        ours and those whose ancestor holds it too: a DataLoader worker forked after CUDA
+        started inherits its parent's descriptors, but only the parent is NVML's process;
+        how many processes' fds could not be read)."""
+        found, unreadable = self._scan()
         parents = {pid: self._ppid(pid) for pids in found.values() for pid in pids}
         out = {}
         for path, pids in found.items():
             out[path] = {pid for pid in pids if not self._below(pid, pids, parents)}
-        return out
+        return out, unreadable
+
+    def _self_pid(self) -> int:
+        """Our PID in the procfs read (its `self` link), else ours."""
+        try:
+            return int(os.readlink(self.roots.proc("self")))
+        except (OSError, ValueError):
+            return os.getpid()
 
     def _ppid(self, pid: int) -> int | None:
         stat = read_text(self.roots.proc(str(pid), "stat"))
@@ -182,16 +202,24 @@ class DeviceFileMapper:
             seen += 1
         return False
 
-    def _scan(self) -> dict[str, set[int]]:
-        """nvidia device file path -> the PIDs (of our procfs) with an fd on it."""
+    def _scan(self) -> tuple[dict[str, set[int]], int]:
+        """(nvidia device file path -> the PIDs (of our procfs) but ours with an fd on it,
+        how many processes' fd directories we may not read)."""
         prefix = os.path.join(self.dev_dir, "nvidia")
         out: dict[str, set[int]] = {}
+        me = str(self._self_pid())
+        unreadable = 0
         for pid in self._pids():
+            if pid == me:
+                continue
             fd_dir = self.roots.proc(pid, "fd")
             try:
                 fds = os.listdir(fd_dir)
+            except PermissionError:
+                unreadable += 1    # another user's: it may hold the file
+                continue
             except OSError:
-                continue       # exited, or another user's (not ours to read)
+                continue       # exited
             for fd in fds:
                 try:
                     target = os.readlink(os.path.join(fd_dir, fd))
@@ -199,7 +227,7 @@ class DeviceFileMapper:
                     continue
                 if target.startswith(prefix):
                     out.setdefault(target, set()).add(int(pid))
-        return out
+        return out, unreadable
 
     def _mapped_bytes(self, pid: int, path: str) -> int | None:
         """Bytes of address space pid maps from path; None when its maps are unreadable."""
@@ -217,7 +245,10 @@ class DeviceFileMapper:
 
     def _cuda_mappers(self) -> list[int]:
         out = []
+        me = str(self._self_pid())
         for pid in self._pids():
+            if pid == me:
+                continue
             try:
                 text = read_bytes(self.roots.proc(pid, "maps"))
             except OSError:
