@@ -318,3 +318,27 @@ async def test_known_episodes_across_a_clock_that_went_back(tmp_path):
             assert app.latest.verdict.state == state
             assert app.rec.wall_s(app.feed.index) >= start_s
         assert landed == sorted(landed) and landed[0] < a1 <= landed[1]
+
+
+async def _timeline_at(recording, index: int, moves=()) -> str:
+    from gpudisk_top.ui.widgets.timeline import Timeline
+    app = replay_screen_app(recording, ORIGIN, start_index=index if not moves else 0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        for where in moves:
+            await pilot.press("g")
+            for key in where:
+                await pilot.press(key)
+            await pilot.press("enter")
+            await pilot.pause()
+        assert app.feed.index == index
+        return text_of(app.query_one(Timeline))
+
+
+async def test_a_seek_back_draws_what_a_fresh_open_draws(recording):
+    """The same position draws the same rows however the screen got there (issue 38: after
+    a seek back the GPU and disk rows kept the bars of the window the seek came from)."""
+    fresh = await _timeline_at(recording, 62)
+    forth_and_back = await _timeline_at(recording, 62, moves=(("plus", "1", "4", "0", "s"),
+                                                             ("plus", "6", "2", "s")))
+    assert forth_and_back == fresh

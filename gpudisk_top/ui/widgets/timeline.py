@@ -60,8 +60,14 @@ class _Row:
         self.glyphs: deque[str] = deque(maxlen=capacity)
         self.upto = 0          # absolute index of the next column to add
         self.value_of, self.metric = value_of, metric
+        self.source: History | None = None   # the History the glyphs are of
 
     def sync(self, history: History) -> None:
+        if history is not self.source:
+            # another History (a replay's seek makes a new one, its indices from 0 again):
+            # nothing kept is of it (issue 38: a seek back showed the window it came from)
+            self.glyphs.clear()
+            self.upto, self.source = history.first, history
         start = max(self.upto, history.first)
         if start > self.upto:
             self.glyphs.clear()
