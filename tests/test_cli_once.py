@@ -225,3 +225,16 @@ def test_demo_start_beyond_its_bound_is_a_one_line_error():
 
 def test_unknown_demo_scenario_is_a_one_line_error():
     one_line_error(run("--once", "--demo", "no-such-scenario"), 2)
+
+
+def test_a_device_filter_that_matches_nothing_is_said_in_json_as_in_text():
+    """`-d 'nvme*'` on a node with no NVMe: the JSON's warnings say so, as the text does
+    (issue 38: `disks: []` and nothing said)."""
+    out = run("--once", "--json", "-i", "0.2", "-d", "gdt-no-such-disk*")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["disks"] == []
+    said = [w for w in d["warnings"] if "gdt-no-such-disk*" in w]
+    assert said and said[0].startswith("-d gdt-no-such-disk* matches no device (of ")
+    text = run("--once", "-i", "0.2", "-d", "gdt-no-such-disk*")
+    assert f"({said[0]})" in text.stdout

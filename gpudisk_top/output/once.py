@@ -122,6 +122,7 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None
     origin = origin or live_source()
     if ledger is None and verdict is not None:
         ledger = ledger_of(model, verdict)
+    disks = shown_disks(model, dev_filter)
     return {
         "version": __version__,
         "source": origin.label,
@@ -131,14 +132,15 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None
         "kernel": origin.kernel,
         "gpu_status": model.gpu_status,
         "gpus": gpus_json(model),
-        "disks": [disk_json(model, n) for n in shown_disks(model, dev_filter)],
+        "disks": [disk_json(model, n) for n in disks],
         "mounts": [mount_json(v) for v in model.mounts.values()],
         "health": health_json(model, dev_filter),
         "host": host_as_json(model.host) if model.host is not None else {},
         "verdict": verdict_json(verdict),
         "ledger": ledger.as_json(price) if ledger is not None else None,
         "jobs": [job_json(jv, jl.as_json(price)) for jv, jl in job_ledgers(model, verdict, ledgers)],
-        "warnings": [*model.all_warnings, *_unavailable_warning(verdict)],
+        "warnings": [*model.all_warnings, *_unavailable_warning(verdict),
+                     *filter(None, [selection_note(model, dev_filter, disks)])],
     }
 
 
@@ -270,9 +272,21 @@ def _disk_lines(model: Model, dev_filter: DeviceFilter) -> list[str]:
                      *(m.text(None if r is None else getattr(r, m.field)) for m in DISK), where))
     lines = table(rows, (Col("Device", align="<"), Col("class", 5, "<"),
                          *(metric_col(m) for m in DISK), Col("mountpoints", 0, "<", "  ")))
-    if not names:
-        lines.append("(no device selected: none has done I/O, or the filter matched none)")
+    note = selection_note(model, dev_filter, names)
+    if note is not None:
+        lines.append(f"({note})")
     return lines
+
+
+def selection_note(model: Model, dev_filter: DeviceFilter, names: list[str]) -> str | None:
+    """Why no disk is shown (names: those shown), the same in the text and the JSON's
+    warnings; None where some are."""
+    if names:
+        return None
+    if dev_filter.patterns and not any(dev_filter.matches_name(i) for i in model.devices.values()):
+        return (f"-d {','.join(dev_filter.patterns)} matches no device "
+                f"(of {len(model.devices)} here)")
+    return "no device selected: none has done I/O, or the filter matched none"
 
 
 # the health columns --once prints (all of them are in the JSON)
