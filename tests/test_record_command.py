@@ -156,3 +156,21 @@ def test_record_without_listen_never_loads_the_exporter(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_missing_directory_is_made_and_one_that_cannot_be_is_one_line(tmp_path):
+    """README's `-o /var/log/gpudisk-top/node.gdtrec` on a fresh node (issue 38): the
+    directory is made as `mkdir -p` makes it; where a file stands in its way, one line."""
+    path = tmp_path / "log" / "gpudisk-top" / "node.gdtrec"
+    out = run_command("record", "-o", str(path), "--demo", "demo", "-i", "0.05",
+                      "--duration", "0.2")
+    assert out.returncode == 0, out.stderr
+    assert f"made {path.parent}" in out.stderr
+    with Recording.open(path) as rec:
+        assert len(rec) >= 2
+    (tmp_path / "file").write_text("")
+    out = run_command("record", "-o", str(tmp_path / "file" / "x.gdtrec"), "--demo", "demo",
+                      "--duration", "0.2")
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "cannot make its directory" in out.stderr
+    assert (tmp_path / "file").read_text() == ""

@@ -93,6 +93,21 @@ class _Live:
         self.hooks.on_sample(model, verdict, self.stepper.episodes, loss)
 
 
+def _make_parent(path: str) -> None:
+    """The recording's directory, made as `mkdir -p` makes it (0755) where it is missing:
+    README's `-o /var/log/gpudisk-top/node.gdtrec` on a fresh node (issue 38).  Raises
+    RuntimeFailure, one line, where it cannot be made."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(parent):
+        return
+    try:
+        os.makedirs(parent, mode=0o755, exist_ok=True)
+    except OSError as err:
+        raise RuntimeFailure(f"-o {path}: cannot make its directory {parent}: "
+                             f"{err.strerror or err}") from None
+    note(f"made {parent}")
+
+
 def run(args) -> int:
     from gpudisk_top.exporter.options import wants_hooks
     from gpudisk_top.record import Recorder, make_header
@@ -100,6 +115,7 @@ def run(args) -> int:
 
     if os.path.isdir(args.output):
         raise UsageError(f"-o {args.output}: is a directory")
+    _make_parent(args.output)
     cfg = load_config(args)          # [detector], and [[alerts]], [devices.*], [watch]
     thresholds = thresholds_from(args, cfg)
     export = export_options(args)
