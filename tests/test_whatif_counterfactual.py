@@ -62,6 +62,12 @@ def _neighbour_error(result: dict) -> float:
     return abs(p - m) / m if p and m else float("inf")
 
 
+# every scenario but the neighbour beside fio, which the neighbour beside another job of
+# the node stands for here (the same fix, the same model): CI's whole run must stay under
+# 30 minutes; `python tests/whatif_harness.py --only neighbour` measures it (docs/whatif.md)
+CI_SCENARIOS = [s.name for s in wh.SCENARIOS if s.name != "neighbour"]
+
+
 @pytest.fixture(scope="module")
 def counterfactual(data_file, tmp_path_factory):
     """One run of every scenario, shared by the two tests below: one measuring round a
@@ -70,7 +76,8 @@ def counterfactual(data_file, tmp_path_factory):
     judged on that: one round of a few seconds on a shared machine can fall on a burst
     of other work, and a prediction that is wrong misses twice (both are printed)."""
     try:
-        results = wh.run_all(data_file, rounds=CI_ROUNDS, need_predictions=True)
+        results = wh.run_all(data_file, names=CI_SCENARIOS, rounds=CI_ROUNDS,
+                             need_predictions=True)
     except wh.NoPredictions as e:
         pytest.skip(f"no what-if predictions to check: {e}")
     first = wh.table(results)
@@ -93,7 +100,7 @@ def counterfactual(data_file, tmp_path_factory):
 @pytest.mark.counterfactual
 def test_every_scenario_runs_for_real_and_every_fix_is_measured(counterfactual):
     results, _acc, explain = counterfactual
-    assert len(results) == len(wh.SCENARIOS), explain
+    assert len(results) == len(CI_SCENARIOS), explain
     for r in results:
         assert r["before_steps_s"] > 0, explain
         for fix, to in next(s for s in wh.SCENARIOS if s.name == r["scenario"]).fixes:
