@@ -242,16 +242,18 @@ class JobIdentifier:
         fork running its parent's command line).  A sweep's driver that starts each run as
         a program of its own is neither: each run is its own job."""
         chain = [(pid, comm, cmdline or "")]
+        ppid = self._ppid_comm(pid)[0]
         while len(chain) < MAX_ANCESTORS:
-            ppid = self._ppid_comm(chain[-1][0])[0]
             if ppid is None or ppid <= 1:
                 break
-            pcomm = self._ppid_comm(ppid)[1]
+            # one read of each ancestor's stat: its comm now, its parent for the next step
+            next_ppid, pcomm = self._ppid_comm(ppid)
             if pcomm is None or pcomm in _SESSION_COMMS or pcomm.startswith(_SESSION_PREFIXES):
                 break
             pcmd = self._read(ppid, "cmdline", 8192).replace(b"\0", b" ").decode(
                 "utf-8", "replace").strip()
             chain.append((ppid, pcomm, pcmd))
+            ppid = next_ppid
         launchers = [c for c in chain[1:] if c[1] in _LAUNCHER_COMMS or _LAUNCHER_ARGS.search(c[2])]
         script = script_of(cmdline, comm)
         if launchers:
