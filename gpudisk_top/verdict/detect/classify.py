@@ -12,13 +12,16 @@ latency over baseline, a queue, throughput at its peak; the cure is faster stora
 cache) or *latency-bound* (headroom left: few synchronous small reads each wait r_await;
 the cure is more or larger or parallel reads).  Loaders on a CPU or waiting for one are
 starved by the CPU: by their own work (more workers, lighter decoding) or by other
-processes taking the CPUs (named).  Without the loaders' time (processes not visible)
-the device's saturation and the host's CPU decide, as before.  iowait is idle time
+processes taking the CPUs (named).  Where the job's processes cannot be seen (another
+PID namespace unmatched, or their I/O unreadable as non-root) a saturated device is still
+said, hedged (its saturation needs no process), but the host's CPU never stands in for
+the loaders: the stall is undiagnosed, of kind `unseen`, and names no cause (unseen.py).  iowait is idle time
 everywhere here: a CPU waiting on I/O runs nothing (top, vmstat and mpstat count it so).
 
 This module asks the questions in order and weighs the what-if; the rules live by job:
 states.py (the states, IntervalState), storage.py (device, mount, undiagnosed), cpu.py
-(own, others, throttled, trainer), checkpoint.py (write bursts and what they cost).
+(own, others, throttled, trainer), checkpoint.py (write bursts and what they cost),
+unseen.py (a job that cannot be seen).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from gpudisk_top.verdict.detect.job import Job
 from gpudisk_top.verdict.detect.saturation import Saturation
 from gpudisk_top.verdict.detect.states import UNAVAILABLE, IntervalState, gpu_ranges, mean
 from gpudisk_top.verdict.detect.thresholds import Thresholds
+from gpudisk_top.verdict.detect.unseen import UNSEEN, unseen
 from gpudisk_top.verdict.whatif import CPUS, READS, names_of, pipeline_of, predict
 
 # the fixes that act on the reads, and those that act on the CPUs (verdict/whatif.py): a
@@ -93,6 +97,7 @@ class Classifier:
                  or storage.disk(t, model, job, sats)
                  or cpu.trainer(t, model, job)
                  or cpu.cpu(t, model, job, sats)
+                 or unseen(model, job, sats)
                  or storage.undiagnosed(model, job, sats))
         state = self._whatif(model, job, sats, state, util)
         # Dirty's usual level is learned only while the job runs well: a stall waiting on
@@ -106,6 +111,8 @@ class Classifier:
                 util: float | None) -> IntervalState:
         """Predict each fix's gain (verdict/whatif.py); where two causes each hold a real
         share, the one whose fix gains more is the verdict and the other its "also"."""
+        if state.kind == UNSEEN:
+            return state        # no cause, so no fix: a fix's gain rests on the loaders' time
         ckpt = self.checkpoints.figures(model, state.state, util)
         p = pipeline_of(model, job, sats, util, ckpt, state.culprits)
         if p is None:

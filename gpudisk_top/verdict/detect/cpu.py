@@ -30,6 +30,10 @@ JOB_CPU_FULL_PCT = 90.0
 # the job's cgroup held off the CPUs by its quota (cpu.max) in at least this share of its
 # enforcement periods: its loaders' wait for a CPU is the quota's, kind "throttled"
 THROTTLED_PCT = 20.0
+# where the loaders' reads cannot be read (not root), the CPUs are named only when the
+# loaders are on a CPU or waiting for one more than this share of their time: their reads
+# can take at most the rest, so the CPUs are the larger part whatever the reads are
+UNREAD_IO_CPU_PCT = 50.0
 
 
 def trainer(t: Thresholds, model: Model, job: Job) -> IntervalState | None:
@@ -39,6 +43,8 @@ def trainer(t: Thresholds, model: Model, job: Job) -> IntervalState | None:
     lt = job.time if job.visible else None
     if lt is None or lt.kind != "DataLoader worker" or lt.asleep_pct < TRAINER_ASLEEP_PCT:
         return None
+    if job.io_unreadable:
+        return None     # loaders blocked on reads we cannot read would look asleep
     workers = {v.pid for v in job.workers}
     trainers = [v for v in job.members if v.pid not in workers and v.cpu_pct is not None]
     if not trainers:
@@ -71,14 +77,22 @@ def trainer(t: Thresholds, model: Model, job: Job) -> IntervalState | None:
 def cpu(t: Thresholds, model: Model, job: Job, sats) -> IntervalState | None:
     """The loaders on a CPU or waiting for one.  When their time is known it alone
     decides: a busy host whose CPUs the loaders do not wait for is not the job's
-    cause.  When it is not (the job cannot be seen), the host's CPU and pressure do."""
+    cause.  When it is not (no schedstat), the host's CPU and pressure do.  A job that
+    cannot be seen is not judged here (unseen.py): the busy CPUs may be its own."""
     h = model.host
-    lt = job.time if job.visible else None
+    if not job.visible:
+        # its loaders cannot be read, and the host's CPU cannot stand in for them: the
+        # busy CPUs may be the job's own (issue 38; unseen.py says so instead)
+        return None
+    lt = job.time
     details = []
     taken = False            # the loaders wait for CPUs that others hold
     if lt is not None:
         if lt.io_claim_pct is not None and lt.io_claim_pct > lt.cpu_share_pct:
             return None      # the loaders wait on reads more than on CPUs
+        if (job.io_unreadable and lt.cpu_share_pct <= UNREAD_IO_CPU_PCT
+                and not job_fills_cpus(t, model, job)):
+            return None      # their unreadable reads may be the larger part
         loaders = [v for v in (job.workers or job.members) if v.cpu_pct is not None]
         # wrappers and launchers (timeout, torchrun's agent) asleep beside the workers
         # they start are not loaders: they would dilute the count of busy ones
@@ -109,8 +123,9 @@ def cpu(t: Thresholds, model: Model, job: Job, sats) -> IntervalState | None:
         elif lt.cpu_wait_pct is not None:
             return None
     if lt is None or (not details and lt.cpu_wait_pct is None):
-        # no run-queue wait to tell whether the loaders wait for CPUs (their time
-        # cannot be read, or the kernel has no schedstat): the host's CPU decides
+        # no run-queue wait to tell whether the loaders wait for CPUs (too many of them
+        # new to this interval, or the kernel has no schedstat): the host's CPU decides,
+        # weighed against the job's own CPU, which is known (cpu_holders)
         host_busy = busy_pct(h)
         if host_busy is not None and 100 - host_busy < t.host_idle_pct:
             details.append(f"host CPU {pct(host_busy)} busy (iowait counted as idle)")
@@ -145,6 +160,9 @@ def cpu(t: Thresholds, model: Model, job: Job, sats) -> IntervalState | None:
     quiet = quietest_storage(model, job, sats)
     if quiet:
         details.append(quiet)
+    if job.io_unreadable and lt is not None:
+        details.append(f"their reads cannot be read (not root): at most "
+                       f"{pct(100 - lt.cpu_share_pct)} of their time")
     if taken:
         advice = ("the host's CPUs are taken by other processes: fewer or lower-priority "
                   "competing processes (nice), CPU pinning for the job, or a larger node")

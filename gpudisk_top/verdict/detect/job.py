@@ -51,6 +51,32 @@ class Job:
     def running(self) -> bool:
         return bool(self.gpus)
 
+    @property
+    def io_unreadable(self) -> bool:
+        """Whether the job's processes are seen but none of their I/O could be read
+        (another user's /proc/PID/io and fd links, as non-root): their CPU time is known,
+        their time blocked on reads is not, so reads cannot be weighed against CPUs."""
+        return (self.visible and bool(self.members)
+                and all(v.read_kb_s is None and v.io_wait_pct is None for v in self.members))
+
+    def unseen_reason(self) -> tuple[str, str] | None:
+        """(why the job's processes cannot be seen from here, how to see them); None
+        where they can (verdict/detect/unseen.py says both in the verdict)."""
+        as_root = "run gpudisk-top as root (sudo, docker exec -u 0)"
+        if not self.visible:
+            if any(not p.mapped for g in self.gpus for p in g.processes
+                   if p.pid in self.gpu_pids):
+                return ("another PID namespace: NVML's host PIDs name nothing here, and no "
+                        "process here could be matched to them by device file",
+                        "run gpudisk-top in the host's PID namespace (docker --pid=host, or "
+                        "the host's /proc with --procfs /host/proc), or as root inside the "
+                        "job's container")
+            return "its processes could not be read", as_root
+        if self.io_unreadable:
+            return ("not root: its processes' I/O counters, open files and delays cannot "
+                    "be read", as_root)
+        return None
+
     def describe(self) -> str:
         """'pid 4121 (python train.py) and its 8 workers', for evidence lines."""
         if not self.gpu_pids:
