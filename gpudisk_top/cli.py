@@ -14,6 +14,15 @@ import sys
 from gpudisk_top.commands import COMMANDS, default
 from gpudisk_top.errors import RuntimeFailure, UsageError
 from gpudisk_top.textsafe import printable
+from gpudisk_top.ui import glyphs
+
+# The commands that draw glyphs (their screens, or --once's and the report's text): they
+# take --ascii.  Each interactive one, with what to use where a terminal cannot draw it.
+ASCII_COMMANDS = ("", "replay", "fleet", "report")
+DATA_COMMANDS = ("export",)   # its standard output is data (-o -): written as it is
+_PLAIN_INSTEAD = {"": "`gpudisk-top --once` for plain text",
+                  "replay": "`gpudisk-top report FILE` for plain text",
+                  "fleet": "`gpudisk-top fleet --once` for plain text"}
 
 
 class _Stdout:
@@ -30,6 +39,8 @@ class _Stdout:
     def write(self, text: str) -> int:
         if self._stream is None:            # started with stdout closed (`>&-`)
             raise RuntimeFailure("cannot write to standard output: it is closed")
+        if glyphs.ascii_on():
+            text = glyphs.to_ascii(text)
         try:
             return self._stream.write(text)
         except BrokenPipeError:
@@ -46,6 +57,19 @@ class _Stdout:
             raise
         except OSError as err:
             raise self._refused(err) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+class _AsciiStderr:
+    """sys.stderr while a run draws in ASCII: its warnings' glyphs in ASCII too."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(glyphs.to_ascii(text))
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
@@ -71,7 +95,7 @@ def _error(err: Exception) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    real_stdout = sys.stdout
+    real_stdout, real_stderr = sys.stdout, sys.stderr
     sys.stdout = _Stdout(real_stdout)
     try:
         status = _main(argv)
@@ -87,16 +111,25 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 0
     finally:
-        sys.stdout = real_stdout
+        sys.stdout, sys.stderr = real_stdout, real_stderr
+        glyphs.use_ascii(False)
 
 
 def _main(argv: list[str]) -> int:
     try:
-        if argv and argv[0] in COMMANDS:
-            module = importlib.import_module(COMMANDS[argv[0]][0])
-            args = module.build_parser(f"gpudisk-top {argv[0]}").parse_args(argv[1:])
-            return module.run(args)
-        return default.run(default.build_parser().parse_args(argv))
+        name = argv[0] if argv and argv[0] in COMMANDS else ""
+        if name:
+            module = importlib.import_module(COMMANDS[name][0])
+            parser = module.build_parser(f"gpudisk-top {name}")
+        else:
+            module, parser = default, default.build_parser()
+        if name in ASCII_COMMANDS:
+            parser.add_argument("--ascii", action="store_true",
+                                help="draw in ASCII only (the default where the locale is "
+                                     "not UTF-8, or TERM is linux or vt100-like)")
+        args = parser.parse_args(argv[1:] if name else argv)
+        _choose_glyphs(name, args)
+        return module.run(args)
     except UsageError as err:
         _error(err)
         return 2
@@ -113,3 +146,31 @@ def _main(argv: list[str]) -> int:
         except (OSError, ValueError):
             pass
         return 1
+
+
+def _interactive(name: str, args) -> bool:
+    """Whether the command of `name` and `args` draws a screen (not --once, a list, ...)."""
+    return (name in _PLAIN_INSTEAD and not getattr(args, "once", False)
+            and not getattr(args, "list_scenarios", False))
+
+
+def _choose_glyphs(name: str, args) -> None:
+    """Once, before anything is drawn or printed: refuse a screen on TERM=dumb, and draw in
+    ASCII where asked or where the locale or terminal cannot draw UTF-8 (said in one line
+    where a screen is drawn; --once's text just comes in ASCII).  Raises UsageError."""
+    if name in DATA_COMMANDS:
+        return
+    interactive = _interactive(name, args)
+    if interactive and glyphs.dumb_terminal():
+        raise UsageError(f"TERM=dumb: this terminal cannot draw a screen; use "
+                         f"{_PLAIN_INSTEAD[name]}")
+    reason = None if getattr(args, "ascii", False) else glyphs.ascii_reason()
+    if not (getattr(args, "ascii", False) or reason):
+        return
+    glyphs.use_ascii(True)
+    sys.stderr = _AsciiStderr(sys.stderr)
+    if interactive and reason:
+        from gpudisk_top.errors import note
+
+        note(f"drawing in ASCII: {reason} (--ascii chooses it; a UTF-8 locale such as "
+             "LANG=C.UTF-8 lifts it)")

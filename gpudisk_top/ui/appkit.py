@@ -1,16 +1,18 @@
 """What every app of gpudisk-top does alike (the dashboard, replay, the fleet screen): the
 note that replaces a screen too small to draw, the palette of the tool's own commands,
 and leaving a terminal that is gone; ToolApp, the one base they derive from, puts them
-together with the footer and NO_COLOR's styles."""
+together with the footer, NO_COLOR's styles and drawing in ASCII (glyphs.py)."""
 
 from __future__ import annotations
 
 from typing import Iterable, Iterator
 
 from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
 from textual.widgets import Footer, Static
 
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
+from gpudisk_top.ui.asciiscreen import ASCII_FILTER, key_display, use_ascii_scrollbars
 from gpudisk_top.ui.terminal import terminal_gone
 
 MIN_SIZE = (80, 24)  # below this the screen says so instead of clipping
@@ -64,10 +66,15 @@ class ToolApp(App):
     A subclass names its command (COMMAND, for the too-small note), yields its panels
     (panels(): the footer and the note follow them), lists the palette's commands
     (commands(): (title, help, action) each) and builds its CSS with app_css().  NO_COLOR's
-    styles are chosen as the app loads, before anything is drawn."""
+    styles are chosen as the app loads, before anything is drawn; under glyphs.ascii_on()
+    every line of every screen is drawn in ASCII (ui/asciiscreen.py)."""
 
     COMMAND = "gpudisk-top"
     CSS = app_css()
+    # Ctrl+C quits, as in htop, glances and nvitop, on every screen of every app (Textual
+    # only says "Do you want to quit? Press ctrl+q"); priority: a prompt's input would
+    # take it as copy.  A subclass's BINDINGS add to these.
+    BINDINGS = [Binding("ctrl+c", "quit", show=False, priority=True)]
 
     def panels(self) -> ComposeResult:
         return iter(())
@@ -79,6 +86,19 @@ class ToolApp(App):
 
     def on_load(self) -> None:
         theme.use_no_color(self.no_color)  # Textual greys every colour: emphasis by attributes
+        use_ascii_scrollbars(glyphs.ascii_on())
+
+    def get_line_filters(self):
+        filters = super().get_line_filters()
+        if not glyphs.ascii_on():
+            return filters
+        return [*filters, ASCII_FILTER]
+
+    def get_key_display(self, binding) -> str:
+        shown = super().get_key_display(binding)
+        if not glyphs.ascii_on():
+            return shown
+        return key_display(shown, binding.key)
 
     def fit_too_small(self, screen, size) -> None:
         """fit_screen for `screen` with this app's note and command."""
