@@ -109,7 +109,7 @@ def test_the_key_stays_out_of_the_json_and_the_recordings():
                                 "confidence", "basis", "gpu_now_pct"}
     stored = dataclasses.asdict(w)
     assert set(stored) == {"fix", "speedup", "gpu_util_pct", "gpu_now_pct", "confidence",
-                           "basis", "cap", "from_", "to", "pids", "who"}
+                           "basis", "cap", "from_", "to", "pids", "who", "unprobed"}
     json.dumps(stored)                               # a recording can hold it
     again = WhatIf(**stored)
     assert again == w and again.limit is None and again.line() == w.line()

@@ -37,8 +37,6 @@ still runs and measures the fixes its cause implies, and the predicted column sa
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -57,84 +55,27 @@ import realdisk  # noqa: E402
 import standin  # noqa: E402
 from whatif_load import (ColdCache, busy_loops, end_load, group_pids,  # noqa: E402,F401
                          neighbour_reads, signal_load, stop_pids, FIO)
+from whatif_scenarios import (BY_HAND, CKPT, JOB, SCENARIOS, TORCH_JOB,  # noqa: E402,F401
+                              WINDOW_S, Scenario)
 
-JOB = os.path.join(TESTS, "jobs", "loader_job.py")
 PROGRESS_DIR = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-TORCH_JOB = os.path.join(TESTS, "jobs", "torch_loader_job.py")
 HEALTHY_STEPS_S = 50.0          # loader_job.py: 1 / STEP_S
 DATA_MIB = 384                  # fits the page cache of any CI machine, once warm
 SETTLE_S = 1.0                  # a fresh job: workers forked, queue at its steady state
 RESUME_S = 0.3                  # a resumed variant's backlog: this and a step a batch held
 FRESH_STEP_S = 10.0             # at most this more for its first step past its backlog
 STEP_S = 1.0 / HEALTHY_STEPS_S  # loader_job.py's "GPU step"
-WINDOW_S = 1.2                  # one measuring segment
 ROUNDS = 3                      # segments a fix, each between two of the job as it is
 ONCE_INTERVAL_S = 3
 ONE_ROUND_WINDOW_S = 6.0
 RECORD_S = 24                   # the checkpoint scenario's recording: three saves or more
                                 # (a save must outlast the stand-in GPU's 1 s average)
+SEEN_AFTER_S = 8                # recorded after a device's busy burst (Scenario.seen_qd)
 MAX_WORKERS = 32                # a predicted `to` above it is measured at it
 # scoring (the issue's acceptance)
 TIE = 0.05                      # fixes within 5 % of the best gain are a tie: noise here
 ERROR_BOUND = 0.25              # |predicted - measured| <= 25 % of measured, top fix
 FALSE_PRED, FALSE_MEAS = 1.2, 1.05   # never predict > 1.2x what really gains < 1.05x
-
-
-# ---------------------------------------------------------------------------- scenarios
-@dataclasses.dataclass
-class Scenario:
-    name: str
-    title: str
-    mode: str
-    workers: int
-    fixes: list[tuple[str, int | None]]      # what its cause implies: (fix, to)
-    reads_factor: float | None = None        # disk/files: reads a sample, starving x this
-    hogs: int = 0                            # busy loops beside the job
-    neighbour_qd: int = 0                    # fio's 4 KiB reads of the job's data at this QD
-    neighbour_job: int = 0                   # ... or another job (this many workers) on GPU 1
-    wrapped: bool = False                    # under a launcher (`timeout`)
-    cold_cache: bool = False                 # the data file kept out of the page cache
-    job_args: tuple[str, ...] = ()
-    window_s: float = WINDOW_S
-    script: str = JOB                        # loader_job.py, or the torch DataLoader's
-
-
-CKPT = ("--ckpt-every", "3.0", "--ckpt-mib", "2048")
-
-SCENARIOS = [
-    Scenario("latency-2", "latency-bound, 2 workers of 4 KiB O_DIRECT reads", "disk", 2,
-             [("workers", 4), ("workers", 8)], reads_factor=3.0),
-    Scenario("latency-4", "latency-bound, 4 workers", "disk", 4,
-             [("workers", 8), ("workers", 16)], reads_factor=3.0),
-    Scenario("latency-busy", "latency-bound, 4 workers beside 2 busy loops", "disk", 4,
-             [("others", None), ("workers", 8)], reads_factor=3.0, hogs=2),
-    Scenario("cpu-free", "own-CPU-bound, 1 decoding worker, a CPU free", "cpu", 1,
-             [("workers", 2), ("workers", 4)]),
-    Scenario("cpu-full", "own-CPU-bound, 4 decoding workers on every CPU", "cpu", 4,
-             [("fewer-workers", 2), ("workers", 8)]),
-    Scenario("wrapped", "own-CPU-bound under a launcher (timeout), 2 workers", "cpu", 2,
-             [("fewer-workers", 1), ("workers", 4)], wrapped=True),
-    Scenario("trainer", "trainer-bound: the loop's own Python, workers idle", "trainer", 2,
-             [("workers", 4), ("workers", 8)]),
-    Scenario("cache", "dataset that fits the page cache once warm, read cold", "files", 2,
-             [("cache", None), ("workers", 4)], reads_factor=4.0, cold_cache=True),
-    Scenario("checkpoint", "synchronous checkpoint (2 GiB + fsync, 3 s apart)",
-             "checkpoint", 2, [("checkpoint", None), ("workers", 4)], job_args=CKPT,
-             window_s=12.0),       # about three saves: a window's phase moves it little
-]
-if FIO is not None:
-    SCENARIOS.append(Scenario("neighbour", "latency-bound, 4 workers beside fio's 4 KiB reads "
-                              "at QD8", "disk", 4, [("neighbour", None), ("workers", 8)],
-                              reads_factor=3.0, neighbour_qd=8))
-    SCENARIOS.append(Scenario("neighbour-job", "latency-bound, 3 workers beside another job "
-                              "of 12 reading the same disk", "disk", 3,
-                              [("neighbour", None), ("workers", 6)], reads_factor=3.0,
-                              neighbour_job=12))
-if importlib.util.find_spec("torch") is not None:
-    # the same as latency-2 through a real torch.utils.data.DataLoader
-    SCENARIOS.append(Scenario("torch-latency-2", "latency-bound, torch DataLoader, 2 workers",
-                              "disk", 2, [("workers", 4), ("workers", 8)], reads_factor=3.0,
-                              script=TORCH_JOB))
 
 
 # ---------------------------------------------------------------------------- processes
@@ -265,15 +206,27 @@ def fix_key(fix: str, to) -> str:
     return f"{fix} {to}" if to is not None else fix
 
 
-def predict(sc: Scenario, job: Job, tmp: str, other: Job | None = None) -> tuple[list | None, dict]:
+def _state_env(sc: Scenario, tmp: str) -> dict[str, str]:
+    """The environment of a gpudisk-top that reads no stored probe (an empty state
+    directory of its own) where the scenario is not probed; none to add otherwise."""
+    if sc.probed:
+        return {}
+    empty = os.path.join(tmp, "unprobed-state")
+    os.makedirs(empty, exist_ok=True)
+    return {"XDG_STATE_HOME": empty}
+
+
+def predict(sc: Scenario, job: Job, tmp: str, other: Job | None = None,
+            data: str | None = None) -> tuple[list | None, dict]:
     """(verdict.whatif, or None where this gpudisk-top has none; the verdict): the job's
     own where `other`, another job, has GPU 1."""
-    if sc.mode == "checkpoint":
-        return predict_recorded(sc, job, tmp)
+    if sc.mode == "checkpoint" or sc.seen_qd:
+        return predict_recorded(sc, job, tmp, data)
     jobs = [job] + ([other] if other else [])
     r = standin.run(["--once", "--json", "-i", str(ONCE_INTERVAL_S)], timeout=60,
                     gpus=len(jobs), processes={i: [j.pid] for i, j in enumerate(jobs)},
-                    progress=[j.progress for j in jobs], healthy_steps_s=HEALTHY_STEPS_S)
+                    progress=[j.progress for j in jobs], healthy_steps_s=HEALTHY_STEPS_S,
+                    env=_state_env(sc, tmp))
     if r.returncode != 0:
         raise RuntimeError(f"{sc.name}: gpudisk-top --once failed: {r.stderr.strip()}")
     doc = json.loads(r.stdout)
@@ -283,18 +236,36 @@ def predict(sc: Scenario, job: Job, tmp: str, other: Job | None = None) -> tuple
     return (list(whatif) if isinstance(whatif, list) else None), verdict
 
 
-def predict_recorded(sc: Scenario, job: Job, tmp: str) -> tuple[list | None, dict]:
+def predict_recorded(sc: Scenario, job: Job, tmp: str,
+                     data: str | None = None) -> tuple[list | None, dict]:
     """A checkpoint's cost is its lost time over the time between two (the model leaves
     it out until it has seen two): `record` for RECORD_S, then `report --json`, whose
-    episode carries the predictions of its latest interval, as the dashboard's would."""
+    episode carries the predictions of its latest interval, as the dashboard's would.
+    A scenario whose device is first seen busy (seen_qd): fio's reads at that QD for its
+    first seen_s, then the job alone, recorded SEEN_AFTER_S more."""
     path = os.path.join(tmp, f"{sc.name}.gdtrec")
-    r = standin.run(["record", "-i", "0.5", "--duration", str(RECORD_S), "-o", path],
-                    timeout=RECORD_S + 60, gpus=1, processes={0: [job.pid]},
-                    progress=job.progress, healthy_steps_s=HEALTHY_STEPS_S)
-    if r.returncode != 0:
-        raise RuntimeError(f"{sc.name}: gpudisk-top record failed: {r.stderr.strip()}")
+    env = _state_env(sc, tmp)
+    record_s = RECORD_S if sc.mode == "checkpoint" else round(sc.seen_s + SEEN_AFTER_S)
+    rec = standin.popen(["record", "-i", "0.5", "--duration", str(record_s), "-o", path],
+                        gpus=1, processes={0: [job.pid]}, progress=job.progress,
+                        healthy_steps_s=HEALTHY_STEPS_S, env=env)
+    if sc.seen_qd:
+        burst = neighbour_reads(data, sc.seen_qd)
+        try:
+            time.sleep(sc.seen_s)
+        finally:
+            for b in burst:
+                end_load(b)
+    try:
+        _out, err = rec.communicate(timeout=record_s + 60)
+    except subprocess.TimeoutExpired:
+        rec.kill()
+        raise RuntimeError(f"{sc.name}: gpudisk-top record did not end") from None
+    if rec.returncode != 0:
+        raise RuntimeError(f"{sc.name}: gpudisk-top record failed: {err.strip()}")
     r = subprocess.run([sys.executable, "-m", "gpudisk_top", "report", "--json", path],
-                       capture_output=True, text=True, timeout=120, cwd=standin.ROOT)
+                       capture_output=True, text=True, timeout=120, cwd=standin.ROOT,
+                       env=dict(os.environ, **env))
     if r.returncode != 0:
         raise RuntimeError(f"{sc.name}: gpudisk-top report failed: {r.stderr.strip()}")
     episodes = json.loads(r.stdout)["episodes"]
@@ -326,18 +297,19 @@ def run_scenario(sc: Scenario, data: str, qd1: float, tmp: str, rounds: int = RO
     other: Job | None = None
     result = {"scenario": sc.name, "title": sc.title, "mode": sc.mode,
               "workers": sc.workers, "reads": reads, "hogs": sc.hogs,
+              "hogs_nice": sc.hogs_nice, "probed": sc.probed, "seen_qd": sc.seen_qd,
               "neighbour_qd": sc.neighbour_qd, "neighbour_job": sc.neighbour_job}
     try:
         if cache:
             cache.cold()
-        hogs = busy_loops(sc.hogs) + neighbour_reads(data, sc.neighbour_qd)
+        hogs = busy_loops(sc.hogs, sc.hogs_nice) + neighbour_reads(data, sc.neighbour_qd)
         other = Job(sc, sc.neighbour_job, data, reads, tmp, "nb") if sc.neighbour_job else None
         hogs += [other.proc] if other else []
         base = jobs["as-is"] = Job(sc, sc.workers, data, reads, tmp, "as-is")
         time.sleep(SETTLE_S)
         base.wait_steps(3)
         t, first = time.time(), base.read()
-        whatif, verdict = predict(sc, base, tmp, other)
+        whatif, verdict = predict(sc, base, tmp, other, data)
         last = base.read()
         result["once_steps_s"] = (round((last[0] - first[0]) / (last[1] - first[1]), 2)
                                   if first and last and last[1] > first[1] else None)

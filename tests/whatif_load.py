@@ -18,9 +18,10 @@ FIO = shutil.which("fio")
 NEIGHBOUR_S = 600       # fio's run: longer than any scenario (killed at its end)
 
 
-def busy_loops(n: int) -> list[subprocess.Popen]:
-    """Other users' work: busy loops, each in a session of its own."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+def busy_loops(n: int, nice: int = 0) -> list[subprocess.Popen]:
+    """Other users' work: busy loops, each in a session of its own, at `nice`."""
+    return [subprocess.Popen([sys.executable, "-c", f"import os; os.nice({nice})\n"
+                              "while True: pass"],
                              start_new_session=True, stdin=subprocess.DEVNULL)
             for _ in range(n)]
 

@@ -63,6 +63,8 @@ class Saturation:
     probe_doubt: str | None = None
     r_s: float = 0.0
     rareq_kb: float = 0.0
+    peak_read_r_s: float = 0.0     # the most it has read in one interval so far (now too):
+    peak_read_kb_s: float = 0.0    # what an unprobed device was seen doing (the what-if)
 
     def write_evidence(self, display_name: str) -> str:
         return (f"{display_name} writing {DISK_MB['wmb_s'].text(mb_s(self.write_kb_s))} MB/s, "
@@ -142,6 +144,8 @@ class SaturationTracker:
                          aqu_sz=r.aqu_sz, util_pct=r.util_pct, read_kb_s=r.rkb_s,
                          write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct,
                          peak_iops=max(h.peak_iops, iops), r_s=r.r_s, rareq_kb=r.rareq_kb,
+                         peak_read_r_s=max(h.peak_read_r_s, r.r_s),
+                         peak_read_kb_s=max(h.peak_read_kb_s, r.rkb_s),
                          ceiling_iops=ceiling_iops, ceiling_mib_s=ceiling_mib_s,
                          probed_read_ms=probed_read_ms, probe_doubt=probe.doubt)
         _, floor, queue_size = self._class_values(dev_class)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gpudisk_top.model.present import pid_name, size
-from gpudisk_top.verdict.whatif.device import lat_ms
+from gpudisk_top.verdict.whatif.device import lat_ms, seen_basis, unprobed
 from gpudisk_top.verdict.whatif.limit import Cap
 from gpudisk_top.verdict.whatif.pipeline import COPY_B_S, Pipeline
 from gpudisk_top.verdict.whatif.solver import Change, Solver
@@ -99,11 +99,18 @@ def _loaders_basis(p: Pipeline) -> str:
             f"{(p.w or 0) * 100:.0f}% waiting for one, {(p.b + p.m) * 100:.0f}% on reads")
 
 
-def _device_gaps(p: Pipeline, gaps: list[str]) -> list[str]:
+def device_gap(p: Pipeline) -> str | None:
+    """What the model lacks of the device the loaders wait on: no probe (or one not
+    believed), so it is capped at what it was seen doing (device.py seen_basis), or taken
+    as flat where it has no reads to go by; None where it is probed or not waited on."""
     if p.b > 0 and lat_ms(p, 1) is None:
-        return gaps + [(p.probe_doubt or f"no probe of {p.device or 'the device'}")
-                       + " (latency taken as flat)"]
-    return gaps
+        return seen_basis(p) or f"{unprobed(p)} (latency taken as flat)"
+    return None
+
+
+def _device_gaps(p: Pipeline, gaps: list[str]) -> list[str]:
+    gap = device_gap(p)
+    return gaps + [gap] if gap else gaps
 
 
 def _workers(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain | None:
@@ -141,8 +148,6 @@ def _workers(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain |
         return None
     best, cap = at(pick)
     g = _device_gaps(p, gaps)
-    if p.saturated and lat_ms(p, 1) is None:
-        g = g + ["the device's ceiling: the highest rate seen"]
     basis = [_loaders_basis(p), f"x {pick}/{n} workers"]
     if lat_ms(p, 1) is not None and p.b > 0:
         basis.append(f"device latency from the probe (QD1 {p.qd1_iops:.0f}, QD32 "
@@ -208,7 +213,8 @@ def _storage(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain |
 
 def _neighbour(p: Pipeline, state: str, gaps: list[str], solver: Solver) -> Gain | None:
     dev = solver.dev
-    if not p.neighbour_who or not p.neighbour_kb_s or not dev.curve or p.b < 0.05:
+    if (not p.neighbour_who or not p.neighbour_kb_s or not dev.curve or p.b < 0.05
+            or lat_ms(p, 1) is None):
         return None
     others_kb_s = max(p.neighbour_kb_s, p.device_read_kb_s - p.job_read_kb_s)
     removed_q = dev.others_q * min(1.0, p.neighbour_kb_s / others_kb_s)

@@ -33,8 +33,8 @@ _SENTENCE = {
     Limit.CPUS: lambda cpus, cpus_from: (
         f"capped by the CPUs: {cpus:.1f} "
         f"{'(cpu.max)' if cpus_from == 'cpu.max' else 'on the host'}"),
-    Limit.DEVICE_SEEN: lambda peak_iops: (
-        f"capped by the device: {peak_iops:.0f} r/s, the highest seen (no probe)"),
+    Limit.DEVICE_SEEN: lambda peak, unit="r/s": (
+        f"capped by the device: {peak:.0f} {unit}, the highest seen (no probe)"),
     Limit.DEVICE_BANDWIDTH: lambda mib_s: (
         f"capped by the device: {mib_s:.0f} MiB/s (the probe's 1 MiB reads)"),
     Limit.DEVICE_QD32: lambda iops: f"capped by the device: {iops / 1000:.0f}k r/s at QD32",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.verdict.ceiling import probe_figures
-from gpudisk_top.model.host import others_cpu_pct
+from gpudisk_top.model.host import busy_pct, others_cpu_pct
 from gpudisk_top.model.loaders import IO_MEASURED
 
 # a read() served by the page cache costs the kernel about this a call, and its bytes'
@@ -55,6 +55,9 @@ class Pipeline:
     device_aqu: float = 0.0              # its aqu-sz
     saturated: bool = False
     peak_iops: float = 0.0
+    seen_r_s: float = 0.0                # the most it has read a second so far (this run)
+    seen_kb_s: float = 0.0               # ... and kB a second: an unprobed device's cap
+    probe_target: str | None = None      # where `gpudisk-top probe` would measure it
     qd1_iops: float | None = None        # the stored probe, where believed (verdict/ceiling.py)
     qd32_iops: float | None = None
     probe_doubt: str | None = None       # ... else why not ("probe of vda ignored: ...")
@@ -68,6 +71,7 @@ class Pipeline:
     job_cpu: float | None = None         # CPUs the whole job uses
     others_cpu: float = 0.0              # CPUs the others use (the kernel's and steal too)
     steal_cpu: float = 0.0               # ... of which the hypervisor's (steal)
+    niced_cpu: float = 0.0               # CPUs others ran at a lower priority (not in it)
     io_cpu: float = 0.0                  # ... of which the interrupts the loaders' reads cause
     others: list[tuple[int, str, float]] = field(default_factory=list)  # (pid, name, CPUs)
     direct: bool | None = None
@@ -85,8 +89,13 @@ class Pipeline:
 
     @property
     def others_procs_cpu(self) -> float:
-        """The others' CPU that their processes take (not steal, not the job's interrupts)."""
-        return max(0.0, self.others_cpu - self.steal_cpu - self.io_cpu)
+        """The others' CPU that their processes take (not steal, not the job's interrupts),
+        those at a lower priority too: nice orders the tasks of one scheduling group (a
+        session's autogroup, a cgroup) and the CPUs are shared among the groups first, so a
+        job yields to a niced loop of another session as to any (measured on this
+        project's VM: busy loops at nice 19 and nice 0, each in a session of its own, took
+        0.34 CPU each)."""
+        return max(0.0, self.others_cpu + self.niced_cpu - self.steal_cpu - self.io_cpu)
 
 
 
@@ -140,6 +149,9 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
         if others is not None:
             p.others_cpu = others / 100
             p.steal_cpu = min(p.others_cpu, (h.cpu_steal_pct or 0.0) / 100 * h.ncpu)
+            # what others took this interval, whatever their nice (others_procs_cpu)
+            took = max(0.0, busy_pct(h) / 100 * h.ncpu - p.job_cpu)
+            p.niced_cpu = max(0.0, took - p.others_cpu)
         mine = {v.pid for v in job.members}
         p.others = [(v.pid, v.name or "?", v.cpu_pct / 100) for v in sorted(
             (v for v in model.procs.values()
@@ -152,9 +164,13 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
                 p.device_r_s, p.device_aqu = s.r_s, s.aqu_sz
                 p.saturated, p.peak_iops = s.saturated, s.peak_iops
                 p.device_read_kb_s, p.read_kb = s.read_kb_s, s.rareq_kb
+                p.seen_r_s = max(s.r_s, getattr(s, "peak_read_r_s", 0.0))
+                p.seen_kb_s = max(s.read_kb_s, getattr(s, "peak_read_kb_s", 0.0))
             if s.probe_doubt or (s.ceiling_iops and s.probed_read_ms):
                 p.qd32_iops, p.qd1_iops, p.ceiling_mib_s, p.probe_doubt = probe_figures(s)
                 break
+    if p.device is not None:
+        p.probe_target = _probe_target(model, p.device)
     p.direct, p.data_kb = job.direct_reads, job.data_kb
     p.ckpt_lost_s, p.ckpt_period_s = ckpt
     p.job_read_kb_s = job.read_kb_s
@@ -178,6 +194,16 @@ def pipeline_of(model, job, sats: dict, gpu_util_pct: float | None,
         p.io_cpu = max(0.0, min(p.others_cpu - p.steal_cpu,
                                 _irq_cpu(h, p.reads_s / p.device_r_s)))
     return p
+
+
+def _probe_target(model, device: str) -> str:
+    """Where `gpudisk-top probe` measures `device`: a mountpoint on it (a file there needs
+    no root), else its device node (text from the machine: the caller's to escape)."""
+    for name in device_stack(model.devices, device):
+        info = model.devices.get(name)
+        if info is not None and info.mountpoints:
+            return info.mountpoints[0]
+    return f"/dev/{device}"
 
 
 def _irq_cpu(h, share: float) -> float:

@@ -7,7 +7,9 @@ otherwise, and `basis` names the gap.  No input, no prediction: never a made-up 
 
 from __future__ import annotations
 
-from gpudisk_top.verdict.whatif.fixes import CHECKPOINT, FIXES, REGISTRY, Fix, Gain
+from gpudisk_top.verdict.whatif.device import probe_target
+from gpudisk_top.verdict.whatif.fixes import (CHECKPOINT, FIXES, REGISTRY, Fix, Gain,
+                                              device_gap)
 from gpudisk_top.verdict.whatif.pipeline import Pipeline
 from gpudisk_top.verdict.whatif.result import ESTIMATED, MEASURED, WhatIf
 from gpudisk_top.verdict.whatif.solver import Solver
@@ -53,7 +55,13 @@ def _whatif(p: Pipeline, fix: Fix, gain: Gain) -> WhatIf:
     now = u if gain.gpu_now_pct is None else gain.gpu_now_pct
     after = min(100.0, u * gain.speedup) if gain.gpu_util_pct is None else gain.gpu_util_pct
     cap = gain.cap
+    gap = device_gap(p)
+    # the short form every surface prints beside the gain (result.py line): what to run
+    hint = None if gap is None or gap not in gain.gaps else (
+        f"{'probe of ' + p.device + ' ignored' if p.probe_doubt else 'no probe of ' + (p.device or 'the device')}"
+        f": gpudisk-top probe {probe_target(p)}")
     return WhatIf(fix=fix.name, speedup=gain.speedup, gpu_util_pct=after, gpu_now_pct=now,
                   confidence=conf, basis="; ".join(basis),
                   cap=cap.sentence if cap else None, limit=cap.limit if cap else None,
-                  from_=gain.from_, to=gain.to, pids=gain.pids, who=gain.who)
+                  from_=gain.from_, to=gain.to, pids=gain.pids, who=gain.who,
+                  unprobed=hint)

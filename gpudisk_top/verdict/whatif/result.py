@@ -30,6 +30,9 @@ class WhatIf:
     to: int | None = None
     pids: list[int] = field(default_factory=list)
     who: str | None = None       # the neighbour fix's: whose reads (Culprit.who(), joined)
+    # where the device it waits on was not probed: "no probe of vda: gpudisk-top probe
+    # /data", printed beside the gain (line): the figure is a floor, and this measures it
+    unprobed: str | None = None
     # the binding limit's key, beside its sentence `cap` (None where none binds, or the
     # prediction was read back from JSON): not a field, so neither the JSON contract nor a
     # recording's episodes (dataclasses.asdict) change with it
@@ -47,6 +50,8 @@ class WhatIf:
             out["pids"] = list(self.pids)
         if self.who is not None:
             out["who"] = self.who
+        if self.unprobed is not None:
+            out["unprobed"] = self.unprobed
         return out
 
     @classmethod
@@ -60,7 +65,9 @@ class WhatIf:
                    gpu_now_pct=now, confidence=doc["confidence"],
                    basis=doc["basis"], cap=doc.get("cap"), from_=doc.get("from"),
                    to=doc.get("to"), pids=list(doc.get("pids") or []),
-                   who=doc.get("who") if isinstance(doc.get("who"), str) else None)
+                   who=doc.get("who") if isinstance(doc.get("who"), str) else None,
+                   unprobed=doc.get("unprobed") if isinstance(doc.get("unprobed"), str)
+                   else None)
 
     def title(self) -> str:
         """'num_workers 4 → 8', 'stop the processes that take the CPUs', 'stop or
@@ -72,9 +79,13 @@ class WhatIf:
 
     def line(self) -> str:
         """'num_workers 4 → 8: GPU ~2% → ~4% (×1.90), capped by the device: ...' (the
-        cap's own text is the model's, never from the machine)."""
+        cap's own text is the model's, never from the machine); an unprobed device's
+        '(×1.40, estimated; no probe of vda: gpudisk-top probe /data)' (a mountpoint is
+        text from the machine: the caller's to escape, as the basis)."""
         cap = f", {self.cap}" if self.cap else ""
         est = ", estimated" if self.confidence == ESTIMATED else ""
+        if self.unprobed:
+            est += f"; {self.unprobed}"
         return (f"{self.title()}: GPU ~{self.gpu_now_pct:.0f}% → ~{self.gpu_util_pct:.0f}% "
                 f"(×{self.speedup:.2f}{est}){cap}")
 

@@ -23,10 +23,12 @@ verdict/whatif/pipeline.py reads them):
                                               loaders are, as for the wait below): they
                                               grow with the reads, and go with a cached
                                               dataset
-  the device   x (reads/s) / ceiling          without a probe, a saturated device's highest
-                                              rate seen; with one, its bandwidth: the probe's
-                                              1 MiB reads, against the loaders' kB a second
-                                              (x) and the others' (as they are)
+  the device   x (kB/s) / ceiling             its bandwidth: the probe's 1 MiB reads, or
+                                              without a probe the most it was seen reading,
+                                              against the loaders' kB a second (x) and the
+                                              others' (as they are); its reads a second are
+                                              capped through rho (device.py: without a
+                                              probe, at the most seen)
 
 The run-queue wait follows the CPU work runnable beside a process, as the scheduler shares
 the CPUs among what is runnable: f(x) = (other work at x) / (other work now), where the
@@ -166,18 +168,31 @@ class _Stages:
             job_cpu, io_cpu, io_scale = p.job_cpu - p.loaders * ch.cpu_cut, p.io_cpu, ch.io_scale
             self._add(lambda x: (job_cpu * x + io_cpu * x * io_scale) / usable,
                       lambda: Cap.of(Limit.CPUS, p.cpus, p.cpus_from))
-        if p.b > 0 and p.saturated and lat_ms(p, 1) is None and p.device_r_s and p.peak_iops:
-            # no probe: a saturated device's ceiling is the highest rate it was seen at
-            r_s, peak_r_s = p.device_r_s, max(p.peak_iops, p.device_r_s)
-            self._add(lambda x: x * r_s / peak_r_s, lambda: Cap.of(Limit.DEVICE_SEEN, p.peak_iops))
-        if p.ceiling_mib_s and p.device_read_kb_s and p.reads_s and p.read_kb:
-            # the device's bandwidth (the probe's large reads): the loaders' share of its reads
-            # grows with x, the others' stays; a cached dataset's reads do not reach it
+        # the device's bandwidth: the probe's large reads, else (unprobed) the most it was
+        # seen reading; the loaders' share of its reads grows with x, the others' stays; a
+        # cached dataset's reads do not reach it
+        if p.ceiling_mib_s:
+            ceiling_kb, bw_cap = p.ceiling_mib_s * 1024, (Limit.DEVICE_BANDWIDTH, p.ceiling_mib_s)
+        elif dev.seen_r_s is not None and p.seen_kb_s:
+            ceiling_kb = max(p.seen_kb_s, p.device_read_kb_s)
+            bw_cap = (Limit.DEVICE_SEEN, ceiling_kb / 1024, "MiB/s")
+        else:
+            ceiling_kb = None
+        if ceiling_kb and p.device_read_kb_s and p.reads_s and p.read_kb:
             mine_kb = min(p.device_read_kb_s, p.reads_s * p.read_kb)
             kb_s = max(mine_kb, p.device_read_kb_s - ch.removed_kb_s)
-            ceiling_kb, io_scale = p.ceiling_mib_s * 1024, ch.io_scale
+            io_scale = ch.io_scale
             self._add(lambda x: (x * mine_kb * io_scale + kb_s - mine_kb) / ceiling_kb,
-                      lambda: Cap.of(Limit.DEVICE_BANDWIDTH, p.ceiling_mib_s))
+                      lambda: Cap.of(*bw_cap))
+        if dev.seen_r_s is not None and p.reads_s and ch.b_scale > 0:
+            # unprobed: the device's reads a second at most the most it was seen doing, the
+            # loaders' growing with x, the others' as they are (the latency's growth, rho,
+            # says the same where the loaders' blocked time a read is the device's latency;
+            # where it is less, an estimate, this holds the rate)
+            mine_r_s = min(p.reads_s, p.device_r_s)
+            rest_r_s, seen = p.device_r_s - mine_r_s, dev.seen_r_s
+            self._add(lambda x: (x * mine_r_s + rest_r_s) / seen,
+                      lambda: Cap.of(Limit.DEVICE_SEEN, seen))
         if ch.ceiling_r_s and p.reads_s:
             reads_s, ceiling_r_s = p.reads_s, ch.ceiling_r_s
             self._add(lambda x: x * reads_s / ceiling_r_s,
@@ -252,9 +267,11 @@ class Solver:
         if cap.limit is Limit.LOADERS:
             # the loaders' own cycle binds; the device's, where its latency grew with them
             dev = self.device(ch)
-            slower = (ch.curve and ch.b_scale > 0 and lat_ms(p, 1) is not None
+            slower = (ch.curve and ch.b_scale > 0 and dev.curve
                       and dev.rho(after, ch.workers) > 1.05 * dev.rho(now, p.loaders))
-            cap = Cap.of(Limit.DEVICE_QD32, p.qd32_iops) if slower else None
+            cap = None if not slower else (
+                Cap.of(Limit.DEVICE_QD32, p.qd32_iops) if dev.seen_r_s is None
+                else Cap.of(Limit.DEVICE_SEEN, dev.seen_r_s))
         return speed, cap
 
     def more_workers_never_slower(self) -> bool:
