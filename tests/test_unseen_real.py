@@ -20,10 +20,9 @@ from jobrun import HEALTHY_STEPS_S, JOB
 
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 
-pytestmark = [
-    pytest.mark.root(reason="needs root: unshare of a PID and mount namespace"),
-    pytest.mark.integration,
-]
+# not marked integration: its verdict does not rest on how loaded the machine is (nothing
+# here can see the job however busy it is), only on its busy loops taking the CPUs
+pytestmark = [pytest.mark.root(reason="needs root: unshare of a PID and mount namespace")]
 
 
 @pytest.fixture
