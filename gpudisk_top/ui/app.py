@@ -52,6 +52,8 @@ class GpuDiskApp(TimelineKeys, ToolApp):
     CSS = app_css("""
     Screen.short DiskPanel { max-height: 7; }
     Screen.short GpuPanel { max-height: 5; }
+    Screen.short.gpu-procs GpuPanel { max-height: 8; }
+    Screen.short.gpu-procs DiskPanel { max-height: 5; }
     IoProcPanel { display: none; }
     Screen.roomy IoProcPanel { display: block; height: auto; max-height: 30%; }
     Screen.io-view IoProcPanel { display: block; height: 1fr; max-height: 100%; }
@@ -139,6 +141,10 @@ class GpuDiskApp(TimelineKeys, ToolApp):
             # starting is answered at once)
             self.stop_signals.call_in(asyncio.get_running_loop(), self._stop_by_signal)
         self.query_one(DiskPanel).filter = self._initial_filter
+        # a live node (not the demo, not a replay) with no GPU readable says how to see
+        # the tool at work: --demo
+        self.query_one(GpuPanel).demo_hint = (self.live is not None
+                                              and self.origin.kind != SIMULATED)
         self._render_header()
         if self.prefill:
             for _ in range(self.prefill - 1):
@@ -236,12 +242,12 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         if update is None:
             return
         model = update.model
-        # the timeline orders its disk rows itself (the verdict's devices, those of the
-        # episodes on screen, then the busiest over the columns shown)
-        disk_rows = [(n, model.devices[n].display_name)
-                     for n in self.query_one(DiskPanel).selected(model)]
-        disk_rows += [(mp, mp) for mp in model.mounts]     # network and FUSE mounts
         view = self.follow.view(update, self.feed.history)
+        # the disk rows in the table's order (its one owner), the mounts under them as
+        # in the table (issue 38: the timeline ranked its own, in another order)
+        disk_rows = [(n, model.devices[n].display_name)
+                     for n in self.query_one(DiskPanel).order(view)]
+        disk_rows += [(mp, mp) for mp in model.mounts]     # network and FUSE mounts
         named = view.verdict.devices if view.verdict is not None else ()
         gpus, job = [g.index for g in model.gpus], None
         current = self.follow.current(update)
@@ -249,7 +255,8 @@ class GpuDiskApp(TimelineKeys, ToolApp):
             number, info = current
             gpus, job = [i for i in gpus if i in info.gpus], (info.id, f"job {number}")
         self.query_one(Timeline).show(self.feed.history, gpus, disk_rows,
-                                      self.follow.episodes(self.feed.episodes), named, job)
+                                      self.follow.episodes(self.feed.episodes), named, job,
+                                      ordered=True)
 
     def _who(self, update: Update) -> str | None:
         """What the banner's verdict is of, on a node whose jobs are listed: the job
@@ -347,6 +354,14 @@ class GpuDiskApp(TimelineKeys, ToolApp):
     # ------------------------------------------------------------------ actions
     def action_pause(self) -> None:
         self.paused = not self.paused
+        # the timeline draws from the live history: frozen at the sample on screen, as
+        # the other panels are (issue 38: it went on, two times on one screen)
+        timeline = self.query_one(Timeline)
+        if self.paused:
+            shown = self.shown or self.latest
+            timeline.freeze(self.feed.history, shown.model.wall_s if shown else None)
+        else:
+            timeline.thaw()
         if not self.paused and self.latest is not None:
             self.render_update(self.latest)
         else:
@@ -462,6 +477,8 @@ class GpuDiskApp(TimelineKeys, ToolApp):
     def action_processes(self) -> None:
         panel = self.query_one(GpuPanel)
         panel.show_processes = not panel.show_processes
+        # on a short screen the process rows take room from the disk table (CSS)
+        self.screen.set_class(panel.show_processes, "gpu-procs")
         self._rerender()
 
     @property

@@ -4,7 +4,11 @@ runs (model/health.py: OK, warn, FAIL, n/a, with a glyph; a partition or a dm/md
 shows its disks' worst).  Saturated devices are marked (glyph and colour);
 `s` cycles the sort (busiest first by default, the sort column marked ▼), `a` all or
 active devices, `/` filters by name.  Focused, ↑/↓ move a row cursor and Enter opens the
-device's detail; the column header stays while the rows scroll.
+device's detail; the column header stays while the rows scroll.  The table owns the
+disks' order (order()): the timeline draws its disk rows in it.
+
+Marks: ▲ a device the verdict names, △ one in its stack (a partition of it, the dm device
+on it, the disk under it: the same cause, not another), ! another device saturated.
 
 The columns fit the width, cut in base.CUT_FIRST["disks"]'s order: full device names and
 iostat's core columns always; the wide columns (rareq-sz, %rrqm, f/s), the class, the
@@ -13,6 +17,7 @@ before the mountpoint is cut (with …, never dropped)."""
 
 from __future__ import annotations
 
+from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
@@ -28,6 +33,7 @@ SORT_LABEL = {"util": TIMELINE["util_pct"].label, "r_await": DISK["r_await_ms"].
               "iops": TIMELINE["iops"].label, "throughput": TIMELINE["mb_s"].label,
               "name": "name"}
 NAME_MAX = 24      # a device's name is cut only beyond this
+BLAMED, ON_BLAMED, SATURATED = "▲", "△", "!"    # the marks (module docstring)
 MOUNT_MIN = 10     # the mountpoint column is never narrower
 
 # (the metric, the sorts it marks), its header the metric's label and its text the
@@ -91,6 +97,27 @@ class DiskPanel(CursorPanel):
             last = self._selected = (model, self.filter, self.sort, self._select(model))
         return list(last[3])
 
+    def order(self, update) -> list[str]:
+        """The table's disk rows, top to bottom: the devices the verdict names first,
+        whatever the sort (in plain sight), then the sort's order.  The one order of the
+        disks on the dashboard: the timeline's disk rows follow it."""
+        blamed = set(update.verdict.devices) if update.verdict is not None else set()
+        return sorted(self.selected(update.model), key=lambda n: n not in blamed)
+
+    @staticmethod
+    def mark(name: str, devices, blamed: set, sat) -> str:
+        """The row's mark (BLAMED, ON_BLAMED, SATURATED or a blank); devices: the model's,
+        for the stack; sat: the device's Saturation or None.  A device in a blamed
+        device's stack (device_stack: a partition of it, a dm device on it, the disk under
+        it) is its cause, not another one: its `!` ("saturated, not the job's cause") was
+        wrong there (issue 38)."""
+        if name in blamed:
+            return BLAMED
+        if any(d in blamed for d in device_stack(devices, name)) or any(
+                name in device_stack(devices, b) for b in blamed):
+            return ON_BLAMED
+        return SATURATED if sat is not None and sat.saturated else " "
+
     def _select(self, model) -> list[str]:
         names = [n for n in model.disks if n in model.devices
                  and self.filter.selected(model.devices[n], model.sample.disks.get(n))]
@@ -137,8 +164,7 @@ class DiskPanel(CursorPanel):
         width = max(40, self.size.width or 80)
         mark = (">", theme.FOCUS_MARK) if self.has_focus else (" ", theme.PLAIN)
         blamed = set(update.verdict.devices) if update.verdict is not None else set()
-        # the devices the verdict names come first, whatever the sort: in plain sight
-        names = sorted(self.selected(model), key=lambda n: n not in blamed)
+        names = self.order(update)
         sats = update.verdict.saturation if update.verdict is not None else {}
         # a device whose interval was impossible (model.disk_dropped) is n/a, never 0
         dropped = sorted((n for n in model.disk_dropped if n in model.devices
@@ -188,9 +214,9 @@ class DiskPanel(CursorPanel):
             lines.append([(" no device selected (a: all devices, /: filter)", theme.DIM)])
         for n in names:
             info, r = model.devices[n], model.disks[n]
-            sat = sats.get(n)
-            glyph = "▲" if n in blamed else ("!" if sat is not None and sat.saturated else " ")
-            style = theme.CULPRIT if n in blamed else (theme.WARN if glyph == "!" else theme.PLAIN)
+            glyph = self.mark(n, model.devices, blamed, sats.get(n))
+            style = {BLAMED: theme.CULPRIT, ON_BLAMED: theme.CULPRIT,
+                     SATURATED: theme.WARN}.get(glyph, theme.PLAIN)
             text = self._name_cells(info, dev_w, with_class)
             text += value_cells(r, widths)
             lines.append(self._row(n, glyph, text, style, info, mount_w, views, health_w))

@@ -1,6 +1,8 @@
 """GPUs: per GPU a utilization bar, memory, power, temperature, PCIe and process count;
 cells flow into as many columns as the width allows.  `p` expands the process list, with
-each GPU process's read rate (summed over its DataLoader workers).
+each GPU process's read rate (summed over its DataLoader workers); on a short screen the
+GPUs then take one line (their cells where one line holds them, else their mean and
+lowest), so that the process rows have the room (at 80x24 none showed, issue 38).
 
 On a shared node (several jobs, or one the node can name) the GPUs are grouped by job:
 each job's row (widgets/jobrows.py: its number, state, name, GPUs) with its GPUs' cells
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from gpudisk_top.collect.sample import MAPPED_BY_DEVICE_FILE
 from gpudisk_top.verdict.detect import UNAVAILABLE
+from gpudisk_top.verdict.detect.states import gpu_ranges, mean
 from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, rate
@@ -23,6 +26,11 @@ TINY_W = 20          # smallest: bar, util, memory used, power
 BAR_W = 10
 JOB_INDENT = 4       # a job's GPU cells, under its row
 SHORT_JOB_ROWS = 4   # the rows of jobs where GPU cells get 2 (Screen.short: 5 with the title)
+PROC_WIDE_W = 100    # the process rows' width from which rchar/s and procs show
+SHORT_PROC_ROWS = 1  # the GPUs' lines on a short screen while the processes show ...
+SHORT_PROC_JOBS = 2  # ... and the jobs' lines on a shared node
+# what a node without a readable GPU says under it: how to see the tool at work
+DEMO_HINT = "  no GPU to watch here: gpudisk-top --demo shows a simulated GPU node at work"
 
 
 class GpuPanel(LinesPanel):
@@ -33,11 +41,12 @@ class GpuPanel(LinesPanel):
         super().__init__(*args, **kwargs)
         self.show_processes = False
         self.max_rows = 4      # GPU rows before cells switch to the compact form
+        self.demo_hint = False  # a live node: with no GPU readable, point to --demo
 
     def show(self, update, followed: str | None = None) -> None:
         """followed: the id of the job `j` follows, whose row is marked."""
         self._input = (update, followed)
-        if self.unchanged(update, self.show_processes, self.max_rows, followed):
+        if self.unchanged(update, self.show_processes, self.max_rows, followed, self.demo_hint):
             return
         model = update.model
         width = max(40, self.size.width or 80)
@@ -46,7 +55,11 @@ class GpuPanel(LinesPanel):
             # the verdict banner says why when the state is unavailable: once is enough
             v = update.verdict
             why = "none readable" if v is not None and v.state == UNAVAILABLE else model.gpu_status
-            self.set_lines([[mark, ("GPUs: ", theme.LABEL), (why, theme.WARN)]])
+            lines = [[mark, ("GPUs: ", theme.LABEL), (why, theme.WARN)]]
+            if self.demo_hint:
+                # the first screen of a node without GPUs: how to see what it would show
+                lines.append([(DEMO_HINT, theme.BOLD)])
+            self.set_lines(lines)
             return
         names = {g.name for g in model.gpus if g.name}
         jobs = shows_jobs(model.jobs)
@@ -61,17 +74,28 @@ class GpuPanel(LinesPanel):
         title.append(("   p: processes" if not self.show_processes else "   p: hide processes",
                       theme.DIM))
         lines = [title]
+        # on a short screen the process list needs the panel's rows more than the cells
+        procs_short = self.show_processes and self.max_rows <= 2
         if jobs:
-            lines.extend(self._job_lines(update, followed, width))
+            lines.extend(self._job_lines(update, followed, width,
+                                         SHORT_PROC_JOBS if procs_short else None))
             if self.show_processes:
                 lines.extend(self._process_lines(update, width))
             self.set_lines(lines)
             return
-        # the widest cell whose rows fit in max_rows, else the narrowest
+        rows = SHORT_PROC_ROWS if procs_short else self.max_rows
+        # the widest cell whose rows fit in `rows`, else the narrowest (or, above the
+        # processes, the GPUs' summary)
         for cell_w, form in ((CELL_W, self._cell), (COMPACT_W, self._compact), (TINY_W, self._tiny)):
             per_line = max(1, (width + 2) // (cell_w + 2))
-            if -(-len(model.gpus) // per_line) <= self.max_rows:
+            if -(-len(model.gpus) // per_line) <= rows:
                 break
+        else:
+            if procs_short:
+                lines.append(self._summary(model.gpus))
+                lines.extend(self._process_lines(update, width))
+                self.set_lines(lines)
+                return
         cells = [form(g) for g in model.gpus]
         for i in range(0, len(cells), per_line):
             row = []
@@ -83,12 +107,27 @@ class GpuPanel(LinesPanel):
             lines.extend(self._process_lines(update, width))
         self.set_lines(lines)
 
-    def _job_lines(self, update, followed: str | None, width: int) -> list:
+    @staticmethod
+    def _summary(gpus) -> list:
+        """One line for every GPU: their mean use and the lowest (a straggler shows)."""
+        utils = [(g.util_pct, g.index) for g in gpus if g.util_pct is not None]
+        text = f"  {gpu_ranges([g.index for g in gpus])}: "
+        if not utils:
+            return [(text + "use n/a", theme.DIM)]
+        low, index = min(utils)
+        avg = mean([u for u, _ in utils])
+        return [(text, theme.BOLD), (f"mean {avg:.0f}%", theme.level_style(avg)),
+                (f", lowest {low:.0f}% (GPU {index})", theme.level_style(low))]
+
+    def _job_lines(self, update, followed: str | None, width: int,
+                   budget: int | None = None) -> list:
         """Each job's row with its GPUs' cells under it, in the widest cell that lets
-        them fit the panel's rows; else the jobs' rows alone (a glyph per GPU)."""
+        them fit the panel's rows (or `budget` lines); else the jobs' rows alone (a glyph
+        per GPU)."""
         model = update.model
         rows = job_rows(model, job_verdicts(update))
-        budget = SHORT_JOB_ROWS if self.max_rows <= 2 else self.max_rows
+        if budget is None:
+            budget = SHORT_JOB_ROWS if self.max_rows <= 2 else self.max_rows
         gpus = {g.index: g for g in model.gpus}
         for cell_w, form in ((CELL_W, self._cell), (COMPACT_W, self._compact), (TINY_W, self._tiny)):
             per_line = max(1, (width - JOB_INDENT + 2) // (cell_w + 2))
@@ -145,8 +184,13 @@ class GpuPanel(LinesPanel):
 
     def _process_lines(self, update, width: int) -> list:
         model = update.model
-        lines = [[("   GPU      pid name                 GPU mem  read/s  rchar/s procs  "
-                   "cpu%  wait%   io%  devices", theme.DIM)]]
+        # where the whole row does not fit (80 columns), rchar/s and the process count go
+        # and the name narrows, so that where the loaders' time goes and the devices stay
+        wide = width >= PROC_WIDE_W
+        name_w = 20 if wide else 14
+        lines = [[(f"   GPU      pid {'name':<{name_w}} GPU mem  read/s "
+                   + (" rchar/s procs " if wide else "")
+                   + " cpu%  wait%   io%  devices", theme.DIM)]]
         estimated = False
         for g in model.gpus:
             for p in g.processes:
@@ -157,10 +201,10 @@ class GpuPanel(LinesPanel):
                 devs = ",".join(io.get("devices") or ()) or "-"
                 cpu, wait, blocked = _loader_cells(io.get("loaders"))
                 estimated |= blocked.startswith("~")
-                text = (f"   {g.index:>3} {pid:>8} {(p.name or '?')[:20]:<20} "
+                text = (f"   {g.index:>3} {pid:>8} {(p.name or '?')[:name_w]:<{name_w}} "
                         f"{mib(p.gpu_mem_mib):>7} {rate(read):>7} "
-                        f"{rate(rchar):>8} "
-                        f"{io.get('nprocs') or 0:>5} {cpu:>5} {wait:>6} {blocked:>5}  {devs}")
+                        + (f"{rate(rchar):>8} {io.get('nprocs') or 0:>5} " if wide else "")
+                        + f"{cpu:>5} {wait:>6} {blocked:>5}  {devs}")
                 lines.append([(text[:width], theme.PLAIN)])
         if len(lines) > 1:
             legend = ("   cpu% wait% io%: where its loaders' time went (DataLoader workers, else "

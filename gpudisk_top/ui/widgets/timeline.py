@@ -5,7 +5,9 @@ S straggler, ? undiagnosed; lower case while it builds up; × no GPU can be read
 one row per GPU's utilization,
 one row per selected disk in the switchable metric (m), and a time axis.  Starved columns
 are shaded on every row and carry their letter on the state row, so the meaning survives
-NO_COLOR.  When focused: up/down scroll rows, left/right scroll back in time.
+NO_COLOR.  When focused: up/down scroll rows, left/right scroll back in time.  While the
+dashboard is paused the timeline is frozen at the column of the sample on screen (freeze()),
+as every other panel is: sampling goes on behind it, and no two times share the screen.
 
 Each row keeps its glyphs as columns arrive (a column never changes once sampled), so a
 new sample costs one glyph per row, not a redraw of the whole history.  Scales are fixed
@@ -94,6 +96,28 @@ class Timeline(LinesPanel):
         self.rows_from = 0     # the first GPU/disk row shown when they do not all fit
         self._rows: dict[tuple, _Row] = {}
         self._ncols = 0
+        # frozen (a paused screen): the absolute index (History.total) after the newest
+        # column drawn; None: the newest column of the history
+        self.upto: int | None = None
+
+    def freeze(self, history: History, wall_s: float | None) -> None:
+        """Draw no column newer than the one of the sample at wall_s (the paused screen's,
+        whose newer columns the sampler may have added already); None: the newest now."""
+        cols, kept = history.columns, len(history.columns)
+        # from the newest back: only the columns added since the sample shown are passed
+        while wall_s is not None and kept and cols[kept - 1].wall_s > wall_s:
+            kept -= 1
+        self.upto = history.first + kept
+        self.redraw()
+
+    def thaw(self) -> None:
+        """Follow the newest column again."""
+        self.upto = None
+        self.redraw()
+
+    def _newer(self, history: History) -> int:
+        """How many of the history's newest columns a freeze leaves out."""
+        return 0 if self.upto is None else max(0, history.total - self.upto)
 
     def _row(self, history: History, key: tuple, value_of, metric: str) -> _Row:
         row = self._rows.get(key)
@@ -103,19 +127,24 @@ class Timeline(LinesPanel):
         return row
 
     def show(self, history: History, gpus: list[int], disks: list[tuple[str, str]],
-             episodes=(), named=(), job: tuple[str, str] | None = None) -> None:
+             episodes=(), named=(), job: tuple[str, str] | None = None,
+             ordered: bool = False) -> None:
         """disks: (kernel name, display name) of the selected devices; named: those the
         verdict names; episodes: the detector's, so that a device an episode on screen
         names keeps its row after the episode ends; job: (id, "job 3") of the job
-        followed: the state row is that job's (Column.of_job), said in the title."""
-        self._input = (history, gpus, disks, episodes, named, job)
+        followed: the state row is that job's (Column.of_job), said in the title.
+        ordered: the disks come in the order to draw them (the dashboard's: its disk
+        table's, so that the two agree; the devices an episode on screen names still
+        come first); else the timeline ranks them itself (a fleet node's screen, which
+        has no table).  Both: _disk_order."""
+        self._input = (history, gpus, disks, episodes, named, job, ordered)
         # a column never changes once sampled: the count and the newest column (a replay
         # that seeks makes new ones) say what the history holds; the episodes change with
         # a column too
         newest = history.columns[-1] if history.columns else None
         if self.unchanged(history.total, len(history), newest, tuple(gpus), tuple(disks),
                           tuple(episodes), tuple(named), self.metric, self.back,
-                          self.rows_from, job):
+                          self.rows_from, job, ordered, self.upto):
             return
         width = max(LABEL_W + 10, self.size.width or 80)
         height = self.size.height or 24
@@ -123,7 +152,8 @@ class Timeline(LinesPanel):
         label_w = min(LABEL_MAX, max([LABEL_W] + [len(d) + 6 for d in names.values()]))
         ncols = self._ncols = width - label_w
         cols_all = history.columns
-        end_i = max(0, len(cols_all) - self.back)
+        newer = self._newer(history)
+        end_i = max(0, len(cols_all) - newer - self.back)
         first_i = max(0, end_i - ncols)
         cols = [cols_all[i] for i in range(first_i, end_i)]
         if job is not None:
@@ -161,7 +191,7 @@ class Timeline(LinesPanel):
         # hundred disks draws the dozen that fit
         rows = [(f"{name} {pct(value_of(last))}",
                  key, value_of, "util_pct") for name, key, value_of in gpu_rows]
-        for name in self._disk_order(cols, [n for n, _ in disks], episodes, named):
+        for name in self._disk_order(cols, [n for n, _ in disks], episodes, named, ordered):
             rows.append((f"{names[name]} {legend(self.metric, last.metric(name, self.metric))}",
                          ("disk", name, self.metric),
                          lambda c, n=name, m=self.metric: c.metric(n, m), self.metric))
@@ -169,7 +199,7 @@ class Timeline(LinesPanel):
         # focused) and say how many are hidden
         self.rows_from = min(self.rows_from, max(0, len(rows) - max(1, room)))
         shown = [self.row_line(label, self._row(history, key, value_of, metric)
-                               .text(self.back, len(cols)), spans, label_w)
+                               .text(newer + self.back, len(cols)), spans, label_w)
                  for label, key, value_of, metric in
                  rows[self.rows_from:self.rows_from + max(1, room)]]
         hidden = len(rows) - len(shown)
@@ -196,15 +226,20 @@ class Timeline(LinesPanel):
         return [mark, (texts.pop("name"), theme.LABEL), ("".join(texts.values()), theme.DIM)]
 
     @staticmethod
-    def _disk_order(cols, disks: list[str], episodes, named=()) -> list[str]:
-        """The verdict's devices first, then those an episode on screen names, then the
-        busiest over the newest RANK_COLUMNS columns on screen: a row does not move or
-        vanish with each second's ranking."""
+    def _disk_order(cols, disks: list[str], episodes, named=(), ordered: bool = False
+                    ) -> list[str]:
+        """The verdict's devices first, then those an episode on screen names (its row
+        stays in sight after the episode ends), then the others: in the order given
+        where `ordered` (the disk table's), else the busiest over the newest
+        RANK_COLUMNS columns on screen (a row does not move or vanish with each second's
+        ranking)."""
         on_screen = {c.episode for c in cols if c.episode is not None}
         pinned = [d for ep in episodes if ep.id in on_screen for d in ep.devices]
         known = set(disks)
         first = list(dict.fromkeys(d for d in list(named) + pinned if d in known))
 
+        if ordered:
+            return first + [d for d in disks if d not in first]
         recent = cols[-RANK_COLUMNS:]
 
         def busy(name: str) -> float:
@@ -222,21 +257,24 @@ class Timeline(LinesPanel):
         if self._input is None:
             return
         history = self._input[0]
-        self.back = min(max(0, back), max(0, len(history) - 1))
+        self.back = min(max(0, back), max(0, len(history) - self._newer(history) - 1))
         self.redraw()
 
     def scroll_time_home(self) -> None:
         """The oldest columns kept."""
         if self._input is not None:
-            self.scroll_time_to(len(self._input[0]) - self._ncols)
+            history = self._input[0]
+            self.scroll_time_to(len(history) - self._newer(history) - self._ncols)
 
     def show_wall(self, wall_s: float) -> None:
         """Scroll so that the column at wall_s is a quarter in from the left."""
         if self._input is None:
             return
-        cols = self._input[0].columns
+        history = self._input[0]
+        cols = history.columns
+        shown = len(cols) - self._newer(history)      # those a freeze leaves in
         at = next((i for i, c in enumerate(cols) if c.wall_s >= wall_s), len(cols) - 1)
-        self.scroll_time_to(len(cols) - (at + self._ncols * 3 // 4))
+        self.scroll_time_to(shown - (at + self._ncols * 3 // 4))
 
     @staticmethod
     def shade_spans(cols: list[Column]) -> list[tuple[int, int, Style]]:
