@@ -35,6 +35,7 @@ DOT = "·"                # a separator between clauses; a sparkline's minute wi
 UP, DOWN, LEFT, RIGHT = "↑", "↓", "←", "→"
 SORTED = "▼"             # the column rows are sorted by
 BLAMED = "▲"             # the device or process the verdict names; a starved node
+ON_BLAMED = "△"          # a device in the blamed one's stack: its partition, dm, disk
 WAIT = "◇"               # a node whose GPUs wait on peers
 STALE = "×"              # a node that stopped reporting; a GPU that cannot be read
 NO_GPU = "⊘"             # no GPU can be read there
@@ -53,7 +54,7 @@ ASCII_FORM = {
     BARS: " .:=+*%@#", HBAR_PARTS: " |||||||", FULL: "#", ELLIPSIS: "~", DOT: "-",
     UP: "^", DOWN: "v", LEFT: "<", RIGHT: ">", SORTED: "v", BLAMED: "^", WAIT: "?",
     STALE: "x", NO_GPU: "/", ERROR: "X", POINTER: ">", POINT_LEFT: "<", PAUSED: "||",
-    RAIL: "-", DASH: "-", DEGREE: " ",
+    RAIL: "-", DASH: "-", DEGREE: " ", ON_BLAMED: "+",
 }
 # The glyphs of words other layers own (states' banners, the health marks, a fix's
 # speed-up, units) and of the report's chart, by character.

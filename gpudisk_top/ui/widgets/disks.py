@@ -23,7 +23,7 @@ from gpudisk_top.model.mounts import like_disk
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.present import class_tag, natural_key
 from gpudisk_top.model.vocab import DISK, DISK_MB, TIMELINE, mb_s
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import CursorPanel, cut, fit
 
@@ -33,7 +33,7 @@ SORT_LABEL = {"util": TIMELINE["util_pct"].label, "r_await": DISK["r_await_ms"].
               "iops": TIMELINE["iops"].label, "throughput": TIMELINE["mb_s"].label,
               "name": "name"}
 NAME_MAX = 24      # a device's name is cut only beyond this
-BLAMED, ON_BLAMED, SATURATED = "▲", "△", "!"    # the marks (module docstring)
+BLAMED, ON_BLAMED, SATURATED = glyphs.BLAMED, glyphs.ON_BLAMED, "!"  # the marks (module docstring)
 MOUNT_MIN = 10     # the mountpoint column is never narrower
 
 # (the metric, the sorts it marks), its header the metric's label and its text the
