@@ -8,7 +8,7 @@ FLEET_HELP = """\
 [b]gpudisk-top fleet[/b]  every node's verdict from Prometheus, starved nodes first
 
 [b]Keys[/b] (the table)
-  q             quit
+  q ctrl+c      quit (ctrl+c from any screen)
   ?             this help
   ↑ ↓  j k      move the row cursor; pageup pagedown a page, home end: first / last
   enter         the node under the cursor: its timeline (range queries, while open)

@@ -12,8 +12,8 @@ HELP = """\
 [b]gpudisk-top[/b]  GPUs and the disks that feed them, on one timeline
 
 [b]Keys[/b]
-  q F10         quit
-  space         pause / resume the screen (sampling and recording go on)
+  q F10 ctrl+c  quit
+  space         pause / resume the screen, timeline included (sampling and recording go on)
   ? h F1        this help
   !             what cannot be seen from here (NOT ROOT, CONTAINER PIDS...) and the fix
   tab           next panel (GPUs, disks, timeline); shift+tab: previous
@@ -21,7 +21,8 @@ HELP = """\
   enter         on a disk: its detail; in the episode list: go to the episode
   ← →           scroll the timeline back / forward in time
   home end      the timeline's oldest interval / now
-  p             show / hide the GPU process list (pid, GPU memory, read rate)
+  p             show / hide the GPU process list (pid, GPU memory, read rate; on a
+                short screen the GPUs' mean and lowest above it)
   i             I/O by process: who is loading the disks (in the timeline's place)
   s             sort disks: %util (busiest first), r_await, IOPS, throughput, name
   a             all devices (partitions, loop, idle) or active ones
@@ -51,6 +52,8 @@ HELP = """\
 
 [b]Disk marks[/b]
   ▲  the device named by the current verdict     !  saturated (not the job's cause)
+  △  on the named device: its partition, the dm device on it, the disk under it
+  The timeline's disk rows are in the table's order (those of an episode on screen first).
   ▼  the column the disks are sorted by
   health  ✓ OK  ! warn  ✗ FAIL  ? n/a unreadable  — no reading; enter: every field
           (a narrow screen keeps the glyph alone, and the mountpoint whole)
