@@ -13,7 +13,7 @@ HELP = """\
 
 [b]Keys[/b]
   q F10 ctrl+c  quit
-  space         pause / resume the screen, timeline included (sampling and recording go on)
+  space         pause / resume the screen, timeline too (sampling, recording go on)
   ? h F1        this help
   !             what cannot be seen from here (NOT ROOT, CONTAINER PIDS...) and the fix
   tab           next panel (GPUs, disks, timeline); shift+tab: previous
@@ -53,7 +53,7 @@ HELP = """\
 [b]Disk marks[/b]
   ▲  the device named by the current verdict     !  saturated (not the job's cause)
   △  on the named device: its partition, the dm device on it, the disk under it
-  The timeline's disk rows are in the table's order (those of an episode on screen first).
+  The timeline's disk rows: in the table's order (an episode's on screen first).
   ▼  the column the disks are sorted by
   health  ✓ OK  ! warn  ✗ FAIL  ? n/a unreadable  — no reading; enter: every field
           (a narrow screen keeps the glyph alone, and the mountpoint whole)
