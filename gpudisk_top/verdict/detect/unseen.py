@@ -48,8 +48,9 @@ def unseen(model: Model, job: Job, sats) -> IntervalState | None:
         parts.append(f"the busiest processes seen from here: {busiest}")
     busy = busy_pct(model.host)
     if busy is not None:
-        # said as a figure, never as others' load: whose it is cannot be told
-        whose = "the job's share of it unknown, " if not job.visible else ""
-        parts.append(f"host CPU {pct(busy)} busy ({whose}iowait counted as idle)")
+        # said as a figure, as storage.undiagnosed says it, never as others' load: whose
+        # the busy CPUs are cannot be told
+        whose = ", the job's share of the busy ones unknown" if not job.visible else ""
+        parts.append(f"CPU idle {pct(100 - busy)} (iowait counted as idle){whose}")
     return IntervalState("undiagnosed-stall", kind=UNSEEN, detail="; ".join(parts),
                          advice=f"to find the cause, see the job's processes: {fix}")
