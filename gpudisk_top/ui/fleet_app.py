@@ -29,6 +29,7 @@ from gpudisk_top.fleet.source import not_one_node
 from gpudisk_top.fleet.text import lost_line
 from gpudisk_top.session.ticker import stepped_interval
 from gpudisk_top.textsafe import printable
+from gpudisk_top.ui import glyphs
 from gpudisk_top.ui.appkit import ToolApp
 from gpudisk_top.ui.screens.fleet_filter import LabelFilterScreen
 from gpudisk_top.ui.screens.fleet_help import FleetHelpScreen
@@ -242,7 +243,7 @@ class FleetApp(ToolApp):
             self.view, self.source.url, self.target("group_by"),
             self.interval_s, counts, self.flags(), format_filters(filters))
         view = self.view
-        empty = ("asking Prometheus…" if view is None else
+        empty = (f"asking Prometheus{glyphs.ELLIPSIS}" if view is None else
                  "no node to show: Prometheus did not answer" if view.error else
                  "no node reports gpudisk-top metrics" + (" with this filter (escape clears it)"
                                                           if filters else ""))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from rich.style import Style
 
+from gpudisk_top.ui import glyphs
 # one letter per state for the timeline's state row (pending, not yet an episode, in lower
 # case) and the banner's badge: the detector's list of states carries them (states.py)
 from gpudisk_top.verdict import detect as _detect
 
 STATE_GLYPH, STATE_BADGE = _detect.STATE_GLYPH, _detect.STATE_BADGE
-BARS = " ▁▂▃▄▅▆▇█"
+BARS = glyphs.BARS
 
 PLAIN = Style()
 DIM = Style(dim=True)
@@ -77,5 +78,5 @@ def hbar(pct: float | None, width: int) -> str:
     full = pct / 100 * width
     n = int(full)
     rest = full - n
-    partial = " ▏▎▍▌▋▊▉"[int(rest * 8)] if n < width else ""
-    return ("█" * n + partial).ljust(width)[:width]
+    partial = glyphs.HBAR_PARTS[int(rest * 8)] if n < width else ""
+    return (glyphs.FULL * n + partial).ljust(width)[:width]

@@ -20,7 +20,7 @@ from gpudisk_top.model.health import health_of
 from gpudisk_top.model.ioprocs import io_rows
 from gpudisk_top.model.present import class_tag
 from gpudisk_top.model.vocab import TIMELINE
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.format import legend, rate
 from gpudisk_top.ui.widgets import health
 from gpudisk_top.ui.widgets.base import LinesPanel, cut
@@ -60,7 +60,7 @@ class DeviceDetail(LinesPanel):
         if info.ceiling_iops:
             stack.append(f"probe: {info.ceiling_iops:.0f} IOPS at QD32, "
                          f"{info.ceiling_mib_s or 0:.0f} MiB/s sequential")
-        lines.append([(" " + (" · ".join(stack) or "a device on its own"), theme.DIM)])
+        lines.append([(" " + (f" {glyphs.DOT} ".join(stack) or "a device on its own"), theme.DIM)])
         read = model.sample.health is not None
         if read:
             # the verdict on its disk in plain sight; every field below the timeline
@@ -133,7 +133,7 @@ class DeviceScreen(ModalScreen):
     # its header is the dashboard's (DEMO, REPLAY, PAUSED...: the app draws it); its
     # footer says how to go back
     BINDINGS = [Binding("escape,q,enter", "dismiss", "Back", key_display="esc"),
-                Binding("up", "scroll(-1)", "Scroll", key_display="↑↓"),
+                Binding("up", "scroll(-1)", "Scroll", key_display=glyphs.UP + glyphs.DOWN),
                 Binding("down", "scroll(1)", show=False)]
 
     def __init__(self, name: str) -> None:

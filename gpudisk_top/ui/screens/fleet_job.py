@@ -18,7 +18,7 @@ from textual.widgets.option_list import Option
 from gpudisk_top.fleet.text import job_reason, job_title
 from gpudisk_top.model.timefmt import clock_hm
 from gpudisk_top.textsafe import printable
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.fleet_table import (NOGPU_GLYPH, STALE_GLYPH, STARVED_GLYPH, WAIT_GLYPH,
                                                  FleetTable, marks)
@@ -40,17 +40,18 @@ class JobBanner(LinesPanel):
         marked = marks(nodes, group)      # what the rows' badges show, counted
         # the job by the exporters' name and id, or by the label written on its targets
         title = printable(group.title)[:max(20, width // 2)]
+        dot = glyphs.DOT
         lines = [[(f" {title} ", theme.HEAD),
-                  (f"  {len(nodes)} nodes · {STARVED_GLYPH} {marked[STARVED_GLYPH]} starved · "
-                   f"{WAIT_GLYPH} {marked[WAIT_GLYPH]} waiting · "
+                  (f"  {len(nodes)} nodes {dot} {STARVED_GLYPH} {marked[STARVED_GLYPH]} starved "
+                   f"{dot} {WAIT_GLYPH} {marked[WAIT_GLYPH]} waiting {dot} "
                    f"{STALE_GLYPH} {marked[STALE_GLYPH]} stale"
-                   + (f" · {NOGPU_GLYPH} {marked[NOGPU_GLYPH]} no GPUs" if marked[NOGPU_GLYPH]
+                   + (f" {dot} {NOGPU_GLYPH} {marked[NOGPU_GLYPH]} no GPUs" if marked[NOGPU_GLYPH]
                       else ""), theme.PLAIN)]]
         if group.straggler is not None:
-            badge, style = f"▲ STRAGGLER {group.straggler.node}", theme.BANNER_STARVED
+            badge, style = f"{glyphs.BLAMED} STRAGGLER {group.straggler.node}", theme.BANNER_STARVED
         else:
             badge, style = "● NO STRAGGLER", theme.BANNER.get("healthy", theme.HEAD)
-        text = fit_clauses(job_reason(group, clock_hm), max(20, width - len(badge) - 3), 2, more=" …")
+        text = fit_clauses(job_reason(group, clock_hm), max(20, width - len(badge) - 3), 2, more=" " + glyphs.ELLIPSIS)
         lines.append([(f" {badge} ", style), (" " + text[0], theme.PLAIN)])
         lines += [[(" " * (len(badge) + 3) + more, theme.PLAIN)] for more in text[1:]]
         self.set_lines(lines)
@@ -105,7 +106,7 @@ class JobScreen(Screen):
 
 def _describe(group) -> Text:
     stale = sum(1 for r in group.nodes if r.stale)
-    what = (f"▲ straggler {group.straggler.node}" if group.straggler is not None
+    what = (f"{glyphs.BLAMED} straggler {group.straggler.node}" if group.straggler is not None
             else "no straggler")
     n = len(group.nodes)
     return Text(printable(f"{job_title(group)}  {n} node{'' if n == 1 else 's'}"

@@ -24,7 +24,7 @@ from gpudisk_top.model.history import History
 from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import age, clock
 from gpudisk_top.textsafe import printable
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.source_call import call_source
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.fleet_table import state_cell
@@ -97,10 +97,10 @@ class NodeHead(LinesPanel):
             lines.append([("  " + labels[:width - 2], theme.DIM)])
         if timeline is None:
             lines.append([("  asking Prometheus for the node's last "
-                           f"{LOAD_S // 60} minutes…", theme.DIM)])
+                           f"{LOAD_S // 60} minutes{glyphs.ELLIPSIS}", theme.DIM)])
         elif timeline.error:
             old = f"; the timeline is from {clock(fetched_wall_s)}" if fetched_wall_s else ""
-            lines.append([(" ✕ ERROR ", theme.BAD), (" " + timeline.error + old, theme.BOLD)])
+            lines.append([(f" {glyphs.ERROR} ERROR ", theme.BAD), (" " + timeline.error + old, theme.BOLD)])
         else:
             lines.append([(f"  range query: {timeline.cost.text()}, one column per "
                            f"{timeline.step_s:g} s", theme.DIM)])
@@ -117,8 +117,8 @@ class FleetTimeline(Timeline):
 class NodeScreen(TimelineKeys, Screen):
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "Back"),
-        Binding("left", "time(5)", "Back in time", key_display="←"),
-        Binding("right", "time(-5)", "Fwd", key_display="→"),
+        Binding("left", "time(5)", "Back in time", key_display=glyphs.LEFT),
+        Binding("right", "time(-5)", "Fwd", key_display=glyphs.RIGHT),
         Binding("home", "time_home", "Oldest"),
         Binding("end", "time_now", "Now"),
         Binding("m", "metric", "Metric"),

@@ -12,6 +12,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gpudisk_top.textsafe import printable
+from gpudisk_top.ui import glyphs
 
 Line = list[tuple[str, Style]]  # runs of text with one style each
 
@@ -77,7 +78,7 @@ def fit(panel: str, parts: dict[str, Sequence[int]], room: int) -> dict[str, int
 
 def cut(text: str, width: int) -> str:
     """`text` in at most `width` cells, a cut one ending in …."""
-    return text if len(text) <= width else text[:max(0, width - 1)] + "…"[:width]
+    return text if len(text) <= width else text[:max(0, width - 1)] + glyphs.ELLIPSIS[:width]
 
 
 def strip(line: Line, width: int) -> Strip:
@@ -213,8 +214,8 @@ class LinesPanel(Widget):
         more = self._hidden(self._lines, height)
         if more and y == height - 1 and height > self.fixed + 1:
             # the last row says what is hidden, never a silent cut
-            hint = "" if self.has_focus else " (tab to this panel, then ↓)"
-            return strip([(f" ↓ {more + 1} more{hint}", _MORE)], width)
+            hint = "" if self.has_focus else f" (tab to this panel, then {glyphs.DOWN})"
+            return strip([(f" {glyphs.DOWN} {more + 1} more{hint}", _MORE)], width)
         i = y if y < self.fixed else y + self._scroll
         cached = self._strips.get(i)
         if cached is not None and cached.cell_length == width:

@@ -7,7 +7,7 @@ one, and the line says how old."""
 from __future__ import annotations
 
 from gpudisk_top.model.timefmt import age, clock
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.ui.widgets.verdict import fit_clauses
 
@@ -33,15 +33,15 @@ class FleetHeader(LinesPanel):
         first = left + [(" " * max(1, width - used), theme.PLAIN)] + right
         nodes, starved, waiting, stale, no_gpus = counts
         second = [(f" nodes {nodes}", theme.PLAIN), ("  ", theme.PLAIN),
-                  (f"▲ starved {starved}", theme.BAD if starved else theme.PLAIN),
-                  ("  ", theme.PLAIN), (f"◇ waiting {waiting}", theme.PLAIN),
-                  ("  ", theme.PLAIN), (f"× stale {stale}", theme.WARN if stale else theme.PLAIN)]
+                  (f"{glyphs.BLAMED} starved {starved}", theme.BAD if starved else theme.PLAIN),
+                  ("  ", theme.PLAIN), (f"{glyphs.WAIT} waiting {waiting}", theme.PLAIN),
+                  ("  ", theme.PLAIN), (f"{glyphs.STALE} stale {stale}", theme.WARN if stale else theme.PLAIN)]
         if no_gpus:          # a broken driver is a problem to count, never folded into idle
-            second += [("  ", theme.PLAIN), (f"⊘ no GPUs {no_gpus}", theme.WARN)]
+            second += [("  ", theme.PLAIN), (f"{glyphs.NO_GPU} no GPUs {no_gpus}", theme.WARN)]
         if view is not None and view.cost is not None:
-            second.append(("  · " + view.cost.text(), theme.DIM))
+            second.append((f"  {glyphs.DOT} " + view.cost.text(), theme.DIM))
         if filters:
-            second.append(("  · filter " + filters, theme.BOLD))
+            second.append((f"  {glyphs.DOT} filter " + filters, theme.BOLD))
         lines = [first, second]
         if view is not None and view.error:
             if view.rows and view.data_wall_s is not None:
@@ -49,8 +49,8 @@ class FleetHeader(LinesPanel):
                        f"{age(view.wall_s - view.data_wall_s)} old")
             else:
                 old = "; no table yet"
-            badge = " ✕ ERROR "
-            text = fit_clauses(view.error + old, max(20, width - len(badge) - 1), 2, more=" …")
+            badge = f" {glyphs.ERROR} ERROR "
+            text = fit_clauses(view.error + old, max(20, width - len(badge) - 1), 2, more=" " + glyphs.ELLIPSIS)
             lines.append([(badge, theme.BAD), (" " + text[0], theme.BOLD)])
             lines += [[(" " * (len(badge) + 1) + more, theme.BOLD)] for more in text[1:]]
         self.set_lines(lines)

@@ -20,22 +20,22 @@ from gpudisk_top.textsafe import printable
 from gpudisk_top.verdict.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
 from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import age, clock
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.widgets.base import CursorPanel, Line
 
-SPARK = "▁▂▃▄▅▆▇█"     # 0 % is the lowest bar, not a blank: a blank would read as no data
-SPARK_UNKNOWN = "·"    # no sample in that minute (not reporting, or no GPU)
+SPARK = glyphs.SPARK    # 0 % is the lowest bar, not a blank: a blank would read as no data
+SPARK_UNKNOWN = glyphs.DOT  # no sample in that minute (not reporting, or no GPU)
 STATE_W = 15
 LOST_W = 6             # "lost" column: GPU-hours, "123.45"
-STARVED_GLYPH = "▲"    # starved by its own cause; in a job's view, its straggler
-WAIT_GLYPH = "◇"       # its GPUs wait on peers (or stall with nothing saturated)
-STALE_GLYPH = "×"
-NOGPU_GLYPH = "⊘"      # no GPU can be read there (state unavailable): a problem, not idle
+STARVED_GLYPH = glyphs.BLAMED  # starved by its own cause; in a job's view, its straggler
+WAIT_GLYPH = glyphs.WAIT  # its GPUs wait on peers (or stall with nothing saturated)
+STALE_GLYPH = glyphs.STALE
+NOGPU_GLYPH = glyphs.NO_GPU  # no GPU can be read there (state unavailable): a problem, not idle
 # the table's short words for fleet.text.state_text's: the detector's states' (states.py
 # STATE_WORD; theme.STATE_BADGE's are the banner's, wider) and a job view's "waiting"; the
 # glyph is the mark marks() counts
 STATE_WORD = {**DETECTOR_STATE_WORD, "waiting": f"{WAIT_GLYPH} WAITING"}
-MARK = " ◀"            # after the name of the node a view calls out (the job's straggler)
+MARK = " " + glyphs.POINT_LEFT  # after the name of the node a view calls out (the job's straggler)
 
 
 def sparkline(values, width: int) -> str:
@@ -84,7 +84,7 @@ def job_text(row, width: int) -> str:
 def _cut(text: str, width: int) -> str:
     if width <= 0:
         return ""
-    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+    return text if len(text) <= width else text[:max(0, width - 1)] + glyphs.ELLIPSIS
 
 
 def layout(width: int, node_w: int, job_w: int = 0) -> dict[str, int]:
@@ -139,7 +139,7 @@ class FleetTable(CursorPanel):
                 + (f"{'job':<{cols['job']}} " if cols["job"] else "") + " GPUs " + "util "
                 + "since " + ("clock    " if cols["clock"] else "")
                 + f"{'GPU util, last hour' if spark_w >= 19 else 'last hour':<{spark_w}} "
-                + f"{'lost':>{LOST_W}} " + "device · evidence")
+                + f"{'lost':>{LOST_W}} " + f"device {glyphs.DOT} evidence")
         lines: list[Line] = [[(head[:width], theme.HEAD)]]
         if note and len(head) + len(note) + 2 <= width:
             lines[0] = [(head, theme.HEAD), ("  " + note, theme.DIM)]
@@ -174,7 +174,7 @@ class FleetTable(CursorPanel):
         since = r.last_seen_s if r.stale else r.since_s
         since_s = None if since is None else wall_s - since
         selected = self.has_focus and r.key == self.cursor
-        mark = ("▶" if selected else " ", theme.FOCUS_MARK if selected else theme.PLAIN)
+        mark = (glyphs.POINTER if selected else " ", theme.FOCUS_MARK if selected else theme.PLAIN)
         node_style = (theme.SELECTED + theme.BOLD) if selected else (
             theme.BOLD if not dim else base)
         starved = r.gpus_starved and not dim

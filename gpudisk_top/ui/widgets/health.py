@@ -12,14 +12,15 @@ import textwrap
 from gpudisk_top.collect.blockdev import device_stack
 from gpudisk_top.model.health import HealthView
 from gpudisk_top.model.vocab import HEALTH_BADGE, NO_HEALTH
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.format import clock, duration
 
+DEG_C = f" {glyphs.DEGREE}C"
 SHORT_W = max(len("health"), *map(len, HEALTH_BADGE.values()))   # the status alone
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+    return text if len(text) <= width else text[:max(0, width - 1)] + glyphs.ELLIPSIS
 
 
 def style(status: str | None):
@@ -49,8 +50,8 @@ def _n(value, unit: str = "", fmt: str = "{:.0f}") -> str:
 
 
 def _temps(h) -> str:
-    return (f"{_n(h.temperature_c, ' °C')}  (warning {_n(h.warning_temp_c, ' °C')}, "
-            f"critical {_n(h.critical_temp_c, ' °C')})")
+    return (f"{_n(h.temperature_c, DEG_C)}  (warning {_n(h.warning_temp_c, DEG_C)}, "
+            f"critical {_n(h.critical_temp_c, DEG_C)})")
 
 
 def _spare(h) -> str:
@@ -149,7 +150,7 @@ def _disk_lines(model, view: HealthView, named: bool, width: int) -> list:
             (HEALTH_BADGE[view.status], style(view.status)),
             (f"  {h.source or 'no source'}"
              + (f", read {clock(h.read_wall_s)}{ago}" if h.read_wall_s else "")
-             + (f" · {what}" if what else ""), theme.DIM)]
+             + (f" {glyphs.DOT} {what}" if what else ""), theme.DIM)]
     lines = [head]
     wrap = max(20, width - LABEL_W - 1)
     for k, reason in enumerate(view.reasons):

@@ -10,7 +10,7 @@ names before the rest."""
 from __future__ import annotations
 
 from gpudisk_top.model.ioprocs import container_of, io_rows
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.format import rate
 from gpudisk_top.ui.widgets.base import LinesPanel, cut, fit
 
@@ -18,8 +18,8 @@ HEAD = "     PID  read/s write/s  device       %rd  %wr  cpu% J  cgroup         
 LEFT = HEAD.index("cgroup")   # the columns before the cgroup, never cut
 CGROUP_W = 23     # 'containerd 3f2a1b9c0d4e' whole
 COMMAND_MIN = 30   # a command keeps this much before the cgroup id is cut
-LEGEND = ("   %rd %wr: its share of that device's reads and writes (iostat rkB/s, wkB/s) · "
-          "J: the GPU job's")
+LEGEND = ("   %rd %wr: its share of that device's reads and writes (iostat rkB/s, wkB/s) "
+          f"{glyphs.DOT} J: the GPU job's")
 
 
 def _pct(value: float | None) -> str:
@@ -70,7 +70,7 @@ class IoProcPanel(LinesPanel):
         # the title's words: how rows are ordered, how they are found, then how to go back
         parts = {"name": [" I/O by process"],
                  "order": ["  busiest first (the blamed device's first)", "  busiest first"],
-                 "back": [f" · {back}"], "note": [note, ""]}
+                 "back": [f" {glyphs.DOT} {back}"], "note": [note, ""]}
         pick = fit("ioprocs", {k: [len(f) for f in v] for k, v in parts.items()}, width)
         title = "".join(v[pick[k]] for k, v in parts.items() if k != "name")
         lines = [[mark, ("I/O by process", theme.LABEL), (title, theme.DIM)],
@@ -89,9 +89,9 @@ class IoProcPanel(LinesPanel):
                     f"{cgroup_cell(v.cgroup, cgroup_w)}{cut(command_of(v), command_w)}")
             # the process loading the device the verdict names: a glyph and bold reverse,
             # which NO_COLOR keeps
-            glyph = ("▲", theme.CULPRIT) if culprit else (" ", theme.PLAIN)
+            glyph = (glyphs.BLAMED, theme.CULPRIT) if culprit else (" ", theme.PLAIN)
             lines.append([glyph, (text[:width - 1], theme.CULPRIT if culprit else theme.PLAIN)])
-        legend = [LEGEND, "   %rd %wr: its share of the device's reads, writes · J: the job's"]
+        legend = [LEGEND, f"   %rd %wr: its share of the device's reads, writes {glyphs.DOT} J: the job's"]
         lines.append([(legend[fit("ioprocs", {"legend": [len(t) for t in legend]}, width)["legend"]]
                        [:width], theme.DIM)])
         self.set_lines(lines)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.model.present import pct
 from gpudisk_top.textsafe import printable
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.follow import RAW_NAME_MAX
 from gpudisk_top.ui.widgets.base import Line, cut, fit
 from gpudisk_top.verdict.detect import STARVED_STATES, STATE_GLYPH, STATE_WORD, UNAVAILABLE
@@ -72,8 +72,8 @@ def _short_mark(state: str) -> str:
 
 
 def _bars(utils) -> str:
-    glyphs = "".join(theme.bar(u, 100.0) if u is not None else "×" for u in utils)
-    return glyphs if len(glyphs) <= BARS_MAX else glyphs[:BARS_MAX - 1] + "…"
+    bars = "".join(theme.bar(u, 100.0) if u is not None else glyphs.STALE for u in utils)
+    return bars if len(bars) <= BARS_MAX else bars[:BARS_MAX - 1] + glyphs.ELLIPSIS
 
 
 class JobTable:
@@ -114,7 +114,7 @@ class JobTable:
         r = self.rows[i]
         style = state_style(r.state)
         if r.info is None:
-            num, word = (" – ", theme.DIM), ("".ljust(w["word"]), theme.DIM)
+            num, word = (f" {glyphs.DASH} ", theme.DIM), ("".ljust(w["word"]), theme.DIM)
         else:
             num = (f"{r.number:>2} ", theme.SELECTED if followed else theme.BOLD)
             full = STATE_WORD.get(r.state, r.state)
@@ -122,7 +122,7 @@ class JobTable:
         util = r.util_pct
         level = theme.level_style(util) if r.info is not None else theme.DIM
         name = cut(self.names[i], w["name"] - 1).ljust(w["name"])
-        line = [("▶" if followed else " ", theme.FOCUS_MARK), num, word,
+        line = [(glyphs.POINTER if followed else " ", theme.FOCUS_MARK), num, word,
                 (name, theme.BOLD if followed else theme.PLAIN),
                 (self.ids[i][:w["id"]].ljust(w["id"]), theme.DIM),
                 (self.gpu_texts[i].ljust(w["gpus"]), theme.PLAIN)]

@@ -9,11 +9,11 @@ from gpudisk_top.verdict.detect import STARVED_STATES, UNAVAILABLE
 from gpudisk_top.verdict.whatif import best_line
 from gpudisk_top.model.present import pct
 from gpudisk_top.textsafe import printable
-from gpudisk_top.ui import theme
+from gpudisk_top.ui import glyphs, theme
 from gpudisk_top.ui.format import clock, duration
 from gpudisk_top.ui.widgets.base import LinesPanel
 
-MORE = " … (e)"
+MORE = f" {glyphs.ELLIPSIS} (e)"
 
 
 def _cuts(text: str, parts: bool) -> list[int]:
@@ -45,7 +45,7 @@ def fit_clauses(text: str, width: int, lines: int, more: str = MORE,
             return wrapped
     wrapped = textwrap.wrap(text, width)[:lines]
     last = wrapped[-1]
-    wrapped[-1] = last[:max(0, width - 1)].rstrip() + "…"
+    wrapped[-1] = last[:max(0, width - 1)].rstrip() + glyphs.ELLIPSIS
     return wrapped
 
 
@@ -65,7 +65,7 @@ class VerdictBanner(LinesPanel):
         width = max(20, self.size.width or 80)
         v = update.verdict if update is not None else None
         if v is None:
-            self.set_lines([[(" … ", theme.HEAD), (" collecting the first interval", theme.DIM)]])
+            self.set_lines([[(f" {glyphs.ELLIPSIS} ", theme.HEAD), (" collecting the first interval", theme.DIM)]])
             return
         model = update.model
         badge = theme.STATE_BADGE.get(v.state, v.state.upper())
@@ -110,7 +110,7 @@ class VerdictBanner(LinesPanel):
         indent = " " * (len(badge) + 2)
         lines += [[(indent + more, theme.PLAIN)] for more in reason[1:]]
         if advice and budget > 1:
-            for more in fit_clauses(advice, text_w, advice_lines, more=" …"):
+            for more in fit_clauses(advice, text_w, advice_lines, more=" " + glyphs.ELLIPSIS):
                 lines.append([(indent + more, theme.DIM)])
         if alert:
             lines.insert(0, [(" ALERT ", theme.BAD), (" " + alert, theme.BOLD)])
