@@ -108,6 +108,10 @@ def _other(char: str) -> str:
         return " " if char == "\u2800" else "."
     if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
         return ""
+    # a letter with its accents (é: e), where that is one ASCII letter as wide
+    base = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+    if len(base) == 1 and base.isascii() and base.isprintable() and cell_len(char) == 1:
+        return base
     return "?" * cell_len(char)
 
 
