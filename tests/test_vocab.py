@@ -119,7 +119,8 @@ def test_verdict_and_episode_json():
     j = vocab.episode_json(ep)
     assert list(j) == ["id", "state", "job_id", "job_name", "start", "end", "start_s", "end_s", "duration_s", "gpus",
                        "devices", "processes", "reason", "advice", "kind", "min_util_pct",
-                       "intervals", "lost_gpu_s", "culprits", "whatif"]
+                       "intervals", "lost_gpu_s", "culprits", "whatif", "mean_util_pct",
+                       "culprits_summed", "phases"]
     assert j["culprits"] == culprits
     # still open: it ends at its latest interval in its state
     assert j["end_s"] == 112.5 and j["duration_s"] == 12.5 and j["min_util_pct"] == 20.0

@@ -19,6 +19,7 @@ import datetime as dt
 from dataclasses import replace
 
 from gpudisk_top.model.metric import KIB, Family, Metric
+from gpudisk_top.model.timefmt import clock
 
 
 def mb_s(kb_s: float | None) -> float | None:
@@ -463,13 +464,51 @@ def job_json(verdict, ledger_json: dict | None) -> dict:
             "ledger": ledger_json}
 
 
-def episode_json(e, lost_gpu_s: float = 0.0) -> dict:
+def phase_json(p, lost_gpu_s: float | None = None, episode_end_s: float | None = None) -> dict:
+    """One phase of an episode (verdict/detect/phases.py Phase): its span, its kind and
+    devices, its GPUs' mean utilization, its culprits summed over it (each with the
+    seconds it was named, its mean share and a `clause` as every surface says it), its
+    latest evidence, advice and predictions, and lost_gpu_s, the ledger's count of it
+    (Ledger.lost_of_phase; None where it was not counted); episode_end_s: the end of
+    its episode, where its last phase ends."""
+    end = p.end_s(episode_end_s)
+    mean = p.mean_util_pct
+    return {
+        "start": iso_time(p.start_wall_s), "end": iso_time(end),
+        "start_s": p.start_wall_s, "end_s": end, "duration_s": round(end - p.start_wall_s, 3),
+        "kind": p.kind, "devices": list(p.devices),
+        "mean_util_pct": None if mean is None else round(mean, 1),
+        "intervals": p.intervals, "lost_gpu_s": lost_gpu_s,
+        "culprits": [c.as_json() for c in p.culprits],
+        "reason": p.reason, "advice": p.advice,
+        "whatif": [w.as_json() for w in p.whatif],
+    }
+
+
+def phase_line(n: int, p: dict) -> str:
+    """A phase (phase_json) in one line, the report's and the episodes screen's:
+    'phase 2 08:23:58, 35 s: saturated vda; pid 912 (fio), 91% of its reads for 35 s;
+    GPU 6% mean; lost 0.03 GPU-h' (the clauses are the machine's text: the caller escapes)."""
+    head = f"phase {n} {clock(p['start_s'])}, {p['duration_s']:.0f} s: {p['kind'] or 'starved'}"
+    if p["devices"]:
+        head += " " + ",".join(p["devices"])
+    parts = [head, *(c["clause"] for c in p["culprits"][:3])]
+    if p["mean_util_pct"] is not None:
+        parts.append(f"GPU {p['mean_util_pct']:.0f}% mean")
+    if p["lost_gpu_s"] is not None:
+        parts.append(f"lost {gpu_hours(p['lost_gpu_s'])} GPU-h")
+    return "; ".join(parts)
+
+
+def episode_json(e, lost_gpu_s: float = 0.0, phase_lost: list | None = None) -> dict:
     """A starvation episode (an Episode, verdict/detect) as `report --json` writes it (and
     `export --format perfetto` takes a slice's args from): its times as ISO text and as
     Unix seconds (an episode still open ends at its latest interval in its state), its
     duration in s, what it names, its evidence, culprits (as verdict_json's) and advice,
     the lowest GPU utilization seen and its intervals in its state, and lost_gpu_s, the
-    GPU-seconds lost to it (the ledger's, verdict/ledger.py Ledger.lost_of)."""
+    GPU-seconds lost to it (the ledger's, verdict/ledger.py Ledger.lost_of); its GPUs'
+    mean utilization, its culprits summed over it (culprits: its latest interval's), and
+    its phases (phase_json; phase_lost: each one's lost GPU-seconds)."""
     end = e.end_wall_s if e.end_wall_s is not None else e.last_wall_s
     return {
         "id": e.id, "state": e.state, "job_id": e.job_id, "job_name": e.job_name,
@@ -483,6 +522,10 @@ def episode_json(e, lost_gpu_s: float = 0.0) -> dict:
         "lost_gpu_s": lost_gpu_s,
         "culprits": [c.as_json() for c in e.culprits],
         "whatif": [w.as_json() for w in e.whatif],
+        "mean_util_pct": None if e.mean_util_pct is None else round(e.mean_util_pct, 1),
+        "culprits_summed": [c.as_json() for c in e.culprit_sums()],
+        "phases": [phase_json(p, phase_lost[k] if phase_lost and k < len(phase_lost) else None,
+                              end) for k, p in enumerate(e.phases)],
     }
 
 

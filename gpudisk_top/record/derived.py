@@ -44,6 +44,7 @@ from gpudisk_top.model import MODEL_VERSION
 from gpudisk_top.model.disk import await_ms
 from gpudisk_top.verdict.detect import STARVED_STATES, STATES, UNAVAILABLE, Episode
 from gpudisk_top.verdict.detect.evidence import Culprit
+from gpudisk_top.verdict.detect.phases import phase_at, phases_from
 from gpudisk_top.verdict import gaps
 from gpudisk_top.verdict.gaps import CLOCK_STEP_S, cadence_of
 from gpudisk_top.verdict.ledger import IntervalLoss
@@ -168,14 +169,15 @@ def ledger_row(loss) -> tuple | None:
 
 
 def loss_of(row, wall_s: float, state: str, episode_id: int = 0, job_id: str | None = None,
-            parts: tuple = ()) -> IntervalLoss | None:
+            parts: tuple = (), phase: int | None = None) -> IntervalLoss | None:
     """The IntervalLoss a summary block's row (ledger_row) was made from; episode_id: the
     interval's episode code (0: none), the episode its lost time went to; job_id: a job's
     row's; parts: the node's row's jobs' losses (loss_of each), whose causes a Ledger
-    counts."""
+    counts; phase: the index of the episode's phase (block_phase)."""
     return None if row is None else IntervalLoss(wall_s=wall_s, state=state,
                                                  episode_id=episode_id or None, job_id=job_id,
-                                                 parts=parts, **dict(zip(LEDGER_FIELDS, row)))
+                                                 parts=parts, phase=phase,
+                                                 **dict(zip(LEDGER_FIELDS, row)))
 
 
 def state_of(code: int) -> str:
@@ -286,7 +288,22 @@ def episode_from(d: dict) -> Episode:
                    kind=d.get("kind"), intervals=d["intervals"], min_util_pct=d["min_util_pct"],
                    culprits=[Culprit(**c) for c in d.get("culprits") or ()],
                    whatif=[WhatIf(**w) for w in d.get("whatif") or ()],
-                   job_id=_str_or_none(d.get("job_id")), job_name=_str_or_none(d.get("job_name")))
+                   job_id=_str_or_none(d.get("job_id")), job_name=_str_or_none(d.get("job_name")),
+                   phases=phases_from(d.get("phases")))
+
+
+def block_phase(b: SummaryBlock, cache: dict, episode_id: int, wall_s: float) -> int | None:
+    """The phase (verdict/detect/phases.py phase_at) of the interval ending at wall_s of
+    a block's episode episode_id, by the phases its record in the block holds (every
+    episode open in a block is recorded in it); cache: the block's phases by episode id,
+    read once a block."""
+    if not episode_id:
+        return None
+    if not cache:
+        cache.update((r.get("id"), phases_from(r.get("phases"))) for r in b.episodes
+                     if isinstance(r, dict))
+        cache.setdefault(None, [])
+    return phase_at(cache.get(episode_id) or [], wall_s)
 
 
 def _str_or_none(v) -> str | None:

@@ -223,7 +223,9 @@ def write_perfetto(out, rec: Recording, start_s=None, end_s=None, thresholds=Non
     named: set[tuple[int, int]] = set()  # (pid, tid) whose track name was emitted
     for e in replay.episodes:
         # its lost time as the replay's step counted it (warm-up included), by its id
-        ej = episode_json(e, replay.stepper.ledger.lost_of(e.id))
+        led = replay.stepper.ledger
+        ej = episode_json(e, led.lost_of(e.id),
+                          [led.lost_of_phase(e.id, k) for k in range(len(e.phases))])
         start_us = _us(ej["start_s"])
         pid = PID_EPISODES + PID_STRETCH * ep_stretch.get(id(e), 0)
         tid = TID_NODE

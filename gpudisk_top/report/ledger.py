@@ -71,16 +71,46 @@ def section(ledger: Ledger | None, episodes: list[dict], lost: list[float],
     ref = ledger.reference_pct if ledger.against_level else None
     rows = []
     for e, lost in zip(episodes, lost):
-        whatif = [WhatIf.from_json(w) for w in e.get("whatif") or ()]
-        best = whatif[0] if whatif else None
+        phases = _phase_rows(e, ref)
+        for p in phases:
+            p["share_pct"] = share(p["lost_gpu_s"])
+        if phases:
+            # a fix recovers only the phases it was predicted for: each phase's best fix
+            # on that phase's lost time (stopping fio does nothing once fio is gone)
+            known = [p for p in phases if p["recovered_gpu_s"] is not None]
+            fixes = list(dict.fromkeys(p["best_fix"] for p in known))
+            recovered = sum(p["recovered_gpu_s"] for p in known) if known else None
+            best_fix = " / ".join(fixes) if fixes else None
+        else:
+            whatif = [WhatIf.from_json(w) for w in e.get("whatif") or ()]
+            best = whatif[0] if whatif else None
+            best_fix = best.fix if best is not None else None
+            recovered = recovered_gpu_s(lost, best, ref) if best else None
         rows.append({"id": e["id"], "state": e["state"], "lost_gpu_s": lost,
-                     "share_pct": share(lost),
-                     "best_fix": best.fix if best is not None else None,
-                     "recovered_gpu_s": recovered_gpu_s(lost, best, ref) if best else None,
-                     "cost": price.cost(lost)})
+                     "share_pct": share(lost), "best_fix": best_fix,
+                     "recovered_gpu_s": recovered, "cost": price.cost(lost),
+                     "phases": phases})
     out["by_episode"] = rows
     known = [r for r in rows if r["recovered_gpu_s"] is not None]
     out["recovered_gpu_s"] = sum(r["recovered_gpu_s"] for r in known) if known else None
+    return out
+
+
+def _phase_rows(e: dict, ref: float | None) -> list[dict]:
+    """Each phase of an episode (its JSON) with its lost time counted (Ledger.lost_of_phase),
+    its best fix and what that would have recovered of the phase; [] where the episode
+    has no phase counted (a recording whose summaries predate phases)."""
+    phases = e.get("phases") or []
+    if not phases or any(p.get("lost_gpu_s") is None for p in phases):
+        return []
+    out = []
+    for n, p in enumerate(phases, 1):
+        whatif = [WhatIf.from_json(w) for w in p.get("whatif") or ()]
+        best = whatif[0] if whatif else None
+        out.append({"phase": n, "lost_gpu_s": p["lost_gpu_s"],
+                    "best_fix": best.fix if best is not None else None,
+                    "recovered_gpu_s": recovered_gpu_s(p["lost_gpu_s"], best, ref)
+                    if best is not None else None})
     return out
 
 
@@ -128,6 +158,11 @@ def lines(d: dict, price: Price = NO_PRICE) -> list[str]:
             rows.append((f"  #{e['id']} {e['state']}", gpu_hours(e["lost_gpu_s"]),
                          _pct(e["share_pct"]), fix + (f"; cost {cost(e['lost_gpu_s'])}"
                                                       if priced else "")))
+            for p in e.get("phases") or () if len(e.get("phases") or ()) > 1 else ():
+                prec = p["recovered_gpu_s"]
+                rows.append((f"    phase {p['phase']}", gpu_hours(p["lost_gpu_s"]),
+                             _pct(p["share_pct"]),
+                             f"{gpu_hours(prec)} by {p['best_fix']}" if prec is not None else "-"))
         out += table(rows, cols("by episode", "best fix would recover"))
     if d["recovered_gpu_s"] is not None:
         out.append(f"  the episodes' best fixes would have recovered "

@@ -148,6 +148,13 @@ def _add_ledger(result: Summary, window, fallback, keep: list[int], chosen,
     lost_all = window.lost_by_episode(replayed) if result.ledger is not None else []
     lost_by_id = {e.id: v for e, v in zip(window.episodes, lost_all)}
     lost = [lost_by_id[window.episodes[k].id] for k in keep] if lost_all else []
+    if result.ledger is not None and replayed is None:
+        # each phase's lost time, by the same rule (summaries predating the ledger have
+        # no phases: their episodes' figures stand alone)
+        by_phase = window.lost_by_phase()
+        for e, k in zip(result.data["episodes"], keep):
+            for p, v in zip(e["phases"], by_phase[k]):
+                p["lost_gpu_s"] = v
     ledger = chosen.ledger if chosen is not None and result.ledger is not None else result.ledger
     result.data["ledger"] = report_ledger.section(ledger, result.data["episodes"], lost, price,
                                                   why_not)

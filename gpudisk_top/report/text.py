@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpudisk_top.verdict.detect.states import STATE_GLYPH, gpu_ranges
 from gpudisk_top.model.present import Col, class_tag, pct, table
-from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE
+from gpudisk_top.model.vocab import DISK, HEALTH, HEALTH_BADGE, phase_line
 from gpudisk_top.verdict.whatif import best_line, of_json as whatif_of
 from gpudisk_top.textsafe import printable, printable_lines
 from gpudisk_top.verdict.ledger import NO_PRICE, Price
@@ -141,8 +141,21 @@ def _episodes(d: dict) -> list[str]:
         if e["advice"]:
             lines += textwrap.wrap(e["advice"], WIDTH, initial_indent="     try: ",
                                    subsequent_indent="          ")
+        summed = e.get("culprits_summed") or []
+        if summed:
+            lines += textwrap.wrap("; ".join(c["clause"] for c in summed[:3]), WIDTH,
+                                   initial_indent="     who: ", subsequent_indent="          ")
+        phases = e.get("phases") or []
+        for n, p in enumerate(phases if len(phases) > 1 else (), 1):
+            lines += textwrap.wrap(phase_line(n, p), WIDTH, initial_indent="   ",
+                                   subsequent_indent="          ")
+            best = best_line(whatif_of(p.get("whatif")))
+            if best:
+                lines += textwrap.wrap(best.removeprefix("best fix: "), WIDTH,
+                                       initial_indent="      best: ",
+                                       subsequent_indent="          ")
         best = best_line(whatif_of(e.get("whatif")))
-        if best:
+        if best and len(phases) <= 1:
             lines += textwrap.wrap(best.removeprefix("best fix: "), WIDTH,
                                    initial_indent="    best: ", subsequent_indent="          ")
         for h in e.get("health") or ():

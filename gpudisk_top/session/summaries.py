@@ -32,6 +32,7 @@ from gpudisk_top.record.reader import Recording
 from gpudisk_top.record.v2.summary import ABSENT
 from gpudisk_top.session.jobs import JobTallies, JobTally
 from gpudisk_top.session.replay import Replay
+from gpudisk_top.verdict.detect.phases import phase_at
 from gpudisk_top.verdict.detect import STATES, Episode, Thresholds
 from gpudisk_top.verdict.ledger import Ledger
 
@@ -80,6 +81,14 @@ class Piece:
             return led.lost_of(key[1]) if led is not None else (replayed or {}).get(key, 0.0)
         return self.ledger.lost_of(key) if self.ledger is not None else 0.0
 
+    def lost_of_phase(self, key, phase: int) -> float:
+        """lost_of for one phase of the episode (Ledger.lost_of_phase); 0 where the
+        summaries predate the ledger."""
+        if isinstance(key, tuple):
+            led = self.sessions.get(key[0])
+            return led.lost_of_phase(key[1], phase) if led is not None else 0.0
+        return self.ledger.lost_of_phase(key, phase) if self.ledger is not None else 0.0
+
     def interval(self, i: int, model, verdict, loss, clip_s: float | None) -> None:
         """Sample i replayed: its Model, the replay's Verdict and the step's IntervalLoss;
         an interval that begins before clip_s counts only from clip_s.  The base class
@@ -118,27 +127,30 @@ class Piece:
                 continue
             session = self.sessions.setdefault(sno, Ledger())
             tallies: dict = {}
+            phases: dict = {}
             for j in range(a - g, z - g + 1):
                 wall_s = rec.wall_s(g + j)
-                parts = self._job_rows(b, j, g + j, wall_s, tallies) if with_jobs else ()
+                parts = self._job_rows(b, j, g + j, wall_s, tallies, phases) if with_jobs else ()
                 loss = derived.loss_of(b.ledger[j], wall_s, derived.state_of(b.state[j]),
-                                       b.episode[j], parts=parts)
+                                       b.episode[j], parts=parts,
+                                       phase=derived.block_phase(b, phases, b.episode[j], wall_s))
                 session.add(loss)
         # the piece's ledger is its sessions' (in order): each interval counted once
         for session in self.sessions.values() if ledger is not None else ():
             ledger.merge(session)
 
-    def _job_rows(self, b, j: int, i: int, wall_s: float, tallies: dict) -> tuple:
+    def _job_rows(self, b, j: int, i: int, wall_s: float, tallies: dict, phases: dict) -> tuple:
         """Interval j of a block (sample i): each job's loss from its rows, counted in its
-        tally (tallies: by row, the block's, looked up once a block); the node's loss's
-        parts."""
+        tally (tallies: by row, the block's, looked up once a block; phases: the block's
+        episodes' phases, derived.block_phase); the node's loss's parts."""
         parts = []
         for r in b.jobs:
             code = r.state[j]
             if code == ABSENT:
                 continue
             state = derived.state_of(code)
-            jloss = derived.loss_of(r.ledger[j], wall_s, state, r.episode[j], job_id=r.id)
+            jloss = derived.loss_of(r.ledger[j], wall_s, state, r.episode[j], job_id=r.id,
+                                    phase=derived.block_phase(b, phases, r.episode[j], wall_s))
             if jloss is None:
                 continue
             parts.append(jloss)
@@ -197,6 +209,24 @@ class Window:
                 into = id(self.joined.get(id(e), e))
                 if into in lost:
                     lost[into] += piece.lost_of(key, replayed)
+        return [lost[id(e)] for e in self.episodes]
+
+    def lost_by_phase(self) -> list[list[float]]:
+        """lost_by_episode's figures by phase: per episode, per phase (Episode.phases)
+        the GPU-seconds its intervals lost; a piece's part of a joined episode adds to
+        the window's phase its own phase ended in (0 where the summaries predate the
+        ledger: the episode's own figure stands alone)."""
+        lost = {id(e): [0.0] * len(e.phases) for e in self.episodes}
+        for piece in self.pieces:
+            for e, key in [*zip(piece.episodes, piece.keys), *piece.unlisted]:
+                into = self.joined.get(id(e), e)
+                row = lost.get(id(into))
+                if row is None:
+                    continue
+                for k, p in enumerate(e.phases):
+                    at = k if into is e else phase_at(into.phases, p.last_wall_s)
+                    if at is not None and at < len(row):
+                        row[at] += piece.lost_of_phase(key, k)
         return [lost[id(e)] for e in self.episodes]
 
 
@@ -469,6 +499,25 @@ def _join(joined: dict, merged: list[Episode], e: Episode) -> None:
         joined[id(e)] = into
 
 
+def _join_phases(last: Episode, e: Episode, boundary: float) -> None:
+    """The phases of a later piece's part of an episode after the earlier's: those that
+    went on past the boundary (the rest were the warm-up's), the first one cut there, or
+    the earlier's last phase going on where it has the same cause."""
+    for p in e.phases:
+        if p.last_wall_s <= boundary:
+            continue
+        if p.start_wall_s < boundary and last.phases \
+                and last.phases[-1].signature() == p.signature():
+            into = last.phases[-1]
+            into.end_wall_s, into.last_wall_s = p.end_wall_s, p.last_wall_s
+            into.reason, into.advice, into.whatif = p.reason, p.advice, p.whatif
+            continue
+        if last.phases and last.phases[-1].end_wall_s is None:
+            last.phases[-1].end_wall_s = max(p.start_wall_s, boundary)
+        p.start_wall_s = max(p.start_wall_s, boundary)
+        last.phases.append(p)
+
+
 def merge_episodes(parts: list[Piece], bounds: list[float],
                    joined: dict | None = None) -> list[Episode]:
     """Episodes of consecutive pieces of a window read from summaries (runs of summary
@@ -523,6 +572,7 @@ def merge_episodes(parts: list[Piece], bounds: list[float],
                     if e.min_util_pct is not None:
                         last.min_util_pct = e.min_util_pct if last.min_util_pct is None \
                             else min(last.min_util_pct, e.min_util_pct)
+                    _join_phases(last, e, boundary)
                     joined[id(e)] = last
                     carried.discard(job)
                     continue

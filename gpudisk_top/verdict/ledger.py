@@ -62,6 +62,7 @@ from dataclasses import dataclass, field, replace
 
 from gpudisk_top.verdict.detect.states import STARVED_STATES
 from gpudisk_top.verdict.detect.job import job_gpus
+from gpudisk_top.verdict.detect.phases import phase_at
 from gpudisk_top.model.gpu import unreadable_reason
 from gpudisk_top.model.present import pct
 from gpudisk_top.model.timefmt import duration
@@ -132,6 +133,9 @@ class IntervalLoss:
     reference_pct: float | None = None   # the job's healthy level used; None: 100 %
     # the verdict's episode (Episode.id, the Stepper's numbering) where it lost time to it
     episode_id: int | None = None
+    # the index of that episode's phase the interval belongs to (verdict/detect/phases.py
+    # phase_at: by time, the one rule live and in a recording's summaries)
+    phase: int | None = None
     # a gap in sampling ended at this sample (verdict/gaps.py): its length, counted nowhere
     gap_s: float | None = None
     # on a shared node: the job this loss is of (model/jobs.py JobInfo.id); a node's loss
@@ -237,6 +241,7 @@ class Accountant:
             healthy_gpu_s=unused - lost, idle_gpu_s=idle * interval_s,
             job_gpu_s=len(utils) * interval_s,
             reference_pct=ref_pct, episode_id=episode.id if episode is not None else None,
+            phase=phase_at(episode.phases, model.wall_s) if episode is not None else None,
             job_id=job_id)
 
 
@@ -284,6 +289,8 @@ class Ledger:
     # episode id -> lost GPU-seconds (IntervalLoss.episode_id): the ids of the one Stepper
     # (or recorder session) whose intervals were added, so merge() leaves them out
     by_episode: dict[int, float] = field(default_factory=dict)
+    # (episode id, phase index) -> lost GPU-seconds (IntervalLoss.phase), as by_episode
+    by_phase: dict[tuple[int, int], float] = field(default_factory=dict)
 
     def add(self, loss: IntervalLoss | None) -> None:
         if loss is None:
@@ -308,6 +315,9 @@ class Ledger:
             if loss.episode_id is not None:
                 self.by_episode[loss.episode_id] = (self.by_episode.get(loss.episode_id, 0.0)
                                                     + loss.lost_gpu_s)
+                if loss.phase is not None:
+                    key = (loss.episode_id, loss.phase)
+                    self.by_phase[key] = self.by_phase.get(key, 0.0) + loss.lost_gpu_s
             if loss.job_gpus:
                 if loss.reference_pct is None:
                     self.against_full += 1
@@ -323,7 +333,8 @@ class Ledger:
     def copy(self) -> "Ledger":
         """A copy that later add()s leave alone (the exporter's frame)."""
         return replace(self, by_cause=dict(self.by_cause), by_blame=dict(self.by_blame),
-                       gaps=list(self.gaps), by_episode=dict(self.by_episode))
+                       gaps=list(self.gaps), by_episode=dict(self.by_episode),
+                       by_phase=dict(self.by_phase))
 
     def merge(self, other: "Ledger") -> None:
         """Add another ledger's counts (a report's sessions, one after another), all
@@ -350,6 +361,10 @@ class Ledger:
     def lost_of(self, episode_id: int) -> float:
         """The GPU-seconds lost to one episode (by its id) in the intervals added."""
         return self.by_episode.get(episode_id, 0.0)
+
+    def lost_of_phase(self, episode_id: int, phase: int) -> float:
+        """The GPU-seconds lost to one phase (its index) of one episode."""
+        return self.by_phase.get((episode_id, phase), 0.0)
 
     @property
     def unused_gpu_s(self) -> float:

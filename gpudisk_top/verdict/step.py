@@ -176,7 +176,10 @@ class Stepper:
             # a job past the bound is forgotten, its episodes kept as their bare facts (id,
             # state, times: ~0.5 kB each) so that counts of episodes never go down
             self.retired.extend(replace(e, culprits=[], whatif=[], processes=[], reason="",
-                                        advice=None) for e in old.episodes)
+                                        advice=None,
+                                        phases=[replace(p, whatif=[], reason="", advice=None)
+                                                for p in e.phases])
+                                for e in old.episodes)
         del self.ended[:-MAX_ENDED]
 
     def _revive(self, job_id: str) -> JobTrack | None:

@@ -16,6 +16,7 @@ from gpudisk_top.verdict.detect.states import (STARVED_STATES, STATES, UNAVAILAB
                                                gpu_ranges)
 from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.verdict.detect.job import find_job
+from gpudisk_top.verdict.detect.phases import CulpritSum, Phase, PhaseSplitter, culprits_over
 from gpudisk_top.verdict.detect.saturation import Saturation, SaturationTracker
 from gpudisk_top.verdict.detect.thresholds import Thresholds
 from gpudisk_top.model.jobs import JobInfo
@@ -46,10 +47,23 @@ class Episode:
     # the job it is of, on a node where jobs are told apart (model/jobs.py): its id and name
     job_id: str | None = None
     job_name: str | None = None
+    # its stretches of one cause (verdict/detect/phases.py), in order: a neighbour's reads
+    # that came and went are a phase of their own, with their culprits summed
+    phases: list[Phase] = field(default_factory=list)
 
     @property
     def open(self) -> bool:
         return self.end_wall_s is None
+
+    @property
+    def mean_util_pct(self) -> float | None:
+        """The mean utilization of its GPUs over its intervals in its state."""
+        n = sum(p.util_n for p in self.phases)
+        return sum(p.util_sum_pct for p in self.phases) / n if n else None
+
+    def culprit_sums(self) -> list[CulpritSum]:
+        """Who read the blamed devices over the whole episode, for how long, what share."""
+        return culprits_over(self.phases)
 
     def duration_s(self, now_wall_s: float | None = None) -> float:
         end = self.end_wall_s if self.end_wall_s is not None else (now_wall_s or self.last_wall_s)
@@ -94,8 +108,10 @@ class _Run:
     count: int = 0
 
 
-def _compose(s: IntervalState, seconds: float) -> str:
-    """'GPU 0-3 at 18% for 12 s; <evidence>'; for no readable GPU, why not."""
+def _compose(s: IntervalState, seconds: float, mean_pct: float | None = None) -> str:
+    """'GPU 0-3 at 18% for 12 s; <evidence>'; within an episode (mean_pct: its mean
+    utilization), this interval's figure and the episode's own: 'GPU 0-3 at 5% now, 18%
+    mean for 37 s; <evidence>'; for no readable GPU, why not."""
     if s.state == UNAVAILABLE:
         return s.detail
     if s.state not in STARVED_STATES:
@@ -103,6 +119,8 @@ def _compose(s: IntervalState, seconds: float) -> str:
     head = gpu_ranges(s.gpus) if s.gpus else "GPUs"
     if s.gpu_util_pct is not None:
         head += f" at {pct(s.gpu_util_pct)}"
+        if mean_pct is not None:
+            head += f" now, {pct(mean_pct)} mean"
     head += f" for {seconds:.0f} s"
     return f"{head}; {s.detail}" if s.detail else head
 
@@ -121,6 +139,7 @@ class Detector:
         self.classifier = Classifier(self.t)
         self.episodes: list[Episode] = []
         self._open: Episode | None = None
+        self._phases: PhaseSplitter | None = None   # where the open episode's next phase begins
         self._run: _Run | None = None        # consecutive raw intervals of one starved state
         self._clear = 0                      # consecutive intervals out of the open state
         self._clear_start_s = 0.0
@@ -183,7 +202,8 @@ class Detector:
         ep = self._open
         if ep is not None:
             if raw.state == ep.state:
-                ep.reason, ep.advice = _compose(raw, model.wall_s - ep.start_wall_s), raw.advice
+                ep.reason = _compose(raw, model.wall_s - ep.start_wall_s, ep.mean_util_pct)
+                ep.advice = raw.advice
                 ep.culprits = list(raw.culprits)
                 ep.whatif = list(raw.whatif)
             return Verdict(wall_s=model.wall_s, state=ep.state, raw_state=raw.state,
@@ -216,14 +236,14 @@ class Detector:
         if ep is not None:
             if raw.state == ep.state:
                 self._clear = 0
-                self._extend(ep, raw, end_s)
+                self._extend(ep, raw, start_s, end_s)
                 return
             if self._clear == 0:
                 self._clear_start_s = start_s
             self._clear += 1
             if self._clear < self.t.leave_intervals:
                 return
-            ep.end_wall_s = self._clear_start_s
+            self._end(ep, self._clear_start_s)
             self._open, self._clear = None, 0
         if self._run is not None and self._run.count >= self.t.enter_intervals:
             info = self._info
@@ -233,11 +253,17 @@ class Detector:
                          job_name=info.name if info is not None else None)
             self.episodes.append(ep)
             self._open, self._clear = ep, 0
-            self._extend(ep, raw, end_s)
+            self._phases = PhaseSplitter(self.t.enter_intervals)
+            # its first phase begins where the episode does (the run's first interval)
+            self._extend(ep, raw, self._run.start_wall_s, end_s)
             ep.intervals = self._run.count
 
     @staticmethod
-    def _extend(ep: Episode, raw: IntervalState, end_s: float) -> None:
+    def _end(ep: Episode, end_wall_s: float) -> None:
+        ep.end_wall_s = end_wall_s     # its last phase ends with it (phases.py Phase.end_wall_s)
+
+    def _extend(self, ep: Episode, raw: IntervalState, start_s: float, end_s: float) -> None:
+        self._phases.extend(ep.phases, raw, start_s, end_s)
         ep.intervals += 1
         ep.last_wall_s = end_s
         ep.kind = raw.kind or ep.kind
@@ -252,7 +278,7 @@ class Detector:
     def close(self, end_wall_s: float) -> None:
         """End the open episode at end_wall_s (the end of a recording or a report window)."""
         if self._open is not None:
-            self._open.end_wall_s = end_wall_s
+            self._end(self._open, end_wall_s)
             self._open = None
 
 
