@@ -5,15 +5,20 @@ the samples the disk refuses, says so once a minute, and starts again on its own
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
+import time
 import uuid
 
 import pytest
 
+from gpudisk_top.errors import UsageError
 from gpudisk_top.session.live import Feed
 from gpudisk_top.record import Recorder, Recording, make_header
 from gpudisk_top.sim import Simulator, builtin
 from recording_helpers import command, origin, ROOT
+from slack import slack
 
 pytestmark = pytest.mark.root(reason="mounting a tmpfs needs root")
 
@@ -39,9 +44,56 @@ def record(path, *extra: str, timeout: float = 120) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
+def samples_in(path) -> int:
+    """How many samples a reader finds in `path` now (0 before its first is written)."""
+    try:
+        with Recording.open(path) as rec:
+            return len(rec)
+    except UsageError:
+        return 0
+
+
+def record_until_full(path, kept_over: int, still_s: float = 2.0) -> subprocess.CompletedProcess:
+    """`record` until the disk under `path` has refused samples, more than `kept_over` were
+    kept and no more were for `still_s` (every sample refused since: compaction has made
+    all the room it can), then SIGINT.  A condition, not a duration: at -i 0.005 a busy
+    machine took 37 samples a second, not 200, and an 8 s run never filled the disk."""
+    proc = subprocess.Popen(command("record", "-o", str(path), "--demo", "-i", "0.005"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    lines: list[str] = []
+
+    def read_stderr():
+        for line in proc.stderr:
+            lines.append(line)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60 * slack()
+    kept, kept_since = 0, time.monotonic()
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            now, last = samples_in(path), kept
+            if now != last:
+                kept, kept_since = now, time.monotonic()
+            elif (kept > kept_over and time.monotonic() - kept_since >= still_s
+                  and any("No space left on device" in x for x in lines[:])):
+                break
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60 * slack())          # stderr is the reader's alone
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.read(),
+                                       "".join(lines))
+
+
 def test_recording_goes_on_when_the_disk_fills_and_keeps_what_it_wrote(small_fs):
     path = small_fs / "node.gdtrec"
-    proc = record(path, "--duration", "8")
+    rows_alone = 256 * 1024 // 3000
+    proc = record_until_full(path, kept_over=3 * rows_alone)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     full = [x for x in lines if "No space left on device" in x]
@@ -54,7 +106,7 @@ def test_recording_goes_on_when_the_disk_fills_and_keeps_what_it_wrote(small_fs)
         assert rec.sessions[-1].end is not None
         walls = [rec.wall_s(i) for i in range(kept)]
     # compaction made room for several times what the rows alone would have held
-    assert kept > 3 * (256 * 1024 // 3000), kept
+    assert kept > 3 * rows_alone, kept
     assert walls == sorted(walls)
 
     # a restart on the same full file (systemd Restart=always) starts and keeps it whole
