@@ -157,8 +157,8 @@ class FleetApp(ToolApp):
 
     # ------------------------------------------------------------------ refresh
     def _tick(self) -> None:
-        if self.leave_if_terminal_gone():
-            return
+        if not self.is_running or self.leave_if_terminal_gone():
+            return          # closing: no new question whose answer would be dropped
         if self.paused or self._asked_mono is not None:
             return          # the last one has not answered yet (the client's deadline will)
         self.action_refresh()
@@ -189,6 +189,11 @@ class FleetApp(ToolApp):
         return self.source.refresh()
 
     def on_view_ready(self, message: ViewReady) -> None:
+        if not self.is_running:
+            # the app is closing (or closed): its screens' widgets are being taken down,
+            # and an answer drawn into them died with NoMatches (a slow Prometheus
+            # answered `fleet --job` as it was left)
+            return
         if message.asked_mono != self._asked_mono:
             return
         self._asked_mono = None
