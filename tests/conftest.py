@@ -127,7 +127,7 @@ REAL_LOAD = (
     "test_evidence_real.py", "test_fault_matrix.py", "test_integration_fio.py", "test_io_culprit.py",
     "test_iostat_reference.py", "test_mb_units.py", "test_probe_real.py", "test_procio.py", "test_read_pages.py",
     "test_ledger.py", "test_real_jobs.py", "test_jobs_real.py", "test_thread_time.py", "test_remote_mount.py", "test_trainer_and_wrapped.py",
-    "test_whatif_counterfactual.py",
+    "test_whatif_counterfactual.py", "test_incident_phases.py", "test_unseen_real.py",
 )
 
 

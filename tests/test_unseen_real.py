@@ -20,9 +20,9 @@ from jobrun import HEALTHY_STEPS_S, JOB
 
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 
-# not marked integration: its verdict does not rest on how loaded the machine is (nothing
-# here can see the job however busy it is), only on its busy loops taking the CPUs
-pytestmark = [pytest.mark.root(reason="needs root: unshare of a PID and mount namespace")]
+# its busy loops take every CPU: it runs alone (REAL_LOAD), not beside the other tests
+pytestmark = [pytest.mark.integration,
+              pytest.mark.root(reason="needs root: unshare of a PID and mount namespace")]
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from gpudisk_top.verdict.detect.classify import Classifier
 from gpudisk_top.verdict.detect.states import (STARVED_STATES, STATES, UNAVAILABLE, IntervalState,
                                                gpu_ranges)
 from gpudisk_top.verdict.detect.evidence import Culprit
+from gpudisk_top.verdict.detect.before import with_before
 from gpudisk_top.verdict.detect.job import find_job
 from gpudisk_top.verdict.detect.phases import CulpritSum, Phase, PhaseSplitter, culprits_over
 from gpudisk_top.verdict.detect.saturation import Saturation, SaturationTracker
@@ -195,6 +196,9 @@ class Detector:
             sats = self.assess_devices(model)
         job = find_job(model, self._info)
         raw = self.classifier.classify(model, job, sats)
+        if self._open is not None:
+            # the job's own pace before a neighbour came: the neighbour fix, measured
+            raw = with_before(raw, self._open.phases)
         start_s = model.wall_s - model.interval_s
         self._advance(raw, start_s, model.wall_s)
         run_s = (model.wall_s - self._run.start_wall_s) if self._run else model.interval_s

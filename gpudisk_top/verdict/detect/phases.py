@@ -4,8 +4,8 @@ An episode (detector.py) is one starved state held with hysteresis.  Within it t
 can change while the state does not: a loader job's reads are latency-bound for a minute,
 then a neighbour's fio saturates the same disk for 35 s, then the job is latency-bound
 again.  Each of those is a phase: its kind, the devices it blames, the processes or jobs
-outside the job that read them (a culprit that takes at least MAJOR_SHARE_PCT of the
-device's reads), each with its time span and, in the stall ledger, its lost GPU-seconds
+outside the job that read them (the one with the largest share of the device's reads,
+where it has at least MAJOR_SHARE_PCT), each with its time span and, in the stall ledger, its lost GPU-seconds
 (verdict/ledger.py, Ledger.lost_of_phase: counted by phase_at, never written here).
 
 A new phase begins where a new signature (kind, devices, major culprits) has held for
@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.verdict.whatif import WhatIf
 
-# a reader with less of the blamed device's reads than this does not make a phase of its
-# own (it is still summed among the phase's culprits): a pip install reading 5 % beside
-# the job is not a change of cause, a fio taking 90 % is
+# the culprit with the largest share of the blamed device's reads makes a phase's cause
+# where it has at least this much (the others are still summed among the phase's
+# culprits): a pip install reading 5 % beside the job is not a change of cause, a fio
+# taking 90 % is; two neighbours whose shares cross each other change it only where one
+# holds the lead for the hysteresis's intervals
 MAJOR_SHARE_PCT = 25.0
 
 
@@ -107,6 +109,10 @@ class Phase:
     reason: str = ""                          # the detail of its latest interval
     advice: str | None = None
     whatif: list[WhatIf] = field(default_factory=list)   # its latest interval's, best first
+    # what makes its cause, fixed where it began (signature_of its first interval): the
+    # devices then blamed and its leading culprit's key (culprit_key), if any
+    cause_devices: list[str] = field(default_factory=list)
+    cause_culprits: list[str] = field(default_factory=list)
 
     @property
     def mean_util_pct(self) -> float | None:
@@ -123,19 +129,24 @@ class Phase:
         return max(0.0, self.end_s(episode_end_s) - self.start_wall_s)
 
     def signature(self) -> tuple:
-        return (self.kind, tuple(self.devices),
-                frozenset(s.key for s in self.culprits if _major(s.culprit)))
+        """Its cause as signature_of says an interval's: fixed where it began (the
+        culprits it sums may come and go within it, below the hysteresis)."""
+        return (self.kind, tuple(self.cause_devices), frozenset(self.cause_culprits))
 
 
-def _major(c: Culprit) -> bool:
-    return c.read_share_pct is not None and c.read_share_pct >= MAJOR_SHARE_PCT
+def lead_culprit(culprits: list[Culprit]) -> Culprit | None:
+    """The culprit with the largest share of the blamed device's reads, if any."""
+    shares = [c for c in culprits if c.read_share_pct is not None]
+    return max(shares, key=lambda c: c.read_share_pct, default=None)
 
 
 def signature_of(raw) -> tuple:
     """An interval's (verdict/detect/states.py IntervalState) cause: its kind, the devices
-    it blames, its major culprits."""
-    return (raw.kind, tuple(raw.devices),
-            frozenset(culprit_key(c) for c in raw.culprits if _major(c)))
+    it blames, its leading culprit (none under MAJOR_SHARE_PCT)."""
+    lead = lead_culprit(raw.culprits)
+    major = {culprit_key(lead)} if lead is not None and lead.read_share_pct >= MAJOR_SHARE_PCT \
+        else set()
+    return (raw.kind, tuple(raw.devices), frozenset(major))
 
 
 class PhaseSplitter:
@@ -152,7 +163,7 @@ class PhaseSplitter:
         phase, or begin a new one where the new cause has held `enter` intervals."""
         sig = signature_of(raw)
         if not phases:
-            phases.append(Phase(start_s, end_s, raw.kind, list(raw.devices)))
+            phases.append(_begin(sig, start_s, end_s))
         elif sig != phases[-1].signature():
             if sig == self._pending:
                 self._count += 1
@@ -160,17 +171,24 @@ class PhaseSplitter:
                 self._pending, self._count = sig, 1
             if self._count >= self.enter:
                 phases[-1].end_wall_s = start_s
-                phases.append(Phase(start_s, end_s, raw.kind, list(raw.devices)))
+                phases.append(_begin(sig, start_s, end_s))
                 self._pending, self._count = None, 0
         else:
             self._pending, self._count = None, 0
-        _add(phases[-1], raw, end_s - start_s, end_s)
+        _add(phases[-1], raw, end_s - start_s, end_s, own=sig == phases[-1].signature())
 
 
-def _add(p: Phase, raw, seconds: float, end_s: float) -> None:
+def _begin(sig: tuple, start_s: float, end_s: float) -> Phase:
+    kind, devices, culprits = sig
+    return Phase(start_s, end_s, kind, list(devices), cause_devices=list(devices),
+                 cause_culprits=sorted(culprits))
+
+
+def _add(p: Phase, raw, seconds: float, end_s: float, own: bool) -> None:
+    """One interval into a phase; own: of the phase's cause (not one of a new cause still
+    below the hysteresis), whose evidence and predictions are then the phase's."""
     p.intervals += 1
     p.last_wall_s = end_s
-    p.kind = raw.kind or p.kind
     p.devices.extend(d for d in raw.devices if d not in p.devices)
     if raw.gpu_util_pct is not None:
         p.util_sum_pct += raw.gpu_util_pct
@@ -183,7 +201,8 @@ def _add(p: Phase, raw, seconds: float, end_s: float) -> None:
             p.culprits.append(s)
         s.add(c, seconds)
     p.culprits.sort(key=lambda s: -s.seconds * (s.mean_share_pct or 0.0))
-    p.reason, p.advice, p.whatif = raw.detail, raw.advice, list(raw.whatif)
+    if own or not p.reason:
+        p.reason, p.advice, p.whatif = raw.detail, raw.advice, list(raw.whatif)
 
 
 def phase_at(phases: list[Phase], wall_s: float) -> int | None:
@@ -229,5 +248,5 @@ def _culprit(d: dict) -> Culprit:
     return Culprit(**{**d, "pids": tuple(d.get("pids") or ())})
 
 
-__all__ = ["CulpritSum", "MAJOR_SHARE_PCT", "Phase", "PhaseSplitter", "culprit_key",
+__all__ = ["CulpritSum", "MAJOR_SHARE_PCT", "Phase", "PhaseSplitter", "culprit_key", "lead_culprit",
            "culprits_over", "phase_at", "phases_from", "signature_of"]

@@ -33,8 +33,12 @@ def predict(p: Pipeline, state: str, kind: str | None) -> list[WhatIf]:
         gain = fix.predict(p, state, gaps, solver)
         if gain is not None and gain.speedup >= WORTH:
             out.append(_whatif(p, fix, gain))
-    out.sort(key=lambda x: (-x.speedup, FIXES.index(x.fix)))
-    return out
+    return ranked(out)
+
+
+def ranked(whatif: list[WhatIf]) -> list[WhatIf]:
+    """Predictions best first, equal gains in REGISTRY's order: every list of them."""
+    return sorted(whatif, key=lambda x: (-x.speedup, FIXES.index(x.fix)))
 
 
 def _gaps(p: Pipeline) -> list[str]:
