@@ -414,7 +414,8 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         # each episode's lost time: its feed's ledger's, by episode id (a replay's since its seek)
         self.push_screen(EpisodesScreen(self.follow.episodes(self.feed.episodes), now,
                                         self.followed_note(), ledger=ledger, price=self.price,
-                                        lost=dict(self.feed.stepper.ledger.by_episode)),
+                                        lost=dict(self.feed.stepper.ledger.by_episode),
+                                        phase_lost=dict(self.feed.stepper.ledger.by_phase)),
                          self.goto_episode)
 
     def followed_note(self) -> str:

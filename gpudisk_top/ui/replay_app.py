@@ -135,8 +135,10 @@ class ReplayApp(GpuDiskApp):
                 else dict(self.feed.stepper.ledger.by_episode))
         # a followed job's episodes only (ui/follow.py), said above the list
         note = [self.episodes_note, self.followed_note()]
+        phase_lost = (None if self.feed.known is not None
+                      else dict(self.feed.stepper.ledger.by_phase))
         self.push_screen(EpisodesScreen(self.follow.episodes(self.listed_episodes()), now, note,
-                                        lost=lost), self.goto_episode)
+                                        lost=lost, phase_lost=phase_lost), self.goto_episode)
 
     # ------------------------------------------------------------------ display
     def render_update(self, update) -> None:

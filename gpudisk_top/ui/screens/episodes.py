@@ -16,7 +16,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpudisk_top.verdict.ledger import NO_PRICE
-from gpudisk_top.model.vocab import gpu_hours
+from gpudisk_top.model.vocab import gpu_hours, phase_json, phase_line
 from gpudisk_top.verdict.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable, printable_block
 from gpudisk_top.ui.format import clock, duration
@@ -32,8 +32,18 @@ def _describe(ep, now_s: float, lost_gpu_s: float = 0.0) -> Text:
                           + (f"  lost {gpu_hours(lost_gpu_s)} GPU-h" if lost_gpu_s else "")))
 
 
-def evidence(ep, now_s: float) -> Text:
+def evidence(ep, now_s: float, phase_lost: dict | None = None) -> Text:
+    """The episode's evidence, who read its devices over it and, where its cause changed,
+    each phase (phase_lost: GPU-seconds by (episode id, phase), Ledger.by_phase)."""
     lines = ["", ep.reason or "(no evidence)"]
+    summed = ep.culprit_sums()
+    if summed:
+        lines += ["", "who: " + "; ".join(c.as_json()["clause"] for c in summed[:3])]
+    if len(ep.phases) > 1:
+        lines.append("")
+        for k, p in enumerate(ep.phases):
+            lost = (phase_lost or {}).get((ep.id, k))
+            lines.append(phase_line(k + 1, phase_json(p, lost, ep.end_wall_s)))
     if ep.advice:
         lines += ["", f"advice: {ep.advice}"]
     if ep.whatif:
@@ -58,13 +68,16 @@ class EpisodesScreen(ModalScreen):
     BINDINGS = [Binding("escape,e,q", "dismiss", "Close")]
 
     def __init__(self, episodes, now_s: float, note: str = "", ledger=None,
-                 price=NO_PRICE, lost: dict[int, float] | None = None) -> None:
+                 price=NO_PRICE, lost: dict[int, float] | None = None,
+                 phase_lost: dict | None = None) -> None:
         """note: a line, or lines, said above the list; lost: the GPU-seconds lost to each
-        episode, by its id (Ledger.by_episode)."""
+        episode, by its id (Ledger.by_episode); phase_lost: to each of their phases, by
+        (id, phase) (Ledger.by_phase)."""
         super().__init__()
         self.episodes = list(reversed(episodes))  # newest first
         self.now_s = now_s
         self.lost = lost or {}
+        self.phase_lost = phase_lost or {}
         lines = [note] if isinstance(note, str) else list(note)
         if ledger is not None and ledger.intervals:
             lines.insert(0, f"this session: {ledger.line(price)}")
@@ -81,7 +94,8 @@ class EpisodesScreen(ModalScreen):
                 yield OptionList(*[Option(_describe(ep, self.now_s, self.lost.get(ep.id, 0.0)),
                                           id=str(ep.id))
                                    for ep in self.episodes])
-                yield Static(evidence(self.episodes[0], self.now_s), id="evidence")
+                yield Static(evidence(self.episodes[0], self.now_s, self.phase_lost),
+                             id="evidence")
             else:
                 yield Static("No starvation episode yet: a state must hold for a few "
                              "intervals to open one.  escape closes.", id="evidence")
@@ -92,4 +106,4 @@ class EpisodesScreen(ModalScreen):
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         ep = next(e for e in self.episodes if str(e.id) == event.option.id)
-        self.query_one("#evidence", Static).update(evidence(ep, self.now_s))
+        self.query_one("#evidence", Static).update(evidence(ep, self.now_s, self.phase_lost))
