@@ -112,3 +112,14 @@ def test_the_neighbour_fix_is_the_jobs_pace_without_it():
     # the job was no faster without it: nothing to gain
     slow = feed([interval(2.0)] * 6)
     assert with_before(now, slow) is now
+
+
+def test_the_banner_says_this_intervals_figure_and_the_episodes_own():
+    """Issue 38: "GPU 0-3 at 5% for 37 s" paired this interval's figure with the
+    episode's length (it had been 41% for 32 of those seconds)."""
+    from gpudisk_top.verdict.detect.detector import _compose
+    raw = interval(5.0)
+    assert _compose(raw, 37.0, 18.0) == "GPU 0 at 5% now, 18% mean for 37 s; at 5.0"
+    # a mean within a few points of now is the same figure: said once
+    assert _compose(raw, 37.0, 7.0) == "GPU 0 at 5% for 37 s; at 5.0"
+    assert _compose(raw, 3.0) == "GPU 0 at 5% for 3 s; at 5.0"

@@ -109,10 +109,15 @@ class _Run:
     count: int = 0
 
 
+# the episode's mean utilization is said beside this interval's where they are this many
+# points apart: 39% now beside 40% mean is one figure twice on a banner with no room for it
+MEAN_APART_PT = 5.0
+
+
 def _compose(s: IntervalState, seconds: float, mean_pct: float | None = None) -> str:
     """'GPU 0-3 at 18% for 12 s; <evidence>'; within an episode (mean_pct: its mean
-    utilization), this interval's figure and the episode's own: 'GPU 0-3 at 5% now, 18%
-    mean for 37 s; <evidence>'; for no readable GPU, why not."""
+    utilization), this interval's figure and the episode's own where they are apart: 'GPU
+    0-3 at 5% now, 18% mean for 37 s; <evidence>'; for no readable GPU, why not."""
     if s.state == UNAVAILABLE:
         return s.detail
     if s.state not in STARVED_STATES:
@@ -120,7 +125,7 @@ def _compose(s: IntervalState, seconds: float, mean_pct: float | None = None) ->
     head = gpu_ranges(s.gpus) if s.gpus else "GPUs"
     if s.gpu_util_pct is not None:
         head += f" at {pct(s.gpu_util_pct)}"
-        if mean_pct is not None:
+        if mean_pct is not None and abs(mean_pct - s.gpu_util_pct) >= MEAN_APART_PT:
             head += f" now, {pct(mean_pct)} mean"
     head += f" for {seconds:.0f} s"
     return f"{head}; {s.detail}" if s.detail else head
