@@ -33,6 +33,7 @@ class DeadlineWorker:
         self._busy_since: float | None = None
         self._closing: Callable[[], None] | None = None
         self._closed = False
+        self._ended = False          # the thread has run the closing and returned
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -43,6 +44,8 @@ class DeadlineWorker:
             if self._closed:
                 if self._closing is not None:
                     self._closing()
+                with self._lock:
+                    self._ended = True
                 self._answered.set()
                 return
             try:
@@ -87,8 +90,11 @@ class DeadlineWorker:
     def close(self, closing: Callable[[], None] | None = None, wait_s: float = 2.0) -> None:
         """End the thread; `closing` runs on it first (a library's shutdown belongs to
         the thread that used it), waited for at most wait_s.  A job that hangs is left
-        behind: closing would only queue behind it."""
+        behind: closing would only queue behind it.  Closing again once the thread has
+        ended returns at once (nobody is left to answer: it waited wait_s)."""
         with self._lock:
+            if self._ended:
+                return
             busy = self._busy_since is not None
             self._closed = True
             self._closing = closing

@@ -63,6 +63,29 @@ def test_close_runs_the_closing_on_the_thread_unless_a_job_hangs():
     assert time.monotonic() - t0 < 0.5 and ran == ["test"]
 
 
+def test_closing_again_returns_at_once_and_a_close_after_a_hang_still_runs_the_closing():
+    # the dashboard's feed closes the sampler, and whoever opened it closes it again: the
+    # second close waited its 2 s for a thread that had ended
+    ran = []
+    w = DeadlineWorker(lambda: 1, "test")
+    w.ask(1.0)
+    w.close(lambda: ran.append("first"), wait_s=2.0)
+    t0 = time.monotonic()
+    w.close(lambda: ran.append("second"), wait_s=2.0)
+    assert time.monotonic() - t0 < 0.5 and ran == ["first"]
+    # a close while a job hung runs no closing; one after the job returned still does
+    release = threading.Event()
+    late = DeadlineWorker(release.wait, "late")
+    late.ask(0.05)
+    late.close(lambda: ran.append("skipped"), wait_s=2.0)
+    release.set()
+    deadline = time.monotonic() + 5
+    while late.busy_s is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    late.close(lambda: ran.append("late"), wait_s=2.0)
+    assert ran == ["first", "late"]
+
+
 def test_a_job_that_never_returns_does_not_keep_the_process_alive():
     code = ("import threading, sys\n"
             "from gpudisk_top.deadline import DeadlineWorker\n"
