@@ -6,6 +6,7 @@ record/."""
 from __future__ import annotations
 
 import ast
+import functools
 import pkgutil
 import subprocess
 import sys
@@ -67,11 +68,17 @@ def module_files() -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def tree_of(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once a run: four checks walk the whole package."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports_of(name: str, path: Path, modules) -> set[str]:
     """The gpudisk_top modules `name` imports, anywhere in its code."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree_of(path)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("gpudisk_top"))
         elif isinstance(node, ast.ImportFrom):
@@ -98,6 +105,7 @@ def layer_of(part: str) -> int:
     raise AssertionError(f"{part}: not in any layer of tests/test_layering.py LAYERS")
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     modules = module_files()
     return {name: imports_of(name, path, modules) for name, path in modules.items()}
@@ -165,7 +173,7 @@ def namespace_reads(path: Path) -> list[str]:
     """'LINE: what' for each argparse import and each read of a variable named `args` as a
     namespace (an attribute of it, getattr or vars of it) in the file at `path`."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree_of(path)):
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "argparse"
                                                  for a in node.names):
             found.append(f"{node.lineno}: import argparse")
