@@ -43,7 +43,8 @@ def last_seen_text(row: NodeRow, now_s: float) -> str:
 # what the verdict blames when it names no device (the exporter's verdict_info kind)
 KIND_TEXT = {"own": "(no device: the job's own loaders)", "others": "(no device: other processes)",
              "throttled": "(no device: CPU throttled)", "saturated": "(a device, not named)",
-             "latency-bound": "(latency-bound)", "remote-mount": "(a remote mount)"}
+             "latency-bound": "(latency-bound)", "remote-mount": "(a remote mount)",
+             "unseen": "(the job cannot be seen from there: no cause named)"}
 
 
 def groups_of(jobs: list[JobGroup]) -> dict[str, JobGroup]:
