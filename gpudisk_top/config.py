@@ -19,13 +19,13 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 from dataclasses import dataclass, field, fields
 
 from gpudisk_top.alerts.rules import parse_alerts
 from gpudisk_top.collect.health import DEFAULT_INTERVAL_S as DEFAULT_HEALTH_INTERVAL_S
 from gpudisk_top.configlines import LineIndex
 from gpudisk_top.exporter.labels import parse_devices
+from gpudisk_top.tomlread import tomllib
 from gpudisk_top.verdict.detect.thresholds import FIELD_NAMES, PER_CLASS_FIELDS, Thresholds
 from gpudisk_top.verdict.ledger import Price
 from gpudisk_top.watch.config import parse_watch

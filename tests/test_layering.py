@@ -44,7 +44,7 @@ def test_headless_layers_do_not_import_textual():
 # layers below it, never one above (docs/architecture.md draws the same house).  Lazy
 # imports inside functions count too: they are still a dependency.
 LAYERS = (
-    ("errors", "textsafe", "configlines", "deadline", "outfile", "ratelimit", "timeparse", "(package)"),
+    ("errors", "textsafe", "configlines", "deadline", "outfile", "ratelimit", "timeparse", "tomlread", "(package)"),
     ("collect",),
     ("model", "probe"),
     ("verdict", "sim", "fleet"),

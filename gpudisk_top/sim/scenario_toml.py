@@ -41,13 +41,13 @@ ScenarioError that names the file and the place ("phases[3] 'ckpt': unknown key 
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 import types
 import typing
 
 from gpudisk_top.sim.scenario import (DiskSpec, DiskState, GpuSpec, HealthSpec, HostSpec,
                                       JobSpec, OtherLoad, OtherProcess, Phase, PhaseGroup,
                                       Scenario, ScenarioError)
+from gpudisk_top.tomlread import tomllib
 
 _ALIASES = {DiskSpec: {"class": "dev_class"}}
 
