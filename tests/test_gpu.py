@@ -91,6 +91,7 @@ def test_eight_gpus_with_processes():
 
     collector = GpuCollector(nvml, resolve_pid=resolve)
     first = collector.collect()
+    assert collector.wait_pcie(10)  # PCIe throughput is read off the sampling path
     nvml.advance(1.0)
     snap = collector.collect()
 
@@ -375,20 +376,20 @@ def test_gpu_modules_never_import_textual():
 
 
 def test_slow_driver_calls_are_read_side_by_side():
-    """nvmlDeviceGetPcieThroughput blocks 20 ms in the driver: 8 GPUs one after the other
-    would keep the sampler 320 ms in NVML; after one slow round the GPUs are read in
-    parallel."""
+    """A driver that takes 40 ms a call (a loaded one, under its lock): 8 GPUs one after
+    the other would keep the sampler 320 ms in NVML; after one slow round the GPUs are
+    read in parallel."""
     import time as _time
 
     from gpudisk_top.collect.gpu import GpuCollector
     from gpudisk_top.sim.fake_nvml import FakeNvml
 
-    class SlowPcie(FakeNvml):
-        def nvmlDeviceGetPcieThroughput(self, handle, counter):
-            _time.sleep(0.02)
-            return super().nvmlDeviceGetPcieThroughput(handle, counter)
+    class SlowPower(FakeNvml):
+        def nvmlDeviceGetPowerUsage(self, handle):
+            _time.sleep(0.04)
+            return super().nvmlDeviceGetPowerUsage(handle)
 
-    collector = GpuCollector(nvml=SlowPcie.with_gpus(8))
+    collector = GpuCollector(nvml=SlowPower.with_gpus(8))
     t0 = _time.monotonic()
     first = collector.collect()
     serial_s = _time.monotonic() - t0

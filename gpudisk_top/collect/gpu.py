@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.gpu_gpm import GpmState
+from gpudisk_top.collect.gpu_pcie import PcieRefresher
 from gpudisk_top.collect.sample import MAPPED_BY_PID, GpuProcessRaw, GpuRaw, GpuSnapshot
 
 # A failed nvmlInit (no driver yet, module being loaded) is retried this often, not every
@@ -84,6 +86,7 @@ class _Gpu:
     procs_at_s: float = 0.0
     procs_mem_bytes: int | None = None
     procs_util_pct: float | None = None
+    gpm: GpmState = field(default_factory=GpmState)
 
 
 class _DaemonPool:
@@ -145,6 +148,7 @@ class GpuCollector:
         self._pool: _DaemonPool | None = None
         self._pool_size = 0
         self._global_call: str | None = None   # nvmlInit / nvmlDeviceGetCount in progress
+        self._pcie: PcieRefresher | None = None
 
     # ------------------------------------------------------------------ public
     def collect(self) -> GpuSnapshot:
@@ -168,10 +172,10 @@ class GpuCollector:
             gpus = list(self._pool.map(self._read, slots))
         else:
             gpus = [self._read(gpu) for gpu in slots]
-        # nvmlDeviceGetPcieThroughput measures over 20 ms inside the driver, twice per GPU:
-        # 8 GPUs read one after the other keep the sampler 320 ms in NVML.  Once reads are
-        # seen to take that long, read the GPUs side by side (NVML is thread-safe and
-        # ctypes calls release the GIL); while they are quick, threads would only cost CPU.
+        # A driver slow to answer (a loaded or wedged one: every call holds its lock) would
+        # keep the sampler count times as long in NVML.  Once reads are seen to take that
+        # long, read the GPUs side by side (NVML is thread-safe and ctypes calls release
+        # the GIL); while they are quick, threads would only cost CPU.
         if self._pool is None and count > 1 and time.monotonic() - started > SLOW_READ_S:
             self._pool_size = min(count, 16)
             self._pool = _DaemonPool(self._pool_size)
@@ -193,7 +197,14 @@ class GpuCollector:
         if self._pool is not None:
             self._pool.shutdown(self._pool_size)
             self._pool = None
+        if self._pcie is not None:
+            self._pcie.close()
         self._shutdown()
+
+    def wait_pcie(self, timeout_s: float) -> bool:
+        """Wait until no PCIe throughput read is in flight (collect/gpu_pcie.py): for tests
+        and benches that need the values a sample asked for.  False on timeout."""
+        return self._pcie is None or self._pcie.wait_idle(timeout_s)
 
     # ------------------------------------------------------------------ library
     def _ensure_init(self) -> bool:
@@ -227,6 +238,8 @@ class GpuCollector:
             self._global_call = None
         self._initialised = True
         self._retry_init_at_s = None
+        if self._pcie is None:
+            self._pcie = PcieRefresher(nvml, self._clock, self._unsupported_errors)
         self._status = "ok"
         self._global_call = "nvmlSystemGetDriverVersion"
         try:
@@ -249,6 +262,10 @@ class GpuCollector:
 
     def _shutdown(self) -> None:
         if self._initialised:
+            for gpu in self._gpus.values():
+                gpu.gpm.free(self._nvml)
+            if self._pcie is not None:
+                self._pcie.forget()
             try:
                 self._nvml.nvmlShutdown()
             except self._nvml.NVMLError:
@@ -267,10 +284,13 @@ class GpuCollector:
             raw = GpuRaw(index=gpu.index)
             self._read_static(gpu, raw)
             self._read_utilization(gpu, raw)
+            self._read_gpm(gpu, raw)
             self._read_dynamic(gpu, raw)
         except _Lost as lost:
             gpu.handle, gpu.lost, gpu.error = None, True, str(lost)
             gpu.procs = None
+            gpu.gpm.free(nvml)  # a GPU back from a reset starts its GPM pairs again
+            gpu.gpm = GpmState()
         except nvml.NVMLError as err:  # only from the handle: the GPU cannot be opened
             gpu.handle, gpu.lost, gpu.error = None, False, f"cannot open GPU: {_describe(err)}"
         else:
@@ -349,6 +369,25 @@ class GpuCollector:
                 return member
         return "uiVal"  # utilization samples are unsigned int on every driver we know
 
+    def _read_gpm(self, gpu: _Gpu, raw: GpuRaw) -> None:
+        """GPM's figures for the interval (collect/gpu_gpm.py); PCIe traffic from them when
+        the GPU gives it there.  Raises _Lost when the GPU stops answering."""
+        gpu.in_call = "nvmlGpm*"
+        try:
+            reading = gpu.gpm.read(self._nvml, gpu.handle, self._clock(), self._lost_errors,
+                                   self._unsupported_errors)
+        except self._lost_errors as err:
+            raise _Lost(self._lost_reason(err)) from err
+        finally:
+            gpu.in_call = None
+        if reading is None:
+            return
+        raw.gpm_sm_active_pct, raw.gpm_sm_occupancy_pct = reading.sm_active_pct, reading.sm_occupancy_pct
+        raw.gpm_tensor_active_pct, raw.gpm_dram_bw_pct = reading.tensor_active_pct, reading.dram_bw_pct
+        raw.gpm_note = reading.note
+        if reading.pcie_rx_kb_s is not None and reading.pcie_tx_kb_s is not None:
+            raw.pcie_rx_kb_s, raw.pcie_tx_kb_s, raw.pcie_age_s = reading.pcie_rx_kb_s, reading.pcie_tx_kb_s, 0.0
+
     def _read_dynamic(self, gpu: _Gpu, raw: GpuRaw) -> None:
         nvml = self._nvml
         memory = self._call(gpu, "nvmlDeviceGetMemoryInfo")
@@ -359,8 +398,8 @@ class GpuCollector:
         raw.energy_mj = self._call(gpu, "nvmlDeviceGetTotalEnergyConsumption")
         raw.temp_c = self._call(gpu, "nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU)
         raw.sm_clock_mhz = self._call(gpu, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM)
-        raw.pcie_rx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES)
-        raw.pcie_tx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES)
+        if raw.pcie_age_s is None and self._pcie is not None:  # GPM gave none this interval
+            raw.pcie_rx_kb_s, raw.pcie_tx_kb_s, raw.pcie_age_s = self._pcie.latest(gpu.index, gpu.handle)
         # "Throttle" was renamed "event" in driver 535; an older pynvml or driver has only
         # the old name.  Once the new one is known unsupported it is not asked again.
         raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksEventReasons")

@@ -118,6 +118,14 @@ class GpuRaw:
     pcie_tx_kb_s: int | None = None
     throttle_reasons: int | None = None  # nvmlClocksEventReason* bit mask
     processes: list[GpuProcessRaw] | None = None
+    # GPM over the interval since the previous read (collect/gpu_gpm.py), None where the
+    # GPU has none or fell back; gpm_note says why a GPU with GPM fell back
+    gpm_sm_active_pct: float | None = None
+    gpm_sm_occupancy_pct: float | None = None
+    gpm_tensor_active_pct: float | None = None
+    gpm_dram_bw_pct: float | None = None
+    gpm_note: str | None = None
+    pcie_age_s: float | None = None  # how old pcie_*_kb_s are (collect/gpu_pcie.py)
 
 
 UNAVAILABLE_PREFIX = "unavailable: "    # GpuSnapshot.status without GPUs: + the reason

@@ -1,5 +1,11 @@
 """GPU views from raw NVML snapshots: utilization over exactly the sampling interval, MiB, W.
 
+A GPU's busy figure (GpuView.util_pct, the one every verdict, timeline and surface
+reads) comes from the best tier the GPU gave for the interval, chosen here and nowhere
+else: GPM SM activity (busy_source "gpm-sm-active", collect/gpu_gpm.py) where the GPU
+has GPM, else utilization.gpu (busy_source "utilization").  utilization.gpu is kept
+beside it (gpu_util_pct): a one-thread kernel reads 100% there and 3% SM activity.
+
 nvidia-smi's utilization.gpu is "the percent of time over the past sample period during
 which one or more kernels was executing".  NVML keeps one such sample every ~1/6 s, so the
 utilization of our interval is the mean of the samples stamped inside it.
@@ -9,10 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.gpu_gpm import share_pct
 from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, UNAVAILABLE_PREFIX, GpuRaw,
                                         GpuSnapshot, UtilWindow, window_values)
 
 MIB = 2**20  # nvidia-smi's memory.used is in MiB
+BUSY_GPM = "gpm-sm-active"
+BUSY_UTILIZATION = "utilization"
 
 # nvmlClocksEventReason* bits (nvml.h), named as nvidia-smi -q names them, in snake case.
 THROTTLE_REASONS = (
@@ -73,8 +82,16 @@ class GpuView:
     pcie_tx_kb_s: int | None
     throttle_reasons: list[str] = field(default_factory=list)
     processes: list[GpuProcessView] = field(default_factory=list)
-    util_source: str | None = None  # "samples" | "rates" | None
+    util_source: str | None = None  # utilization.gpu's: "samples" | "rates" | None
     power_avg_w: float | None = None  # from the energy counter over the window
+    busy_source: str = BUSY_UTILIZATION  # which tier util_pct is: BUSY_GPM | BUSY_UTILIZATION
+    gpu_util_pct: float | None = None     # utilization.gpu over the interval, whatever the tier
+    sm_active_pct: float | None = None    # GPM, over the interval (None: not given)
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_bw_pct: float | None = None
+    busy_note: str | None = None          # why a GPU with GPM fell back to utilization
+    pcie_age_s: float | None = None       # how old pcie_*_kb_s are
 
 
 def window_mean(samples: list[tuple[int, float]] | UtilWindow | None,
@@ -119,6 +136,15 @@ def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None
     source = "samples" if util is not None else None
     if util is None and cur.util_now_pct is not None:
         util, source = cur.util_now_pct, "rates"
+    # the tier: a recording is untrusted too, so its GPM figure is checked again here
+    sm_active = share_pct(cur.gpm_sm_active_pct) if cur.gpm_sm_active_pct is not None else None
+    # a recorded note is untrusted text: a string, bounded (printed escaped by the surfaces)
+    note = cur.gpm_note[:200] if isinstance(cur.gpm_note, str) else None
+    busy, busy_source = util, BUSY_UTILIZATION
+    if sm_active is not None:
+        busy, busy_source = sm_active, BUSY_GPM
+    elif cur.gpm_sm_active_pct is not None:
+        note = f"GPM SM activity {cur.gpm_sm_active_pct!r}: utilization.gpu this interval"
     mem_util = window_mean(cur.mem_util_samples, window_us)
     if mem_util is None:
         mem_util = cur.mem_util_now_pct
@@ -130,14 +156,22 @@ def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None
     ]
     return GpuView(
         index=cur.index, name=cur.name, uuid=cur.uuid, pci_bus_id=cur.pci_bus_id,
-        lost=cur.lost, error=cur.error, util_pct=util, mem_util_pct=mem_util,
+        lost=cur.lost, error=cur.error, util_pct=busy, mem_util_pct=mem_util,
         mem_used_mib=_mib(cur.mem_used_bytes), mem_total_mib=_mib(cur.mem_total_bytes),
         power_w=_watts(cur.power_mw), power_limit_w=_watts(cur.power_limit_mw),
         temp_c=cur.temp_c, sm_clock_mhz=cur.sm_clock_mhz,
         pcie_rx_kb_s=cur.pcie_rx_kb_s, pcie_tx_kb_s=cur.pcie_tx_kb_s,
         throttle_reasons=throttle_names(cur.throttle_reasons), processes=processes,
         util_source=source, power_avg_w=_power_avg_w(cur, prev, window_us),
+        busy_source=busy_source, gpu_util_pct=util, sm_active_pct=sm_active,
+        sm_occupancy_pct=_share(cur.gpm_sm_occupancy_pct),
+        tensor_active_pct=_share(cur.gpm_tensor_active_pct), dram_bw_pct=_share(cur.gpm_dram_bw_pct),
+        busy_note=note, pcie_age_s=cur.pcie_age_s,
     )
+
+
+def _share(value) -> float | None:
+    return None if value is None else share_pct(value)
 
 
 def gpu_views(cur: GpuSnapshot, prev: GpuSnapshot | None,
@@ -169,10 +203,14 @@ def gpu_as_json(view: GpuView) -> dict:
         "index": view.index, "name": view.name, "uuid": view.uuid, "pci_bus_id": view.pci_bus_id,
         "lost": view.lost, "error": view.error,
         "util_pct": view.util_pct, "mem_util_pct": view.mem_util_pct, "util_source": view.util_source,
+        "busy_source": view.busy_source, "busy_note": view.busy_note, "gpu_util_pct": view.gpu_util_pct,
+        "sm_active_pct": view.sm_active_pct, "sm_occupancy_pct": view.sm_occupancy_pct,
+        "tensor_active_pct": view.tensor_active_pct, "dram_bw_pct": view.dram_bw_pct,
         "mem_used_mib": view.mem_used_mib, "mem_total_mib": view.mem_total_mib,
         "power_w": view.power_w, "power_limit_w": view.power_limit_w, "power_avg_w": view.power_avg_w,
         "temp_c": view.temp_c, "sm_clock_mhz": view.sm_clock_mhz,
         "pcie_rx_kb_s": view.pcie_rx_kb_s, "pcie_tx_kb_s": view.pcie_tx_kb_s,
+        "pcie_age_s": None if view.pcie_age_s is None else round(view.pcie_age_s, 1),
         "throttle_reasons": list(view.throttle_reasons),
         "processes": [
             {"pid": p.pid, "local_pid": p.local_pid, "ns_pid": p.ns_pid, "name": p.name,

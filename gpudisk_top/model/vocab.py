@@ -115,7 +115,9 @@ TIMELINE = Family("disk", (
 # these keys among its others.
 GPU = _decimals(Family("gpu", (
     Metric("util_pct", "%", "util%",
-           "Share of the interval a kernel was running (NVML utilization.gpu / 100).",
+           "The GPU's busy figure over the interval: GPM SM activity where the GPU gives it "
+           "(busy_source gpm-sm-active), else the share of it a kernel was running "
+           "(NVML utilization.gpu / 100).",
            prom="gpu_utilization_ratio"),
     Metric("mem_util_pct", "%", "mem%",
            "Share of the interval device memory was read or written (NVML utilization.memory / 100).",
@@ -139,7 +141,23 @@ GPU = _decimals(Family("gpu", (
     Metric("pcie_tx_kb_s", "kB/s", "PCIe tx kB/s",
            "PCIe bytes sent by the GPU per second (NVML's 20 ms window).",
            prom="gpu_pcie_tx_bytes_per_second"),
-)), 0, util_pct=1)    # NVML's whole percents, MiB, W, C, MHz; a mean utilization to 0.1
+    # GPM (Hopper and later): the tiers beside the busy figure (model/gpu.py)
+    Metric("gpu_util_pct", "%", "util.gpu%",
+           "Share of the interval at least one kernel was running (NVML utilization.gpu / 100), "
+           "whatever the busy figure's tier: one thread reads 1.", prom="gpu_nvml_utilization_ratio"),
+    Metric("sm_active_pct", "%", "SM act%", "Share of SMs busy over the interval (GPM SM_UTIL / 100).",
+           prom="gpu_sm_active_ratio"),
+    Metric("sm_occupancy_pct", "%", "SM occ%",
+           "Warps resident as a share of the SMs' maximum (GPM SM_OCCUPANCY / 100).",
+           prom="gpu_sm_occupancy_ratio"),
+    Metric("tensor_active_pct", "%", "tensor%",
+           "Share of the interval the SMs ran tensor instructions (GPM ANY_TENSOR_UTIL / 100).",
+           prom="gpu_tensor_active_ratio"),
+    Metric("dram_bw_pct", "%", "DRAM bw%",
+           "DRAM bandwidth used as a share of the peak (GPM DRAM_BW_UTIL / 100).",
+           prom="gpu_dram_bandwidth_ratio"),
+)), 0, util_pct=1, gpu_util_pct=1, sm_active_pct=1, sm_occupancy_pct=1, tensor_active_pct=1,
+    dram_bw_pct=1)    # NVML's whole percents, MiB, W, C, MHz; a mean utilization to 0.1
 
 # Numbers computed from a GpuView rather than read off one of its attributes: alert rules
 # test them (alerts/catalog.py gpu_value() computes them); `lost` is also exported.

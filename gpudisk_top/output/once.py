@@ -177,11 +177,20 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
                      f"{used.text(g.mem_used_mib)}/{total.text(g.mem_total_mib)}",
                      f"{power.text(g.power_w)}/{limit.text(g.power_limit_w)}",
                      temp.text(g.temp_c), f"{rx.text(g.pcie_rx_kb_s)}/{tx.text(g.pcie_tx_kb_s)}",
-                     str(len(g.processes))))
+                     str(len(g.processes)), g.busy_source))
     lines = [f"GPUs: {model.gpu_status}", *table(rows, (
         Col("GPU", 3), Col("name", 22, "<"), Col("util%", 6), Col("mem%", 5),
         Col("mem used/total MiB", 19), Col("power W", 12), Col("temp C", 6),
-        Col("PCIe rx/tx KB/s", 17), Col("procs", 0, "<")))]
+        Col("PCIe rx/tx KB/s", 17), Col("procs", 5, "<"), Col("busy", 0, "<")))]
+    # a GPU whose busy figure fell back, or reads GPM: what utilization.gpu said beside it
+    for g in model.gpus:
+        if g.lost:
+            continue
+        if g.busy_note:
+            lines.append(f"  GPU {g.index}: {g.busy_note}")
+        elif g.sm_active_pct is not None and g.gpu_util_pct is not None:
+            lines.append(f"  GPU {g.index}: SM activity {util.text(g.sm_active_pct)}%, "
+                         f"utilization.gpu {util.text(g.gpu_util_pct)}%")
     procs = [(g.index, p) for g in model.gpus for p in g.processes]
     if procs:
         lines.append("")

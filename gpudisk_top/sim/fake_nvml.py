@@ -15,6 +15,19 @@ Driving it (tests, and the simulator that produces raw NVML readings for N GPUs)
     nvml.push_samples(0, util=[(ts_us, 50)])  # exact samples, for tests
     nvml.lose_gpu(3)            # every later call on GPU 3 raises NVMLError_GpuIsLost
 
+GPM (nvmlGpmQueryDeviceSupport, nvmlGpmSampleAlloc/Get/Free, nvmlGpmMigSampleGet,
+nvmlGpmMetricsGet with pynvml's c_nvmlGpmMetricsGet_t), as a Hopper driver answers it:
+    FakeGpu(gpm_supported=True)   # else the query says isSupportedDevice 0 and every
+                                  # other GPM call on it raises NVMLError_NotSupported
+    set_state(0, util_pct=100, sm_active_pct=3)   # a one-thread kernel: busy, SMs idle
+    (sm_active_pct None follows util_pct; sm_occupancy_pct None is half the SM activity;
+    dram_bw_pct None follows mem_util_pct; PCIe RX/TX are pcie_*_kb_s in MiB/s.)  advance()
+    integrates them, so a metric is their mean between the two samples' fake times.
+    set_state(0, gpm_values={NVML_GPM_METRIC_SM_UTIL: float("nan")})  # what a bad driver says
+
+Cost: FakeNvml(pcie_delay_s=0.02) makes each nvmlDeviceGetPcieThroughput take 20 ms, as
+it does inside a real driver (it measures over that window).
+
 Failures to reproduce:
     FakeNvml.missing_library() / .driver_not_loaded() / .no_permission(): nvmlInit raises
     `init_error` / `count_error` attributes: set them to an NVMLError class at any time
@@ -33,6 +46,9 @@ Failures to reproduce:
 
 from __future__ import annotations
 
+import ctypes
+import itertools
+import math
 import threading
 import time
 import uuid as uuidlib
@@ -75,6 +91,28 @@ class FakeGpu:
     errors: dict[str, type] = field(default_factory=dict)  # pynvml function name -> NVMLError class
     lost: bool = False
     minor_number: int | None = None  # /dev/nvidiaN; None -> the index, as on most nodes
+    # GPM (see the module docstring): None follows the figure named there
+    gpm_supported: bool = False
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float = 0.0
+    dram_bw_pct: float | None = None
+    gpm_values: dict[int, float] = field(default_factory=dict)  # metric id -> value returned
+    mig_gpu_instances: set[int] = field(default_factory=set)  # GPU instance ids in MIG mode
+
+
+# The GPM metrics the fake integrates: id -> the FakeGpu figure it follows (in %, or MiB/s).
+def _gpm_now(gpu: FakeGpu) -> dict[int, float]:
+    sm = gpu.util_pct if gpu.sm_active_pct is None else gpu.sm_active_pct
+    return {
+        pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: gpu.util_pct,
+        pynvml.NVML_GPM_METRIC_SM_UTIL: sm,
+        pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: sm / 2 if gpu.sm_occupancy_pct is None else gpu.sm_occupancy_pct,
+        pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: gpu.tensor_active_pct,
+        pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: gpu.mem_util_pct if gpu.dram_bw_pct is None else gpu.dram_bw_pct,
+        pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: gpu.pcie_tx_kb_s / 1024,
+        pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: gpu.pcie_rx_kb_s / 1024,
+    }
 
 
 @dataclass(frozen=True)
@@ -95,8 +133,14 @@ class FakeNvml:
                  sample_value_type: int = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT,
                  idle_samples: bool = True, driver_version: str = "550.54.15",
                  missing: set[str] | frozenset[str] = frozenset(),
-                 init_error: type | None = None) -> None:
+                 init_error: type | None = None, pcie_delay_s: float = 0.0) -> None:
         self.gpus: list[FakeGpu] = []
+        self.pcie_delay_s = pcie_delay_s  # time each nvmlDeviceGetPcieThroughput takes
+        # GPM: per GPU, each metric integrated over fake time (value x s); and the samples
+        # taken, by the address their opaque pointer carries -> (GPU, time, integrals)
+        self._gpm_sums: list[dict[int, float]] = []
+        self._gpm_samples: dict[int, tuple[int, int, dict[int, float]] | None] = {}
+        self._gpm_addresses = itertools.count(0x1000, 0x100)
         self.now_us = int(time.time() * 1e6) if start_us is None else int(start_us)
         self.samples_per_s = samples_per_s
         self.sample_value_type = sample_value_type
@@ -151,6 +195,7 @@ class FakeNvml:
             bus = _HGX_BUSES[index] if index < len(_HGX_BUSES) else 0x100 + index
             gpu.pci_bus_id = f"{bus >> 8:08X}:{bus & 0xFF:02X}:00.0"
         self.gpus.append(gpu)
+        self._gpm_sums.append(dict.fromkeys(_gpm_now(gpu), 0.0))
         self._buffers.append({pynvml.NVML_GPU_UTILIZATION_SAMPLES: deque(maxlen=self._buffer_len),
                               pynvml.NVML_MEMORY_UTILIZATION_SAMPLES: deque(maxlen=self._buffer_len)})
         return index
@@ -196,9 +241,11 @@ class FakeNvml:
         if target_us <= self.now_us:
             return
         dt_s = (target_us - self.now_us) / 1e6
-        for gpu in self.gpus:
+        for gpu, sums in zip(self.gpus, self._gpm_sums):
             if not gpu.lost:
                 gpu.energy_mj += gpu.power_mw * dt_s  # mW * s = mJ
+                for metric, value in _gpm_now(gpu).items():
+                    sums[metric] += value * dt_s
         while (ts := self._sample_ts(self._sample_k)) <= target_us:
             for gpu, buffers in zip(self.gpus, self._buffers):
                 if gpu.lost or (not self.idle_samples and not gpu.util_pct and not gpu.mem_util_pct):
@@ -381,11 +428,82 @@ class FakeNvml:
 
     def nvmlDeviceGetPcieThroughput(self, device: FakeHandle, counter: int) -> int:
         gpu = self._device("nvmlDeviceGetPcieThroughput", device)
+        if self.pcie_delay_s > 0:
+            time.sleep(self.pcie_delay_s)  # the driver measures over this window
         if counter == pynvml.NVML_PCIE_UTIL_RX_BYTES:
             return gpu.pcie_rx_kb_s
         if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES:
             return gpu.pcie_tx_kb_s
         raise pynvml.NVMLError_InvalidArgument()
+
+    # ------------------------------------------------------------------ GPM
+    def nvmlGpmQueryDeviceSupport(self, device: FakeHandle) -> pynvml.c_nvmlGpmSupport_t:
+        gpu = self._device("nvmlGpmQueryDeviceSupport", device)
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        support.isSupportedDevice = int(gpu.gpm_supported)
+        return support
+
+    def nvmlGpmSampleAlloc(self):
+        """An opaque c_nvmlGpmSample_t, as pynvml's; its address names it (never read)."""
+        self._library("nvmlGpmSampleAlloc")
+        address = next(self._gpm_addresses)
+        self._gpm_samples[address] = None
+        return ctypes.cast(ctypes.c_void_p(address), pynvml.c_nvmlGpmSample_t)
+
+    def nvmlGpmSampleFree(self, gpmSample) -> None:
+        self._library("nvmlGpmSampleFree")
+        if self._gpm_samples.pop(_address(gpmSample), False) is False:
+            raise pynvml.NVMLError_InvalidArgument()
+
+    def nvmlGpmSampleGet(self, device: FakeHandle, gpmSample):
+        return self._gpm_sample("nvmlGpmSampleGet", device, gpmSample)
+
+    def nvmlGpmMigSampleGet(self, device: FakeHandle, gpuInstanceId: int, gpmSample):
+        gpu = self.gpus[device.index]
+        if gpu.gpm_supported and gpuInstanceId not in gpu.mig_gpu_instances:
+            self.calls[("nvmlGpmMigSampleGet", device.index)] += 1
+            raise pynvml.NVMLError_InvalidArgument()  # no such GPU instance (or not in MIG mode)
+        return self._gpm_sample("nvmlGpmMigSampleGet", device, gpmSample)
+
+    def _gpm_sample(self, function: str, device: FakeHandle, gpmSample):
+        gpu = self._device(function, device)
+        if not gpu.gpm_supported:
+            raise pynvml.NVMLError_NotSupported()
+        address = _address(gpmSample)
+        if address not in self._gpm_samples:
+            raise pynvml.NVMLError_InvalidArgument()  # not from nvmlGpmSampleAlloc
+        self._gpm_samples[address] = (device.index, self.now_us, dict(self._gpm_sums[device.index]))
+        return gpmSample
+
+    def nvmlGpmMetricsGet(self, metricsGet: pynvml.c_nvmlGpmMetricsGet_t):
+        """Each asked metric's mean between sample1 and sample2 (metrics[i].value, with
+        metrics[i].nvmlReturn); NVMLError_ArgumentVersionMismatch for another version,
+        NVMLError_InvalidArgument for samples never taken or of two GPUs."""
+        if metricsGet.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+            self._library("nvmlGpmMetricsGet")
+            raise pynvml.NVMLError_ArgumentVersionMismatch()
+        first = self._gpm_samples.get(_address(metricsGet.sample1))
+        second = self._gpm_samples.get(_address(metricsGet.sample2))
+        if first is None or second is None or first[0] != second[0] \
+                or not 0 < metricsGet.numMetrics <= pynvml.NVML_GPM_METRIC_MAX:
+            self._library("nvmlGpmMetricsGet")
+            raise pynvml.NVMLError_InvalidArgument()
+        gpu = self._device("nvmlGpmMetricsGet", FakeHandle(first[0]))
+        if not gpu.gpm_supported:
+            raise pynvml.NVMLError_NotSupported()
+        dt_s = (second[1] - first[1]) / 1e6
+        for i in range(metricsGet.numMetrics):
+            metric = metricsGet.metrics[i]
+            metric.nvmlReturn = pynvml.NVML_SUCCESS
+            if metric.metricId in gpu.gpm_values:
+                metric.value = gpu.gpm_values[metric.metricId]
+            elif metric.metricId in second[2]:
+                delta = second[2][metric.metricId] - first[2][metric.metricId]
+                metric.value = delta / dt_s if dt_s > 0 else math.nan
+            else:
+                metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return metricsGet
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
         return self._device("nvmlDeviceGetCurrentClocksEventReasons", handle).clocks_event_reasons
@@ -401,10 +519,16 @@ class FakeNvml:
                 for pid, used in gpu.processes]
 
 
+def _address(sample) -> int | None:
+    """The address an opaque c_nvmlGpmSample_t points to (its name in the fake)."""
+    return ctypes.cast(sample, ctypes.c_void_p).value
+
+
 # Re-export pynvml's real error classes and constants, so `nvml.NVMLError_GpuIsLost` and
 # `nvml.NVML_CLOCK_SM` mean the same thing whichever of the two `nvml` is.
 for _name in dir(pynvml):
-    if _name.startswith(("NVMLError", "NVML_", "nvmlClocksEventReason", "nvmlClocksThrottleReason")):
+    if _name.startswith(("NVMLError", "NVML_", "nvmlClocksEventReason", "nvmlClocksThrottleReason")) \
+            or _name in ("c_nvmlGpmMetricsGet_t", "c_nvmlGpmSample_t", "c_nvmlGpmSupport_t"):
         setattr(FakeNvml, _name, getattr(pynvml, _name))
 if hasattr(pynvml, "NVMLLibraryMismatchError"):  # raised by nvidia-ml-py >= 12.535 only
     FakeNvml.NVMLLibraryMismatchError = pynvml.NVMLLibraryMismatchError

@@ -26,11 +26,14 @@ field_names = lambda cls: tuple(f.name for f in dataclasses.fields(cls))  # noqa
 DISK_FIELDS = DiskCounters._fields
 DEVICE_FIELDS = field_names(DeviceInfo)
 CPU_FIELDS = field_names(CpuTimes)
+# gpm_* (GPM's figures, the busy figure's tier: model/gpu.py) and pcie_age_s came with issue 40: earlier
+# recordings lack them, read back None, and their GPUs' busy figure is utilization.gpu
 GPU_STATIC = ("index", "name", "uuid", "pci_bus_id", "lost", "error", "mem_total_bytes",
-              "power_limit_mw", "minor_number")
+              "power_limit_mw", "minor_number", "gpm_note")
 GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
             "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
-GPU_FLOATS = ("util_now_pct", "mem_util_now_pct")
+GPU_FLOATS = ("util_now_pct", "mem_util_now_pct", "gpm_sm_active_pct", "gpm_sm_occupancy_pct",
+              "gpm_tensor_active_pct", "gpm_dram_bw_pct", "pcie_age_s")
 GPU_PROCESS_FIELDS = field_names(GpuProcessRaw)
 # direct_reads and data_kb (its data files: O_DIRECT, the size read through the page cache)
 # came later: recordings made before them lack them in their schema, and read back None

@@ -46,6 +46,7 @@ from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS
 _device_rec = operator.attrgetter(*DEVICE_FIELDS)
 _gpu_static = operator.attrgetter(*GPU_STATIC)
 _gpu_ints = operator.attrgetter(*GPU_INTS)
+_gpu_floats = operator.attrgetter(*GPU_FLOATS)
 _gpu_proc = operator.attrgetter(*GPU_PROCESS_FIELDS)
 _cpu = operator.attrgetter(*CPU_FIELDS)
 _proc_static = operator.attrgetter(*PROC_STATIC)
@@ -148,7 +149,7 @@ class Flattener:
         for g in s.gpu.gpus:
             vals.append(_gpu_static(g))
             vals += _gpu_ints(g)
-            vals += (g.util_now_pct, g.mem_util_now_pct)
+            vals += _gpu_floats(g)
             vals += window_parts(util_window(g.util_samples, window))
             vals += window_parts(util_window(g.mem_util_samples, window))
             procs = g.processes
