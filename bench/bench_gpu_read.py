@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""The sampler's GPU read for 8 GPUs, before and after PCIe throughput left the sampling
+path (issue 40), in one run, on the stand-in NVML told to take 20 ms per
+nvmlDeviceGetPcieThroughput call as a real driver does (it measures over that window).
+
+"before" is collect/gpu.py as of --before (a git revision, loaded from git into this
+process), "after" is the working tree's, without GPM and with GPM (PCIe from GPM, no
+PcieThroughput call at all).  Each collector reads 8 GPUs once per simulated second (its
+clock moves 1 s per sample, the fake's too, and the background PCIe reads asked are let
+finish between samples, outside the timing); the figure is the median wall time of one
+collect() over --samples samples, after one warm-up sample (the old code's first read is
+serial and slower still; it is printed apart).
+
+usage: python bench/bench_gpu_read.py [--samples N] [--before REV] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from gpudisk_top.collect.gpu import GpuCollector  # noqa: E402
+from gpudisk_top.sim.fake_nvml import FakeGpu, FakeNvml  # noqa: E402
+
+BEFORE = "130c10e^"     # the commit before PCIe left the sampling path
+PCIE_DELAY_S = 0.02
+NGPUS = 8
+
+
+def old_collector_class(rev: str):
+    """GpuCollector as collect/gpu.py was at `rev`.  Raises CalledProcessError when git
+    cannot show it."""
+    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:gpudisk_top/collect/gpu.py"],
+                          check=True, capture_output=True, text=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(text)
+    spec = importlib.util.spec_from_file_location("gpudisk_top_gpu_before", f.name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    os.unlink(f.name)
+    return module.GpuCollector
+
+
+def run(collector_class, samples: int, gpm: bool) -> dict:
+    nvml = FakeNvml(gpus=[FakeGpu(util_pct=90, gpm_supported=gpm, pcie_rx_kb_s=100_000)
+                          for _ in range(NGPUS)], pcie_delay_s=PCIE_DELAY_S)
+    now = [1000.0]
+    collector = collector_class(nvml, clock=lambda: now[0])
+    t0 = time.perf_counter()
+    collector.collect()
+    first_ms = (time.perf_counter() - t0) * 1000
+    times_ms = []
+    for _ in range(samples):
+        now[0] += 1.0
+        nvml.advance(1.0)
+        t0 = time.perf_counter()
+        collector.collect()
+        times_ms.append((time.perf_counter() - t0) * 1000)
+        # the rest of the simulated second, in which the background PCIe reads land
+        getattr(collector, "wait_pcie", lambda timeout_s: True)(1.0)
+    pcie_calls = nvml.call_count("nvmlDeviceGetPcieThroughput")
+    collector.close()
+    return {"median_ms": statistics.median(times_ms), "max_ms": max(times_ms),
+            "first_ms": first_ms, "pcie_calls_per_gpu_s": pcie_calls / NGPUS / (samples + 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--before", default=BEFORE)
+    ap.add_argument("--json", metavar="OUT")
+    a = ap.parse_args()
+    results = {
+        "before": run(old_collector_class(a.before), a.samples, gpm=False),
+        "after": run(GpuCollector, a.samples, gpm=False),
+        "after_gpm": run(GpuCollector, a.samples, gpm=True),
+    }
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {NGPUS} GPUs, "
+          f"{PCIE_DELAY_S * 1000:.0f} ms per nvmlDeviceGetPcieThroughput, {a.samples} samples")
+    print(f"{'':10} {'median ms':>10} {'max ms':>8} {'first ms':>9} {'PCIe calls/GPU/s':>17}")
+    for name, r in results.items():
+        print(f"{name:10} {r['median_ms']:>10.2f} {r['max_ms']:>8.2f} {r['first_ms']:>9.2f} "
+              f"{r['pcie_calls_per_gpu_s']:>17.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
