@@ -18,6 +18,9 @@ import math
 from dataclasses import dataclass
 
 MIN_GAP_S = 0.1          # NVML: GPM samples must be at least 100 ms apart
+# a ratio of two counters computed in doubles lands a rounding off its bounds (the
+# stand-in's 100% reads 100.00000000000001): that much out is the bound, not a bad answer
+ROUNDING_PCT = 1e-6
 MAX_PCIE_MIB_S = 1 << 20  # 1 TiB/s: above any PCIe link; more is a broken answer
 
 # NVML_GPM_METRIC_* id (pynvml) -> GpmReading field
@@ -31,13 +34,15 @@ _PCIE_METRICS = (("NVML_GPM_METRIC_PCIE_RX_PER_SEC", 21, "pcie_rx_kb_s"),
 
 def share_pct(value) -> float | None:
     """`value` as a share in percent, or None when it is not one (NaN, infinite, below 0,
-    above 100, not a number).  The one check of a GPM share: the collector's and a
+    above 100 beyond a rounding, not a number).  The one check of a GPM share: the collector's and a
     recording's alike.  Raises nothing."""
     try:
         value = float(value)
     except (TypeError, ValueError):
         return None
-    return value if math.isfinite(value) and 0.0 <= value <= 100.0 else None
+    if not math.isfinite(value) or not -ROUNDING_PCT <= value <= 100.0 + ROUNDING_PCT:
+        return None
+    return min(100.0, max(0.0, value))
 
 
 @dataclass

@@ -1,0 +1,230 @@
+"""Issue 40: a GPU's busy figure from the best tier it gives (GPM SM activity, else
+utilization.gpu), and NVML calls that cost what they must (PCIe throughput off the
+sampling path), on the stand-in NVML's GPM API as nvidia-ml-py's."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import threading
+import time
+
+import pynvml
+import pytest
+
+from gpudisk_top.collect import gpu_pcie
+from gpudisk_top.collect.gpu import GpuCollector
+from gpudisk_top.collect.roots import Roots
+from gpudisk_top.collect.sampler import Sampler
+from gpudisk_top.model.gpu import BUSY_GPM, BUSY_UTILIZATION, gpu_as_json, gpu_views
+from gpudisk_top.sim.fake_nvml import FakeGpu, FakeNvml
+from gpudisk_top.verdict.step import Stepper
+from slack import slack
+
+T0_US = 1_767_225_600_000_000
+
+
+class Clock:
+    """The collector's monotonic clock, moved by the test with the fake's."""
+
+    def __init__(self, nvml: FakeNvml) -> None:
+        self.now_s = 1000.0
+        self.nvml = nvml
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def step(self, seconds: float) -> None:
+        self.now_s += seconds
+        self.nvml.advance(seconds)
+
+
+def views(collector: GpuCollector, clock: Clock, seconds: float = 1.0, prev=None):
+    clock.step(seconds)
+    snap = collector.collect()
+    return snap, gpu_views(snap, prev, None)
+
+
+# ---------------------------------------------------------------------------- the stand-in
+def test_the_stand_ins_gpm_api_is_nvidia_ml_pys():
+    nvml = FakeNvml(gpus=[FakeGpu(gpm_supported=True, util_pct=100, sm_active_pct=3,
+                                  tensor_active_pct=40, pcie_rx_kb_s=2048), FakeGpu()],
+                    start_us=T0_US)
+    nvml.nvmlInit()
+    hopper, older = (nvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+    support = nvml.nvmlGpmQueryDeviceSupport(hopper)
+    assert isinstance(support, pynvml.c_nvmlGpmSupport_t) and support.isSupportedDevice == 1
+    assert nvml.nvmlGpmQueryDeviceSupport(older).isSupportedDevice == 0
+    first, second = nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()
+    assert isinstance(first, pynvml.c_nvmlGpmSample_t)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        nvml.nvmlGpmSampleGet(older, first)
+    nvml.nvmlGpmSampleGet(hopper, first)
+    nvml.advance(1.0)
+    nvml.nvmlGpmSampleGet(hopper, second)
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    ids = (pynvml.NVML_GPM_METRIC_SM_UTIL, pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL,
+           pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL, pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC,
+           pynvml.NVML_GPM_METRIC_NVLINK_L0_RX_PER_SEC)
+    request.numMetrics = len(ids)
+    request.sample1, request.sample2 = first, second
+    for i, metric in enumerate(ids):
+        request.metrics[i].metricId = metric
+    assert nvml.nvmlGpmMetricsGet(request) is request
+    got = [(request.metrics[i].nvmlReturn, round(request.metrics[i].value, 6)) for i in range(len(ids))]
+    assert got[:4] == [(0, 3.0), (0, 100.0), (0, 40.0), (0, 2.0)]     # MiB/s
+    assert got[4][0] == pynvml.NVML_ERROR_NOT_SUPPORTED
+    request.version = 2
+    with pytest.raises(pynvml.NVMLError_ArgumentVersionMismatch):
+        nvml.nvmlGpmMetricsGet(request)
+    nvml.nvmlGpmSampleFree(first)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        nvml.nvmlGpmSampleGet(hopper, first)   # freed
+
+
+# ---------------------------------------------------------------------------- PCIe
+def test_a_pcie_throughput_call_that_never_returns_does_not_hold_the_sampler():
+    """nvmlDeviceGetPcieThroughput measures 20 ms inside the driver, two a GPU: the
+    sampler no longer waits for it (the old collector called it inline, and hung here)."""
+    nvml = FakeNvml.with_gpus(2)
+    nvml.set_state(0, pcie_rx_kb_s=5000, pcie_tx_kb_s=7)
+    nvml.hang("nvmlDeviceGetPcieThroughput")
+    collector = GpuCollector(nvml)
+    done = threading.Event()
+    out = []
+    threading.Thread(target=lambda: (out.append(collector.collect()), done.set()), daemon=True).start()
+    try:
+        assert done.wait(5 * slack()), "the sampler waited on nvmlDeviceGetPcieThroughput"
+        g0 = out[0].gpus[0]
+        assert (g0.pcie_rx_kb_s, g0.pcie_tx_kb_s, g0.pcie_age_s) == (None, None, None)
+        assert g0.power_mw == 70_000   # the rest of the GPU is read
+    finally:
+        nvml.unhang()
+    assert collector.wait_pcie(5 * slack())
+    g0 = collector.collect().gpus[0]
+    assert (g0.pcie_rx_kb_s, g0.pcie_tx_kb_s) == (5000, 7) and g0.pcie_age_s is not None
+    collector.close()
+
+
+def test_pcie_throughput_is_asked_at_most_every_5_s_and_carries_its_age():
+    nvml = FakeNvml.with_gpus(2)
+    clock = Clock(nvml)
+    collector = GpuCollector(nvml, clock=clock)
+    ages = []
+    for _ in range(12):
+        clock.step(1.0)
+        ages.append(collector.collect().gpus[1].pcie_age_s)
+        assert collector.wait_pcie(5 * slack())
+    collector.close()
+    # asked at 1, 6 and 11 s: two calls (RX, TX) each time, per GPU
+    assert nvml.call_count("nvmlDeviceGetPcieThroughput", 1) == 6 and gpu_pcie.REFRESH_S == 5.0
+    assert ages == [None, 1.0, 2.0, 3.0, 4.0, 5.0, 1.0, 2.0, 3.0, 4.0, 5.0, 1.0]
+
+
+# ---------------------------------------------------------------------------- tiers
+def test_gpm_sm_activity_is_the_busy_figure_where_the_gpu_gives_it():
+    """util 100%, SM activity 3% (a one-thread kernel) on a Hopper GPU; an older GPU beside
+    it keeps utilization.gpu."""
+    nvml = FakeNvml(gpus=[FakeGpu(gpm_supported=True, util_pct=100, sm_active_pct=3,
+                                  sm_occupancy_pct=1, tensor_active_pct=0, dram_bw_pct=2,
+                                  pcie_rx_kb_s=4096, pcie_tx_kb_s=1024),
+                          FakeGpu(util_pct=100)], start_us=T0_US)
+    clock = Clock(nvml)
+    collector = GpuCollector(nvml, clock=clock)
+    snap, _ = views(collector, clock)
+    snap, (hopper, older) = views(collector, clock, prev=snap)
+    assert (hopper.busy_source, hopper.util_pct, hopper.gpu_util_pct) == (BUSY_GPM, pytest.approx(3.0), 100.0)
+    assert (hopper.sm_occupancy_pct, hopper.tensor_active_pct, hopper.dram_bw_pct) == \
+        (pytest.approx(1.0), 0.0, pytest.approx(2.0))
+    assert (hopper.pcie_rx_kb_s, hopper.pcie_tx_kb_s, hopper.pcie_age_s) == (4096, 1024, 0.0)
+    assert (older.busy_source, older.util_pct, older.sm_active_pct) == (BUSY_UTILIZATION, 100.0, None)
+    doc = gpu_as_json(hopper)
+    assert (doc["busy_source"], doc["gpu_util_pct"], round(doc["util_pct"], 6)) == ("gpm-sm-active", 100.0, 3.0)
+    assert gpu_as_json(older)["busy_source"] == "utilization"
+    # the Hopper GPU's PCIe comes from GPM: after the first interval, no PcieThroughput
+    before = nvml.call_count("nvmlDeviceGetPcieThroughput", 0)
+    for _ in range(10):
+        snap, _ = views(collector, clock, prev=snap)
+    assert nvml.call_count("nvmlDeviceGetPcieThroughput", 0) == before
+    collector.close()
+
+
+def test_bad_gpm_answers_fall_back_on_that_gpu_alone_and_say_so():
+    """NaN, negative, above 100, NotSupported and NoPermission mid-run, samples too close:
+    that GPU's busy figure is utilization.gpu for it, with the reason; the others are
+    unaffected."""
+    sm = pynvml.NVML_GPM_METRIC_SM_UTIL
+    nvml = FakeNvml(gpus=[FakeGpu(gpm_supported=True, util_pct=90, sm_active_pct=40) for _ in range(6)],
+                    start_us=T0_US)
+    nvml.set_state(0, gpm_values={sm: math.nan})
+    nvml.set_state(1, gpm_values={sm: -5.0})
+    nvml.set_state(2, gpm_values={sm: 150.0, pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 20.0})
+    clock = Clock(nvml)
+    collector = GpuCollector(nvml, clock=clock)
+    snap, _ = views(collector, clock)
+    snap, got = views(collector, clock, prev=snap)
+    for g in got[:3]:
+        assert (g.busy_source, g.util_pct, g.gpu_util_pct) == (BUSY_UTILIZATION, 90.0, 90.0), g.index
+        assert g.busy_note and "GPM SM activity" in g.busy_note and "utilization.gpu" in g.busy_note
+    assert "nan" in got[0].busy_note and "-5.0" in got[1].busy_note and "150.0" in got[2].busy_note
+    assert got[2].tensor_active_pct == 20.0       # the other figures of the call stand
+    for g in got[3:]:
+        assert (g.busy_source, round(g.util_pct, 6), g.busy_note) == (BUSY_GPM, 40.0, None)
+
+    nvml.set_state(3, errors={"nvmlGpmSampleGet": pynvml.NVMLError_NotSupported})
+    nvml.set_state(4, errors={"nvmlGpmMetricsGet": pynvml.NVMLError_NoPermission})
+    for _ in range(2):  # and it stays off
+        snap, got = views(collector, clock, prev=snap)
+        for g in got[3:5]:
+            assert (g.busy_source, g.util_pct) == (BUSY_UTILIZATION, 90.0)
+            assert "GPM stopped" in g.busy_note and not g.lost and g.error is None
+        assert (got[5].busy_source, round(got[5].util_pct, 6)) == (BUSY_GPM, 40.0)
+
+    snap, got = views(collector, clock, seconds=0.05, prev=snap)   # too soon
+    assert got[5].busy_source == BUSY_UTILIZATION and "50 ms apart" in got[5].busy_note
+    snap, got = views(collector, clock, prev=snap)
+    assert got[5].busy_source == BUSY_GPM
+    collector.close()
+
+
+def test_a_gpu_without_gpm_or_an_older_nvidia_ml_py_reads_utilization():
+    nvml = FakeNvml(gpus=[FakeGpu(gpm_supported=True, util_pct=50), FakeGpu(util_pct=50)],
+                    missing={"nvmlGpmQueryDeviceSupport"}, start_us=T0_US)
+    nvml.gpus[1].unsupported = {"nvmlGpmQueryDeviceSupport"}
+    clock = Clock(nvml)
+    collector = GpuCollector(nvml, clock=clock)
+    snap, _ = views(collector, clock)
+    _, got = views(collector, clock, prev=snap)
+    assert [(g.busy_source, g.util_pct, g.busy_note) for g in got] == [(BUSY_UTILIZATION, 50.0, None)] * 2
+    assert nvml.call_count("nvmlGpmSampleGet") == 0
+    collector.close()
+
+
+def test_high_utilization_with_idle_sms_is_not_healthy():
+    """The verdict judges the figure shown: a job whose utilization.gpu reads 100% while
+    GPM says 3% of the SMs work is not healthy (it was, judged on utilization.gpu)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        states = {}
+        for sm in (None, 3.0):    # None: SM activity follows utilization, 100%
+            nvml = FakeNvml(gpus=[FakeGpu(gpm_supported=True, util_pct=100, sm_active_pct=sm,
+                                          processes=[(proc.pid, 2**30)], mem_used_bytes=2**30)
+                                  for _ in range(2)])
+            sampler = Sampler(Roots(), gpu=GpuCollector(nvml=nvml))
+            stepper = Stepper()
+            try:
+                for _ in range(4):
+                    nvml.advance_to(time.time())
+                    model, verdict = stepper.step(sampler.sample())[:2]
+                    time.sleep(0.15)   # GPM samples >= 100 ms apart
+            finally:
+                sampler.close()
+            assert [g.busy_source for g in model.gpus] == [BUSY_GPM] * 2
+            states[sm] = [j.state for j in verdict.jobs]
+        assert states[None] == ["healthy"]
+        assert states[3.0] and states[3.0] != ["healthy"]
+    finally:
+        proc.kill()
+        proc.wait()
