@@ -131,10 +131,13 @@ class _DaemonPool:
 class GpuCollector:
     """Reads every GPU through NVML.  `nvml` is pynvml or a module-like object with its API
     (FakeNvml); its error classes are always reached through it.  `resolve_pid` maps a
-    host PID into our PID namespace; `clock` is monotonic seconds, for the retry delays."""
+    host PID into our PID namespace; `clock` is monotonic seconds, for the retry delays.
+    `pcie_background` False reads PCIe throughput inline, every sample: for a simulated
+    NVML on a simulated clock, whose calls cost nothing and where a background read would
+    land at whatever simulated time the machine's load decides."""
 
     def __init__(self, nvml=None, resolve_pid: Callable[[int], Resolved] | None = None,
-                 *, clock: Callable[[], float] = time.monotonic) -> None:
+                 *, clock: Callable[[], float] = time.monotonic, pcie_background: bool = True) -> None:
         self._nvml = nvml
         self._resolve_pid = resolve_pid or _identity
         self._clock = clock
@@ -149,6 +152,7 @@ class GpuCollector:
         self._pool_size = 0
         self._global_call: str | None = None   # nvmlInit / nvmlDeviceGetCount in progress
         self._pcie: PcieRefresher | None = None
+        self._pcie_background = pcie_background
 
     # ------------------------------------------------------------------ public
     def collect(self) -> GpuSnapshot:
@@ -238,7 +242,7 @@ class GpuCollector:
             self._global_call = None
         self._initialised = True
         self._retry_init_at_s = None
-        if self._pcie is None:
+        if self._pcie is None and self._pcie_background:
             self._pcie = PcieRefresher(nvml, self._clock, self._unsupported_errors)
         self._status = "ok"
         self._global_call = "nvmlSystemGetDriverVersion"
@@ -398,8 +402,13 @@ class GpuCollector:
         raw.energy_mj = self._call(gpu, "nvmlDeviceGetTotalEnergyConsumption")
         raw.temp_c = self._call(gpu, "nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU)
         raw.sm_clock_mhz = self._call(gpu, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM)
-        if raw.pcie_age_s is None and self._pcie is not None:  # GPM gave none this interval
+        if raw.pcie_age_s is not None:
+            pass  # GPM gave it this interval
+        elif self._pcie is not None:
             raw.pcie_rx_kb_s, raw.pcie_tx_kb_s, raw.pcie_age_s = self._pcie.latest(gpu.index, gpu.handle)
+        elif not self._pcie_background:
+            raw.pcie_rx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES)
+            raw.pcie_tx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES)
         # "Throttle" was renamed "event" in driver 535; an older pynvml or driver has only
         # the old name.  Once the new one is known unsupported it is not asked again.
         raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksEventReasons")

@@ -122,7 +122,7 @@ class Simulator(SourceDefaults):
                   for _ in range(gpus.count)],
             start_us=round(start_wall_s * 1e6))
         self.gpu_collector = GpuCollector(nvml=self.nvml, resolve_pid=self._resolve,
-                                          clock=lambda: self._mono_s)
+                                          clock=lambda: self._mono_s, pcie_background=False)
 
     # ------------------------------------------------------------------ the clock
     @property
