@@ -228,3 +228,61 @@ def test_high_utilization_with_idle_sms_is_not_healthy():
     finally:
         proc.kill()
         proc.wait()
+
+
+# ---------------------------------------------------------------------------- recordings
+def test_a_recording_keeps_each_gpus_tier_in_rows_and_blocks(tmp_path):
+    """A replay says what live mode said: the GPM figures, the fallback's reason and the
+    PCIe figure's age come back from rows and from blocks alike."""
+    import dataclasses
+
+    from recording_helpers import sim_samples, write_recording
+
+    from gpudisk_top.record import Recording
+    from gpudisk_top.session.replay import Replay
+
+    samples = []
+    for i, s in enumerate(sim_samples("demo", 12)):
+        g0, g1, *rest = s.gpu.gpus
+        g0 = dataclasses.replace(g0, gpm_sm_active_pct=10.0 + i, gpm_sm_occupancy_pct=5.0,
+                                 gpm_tensor_active_pct=0.5, gpm_dram_bw_pct=7.25, pcie_age_s=2.0)
+        g1 = dataclasses.replace(g1, gpm_note="GPM samples 50 ms apart (< 100 ms): utilization.gpu this interval")
+        samples.append(dataclasses.replace(s, gpu=dataclasses.replace(s.gpu, gpus=[g0, g1, *rest])))
+    live = Stepper()
+    want = [live.step(s)[0] for s in samples]
+    for segment in (600, 4):        # rows only; blocks of 4 samples and rows after them
+        path = write_recording(tmp_path / f"g{segment}.gdtrec", samples, segment_samples=segment)
+        with Recording.open(path) as rec:
+            got = [m for m, _ in Replay(rec, warmup_s=None).models()]
+        assert len(got) == len(want)
+        for m_got, m_want in zip(got[1:], want[1:]):
+            g0, g1 = m_got.gpus[:2]
+            assert (g0.busy_source, g0.util_pct, g0.sm_occupancy_pct, g0.dram_bw_pct, g0.pcie_age_s) == \
+                (BUSY_GPM, m_want.gpus[0].util_pct, 5.0, 7.25, 2.0)
+            assert g0.gpu_util_pct == m_want.gpus[0].gpu_util_pct
+            assert (g1.busy_source, g1.busy_note) == (BUSY_UTILIZATION, m_want.gpus[1].busy_note)
+            assert g1.busy_note.startswith("GPM samples 50 ms apart")
+
+
+def test_once_says_each_gpus_busy_source_in_text_and_json():
+    import json
+
+    from model_factory import gpu, model
+
+    from gpudisk_top.model.select import DeviceFilter
+    from gpudisk_top.output.once import render_json, render_text
+
+    m = model(1, gpus=[gpu(0, util_pct=3.0, busy_source=BUSY_GPM, sm_active_pct=3.0, gpu_util_pct=100.0),
+                       gpu(1, util_pct=88.0, gpu_util_pct=88.0,
+                           busy_note="GPM stopped (NoPermission): utilization.gpu from now on"),
+                       gpu(2, util_pct=77.0, gpu_util_pct=77.0)])
+    text = render_text(m, DeviceFilter())
+    rows = {line.split()[0]: line for line in text.splitlines() if line[:3].strip().isdigit()}
+    assert rows["0"].endswith(" gpm-sm-active") and rows["1"].endswith(" utilization")
+    assert "  GPU 0: SM activity 3.0%, utilization.gpu 100.0%" in text.splitlines()
+    assert "  GPU 1: GPM stopped (NoPermission): utilization.gpu from now on" in text.splitlines()
+    assert not any(line.startswith("  GPU 2:") for line in text.splitlines())
+    doc = json.loads(render_json(m, DeviceFilter()))
+    assert [(g["busy_source"], g["util_pct"], g["gpu_util_pct"]) for g in doc["gpus"]] == \
+        [("gpm-sm-active", 3.0, 100.0), ("utilization", 88.0, 88.0), ("utilization", 77.0, 77.0)]
+    assert doc["gpus"][1]["busy_note"].startswith("GPM stopped")
