@@ -1,0 +1,269 @@
+"""gpudisk-top.pyz (tools/build_pyz.py, tools/pyz_main.py): built once for the module, then
+run as a user would run it on a node or in a container: `python3 gpudisk-top.pyz` with each
+CPython this machine has, beside a job's old packages, from read-only directories, as
+user nobody, in another PID and mount namespace with a noexec /tmp it was piped into; and
+damaged, truncated, with a cache directory that is a symlink, not ours or full."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "tools" / "build_pyz.py"
+IS_ROOT = os.geteuid() == 0
+
+
+def _version(python: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    return tuple(map(int, out.stdout.split())) if out.returncode == 0 else None
+
+
+def _pythons() -> dict[str, str]:
+    """Each CPython here by its version: pyenv's (3.9 to 3.13 on the development machine),
+    the system's, and the one running the tests (a fresh CI machine may have only these)."""
+    found = {}
+    for python in (sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3"))
+                   + ["/usr/bin/python3", sys.executable]):
+        version = _version(python) if os.access(python, os.X_OK) else None
+        if version:
+            found.setdefault("%d.%d" % version, python)
+    return found
+
+
+PYTHONS = _pythons()
+SUPPORTED = {v: p for v, p in PYTHONS.items() if tuple(map(int, v.split("."))) >= (3, 10)}
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist") / "gpudisk-top.pyz"
+    proc = subprocess.run([sys.executable, str(BUILD), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture
+def old_packages(tmp_path) -> Path:
+    """A job's packages: an old rich and textual, another gpudisk_top, and modules named as
+    the standard library's (a PYTHONPATH comes ahead of it: an old `typing` or `enum`
+    backport is the classic case; not one the interpreter's own start imports, as pyenv's
+    certifi .pth imports tempfile and zipfile: that stops every program before any code of ours runs),
+    each of which says so and stops the program the moment it is imported."""
+    site = tmp_path / "job-site"
+    for name in ("rich", "textual", "gpudisk_top", "plotext", "json", "argparse"):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text(f"raise SystemExit('the job\\'s {name} was imported')\n")
+    return site
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+def _run(argv, env, cwd, timeout=120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def _once_json(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["source"].startswith("simulated") and doc["gpus"], doc.keys()
+    return doc
+
+
+def test_the_zip_is_pure_python_and_holds_no_build_script(pyz):
+    with zipfile.ZipFile(pyz) as zf:
+        names = zf.namelist()
+    assert "__main__.py" in names and "lib/gpudisk_top/cli.py" in names
+    assert "lib/gpudisk_top/sim/scenarios/demo.toml" in names   # package data
+    assert any(n.startswith("lib/tomli/") for n in names)       # tomllib before 3.11
+    assert not [n for n in names if n.startswith("lib/psutil")]
+    assert not [n for n in names if "build_pyz" in n or n.endswith((".so", ".pyc"))]
+    assert pyz.stat().st_size < 8_000_000
+    assert not pyz.stat().st_mode & 0o111   # no exec bit:
+    # it runs as `python3 FILE` (the tests below), so a noexec /tmp is no obstacle
+    assert pyz.read_bytes()[:2] == b"PK"          # no shebang naming one interpreter
+
+
+def test_the_build_refuses_a_compiled_file(tmp_path):
+    spec = importlib.util.spec_from_file_location("build_pyz", BUILD)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    (tmp_path / "lib" / "pkg").mkdir(parents=True)
+    (tmp_path / "lib" / "pkg" / "__init__.py").write_text("")
+    build.refuse_compiled(tmp_path)   # pure: nothing said
+    shutil.copyfile("/bin/true", tmp_path / "lib" / "pkg" / "kernel")   # an ELF, any name
+    with pytest.raises(build.BuildError, match="compiled file .*lib/pkg/kernel"):
+        build.refuse_compiled(tmp_path)
+
+
+@pytest.mark.parametrize("version", sorted(SUPPORTED))
+def test_once_json_with_each_python_beside_a_jobs_old_packages(pyz, tmp_path, old_packages, version):
+    """PYTHONPATH and the working directory hold a job's old rich, textual and another
+    gpudisk_top; the running Python may have its own (the test's venv has gpudisk_top as an
+    editable install): none is imported.  The first start makes the cache copy, the second
+    uses it."""
+    python = SUPPORTED[version]
+    cwd = tmp_path / "job"
+    shutil.copytree(old_packages, cwd)
+    env = _env(tmp_path / "home", PYTHONPATH=str(old_packages))
+    for start in ("first", "second"):
+        proc = _run([python, str(pyz), "--once", "--json", "--demo"], env, cwd)
+        _once_json(proc)
+        assert proc.stderr == "", (start, proc.stderr)
+    copies = list((tmp_path / "home" / ".cache" / "gpudisk-top").glob("pyz-*/lib/gpudisk_top/cli.py"))
+    assert len(copies) == 1
+    assert list(copies[0].parent.glob("__pycache__/cli.cpython-*.pyc"))   # bytecode kept
+
+
+def test_a_python_too_old_is_one_line_naming_the_one_needed(pyz, tmp_path):
+    old = {v: p for v, p in PYTHONS.items() if v not in SUPPORTED}
+    if not old:
+        pytest.skip("no CPython older than 3.10 on this machine")
+    for python in old.values():
+        proc = _run([python, str(pyz), "--once", "--demo"], _env(tmp_path), tmp_path)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith("gpudisk-top: error: this is Python 3.")
+        assert "needs Python 3.10 or newer" in proc.stderr
+
+
+def test_record_and_report_from_the_zip(pyz, tmp_path):
+    env = _env(tmp_path)
+    rec = tmp_path / "demo.gdtrec"
+    proc = _run([sys.executable, str(pyz), "record", "-o", str(rec), "--duration", "3",
+                 "--demo", "-q"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = _run([sys.executable, str(pyz), "report", str(rec)], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "4 samples" in proc.stdout and "Time in each state, per GPU" in proc.stdout
+    assert "GPU utilization, %" in proc.stdout and "┤" in proc.stdout   # plotext 5 drew it
+
+
+def test_a_damaged_zip_is_one_line_from_the_cache_and_from_the_zip(pyz, tmp_path):
+    bad = tmp_path / "gpudisk-top.pyz"
+    data = bytearray(pyz.read_bytes())
+    with zipfile.ZipFile(pyz) as zf:
+        info = zf.getinfo("lib/gpudisk_top/cli.py")
+    data[info.header_offset + 30 + len(info.filename) + len(info.extra) + 20] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    for cache in ("on", "off"):
+        env = _env(tmp_path / "home", GPUDISK_TOP_PYZ_CACHE=cache)
+        proc = _run([sys.executable, str(bad), "--once", "--demo"], env, tmp_path)
+        assert proc.returncode == 2 and proc.stdout == "", (cache, proc.stderr)
+        assert proc.stderr.count("\n") == 1, (cache, proc.stderr)
+        assert proc.stderr.startswith(f"gpudisk-top: error: {bad} is damaged (")
+    assert not list((tmp_path / "home" / ".cache" / "gpudisk-top").glob("*"))   # no copy left
+
+
+def test_a_truncated_zip_fails_without_running_any_of_it(pyz, tmp_path):
+    """Python itself takes a file with no zip directory at its end for a script: none of
+    the launcher runs, so what is said is Python's own SyntaxError (null bytes), not ours
+    (docs/containers.md: compare sha256sum after a copy)."""
+    short = tmp_path / "gpudisk-top.pyz"
+    short.write_bytes(pyz.read_bytes()[: pyz.stat().st_size // 2])
+    proc = _run([sys.executable, str(short), "--once", "--demo"], _env(tmp_path), tmp_path)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("SyntaxError:")
+
+
+def test_a_cache_that_is_a_symlink_is_refused_with_a_warning(pyz, tmp_path):
+    cache = tmp_path / "xdg-cache"
+    cache.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (cache / "gpudisk-top").symlink_to(elsewhere)
+    env = _env(tmp_path / "home", XDG_CACHE_HOME=str(cache))
+    proc = _run([sys.executable, str(pyz), "--once", "--json", "--demo"], env, tmp_path)
+    _once_json(proc)
+    assert proc.stderr == (f"gpudisk-top: warning: cache directory {cache / 'gpudisk-top'} is a "
+                           f"symlink: running from the zip (a slower start)\n")
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.root(reason="a cache directory owned by another user needs chown")
+def test_a_cache_that_is_not_ours_is_refused_with_a_warning(pyz, tmp_path):
+    if not IS_ROOT:
+        pytest.skip("not root: cannot give a directory to another user")
+    cache = tmp_path / "xdg-cache" / "gpudisk-top"
+    cache.mkdir(parents=True, mode=0o700)
+    os.chown(cache, 65534, 65534)
+    env = _env(tmp_path / "home", XDG_CACHE_HOME=str(cache.parent))
+    proc = _run([sys.executable, str(pyz), "--once", "--json", "--demo"], env, tmp_path)
+    _once_json(proc)
+    assert proc.stderr == (f"gpudisk-top: warning: cache directory {cache} is not yours (owner "
+                           f"uid 65534): running from the zip (a slower start)\n")
+    assert list(cache.iterdir()) == []
+
+
+@pytest.mark.root(reason="a full filesystem is a small tmpfs mounted in a mount namespace")
+def test_a_full_cache_runs_from_the_zip_and_leaves_no_partial_copy(pyz, tmp_path):
+    if not IS_ROOT or shutil.which("unshare") is None:
+        pytest.skip("not root, or no unshare: cannot mount a small tmpfs")
+    cache = tmp_path / "xdg-cache"
+    cache.mkdir()
+    script = (f'mount -t tmpfs -o size=512k tmpfs "{cache}" && "$0" "{pyz}" --once --json --demo'
+              f' && ls -A "{cache}/gpudisk-top"')
+    env = _env(tmp_path / "home", XDG_CACHE_HOME=str(cache))
+    proc = _run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                 sys.executable], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (f"gpudisk-top: warning: cache directory {cache / 'gpudisk-top'} is full:"
+                           f" running from the zip (a slower start)\n")
+    doc, _, listing = proc.stdout.rpartition("}\n")
+    _once_json(subprocess.CompletedProcess([], 0, doc + "}", ""))
+    assert listing == ""   # the partial copy was removed
+
+
+@pytest.mark.root(reason="namespaces, mounts and running as nobody need root")
+def test_piped_into_another_namespace_and_run_as_nobody_from_read_only_dirs(pyz, tmp_path):
+    """`kubectl exec -i POD -- sh -c 'cat > /tmp/gpudisk-top.pyz'`, then run there: a new
+    PID and mount namespace whose /tmp is a fresh noexec tmpfs the zip is piped into, a
+    read-only working directory and HOME, as user nobody, with the system's python3 (the
+    test's own Python lies under /root, which nobody cannot read)."""
+    python = "/usr/bin/python3"
+    if not IS_ROOT or not shutil.which("unshare") or not shutil.which("setpriv"):
+        pytest.skip("not root, or no unshare or setpriv")
+    if (_version(python) or (0, 0)) < (3, 10):
+        pytest.skip("no system python3 3.10 or newer for user nobody")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(ro, 0o755)
+    nobody = "setpriv --reuid 65534 --regid 65534 --clear-groups"
+    # the read-only directory is bound onto /mnt first: the tmpfs over /tmp hides tmp_path
+    script = (f'mount --bind "{ro}" /mnt && mount -o remount,bind,ro /mnt && cd /mnt '
+              f'&& ! touch /mnt/w 2>/dev/null '
+              f'&& mount -t tmpfs -o noexec,mode=1777 tmpfs /tmp && sh -c "cat > /tmp/gpudisk-top.pyz" '
+              f'&& {nobody} {python} /tmp/gpudisk-top.pyz --once --json --demo '
+              f'&& {nobody} {python} /tmp/gpudisk-top.pyz --once --json >/tmp/real.json '
+              f'&& {python} -c "import json; print(json.load(open(\'/tmp/real.json\'))[\'host\'][\'ncpu\'])" >&2')
+    env = _env(Path("/mnt"))
+    with open(pyz, "rb") as stdin:
+        proc = _run(["unshare", "-m", "-p", "-f", "--mount-proc", "--propagation", "private",
+                     "sh", "-c", script], env, tmp_path, stdin=stdin)
+    assert proc.returncode == 0, proc.stderr
+    _once_json(proc)
+    # the real sample, read in that namespace as nobody, is whole: no warning but the GPUs'
+    lines = proc.stderr.splitlines()
+    assert lines[-1].isdigit() and int(lines[-1]) >= 1, proc.stderr
+    assert not [line for line in lines[:-1] if "Traceback" in line or "error" in line], lines
