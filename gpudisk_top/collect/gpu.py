@@ -22,6 +22,7 @@ from gpudisk_top.collect.sample import MAPPED_BY_PID, GpuProcessRaw, GpuRaw, Gpu
 # A failed nvmlInit (no driver yet, module being loaded) is retried this often, not every
 # second: loading the library is a dlopen plus a driver round trip.
 RETRY_S = 30.0
+CLOSE_WAIT_S = 0.5   # close() waits this long at most for a PCIe read in flight
 SLOW_READ_S = 0.05   # reading every GPU taking longer than this: read them in parallel
 # The compute process list (nvmlDeviceGetComputeRunningProcesses: a millisecond or more
 # on a real driver, under its lock) is asked every PROCESSES_REFRESH_S, and at once when
@@ -202,6 +203,9 @@ class GpuCollector:
             self._pool.shutdown(self._pool_size)
             self._pool = None
         if self._pcie is not None:
+            # a PCIe read in flight (20 ms) lands before nvmlShutdown pulls the library from
+            # under it; one that hangs is not waited for longer
+            self._pcie.wait_idle(CLOSE_WAIT_S)
             self._pcie.close()
         self._shutdown()
 
