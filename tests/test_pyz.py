@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -267,3 +268,24 @@ def test_piped_into_another_namespace_and_run_as_nobody_from_read_only_dirs(pyz,
     lines = proc.stderr.splitlines()
     assert lines[-1].isdigit() and int(lines[-1]) >= 1, proc.stderr
     assert not [line for line in lines[:-1] if "Traceback" in line or "error" in line], lines
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_dashboard_from_the_zip_in_tmux(pyz, tmp_path):
+    """The dashboard itself (Textual, from the zip's copy of it) on a terminal, with the
+    same screen the installed tool draws 90 simulated seconds into the demo; q quits."""
+    from slack import slack
+    from test_ui_terminal import Tmux
+    t = Tmux(f"cd {tmp_path} && HOME={tmp_path} {sys.executable} {pyz} --demo --demo-start 90",
+             env={"TERM": "xterm-256color"})
+    try:
+        screen = t.wait_for("DEMO", "Timeline", "GPUs (8)", "DISK-STARVED", "Quit",
+                            timeout_s=20 * slack())
+        assert "Traceback" not in screen and "gpudisk-top: error" not in screen
+        t.keys("q")
+        deadline = time.monotonic() + 5 * slack()
+        while t.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not t.alive(), "q did not quit"
+    finally:
+        t.close()
