@@ -123,3 +123,15 @@ def test_the_banner_says_this_intervals_figure_and_the_episodes_own():
     # a mean within a few points of now is the same figure: said once
     assert _compose(raw, 37.0, 7.0) == "GPU 0 at 5% for 37 s; at 5.0"
     assert _compose(raw, 3.0) == "GPU 0 at 5% for 3 s; at 5.0"
+
+
+def test_a_cause_that_flips_all_day_keeps_its_phases_bounded():
+    from gpudisk_top.verdict.detect.phases import MAX_CULPRIT_SUMS, MAX_PHASES
+    seq = []
+    for k in range(200):           # a new leading reader every 4 intervals, 800 s
+        seq += [interval(5.0, fio(1000 + k), kind="saturated")] * 4
+    phases = feed(seq)
+    assert len(phases) == MAX_PHASES
+    assert all(len(p.culprits) <= MAX_CULPRIT_SUMS for p in phases)
+    # every interval is still in a phase, the last one going on to the end
+    assert sum(p.intervals for p in phases) == len(seq) and phases[-1].last_wall_s == len(seq)

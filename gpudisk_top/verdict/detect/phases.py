@@ -28,6 +28,12 @@ from gpudisk_top.verdict.whatif import WhatIf
 # taking 90 % is; two neighbours whose shares cross each other change it only where one
 # holds the lead for the hysteresis's intervals
 MAJOR_SHARE_PCT = 25.0
+# bounds: an episode's phases live in memory and in every summary block of a recording
+# that the episode touches; a cause that flips every few intervals all day must not grow
+# them without end.  Past MAX_PHASES no new phase begins (the last goes on, its culprits
+# summed); a phase keeps its MAX_CULPRIT_SUMS culprits that cost most.
+MAX_PHASES = 24
+MAX_CULPRIT_SUMS = 8
 
 
 def culprit_key(c: Culprit) -> str:
@@ -169,7 +175,7 @@ class PhaseSplitter:
                 self._count += 1
             else:
                 self._pending, self._count = sig, 1
-            if self._count >= self.enter:
+            if self._count >= self.enter and len(phases) < MAX_PHASES:
                 phases[-1].end_wall_s = start_s
                 phases.append(_begin(sig, start_s, end_s))
                 self._pending, self._count = None, 0
@@ -201,6 +207,7 @@ def _add(p: Phase, raw, seconds: float, end_s: float, own: bool) -> None:
             p.culprits.append(s)
         s.add(c, seconds)
     p.culprits.sort(key=lambda s: -s.seconds * (s.mean_share_pct or 0.0))
+    del p.culprits[MAX_CULPRIT_SUMS:]
     if own or not p.reason:
         p.reason, p.advice, p.whatif = raw.detail, raw.advice, list(raw.whatif)
 
