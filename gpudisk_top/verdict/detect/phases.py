@@ -32,7 +32,7 @@ MAJOR_SHARE_PCT = 25.0
 # that the episode touches; a cause that flips every few intervals all day must not grow
 # them without end.  Past MAX_PHASES no new phase begins (the last goes on, its culprits
 # summed); a phase keeps its MAX_CULPRIT_SUMS culprits that cost most.
-MAX_PHASES = 24
+MAX_PHASES = 12
 MAX_CULPRIT_SUMS = 8
 
 
