@@ -126,8 +126,8 @@ def test_once_json_with_each_python_beside_a_jobs_old_packages(pyz, tmp_path, ol
     cwd = tmp_path / "job"
     shutil.copytree(old_packages, cwd)
     env = _env(tmp_path / "home", PYTHONPATH=str(old_packages))
-    for start in ("first", "second"):
-        proc = _run([python, str(pyz), "--once", "--json", "--demo"], env, cwd)
+    for start, flags in (("first", []), ("second", []), ("isolated by Python too", ["-I"])):
+        proc = _run([python, *flags, str(pyz), "--once", "--json", "--demo"], env, cwd)
         _once_json(proc)
         assert proc.stderr == "", (start, proc.stderr)
     copies = list((tmp_path / "home" / ".cache" / "gpudisk-top").glob("pyz-*/lib/gpudisk_top/cli.py"))
