@@ -286,3 +286,18 @@ def test_once_says_each_gpus_busy_source_in_text_and_json():
     assert [(g["busy_source"], g["util_pct"], g["gpu_util_pct"]) for g in doc["gpus"]] == \
         [("gpm-sm-active", 3.0, 100.0), ("utilization", 88.0, 88.0), ("utilization", 77.0, 77.0)]
     assert doc["gpus"][1]["busy_note"].startswith("GPM stopped")
+
+
+def test_a_transient_error_to_the_gpm_query_is_asked_again():
+    nvml = FakeNvml(gpus=[FakeGpu(gpm_supported=True, util_pct=90, sm_active_pct=30)], start_us=T0_US)
+    nvml.set_state(0, errors={"nvmlGpmQueryDeviceSupport": pynvml.NVMLError_Timeout})
+    clock = Clock(nvml)
+    collector = GpuCollector(nvml, clock=clock)
+    snap, [g] = views(collector, clock)
+    assert (g.busy_source, g.util_pct) == (BUSY_UTILIZATION, 90.0)
+    nvml.set_state(0, errors={})
+    for _ in range(2):
+        snap, [g] = views(collector, clock, prev=snap)
+    assert (g.busy_source, round(g.util_pct, 6)) == (BUSY_GPM, 30.0)
+    assert nvml.call_count("nvmlGpmQueryDeviceSupport") == 2
+    collector.close()

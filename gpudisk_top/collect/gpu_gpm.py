@@ -99,7 +99,8 @@ class GpmState:
         self._buffers = []
         self._taken_at_s = None
 
-    def _query(self, nvml, handle, lost, unsupported) -> bool:
+    def _query(self, nvml, handle, lost, unsupported) -> bool | None:
+        """Does the GPU have GPM; None when the driver could not say now (asked again)."""
         query = getattr(nvml, "nvmlGpmQueryDeviceSupport", None)
         if query is None:  # an nvidia-ml-py that predates GPM
             return False
@@ -112,8 +113,7 @@ class GpmState:
                 self.off_reason = "GPM not permitted: utilization.gpu"
             return False
         except Exception:  # noqa: BLE001 - transient: asked again next interval
-            self.supported = None
-            return False
+            return None
 
     def _interval(self, nvml, handle, now_s: float) -> GpmReading:
         if not self._buffers:
