@@ -11,7 +11,7 @@ finish between samples, outside the timing); the figure is the median wall time 
 collect() over --samples samples, after one warm-up sample (the old code's first read is
 serial and slower still; it is printed apart).
 
-usage: python bench/bench_gpu_read.py [--samples N] [--before REV] [--json OUT]
+usage: python bench/bench_gpu_read.py [--samples N] [--before REV] [--pcie-delay-ms MS] [--json OUT]
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def old_collector_class(rev: str):
     return module.GpuCollector
 
 
-def run(collector_class, samples: int, gpm: bool) -> dict:
+def run(collector_class, samples: int, gpm: bool, pcie_delay_s: float) -> dict:
     nvml = FakeNvml(gpus=[FakeGpu(util_pct=90, gpm_supported=gpm, pcie_rx_kb_s=100_000)
-                          for _ in range(NGPUS)], pcie_delay_s=PCIE_DELAY_S)
+                          for _ in range(NGPUS)], pcie_delay_s=pcie_delay_s)
     now = [1000.0]
     collector = collector_class(nvml, clock=lambda: now[0])
     t0 = time.perf_counter()
@@ -79,15 +79,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--before", default=BEFORE)
+    ap.add_argument("--pcie-delay-ms", type=float, default=PCIE_DELAY_S * 1000,
+                    help="time of each nvmlDeviceGetPcieThroughput (0: the stand-in's own)")
     ap.add_argument("--json", metavar="OUT")
     a = ap.parse_args()
+    delay_s = a.pcie_delay_ms / 1000
     results = {
-        "before": run(old_collector_class(a.before), a.samples, gpm=False),
-        "after": run(GpuCollector, a.samples, gpm=False),
-        "after_gpm": run(GpuCollector, a.samples, gpm=True),
+        "before": run(old_collector_class(a.before), a.samples, False, delay_s),
+        "after": run(GpuCollector, a.samples, False, delay_s),
+        "after_gpm": run(GpuCollector, a.samples, True, delay_s),
     }
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {NGPUS} GPUs, "
-          f"{PCIE_DELAY_S * 1000:.0f} ms per nvmlDeviceGetPcieThroughput, {a.samples} samples")
+          f"{a.pcie_delay_ms:.0f} ms per nvmlDeviceGetPcieThroughput, {a.samples} samples")
     print(f"{'':10} {'median ms':>10} {'max ms':>8} {'first ms':>9} {'PCIe calls/GPU/s':>17}")
     for name, r in results.items():
         print(f"{name:10} {r['median_ms']:>10.2f} {r['max_ms']:>8.2f} {r['first_ms']:>9.2f} "

@@ -207,24 +207,30 @@ def test_high_utilization_with_idle_sms_is_not_healthy():
     GPM says 3% of the SMs work is not healthy (it was, judged on utilization.gpu)."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        states = {}
+        seen = {}
         for sm in (None, 3.0):    # None: SM activity follows utilization, 100%
             nvml = FakeNvml(gpus=[FakeGpu(gpm_supported=True, util_pct=100, sm_active_pct=sm,
                                           processes=[(proc.pid, 2**30)], mem_used_bytes=2**30)
                                   for _ in range(2)])
             sampler = Sampler(Roots(), gpu=GpuCollector(nvml=nvml))
             stepper = Stepper()
+            states = seen[sm] = []
             try:
-                for _ in range(4):
+                # an episode opens after the detector's enter_intervals low intervals: up
+                # to 12 samples, however slowly a loaded machine takes them
+                for _ in range(12):
                     nvml.advance_to(time.time())
                     model, verdict = stepper.step(sampler.sample())[:2]
+                    states += [j.state for j in verdict.jobs]
+                    if states[-1] != "healthy":
+                        break
                     time.sleep(0.15)   # GPM samples >= 100 ms apart
             finally:
                 sampler.close()
             assert [g.busy_source for g in model.gpus] == [BUSY_GPM] * 2
-            states[sm] = [j.state for j in verdict.jobs]
-        assert states[None] == ["healthy"]
-        assert states[3.0] and states[3.0] != ["healthy"]
+            assert [g.gpu_util_pct for g in model.gpus] == [100.0] * 2
+        assert seen[None] == ["healthy"] * 12
+        assert seen[3.0][-1] != "healthy", seen[3.0]
     finally:
         proc.kill()
         proc.wait()

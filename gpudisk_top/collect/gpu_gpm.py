@@ -30,6 +30,7 @@ _PCT_METRICS = (("NVML_GPM_METRIC_SM_UTIL", 2, "sm_active_pct"),
                 ("NVML_GPM_METRIC_DRAM_BW_UTIL", 10, "dram_bw_pct"))
 _PCIE_METRICS = (("NVML_GPM_METRIC_PCIE_RX_PER_SEC", 21, "pcie_rx_kb_s"),
                  ("NVML_GPM_METRIC_PCIE_TX_PER_SEC", 20, "pcie_tx_kb_s"))
+_WANTED = _PCT_METRICS + _PCIE_METRICS
 
 
 def share_pct(value) -> float | None:
@@ -68,6 +69,7 @@ class GpmState:
         self._buffers: list = []
         self._newest = 0                     # which buffer holds the last sample
         self._taken_at_s: float | None = None
+        self._request = None                 # the nvmlGpmMetricsGet structure, reused
 
     def read(self, nvml, handle, now_s: float, lost: tuple[type, ...],
              unsupported: tuple[type, ...]) -> GpmReading | None:
@@ -128,17 +130,18 @@ class GpmState:
         if gap_s < MIN_GAP_S:
             return GpmReading(note=f"GPM samples {gap_s * 1000:.0f} ms apart (< 100 ms): "
                                    "utilization.gpu this interval")
-        wanted = [(getattr(nvml, const, default), name)
-                  for const, default, name in _PCT_METRICS + _PCIE_METRICS]
-        request = nvml.c_nvmlGpmMetricsGet_t()
-        request.version = nvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(wanted)
+        request = self._request
+        if request is None:
+            # built once: the structure holds room for every metric NVML has (~19 KB)
+            request = self._request = nvml.c_nvmlGpmMetricsGet_t()
+            request.version = nvml.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(_WANTED)
+            for i, (const, default, _) in enumerate(_WANTED):
+                request.metrics[i].metricId = getattr(nvml, const, default)
         request.sample1, request.sample2 = older, newer
-        for i, (metric_id, _) in enumerate(wanted):
-            request.metrics[i].metricId = metric_id
         nvml.nvmlGpmMetricsGet(request)
         reading = GpmReading()
-        for i, (_, name) in enumerate(wanted):
+        for i, (_, _, name) in enumerate(_WANTED):
             metric = request.metrics[i]
             if metric.nvmlReturn != 0:  # NVML_SUCCESS
                 continue
