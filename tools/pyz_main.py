@@ -16,6 +16,9 @@ PROG = "gpudisk-top"
 
 
 def _say(kind, text):
+    # paths and errors come from the node: a control character in one must not reach the
+    # terminal as itself (the package's textsafe is not importable yet)
+    text = "".join(c if " " <= c != "\x7f" else "\\x%02x" % ord(c) for c in str(text))
     sys.stderr.write("%s: %s: %s\n" % (PROG, kind, text))
 
 
