@@ -56,7 +56,8 @@ def samples_in(path) -> int:
 def record_until_full(path, kept_over: int, still_s: float = 2.0) -> subprocess.CompletedProcess:
     """`record` until the disk under `path` has refused samples, more than `kept_over` were
     kept and no more were for `still_s` (every sample refused since: compaction has made
-    all the room it can), then SIGINT.  A condition, not a duration: at -i 0.005 a busy
+    all the room it can), then SIGTERM (not SIGINT: a shell's background job ignores it,
+    and so does the recorder it starts).  A condition, not a duration: at -i 0.005 a busy
     machine took 37 samples a second, not 200, and an 8 s run never filled the disk."""
     proc = subprocess.Popen(command("record", "-o", str(path), "--demo", "-i", "0.005"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -79,7 +80,7 @@ def record_until_full(path, kept_over: int, still_s: float = 2.0) -> subprocess.
             elif (kept > kept_over and time.monotonic() - kept_since >= still_s
                   and any("No space left on device" in x for x in lines[:])):
                 break
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60 * slack())          # stderr is the reader's alone
     finally:
         if proc.poll() is None:

@@ -24,6 +24,7 @@ import pytest
 
 from fleet_harness import EXPECTED, PROMETHEUS, DripServer, Fleet, gpudisk
 from screen_text import lines_of, text_of
+from slack import slack
 from ui_helpers import made_with_no_color
 
 from gpudisk_top.fleet.labels import format_filters, parse_filter_text
@@ -74,13 +75,17 @@ def states(app, fleet) -> dict[str, str]:
 
 
 async def until(pilot, fn, timeout_s: float, what: str):
+    """fn()'s first true answer, within timeout_s on an idle machine (more on a busy one:
+    Prometheus and seven nodes starting beside 2 busy loops and fio answered nothing in
+    60 s)."""
+    timeout_s *= slack()
     deadline = time.monotonic() + timeout_s
     while True:
         result = fn()
         if result:
             return result
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
         await pilot.pause(0.2)
 
 
