@@ -89,7 +89,22 @@ def test_a_job_holding_every_cpu_behind_wrappers_is_cpu_starved(tmp_path):
     assert not [e for e in episodes if e["state"] == "undiagnosed-stall"], explain
 
 
-def test_a_latency_job_beside_busy_loops_names_both_causes(tmp_path, data_file):
+@pytest.fixture
+def probed(data_file, tmp_path, monkeypatch):
+    """The data's device probed, as a user who ran `gpudisk-top probe` once has it (in a
+    state directory of this test's own, which every gpudisk-top it starts reads): without
+    a probe the what-if caps the device at the rate it was seen doing (issue 38), and a
+    disk seen only at this job's own queue promises no more reads, so no gain."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    done = subprocess.run([sys.executable, "-m", "gpudisk_top", "probe", "--seconds", "4",
+                           "--json", data_file], capture_output=True, text=True, timeout=120,
+                          cwd=standin.ROOT)
+    assert done.returncode == 0, done.stderr
+    return data_file
+
+
+def test_a_latency_job_beside_busy_loops_names_both_causes(tmp_path, probed):
+    data_file = probed
     reads = realdisk.starving_reads(data_file, 4, 128)
     run = Run(tmp_path, "disk", 4, data_file, reads=reads, others=cpu_hogs(os.cpu_count() or 2))
     assert run.starved_share() >= 0.6, run.explain()
