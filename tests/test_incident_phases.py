@@ -187,9 +187,12 @@ def test_the_ledger_splits_the_lost_time_by_phase_as_the_job_lost_it(incident):
     # an episode opens on its third starved interval and begins at the first: the two
     # before were counted when it was not known yet (not to it)
     counted_from = ep["start_s"] + (Thresholds().enter_intervals - 1) * 1.0
+    # the stand-in GPU reads the job's progress over its last 1-2 s (tests/standin.py), so
+    # at a phase's edge, where the job's pace jumps, its figure lags by up to an interval:
+    # one GPU-second beside the 10 %
     for p in ep["phases"]:
         mine = _lost_s(truth, max(p["start_s"], counted_from), p["end_s"])
-        assert p["lost_gpu_s"] == pytest.approx(mine, rel=0.10, abs=0.5), \
+        assert p["lost_gpu_s"] == pytest.approx(mine, rel=0.10, abs=1.0), \
             (p["start"], p["end"], p["lost_gpu_s"], mine)
     assert sum(p["lost_gpu_s"] for p in ep["phases"]) == pytest.approx(ep["lost_gpu_s"], rel=1e-6)
     # the report's by-episode rows split it alike

@@ -225,11 +225,26 @@ def test_one_thread_costs_nothing_more_and_files_are_bounded():
     FDS_MAX), and closes what it kept when it is forgotten."""
     sleeper = subprocess.Popen(["sleep", "60"])
     stop = threading.Event()
-    idle = [threading.Thread(target=stop.wait) for _ in range(4)]
+    # each idle thread first waits for a CPU a few times (woken on a CPU a busy loop holds),
+    # so that its run delay is more than 0 on a quiet machine too; then it is idle
+    cpu = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {%d})\n"
+                            "while 1: pass" % cpu])
+
+    def wait_then_idle() -> None:
+        os.sched_setaffinity(0, {cpu})          # this thread only (Linux)
+        for _ in range(20):
+            time.sleep(0.001)
+        stop.wait()
+
+    idle = [threading.Thread(target=wait_then_idle) for _ in range(4)]
+    time.sleep(0.1)
     for t in idle:
         t.start()
     try:
-        time.sleep(0.2)
+        time.sleep(0.3)
+        hog.kill()
+        hog.wait()
         collector = ProcIoCollector(Roots())
         raws = collector.collect({sleeper.pid: sleeper.pid})
         with open(f"/proc/{sleeper.pid}/schedstat") as f:
@@ -261,6 +276,8 @@ def test_one_thread_costs_nothing_more_and_files_are_bounded():
         assert _task_fds(os.getpid()) == 0                           # and closed
         assert kept.add(os.getpid(), st, sched, None, None, True) == (None, None)
     finally:
+        hog.kill()
+        hog.wait()
         stop.set()
         for t in idle:
             t.join()
