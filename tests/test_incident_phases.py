@@ -5,8 +5,9 @@ file on this machine's disk) feeds a stand-in GPU that follows its progress; it 
 starved on its own reads (latency-bound).  gpudisk-top records it, with no probe of the
 disk stored (as in the incident: the neighbour fix is measured by the job's own pace
 before fio came, verdict/detect/before.py, which no probe changes).  After FIO_AFTER_S a fio (random 4 KiB
-O_DIRECT reads of the same file at queue depth 32, 64 KiB each as the incident's
-fio read, a session of its own) takes the disk
+O_DIRECT reads of the same file, 64 KiB each as the incident's fio read, at queue depth 8:
+the job slowed to a few steps a second, not to one, whose stand-in figure, 0-4 %, says too
+little to judge a ratio by; a session of its own) takes the disk
 for FIO_S, and is stopped; the job goes on alone.  Then `report --json` and the text
 report of the recording:
 
@@ -108,7 +109,7 @@ def incident(tmp_path_factory):
         fio_on = time.time()
         fio = subprocess.Popen(["fio", "--name=neighbour", f"--filename={data}", "--readonly",
                                 "--rw=randread", "--bs=64k", "--direct=1", "--ioengine=libaio",
-                                "--iodepth=32", "--thread", "--time_based",
+                                "--iodepth=8", "--thread", "--time_based",
                                 f"--runtime={RECORD_S + 60}", "--output=/dev/null"],
                                start_new_session=True, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL)

@@ -100,9 +100,11 @@ def test_the_neighbour_fix_is_the_jobs_pace_without_it():
     assert out is not now and now.whatif == [workers]      # raw is not written into
     best = out.whatif[0]
     assert best.fix == "neighbour" and best.confidence == "measured"
-    # its pace in the phase before: 6 intervals at 30 % and the 2 of fio's that came
-    # before the hysteresis held; now: fio's phase's mean once it has 3 intervals
-    before = (6 * 30.0 + 2 * 3.0) / 8
+    # its pace in the phase before: its own 6 intervals at 30 % (not the 2 of fio's that
+    # came before the hysteresis held, which its mean takes in); now: fio's phase's own
+    # mean once it has 3 intervals, this interval's until then
+    assert phases[0].mean_util_pct == (6 * 30.0 + 2 * 3.0) / 8
+    before = 30.0
     assert best.gpu_util_pct == before and best.gpu_now_pct == 3.0
     assert best.speedup == before / 3.0 and best.pids == [912] and best.who == "pid 912 (fio)"
     assert out.whatif[1] is workers

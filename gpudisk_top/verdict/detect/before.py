@@ -31,7 +31,7 @@ def with_before(raw, phases: list[Phase]):
     leading culprit came, where the open episode's phases hold one: a new IntervalState
     (raw is not written into), its predictions best first; raw itself otherwise."""
     lead = lead_culprit(raw.culprits)
-    if lead is None or raw.gpu_util_pct is None or raw.gpu_util_pct <= 0:
+    if lead is None or raw.gpu_util_pct is None:
         return raw
     key = culprit_key(lead)
     # the phases it was not in; of those, the one the job went fastest in: a phase after
@@ -39,17 +39,21 @@ def with_before(raw, phases: list[Phase]):
     # was already its, and slower
     without = [(n, p) for n, p in enumerate(phases)
                if key not in p.cause_culprits and not any(s.key == key and _took(s) for s in p.culprits)
-               and p.util_n >= MIN_BEFORE_INTERVALS and p.mean_util_pct is not None]
+               and p.own_util_n >= MIN_BEFORE_INTERVALS and p.own_mean_util_pct is not None]
     if not without:
         return raw
-    n, p = max(without, key=lambda np_: np_[1].mean_util_pct)
-    mean = p.mean_util_pct
+    # its pace there: over its own cause's intervals (the few of the neighbour's before
+    # the hysteresis held are not the job's pace without it)
+    n, p = max(without, key=lambda np_: np_[1].own_mean_util_pct)
+    mean = p.own_mean_util_pct
     # the job's pace with it: its phase's mean so far (one interval's utilization of a
     # starved job is a few steps, 2 % or 4 %), this interval's until it has one
     now = raw.gpu_util_pct
     mine = phases[-1] if phases and key in phases[-1].cause_culprits else None
-    if mine is not None and mine.util_n >= MIN_BEFORE_INTERVALS and mine.mean_util_pct:
-        now = mine.mean_util_pct
+    if mine is not None and mine.own_util_n >= MIN_BEFORE_INTERVALS and mine.own_mean_util_pct:
+        now = mine.own_mean_util_pct
+    if now <= 0:
+        return raw
     speedup = mean / now
     if speedup < WORTH:
         return raw
@@ -57,7 +61,7 @@ def with_before(raw, phases: list[Phase]):
                  gpu_now_pct=now, confidence=MEASURED,
                  basis=(f"{lead.who()} {lead.read_share_pct:.0f}% of {lead.device}'s reads; "
                         f"without it the job's GPUs were at {mean:.0f}% mean over "
-                        f"{p.util_n} intervals (phase {n + 1} of this episode) on the same "
+                        f"{p.own_util_n} intervals (phase {n + 1} of this episode) on the same "
                         f"device, {now:.0f}% with it"),
                  pids=list(lead.pids or (lead.pid,)), who=lead.who())
     rest = [w for w in raw.whatif if w.fix != "neighbour"]

@@ -112,6 +112,10 @@ class Phase:
     intervals: int = 0
     util_sum_pct: float = 0.0
     util_n: int = 0
+    # the same over its own cause's intervals only (not those of a next cause still under
+    # the hysteresis): its pace, as the measured neighbour fix reads it (before.py)
+    own_util_sum_pct: float = 0.0
+    own_util_n: int = 0
     reason: str = ""                          # the detail of its latest interval
     advice: str | None = None
     whatif: list[WhatIf] = field(default_factory=list)   # its latest interval's, best first
@@ -123,6 +127,10 @@ class Phase:
     @property
     def mean_util_pct(self) -> float | None:
         return self.util_sum_pct / self.util_n if self.util_n else None
+
+    @property
+    def own_mean_util_pct(self) -> float | None:
+        return self.own_util_sum_pct / self.own_util_n if self.own_util_n else None
 
     def end_s(self, episode_end_s: float | None = None) -> float:
         """Where it ended: the next phase's start, else the episode's end (episode_end_s),
@@ -199,6 +207,9 @@ def _add(p: Phase, raw, seconds: float, end_s: float, own: bool) -> None:
     if raw.gpu_util_pct is not None:
         p.util_sum_pct += raw.gpu_util_pct
         p.util_n += 1
+        if own:
+            p.own_util_sum_pct += raw.gpu_util_pct
+            p.own_util_n += 1
     sums = {s.key: s for s in p.culprits}
     for c in raw.culprits:
         s = sums.get(culprit_key(c))
