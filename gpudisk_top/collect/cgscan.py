@@ -37,6 +37,20 @@ usage counts theirs.
 Costs per scan: one listdir of the procfs; the root's cgroup.procs and a read of each of
 its processes; a cpu.stat of each child of a cgroup that ran, and of those that ran a
 scandir, their cgroup.procs and a read of each of their processes.
+
+The io rule (rule="io", the I/O scan's, collect/ioscan.py): a process's block I/O counters
+move only with its cgroup's io.stat, which is recursive as usage_usec is: a block read is
+charged to /proc/PID/io's read_bytes in submit_bio and, at the same moment, to the
+submitting task's cgroup's io.stat (its io css: the cgroup, or its nearest ancestor with
+the io controller on); writeback is charged to the cgroup that dirtied the pages where the
+memory controller is on too.  So where a cgroup has io.stat and memory.stat, its subtree is
+read again only when its io.stat moved, not whenever it ran: the daemons and agents that
+wake every second but read nothing are carried over.  Elsewhere (no io.stat: the io
+controller off there, or on v1 as on a hybrid host; no memory.stat: writeback is charged
+to the root) the cpu rule decides.  What it returns is what reading every process finds
+for block reads; a process that only dirties pages is found when they are written back
+and charged to its cgroup (cgroup writeback: ext4, xfs, btrfs), its growth then counted
+whole, not lost; on a filesystem without cgroup writeback, at its cgroup's next I/O.
 """
 
 from __future__ import annotations
@@ -48,6 +62,9 @@ from typing import Callable, Generic, TypeVar
 from gpudisk_top.collect.roots import Roots, read_bytes
 
 T = TypeVar("T")
+
+MAX_IO_STAT_BYTES = 64 * 1024    # ~100 bytes a device; past it, the cpu rule decides
+RULES = ("cpu", "io")
 
 
 def cgroup2_root(roots: Roots) -> str | None:
@@ -71,6 +88,26 @@ def _usage_usec(data: bytes) -> int | None:
     return None
 
 
+def _cpu_marker(path: str) -> int | None:
+    """The cpu rule's: the cgroup's usage_usec.  Raises OSError (removed meanwhile)."""
+    return _usage_usec(read_bytes(os.path.join(path, "cpu.stat"), 65536))
+
+
+def _io_marker(path: str) -> bytes | int | None:
+    """The io rule's: the cgroup's io.stat as read (any counter moved, any device new:
+    it differs), where it has io.stat and memory.stat; else the cpu rule's.  Raises
+    OSError (removed meanwhile)."""
+    try:
+        data = read_bytes(os.path.join(path, "io.stat"), MAX_IO_STAT_BYTES)
+    except OSError as err:
+        if err.errno not in (errno.ENOENT, errno.EFBIG):
+            raise
+        return _cpu_marker(path)
+    if not os.path.exists(os.path.join(path, "memory.stat")):
+        return _cpu_marker(path)
+    return b"io.stat\n" + data
+
+
 def _pids(data: bytes) -> list[int]:
     """The PIDs of a cgroup.procs text (0: a process of another PID namespace)."""
     try:
@@ -88,14 +125,21 @@ class ChangedScan(Generic[T]):
 
     A process read as None (exited, unreadable: another user's, without root) is left
     out; that is carried over too, as a value is (what may read a process's files does
-    not change while it does not run).  `narrowed` says
-    whether cgroups narrow the scan; `reason` why not; `read_last` how many processes
-    the last scan read.
+    not change while it does not run).  rule: "cpu" (a cgroup's processes are read
+    again when it ran: for what moves while a process runs) or "io" (when its io.stat
+    moved, where it has one: for block I/O counters; the module's docstring).  `narrowed`
+    says whether cgroups narrow the scan; `reason` why not; `read_last` how many
+    processes the last scan read; `io_ruled_last` how many cgroups the io rule decided.
+    Raises ValueError for a rule it does not know.
     """
 
-    def __init__(self, roots: Roots, read: Callable[[int], T | None]) -> None:
+    def __init__(self, roots: Roots, read: Callable[[int], T | None], rule: str = "cpu") -> None:
+        if rule not in RULES:
+            raise ValueError(f"rule is one of {', '.join(RULES)}, not {rule!r}")
         self.roots = roots
         self.read = read
+        self._marker = _io_marker if rule == "io" else _cpu_marker
+        self.io_ruled_last = 0
         self._cg_root = cgroup2_root(roots)
         self.reason: str | None = None
         if self._cg_root is None:
@@ -103,9 +147,10 @@ class ChangedScan(Generic[T]):
         elif not self._our_namespace():
             self.reason = roots.procfs + " is not our PID namespace's procfs"
         self.narrowed = self.reason is None
-        # (cgroup path, its inode) -> (usage_usec when its processes were read (None:
-        # the root, always read), {pid: value} as read then, its children's keys)
-        self._seen: dict[tuple[str, int], tuple[int | None, dict[int, T | None], list]] = {}
+        # (cgroup path, its inode) -> (its rule's marker when its processes were read:
+        # usage_usec or io.stat (None: the root, always read), {pid: value} as read
+        # then, its children's keys)
+        self._seen: dict[tuple[str, int], tuple[int | bytes | None, dict[int, T | None], list]] = {}
         self.read_last = 0
 
     def _our_namespace(self) -> bool:
@@ -142,10 +187,11 @@ class ChangedScan(Generic[T]):
                         out[pid] = value
             self.read_last = len(out)
             return out
-        seen: dict[tuple[str, int], tuple[int | None, dict[int, T | None], list]] = {}
+        seen: dict[tuple[str, int], tuple[int | bytes | None, dict[int, T | None], list]] = {}
         fresh: dict[int, T | None] = {}      # read now: of cgroups that ran
         carried: dict[int, T | None] = {}    # as last read: of cgroups that did not
         reads = 0
+        io_ruled = 0
         stack = [(self._cg_root, 0)]
         while stack:
             key = stack.pop()
@@ -154,10 +200,11 @@ class ChangedScan(Generic[T]):
             try:
                 # the root's usage is the node's (and its own processes are kernel
                 # threads whose time no file of it counts): it is always read
-                usage = None if path == self._cg_root else _usage_usec(
-                    read_bytes(os.path.join(path, "cpu.stat"), 65536))
+                usage = None if path == self._cg_root else self._marker(path)
             except OSError:
                 continue   # removed meanwhile: its processes are found unlisted
+            if isinstance(usage, bytes):
+                io_ruled += 1
             if usage is not None and before is not None and before[0] == usage:
                 self._carry(key, seen, carried)   # nothing in its subtree ran
                 continue
@@ -193,4 +240,5 @@ class ChangedScan(Generic[T]):
                 out[pid] = value
         self._seen = seen
         self.read_last = reads
+        self.io_ruled_last = io_ruled
         return out

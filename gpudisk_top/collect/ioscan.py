@@ -6,10 +6,13 @@ that read or wrote since the last scan (read_bytes, write_bytes: what they made 
 layer fetch or write back); the sampler then follows those few every sample like the GPU
 job's processes (collect/procio.py), which gives them rates, devices and a cgroup.
 
-Costs per scan: one open+read of the io file of each process whose cgroup ran since the
-last scan (collect/cgscan.py: a process's counters move only while it runs; where there
-is no cgroup v2 tree, of every process: about 6 us a process here, 0.5 ms for 72
-processes, ~6 ms for 1,000), but for the processes whose io file the sample read a moment
+Costs per scan: the io.stat of the node's cgroups (dozens), and one open+read of the io
+file of each process whose cgroup's io.stat moved since the last scan (collect/cgscan.py's
+io rule: a block read is charged to the process and to its cgroup's io.stat at the same
+moment; where a cgroup has no io.stat, as on a hybrid host, of each process whose cgroup
+ran: its counters move only while it runs; where there is no cgroup v2 tree, of every
+process: about 6 us a process here, 0.5 ms for 72 processes, ~6 ms for 1,000), but for
+the processes whose io file the sample read a moment
 before (the job's, and those it read as holding the CPUs: the sampler hands their
 counters over).  The files are not kept open: that would hold a file of every process on
 the node.  Another user's io file needs root (ptrace access):
@@ -60,8 +63,9 @@ class IoScan:
         self.busiest: list[int] = []               # as the last scan found them
         self.counters: dict[int, bytes] = {}       # pid -> its io file, if the scan kept them
         self._scans = 0
-        # every process's io file, read afresh only where its cgroup ran (collect/cgscan.py)
-        self._files = ChangedScan(roots, self._read)
+        # every process's io file, read afresh only where its cgroup's io.stat moved (or,
+        # without one, where its cgroup ran: collect/cgscan.py)
+        self._files = ChangedScan(roots, self._read, rule="io")
         self._read_now: Mapping[int, int] = {}     # run()'s read_now, during the scan
 
     def _read(self, pid: int) -> tuple[int, bytes | None] | None:

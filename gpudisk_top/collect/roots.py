@@ -151,8 +151,9 @@ class FileCache:
     read_fd).  Thread-compatible, not shared between threads.
     """
 
-    def __init__(self, max_files: int = 512) -> None:
+    def __init__(self, max_files: int = 512, max_bytes: int = MAX_FILE_BYTES) -> None:
         self.max_files = max_files
+        self.max_bytes = max_bytes      # a file past it is not read (EFBIG: in .errors)
         self._fds: dict[str, int] = {}
         # path -> why its last read failed, for a file that is there (a missing one, such
         # as PSI on an old kernel, is no news)
@@ -164,7 +165,7 @@ class FileCache:
         fd = self._fds.get(path)
         if fd is not None:
             try:
-                return read_fd(fd, path).decode("utf-8", errors="replace")
+                return read_fd(fd, path, self.max_bytes).decode("utf-8", errors="replace")
             except OSError:
                 self._drop(path)
         try:
@@ -176,7 +177,7 @@ class FileCache:
             self.errors[path] = err.strerror or str(err)
             return None
         try:
-            text = read_fd(fd, path).decode("utf-8", errors="replace")
+            text = read_fd(fd, path, self.max_bytes).decode("utf-8", errors="replace")
         except OSError as err:
             os.close(fd)
             self.errors[path] = err.strerror or str(err)
