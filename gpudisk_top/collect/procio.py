@@ -133,6 +133,9 @@ class ProcIoCollector:
         self._followed: list[int] = []        # the busiest at block I/O (collect/ioscan.py)
         # the others read this sample for their CPU alone, their devices not looked at
         self._cpu_only: set[int] = set()
+        # processes read since it was made (job members, the others, the followed): what
+        # a slow cadence saves is counted here (collect/detail.py; tests/test_detail_cadence.py)
+        self.processes_read = 0
 
     def delayacct(self) -> bool:
         """Whether the kernel accounts the time tasks spend blocked on block I/O now.
@@ -388,6 +391,7 @@ class ProcIoCollector:
             st = self._stat(pid)
         if st is None:
             return None  # exited
+        self.processes_read += 1
         known = self._known.get(pid)
         if known is None or known.start_ticks != st.start_ticks:
             base = f"{self._proc_dir}{pid}/"

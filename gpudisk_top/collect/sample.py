@@ -350,3 +350,11 @@ class Sample:
     # the interval the sampler was set to when it took this sample (the dashboard's +/-
     # change it); None: not said (a recording made before it was kept, a bare collector)
     interval_s: float | None = None
+    # how old `procs` are (issue 41, collect/detail.py): None: read in this sample, every
+    # sample reading them (a full cadence, or not said); 0.0: read in this sample, at the
+    # slow cadence; > 0: not read in this sample, `procs` is the read this many seconds
+    # before (the same dict, unchanged).  model/detail.py is the one rule for the rates.
+    procs_age_s: float | None = None
+    # (the processes' counters this sample's rates are taken against, their monotonic s):
+    # a link model/detail.py derives and keeps, not a reading (never recorded)
+    procs_base: tuple | None = None

@@ -16,6 +16,7 @@ import time
 from gpudisk_top.collect import diskstats, lustre, nfsstats, utilpct
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
+from gpudisk_top.collect.detail import CADENCE, DetailCadence
 from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
@@ -94,6 +95,10 @@ class Sampler:
         self._devices: dict[str, DeviceInfo] = {}
         self._devices_at = float("-inf")
         self._last: Sample | None = None
+        # how often the processes are read (collect/detail.py): None, every sample; a
+        # command's session sets a DetailCadence (session/detail.py)
+        self.detail: DetailCadence | None = None
+        self._read_gpu_pids: dict[int, int] | None = None   # at the last read of them
 
     @property
     def interval_s(self) -> float:
@@ -162,6 +167,8 @@ class Sampler:
         sample.host = read_host(self.roots, self._files, job_pid=next(iter(gpu_pids), None))
         sample.warnings.extend(self._host_read_errors())
         sample.warnings.extend(self._blockdevs.warnings)
+        if not self._read_procs(sample, gpu_pids):
+            return self._carried(sample, mono)
         sample.procs = self._procio.collect(gpu_pids)
         self._jobs.tag_all(sample.procs, gpu_pids)      # each GPU process's job
         if sample.procs and not self._procio.delayacct_on:
@@ -178,6 +185,9 @@ class Sampler:
         sample.mounts = self._mounts.collect(sample.procs, mono)
         daemons = [m.daemon_pid for m in sample.mounts.values() if m.daemon_pid is not None]
         sample.procs.update(self._io_busiest(sample.procs, mono, daemons))
+        return self._done(sample)
+
+    def _done(self, sample: Sample) -> Sample:
         if self.health is not None:
             sample.health = self.health.latest
             # a poll that failed (a bug) leaves the last readings standing: said once,
@@ -189,6 +199,34 @@ class Sampler:
         sample.warnings = list(dict.fromkeys(sample.warnings))  # two readers, one file
         self._last = sample
         return sample
+
+    def _read_procs(self, sample: Sample, gpu_pids: dict[int, int]) -> bool:
+        """Whether this sample reads the processes (collect/detail.py); sets its
+        procs_age_s where a slow cadence is in force."""
+        cadence = self.detail
+        if cadence is None:
+            return True
+        changed = gpu_pids != self._read_gpu_pids
+        why = cadence.due(sample, self._last, self._interval_s, changed, self.io_view)
+        if why is None:
+            return False
+        self._read_gpu_pids = dict(gpu_pids)
+        if why == CADENCE:
+            sample.procs_age_s = 0.0
+        return True
+
+    def _carried(self, sample: Sample, mono: float) -> Sample:
+        """A sample that does not read the processes: the last read's, unchanged (the
+        same dict), with their age; the mounts' own counters are still read."""
+        last = self._last
+        sample.procs = last.procs
+        sample.procs_age_s = max(0.0, mono - self.detail.last_read_mono)
+        if sample.procs and not self._procio.delayacct_on:
+            sample.warnings.append(OFF_WARNING)
+        if self._acct_change is not None and mono < self._acct_change[1]:
+            sample.warnings.append(self._acct_change[0])
+        sample.mounts = self._mounts.collect(sample.procs, mono)
+        return self._done(sample)
 
     def cover_next_interval(self) -> None:
         """Make the interval after the next sample name everyone who did block I/O in it.

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.detail import DETAIL_SLOW_S
 from gpudisk_top.collect.sample import DeviceInfo, Sample
+from gpudisk_top.model.detail import proc_interval
 from gpudisk_top.model.jobs import JobInfo, jobs_of
 from gpudisk_top.model.disk import DiskDeltas, DiskRates, checked_intervals
 from gpudisk_top.model.gpu import GpuView, gpu_views
@@ -54,6 +56,12 @@ class Model:
     warnings: list[str] = field(default_factory=list)
     # the jobs on the node (model/jobs.py), by their lowest GPU
     jobs: list[JobInfo] = field(default_factory=list)
+    # the processes' rows (model/detail.py): how old they are (0: read at this sample's
+    # end), the span their rates cover (the interval's at the full cadence), and the slow
+    # cadence they are read at while it is in force (None: every sample)
+    procs_age_s: float = 0.0
+    procs_span_s: float = 0.0
+    detail_s: float | None = None
 
     @property
     def all_warnings(self) -> list[str]:
@@ -78,7 +86,9 @@ class Model:
         model.gpus = gpu_views(sample.gpu, last.gpu if last is not None else None, window_us)
         model.host = host_view(sample.host, last.host if last is not None else None, interval_s,
                                model.warnings)
-        model.procs = proc_views(sample.procs, last.procs if last is not None else None, interval_s)
+        base, model.procs_span_s, model.procs_age_s = proc_interval(sample, last)
+        model.procs = proc_views(sample.procs, base, model.procs_span_s)
+        model.detail_s = DETAIL_SLOW_S if sample.procs_age_s is not None else None
         model.mounts = mount_views(sample.mounts, last.mounts if last is not None else None,
                                    model.procs, interval_s)
         model.warnings.extend(f"{mp}: {v.dropped}" for mp, v in model.mounts.items()

@@ -65,6 +65,13 @@ HEALTH_FIELDS = field_names(DiskHealth)
 # read back None (a replay then takes the session header's interval_s); readers that do not
 # know it ignore it, as every unknown key.
 INTERVAL_KEY = "t/interval_ms"
+# how old the sample's processes are (Sample.procs_age_s, issue 41: the slow cadence of
+# per-process reads), in integer milliseconds, in a sample taken while that cadence was in
+# force: a dynamic column like INTERVAL_KEY.  A sample that did not read its processes
+# carries the last read's counters unchanged (zero differences); model/detail.py takes
+# the same rates from them in a replay as it did live.  Recordings made before it lack
+# the key and read back None (every sample read its processes).
+PROCS_AGE_KEY = "t/procs_age_ms"
 HEALTH_HEADS = ("H", "Hf", "Hp")
 _health_values = operator.attrgetter(*HEALTH_FIELDS)
 

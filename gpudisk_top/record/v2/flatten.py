@@ -39,7 +39,8 @@ from gpudisk_top.collect.sample import HealthSnapshot, Sample, is_new
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
                                           GPU_INTS, GPU_PROCESS_FIELDS, GPU_STATIC, IO_FIELDS,
                                           PROC_ACCT, SHARE_SCALE, EXACT, PROC_STATIC,
-                                          MOUNT_STATIC, INTERVAL_KEY, float_bits, health_record,
+                                          MOUNT_STATIC, INTERVAL_KEY, PROCS_AGE_KEY, float_bits,
+                                          health_record,
                                           util_window, window_parts)
 
 
@@ -129,6 +130,8 @@ class Flattener:
             keys += ["Hp"] + [f"H/{d}" for d in readings] + [f"Hf/{d}" for d in first]
         if s.interval_s is not None:
             keys.append(INTERVAL_KEY)
+        if s.procs_age_s is not None:
+            keys.append(PROCS_AGE_KEY)
         keys.append("px")
         return tuple(keys)
 
@@ -256,11 +259,14 @@ class Flattener:
             vals += self._health_vals
         if s.interval_s is not None:
             vals.append(round(s.interval_s * 1000))
+        if s.procs_age_s is not None:
+            vals.append(round(s.procs_age_s * 1000))
         vals.append(exact)
         sig = (tuple(s.disks), tuple(devices), len(s.gpu.gpus), tuple(s.procs), tuple(roots),
                tuple(h.psi), tuple(h.meminfo_kb),
                tuple((mp, tuple(m.counters)) for mp, m in s.mounts.items()),
                None if health is None else self._health_keys, s.interval_s is None,
+               s.procs_age_s is None,
                None if cg is None else (tuple((d, tuple(v)) for d, v in cg.io_stat.items()),
                                         tuple(cg.cpu_stat), tuple(cg.memory_stat)))
         if sig != self._sig:

@@ -18,6 +18,7 @@ from gpudisk_top.collect.sample import (CgroupIo, CpuTimes, DeviceInfo, DiskHeal
                                         HostRaw, MountRaw, ProcIoRaw, PsiTotals, Sample)
 from gpudisk_top.record.v2.fields import (CPU_FIELDS, DEVICE_FIELDS, DISK_FIELDS, GPU_FLOATS,
                                           GPU_INTS, HEALTH_FIELDS, INTERVAL_KEY, IO_FIELDS,
+                                          PROCS_AGE_KEY,
                                           PROC_ACCT, PROC_STATIC, EXACT,
                                           FormatError, bits_float, field_names, getter,
                                           health_reading, schema, window_of)
@@ -75,6 +76,7 @@ class _Plan:
     mounts: list           # (identity index, [(counter key, index)]), in the sample's order
     health: tuple | None   # ("Hp" index, [(device, "H/DEV" index)], [(device, "Hf/DEV" index)])
     interval: int | None   # INTERVAL_KEY's index
+    procs_age: int | None  # PROCS_AGE_KEY's index
     mono: int
     wall: int
     status: int | None
@@ -162,7 +164,7 @@ def make_plan(layout: tuple[str, ...]) -> _Plan:
         px=pos.get("px"),
         mounts=[tuple(mounts[i]) for i in sorted(mounts) if mounts[i][0] is not None],
         health=(pos["Hp"], readings, first) if "Hp" in pos else None,
-        interval=pos.get(INTERVAL_KEY),
+        interval=pos.get(INTERVAL_KEY), procs_age=pos.get(PROCS_AGE_KEY),
         mono=pos["t/mono"], wall=pos["t/wall"],
         status=pos.get("gs/status"), driver=pos.get("gs/driver"), warnings=pos.get("w"),
     )
@@ -481,7 +483,8 @@ class Unflattener:
                       host=host, procs=procs, mounts=self._mounts(plan, vals),
                       warnings=list(_get(vals, plan.warnings) or ()),
                       health=self._health(plan, vals),
-                      interval_s=None if plan.interval is None else vals[plan.interval] / 1000)
+                      interval_s=None if plan.interval is None else vals[plan.interval] / 1000,
+                      procs_age_s=_age_s(vals, plan.procs_age))
 
     def _mounts(self, plan: _Plan, vals) -> dict[str, MountRaw]:
         out = {}
@@ -494,6 +497,15 @@ class Unflattener:
                                rec.get("kind", "other"), rec.get("daemon_pid"),
                                {k: vals[i] for k, i in counters if vals[i] is not None})
         return out
+
+
+def _age_s(vals, i: int | None) -> float | None:
+    """PROCS_AGE_KEY's value in seconds; a value that is not a count of ms is not an age
+    (a damaged file): None, the processes taken as read in that sample."""
+    if i is None:
+        return None
+    ms = vals[i]
+    return ms / 1000 if type(ms) is int and ms >= 0 else None
 
 
 def canonical(samples, flattener: Flattener | None = None) -> list[Sample]:
