@@ -13,11 +13,11 @@ import subprocess
 import pytest
 
 from gpudisk_top.collect import cgjob
-from gpudisk_top.collect.cgjob import CgJobReader, device_names, valid_path
+from gpudisk_top.collect.cgjob import CgJobReader, device_names, job_cgroup, valid_path
 from gpudisk_top.collect.cgscan import ChangedScan
 from gpudisk_top.collect.diskstats import DiskCounters
 from gpudisk_top.collect.roots import Roots
-from gpudisk_top.model.cgjob import interval, job_cgroup, job_interval, share_pct
+from gpudisk_top.model.cgjob import interval, job_interval, share_pct
 
 JOB = "/system.slice/slurmstepd.scope/job_7/step_0"
 DEVICES = {"254:0": "vda", "7:0": "loop0"}
@@ -212,6 +212,8 @@ def test_device_names_and_the_jobs_cgroup():
     assert job_cgroup(ranks) == JOB + "/user"
     assert job_cgroup(ranks[:1]) == ranks[0]
     assert job_cgroup(["/kubepods.slice/a", "/system.slice/b"]) is None
+    assert job_cgroup(["/system.slice/a.service", "/system.slice/b.service"]) is None
+    assert job_cgroup(["/docker/abc", "/docker/abc"]) == "/docker/abc"
     assert job_cgroup([]) is None and job_cgroup([None, "rel"]) is None
 
 

@@ -102,6 +102,30 @@ def device_names(disks: Mapping) -> dict[str, str]:
     return {f"{c.major}:{c.minor}": name for name, c in disks.items()}
 
 
+MIN_SHARED_DEPTH = 3   # a common ancestor shallower (system.slice, user.slice/user-N.slice) is others' too
+
+
+def job_cgroup(paths) -> str | None:
+    """The cgroup that holds every one of a job's GPU processes: theirs where they share
+    one, else their deepest common ancestor where it is MIN_SHARED_DEPTH deep or more
+    (Slurm's ranks in task_0, task_1, ...: the step's; a pod's containers: the pod's);
+    None where it is shallower (processes in two services of system.slice: the slice's
+    totals are other jobs' too), the root, or no path is known."""
+    split = [p.strip("/").split("/") for p in paths if isinstance(p, str) and p.startswith("/")]
+    if not split:
+        return None
+    common = split[0]
+    for parts in split[1:]:
+        n = 0
+        while n < len(common) and n < len(parts) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    common = [c for c in common if c]
+    if not common or (len(common) < MIN_SHARED_DEPTH and any(parts != common for parts in split)):
+        return None
+    return "/" + "/".join(common)
+
+
 class CgJobReader:
     """Reads job cgroups' totals each sample (see the module's docstring).
 

@@ -131,20 +131,3 @@ def share_pct(part_kb_s: float | None, whole_kb_s: float | None) -> float | None
     if part_kb_s is None or not whole_kb_s or whole_kb_s <= 0:
         return None
     return min(100.0, max(0.0, 100.0 * part_kb_s / whole_kb_s))
-
-
-def job_cgroup(paths) -> str | None:
-    """The cgroup that holds every one of a job's GPU processes: theirs where they share
-    one, else their deepest common ancestor (Slurm's ranks in task_0, task_1, ...: the
-    step's); None where that is the root (whose totals are the node's) or none is known."""
-    split = [p.strip("/").split("/") for p in paths if isinstance(p, str) and p.startswith("/")]
-    if not split:
-        return None
-    common = split[0]
-    for parts in split[1:]:
-        n = 0
-        while n < len(common) and n < len(parts) and common[n] == parts[n]:
-            n += 1
-        common = common[:n]
-    common = [c for c in common if c]
-    return "/" + "/".join(common) if common else None
