@@ -128,6 +128,8 @@ def to_json(model: Model, dev_filter: DeviceFilter, origin: Source | None = None
         "source": origin.label,
         "time": iso_time(model.wall_s),
         "interval_s": model.interval_s,
+        # the processes' cadence while it is slower than the interval (issue 41), else null
+        "detail_s": model.detail_s,
         "host_name": origin.host_name,
         "kernel": origin.kernel,
         "gpu_status": model.gpu_status,
