@@ -7,17 +7,22 @@ damaged, truncated, with a cache directory that is a symlink, not ours or full."
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import re
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
+
+import pyz_build
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "tools" / "build_pyz.py"
@@ -26,19 +31,28 @@ IS_ROOT = os.geteuid() == 0
 
 def _version(python: str) -> tuple[int, int] | None:
     try:
-        out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
+        out = subprocess.run([python, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
                              capture_output=True, text=True, timeout=30)
     except OSError:
         return None
     return tuple(map(int, out.stdout.split())) if out.returncode == 0 else None
 
 
+PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+# the CPythons the zip is for: each is a test's parameter, skipped where this machine has
+# none, the skip naming where it was looked for
+WANTED = ("3.10", "3.11", "3.12", "3.13")
+
+
 def _pythons() -> dict[str, str]:
-    """Each CPython here by its version: pyenv's (3.9 to 3.13 on the development machine),
-    the system's, and the one running the tests (a fresh CI machine may have only these)."""
+    """Each CPython here by its version: pyenv's (2.7 and 3.6 to 3.13 on the development
+    machine), the system's python3.X, and the one running the tests (a fresh CI machine
+    may have only these)."""
     found = {}
-    for python in (sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3"))
-                   + ["/usr/bin/python3", sys.executable]):
+    candidates = sorted(glob.glob(str(PYENV / "*" / "bin" / "python")))
+    candidates += [f"/usr/bin/python3.{minor}" for minor in range(6, 15)]
+    candidates += ["/usr/bin/python3", sys.executable]
+    for python in candidates:
         version = _version(python) if os.access(python, os.X_OK) else None
         if version:
             found.setdefault("%d.%d" % version, python)
@@ -49,13 +63,19 @@ PYTHONS = _pythons()
 SUPPORTED = {v: p for v, p in PYTHONS.items() if tuple(map(int, v.split("."))) >= (3, 10)}
 
 
+def python_for(version: str) -> str:
+    """This machine's CPython `version`; skips the test, naming what is missing, where
+    there is none."""
+    if version not in PYTHONS:
+        pytest.skip(f"no CPython {version} on this machine (looked in {PYENV}/*/bin/python, "
+                    f"/usr/bin/python{version}, and the tests' own {sys.version.split()[0]}); "
+                    f"found: {', '.join(sorted(PYTHONS)) or 'none'}")
+    return PYTHONS[version]
+
+
 @pytest.fixture(scope="module")
-def pyz(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist") / "gpudisk-top.pyz"
-    proc = subprocess.run([sys.executable, str(BUILD), "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return out
+def pyz() -> Path:
+    return pyz_build.built()[0]
 
 
 @pytest.fixture
@@ -101,13 +121,61 @@ def test_the_zip_is_pure_python_and_holds_no_build_script(pyz):
     assert pyz.stat().st_size < 8_000_000
     assert not pyz.stat().st_mode & 0o111   # no exec bit:
     # it runs as `python3 FILE` (the tests below), so a noexec /tmp is no obstacle
-    assert pyz.read_bytes()[:2] == b"PK"          # no shebang naming one interpreter
+    first = pyz.read_bytes().split(b"\n", 1)[0]   # no shebang naming one interpreter
+    assert first.startswith(b"# coding: gpudisk-top.pyz-is-truncated-"), first
 
 
-def test_the_build_refuses_a_compiled_file(tmp_path):
+def test_the_build_writes_and_prints_the_sha256sum_line(pyz):
+    """`sha256sum -c` checks a copy in the directory the .sha256 file lies in."""
+    line = (pyz.parent / "gpudisk-top.pyz.sha256").read_text()
+    assert line == f"{hashlib.sha256(pyz.read_bytes()).hexdigest()}  gpudisk-top.pyz\n"
+    assert pyz_build.built()[1].endswith(line)   # printed too
+    if shutil.which("sha256sum"):
+        proc = subprocess.run(["sha256sum", "-c", "gpudisk-top.pyz.sha256"], cwd=pyz.parent,
+                              capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0 and proc.stdout == "gpudisk-top.pyz: OK\n", proc
+
+
+def test_the_stub_checks_every_byte_from_the_launcher_to_the_directory(pyz):
+    """The stub's CHECK (filled by the build) covers the launcher and every lib/ member:
+    all a flipped byte can garble before the zip's directory."""
+    with zipfile.ZipFile(pyz) as zf:
+        stub = zf.read("__main__.py").decode()
+        launcher, first_lib = zf.infolist()[1], zf.infolist()[2]
+        start_dir = zf.start_dir
+    check = re.search(r'^CHECK = "(\d{10})-(\d{10})-([0-9a-f]{8})-(\d{10})-(\d{10})"$', stub, re.M)
+    assert check, stub
+    start, end, crc, source_start, source_end = check.groups()
+    data = pyz.read_bytes()
+    assert launcher.filename == "pyz_main.py" and first_lib.filename.startswith("lib/")
+    assert int(start) == launcher.header_offset and int(end) == start_dir
+    assert zlib.crc32(data[int(start):int(end)]) == int(crc, 16)
+    assert data[int(source_start):int(source_end)] == (ROOT / "tools" / "pyz_main.py").read_bytes()
+
+
+def _build_module():
     spec = importlib.util.spec_from_file_location("build_pyz", BUILD)
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
+    return build
+
+
+def test_two_builds_of_the_same_files_are_the_same_bytes(tmp_path):
+    """No time or order of the build machine's in the zip: a sha256 names one tree."""
+    build = _build_module()
+    lib = tmp_path / "lib"
+    (lib / "pkg" / "sub").mkdir(parents=True)
+    (lib / "pkg" / "__init__.py").write_text("x = 1\n")
+    (lib / "pkg" / "sub" / "data.toml").write_text("a = 2\n")
+    build.write_zip(lib, tmp_path / "one.pyz")
+    time.sleep(1.1)   # a zip's dates have 2 s steps: cross one more often than not
+    os.utime(lib / "pkg" / "__init__.py")
+    build.write_zip(lib, tmp_path / "two.pyz")
+    assert (tmp_path / "one.pyz").read_bytes() == (tmp_path / "two.pyz").read_bytes()
+
+
+def test_the_build_refuses_a_compiled_file(tmp_path):
+    build = _build_module()
     (tmp_path / "lib" / "pkg").mkdir(parents=True)
     (tmp_path / "lib" / "pkg" / "__init__.py").write_text("")
     build.refuse_compiled(tmp_path)   # pure: nothing said
@@ -116,13 +184,13 @@ def test_the_build_refuses_a_compiled_file(tmp_path):
         build.refuse_compiled(tmp_path)
 
 
-@pytest.mark.parametrize("version", sorted(SUPPORTED))
+@pytest.mark.parametrize("version", WANTED)
 def test_once_json_with_each_python_beside_a_jobs_old_packages(pyz, tmp_path, old_packages, version):
     """PYTHONPATH and the working directory hold a job's old rich, textual and another
     gpudisk_top; the running Python may have its own (the test's venv has gpudisk_top as an
     editable install): none is imported.  The first start makes the cache copy, the second
     uses it."""
-    python = SUPPORTED[version]
+    python = python_for(version)
     cwd = tmp_path / "job"
     shutil.copytree(old_packages, cwd)
     env = _env(tmp_path / "home", PYTHONPATH=str(old_packages))
@@ -138,12 +206,12 @@ def test_once_json_with_each_python_beside_a_jobs_old_packages(pyz, tmp_path, ol
 def test_a_python_too_old_is_one_line_naming_the_one_needed(pyz, tmp_path):
     old = {v: p for v, p in PYTHONS.items() if v not in SUPPORTED}
     if not old:
-        pytest.skip("no CPython older than 3.10 on this machine")
-    for python in old.values():
+        pytest.skip(f"no CPython older than 3.10 on this machine (looked in {PYENV})")
+    for version, python in old.items():   # 2.7 and 3.6 to 3.9 on the development machine
         proc = _run([python, str(pyz), "--once", "--demo"], _env(tmp_path), tmp_path)
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr.count("\n") == 1, proc.stderr
-        assert proc.stderr.startswith("gpudisk-top: error: this is Python 3.")
+        assert proc.stderr.startswith(f"gpudisk-top: error: this is Python {version} (")
         assert "needs Python 3.10 or newer" in proc.stderr
 
 
@@ -159,32 +227,84 @@ def test_record_and_report_from_the_zip(pyz, tmp_path):
     assert "GPU utilization, %" in proc.stdout and "┤" in proc.stdout   # plotext 5 drew it
 
 
-def test_a_damaged_zip_is_one_line_from_the_cache_and_from_the_zip(pyz, tmp_path):
-    bad = tmp_path / "gpudisk-top.pyz"
+def _flipped(pyz: Path, member: str, out: Path) -> Path:
+    """A copy of the zip with one byte of `member`'s data flipped, in its middle: the zip's
+    directory intact, the member's CRC wrong."""
     data = bytearray(pyz.read_bytes())
     with zipfile.ZipFile(pyz) as zf:
-        info = zf.getinfo("lib/gpudisk_top/cli.py")
-    data[info.header_offset + 30 + len(info.filename) + len(info.extra) + 20] ^= 0xFF
-    bad.write_bytes(bytes(data))
-    for cache in ("on", "off"):
-        env = _env(tmp_path / "home", GPUDISK_TOP_PYZ_CACHE=cache)
-        proc = _run([sys.executable, str(bad), "--once", "--demo"], env, tmp_path)
-        assert proc.returncode == 2 and proc.stdout == "", (cache, proc.stderr)
-        assert proc.stderr.count("\n") == 1, (cache, proc.stderr)
-        assert proc.stderr.startswith(f"gpudisk-top: error: {bad} is damaged (")
-    assert not list((tmp_path / "home" / ".cache" / "gpudisk-top").glob("*"))   # no copy left
+        info = zf.getinfo(member)
+    header = data[info.header_offset:info.header_offset + 30]
+    start = (info.header_offset + 30 + int.from_bytes(header[26:28], "little")
+             + int.from_bytes(header[28:30], "little"))
+    data[start + info.compress_size // 2] ^= 0xFF
+    out.write_bytes(bytes(data))
+    return out
 
 
-def test_a_truncated_zip_fails_without_running_any_of_it(pyz, tmp_path):
-    """Python itself takes a file with no zip directory at its end for a script: none of
-    the launcher runs, so what is said is Python's own SyntaxError (null bytes), not ours
-    (docs/containers.md: compare sha256sum after a copy)."""
+# the launcher (stored), a module of ours the first import reaches, one of a dependency's
+# only the dashboard imports (deflated)
+DAMAGED_MEMBERS = ("pyz_main.py", "lib/gpudisk_top/cli.py", "lib/textual/widgets/_tree.py")
+
+
+@pytest.mark.parametrize("version", WANTED)
+def test_a_damaged_member_is_one_line_with_each_python(pyz, tmp_path, version):
+    python = python_for(version)
+    for member in DAMAGED_MEMBERS:
+        bad = _flipped(pyz, member, tmp_path / "gpudisk-top.pyz")
+        for cache in ("on", "off"):
+            env = _env(tmp_path / "home", GPUDISK_TOP_PYZ_CACHE=cache)
+            proc = _run([python, str(bad), "--once", "--demo"], env, tmp_path)
+            said = (member, cache, proc.stderr)
+            assert proc.returncode == 2 and proc.stdout == "", said
+            assert proc.stderr == (f"gpudisk-top: error: {bad} is damaged (its CRC-32 does not "
+                                   f"match the build's): copy it again, and compare its "
+                                   f"sha256sum with the build's (the gpudisk-top.pyz.sha256 "
+                                   f"that tools/build_pyz.py writes beside the zip)\n"), said
+    assert not (tmp_path / "home" / ".cache").exists()   # nothing was extracted
+
+
+def test_a_member_damaged_in_the_copy_the_cache_made_is_one_line(pyz, tmp_path):
+    """The zip intact, its cached copy's module damaged on disk: zipfile's CRC is not
+    asked again, but the module's source no longer compiles (the launcher's own line)."""
+    env = _env(tmp_path / "home")
+    _once_json(_run([sys.executable, str(pyz), "--once", "--json", "--demo"], env, tmp_path))
+    cli, = (tmp_path / "home" / ".cache" / "gpudisk-top").glob("pyz-*/lib/gpudisk_top/cli.py")
+    shutil.rmtree(cli.parent / "__pycache__")
+    cli.write_bytes(cli.read_bytes()[:len(cli.read_bytes()) // 2] + b"\xff(\n")
+    proc = _run([sys.executable, str(pyz), "--once", "--demo"], env, tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"gpudisk-top: error: {pyz} is damaged (")
+
+
+# what each CPython prints for a file whose end (the zip's directory) is lost: Python
+# runs it as a script, and reads the build's first line's coding cookie before anything
+# else; 3.9 and later print only the SyntaxError line, older ones a `File` line above it
+TRUNCATED_SAYS = ("SyntaxError: encoding problem: gpudisk-top.pyz-is-truncated-or-not-a-whole-"
+                  "zip--copy-it-again-and-compare-its-sha256sum-with-gpudisk-top.pyz.sha256")
+
+
+@pytest.mark.parametrize("version", WANTED)
+def test_a_truncated_zip_is_one_line_with_each_python(pyz, tmp_path, version):
+    python = python_for(version)
+    short = tmp_path / "gpudisk-top.pyz"
+    for keep in (2 / 3, 1 / 2, 0.999):
+        short.write_bytes(pyz.read_bytes()[: int(pyz.stat().st_size * keep)])
+        proc = _run([python, str(short), "--once", "--demo"], _env(tmp_path), tmp_path)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", TRUNCATED_SAYS + "\n")
+
+
+def test_a_truncated_zip_with_an_older_python_says_the_same_last(pyz, tmp_path):
+    old = {v: p for v, p in PYTHONS.items() if v not in SUPPORTED}
+    if not old:
+        pytest.skip(f"no CPython older than 3.10 on this machine (looked in {PYENV})")
     short = tmp_path / "gpudisk-top.pyz"
     short.write_bytes(pyz.read_bytes()[: pyz.stat().st_size // 2])
-    proc = _run([sys.executable, str(short), "--once", "--demo"], _env(tmp_path), tmp_path)
-    assert proc.returncode != 0 and proc.stdout == ""
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("SyntaxError:")
+    for version, python in old.items():
+        proc = _run([python, str(short)], _env(tmp_path), tmp_path)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 1 and lines[-1] == TRUNCATED_SAYS, (version, proc.stderr)
+        assert len(lines) == 1 or (len(lines) == 2 and lines[0].startswith("  File ")), lines
 
 
 def test_a_cache_that_is_a_symlink_is_refused_with_a_warning(pyz, tmp_path):

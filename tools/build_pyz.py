@@ -3,28 +3,49 @@
 zip that any CPython 3.10+ runs (`python3 gpudisk-top.pyz`), on any CPU and C library.
 
 Owns: which dependencies go in (pyproject's, resolved by pip for the oldest Python the
-zip supports, as pure wheels only), the refusal of anything compiled, and the zip's
-layout: `__main__.py` (tools/pyz_main.py) at the top, everything it imports under `lib/`,
-so nothing beside the launcher is on sys.path until it has isolated itself.
+zip supports, as pure wheels only), the refusal of anything compiled, and the file's
+layout: a first line that Python reads only when the zip's end is lost (the file is then
+run as a script, and that line's coding cookie is what Python says), then the zip:
+`__main__.py` (tools/pyz_stub.py, which checks the rest) and `pyz_main.py`
+(tools/pyz_main.py, the launcher) stored at the top, everything it imports under `lib/`,
+so nothing beside them is on sys.path until the launcher has isolated itself.  The
+stub's CHECK holds the byte range from the launcher's header to the zip's directory and
+its CRC-32.  Members are written in name order
+with one fixed date, so two builds of the same tree and wheels are the same bytes.
 This file is not in the zip: the build is not part of what runs on a node.
 
 Usage: python tools/build_pyz.py [--out dist/gpudisk-top.pyz]
-Exit 0 with the zip written; 1 with one line (`build_pyz: error: ...`) where pip cannot
-resolve a dependency or a compiled file would go in."""
+Exit 0 with the zip and OUT.sha256 (`sha256sum` format: `sha256sum -c` checks a copy)
+written and the checksum line printed; 1 with one line (`build_pyz: error: ...`) where
+pip cannot resolve a dependency or a compiled file would go in."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import zipapp
+import zipfile
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MAIN_TEMPLATE = Path(__file__).resolve().parent / "pyz_main.py"
+STUB = Path(__file__).resolve().parent / "pyz_stub.py"
+LAUNCHER = Path(__file__).resolve().parent / "pyz_main.py"
+# A file whose zip directory (at its end) is lost is run by Python as a script: before it
+# compiles a byte, it reads the first line's coding cookie, and an unknown encoding is the
+# one line it prints (`SyntaxError: encoding problem: NAME`, CPython 3.9 to 3.13; a
+# zip's own bytes would give `source code cannot contain null bytes` under a 3-line
+# header, or `Non-UTF-8 code`).  NAME may hold only letters, digits, `-`, `_` and `.`.
+# An intact zip is found from its end, so Python never reads this line then.
+TRUNCATED_LINE = (b"# coding: gpudisk-top.pyz-is-truncated-or-not-a-whole-zip--copy-it-again-"
+                  b"and-compare-its-sha256sum-with-gpudisk-top.pyz.sha256\n")
+# the stub's placeholder for START-END-CRC32, filled in at the same length
+CHECK_PLACEHOLDER = b'CHECK = "0000000000-0000000000-00000000-0000000000-0000000000"'
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)   # the earliest a zip can hold: no build time in the bytes
 # the oldest Python the zip runs on: pip resolves every dependency's version and marker
 # (tomli below 3.11) for it; pyz_main.py refuses an older one in one line
 MIN_PYTHON = (3, 10)
@@ -157,14 +178,75 @@ def build(out: Path) -> Path:
         copy_package(lib)
         prune(lib)
         refuse_compiled(stage)
-        shutil.copyfile(MAIN_TEMPLATE, stage / "__main__.py")
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(out.name + ".partial")
-        # no shebang and no exec bit needed: it runs as `python3 gpudisk-top.pyz`, so a
-        # noexec /tmp is no obstacle; a shebang would name one interpreter the node may lack
-        zipapp.create_archive(stage, partial, interpreter=None, compressed=True)
+        write_zip(lib, partial)
         os.replace(partial, out)
     return out
+
+
+def _add(zf: zipfile.ZipFile, name: str, data: bytes, compress_type: int) -> None:
+    info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
+    info.external_attr = 0o644 << 16
+    info.compress_type = compress_type
+    zf.writestr(info, data)
+
+
+def _write(lib: Path, path: Path, stub: bytes) -> None:
+    with open(path, "wb") as fd:
+        fd.write(TRUNCATED_LINE)
+        with zipfile.ZipFile(fd, "w") as zf:
+            # stored: a damaged byte in the stub stays one byte (it cannot check itself),
+            # and the launcher is read before zlib's decompressor is needed
+            _add(zf, "__main__.py", stub, zipfile.ZIP_STORED)
+            _add(zf, "pyz_main.py", LAUNCHER.read_bytes(), zipfile.ZIP_STORED)
+            for file in sorted(p for p in lib.rglob("*") if p.is_file()):
+                _add(zf, "lib/" + file.relative_to(lib).as_posix(), file.read_bytes(),
+                     zipfile.ZIP_DEFLATED)
+
+
+def _checked_region(path: Path) -> tuple[int, int, int, int, int]:
+    """(start, end, CRC-32, the launcher's source's start and end): the range from the
+    launcher's header to the zip's directory, in the file (the first line counted)."""
+    data = path.read_bytes()
+    with zipfile.ZipFile(path) as zf:
+        launcher = zf.getinfo("pyz_main.py")
+        start, end = launcher.header_offset, zf.start_dir
+    # the local header: 30 bytes, then the name and the extra field, lengths at 26 and 28
+    source_start = (start + 30 + int.from_bytes(data[start + 26:start + 28], "little")
+                    + int.from_bytes(data[start + 28:start + 30], "little"))
+    source_end = source_start + launcher.compress_size
+    if data[source_start:source_end] != LAUNCHER.read_bytes():
+        raise BuildError("the launcher is not where its zip header says")
+    return start, end, zlib.crc32(data[start:end]) & 0xFFFFFFFF, source_start, source_end
+
+
+def write_zip(lib: Path, path: Path) -> None:
+    """The file at `path`: TRUNCATED_LINE, then the zip (the stub and the launcher stored,
+    lib/ deflated).  Written twice: the first gives the range the stub checks and its
+    CRC, the second the stub holding them (same length, so the range's bytes are the
+    same).  No shebang and no exec bit: it runs as `python3 gpudisk-top.pyz`, so a
+    noexec /tmp is no obstacle, and a shebang would name one interpreter the node may
+    lack.  Raises BuildError where the stub has no placeholder or the second write
+    differs."""
+    stub = STUB.read_bytes()
+    if stub.count(CHECK_PLACEHOLDER) != 1:
+        raise BuildError(f"{STUB} has no {CHECK_PLACEHOLDER.decode()} to fill in")
+    _write(lib, path, stub)
+    region = _checked_region(path)
+    check = b'CHECK = "%010d-%010d-%08x-%010d-%010d"' % region
+    _write(lib, path, stub.replace(CHECK_PLACEHOLDER, check))
+    if _checked_region(path) != region:
+        raise BuildError("the zip's bytes changed between its two writes")
+
+
+def write_sha256(out: Path) -> str:
+    """OUT.sha256 beside `out`, in sha256sum's format with the bare file name, so that
+    `sha256sum -c gpudisk-top.pyz.sha256` checks a copy in the directory it lies in;
+    returns its line."""
+    line = f"{hashlib.sha256(out.read_bytes()).hexdigest()}  {out.name}\n"
+    out.with_name(out.name + ".sha256").write_text(line)
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as err:
         print(f"build_pyz: error: {err}", file=sys.stderr)
         return 1
+    line = write_sha256(out)
     print(f"{out} ({out.stat().st_size / 1e6:.1f} MB)")
+    print(line, end="")
     return 0
 
 

@@ -1,10 +1,12 @@
 # The launcher of gpudisk-top.pyz (tools/build_pyz.py puts it at the zip's top as
-# __main__.py).  It owns three things, in this order, before anything else is imported:
-# the Python version check; the isolation from the job's own packages (its site-packages,
-# user site, PYTHONPATH, working directory, editable-install finders), so that only the
-# zip's lib/ and the standard library are seen; and where lib/ is imported from: a cache
-# directory keyed by the zip's content where one is ours and writable (Python keeps its
-# compiled bytecode there: a start within the installed tool's), else the zip itself.
+# pyz_main.py; the zip's __main__.py, tools/pyz_stub.py, checks the whole file, then runs
+# this with `say` and `damaged`, the one-line messages it owns, in its globals).  It owns
+# three things, in this order, before anything else is imported: the Python version
+# check; the isolation from the job's own packages (its site-packages, user site,
+# PYTHONPATH, working directory, editable-install finders), so that only the zip's lib/
+# and the standard library are seen; and where lib/ is imported from: a cache directory
+# keyed by the zip's content where one is ours and writable (Python keeps its compiled
+# bytecode there: a start within the installed tool's), else the zip itself.
 # Written in the syntax of Python 2.7 and 3.0 onwards, so that a Python too old to run
 # gpudisk-top reads this far and says so in one line instead of a SyntaxError.
 
@@ -13,19 +15,14 @@ import sys
 
 NEED = (3, 10)
 PROG = "gpudisk-top"
-
-
-def _say(kind, text):
-    # paths and errors come from the node: a control character in one must not reach the
-    # terminal as itself (the package's textsafe is not importable yet)
-    text = "".join(c if " " <= c != "\x7f" else "\\x%02x" % ord(c) for c in str(text))
-    sys.stderr.write("%s: %s: %s\n" % (PROG, kind, text))
+# say(kind, text) and damaged(archive, why) are the stub's (tools/pyz_stub.py), given in
+# this file's globals: it prints them before this file can be trusted
 
 
 if sys.version_info[:2] < NEED:
-    _say("error", "this is Python %d.%d (%s); gpudisk-top.pyz needs Python %d.%d or newer: "
-         "run it with a newer python3 (python3.10, python3.11, ...)"
-         % (sys.version_info[0], sys.version_info[1], sys.executable or "python", NEED[0], NEED[1]))
+    say("error", "this is Python %d.%d (%s); gpudisk-top.pyz needs Python %d.%d or newer: "
+        "run it with a newer python3 (python3.10, python3.11, ...)"
+        % (sys.version_info[0], sys.version_info[1], sys.executable or "python", NEED[0], NEED[1]))
     sys.exit(2)
 
 ARCHIVE = os.path.abspath(os.path.dirname(__file__))
@@ -214,21 +211,19 @@ def choose_lib():
     try:
         return extracted(root)
     except _Refused as err:
-        _say("warning", "%s: running from the zip (a slower start)" % err)
+        say("warning", "%s: running from the zip (a slower start)" % err)
     except (zipfile.BadZipFile, zlib.error) as err:   # a CRC or a stream that is wrong
-        damaged(err)
+        damaged(ARCHIVE, _why(err))
     except (OSError, EOFError, ValueError) as err:
         if getattr(err, "errno", None) not in _QUIET_ERRNOS:
-            _say("warning", "cannot use cache directory %s (%s): running from the zip "
-                 "(a slower start)" % (root, getattr(err, "strerror", None) or err))
+            say("warning", "cannot use cache directory %s (%s): running from the zip "
+                "(a slower start)" % (root, getattr(err, "strerror", None) or err))
     return in_zip
 
 
-def damaged(err):
-    _say("error", "%s is damaged (%s): copy it again, or build it again with "
-         "`python tools/build_pyz.py`" % (ARCHIVE, str(err).splitlines()[0] if str(err) else
-                                           type(err).__name__))
-    sys.exit(2)
+def _why(err):
+    text = str(err).splitlines()[0] if str(err) else ""
+    return text or type(err).__name__
 
 
 def run():
@@ -240,7 +235,7 @@ def run():
         from gpudisk_top.cli import main
     except (ImportError, SyntaxError, EOFError, ValueError, zipfile.BadZipFile,
             zlib.error) as err:   # zipimport's errors are ImportError's
-        damaged(err)
+        damaged(ARCHIVE, _why(err))
     sys.argv[0] = PROG
     sys.exit(main())
 
