@@ -18,8 +18,9 @@ paths as /proc/PID/cgroup's "0::" line gives them, relative to the cgroup v2 roo
 open and read again with pread (collect/roots.py FileCache); mapping io.stat's devices to
 the node's diskstats names; telling a cgroup removed and made again under the same path
 (its directory's inode, the kernfs node id, is new: stat before and after the reads, so
-that one sample never mixes two cgroups' files).  It returns raw counters; rates are the
-model's.
+that one sample never mixes two cgroups' files); which cgroup is a job's (`job_cgroup`:
+the one all its GPU processes share, or their common ancestor where it is deep enough to
+be no one else's).  It returns raw counters; rates are the model's.
 
 Bounds: MAX_CGROUPS cgroups a sample (more: the rest are not read), MAX_DEVICES devices a
 cgroup (io.stat's further lines are left out), MAX_STAT_BYTES a file (past it, the file is
