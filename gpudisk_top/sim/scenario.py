@@ -53,6 +53,13 @@ class GpuSpec:
     memory_mib: int = 81559
     power_limit_w: float = 700.0
     idle_power_w: float = 70.0
+    # GPM (Hopper and later: the busy figure is SM activity, model/gpu.py): on every GPU,
+    # or on those listed (a node of mixed GPUs)
+    gpm: bool = False
+    gpm_gpus: list[int] = field(default_factory=list)
+
+    def has_gpm(self, gpu: int) -> bool:
+        return self.gpm or gpu in self.gpm_gpus
 
 
 @dataclass
@@ -203,6 +210,10 @@ class Phase:
     gpu_power_w: float | None = None       # None: idle power + util share of the limit
     gpu_power_by_gpu: dict[int, float] = field(default_factory=dict)
     gpu_mem_util_pct: float | None = None  # None: 40 % of util
+    # GPM SM activity of the GPUs with GPM; None: it follows utilization (a dense job).
+    # Low beside a high utilization: small kernels keep utilization.gpu up, the SMs idle
+    gpu_sm_active_pct: float | None = None
+    gpu_sm_active_by_gpu: dict[int, float] = field(default_factory=dict)
     # the job's reads
     read_mb_s: float = 0.0                 # what the loaders read() (rchar), all ranks
     read_request_kb: float = 128.0
@@ -314,6 +325,9 @@ def _validate(sc: Scenario) -> None:
 
     if sc.gpus.count < 0:
         fail(f"gpus.count must be >= 0, not {sc.gpus.count}")
+    for g in sc.gpus.gpm_gpus:
+        if not 0 <= g < sc.gpus.count:
+            fail(f"gpus.gpm_gpus: GPU {g} does not exist (the scenario has {sc.gpus.count})")
     if sc.host.ncpu < 1:
         fail(f"host.ncpu must be >= 1, not {sc.host.ncpu}")
     if sc.noise_pct < 0:
@@ -383,7 +397,7 @@ def _validate(sc: Scenario) -> None:
                     fail(f"{pw}: others.{name}: {key} must be >= 0, not {value}")
         for key in ("gpu_util_pct", "cache_hit_pct", "iowait_pct", "io_psi_some_pct",
                     "io_psi_full_pct", "cpu_psi_some_pct", "memory_psi_some_pct", "disk_util_pct",
-                    "host_cpu_pct", "gpu_mem_util_pct"):
+                    "host_cpu_pct", "gpu_mem_util_pct", "gpu_sm_active_pct"):
             value = getattr(phase, key)
             if value is not None and not 0 <= value <= 100:
                 fail(f"{pw}: {key} must be within 0..100, not {value}")
@@ -392,6 +406,11 @@ def _validate(sc: Scenario) -> None:
                 fail(f"{pw}: gpu_util_by_gpu: GPU {g} does not exist")
             if not 0 <= value <= 100:
                 fail(f"{pw}: gpu_util_by_gpu[{g}] must be within 0..100, not {value}")
+        for g, value in phase.gpu_sm_active_by_gpu.items():
+            if not 0 <= g < sc.gpus.count:
+                fail(f"{pw}: gpu_sm_active_by_gpu: GPU {g} does not exist")
+            if not 0 <= value <= 100:
+                fail(f"{pw}: gpu_sm_active_by_gpu[{g}] must be within 0..100, not {value}")
         for g in phase.gpu_power_by_gpu:
             if not 0 <= g < sc.gpus.count:
                 fail(f"{pw}: gpu_power_by_gpu: GPU {g} does not exist")
@@ -440,5 +459,5 @@ def _walk(items, prefix: str, fail):
 BUILTIN_NAMES = (
     "disk-starved-sata", "cpu-starved-cached", "healthy-cached", "healthy-nvme-busy",
     "checkpoint-stalls", "straggler", "idle-other-disk-load", "busy-unrelated-disk-load",
-    "demo",
+    "small-kernels-gpm", "demo",
 )

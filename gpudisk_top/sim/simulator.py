@@ -118,8 +118,9 @@ class Simulator(SourceDefaults):
         self.nvml = FakeNvml(
             gpus=[FakeGpu(name=gpus.model, mem_total_bytes=gpus.memory_mib * 2**20,
                           power_mw=int(gpus.idle_power_w * 1000),
-                          power_limit_mw=int(gpus.power_limit_w * 1000))
-                  for _ in range(gpus.count)],
+                          power_limit_mw=int(gpus.power_limit_w * 1000),
+                          gpm_supported=gpus.has_gpm(g))
+                  for g in range(gpus.count)],
             start_us=round(start_wall_s * 1e6))
         self.gpu_collector = GpuCollector(nvml=self.nvml, resolve_pid=self._resolve,
                                           clock=lambda: self._mono_s, pcie_background=False)
@@ -269,6 +270,15 @@ class Simulator(SourceDefaults):
             return phase.gpu_util_pct
         return 0.0
 
+    def _sm_active(self, phase: Phase, gpu: int, running: bool) -> float | None:
+        """The GPU's SM activity where the phase sets one, else None (it follows the
+        utilization): the job's GPUs' (every GPU's when no job runs), as _gpu_util."""
+        if gpu in phase.gpu_sm_active_by_gpu:
+            return phase.gpu_sm_active_by_gpu[gpu]
+        if phase.gpu_sm_active_pct is not None and (not running or gpu in self._job_gpus):
+            return phase.gpu_sm_active_pct
+        return None
+
     def _drive_gpus(self, phase: Phase, load: IntervalLoad, running: bool, wall_s: float,
                     dt: float) -> None:
         spec = self.scenario.gpus
@@ -278,6 +288,7 @@ class Simulator(SourceDefaults):
         steps = max(1, round(dt * SAMPLES_PER_S))
         pcie_kb_s = int(load.job_rchar_mb_s * KIB / max(1, len(self._job_gpus))) if running else 0
         utils = [self._gpu_util(phase, g, running) for g in range(spec.count)]
+        sm_active = [self._sm_active(phase, g, running) for g in range(spec.count)]
         for g, util in enumerate(utils):
             if g in phase.gpu_power_by_gpu:
                 power_w = phase.gpu_power_by_gpu[g]
@@ -304,7 +315,9 @@ class Simulator(SourceDefaults):
                 sd = noise * 100.0 * math.sqrt(util * (100.0 - util)) / 50.0
                 value = min(100.0, max(0.0, util + self._rng.gauss(0.0, sd))) if sd else util
                 mem = phase.gpu_mem_util_pct if phase.gpu_mem_util_pct is not None else 0.4 * util
-                self.nvml.set_state(g, util_pct=value, mem_util_pct=mem)
+                # SM activity None follows the utilization (stand-in's rule)
+                sm = None if sm_active[g] is None else min(value, sm_active[g])
+                self.nvml.set_state(g, util_pct=value, mem_util_pct=mem, sm_active_pct=sm)
             self.nvml.advance_to(t0_s + step * dt / steps)
 
     # ------------------------------------------------------------------ host and processes

@@ -1,5 +1,7 @@
-"""GPUs: per GPU a utilization bar, memory, power, temperature, PCIe and process count;
-cells flow into as many columns as the width allows.  `p` expands the process list, with
+"""GPUs: per GPU a utilization bar, its busy figure tagged with its tier ("SM" GPM SM
+activity, "util" utilization.gpu; widgets/gpu_busy.py, with a notes line for the marked
+ones), memory, power, temperature, PCIe and process count; cells flow into as many
+columns as the width allows.  `p` expands the process list, with
 each GPU process's read rate (summed over its DataLoader workers); on a short screen the
 GPUs then take one line (their cells where one line holds them, else their mean and
 lowest), so that the process rows have the room (at 80x24 none showed, issue 38).
@@ -18,11 +20,13 @@ from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, rate
 from gpudisk_top.ui.follow import job_verdicts, shows_jobs
 from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.gpu_busy import BUSY_W, busy_cell, notes_line
 from gpudisk_top.ui.widgets.jobrows import job_lines, job_rows
 
-CELL_W = 46          # full cell: bar, util, memory, power, temperature, PCIe, processes
-COMPACT_W = 26       # small terminals: bar, util, memory used, power, temperature
-TINY_W = 20          # smallest: bar, util, memory used, power
+# each cell's busy figure carries its tier's tag and a mark (widgets/gpu_busy.py): BUSY_W
+CELL_W = 46 + BUSY_W     # full cell: bar, busy, memory, power, temperature, PCIe, processes
+COMPACT_W = 26 + BUSY_W  # small terminals: bar, busy, memory used, power, temperature
+TINY_W = 22              # smallest: bar, busy, power
 BAR_W = 10
 JOB_INDENT = 4       # a job's GPU cells, under its row
 SHORT_JOB_ROWS = 4   # the rows of jobs where GPU cells get 2 (Screen.short: 5 with the title)
@@ -103,6 +107,7 @@ class GpuPanel(LinesPanel):
                 row.extend(cell)
                 row.append(("  ", theme.PLAIN))
             lines.append(row)
+        lines.extend(notes_line(model.gpus, width))
         if self.show_processes:
             lines.extend(self._process_lines(update, width))
         self.set_lines(lines)
@@ -143,7 +148,7 @@ class GpuPanel(LinesPanel):
                         row.extend(cell)
                         row.append(("  ", theme.PLAIN))
                     lines.append(row)
-            return lines
+            return lines + notes_line(model.gpus, width)
         return job_lines(rows, width, budget, followed)
 
     def _cell(self, g) -> list:
@@ -155,9 +160,8 @@ class GpuPanel(LinesPanel):
         power = "n/a" if g.power_w is None else f"{g.power_w:.0f}W"
         temp = "n/a" if g.temp_c is None else f"{g.temp_c}C"
         pcie = f"↓{rate(g.pcie_rx_kb_s, '')}"
-        util_s = "n/a" if util is None else f"{util:3.0f}%"
         return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, BAR_W), style),
-                (f" {util_s:>4} ", style), (f"{mem:>9} {power:>5} {temp:>4} {pcie:>6} ", theme.PLAIN),
+                (f" {busy_cell(g)} ", style), (f"{mem:>9} {power:>5} {temp:>4} {pcie:>6} ", theme.PLAIN),
                 (f"{len(g.processes)}p", theme.DIM)]
 
     def _compact(self, g) -> list:
@@ -168,9 +172,8 @@ class GpuPanel(LinesPanel):
         used = mib(g.mem_used_mib)
         power = "n/a" if g.power_w is None else f"{g.power_w:.0f}W"
         temp = "n/a" if g.temp_c is None else f"{g.temp_c}C"
-        util_s = "n/a" if util is None else f"{util:3.0f}%"
         return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, 4), style),
-                (f" {util_s:>4}", style), (f" {used:>4} {power:>4} {temp:>3}", theme.PLAIN)]
+                (f" {busy_cell(g)}", style), (f" {used:>4} {power:>4} {temp:>3}", theme.PLAIN)]
 
     def _tiny(self, g) -> list:
         if g.lost:
@@ -178,9 +181,9 @@ class GpuPanel(LinesPanel):
         util = g.util_pct
         style = theme.level_style(util) if g.processes else theme.DIM
         power = "n/a" if g.power_w is None else f"{g.power_w:.0f}W"
-        util_s = "n/a" if util is None else f"{util:3.0f}%"
+        # the memory goes where the tier's tag came (three cells a line at 80 columns)
         return [(f"{g.index:>2} ", theme.BOLD), (theme.hbar(util, 3), style),
-                (f" {util_s:>4}", style), (f" {mib(g.mem_used_mib):>4} {power:>4}", theme.PLAIN)]
+                (f" {busy_cell(g)}", style), (f" {power:>4}", theme.PLAIN)]
 
     def _process_lines(self, update, width: int) -> list:
         model = update.model
