@@ -64,3 +64,38 @@ async def test_replay_names_the_tiers_as_the_dashboard(tmp_path):
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
         assert_tiers_shown(app)
+
+
+# ---------------------------------------------------------------------------- Prometheus
+def stepped(n: int):
+    """The Stepper's steps over the first n samples of the scenario (seed 0)."""
+    from gpudisk_top.sim import Simulator, builtin
+    from gpudisk_top.verdict.step import Stepper
+
+    sim, stepper = Simulator(builtin(SCENARIO), seed=0), Stepper()
+    return [stepper.step(sim.sample()) for _ in range(n)]
+
+
+def exposition(step) -> dict:
+    """{(name, frozenset(labels)): value} of the exporter fed `step`."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpudisk_top.exporter import MetricsServer
+
+    server = MetricsServer(None)
+    server.update(step.model, step.verdict, [], [], [])
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(server.render_text()) for s in fam.samples}
+
+
+def test_prometheus_names_each_gpus_tier_and_the_ratio_is_the_tiers_figure():
+    s = exposition(stepped(SMALL_KERNELS_AT)[-1])
+    tiers = {dict(ls)["gpu"]: dict(ls)["source"] for (n, ls), v in s.items()
+             if n == "gpudisk_top_gpu_busy_source_info" and v == 1}
+    assert tiers == {**{str(i): "gpm-sm-active" for i in range(7)}, "7": "utilization"}
+    ratio = {dict(ls)["gpu"]: v for (n, ls), v in s.items()
+             if n == "gpudisk_top_gpu_utilization_ratio"}
+    nvml = {dict(ls)["gpu"]: v for (n, ls), v in s.items()
+            if n == "gpudisk_top_gpu_nvml_utilization_ratio"}
+    assert ratio["0"] < 0.12 and nvml["0"] > 0.9       # SM activity, not utilization.gpu
+    assert ratio["7"] == nvml["7"] > 0.9

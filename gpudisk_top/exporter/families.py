@@ -22,6 +22,7 @@ from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
 from gpudisk_top.verdict.gaps import GAP_INTERVALS, GAP_MIN_S
 from gpudisk_top.verdict.ledger import CAUSES, Ledger
+from gpudisk_top.model.busy_tier import PROM_BUSY_SOURCE, PROM_BUSY_SOURCE_HELP
 from gpudisk_top.model.select import DeviceFilter
 from gpudisk_top.model.health import STATUSES
 from gpudisk_top.model.metric import PROM_PREFIX
@@ -167,6 +168,10 @@ class Renderer:
                                  labels=["gpu", "uuid", "name", "pci_bus_id"])
         lost_metric = GPU_COMPUTED["lost"]
         lost = GaugeMetricFamily(P + lost_metric.prom, lost_metric.prom_help, labels=["gpu", "uuid"])
+        # the tier the utilization series is, one series a GPU (a GPU that changes tier
+        # changes series: the old one goes stale at once, as verdict_info's does)
+        busy = GaugeMetricFamily(P + PROM_BUSY_SOURCE, PROM_BUSY_SOURCE_HELP,
+                                 labels=["gpu", "uuid", "source"])
         fams = _gauges(GPU, ["gpu", "uuid"])
         proc_labels = ["gpu", "uuid", "pid", "comm"]
         pmem = _gauges(GPU_PROCESS, proc_labels)
@@ -175,12 +180,14 @@ class Renderer:
             key = [str(g.index), g.uuid or ""]
             info.add_metric(key + [g.name or "", g.pci_bus_id or ""], 1)
             lost.add_metric(key, 1 if g.lost else 0)
+            if not g.lost:
+                busy.add_metric(key + [g.busy_source], 1)
             _fill(fams, GPU, key, g)
             for p in g.processes:
                 plabels = key + [str(p.pid), p.name or ""]
                 _fill(pmem, GPU_PROCESS, plabels, p)
                 _fill(pfams, GPU_PROCESS_IO, plabels, m.gpu_proc_io.get(p.pid) or {})
-        return [up, info, lost, *fams.values(), *pmem.values(), *pfams.values()]
+        return [up, info, lost, busy, *fams.values(), *pmem.values(), *pfams.values()]
 
     def _disks(self, m, verdict) -> list:
         user = self.labels.names

@@ -14,6 +14,13 @@ from gpudisk_top.model.gpu import BUSY_GPM, BUSY_UTILIZATION
 TAG = {BUSY_GPM: "SM", BUSY_UTILIZATION: "util"}
 NAME = {BUSY_GPM: "GPM SM activity", BUSY_UTILIZATION: "utilization.gpu"}
 TAG_W = max(map(len, TAG.values()))
+# the exporter's info-style series of each GPU's tier (exporter/families.py writes it, the
+# fleet reads it: fleet/queries.py), without the gpudisk_top_ prefix; its label `source`
+# is the tier (GpuView.busy_source)
+PROM_BUSY_SOURCE = "gpu_busy_source_info"
+PROM_BUSY_SOURCE_HELP = ("Always 1; source: which figure gpudisk_top_gpu_utilization_ratio is "
+                         "for the GPU this interval: gpm-sm-active (GPM SM activity, Hopper "
+                         "and later) or utilization (NVML utilization.gpu).")
 # points between utilization.gpu and SM activity from which both are shown: the two
 # agree within a few points on a dense matmul, and differ by tens on small kernels
 APART_PT = 25.0
