@@ -81,8 +81,9 @@ def test_eight_gpus_with_processes():
                        power_mw=100_000 + i, power_limit_mw=700_000, temp_c=40 + i,
                        sm_clock_mhz=1500 + i, pcie_rx_kb_s=1000 * i, pcie_tx_kb_s=i,
                        processes=[(5000 + i, 512 * 2**20), (6000 + i, None)])
+    # a GPU that counts no clock-event duration: the reasons holding now, from the bit mask
     nvml.set_state(3, clocks_event_reasons=pynvml.nvmlClocksEventReasonSwPowerCap
-                   | pynvml.nvmlClocksEventReasonHwSlowdown)
+                   | pynvml.nvmlClocksEventReasonHwSlowdown, unsupported={"nvmlDeviceGetFieldValues"})
 
     def resolve(pid):
         if pid >= 6000:
@@ -121,7 +122,8 @@ def test_eight_gpus_with_processes():
     doc = gpu_as_json(v3)
     assert doc["processes"][0] == {"pid": 5003, "local_pid": 1003, "ns_pid": 1, "name": "train5003",
                                    "cmdline": "python train.py --rank 3", "gpu_mem_mib": 512.0,
-                                   "mapped": True, "mapped_by": "pid"}
+                                   "mapped": True, "mapped_by": "pid", "sm_util_pct": None,
+                                   "mem_util_pct": None, "util_age_s": None}
     for key in ("index", "name", "uuid", "pci_bus_id", "lost", "util_pct", "mem_util_pct",
                 "mem_used_mib", "mem_total_mib", "power_w", "power_limit_w", "temp_c",
                 "sm_clock_mhz", "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons"):
@@ -165,8 +167,10 @@ def test_unsupported_fields_are_none_and_not_retried():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: FakeNvml(gpus=[FakeGpu(clocks_event_reasons=0x20)], missing={"nvmlDeviceGetCurrentClocksEventReasons"}),
-    lambda: FakeNvml(gpus=[FakeGpu(clocks_event_reasons=0x20, errors={
+    # (GPUs that count no clock-event duration: where one does, the durations are read)
+    lambda: FakeNvml(gpus=[FakeGpu(clocks_event_reasons=0x20)],
+                     missing={"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetFieldValues"}),
+    lambda: FakeNvml(gpus=[FakeGpu(clocks_event_reasons=0x20, unsupported={"nvmlDeviceGetFieldValues"}, errors={
         "nvmlDeviceGetCurrentClocksEventReasons": pynvml.NVMLError_FunctionNotFound})]),
 ])
 def test_clock_reasons_fall_back_to_the_throttle_name(make):

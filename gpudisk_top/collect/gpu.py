@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.gpu_fields import ClockEventFields, THROTTLE_REASONS, value_member
 from gpudisk_top.collect.gpu_gpm import GpmState
 from gpudisk_top.collect.gpu_pcie import PcieRefresher
+from gpudisk_top.collect.gpu_procutil import ProcessUtil
 from gpudisk_top.collect.sample import MAPPED_BY_PID, GpuProcessRaw, GpuRaw, GpuSnapshot
 
 # A failed nvmlInit (no driver yet, module being loaded) is retried this often, not every
@@ -36,18 +38,6 @@ PROCESSES_UTIL_MOVE_PCT = 20.0
 
 # resolve_pid(host_pid) -> (local_pid, ns_pid, name, cmdline, mapped)
 Resolved = tuple[int | None, int | None, str | None, str | None, bool]
-
-# pynvml's NVML_VALUE_TYPE_* numbers -> the c_nvmlValue_t member holding that type.
-_VALUE_MEMBERS = {
-    "NVML_VALUE_TYPE_DOUBLE": (0, "dVal"),
-    "NVML_VALUE_TYPE_UNSIGNED_INT": (1, "uiVal"),
-    "NVML_VALUE_TYPE_UNSIGNED_LONG": (2, "ulVal"),
-    "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG": (3, "ullVal"),
-    "NVML_VALUE_TYPE_SIGNED_LONG_LONG": (4, "sllVal"),
-    "NVML_VALUE_TYPE_SIGNED_INT": (5, "siVal"),
-    "NVML_VALUE_TYPE_UNSIGNED_SHORT": (6, "usVal"),
-}
-
 
 _NONE_NEW = object()  # nvmlDeviceGetSamples said NotFound: no sample newer than asked
 
@@ -88,6 +78,8 @@ class _Gpu:
     procs_mem_bytes: int | None = None
     procs_util_pct: float | None = None
     gpm: GpmState = field(default_factory=GpmState)
+    fields: ClockEventFields | None = None  # clock-event durations (made with the nvml module)
+    proc_util: ProcessUtil = field(default_factory=ProcessUtil)
 
 
 class _DaemonPool:
@@ -298,7 +290,7 @@ class GpuCollector:
             gpu.handle, gpu.lost, gpu.error = None, True, str(lost)
             gpu.procs = None
             gpu.gpm.free(nvml)  # a GPU back from a reset starts its GPM pairs again
-            gpu.gpm = GpmState()
+            gpu.gpm, gpu.proc_util = GpmState(), ProcessUtil()
         except nvml.NVMLError as err:  # only from the handle: the GPU cannot be opened
             gpu.handle, gpu.lost, gpu.error = None, False, f"cannot open GPU: {_describe(err)}"
         else:
@@ -372,10 +364,8 @@ class GpuCollector:
         return pairs
 
     def _value_member(self, value_type: int) -> str:
-        for const, (default, member) in _VALUE_MEMBERS.items():
-            if getattr(self._nvml, const, default) == value_type:
-                return member
-        return "uiVal"  # utilization samples are unsigned int on every driver we know
+        # utilization samples are unsigned int on every driver we know
+        return value_member(self._nvml, value_type) or "uiVal"
 
     def _read_gpm(self, gpu: _Gpu, raw: GpuRaw) -> None:
         """GPM's figures for the interval (collect/gpu_gpm.py); PCIe traffic from them when
@@ -413,14 +403,33 @@ class GpuCollector:
         elif not self._pcie_background:
             raw.pcie_rx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES)
             raw.pcie_tx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES)
+        self._read_throttle(gpu, raw)
+        procs = self._processes(gpu, raw)
+        if procs is not None:
+            raw.processes = [self._process(p, gpu.proc_util) for p in procs]
+
+    def _read_throttle(self, gpu: _Gpu, raw: GpuRaw) -> None:
+        """The clock-event durations (collect/gpu_fields.py) where the GPU counts any,
+        else the bit mask of the reasons holding now.  Raises _Lost."""
+        if gpu.fields is None:
+            gpu.fields = ClockEventFields(self._nvml)
+        fields = gpu.fields
+        if fields.usable:
+            values = self._call(gpu, "nvmlDeviceGetFieldValues", fields.ids)
+            if "nvmlDeviceGetFieldValues" in gpu.unsupported:
+                fields.off()
+            elif values is not None:
+                counters, raw.throttle_at_us = fields.parse(self._nvml, values)
+                for reason in THROTTLE_REASONS:
+                    setattr(raw, f"throttle_{reason}_ns", counters[reason])
+                raw.throttle_reasons = fields.held_mask(counters)
+            if fields.usable:
+                return  # durations (a transient failure: n/a this interval)
         # "Throttle" was renamed "event" in driver 535; an older pynvml or driver has only
         # the old name.  Once the new one is known unsupported it is not asked again.
         raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksEventReasons")
         if "nvmlDeviceGetCurrentClocksEventReasons" in gpu.unsupported:
             raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksThrottleReasons")
-        procs = self._processes(gpu, raw)
-        if procs is not None:
-            raw.processes = [self._process(p) for p in procs]
 
     def _processes(self, gpu: _Gpu, raw: GpuRaw) -> list | None:
         """NVML's process list: read again when PROCESSES_REFRESH_S went by or the GPU's
@@ -434,18 +443,24 @@ class GpuCollector:
             return gpu.procs
         gpu.procs = self._call(gpu, "nvmlDeviceGetComputeRunningProcesses")
         gpu.procs_at_s, gpu.procs_mem_bytes, gpu.procs_util_pct = now, raw.mem_used_bytes, util
+        if gpu.procs is not None and gpu.proc_util.supported:
+            # per-process use at the list's cadence (collect/gpu_procutil.py)
+            gpu.proc_util.refresh(lambda fn, *args, not_found: self._call(gpu, fn, *args, not_found=not_found),
+                                  gpu.unsupported, {int(p.pid) for p in gpu.procs})
         return gpu.procs
 
-    def _process(self, proc) -> GpuProcessRaw:
+    def _process(self, proc, util: ProcessUtil) -> GpuProcessRaw:
         pid = int(proc.pid)
         try:
             local_pid, ns_pid, name, cmdline, mapped = self._resolve_pid(pid)
         except Exception:  # noqa: BLE001 - a process may exit mid-lookup; it is then just unmapped
             local_pid, ns_pid, name, cmdline, mapped = None, None, None, None, False
         used = getattr(proc, "usedGpuMemory", None)
+        sm, mem, at_us = util.of(pid)
         return GpuProcessRaw(pid=pid, used_gpu_mem_bytes=None if used is None else int(used),
                              local_pid=local_pid, ns_pid=ns_pid, name=name, cmdline=cmdline,
-                             mapped=mapped, mapped_by=MAPPED_BY_PID if mapped else None)
+                             mapped=mapped, mapped_by=MAPPED_BY_PID if mapped else None,
+                             sm_util_pct=sm, mem_util_pct=mem, util_at_us=at_us)
 
     # ------------------------------------------------------------------ one call
     def _call(self, gpu: _Gpu, function: str, *args, key: str | None = None, not_found=None):

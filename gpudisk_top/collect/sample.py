@@ -85,6 +85,11 @@ class GpuProcessRaw:
     # MAPPED_BY_DEVICE_FILE (our procfs is a container's: the process holding the GPU's
     # /dev/nvidiaN open, collect/devmap.py); None while not mapped
     mapped_by: str | None = None
+    # NVML's last per-process sample (collect/gpu_procutil.py): SM and memory utilization
+    # over its sample period, and the CPU time it was stamped (epoch µs); None: none came
+    sm_util_pct: int | None = None
+    mem_util_pct: int | None = None
+    util_at_us: int | None = None
 
 
 @dataclass(slots=True)
@@ -116,7 +121,9 @@ class GpuRaw:
     sm_clock_mhz: int | None = None
     pcie_rx_kb_s: int | None = None  # NVML's own 20 ms window, in KB/s
     pcie_tx_kb_s: int | None = None
-    throttle_reasons: int | None = None  # nvmlClocksEventReason* bit mask
+    # nvmlClocksEventReason* bit mask: the reasons holding at the read; on a GPU that
+    # counts clock-event durations (below), those whose count advanced since the read before
+    throttle_reasons: int | None = None
     processes: list[GpuProcessRaw] | None = None
     # GPM over the interval since the previous read (collect/gpu_gpm.py), None where the
     # GPU has none or fell back; gpm_note says why a GPU with GPM fell back
@@ -126,6 +133,16 @@ class GpuRaw:
     gpm_dram_bw_pct: float | None = None
     gpm_note: str | None = None
     pcie_age_s: float | None = None  # how old pcie_*_kb_s are (collect/gpu_pcie.py)
+    # nanoseconds the clocks were held down for each reason since the driver loaded
+    # (NVML field values, collect/gpu_fields.py), and NVML's stamp of that read (epoch
+    # µs); None where the GPU does not count that reason (then throttle_reasons, the bit
+    # mask, is read where it counts none)
+    throttle_sw_power_cap_ns: int | None = None
+    throttle_hw_power_brake_ns: int | None = None
+    throttle_sw_thermal_ns: int | None = None
+    throttle_hw_thermal_ns: int | None = None
+    throttle_sync_boost_ns: int | None = None
+    throttle_at_us: int | None = None
 
 
 UNAVAILABLE_PREFIX = "unavailable: "    # GpuSnapshot.status without GPUs: + the reason

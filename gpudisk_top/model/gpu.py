@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.gpu_fields import THROTTLE_REASONS as DURATION_REASONS
 from gpudisk_top.collect.gpu_gpm import share_pct
 from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, UNAVAILABLE_PREFIX, GpuRaw,
                                         GpuSnapshot, UtilWindow, window_values)
@@ -22,6 +23,11 @@ from gpudisk_top.collect.sample import (MAPPED_BY_DEVICE_FILE, UNAVAILABLE_PREFI
 MIB = 2**20  # nvidia-smi's memory.used is in MiB
 BUSY_GPM = "gpm-sm-active"
 BUSY_UTILIZATION = "utilization"
+# where a GPU's throttling comes from: the share of the interval each reason held (NVML's
+# clock-event durations, collect/gpu_fields.py), or the reasons holding at the instant
+# of the read (the bit mask) where the GPU counts no duration
+THROTTLE_DURATIONS = "durations"
+THROTTLE_MASK = "mask"
 
 # nvmlClocksEventReason* bits (nvml.h), named as nvidia-smi -q names them, in snake case.
 THROTTLE_REASONS = (
@@ -49,6 +55,11 @@ class GpuProcessView:
     gpu_mem_mib: float | None
     mapped: bool
     mapped_by: str | None = None   # collect.sample.MAPPED_BY_*: how local_pid was found
+    # NVML's per-process sample (collect/gpu_procutil.py): its share over NVML's own
+    # sample period, not over the interval, and how old it is at the interval's end
+    sm_util_pct: float | None = None
+    mem_util_pct: float | None = None
+    util_age_s: float | None = None
 
     def pid_label(self) -> str:
         """The PID as tables show it: NVML's (host) PID; "host=local" when it was found in
@@ -92,6 +103,20 @@ class GpuView:
     dram_bw_pct: float | None = None
     busy_note: str | None = None          # why a GPU with GPM fell back to utilization
     pcie_age_s: float | None = None       # how old pcie_*_kb_s are
+    # the share of the interval the clocks were held down for each reason
+    # (THROTTLE_DURATIONS; None: n/a), in collect/gpu_fields.py's order
+    throttle_sw_power_cap_pct: float | None = None
+    throttle_hw_power_brake_pct: float | None = None
+    throttle_sw_thermal_pct: float | None = None
+    throttle_hw_thermal_pct: float | None = None
+    throttle_sync_boost_pct: float | None = None
+    throttle_source: str | None = None    # THROTTLE_DURATIONS | THROTTLE_MASK | None (neither read)
+    throttle_note: str | None = None      # a share clipped to 100%, a counter that went back
+
+    @property
+    def throttle_pct(self) -> dict[str, float | None]:
+        """The share of the interval each reason held, by reason (DURATION_REASONS)."""
+        return {reason: getattr(self, f"throttle_{reason}_pct") for reason in DURATION_REASONS}
 
 
 def window_mean(samples: list[tuple[int, float]] | UtilWindow | None,
@@ -111,6 +136,55 @@ def throttle_names(mask: int | None) -> list[str]:
     if not mask:
         return []
     return [name for bit, name in THROTTLE_REASONS if mask & bit]
+
+
+def _throttle(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None) -> dict:
+    """GpuView's throttle_* fields: each reason's share of the interval from two reads'
+    cumulative ns (over NVML's own stamps of them, else the sampling window), with the
+    reasons that held in it as throttle_reasons; the bit mask's reasons where the GPU
+    counts no duration.  A counter that went back (a driver reload) is n/a for the
+    interval; a share above 100% (the counters and their stamp read a hair apart) is
+    clipped and said in throttle_note."""
+    counters = {r: _int(getattr(cur, f"throttle_{r}_ns")) for r in DURATION_REASONS}
+    if all(ns is None for ns in counters.values()):
+        return {"throttle_reasons": throttle_names(cur.throttle_reasons),
+                "throttle_source": THROTTLE_MASK if cur.throttle_reasons is not None else None}
+    out: dict = {"throttle_source": THROTTLE_DURATIONS}
+    span_us = None
+    if prev is not None:
+        if _int(cur.throttle_at_us) and _int(prev.throttle_at_us):
+            span_us = cur.throttle_at_us - prev.throttle_at_us
+        elif window_us is not None:
+            span_us = window_us[1] - window_us[0]
+    notes, held = [], []
+    for reason, ns in counters.items():
+        before = _int(getattr(prev, f"throttle_{reason}_ns")) if prev is not None else None
+        pct = None
+        if ns is not None and before is not None and span_us is not None and span_us > 0:
+            if ns < before:
+                notes.append(f"{reason} counter went back: n/a this interval")
+            else:
+                pct = (ns - before) / (span_us * 1000) * 100
+                if pct > 100.0 + 1e-9:
+                    notes.append(f"{reason} {pct:.1f}% of the interval, clipped to 100%")
+                    pct = 100.0
+                if pct > 0:
+                    held.append(reason)
+        out[f"throttle_{reason}_pct"] = pct
+    out["throttle_reasons"] = held
+    out["throttle_note"] = "; ".join(notes) or None
+    return out
+
+
+def _int(value) -> int | None:
+    """A recorded counter is untrusted too: an int, or None."""
+    return value if type(value) is int else None
+
+
+def _age_s(at_us: int | None, window_us: tuple[int, int] | None) -> float | None:
+    if _int(at_us) is None or window_us is None:
+        return None
+    return max(0.0, (window_us[1] - at_us) / 1e6)
 
 
 def _mib(value: int | None) -> float | None:
@@ -151,7 +225,8 @@ def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None
     processes = [
         GpuProcessView(pid=p.pid, local_pid=p.local_pid, ns_pid=p.ns_pid, name=p.name,
                        cmdline=p.cmdline, gpu_mem_mib=_mib(p.used_gpu_mem_bytes), mapped=p.mapped,
-                       mapped_by=p.mapped_by)
+                       mapped_by=p.mapped_by, sm_util_pct=_share(p.sm_util_pct),
+                       mem_util_pct=_share(p.mem_util_pct), util_age_s=_age_s(p.util_at_us, window_us))
         for p in cur.processes or ()
     ]
     return GpuView(
@@ -161,12 +236,12 @@ def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None
         power_w=_watts(cur.power_mw), power_limit_w=_watts(cur.power_limit_mw),
         temp_c=cur.temp_c, sm_clock_mhz=cur.sm_clock_mhz,
         pcie_rx_kb_s=cur.pcie_rx_kb_s, pcie_tx_kb_s=cur.pcie_tx_kb_s,
-        throttle_reasons=throttle_names(cur.throttle_reasons), processes=processes,
+        processes=processes,
         util_source=source, power_avg_w=_power_avg_w(cur, prev, window_us),
         busy_source=busy_source, gpu_util_pct=util, sm_active_pct=sm_active,
         sm_occupancy_pct=_share(cur.gpm_sm_occupancy_pct),
         tensor_active_pct=_share(cur.gpm_tensor_active_pct), dram_bw_pct=_share(cur.gpm_dram_bw_pct),
-        busy_note=note, pcie_age_s=cur.pcie_age_s,
+        busy_note=note, pcie_age_s=cur.pcie_age_s, **_throttle(cur, prev, window_us),
     )
 
 
@@ -211,11 +286,14 @@ def gpu_as_json(view: GpuView) -> dict:
         "temp_c": view.temp_c, "sm_clock_mhz": view.sm_clock_mhz,
         "pcie_rx_kb_s": view.pcie_rx_kb_s, "pcie_tx_kb_s": view.pcie_tx_kb_s,
         "pcie_age_s": None if view.pcie_age_s is None else round(view.pcie_age_s, 1),
-        "throttle_reasons": list(view.throttle_reasons),
+        "throttle_reasons": list(view.throttle_reasons), "throttle_source": view.throttle_source,
+        "throttle_note": view.throttle_note,
+        **{f"throttle_{r}_pct": v for r, v in view.throttle_pct.items()},
         "processes": [
             {"pid": p.pid, "local_pid": p.local_pid, "ns_pid": p.ns_pid, "name": p.name,
              "cmdline": p.cmdline, "gpu_mem_mib": p.gpu_mem_mib, "mapped": p.mapped,
-             "mapped_by": p.mapped_by}
+             "mapped_by": p.mapped_by, "sm_util_pct": p.sm_util_pct, "mem_util_pct": p.mem_util_pct,
+             "util_age_s": None if p.util_age_s is None else round(p.util_age_s, 1)}
             for p in view.processes
         ],
     }

@@ -52,6 +52,8 @@ PROM_FAMILY_HELP = {
                                 "resource (PSI some).",
     "host_pressure_full_ratio": "Share of the interval in which all non-idle tasks stalled "
                                 "on the resource (PSI full).",
+    "gpu_clock_throttle_ratio": "Share of the interval the GPU's clocks were held down for "
+                                "the reason (NVML clock-event durations).",
 }
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
+from gpudisk_top.collect.gpu_fields import THROTTLE_FIELDS
 from gpudisk_top.model.metric import KIB, Family, Metric
 from gpudisk_top.model.timefmt import clock
 
@@ -111,8 +112,17 @@ TIMELINE = Family("disk", (
 ))
 
 # ---------------------------------------------------------------------------- GPUs
-# GpuView (model/gpu.py): one GPU over one interval.  The JSON of a GPU (gpu_as_json) has
-# these keys among its others.
+# what the throttle reasons NVML counts durations of are called (collect/gpu_fields.py
+# THROTTLE_FIELDS has them, their fields and their order): label, what holds the clocks
+_THROTTLE_WORDS = {
+    "sw_power_cap": ("thr pwr%", "the software power cap"),
+    "hw_power_brake": ("thr brake%", "an external power brake (hardware)"),
+    "sw_thermal": ("thr therm%", "the software thermal limit"),
+    "hw_thermal": ("thr hw therm%", "a hardware thermal slowdown"),
+    "sync_boost": ("thr sync%", "sync boost (the slowest GPU of its group)"),
+}
+_THROTTLE = tuple((reason, *_THROTTLE_WORDS[reason], const.removeprefix("NVML_FI_DEV_"))
+                  for reason, const in THROTTLE_FIELDS)
 GPU = _decimals(Family("gpu", (
     Metric("util_pct", "%", "util%",
            "The GPU's busy figure over the interval: GPM SM activity where the GPU gives it "
@@ -156,8 +166,15 @@ GPU = _decimals(Family("gpu", (
     Metric("dram_bw_pct", "%", "DRAM bw%",
            "DRAM bandwidth used as a share of the peak (GPM DRAM_BW_UTIL / 100).",
            prom="gpu_dram_bandwidth_ratio"),
+    # throttling as the share of the interval each reason held (model/gpu.py _throttle)
+    *(Metric(f"throttle_{reason}_pct", "%", label, f"Share of the interval the clocks were held "
+             f"down for {meaning} (NVML clock-event duration {field}; n/a where the GPU "
+             "counts none: throttle_source mask).", prom="gpu_clock_throttle_ratio",
+             prom_label=("reason", reason))
+      for reason, label, meaning, field in _THROTTLE),
 )), 0, util_pct=1, gpu_util_pct=1, sm_active_pct=1, sm_occupancy_pct=1, tensor_active_pct=1,
-    dram_bw_pct=1)    # NVML's whole percents, MiB, W, C, MHz; a mean utilization to 0.1
+    dram_bw_pct=1, **{f"throttle_{r}_pct": 1 for r, *_ in _THROTTLE})
+# NVML's whole percents, MiB, W, C, MHz; a mean utilization and a throttled share to 0.1
 
 # Numbers computed from a GpuView rather than read off one of its attributes: alert rules
 # test them (alerts/catalog.py gpu_value() computes them); `lost` is also exported.
@@ -173,6 +190,14 @@ GPU_COMPUTED = Family("gpu", (
 GPU_PROCESS = Family("gpu_process", (
     Metric("gpu_mem_mib", "MiB", "GPU MiB", "Device memory a compute process holds.",
            prom="gpu_process_memory_used_bytes", csv=False, alert=False, decimals=0),
+    # NVML's per-process sample (collect/gpu_procutil.py): over its own sample period, of
+    # some age (util_age_s in JSON), not over the interval
+    Metric("sm_util_pct", "%", "sm%", "The process's SM utilization in NVML's last sample of "
+           "it (nvmlDeviceGetProcessesUtilizationInfo smUtil / 100; util_age_s says how old).",
+           prom="gpu_process_sm_utilization_ratio", csv=False, alert=False, decimals=0),
+    Metric("mem_util_pct", "%", "mem%", "The process's memory utilization in NVML's last sample "
+           "of it (memUtil / 100).", prom="gpu_process_memory_utilization_ratio", csv=False,
+           alert=False, decimals=0),
 ))
 
 # The I/O of a GPU process and its descendants, summed (Model.gpu_proc_io, model/procs.py

@@ -20,7 +20,7 @@ from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.present import size
 from gpudisk_top.verdict.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable_lines
-from gpudisk_top.model.gpu import gpu_as_json
+from gpudisk_top.model.gpu import THROTTLE_DURATIONS, gpu_as_json
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.host import host_as_json
 from gpudisk_top.model.select import DeviceFilter
@@ -193,6 +193,9 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
         elif g.sm_active_pct is not None and g.gpu_util_pct is not None:
             lines.append(f"  GPU {g.index}: SM activity {util.text(g.sm_active_pct)}%, "
                          f"utilization.gpu {util.text(g.gpu_util_pct)}%")
+        throttle = _throttle_line(g)
+        if throttle:
+            lines.append(f"  GPU {g.index}: {throttle}")
     procs = [(g.index, p) for g in model.gpus for p in g.processes]
     if procs:
         lines.append("")
@@ -230,6 +233,24 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
             lines.append("  host=local: NVML's host PID = its PID here, found by the GPU device "
                          "file it holds open")
     return lines
+
+
+def _throttle_line(g) -> str | None:
+    """What held a GPU's clocks down: each reason's share of the interval (clock-event
+    durations), or the reasons holding at the read (the bit mask, where the GPU counts
+    no duration); None when nothing did."""
+    if g.throttle_source == THROTTLE_DURATIONS:
+        held = [f"{reason} {GPU[f'throttle_{reason}_pct'].text(pct)}%"
+                for reason, pct in g.throttle_pct.items() if pct]
+        text = f"clocks held down {', '.join(held)} of the interval" if held else None
+        if g.throttle_note:
+            text = f"{text}; {g.throttle_note}" if text else f"throttle: {g.throttle_note}"
+        return text
+    # an idle GPU's clocks drop for want of work, not held down: not said
+    reasons = [r for r in g.throttle_reasons if r != "gpu_idle"]
+    if reasons:
+        return f"clock event reasons at the read: {', '.join(reasons)} (no durations on this GPU)"
+    return None
 
 
 def _whole(pct: float | None) -> str:

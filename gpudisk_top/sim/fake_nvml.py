@@ -15,6 +15,9 @@ Driving it (tests, and the simulator that produces raw NVML readings for N GPUs)
     nvml.push_samples(0, util=[(ts_us, 50)])  # exact samples, for tests
     nvml.lose_gpu(3)            # every later call on GPU 3 raises NVMLError_GpuIsLost
 
+Field values (clock-event durations following a throttle schedule) and per-process
+utilization: sim/fake_nvml_fields.py says how to drive them.
+
 GPM (nvmlGpmQueryDeviceSupport, nvmlGpmSampleAlloc/Get/Free, nvmlGpmMigSampleGet,
 nvmlGpmMetricsGet with pynvml's c_nvmlGpmMetricsGet_t), as a Hopper driver answers it:
     FakeGpu(gpm_supported=True)   # else the query says isSupportedDevice 0 and every
@@ -56,6 +59,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field, fields
 
 import pynvml
+
+from gpudisk_top.sim.fake_nvml_fields import FieldsApi, integrate_clock_events
 
 # Drivers keep about six utilization samples a second.
 SAMPLES_PER_S = 6
@@ -99,6 +104,12 @@ class FakeGpu:
     dram_bw_pct: float | None = None
     gpm_values: dict[int, float] = field(default_factory=dict)  # metric id -> value returned
     mig_gpu_instances: set[int] = field(default_factory=set)  # GPU instance ids in MIG mode
+    # field values and per-process utilization: see sim/fake_nvml_fields.py
+    throttle_pct: dict[int, float] = field(default_factory=dict)  # field id -> % of time held
+    throttle_schedule: list[tuple[float, float, int]] = field(default_factory=list)
+    clock_event_ns: dict[int, int] = field(default_factory=dict)  # field id -> cumulative ns
+    unsupported_fields: set[int] = field(default_factory=set)
+    process_util: dict[int, tuple[float, float]] = field(default_factory=dict)  # pid -> (SM %, mem %)
 
 
 # The GPM metrics the fake integrates: id -> the FakeGpu figure it follows (in %, or MiB/s).
@@ -125,7 +136,7 @@ class FakeHandle:
 _STATE_FIELDS = frozenset(f.name for f in fields(FakeGpu))
 
 
-class FakeNvml:
+class FakeNvml(FieldsApi):
     """A module-like fake of `pynvml`; see the module docstring for how to drive it."""
 
     def __init__(self, gpus: list[FakeGpu] | None = None, *, start_us: int | None = None,
@@ -246,8 +257,11 @@ class FakeNvml:
                 gpu.energy_mj += gpu.power_mw * dt_s  # mW * s = mJ
                 for metric, value in _gpm_now(gpu).items():
                     sums[metric] += value * dt_s
+                integrate_clock_events(gpu, self.now_us, target_us, self._sample_origin_us)
         while (ts := self._sample_ts(self._sample_k)) <= target_us:
-            for gpu, buffers in zip(self.gpus, self._buffers):
+            for index, (gpu, buffers) in enumerate(zip(self.gpus, self._buffers)):
+                if gpu.process_util and not gpu.lost:
+                    self._tick_processes(index, gpu, ts)
                 if gpu.lost or (not self.idle_samples and not gpu.util_pct and not gpu.mem_util_pct):
                     continue
                 buffers[pynvml.NVML_GPU_UTILIZATION_SAMPLES].append((ts, gpu.util_pct))
@@ -528,7 +542,8 @@ def _address(sample) -> int | None:
 # `nvml.NVML_CLOCK_SM` mean the same thing whichever of the two `nvml` is.
 for _name in dir(pynvml):
     if _name.startswith(("NVMLError", "NVML_", "nvmlClocksEventReason", "nvmlClocksThrottleReason")) \
-            or _name in ("c_nvmlGpmMetricsGet_t", "c_nvmlGpmSample_t", "c_nvmlGpmSupport_t"):
+            or _name in ("c_nvmlGpmMetricsGet_t", "c_nvmlGpmSample_t", "c_nvmlGpmSupport_t",
+                         "c_nvmlFieldValue_t"):
         setattr(FakeNvml, _name, getattr(pynvml, _name))
 if hasattr(pynvml, "NVMLLibraryMismatchError"):  # raised by nvidia-ml-py >= 12.535 only
     FakeNvml.NVMLLibraryMismatchError = pynvml.NVMLLibraryMismatchError

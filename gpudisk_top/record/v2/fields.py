@@ -13,6 +13,7 @@ import operator
 import struct
 
 from gpudisk_top.collect.diskstats import DiskCounters
+from gpudisk_top.collect.gpu_fields import THROTTLE_AT_FIELD, THROTTLE_NS_FIELDS
 from gpudisk_top.collect.sample import (CpuTimes, DeviceInfo, DiskHealth, GpuProcessRaw,
                                         UtilWindow, window_values)
 
@@ -32,8 +33,16 @@ GPU_STATIC = ("index", "name", "uuid", "pci_bus_id", "lost", "error", "mem_total
               "power_limit_mw", "minor_number", "gpm_note")
 GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
             "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
+# the clock-event durations (collect/gpu_fields.py) and their stamp came with issue 40
+# too: earlier recordings read back None, and their GPUs' throttling is the bit mask.
+# Integers, with the floats: a row writes those only when they changed (a GPU that is
+# not throttled costs nothing) and lets them be None (a reason the GPU does not count)
+# without the row's integers losing their differences
 GPU_FLOATS = ("util_now_pct", "mem_util_now_pct", "gpm_sm_active_pct", "gpm_sm_occupancy_pct",
-              "gpm_tensor_active_pct", "gpm_dram_bw_pct", "pcie_age_s")
+              "gpm_tensor_active_pct", "gpm_dram_bw_pct", "pcie_age_s", *THROTTLE_NS_FIELDS,
+              THROTTLE_AT_FIELD)
+# a GPU process's NVML sample (sm_util_pct, mem_util_pct, util_at_us: issue 40) is at the
+# end of its record: earlier recordings' records lack them, and read back None
 GPU_PROCESS_FIELDS = field_names(GpuProcessRaw)
 # direct_reads and data_kb (its data files: O_DIRECT, the size read through the page cache)
 # came later: recordings made before them lack them in their schema, and read back None
