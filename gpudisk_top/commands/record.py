@@ -23,6 +23,7 @@ from gpudisk_top.commands.common import (Parser, add_detector_options, add_inter
                                          device_filter, export_options, load_config,
                                          number_type, open_source, thresholds_from)
 from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
+from gpudisk_top.session.detail import after_step, slow_detail
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
@@ -88,9 +89,11 @@ class _Live:
         self.hooks = hooks
         self.stepper = Stepper(thresholds, cadence_s=cadence_s)   # verdict/gaps.py
 
-    def feed(self, sample) -> None:
+    def feed(self, sample):
+        """Step the sample and hand it to the hooks; its verdict."""
         model, verdict, loss = self.stepper.step(sample)
         self.hooks.on_sample(model, verdict, self.stepper.episodes, loss)
+        return verdict
 
 
 def _make_parent(path: str) -> None:
@@ -129,6 +132,8 @@ def run(args) -> int:
         stop.restore()
         raise
     live = None
+    # the processes every 5 s while every job is healthy (session/detail.py)
+    slow_detail(sampler, thresholds)
     try:
         if live_wanted:
             from gpudisk_top.exporter.hooks import SampleHooks
@@ -161,7 +166,8 @@ def run(args) -> int:
             sample = sampler.sample()
             recorder.append(sample)      # first: nothing recorded waits on the exporter
             if live is not None:
-                live.feed(sample)
+                # a job starved: every process read at the next sample (issue 41)
+                after_step(sampler, live.feed(sample))
             wait_s = ticker.advance()
             if args.duration is not None and ticker.ticks * args.interval > args.duration + 1e-9:
                 break

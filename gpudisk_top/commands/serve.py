@@ -33,6 +33,7 @@ from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser,
                                          thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.exporter.options import DEFAULT_JOB_RETENTION_S
+from gpudisk_top.session.detail import after_step, slow_detail
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
 
@@ -94,6 +95,7 @@ def run(args) -> int:
                 close_source(sampler)
                 raise
             stepper = Stepper(thresholds, cadence_s=args.interval)   # verdict/gaps.py
+            slow_detail(sampler, thresholds)
             if args.demo_start:
                 # the past, through the detector only: nothing was served or alerted then
                 for _ in range(sampler.samples_until(args.demo_start)):
@@ -158,6 +160,7 @@ def _loop(args, nodes: list[tuple], stop: StopSignals) -> None:
                     warned.add(warning)
                     warn(warning)
             model, verdict, loss = stepper.step(sample)
+            after_step(sampler, verdict)       # a job starved: every process read (issue 41)
             hooks.on_sample(model, verdict, stepper.episodes, loss)
         if args.count is not None and taken >= args.count:
             break

@@ -19,6 +19,7 @@ from gpudisk_top.verdict.detect import Episode, Thresholds, Verdict
 from gpudisk_top.model.history import History
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.verdict.step import Stepper, StepperViews
+from gpudisk_top.session.detail import after_step, slow_detail
 from gpudisk_top.session.ticker import Ticker, stepped_interval
 
 INTERVALS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
@@ -91,6 +92,7 @@ class Feed(StepperViews):
         self.on_sample = on_sample
         self.hooks = hooks
         self.stepper = Stepper(thresholds)
+        slow_detail(source, thresholds)   # the processes every 5 s while all is healthy
         self.history = History(history_capacity)
         self.last_update_mono: float | None = None
         self.last_error: str | None = None   # the latest sampling failure, for the screen
@@ -145,6 +147,7 @@ class Feed(StepperViews):
             except Exception as err:  # noqa: BLE001
                 self.sink_error = f"{type(err).__name__}: {err}"
         model, verdict, loss = self.stepper.step(sample)
+        after_step(self.source, verdict)   # a job starved: every process read (issue 41)
         self.history.append(model, verdict)
         self._seq += 1
         cpu, rss = self._self.read()

@@ -301,6 +301,9 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         if current is not None:      # the screen is one job's, not the node's
             number, info = current
             out.append(f"JOB: {number}/{len(shown.model.jobs)} {job_name(info.name)}")
+        if shown is not None and shown.model.detail_s is not None:
+            # every job healthy: the processes' rows are read at the slow cadence (issue 41)
+            out.append(f"procs every {shown.model.detail_s:g}s")
         sink_error = self.live.sink_error if self.live is not None else None  # the recorder's
         if self.record_path is not None and sink_error is None:
             out.append("REC")
