@@ -1,7 +1,13 @@
-"""Make a 24-hour recording of the simulator's demo scenario, as fast as the CPU allows.
+"""Make a 24-hour recording of a simulated node, as fast as the CPU allows.
 
-    python bench/make_day.py [-o /tmp/day.gdtrec] [--hours 24] [--scenario demo] [--no-summaries]
-                             [--health 600]
+    python bench/make_day.py [-o /tmp/day.gdtrec] [--hours 24] [--scenario demo|FILE.toml]
+                             [--no-summaries] [--health 600] [--groups]
+
+--scenario takes a built-in's name or a scenario file: bench/scenarios/busy-day.toml is
+the issue-41 day (8 GPUs, 16 disks every one of which moves every second, an 8-worker
+job through healthy, starved and idle phases: the ledger and what-if fields a starved
+day has).  --groups adds where the sample blocks' bytes go by field group (each group's
+columns compressed alone, block by block: the parts add up to about the whole).
 
 Samples carry the simulator's virtual clock (1 Hz from 2026-01-01T00:00:00Z), so a day
 takes minutes to write, not a day.  Prints the file size, the size per day, where the
@@ -28,7 +34,44 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gpudisk_top.collect.source import simulated_source  # noqa: E402
 from gpudisk_top.record import Recorder, frames, make_header  # noqa: E402
 from gpudisk_top.record import v2  # noqa: E402
-from gpudisk_top.sim import Simulator, builtin  # noqa: E402
+from gpudisk_top.sim import Simulator, builtin, load_toml  # noqa: E402
+
+# field groups of a block's column keys (record/v2/flatten.py's layout), by key prefix
+GROUPS = (("d/", "disks (diskstats counters)"), ("v/", "device identity"),
+          ("g/", "GPUs"), ("h/cg", "the job's cgroup"), ("h/", "host (cpu, psi, meminfo)"),
+          ("p/", "processes"), ("T/", "process trees' I/O"), ("m/", "mounts"),
+          ("H", "disk health"), ("t/", "times"), ("", "other (status, warnings, px)"))
+
+
+def group_of(key: str) -> str:
+    return next(name for prefix, name in GROUPS if key.startswith(prefix))
+
+
+def bytes_by_group(path: str) -> dict[str, int]:
+    """Each field group's columns of every sample block, encoded and compressed alone."""
+    from gpudisk_top.record.v2 import blocks
+    data = open(path, "rb").read()
+    found, _ = frames.scan(data, frames.PREAMBLE.size)
+    out: dict[str, int] = {}
+    for f in found:
+        if f.kind != frames.BLOCK:
+            continue
+        blk = v2.decode_block(memoryview(data)[f.start:f.end])
+        for name in {group_of(k) for lay in blk.layouts for k in lay}:
+            layouts, rows, ids = [], [], {}
+            for j in range(len(blk.rows)):
+                lay, vals = blk.values(j)
+                keep = [i for i, k in enumerate(lay) if group_of(k) == name]
+                sub = tuple(lay[i] for i in keep)
+                lid = ids.setdefault(sub, len(layouts))
+                if lid == len(layouts):
+                    layouts.append(sub)
+                rows.append((lid, [vals[i] for i in keep]))
+            state = blk.state if name == "processes" else {}
+            raw = blocks.encode_block(blk.first, rows, layouts, state)
+            _, _, wl, rl, _ = v2.BLOCK_HEAD.unpack_from(raw)
+            out[name] = out.get(name, 0) + wl + rl
+    return out
 
 
 def where_the_bytes_go(path: str) -> dict[str, int]:
@@ -54,18 +97,22 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-o", "--output", default="/tmp/gpudisk-top-day.gdtrec")
     p.add_argument("--hours", type=float, default=24.0)
-    p.add_argument("--scenario", default="demo")
+    p.add_argument("--scenario", default="demo", help="a built-in's name or a .toml file")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-summaries", action="store_true", help="raw samples only")
     p.add_argument("--health", type=float, default=0.0, metavar="S",
                    help="a health reading of every disk every S simulated seconds "
                         "(default 0: none)")
+    p.add_argument("--groups", action="store_true",
+                   help="where the sample blocks' bytes go, by field group")
     args = p.parse_args()
     if os.path.exists(args.output):
         os.remove(args.output)
     n = int(args.hours * 3600)
-    sim = Simulator(builtin(args.scenario), seed=args.seed, health_interval_s=args.health)
-    origin = simulated_source(args.scenario, args.seed)
+    scenario = (load_toml(args.scenario) if args.scenario.endswith(".toml")
+                else builtin(args.scenario))
+    sim = Simulator(scenario, seed=args.seed, health_interval_s=args.health)
+    origin = simulated_source(scenario.name, args.seed)
     t0 = time.process_time()
     sample_s = 0.0
     with Recorder(args.output, make_header(origin, 1.0), sync_interval_s=None,
@@ -79,7 +126,7 @@ def main() -> int:
                 print(f"  {i / 3600:.0f} h ...", file=sys.stderr, flush=True)
     took = time.process_time() - t0
     size = os.path.getsize(args.output)
-    print(f"{args.output}: {n} samples ({args.hours:g} h of scenario {args.scenario}), "
+    print(f"{args.output}: {n} samples ({args.hours:g} h of scenario {scenario.name}), "
           f"{size / 1e6:.2f} MB, {size / n:.0f} bytes/sample, "
           f"{size / 1e6 * 86400 / n:.1f} MB/day at 1 Hz; "
           f"CPU {(took - sample_s) / n * 1e6:.0f} us/sample in the recorder"
@@ -89,6 +136,10 @@ def main() -> int:
         print(f"  health: {sim.health.polls} polls of {len(sim.health.latest.readings)} disks")
     for name, b in sorted(where_the_bytes_go(args.output).items(), key=lambda x: -x[1]):
         print(f"  {name:<36} {b / n:7.1f} bytes/sample  {b / 1e6 * 86400 / n:6.2f} MB/day")
+    if args.groups:
+        print("  the sample blocks by field group (each compressed alone):")
+        for name, b in sorted(bytes_by_group(args.output).items(), key=lambda x: -x[1]):
+            print(f"    {name:<34} {b / n:7.1f} bytes/sample  {b / 1e6 * 86400 / n:6.2f} MB/day")
     return 0
 
 

@@ -101,7 +101,7 @@ class TailWriter:
         under a --max-size whose parts they would crowd (they are derived data: the block
         carries them, and report can replay the rows)."""
         self._summary_blocks += blocks
-        frame = frames.pack(frames.SUMMARY, encode_blocks(blocks))
+        frame = frames.pack(frames.SUMMARY, encode_blocks(blocks, self.file_version >= 3))
         part = self.rotation.part_bytes if self.rotation is not None else None
         if part is not None and len(frame) > part // 20:
             return
@@ -127,9 +127,9 @@ class TailWriter:
             except Exception as err:  # noqa: BLE001
                 self._stop_summaries(err)
         if blocks:
-            summaries = encode_blocks(blocks)
+            summaries = encode_blocks(blocks, self.file_version >= 3)
         payload = v2.encode_block(self._block_first, rows, self._layouts, self._state,
-                                         self.level, summaries)
+                                  self.level, summaries, predict_cols=self.file_version >= 3)
         frame = frames.pack(frames.BLOCK, payload, self._block_wall_s or 0.0)
         start, end = self._tail_start, self._size
         try:

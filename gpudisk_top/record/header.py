@@ -13,7 +13,12 @@ from gpudisk_top.collect.source import LIVE, Source, live_source
 from gpudisk_top.record import v2
 
 FORMAT_NAME = "gpudisk-top recording"
-FORMAT_VERSION = 2        # the version this code writes; reader.py reads every version up to it
+FORMAT_VERSION = 3        # the version this code writes; reader.py reads every version up to it
+# 3 (issue 41): blocks may code a column against others (record/v2/predict.py), summaries
+# are LZMA-compressed; rows, frames and everything else as in 2.  A version 2 file is
+# appended to as version 2 (its blocks without predictions, its summaries deflated), so
+# that an older gpudisk-top still reads it whole.
+OLDEST_APPENDED = 2
 SEGMENT_SAMPLES = 600     # samples per block: the longest decode for a seek
 
 

@@ -88,7 +88,7 @@ def check_preamble(path: str, head: bytes, size: int) -> int:
     if version in RETIRED_VERSIONS:
         raise UsageError(f"{path}: recording format version {version} "
                          f"({RETIRED_VERSIONS[version]}) is no longer read")
-    if version != FORMAT_VERSION:
+    if version < 2:
         raise UsageError(f"{path}: unknown recording format version {version}")
     return version
 

@@ -12,7 +12,7 @@ import os
 
 from gpudisk_top.errors import UsageError
 from gpudisk_top.record import frames, v2
-from gpudisk_top.record.header import FORMAT_VERSION
+from gpudisk_top.record.header import FORMAT_VERSION, OLDEST_APPENDED
 
 
 def resume(fd: int, size: int, path: str, header: dict) -> tuple[int, float | None, list[str]]:
@@ -30,10 +30,10 @@ def resume(fd: int, size: int, path: str, header: dict) -> tuple[int, float | No
                          "not writing over it")
     if len(head) == frames.PREAMBLE.size:
         _, version, _ = frames.PREAMBLE.unpack_from(head)
-        if version < FORMAT_VERSION:
+        if version < OLDEST_APPENDED:
             raise UsageError(f"{path} is a recording of format version {version}; "
-                             f"this recorder writes version {FORMAT_VERSION}: record to "
-                             "another file")
+                             f"this recorder writes version {OLDEST_APPENDED} or "
+                             f"{FORMAT_VERSION}: record to another file")
     check_preamble(path, head, size)
     try:
         buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)  # no copy of a big file

@@ -19,7 +19,8 @@ Summaries (record/derived.py): the recorder feeds its samples to the model and t
 detector, a summary block at a time, so that `report` need not replay them.
 
 An existing recording is appended to (a new session: header, then rows), after any torn
-tail a crash left is cut off; a file that is not a recording of this version, a session
+tail a crash left is cut off (a version 2 file goes on as version 2: header.py); a file
+that is not a recording of version 2 or 3, a session
 of another source (a simulated node's samples into a live node's recording, or another
 host's), a symbolic link, a device or a FIFO is never written, and two recorders never
 write one file (an exclusive lock).  New files are created 0o640 less the umask: they
@@ -163,6 +164,9 @@ class Recorder(TailWriter):
             os.close(fd)
             raise RuntimeFailure(f"cannot write {path}: {err.strerror or err}") from None
         self._fd, self._size = fd, size   # size 0: the preamble goes before the first frame
+        # the format this file is written in: a version 2 file goes on as version 2
+        self.file_version = (frames.PREAMBLE.unpack(os.pread(fd, frames.PREAMBLE.size, 0))[1]
+                             if size else FORMAT_VERSION)
         self._new_session()
 
     def _resume(self, fd: int, size: int) -> int:
@@ -276,9 +280,10 @@ class Recorder(TailWriter):
         data = b""
         if self._session_samples == 0:
             data = frames.pack(frames.SESSION, json.dumps(
-                complete_header(self.header, sample), allow_nan=False, default=str).encode())
+                complete_header(dict(self.header, format_version=self.file_version), sample),
+                allow_nan=False, default=str).encode())
         if self._size == 0:
-            data = frames.preamble(FORMAT_VERSION) + data
+            data = frames.preamble(self.file_version) + data
         return data
 
     def _write_sample(self, sample: Sample, encoded: tuple) -> tuple | bool | str:

@@ -17,7 +17,9 @@ import struct
 import zlib
 from array import array
 
+from gpudisk_top.record.v2 import predict
 from gpudisk_top.record.v2.fields import INTS, FormatError, bits_float, expand, runs
+from gpudisk_top.record.v2.predict import spread
 from gpudisk_top.record.v2.unflatten import Unflattener
 
 ABSENT = object()            # no value: the column's entity is not in this row
@@ -57,21 +59,21 @@ def _unshuffle(data, w: int, count: int) -> bytes:
 
 
 def _code_ints(vals: list):
-    """(mode, heads, seq) with a small sum of magnitudes: 0 as is, 1 differences,
-    2 differences of differences (tried only when differences are not already small)."""
+    """(mode, heads, seq) with the smallest spread (predict.spread: what the packed
+    bytes cost after LZMA): 0 as is, 1 differences, 2 differences of differences.  A
+    smaller sum of magnitudes chose differences of differences for every noisy counter,
+    whose spread is larger (the noise of two intervals): 4 % of a busy node's block."""
     n = len(vals)
-    best, best_cost = (0, [], vals), None
-    if abs(vals[0]) < 1 << 24:            # a counter is never worth storing as is
-        best_cost = sum(map(abs, vals))
+    best = (0, [], vals)
+    best_cost = spread(vals)               # a counter's spread as is is its whole span
     if n >= 2:
         d = list(map(operator.sub, vals[1:], vals[:-1]))
-        cost = sum(map(abs, d))
-        if best_cost is None or cost < best_cost:
+        cost = spread(d)
+        if cost < best_cost:
             best, best_cost = (1, [vals[0]], d), cost
-        if n >= 3 and cost > 4 * n:
+        if n >= 3 and cost:
             dd = list(map(operator.sub, d[1:], d[:-1]))
-            cost = sum(map(abs, dd))
-            if cost < best_cost:
+            if spread(dd) < best_cost:
                 best = (2, [vals[0], d[0]], dd)
     return best
 
@@ -86,10 +88,13 @@ def _decode_ints(mode: int, heads: list, seq, n: int) -> list:
 
 
 def encode_block(first: int, rows: list[tuple[int, list]], layouts: list[tuple],
-                 state: dict, level: int = 6, summaries: bytes = b"") -> bytes:
+                 state: dict, level: int = 6, summaries: bytes = b"",
+                 predict_cols: bool = False) -> bytes:
     """A B frame's payload: samples first..first+len(rows)-1 of a session.  rows are
     (layout index, values); state is the processes' rebuilt counters before the first
-    row (Unflattener.counters after the sample before it); summaries, the derived part."""
+    row (Unflattener.counters after the sample before it); summaries, the derived part.
+    predict_cols: code columns against others where that is smaller (format version 3,
+    predict.py); a version 2 file's blocks are written without."""
     n = len(rows)
     union: dict[str, int] = {}
     maps = []
@@ -103,11 +108,8 @@ def encode_block(first: int, rows: list[tuple[int, list]], layouts: list[tuple],
     for r, (lid, grp) in enumerate(groups):
         for c, values in zip(maps[lid], zip(*grp)):
             pieces[c].append((r, values))
-    descs = []
-    chunks: dict[int, list] = {}
-    sub = operator.sub
-    wall_col = union.get(WALL_KEY)
-    walls = b""
+    columns: list = []
+    presents: list = []
     for c in range(ncols):
         got = pieces[c]
         present = None
@@ -124,6 +126,18 @@ def encode_block(first: int, rows: list[tuple[int, list]], layouts: list[tuple],
                     present[-1][1] += len(grp)
                 else:
                     present.append([flag, len(grp)])
+        columns.append(vals)
+        presents.append(present)
+    pred = []
+    if predict_cols:
+        pred = predict.apply(list(union), columns, presents)
+    descs = []
+    chunks: dict[int, list] = {}
+    sub = operator.sub
+    wall_col = union.get(WALL_KEY)
+    walls = b""
+    for c in range(ncols):
+        vals, present = columns[c], presents[c]
         if c == wall_col and present is None:
             # the wall times go in their own part, which opening a recording reads
             descs.append([None, "w"])
@@ -150,10 +164,12 @@ def encode_block(first: int, rows: list[tuple[int, list]], layouts: list[tuple],
                 continue
         descs.append([present, "j", runs(vals)])
     data = b"".join(b for w in sorted(chunks) for b in chunks[w])
-    header = json.dumps({"keys": list(union), "layouts": maps,
-                         "rows": runs([lid for lid, _ in rows]), "cols": descs,
-                         "state": [[pid, c] for pid, c in state.items()]},
-                        separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
+    head = {"keys": list(union), "layouts": maps, "rows": runs([lid for lid, _ in rows]),
+            "cols": descs, "state": [[pid, c] for pid, c in state.items()]}
+    if pred:
+        head["pred"] = pred
+    header = json.dumps(head, separators=(",", ":"), ensure_ascii=False,
+                        allow_nan=True).encode()
     body = _BODY_HEAD.pack(len(header), len(data)) + header + data
     packed = lzma.compress(body, format=lzma.FORMAT_RAW, filters=[dict(_LZMA_ENCODE, preset=level)])
     return BLOCK_HEAD.pack(first, n, len(walls), len(packed), len(summaries)) + walls + packed + summaries
@@ -289,6 +305,8 @@ def decode_block(payload) -> Block:
             if len(vals) != n:
                 raise FormatError("a column of the wrong length")
             cols.append(vals)
+        if "pred" in h:
+            predict.undo(h["pred"], cols, ABSENT)
         layouts = [tuple(keys[c] for c in m) for m in h["layouts"]]
         row_layouts = expand(h["rows"])
         rows = list(zip(*cols)) if cols else [()] * n

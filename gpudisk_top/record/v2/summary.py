@@ -27,6 +27,7 @@ says how many (jobs_over): `report` replays such a window.  Blocks written befor
 from __future__ import annotations
 
 import json
+import lzma
 import zlib
 from dataclasses import asdict, dataclass, field, fields
 
@@ -287,17 +288,26 @@ def _device_list(info) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(info).items()}
 
 
-def encode_blocks(blocks: list[SummaryBlock]) -> bytes:
-    return zlib.compress(json.dumps([b.to_json() for b in blocks], separators=(",", ":"),
-                                    allow_nan=False).encode(), 9)
+def encode_blocks(blocks: list[SummaryBlock], packed: bool = False) -> bytes:
+    """The blocks as JSON, deflated (format version 2), or with packed (version 3) as an
+    .xz stream: its dictionary spans the frame's blocks, which repeat their devices and
+    GPUs (a quarter smaller on a busy node)."""
+    data = json.dumps([b.to_json() for b in blocks], separators=(",", ":"),
+                      allow_nan=False).encode()
+    if packed:
+        return lzma.compress(data, check=lzma.CHECK_NONE, preset=6)
+    return zlib.compress(data, 9)
 
 
 def decode_blocks(data) -> list[SummaryBlock]:
     """Raises ValueError for a payload it cannot read (then report replays its samples:
     summaries are derived, nothing is lost)."""
     try:
-        return [SummaryBlock.from_json(d) for d in json.loads(zlib.decompress(bytes(data)))]
-    except (zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
+        data = bytes(data)
+        # an .xz stream starts with 0xFD; a zlib stream with 0x78 (a 32 KiB window)
+        raw = lzma.decompress(data) if data[:1] == b"\xfd" else zlib.decompress(data)
+        return [SummaryBlock.from_json(d) for d in json.loads(raw)]
+    except (zlib.error, lzma.LZMAError, ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
         raise ValueError(f"{type(err).__name__}: {err}") from None
 
 
