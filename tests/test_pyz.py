@@ -6,15 +6,14 @@ damaged, truncated, with a cache directory that is a symlink, not ours or full."
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import re
 import time
 import zipfile
 import zlib
@@ -23,54 +22,11 @@ from pathlib import Path
 import pytest
 
 import pyz_build
+from pythons import PYENV, PYTHONS, SUPPORTED, WANTED, python_for, version_of
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "tools" / "build_pyz.py"
 IS_ROOT = os.geteuid() == 0
-
-
-def _version(python: str) -> tuple[int, int] | None:
-    try:
-        out = subprocess.run([python, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=30)
-    except OSError:
-        return None
-    return tuple(map(int, out.stdout.split())) if out.returncode == 0 else None
-
-
-PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-# the CPythons the zip is for: each is a test's parameter, skipped where this machine has
-# none, the skip naming where it was looked for
-WANTED = ("3.10", "3.11", "3.12", "3.13")
-
-
-def _pythons() -> dict[str, str]:
-    """Each CPython here by its version: pyenv's (2.7 and 3.6 to 3.13 on the development
-    machine), the system's python3.X, and the one running the tests (a fresh CI machine
-    may have only these)."""
-    found = {}
-    candidates = sorted(glob.glob(str(PYENV / "*" / "bin" / "python")))
-    candidates += [f"/usr/bin/python3.{minor}" for minor in range(6, 15)]
-    candidates += ["/usr/bin/python3", sys.executable]
-    for python in candidates:
-        version = _version(python) if os.access(python, os.X_OK) else None
-        if version:
-            found.setdefault("%d.%d" % version, python)
-    return found
-
-
-PYTHONS = _pythons()
-SUPPORTED = {v: p for v, p in PYTHONS.items() if tuple(map(int, v.split("."))) >= (3, 10)}
-
-
-def python_for(version: str) -> str:
-    """This machine's CPython `version`; skips the test, naming what is missing, where
-    there is none."""
-    if version not in PYTHONS:
-        pytest.skip(f"no CPython {version} on this machine (looked in {PYENV}/*/bin/python, "
-                    f"/usr/bin/python{version}, and the tests' own {sys.version.split()[0]}); "
-                    f"found: {', '.join(sorted(PYTHONS)) or 'none'}")
-    return PYTHONS[version]
 
 
 @pytest.fixture(scope="module")
@@ -364,7 +320,7 @@ def test_piped_into_another_namespace_and_run_as_nobody_from_read_only_dirs(pyz,
     python = "/usr/bin/python3"
     if not IS_ROOT or not shutil.which("unshare") or not shutil.which("setpriv"):
         pytest.skip("not root, or no unshare or setpriv")
-    if (_version(python) or (0, 0)) < (3, 10):
+    if (version_of(python) or (0, 0)) < (3, 10):
         pytest.skip("no system python3 3.10 or newer for user nobody")
     ro = tmp_path / "ro"
     ro.mkdir()
