@@ -18,6 +18,14 @@ rows and the block at once keeps the block.
 Summaries (record/derived.py): the recorder feeds its samples to the model and the
 detector, a summary block at a time, so that `report` need not replay them.
 
+The processes' cadence (issue 41): a Sample taken while the sampler reads the processes
+only every few seconds (collect/detail.py) that did not read them carries the last read's
+counters unchanged and says how old they are (Sample.procs_age_s).  It is appended as it
+is, with its age (record/v2's "t/procs_age_ms"; the carried counters are zero differences,
+next to nothing in a block), so a recording replays with the cadence it was recorded with:
+a replay, `report` and the summaries take the same process rates at the same samples as
+the live session did (model/detail.py, the one rule).
+
 An existing recording is appended to (a new session: header, then rows), after any torn
 tail a crash left is cut off (a version 2 file goes on as version 2: header.py); a file
 that is not a recording of version 2 or 3, a session
