@@ -25,6 +25,11 @@ the change between them saves, on a machine whose load moves both alike.
 --split also splits one sample's CPU at scale by part (the node's scans, the job's
 processes, device identity, the step).
 
+--state: the stand-in GPUs busy (healthy: 95 %, the processes read every 5 s, issue 41)
+or not (starved: 30 %, every process read every sample), or both one after the other (the
+default); each figure is given per state, the floor beside it.  A checkout without the
+slow cadence (--against one from before it) reads every process in both.
+
 --cgroups: where the node's processes live.  `node` (the default), as on a node with
 systemd and containers: the 1,928 sleepers spread over 39 cgroups of their own
 (system.slice/svcN.service, a user session, kubepods.slice/podN/ctrN), the trainers and
@@ -36,7 +41,7 @@ every process read at every scan.  The cgroups are made under the cgroup v2 tree
 
 usage: python bench/bench_cost.py [--samples 30] [--seconds 60] [--runs 3] [--warmup 5]
                                   [--against CHECKOUT] [--split] [--cgroups node|one]
-                                  [--json OUT]
+                                  [--state healthy|starved|both] [--json OUT]
 needs: root (the iostat peer reads the scaled diskstats in a private mount namespace;
 the cgroups),
 sysstat's iostat, prometheus_client (serve).
@@ -87,6 +92,7 @@ except ImportError:      # a checkout from before ProbeCeilings (--against an ol
 from gpudisk_top.sim.fake_nvml import FakeNvml
 
 pids = [int(p) for p in os.environ["GDT_BENCH_PIDS"].split(",")]
+util = float(os.environ.get("GDT_BENCH_UTIL", "95"))
 roots = Roots(procfs=os.environ.get("GDT_BENCH_PROCFS", "/proc"),
               sysfs=os.environ.get("GDT_BENCH_SYSFS", "/sys"))
 
@@ -95,7 +101,7 @@ class Source:
     def __init__(self):
         self.nvml = FakeNvml.with_gpus(8)
         for i in range(8):
-            self.nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
+            self.nvml.set_state(i, util_pct=util, mem_util_pct=40.0, power_mw=550_000,
                                 power_limit_mw=700_000,
                                 processes=[(pids[i % len(pids)], 30 * 2**30)])
         self.sampler = Sampler(roots, nvml=self.nvml, ceilings=CEILINGS)
@@ -103,6 +109,14 @@ class Source:
     def sample(self):
         self.nvml.advance_to(time.time())
         return self.sampler.sample()
+
+    @property
+    def detail(self):       # the slow cadence the command sets (session/detail.py)
+        return self.sampler.detail
+
+    @detail.setter
+    def detail(self, value):
+        self.sampler.detail = value
 
     def close(self):
         self.sampler.close()
@@ -126,16 +140,26 @@ def cpu_s(pid: int) -> float:
 WARM_SAMPLES = 3   # a new sampler's first samples fill its caches and read every process
 
 
-def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None
+STATES = {"healthy": 95.0, "starved": 30.0}   # the stand-in GPUs' utilization in each
+
+
+def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct: float = 95.0
                 ) -> tuple[float, float, int, int]:
     """(median and mean CPU ms of one sample + step, disks, processes), the first
     WARM_SAMPLES left out (then `warm()` is called, if given).  The mean counts what comes
-    every few seconds (the node's scans, device identity): a median hides it."""
+    every few seconds (the node's scans, device identity, the processes every 5 s while
+    healthy): a median hides it.  The sampler has the cadence the commands give it
+    (session/detail.py), where the checkout has one."""
     nvml = FakeNvml.with_gpus(scale.GPUS)
     for i, pid in enumerate(pids):
-        nvml.set_state(i, util_pct=95.0, mem_util_pct=40.0, power_mw=550_000,
+        nvml.set_state(i, util_pct=util_pct, mem_util_pct=40.0, power_mw=550_000,
                        power_limit_mw=700_000, processes=[(pid, 30 * 2**30)])
     sampler, stepper = Sampler(roots, nvml=nvml), Stepper()
+    try:
+        from gpudisk_top.session.detail import after_step, slow_detail
+        slow_detail(sampler)
+    except ImportError:     # a checkout from before the slow cadence: every sample reads all
+        after_step = None
     took = []
     try:
         for k in range(samples + WARM_SAMPLES):
@@ -143,7 +167,10 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None
                 warm()
             nvml.advance_to(time.time())
             w0, t0 = time.monotonic(), time.process_time()
-            model = stepper.step(sampler.sample()).model
+            step = stepper.step(sampler.sample())
+            if after_step is not None:
+                after_step(sampler, step.verdict)
+            model = step.model
             took.append((time.process_time() - t0) * 1000)
             time.sleep(max(0.0, 1.0 - (time.monotonic() - w0)))
     finally:
@@ -152,13 +179,14 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None
             len(model.disks), len(model.procs))
 
 
-def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: int) -> dict:
+def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: int,
+                 util_pct: float) -> dict:
     """sample_cost() of each checkout in `code` ({label: path}), in child processes
     side by side: {label: (ms, disks, processes)}."""
     children = {
         label: subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--child", roots.procfs, roots.sysfs,
-             ",".join(map(str, pids)), str(samples)],
+             ",".join(map(str, pids)), str(samples), str(util_pct)],
             env=dict(os.environ, GDT_BENCH_CODE=path), stdout=subprocess.PIPE, text=True)
         for label, path in code.items()}
     return {label: json.loads(child.communicate()[0]) for label, child in children.items()}
@@ -205,7 +233,8 @@ def floor_cost(procfs: str, pids: list[int], samples: int) -> tuple[float, int, 
     return statistics.median(took[WARM_SAMPLES:]), len(last), len(followed)
 
 
-def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
+def split_cost(roots: Roots, pids: list[int], samples: int, util_pct: float = 95.0
+               ) -> dict[str, float]:
     """Where one sample's CPU goes at `roots`, by part, in ms per sample on average (the
     node's scans come every few seconds, so they count as what they cost a second)."""
     from gpudisk_top.collect import blockdev, cgscan, ioscan, procio
@@ -248,7 +277,7 @@ def split_cost(roots: Roots, pids: list[int], samples: int) -> dict[str, float]:
         calls.clear()
         scans.clear()
     try:
-        sample_cost(roots, pids, samples, warm)
+        sample_cost(roots, pids, samples, warm, util_pct)
     finally:
         for cls, name, real in undo:
             setattr(cls, name, real)
@@ -360,10 +389,12 @@ def main() -> int:
                     help="also split one sample's CPU at scale by part")
     ap.add_argument("--cgroups", choices=("node", "one"), default="node",
                     help="the node's processes in cgroups of their own (node) or in one")
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--state", choices=("healthy", "starved", "both"), default="both",
+                    help="the stand-in GPUs busy (healthy), or not (starved), or each in turn")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        procfs, sysfs, pids, samples = a.child
+        procfs, sysfs, pids, samples, util_pct = a.child
         import gpudisk_top
         code = os.path.realpath(os.environ.get("GDT_BENCH_CODE", ROOT))
         if not os.path.realpath(gpudisk_top.__file__).startswith(code + os.sep):
@@ -371,7 +402,8 @@ def main() -> int:
                   file=sys.stderr)
             return 2
         print(json.dumps(sample_cost(Roots(procfs=procfs, sysfs=sysfs),
-                                     [int(p) for p in pids.split(",")], int(samples))))
+                                     [int(p) for p in pids.split(",")], int(samples),
+                                     util_pct=float(util_pct))))
         return 0
     code = {"": ROOT}
     if a.against:
@@ -394,60 +426,69 @@ def main() -> int:
         writer = scale.DiskstatsWriter(proc_root)
         writer.start()
         pids = [p.pid for p in node.trainers]
-        for label, roots in (("scale", Roots(procfs=proc_root, sysfs=sys_root)),
-                             ("this machine", Roots())):
-            costs = sample_costs(code, roots, pids, a.samples)
-            for which, (ms, mean_ms, disks, nprocs) in costs.items():
-                result[f"sample_step_ms {label}{which}"] = ms
-                result[f"sample_step_mean_ms {label}{which}"] = mean_ms
-                print(f"sample + step, {label}{which} ({disks} disks, {nprocs} processes "
-                      f"followed): {ms:.2f} ms CPU median, {mean_ms:.2f} mean "
-                      f"(of {a.samples})", flush=True)
-        ms, disks, nprocs = floor_cost(proc_root, pids, a.samples)
-        result["floor_ms scale"] = ms
-        print(f"the floor, scale ({disks} disks, {nprocs} processes): {ms:.2f} ms CPU median "
-              "(reading the same diskstats and processes' stat, io, schedstat, split into "
-              "fields, the interval's formulas; nothing else)", flush=True)
-        if a.split:
-            print("where a sample's CPU goes at scale, ms per sample on average:")
-            for label, ms in split_cost(Roots(procfs=proc_root, sysfs=sys_root), pids,
-                                        a.samples).items():
-                result[f"split {label}"] = ms
-                print(f"  {label:<72} {ms:7.0f}" if label.startswith("processes")
-                      else f"  {label:<72} {ms:7.2f}", flush=True)
-        runs: dict[str, list[float]] = {}
-        for run in range(a.runs):
-            argvs = {
-                "iostat -x 1, scale": (["unshare", "-m", "sh", "-c",
-                                        f"mount --bind {proc_root}/diskstats /proc/diskstats "
-                                        "&& exec iostat -x 1"], None),
-                "iostat -x 1": (["iostat", "-x", "1"], None),
-            }
-            for which, path in code.items():
-                scaled_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PROCFS=proc_root,
-                                  GDT_BENCH_SYSFS=sys_root,
-                                  GDT_BENCH_PIDS=",".join(map(str, pids)))
-                job_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PIDS=str(job.pid))
-                out = os.path.join(tmp, f"{run}{bool(which)}")
-                argvs.update({
-                    f"record -i 1, scale{which}": (
-                        [sys.executable, "-c", RUNNER, "record", "-o", out + "s.gdtrec",
-                         "-i", "1", "-q"], scaled_env),
-                    f"serve -i 1, scale{which}": (
-                        [sys.executable, "-c", RUNNER, "serve", "--listen",
-                         f"127.0.0.1:{_free_port()}", "-i", "1"], scaled_env),
-                    f"record -i 1, 64-process job{which}": (
-                        [sys.executable, "-c", RUNNER, "record", "-o", out + "j.gdtrec",
-                         "-i", "1", "-q"], job_env),
-                })
-            for name, pct in side_by_side(argvs, a.seconds, a.warmup).items():
-                runs.setdefault(name, []).append(pct)
-        print(f"% of one core in steady state, median of {a.runs} x {a.seconds:.0f} s "
-              "(all side by side):")
-        for name, values in runs.items():
-            result[name] = statistics.median(values)
-            print(f"  {name:<40} {statistics.median(values):6.3f} %   runs "
-                  f"{[round(v, 3) for v in values]}")
+        scaled = Roots(procfs=proc_root, sysfs=sys_root)
+        # the floor first: every figure below is printed beside it
+        floor_ms, disks, nprocs = floor_cost(proc_root, pids, a.samples)
+        result["floor_ms scale"] = floor_ms
+        floor = f"floor {floor_ms:.2f} ms"
+        print(f"the floor, scale ({disks} disks, {nprocs} processes): {floor_ms:.2f} ms CPU "
+              "median (reading the same diskstats and processes' stat, io, schedstat, split "
+              "into fields, the interval's formulas; nothing else): "
+              f"{floor_ms / 10:.3f} % of a core at 1 Hz", flush=True)
+        states = list(STATES) if a.state == "both" else [a.state]
+        for state in states:
+            util = STATES[state]
+            for label, roots in (("scale", scaled), ("this machine", Roots())):
+                costs = sample_costs(code, roots, pids, a.samples, util)
+                for which, (ms, mean_ms, disks, nprocs) in costs.items():
+                    result[f"sample_step_ms {state} {label}{which}"] = ms
+                    result[f"sample_step_mean_ms {state} {label}{which}"] = mean_ms
+                    print(f"sample + step, {state}, {label}{which} ({disks} disks, {nprocs} "
+                          f"processes followed): {ms:.2f} ms CPU median, {mean_ms:.2f} mean "
+                          f"(of {a.samples}; {floor}: x{mean_ms / floor_ms:.2f} the mean)",
+                          flush=True)
+            if a.split:
+                print(f"where a sample's CPU goes at scale, {state}, ms per sample on average "
+                      f"({floor}):")
+                for label, ms in split_cost(scaled, pids, a.samples, util).items():
+                    result[f"split {state} {label}"] = ms
+                    print(f"  {label:<72} {ms:7.0f}" if label.startswith("processes")
+                          else f"  {label:<72} {ms:7.2f}", flush=True)
+            runs: dict[str, list[float]] = {}
+            for run in range(a.runs):
+                argvs = {
+                    "iostat -x 1, scale": (["unshare", "-m", "sh", "-c",
+                                            f"mount --bind {proc_root}/diskstats /proc/diskstats "
+                                            "&& exec iostat -x 1"], None),
+                    "iostat -x 1": (["iostat", "-x", "1"], None),
+                }
+                for which, path in code.items():
+                    scaled_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PROCFS=proc_root,
+                                      GDT_BENCH_SYSFS=sys_root, GDT_BENCH_UTIL=str(util),
+                                      GDT_BENCH_PIDS=",".join(map(str, pids)))
+                    job_env = dict(os.environ, PYTHONPATH=path, GDT_BENCH_PIDS=str(job.pid),
+                                   GDT_BENCH_UTIL=str(util))
+                    out = os.path.join(tmp, f"{state}{run}{bool(which)}")
+                    argvs.update({
+                        f"record -i 1, scale{which}": (
+                            [sys.executable, "-c", RUNNER, "record", "-o", out + "s.gdtrec",
+                             "-i", "1", "-q"], scaled_env),
+                        f"serve -i 1, scale{which}": (
+                            [sys.executable, "-c", RUNNER, "serve", "--listen",
+                             f"127.0.0.1:{_free_port()}", "-i", "1"], scaled_env),
+                        f"record -i 1, 64-process job{which}": (
+                            [sys.executable, "-c", RUNNER, "record", "-o", out + "j.gdtrec",
+                             "-i", "1", "-q"], job_env),
+                    })
+                for name, pct in side_by_side(argvs, a.seconds, a.warmup).items():
+                    runs.setdefault(name, []).append(pct)
+            print(f"% of one core in steady state, {state}, median of {a.runs} x "
+                  f"{a.seconds:.0f} s (all side by side; the floor at 1 Hz "
+                  f"{floor_ms / 10:.3f} %):")
+            for name, values in runs.items():
+                result[f"{state} {name}"] = statistics.median(values)
+                print(f"  {name:<40} {statistics.median(values):6.3f} %   runs "
+                      f"{[round(v, 3) for v in values]}   (floor {floor_ms / 10:.3f} %)")
     finally:
         if writer is not None:
             writer.stop.set()
