@@ -201,6 +201,7 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
         lines.append("")
         mib, read, rchar, tree = (GPU_PROCESS["gpu_mem_mib"], GPU_PROCESS_IO["read_kb_s"],
                                   GPU_PROCESS_IO["rchar_kb_s"], GPU_PROCESS_IO["nprocs"])
+        sm = GPU_PROCESS["sm_util_pct"]
         estimated = False
         rows = []
         for idx, p in procs:
@@ -213,15 +214,19 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
             else:
                 io_pct = "n/a"
             rows.append((str(idx), p.pid_label(), (p.name or "?")[:16],
-                         mib.text(getattr(p, mib.field)), read.text(io.get(read.field)),
+                         mib.text(getattr(p, mib.field)), _sampled(sm.text(p.sm_util_pct), p.util_age_s),
+                         read.text(io.get(read.field)),
                          rchar.text(io.get(rchar.field)), str(io.get(tree.field) or 0),
                          _whole(lt and lt.on_cpu_pct), _whole(lt and lt.cpu_wait_pct), io_pct,
                          ",".join(sorted(io.get("devices") or ())) or "-"))
         # %cpu, %wait, %io: the loaders' shares (LoaderTime), explained under the table
         lines += table(rows, (
             Col("GPU", 3), Col("pid", 8), Col("name", 16, "<"), Col(mib.label, 8),
-            Col(read.label, 10), Col(rchar.label, 11), Col(tree.label, 5), Col("%cpu", 5),
+            Col(sm.label, 8), Col(read.label, 10), Col(rchar.label, 11), Col(tree.label, 5), Col("%cpu", 5),
             Col("%wait", 5), Col("%io", 6), Col("devices", 0, "<", "  ")))
+        if any(p.sm_util_pct is not None for _, p in procs):
+            lines.append("  sm%: NVML's last sample of the process (its own sample period, not the "
+                         "interval), @ how many seconds old")
         lines.append("  %cpu, %wait, %io: where the time of its loaders (DataLoader workers, else "
                      "itself) went: on a CPU, waiting for one, blocked on reads; mean per loader")
         if estimated:
@@ -251,6 +256,14 @@ def _throttle_line(g) -> str | None:
     if reasons:
         return f"clock event reasons at the read: {', '.join(reasons)} (no durations on this GPU)"
     return None
+
+
+def _sampled(text: str, age_s: float | None) -> str:
+    """A per-process NVML figure with its age: "45@2s"; the figure alone when the age is
+    not known (the first sample)."""
+    if text == "n/a" or age_s is None:
+        return text
+    return f"{text}@{age_s:.0f}s"
 
 
 def _whole(pct: float | None) -> str:
