@@ -27,6 +27,7 @@ from __future__ import annotations
 DETAIL_SLOW_S = 5.0     # the processes' cadence while every job is healthy
 
 FIRST = "the session's first reads"
+EVERY = "an interval as long as the cadence"
 ASKED = "the last verdict"
 CADENCE = "the slow cadence"
 
@@ -50,6 +51,8 @@ class DetailCadence:
         carries the last read.  changed: its GPU processes are not the last read's."""
         if self.reads < 2 or last is None or self.last_read_mono is None:
             why = FIRST
+        elif interval_s >= self.slow_s:
+            why = EVERY       # (the dashboard's + to 5 s or more): no slower cadence to keep
         elif changed:
             why = "new GPU processes"
         elif io_view:
