@@ -116,23 +116,32 @@ def test_docker_cp_then_docker_exec_once_json(pyz, tmp_path, version):
         assert [w for w in doc["warnings"] if w.startswith((NO_SYSFS, NOT_ROOT))]
         listed, = doc["gpus"][0]["processes"]
         assert (listed["pid"], listed["mapped"]) == (job.pid, False)   # no host PID here
+        # record and report, into the container's one writable place
+        proc = job.exec([python, IN_CONTAINER, "record", "-o", "/tmp/r.gdtrec", "--duration",
+                         "2", "--demo", "-q"])
+        assert proc.returncode == 0, proc.stderr
+        proc = job.exec([python, IN_CONTAINER, "report", "/tmp/r.gdtrec"])
+        assert proc.returncode == 0, proc.stderr
+        assert "3 samples" in proc.stdout and "Time in each state, per GPU" in proc.stdout
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="no tmux on this machine")
-def test_docker_exec_it_the_dashboard_in_tmux(pyz, tmp_path):
+@pytest.mark.parametrize("version", WANTED)
+def test_docker_exec_it_the_dashboard_in_tmux(pyz, tmp_path, version):
     """`docker exec -it JOB python3 /tmp/gpudisk-top.pyz`: the dashboard on a terminal,
-    as nobody, with the container's python3 (the system's); its header's flags are what
-    the container lacks: NO /sys and NOT ROOT, and CONTAINER PIDS once there is a GPU
-    whose processes it must find."""
+    as nobody, with CPython `version` in the image; its header's flags are what the
+    container lacks: NO /sys and NOT ROOT, and CONTAINER PIDS once there is a GPU whose
+    processes it must find."""
     from slack import slack
     from test_ui_terminal import Tmux
-    with Container(tmp_path) as job:
+    python = python_for(version)
+    with Container(tmp_path, pythons=_in_image(python)) as job:
         shutil.copyfile(pyz, job.path(IN_CONTAINER))
         _what_the_container_lacks(job)
         for argv, flags, absent in (
-                (job.exec_argv(["python3", IN_CONTAINER], env={"TERM": "xterm-256color"}),
+                (job.exec_argv([python, IN_CONTAINER], env={"TERM": "xterm-256color"}),
                  ("NO /sys", "NOT ROOT"), "CONTAINER PIDS"),
-                (_standin(job, []), ("NO /sys", "NOT ROOT", "CONTAINER PIDS"), "NO GPUS")):
+                (_standin(job, [], python), ("NO /sys", "NOT ROOT", "CONTAINER PIDS"), "NO GPUS")):
             t = Tmux(shlex.join(argv))
             try:
                 screen = t.wait_for("job-container", *flags, "Quit", timeout_s=30 * slack())
