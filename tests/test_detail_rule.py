@@ -34,6 +34,7 @@ from gpudisk_top.record.v2 import canonical
 from gpudisk_top.session.detail import after_step, slow_detail
 from gpudisk_top.sim.fake_nvml import FakeNvml
 from gpudisk_top.verdict.step import Stepper
+from slack import slack
 
 INTERVAL_S = 0.2
 SLOW_S = 1.0
@@ -78,6 +79,17 @@ class Run:
         time.sleep(self.interval_s)
         return self.rows[-1]
 
+    def until_carrying(self, carried: int = 1) -> None:
+        """Sample until the last `carried` samples read no process: this machine's disk,
+        busy with other work, asks for them every second while it is (the job's
+        processes map their binaries from it), so this waits for a quiet spell."""
+        deadline = time.monotonic() + 30 * slack()
+        while time.monotonic() < deadline:
+            self.one()
+            if len(self.rows) > 2 and all(r[3] is None for r in self.rows[-carried:]):
+                return
+        pytest.fail(f"never carried: {[(r[2], r[3]) for r in self.rows]}")
+
     def close(self):
         self.sampler.close()
 
@@ -91,7 +103,12 @@ def _busy(model: Model, job_pid: int):
 def test_between_reads_every_row_is_carried_and_a_read_covers_the_span(job):
     run = Run(job.pid)
     try:
-        for _ in range(3 * round(SLOW_S / INTERVAL_S) + 3):
+        run.until_carrying()
+        deadline = time.monotonic() + 30 * slack()
+        while time.monotonic() < deadline and not (
+                run.rows[-1][3] == CADENCE and run.rows[-2][3] is None):
+            run.one()
+        for _ in range(3):
             run.one()
     finally:
         run.close()
@@ -113,7 +130,7 @@ def test_between_reads_every_row_is_carried_and_a_read_covers_the_span(job):
     for sample, model, read, why in reads:
         assert read > 0 and model.procs_age_s == 0.0
     # a read at the cadence: its rates over the span since the read before, exactly
-    sample, model, _, _ = next(r for r in reads if r[3] == CADENCE)
+    sample, model, _, _ = next(r for r in reversed(reads) if r[3] == CADENCE)
     i = run.rows.index(next(r for r in run.rows if r[0] is sample))
     base = next(r for r in reversed(run.rows[:i]) if r[3] is not None)
     span_s = sample.mono_s - base[0].mono_s
@@ -141,9 +158,7 @@ def test_between_reads_every_row_is_carried_and_a_read_covers_the_span(job):
 def test_the_sample_the_gpu_falls_in_reads_the_processes(job):
     run = Run(job.pid)
     try:
-        for _ in range(4):
-            run.one()
-        assert run.rows[-1][3] is None, [(r[2], r[3]) for r in run.rows]   # carrying now
+        run.until_carrying()
         sample, model, read, why = run.one(util_pct=20.0)
         assert why == "GPU 0 at 20%" and read > 0
         assert sample.procs_age_s is None and model.procs_age_s == 0.0
@@ -175,8 +190,7 @@ def test_an_interval_as_long_as_the_cadence_reads_every_sample(job):
 def test_no_read_before_is_na_never_zero(job):
     run = Run(job.pid)
     try:
-        for _ in range(4):
-            run.one()
+        run.until_carrying(2)
     finally:
         run.close()
     sample = run.rows[-1][0]
@@ -198,10 +212,11 @@ def test_the_bound_is_the_detectors_threshold(job):
     from gpudisk_top.verdict.detect import Thresholds
     run = Run(job.pid, thresholds=Thresholds(gpu_low_util_pct=30.0))
     try:
-        for _ in range(4):
-            run.one()
+        run.until_carrying()
         _, _, read, why = run.one(util_pct=50.0)
-        assert read == 0 and why is None
+        # (a read asked by this machine's busy disk is not the GPU's)
+        assert why is None or not why.startswith("GPU"), why
+        run.until_carrying()
         _, _, read, why = run.one(util_pct=20.0)
         assert read > 0 and why == "GPU 0 at 20%"
     finally:
