@@ -81,6 +81,50 @@ def test_the_zip_is_pure_python_and_holds_no_build_script(pyz):
     assert first.startswith(b"# coding: gpudisk-top.pyz-is-truncated-"), first
 
 
+def test_pure_by_construction_any_cpu_and_c_library(pyz, tmp_path):
+    """aarch64 and musl cannot be run here: what makes the zip run there is that it holds
+    nothing built for one CPU or C library.  No compiled file by name or by content (ELF,
+    Mach-O, PE), every wheel it came from tagged `none-any` and purelib, and every module
+    compiles under 3.10's grammar (the oldest the zip runs on)."""
+    compiled = (".so", ".pyd", ".dylib", ".dll", ".a", ".o", ".pyc", ".pyo")
+    magics = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe",
+              b"MZ")
+    with zipfile.ZipFile(pyz) as zf:
+        names = zf.namelist()
+        bad = [n for n in names if n.endswith(compiled) or ".cpython-" in n or ".so." in n
+               or "-linux-gnu" in n or "-linux-musl" in n
+               or zf.read(n)[:4].startswith(magics)]
+        assert bad == []
+        wheels = [n for n in names if n.endswith(".dist-info/WHEEL")]
+        assert len(wheels) >= 8   # textual, rich, nvidia-ml-py, plotext, prometheus_client, ...
+        for wheel in wheels:
+            fields = [line.split(": ", 1) for line in zf.read(wheel).decode().splitlines()
+                      if ": " in line]
+            tags = [v for k, v in fields if k == "Tag"]
+            assert tags and all(t.endswith("-none-any") for t in tags), (wheel, tags)
+            assert ["Root-Is-Purelib", "true"] in fields, wheel
+        zf.extractall(tmp_path / "x")
+    python = python_for("3.10")
+    proc = _run([python, "-m", "compileall", "-q", str(tmp_path / "x")], _env(tmp_path), tmp_path,
+                timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert len(list((tmp_path / "x").rglob("*.cpython-310.pyc"))) >= 1000
+
+
+def test_the_stub_and_launcher_compile_under_the_oldest_python_here(tmp_path):
+    """They must read as far as the launcher's one-line refusal under any Python: 2.7's
+    and 3.0's syntax (the rest of the zip is 3.10's)."""
+    oldest = min(PYTHONS, key=lambda v: tuple(map(int, v.split("."))))
+    if oldest not in ("2.7", "3.6", "3.7", "3.8", "3.9"):
+        pytest.skip(f"no CPython older than 3.10 on this machine (looked in {PYENV}); "
+                    f"found: {', '.join(sorted(PYTHONS))}")
+    for name in ("pyz_stub.py", "pyz_main.py"):
+        shutil.copyfile(ROOT / "tools" / name, tmp_path / name)
+        proc = _run([PYTHONS[oldest], "-m", "py_compile", str(tmp_path / name)], _env(tmp_path),
+                    tmp_path)
+        assert proc.returncode == 0, (oldest, name, proc.stderr)
+
+
 def test_the_build_writes_and_prints_the_sha256sum_line(pyz):
     """`sha256sum -c` checks a copy in the directory the .sha256 file lies in."""
     line = (pyz.parent / "gpudisk-top.pyz.sha256").read_text()
