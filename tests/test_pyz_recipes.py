@@ -94,7 +94,7 @@ def _what_the_container_lacks(job: Container) -> None:
 def test_docker_cp_then_docker_exec_once_json(pyz, tmp_path, version):
     """`docker cp dist/gpudisk-top.pyz JOB:/tmp/` then `docker exec JOB python3
     /tmp/gpudisk-top.pyz --once --json`, as nobody, with CPython `version` in the image."""
-    python = python_for(version)
+    python = str(Path(python_for(version)).resolve())   # a venv's python: its base
     with Container(tmp_path, pythons=_in_image(python)) as job:
         shutil.copyfile(pyz, job.path(IN_CONTAINER))                # docker cp
         _what_the_container_lacks(job)
@@ -134,7 +134,7 @@ def test_docker_exec_it_the_dashboard_in_tmux(pyz, tmp_path, version):
     processes it must find."""
     from slack import slack
     from test_ui_terminal import Tmux
-    python = python_for(version)
+    python = str(Path(python_for(version)).resolve())   # a venv's python: its base
     with Container(tmp_path, pythons=_in_image(python)) as job:
         shutil.copyfile(pyz, job.path(IN_CONTAINER))
         _what_the_container_lacks(job)
