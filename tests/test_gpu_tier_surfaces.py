@@ -99,3 +99,70 @@ def test_prometheus_names_each_gpus_tier_and_the_ratio_is_the_tiers_figure():
             if n == "gpudisk_top_gpu_nvml_utilization_ratio"}
     assert ratio["0"] < 0.12 and nvml["0"] > 0.9       # SM activity, not utilization.gpu
     assert ratio["7"] == nvml["7"] > 0.9
+
+
+# ---------------------------------------------------------------------------- report
+def test_the_report_says_each_gpus_tier_over_the_recording(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from gpudisk_top.sim import Simulator, builtin
+
+    n, bad = 60, range(30, 33)
+    sim = Simulator(builtin(SCENARIO), seed=0)
+    samples = []
+    for k in range(n):
+        # GPU 0's driver answers NaN SM activity for 3 intervals: it falls back, and says why
+        sim.nvml.set_state(0, gpm_values={2: float("nan")} if k in bad else {})
+        samples.append(sim.sample())
+    path = write_recording(tmp_path / "gpm.gdtrec", samples, scenario=SCENARIO)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gpudisk_top", "report", *a, path],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120, check=True).stdout
+    doc = json.loads(run("--json"))
+    assert doc["busy_tiers_counted"] == {"intervals": n - 1, "of": n - 1}
+    gpus = {g["index"]: g for g in doc["gpus"]}
+    # n samples, n - 1 intervals (the first sample has none: its "first sample" is no
+    # interval's)
+    for i in range(1, 7):
+        assert gpus[i]["busy_tier_intervals"] == n - 1
+        assert gpus[i]["busy_tier_pct"] == {"gpm-sm-active": 100.0, "utilization": 0.0}
+        assert gpus[i]["busy_fallbacks"] == []
+    assert gpus[0]["busy_tier_pct"] == {"gpm-sm-active": round((n - 1 - 3) / (n - 1) * 100, 1),
+                                        "utilization": round(3 / (n - 1) * 100, 1)}
+    (fell,) = gpus[0]["busy_fallbacks"]
+    assert fell["intervals"] == 3 and "nan" in fell["note"].lower(), fell
+    assert gpus[7]["busy_tier_pct"] == {"gpm-sm-active": 0.0, "utilization": 100.0}
+    assert gpus[7]["busy_fallbacks"] == []
+    text = run()
+    assert "GPU busy figure, per GPU (every interval): the share of intervals" in text
+    assert "  GPU  0: GPM SM activity 94.9%, utilization.gpu 5.1%" in text
+    assert f"fell back 3x: {fell['note']}" in text
+    assert "  GPU  1: GPM SM activity 100.0%\n" in text
+    assert "  GPU  7: utilization.gpu 100.0%" in text
+
+
+def test_a_window_too_long_to_read_raw_says_what_it_counted(tmp_path, monkeypatch):
+    """Recorded summaries do not keep the tier: a window of whole blocks longer than
+    MAX_RAW_SAMPLES counts only the intervals it modelled, and says so; --recompute
+    counts every one."""
+    from gpudisk_top.record import Recording
+    from gpudisk_top.report import summary, tally, tiers
+    from gpudisk_top.report.tiers import tier_lines
+
+    path = write_recording(tmp_path / "gpm.gdtrec", sim_samples(SCENARIO, n=130), scenario=SCENARIO)
+    monkeypatch.setattr(tally, "MIN_CHART_BLOCKS", 0)      # whole blocks, as a long window
+    monkeypatch.setattr(tiers, "MAX_RAW_SAMPLES", 100)
+    with Recording.open(path) as rec:
+        fast = summary.build(rec, rec.start_s + 10, None).data
+        slow = summary.build(rec, rec.start_s + 10, None, recompute=True).data
+    assert fast["busy_tiers_counted"]["of"] == 120
+    assert 0 < fast["busy_tiers_counted"]["intervals"] < 120       # the window's cut block
+    assert slow["busy_tiers_counted"] == {"intervals": 120, "of": 120}
+    assert f"{fast['busy_tiers_counted']['intervals']} of 120 intervals counted: report " \
+        "--recompute counts every one" in tier_lines(fast)[0]
+    monkeypatch.setattr(tiers, "MAX_RAW_SAMPLES", 1200)          # read raw: as a replay
+    with Recording.open(path) as rec:
+        again = summary.build(rec, rec.start_s + 10, None).data
+    assert [g["busy_tier_pct"] for g in again["gpus"]] == [g["busy_tier_pct"] for g in slow["gpus"]]
+    assert again["busy_tiers_counted"] == slow["busy_tiers_counted"]

@@ -48,6 +48,7 @@ from gpudisk_top.report import ledger as report_ledger
 from gpudisk_top.report.health import HealthSeries, episode_health, health_section
 from gpudisk_top.report.series import BUCKETS, Axis, DiskChart, Series, place
 from gpudisk_top.report.tally import Tally, new_tally
+from gpudisk_top.report.tiers import TierCount, add_tiers
 from gpudisk_top.session import summaries
 from gpudisk_top.verdict.detect import UNAVAILABLE, Episode
 from gpudisk_top.verdict.detect.states import gpu_ranges
@@ -209,8 +210,10 @@ def _summary(rec: Recording, parts: list[Tally], episodes: list[Episode], axis: 
     devices: dict = {}
     disks: dict[str, DiskSums] = {}
     health = HealthSeries()
+    tiers = TierCount()
     for part in parts:
         health.merge(part.health)
+        tiers.merge(part.tiers)
         t = part.stretch
         samples += t.samples
         covered += t.covered_s
@@ -278,6 +281,7 @@ def _summary(rec: Recording, parts: list[Tally], episodes: list[Episode], axis: 
         "health": health_section(health),
         "warnings": list(rec.warnings),
     }
+    add_tiers(data, tiers, rec, axis.ranges)
     for e in data["episodes"]:
         e["health"] = episode_health(health, devices, e)
     if how == RECORDED:

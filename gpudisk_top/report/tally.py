@@ -18,6 +18,7 @@ from gpudisk_top.record.reader import Recording
 from gpudisk_top.record.v2.summary import DiskSums, Stretch
 from gpudisk_top.report.health import HealthSeries
 from gpudisk_top.report.series import Series
+from gpudisk_top.report.tiers import TierCount
 from gpudisk_top.session.summaries import Piece
 from gpudisk_top.verdict.gaps import previous_sample
 from gpudisk_top.verdict.ledger import Ledger
@@ -39,6 +40,7 @@ class Tally(Piece):
     select: "_Selector | None" = None
     # job id -> chart bucket -> [busy GPU-seconds, GPU-seconds] of its GPUs
     job_util: dict = field(default_factory=dict)
+    tiers: TierCount = field(default_factory=TierCount)   # each GPU's busy tier (tiers.py)
     _bucket_of: tuple = (-1, 0)          # (sample index, its chart bucket)
 
     def job_interval(self, i: int, tally, state: str, loss) -> None:
@@ -61,6 +63,7 @@ class Tally(Piece):
         add_interval(self.stretch, model, verdict.state, verdict.gpus, clip_s=clip_s,
                      selected=self.select, series=series, by_gpu=gpu_verdicts(verdict))
         self.health.add_sample(model.sample)
+        self.tiers.add(model)
         super().interval(i, model, verdict, loss, clip_s)     # its loss
 
     def blocks(self, rec: Recording, blocks, lo: int, hi: int, start_s,
@@ -85,6 +88,7 @@ class Tally(Piece):
             if whole:
                 _add_block(s, series, rec, g, b, select)
                 self.health.add(h for _, h in b.health)
+                self.tiers.skipped += z - a + 1
                 continue
             self.replayed += z - a + 1
             for i in range(a, z + 1):
@@ -92,6 +96,7 @@ class Tally(Piece):
                 last = previous_sample(rec, i)       # None after a gap, as the step has it
                 model = Model.new(rec.sample(i), last)
                 self.health.add_sample(model.sample)
+                self.tiers.add(model)
                 series.at(i)
                 add_interval(s, model, state_of(b.state[j]), mask_gpus(b.gpus[j]),
                              clip_s=start_s if i == lo else None, selected=select,

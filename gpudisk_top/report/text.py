@@ -15,6 +15,7 @@ from gpudisk_top.verdict.ledger import NO_PRICE, Price
 from gpudisk_top.report.jobs import lines as jobs_lines
 from gpudisk_top.report.ledger import lines as ledger_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
+from gpudisk_top.report.tiers import tier_lines
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
 STATE_LETTERS = {s: g for s, g in STATE_GLYPH.items() if s not in ("idle", "healthy")}
@@ -79,6 +80,7 @@ def render(summary: Summary, charts: bool = True, price: Price = NO_PRICE) -> st
                    "its GPU time lost and its chart")
     out.append("")
     out += _states(d)
+    out += tier_lines(d)
     if d.get("jobs_counted", True):
         out.append("")
         out += jobs_lines(d.get("jobs") or [], summary.jobs, price, d.get("jobs_left_out", 0),
