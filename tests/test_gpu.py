@@ -143,7 +143,9 @@ def test_identity_mapping_and_a_failing_resolver():
 
 
 def test_unsupported_fields_are_none_and_not_retried():
-    nvml = FakeNvml(gpus=[FakeGpu(), FakeGpu()], missing={"nvmlDeviceGetTotalEnergyConsumption"})
+    # (the energy counter comes from field values where it can: an nvidia-ml-py without either)
+    nvml = FakeNvml(gpus=[FakeGpu(), FakeGpu()],
+                    missing={"nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues"})
     nvml.set_state(0, unsupported={"nvmlDeviceGetPowerUsage", "nvmlDeviceGetPcieThroughput",
                                    "nvmlDeviceGetTemperature", "nvmlDeviceGetComputeRunningProcesses"},
                    errors={"nvmlDeviceGetEnforcedPowerLimit": pynvml.NVMLError_NoPermission,

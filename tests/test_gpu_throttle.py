@@ -106,7 +106,28 @@ def test_a_gpu_that_counts_no_reason_reads_the_bit_mask_from_its_first_sample():
     assert run.prev.gpus[0].throttle_reasons == pynvml.nvmlClocksEventReasonHwThermalSlowdown
     [g] = run.step()
     assert (g.throttle_source, g.throttle_reasons) == (THROTTLE_MASK, ["hw_thermal"])
-    assert nvml.call_count("nvmlDeviceGetFieldValues") == 1
+    # still asked for the energy counter, which it gives: only that id from then on
+    assert nvml.call_count("nvmlDeviceGetFieldValues") == 2 and run.prev.gpus[0].energy_mj == 70_000
+    assert run.collector._gpus[0].fields.ids == [pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]
+    assert nvml.call_count("nvmlDeviceGetTotalEnergyConsumption") == 0
+    run.collector.close()
+
+
+def test_each_reason_is_its_own_fields_and_energy_comes_in_the_same_call():
+    nvml = FakeNvml(gpus=[FakeGpu(throttle_pct={POWER: 10.0, BRAKE: 20.0, SW_THERMAL: 30.0,
+                                                HW_THERMAL: 40.0, SYNC: 50.0}, power_mw=300_000),
+                          FakeGpu(power_mw=200_000, unsupported_fields={pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION})],
+                    start_us=T0_US)
+    run = Run(nvml)
+    g0, g1 = run.step()
+    assert {r: round(v, 6) for r, v in g0.throttle_pct.items()} == {
+        "sw_power_cap": 10.0, "hw_power_brake": 20.0, "sw_thermal": 30.0, "hw_thermal": 40.0, "sync_boost": 50.0}
+    # the energy counter: from the field values on GPU 0, from its own call where the
+    # field is not supported (GPU 1)
+    assert [g.energy_mj for g in run.prev.gpus] == [300_000, 200_000]      # 1 s at 300 W, 200 W
+    assert nvml.call_count("nvmlDeviceGetTotalEnergyConsumption", 0) == 0
+    assert nvml.call_count("nvmlDeviceGetTotalEnergyConsumption", 1) == 2   # from the first read on
+    assert nvml.call_count("nvmlDeviceGetFieldValues", 0) == 2
     run.collector.close()
 
 

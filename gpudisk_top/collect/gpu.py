@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpudisk_top.collect.gpu_fields import ClockEventFields, THROTTLE_REASONS, value_member
+from gpudisk_top.collect.gpu_fields import GpuFields, struct_field, value_member
 from gpudisk_top.collect.gpu_gpm import GpmState
 from gpudisk_top.collect.gpu_pcie import PcieRefresher
 from gpudisk_top.collect.gpu_procutil import ProcessUtil
@@ -78,7 +78,7 @@ class _Gpu:
     procs_mem_bytes: int | None = None
     procs_util_pct: float | None = None
     gpm: GpmState = field(default_factory=GpmState)
-    fields: ClockEventFields | None = None  # clock-event durations (made with the nvml module)
+    fields: GpuFields | None = None  # field values asked (made with the nvml module)
     proc_util: ProcessUtil = field(default_factory=ProcessUtil)
 
 
@@ -146,6 +146,7 @@ class GpuCollector:
         self._global_call: str | None = None   # nvmlInit / nvmlDeviceGetCount in progress
         self._pcie: PcieRefresher | None = None
         self._pcie_background = pcie_background
+        self._members: dict[int, str] = {}   # NVML value type -> its c_nvmlValue_t member
 
     # ------------------------------------------------------------------ public
     def collect(self) -> GpuSnapshot:
@@ -355,17 +356,26 @@ class GpuCollector:
             return []
         value_type, samples = result
         member = self._value_member(value_type)
+        if not samples:
+            return []
+        # read through the structure's own field descriptors (collect/gpu_fields.py
+        # struct_field: pynvml's __getattribute__ made this loop the sampler's costliest)
+        cls = type(samples[0])
+        stamp_of, value_of = struct_field(cls, "timeStamp"), struct_field(cls, "sampleValue")
         # Timestamp 0 marks an unused slot of the driver's ring buffer; the `> last_seen`
         # test also drops a sample a driver returns twice.
-        pairs = [(int(s.timeStamp), float(getattr(s.sampleValue, member)))
-                 for s in samples if int(s.timeStamp) > last_seen]
+        pairs = [(ts, float(getattr(value_of(s), member)))
+                 for s in samples if (ts := int(stamp_of(s))) > last_seen]
         if pairs:
             gpu.last_seen_us[sampling_type] = max(ts for ts, _ in pairs)
         return pairs
 
     def _value_member(self, value_type: int) -> str:
-        # utilization samples are unsigned int on every driver we know
-        return value_member(self._nvml, value_type) or "uiVal"
+        member = self._members.get(value_type)
+        if member is None:
+            # utilization samples are unsigned int on every driver we know
+            member = self._members[value_type] = value_member(self._nvml, value_type) or "uiVal"
+        return member
 
     def _read_gpm(self, gpu: _Gpu, raw: GpuRaw) -> None:
         """GPM's figures for the interval (collect/gpu_gpm.py); PCIe traffic from them when
@@ -393,7 +403,6 @@ class GpuCollector:
             raw.mem_used_bytes, raw.mem_total_bytes = int(memory.used), int(memory.total)
         raw.power_mw = self._call(gpu, "nvmlDeviceGetPowerUsage")
         raw.power_limit_mw = self._call(gpu, "nvmlDeviceGetEnforcedPowerLimit")
-        raw.energy_mj = self._call(gpu, "nvmlDeviceGetTotalEnergyConsumption")
         raw.temp_c = self._call(gpu, "nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU)
         raw.sm_clock_mhz = self._call(gpu, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM)
         if raw.pcie_age_s is not None:
@@ -403,28 +412,30 @@ class GpuCollector:
         elif not self._pcie_background:
             raw.pcie_rx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES)
             raw.pcie_tx_kb_s = self._call(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES)
-        self._read_throttle(gpu, raw)
+        self._read_fields(gpu, raw)
         procs = self._processes(gpu, raw)
         if procs is not None:
             raw.processes = [self._process(p, gpu.proc_util) for p in procs]
 
-    def _read_throttle(self, gpu: _Gpu, raw: GpuRaw) -> None:
-        """The clock-event durations (collect/gpu_fields.py) where the GPU counts any,
-        else the bit mask of the reasons holding now.  Raises _Lost."""
+    def _read_fields(self, gpu: _Gpu, raw: GpuRaw) -> None:
+        """The field values (collect/gpu_fields.py): the clock-event durations where the
+        GPU counts any, else the bit mask of the reasons holding now; the energy counter,
+        else nvmlDeviceGetTotalEnergyConsumption.  Raises _Lost."""
         if gpu.fields is None:
-            gpu.fields = ClockEventFields(self._nvml)
+            gpu.fields = GpuFields(self._nvml)
         fields = gpu.fields
         if fields.usable:
             values = self._call(gpu, "nvmlDeviceGetFieldValues", fields.ids)
             if "nvmlDeviceGetFieldValues" in gpu.unsupported:
                 fields.off()
             elif values is not None:
-                counters, raw.throttle_at_us = fields.parse(self._nvml, values)
-                for reason in THROTTLE_REASONS:
-                    setattr(raw, f"throttle_{reason}_ns", counters[reason])
-                raw.throttle_reasons = fields.held_mask(counters)
-            if fields.usable:
-                return  # durations (a transient failure: n/a this interval)
+                fields.fill(raw, self._nvml, values)
+        # a field NotSupported (or no field values at all): the functions, as before; a
+        # transient failure of a field still asked is n/a this interval
+        if not fields.energy:
+            raw.energy_mj = self._call(gpu, "nvmlDeviceGetTotalEnergyConsumption")
+        if fields.durations:
+            return
         # "Throttle" was renamed "event" in driver 535; an older pynvml or driver has only
         # the old name.  Once the new one is known unsupported it is not asked again.
         raw.throttle_reasons = self._call(gpu, "nvmlDeviceGetCurrentClocksEventReasons")

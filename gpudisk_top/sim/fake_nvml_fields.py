@@ -1,7 +1,8 @@
 """The stand-in NVML's field values and per-process utilization (a part of FakeNvml,
 sim/fake_nvml.py, kept apart so that file stays small): nvmlDeviceGetFieldValues with
 pynvml's c_nvmlFieldValue_t, answering the clock-event durations
-(NVML_FI_DEV_CLOCKS_EVENT_REASON_*, cumulative ns) of a GPU's throttle schedule, and
+(NVML_FI_DEV_CLOCKS_EVENT_REASON_*, cumulative ns) of a GPU's throttle schedule and its
+energy counter (NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ), and
 nvmlDeviceGetProcessesUtilizationInfo / nvmlDeviceGetProcessUtilization with pynvml's
 sample structures, as a driver answers them.
 
@@ -17,7 +18,11 @@ Driving it (FakeGpu fields, through set_state):
 
 from __future__ import annotations
 
+import struct
+
 import pynvml
+
+from gpudisk_top.collect.gpu_fields import FIELD_VALUE, packed_layout
 
 # the clock-event duration fields the stand-in counts (pynvml's ids, whatever they are)
 THROTTLE_FIELD_IDS = frozenset(getattr(pynvml, name) for name in dir(pynvml)
@@ -53,6 +58,12 @@ def integrate_clock_events(gpu, start_us: int, end_us: int, origin_us: int) -> N
         gpu.clock_event_ns[field_id] = gpu.clock_event_ns.get(field_id, 0) + round(ns)
 
 
+_FV = pynvml.c_nvmlFieldValue_t
+assert packed_layout(_FV), "nvidia-ml-py's c_nvmlFieldValue_t is not laid out as FIELD_VALUE"
+_ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+_Q = struct.Struct("@Q")
+
+
 class FieldsApi:
     """FakeNvml's field values and per-process utilization (uses its _device check and
     clock; keeps, per GPU, each running process's newest sample)."""
@@ -73,20 +84,25 @@ class FieldsApi:
         """pynvml's: a c_nvmlFieldValue_t array, one per id (an id, or (id, scopeId)),
         each with its own nvmlReturn."""
         gpu = self._device("nvmlDeviceGetFieldValues", handle)
-        values = (pynvml.c_nvmlFieldValue_t * len(fieldIds))()
-        for i, field_id in enumerate(fieldIds):
-            try:
-                (values[i].fieldId, values[i].scopeId) = field_id
-            except TypeError:
-                values[i].fieldId = field_id
-            value = values[i]
-            value.timestamp = self.now_us
-            if value.fieldId in THROTTLE_FIELD_IDS and value.fieldId not in gpu.unsupported_fields:
-                value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-                value.nvmlReturn = pynvml.NVML_SUCCESS
-                value.value.ullVal = gpu.clock_event_ns.get(value.fieldId, 0)
+        # packed straight into the array (pynvml's structures' __setattr__ made the
+        # stand-in's call cost several times the collector's reading of it)
+        values = (_FV * len(fieldIds))()
+        for offset, field_id in zip(range(0, FIELD_VALUE.size * len(fieldIds), FIELD_VALUE.size), fieldIds):
+            field_id, scope = field_id if isinstance(field_id, tuple) else (field_id, 0)
+            if field_id in gpu.unsupported_fields:
+                value = None
+            elif field_id in THROTTLE_FIELD_IDS:
+                value = gpu.clock_event_ns.get(field_id, 0)
+            elif field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+                value = int(gpu.energy_mj)
             else:
-                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                value = None
+            if value is None:
+                FIELD_VALUE.pack_into(values, offset, field_id, scope, self.now_us, 0, 0,
+                                      pynvml.NVML_ERROR_NOT_SUPPORTED, bytes(8))
+            else:
+                FIELD_VALUE.pack_into(values, offset, field_id, scope, self.now_us, 0, _ULL,
+                                      pynvml.NVML_SUCCESS, _Q.pack(value))
         return values
 
     def nvmlDeviceGetProcessesUtilizationInfo(self, handle, timeStamp: int):
