@@ -68,7 +68,7 @@ def bytes_by_group(path: str) -> dict[str, int]:
                     layouts.append(sub)
                 rows.append((lid, [vals[i] for i in keep]))
             state = blk.state if name == "processes" else {}
-            raw = blocks.encode_block(blk.first, rows, layouts, state)
+            raw = blocks.encode_block(blk.first, rows, layouts, state, predict_cols=True)
             _, _, wl, rl, _ = v2.BLOCK_HEAD.unpack_from(raw)
             out[name] = out.get(name, 0) + wl + rl
     return out

@@ -30,8 +30,13 @@ import operator
 
 from gpudisk_top.record.v2.fields import INTS
 
-# (kind, target field, reference fields), of one disk ("d/DEV/") or GPU ("g/I/")
-_DISK = (("sum", "rq_ticks", ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks")),
+# (kind, target field, reference fields), of one disk ("d/DEV/") or GPU ("g/I/"), in the
+# order decoding undoes them: a target that is another's reference comes first
+_DISK = (("lin", "rd_ticks", ("rd_ios",)), ("lin", "wr_ticks", ("wr_ios",)),
+         ("lin", "fl_ticks", ("fl_ios",)), ("lin", "dc_ticks", ("dc_ios",)),
+         ("lin", "rd_merges", ("rd_ios",)), ("lin", "wr_merges", ("wr_ios",)),
+         ("sum", "rq_ticks", ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks")),
+         ("lin", "tot_ticks", ("rq_ticks",)),
          ("lin", "rd_sectors", ("rd_ios",)), ("lin", "wr_sectors", ("wr_ios",)),
          ("lin", "dc_sectors", ("dc_ios",)))
 _GPU = (("cum", "energy_mj", ("power_mw",)),)
@@ -43,10 +48,12 @@ _MAX_K = 1 << 30
 _K_ONE = 256           # "lin" and "cum" multiply by K / 256: fractions of a sector, a byte
 
 
-def spread(seq) -> float:
-    """The mean absolute deviation of seq from its mean: what a column's packed bytes
-    cost after LZMA grows with (its entropy), where the sum of magnitudes does not (a
-    counter's steady increase is large and costs nothing)."""
+def spread(seq, step: int = 1) -> float:
+    """The mean absolute deviation of seq from its mean (of every step-th value): what a
+    column's packed bytes cost after LZMA grows with (its entropy), where the sum of
+    magnitudes does not (a counter's steady increase is large and costs nothing)."""
+    if step > 1:
+        seq = seq[::step]
     n = len(seq)
     if not n:
         return 0.0
@@ -54,8 +61,25 @@ def spread(seq) -> float:
     return sum(map(abs, map(operator.sub, seq, itertools.repeat(mean, n)))) / n
 
 
+def _cost(vals, increase: bool) -> float:
+    """What a column costs as blocks.py codes it: a counter as differences, a column of
+    increases as is or as differences."""
+    d = spread(_diffs(vals))
+    return min(spread(vals), d) if increase else d
+
+
 def _diffs(vals) -> list:
     return list(map(operator.sub, vals[1:], vals[:-1]))
+
+
+def _ratio(ref: list, target: list) -> list:
+    """Each value's prediction: its reference's value times the target's ratio to the
+    reference in the row before (that row's reference taken as 1 where it is 0), 0 for
+    the first.  Encoding only (maps run in C); decoding rebuilds the same in order."""
+    if len(ref) < 2:
+        return [0] * len(ref)
+    div = [r or 1 for r in ref[:-1]]
+    return [0] + list(map(operator.floordiv, map(operator.mul, ref[1:], target[:-1]), div))
 
 
 def _prediction(kind: str, k: int, refs: list[list]) -> list:
@@ -73,12 +97,13 @@ def candidates(keys) -> list[tuple[str, str, tuple[str, ...]]]:
     for key in keys:
         head, _, field = key.rpartition("/")
         table = _TABLES.get(key[:key.find("/")], ())
-        for kind, target, refs in table:
+        for rank, (kind, target, refs) in enumerate(table):
             if field == target:
                 ref_keys = tuple(f"{head}/{r}" for r in refs)
                 if all(r in have for r in ref_keys):
-                    out.append((kind, key, ref_keys))
-    return out
+                    out.append((rank, kind, key, ref_keys))
+    out.sort(key=lambda c: c[0])            # stable: the keys' order within a rank
+    return [c[1:] for c in out]
 
 
 def field_is_increase(key: str) -> bool:
@@ -98,12 +123,13 @@ def apply(keys: list[str], cols: list[list], presence: list) -> list[list]:
     present in the same rows."""
     index = {k: i for i, k in enumerate(keys)}
     out = []
+    before: dict[int, list] = {}      # replaced columns as they were: predictions use them
     for kind, target, ref_keys in candidates(keys):
         t = index[target]
         ref_cols = [index[r] for r in ref_keys]
         if any(presence[r] != presence[t] for r in ref_cols):
             continue
-        refs = [cols[r] for r in ref_cols]
+        refs = [before.get(r, cols[r]) for r in ref_cols]
         vals = cols[t]
         if len(vals) < 2 or not _ints(vals) or not all(map(_ints, refs)):
             continue
@@ -120,10 +146,26 @@ def apply(keys: list[str], cols: list[list], presence: list) -> list[list]:
             k = round(span * _K_ONE / base)
             if not 0 < k < _MAX_K:
                 continue
+        increase = field_is_increase(target)
+        best, best_cost = None, _cost(vals, increase)
         rest = list(map(operator.sub, vals, _prediction(kind, k, refs)))
-        if spread(_diffs(rest)) < spread(_diffs(vals)):
-            cols[t] = rest
-            out.append([t, kind, k, ref_cols])
+        cost = _cost(rest, increase)
+        if cost < best_cost:
+            best, best_cost = ([t, kind, k, ref_cols], rest), cost
+        if kind == "lin":
+            # the ratio of the row before: a request size or a cache hit rate that
+            # changes from phase to phase within a block
+            if increase:
+                rest = list(map(operator.sub, vals, _ratio(refs[0], vals)))
+            else:
+                steps = _ratio(_diffs(refs[0]), _diffs(vals))
+                rest = list(map(operator.sub, vals, itertools.accumulate([0] + steps)))
+            if _cost(rest, increase) < best_cost:
+                best = ([t, "ratio" if increase else "dratio", 0, ref_cols], rest)
+        if best is not None:
+            before[t] = vals
+            cols[t] = best[1]
+            out.append(best[0])
     return out
 
 
@@ -132,13 +174,35 @@ def undo(pred: list, cols: list[list], absent) -> None:
     `absent` in the rows without the column; in place).  Raises ValueError or TypeError
     for a list that does not fit the columns."""
     for t, kind, k, refs in pred:
-        if kind not in ("sum", "lin", "cum") or not isinstance(k, int):
+        if kind not in ("sum", "lin", "cum", "ratio", "dratio") or not isinstance(k, int):
             raise ValueError(f"a prediction of kind {kind!r}")
         if t in refs:
             raise ValueError("a column predicted from itself")
         col = cols[t]
         rows = [i for i, v in enumerate(col) if v is not absent]
         ref_vals = [[cols[r][i] for i in rows] for r in refs]
-        pred_vals = _prediction(kind, k, ref_vals)
-        for i, p in zip(rows, pred_vals, strict=True):
-            col[i] += p
+        vals = [col[i] for i in rows]
+        if kind == "ratio":
+            _unratio(ref_vals[0], vals)
+        elif kind == "dratio":
+            _undratio(ref_vals[0], vals)
+        else:
+            vals = list(map(operator.add, vals, _prediction(kind, k, ref_vals)))
+        for i, v in zip(rows, vals, strict=True):
+            col[i] = v
+
+
+def _unratio(ref: list, vals: list) -> None:
+    """vals (the rests of a "ratio" prediction) back to the values, in place."""
+    for i in range(1, len(vals)):
+        vals[i] += ref[i] * vals[i - 1] // (ref[i - 1] or 1)
+
+
+def _undratio(ref: list, vals: list) -> None:
+    """vals (the rests of a "dratio" prediction: the counter less the running sum of its
+    predicted increases) back to the counter, in place."""
+    total = 0
+    for i in range(2, len(vals)):
+        total += ((ref[i] - ref[i - 1]) * (vals[i - 1] - vals[i - 2])
+                  // (ref[i - 1] - ref[i - 2] or 1))
+        vals[i] += total
