@@ -12,7 +12,9 @@ is lent):
   an unprivileged user (a child as uid 65534 when run as root);
 - `workloads`: idle, a one-thread spinning kernel (torch.cuda._sleep), a large half
   matrix multiply: per phase the median of utilization.gpu, GPM SM activity, the busy
-  figure's source and power, as the collector reads them once a second.
+  figure's source and power, each throttle reason's share of the interval (and whether
+  it came from clock-event durations or the bit mask) and NVML's per-process SM
+  utilization of the busiest process, as the collector reads them once a second.
 
 `--fake` runs every step on the stand-in NVML instead (its GPUs told to behave as an
 H100's would: 20 ms PCIe calls, SM activity 1% under the one-thread kernel), so that the
@@ -37,14 +39,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gpudisk_top.collect.gpu import GpuCollector  # noqa: E402
+from gpudisk_top.collect.gpu_fields import GpuFields  # noqa: E402
 from gpudisk_top.model.gpu import gpu_views  # noqa: E402
 
 LIMIT_MS = 2.0
 PCIE_CALLS = 20
 # What each workload sets on the stand-in (--fake): H100 figures, as the issue expects them.
+# (the workload a process on it; the matmul at the power cap a third of the time)
+_PROC = dict(processes=[(4242, 2**30)])
 FAKE_PHASES = {"idle": dict(util_pct=0, sm_active_pct=None, power_mw=70_000),
-               "one-thread": dict(util_pct=100, sm_active_pct=1.0, power_mw=120_000),
-               "matmul": dict(util_pct=100, sm_active_pct=97.0, power_mw=650_000)}
+               "one-thread": dict(util_pct=100, sm_active_pct=1.0, power_mw=120_000, **_PROC,
+                                  process_util={4242: (100, 0)}),
+               "matmul": dict(util_pct=100, sm_active_pct=97.0, power_mw=650_000, **_PROC,
+                              process_util={4242: (100, 60)}, throttle_pct={74: 33.0})}
 # The child that loads the GPU: one line "phase NAME" as each phase starts.
 WORKLOAD = r"""
 import sys, time, torch
@@ -108,6 +115,13 @@ def call_times(nvml, n: int) -> dict:
         "nvmlDeviceGetClockInfo": lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
         "nvmlDeviceGetCurrentClocksEventReasons": lambda: nvml.nvmlDeviceGetCurrentClocksEventReasons(h),
         "nvmlDeviceGetComputeRunningProcesses": lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h),
+        # the clock-event durations and the energy counter, in one call (collect/gpu_fields.py)
+        "nvmlDeviceGetFieldValues": lambda: nvml.nvmlDeviceGetFieldValues(h, GpuFields(nvml).ids),
+        # per-process use, with the process list (collect/gpu_procutil.py)
+        "nvmlDeviceGetProcessesUtilizationInfo": lambda: _not_found(
+            nvml, lambda: nvml.nvmlDeviceGetProcessesUtilizationInfo(h, 0)),
+        "nvmlDeviceGetProcessUtilization": lambda: _not_found(
+            nvml, lambda: nvml.nvmlDeviceGetProcessUtilization(h, 0)),
     }
     out = {name: timed(fn, n) for name, fn in calls.items()}
     try:
@@ -130,6 +144,13 @@ def _samples(nvml, h, kind):
         return nvml.nvmlDeviceGetSamples(h, kind, 0)
     except nvml.NVMLError_NotFound:
         return None   # no sample yet: an answer, not an error
+
+
+def _not_found(nvml, call):
+    try:
+        return call()
+    except nvml.NVMLError_NotFound:
+        return None   # no sample newer than asked: an answer, not an error
 
 
 def _metrics_request(nvml, first, second):
@@ -217,7 +238,14 @@ def workloads(nvml, fake: bool, phase_s: float) -> list[dict]:
                        "gpu_util_pct": _median([r.gpu_util_pct for r in rows]),
                        "sm_active_pct": _median([r.sm_active_pct for r in rows]),
                        "busy_source": rows[-1].busy_source if rows else None,
-                       "power_w": _median([r.power_w for r in rows])})
+                       "power_w": _median([r.power_w for r in rows]),
+                       "throttle_source": rows[-1].throttle_source if rows else None,
+                       "throttle_pct": {reason: _median([r.throttle_pct[reason] for r in rows])
+                                        for reason in rows[-1].throttle_pct} if rows else None,
+                       # NVML's per-process sample of the busiest process (the workload)
+                       "process_sm_util_pct": _median([max((p.sm_util_pct for p in r.processes
+                                                            if p.sm_util_pct is not None), default=None)
+                                                       for r in rows])})
 
     if fake:
         for name, state in FAKE_PHASES.items():

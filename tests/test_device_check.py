@@ -32,3 +32,13 @@ def test_the_device_check_runs_on_the_stand_in(tmp_path):
     one = phases["one-thread"]
     assert (one["gpu_util_pct"], one["sm_active_pct"], one["busy_source"]) == (100.0, 1.0, "gpm-sm-active")
     assert phases["matmul"]["sm_active_pct"] == 97.0 and phases["matmul"]["power_w"] == 650.0
+    # issue 40's later calls are timed too, and each phase says what held the clocks and
+    # what NVML's per-process sample of the workload read
+    for name in ("nvmlDeviceGetFieldValues", "nvmlDeviceGetProcessesUtilizationInfo",
+                 "nvmlDeviceGetProcessUtilization"):
+        assert calls[name]["calls"] == 50 and calls[name]["error"] is None, name
+    matmul = phases["matmul"]
+    assert matmul["throttle_source"] == "durations"
+    assert abs(matmul["throttle_pct"]["sw_power_cap"] - 33.0) < 0.1
+    assert matmul["throttle_pct"]["hw_thermal"] == 0.0
+    assert matmul["process_sm_util_pct"] == 100.0 and phases["idle"]["process_sm_util_pct"] is None
