@@ -150,6 +150,10 @@ def test_once_shows_each_processs_sampled_use_with_its_age():
     p0, p1 = doc["gpus"][0]["processes"]
     assert (p0["sm_util_pct"], p0["mem_util_pct"], p0["util_age_s"]) == (71.0, 10.0, 2.4)
     assert (p1["sm_util_pct"], p1["util_age_s"]) == (None, None)
+    # no process with a sample: no column (a GPU that gives none would fill it with n/a)
+    m = model(1, gpus=[gpu(0, processes=[proc(4343, None, None)])])
+    lines = render_text(m, DeviceFilter()).splitlines()
+    assert not any(" sm% " in line or line.startswith("  sm%:") for line in lines)
 
 
 def test_a_recording_keeps_each_processs_sample_and_old_ones_read_na(tmp_path):

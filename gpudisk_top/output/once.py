@@ -202,6 +202,9 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
         mib, read, rchar, tree = (GPU_PROCESS["gpu_mem_mib"], GPU_PROCESS_IO["read_kb_s"],
                                   GPU_PROCESS_IO["rchar_kb_s"], GPU_PROCESS_IO["nprocs"])
         sm = GPU_PROCESS["sm_util_pct"]
+        # NVML's per-process samples: a column only where one came (a GPU that gives none,
+        # a MIG or vGPU one, would fill it with n/a)
+        sampled = any(p.sm_util_pct is not None for _, p in procs)
         estimated = False
         rows = []
         for idx, p in procs:
@@ -214,7 +217,8 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
             else:
                 io_pct = "n/a"
             rows.append((str(idx), p.pid_label(), (p.name or "?")[:16],
-                         mib.text(getattr(p, mib.field)), _sampled(sm.text(p.sm_util_pct), p.util_age_s),
+                         mib.text(getattr(p, mib.field)),
+                         *((_sampled(sm.text(p.sm_util_pct), p.util_age_s),) if sampled else ()),
                          read.text(io.get(read.field)),
                          rchar.text(io.get(rchar.field)), str(io.get(tree.field) or 0),
                          _whole(lt and lt.on_cpu_pct), _whole(lt and lt.cpu_wait_pct), io_pct,
@@ -222,9 +226,9 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
         # %cpu, %wait, %io: the loaders' shares (LoaderTime), explained under the table
         lines += table(rows, (
             Col("GPU", 3), Col("pid", 8), Col("name", 16, "<"), Col(mib.label, 8),
-            Col(sm.label, 8), Col(read.label, 10), Col(rchar.label, 11), Col(tree.label, 5), Col("%cpu", 5),
-            Col("%wait", 5), Col("%io", 6), Col("devices", 0, "<", "  ")))
-        if any(p.sm_util_pct is not None for _, p in procs):
+            *((Col(sm.label, 8),) if sampled else ()), Col(read.label, 10), Col(rchar.label, 11),
+            Col(tree.label, 5), Col("%cpu", 5), Col("%wait", 5), Col("%io", 6), Col("devices", 0, "<", "  ")))
+        if sampled:
             lines.append("  sm%: NVML's last sample of the process (its own sample period, not the "
                          "interval), @ how many seconds old")
         lines.append("  %cpu, %wait, %io: where the time of its loaders (DataLoader workers, else "
