@@ -137,6 +137,7 @@ FAST = (
     "test_cgjobs_harness.py::test_layouts_are_the_paths_the_schedulers_use",
     "test_cgjobs_harness.py::test_standin_takes_a_progress_file_per_gpu_or_one_for_all",
     "test_cgjobs_harness.py::test_host_root_writes_the_nodes_pod_and_container_files_under_its_own_root",
+    "test_cgjob_rules.py",
 )
 
 
@@ -148,6 +149,7 @@ REAL_LOAD = (
     "test_iostat_reference.py", "test_mb_units.py", "test_probe_real.py", "test_procio.py", "test_read_pages.py",
     "test_ledger.py", "test_real_jobs.py", "test_jobs_real.py", "test_thread_time.py", "test_remote_mount.py", "test_trainer_and_wrapped.py",
     "test_whatif_counterfactual.py", "test_incident_phases.py", "test_unseen_real.py",
+    "test_detail_cadence.py",
 )
 
 
