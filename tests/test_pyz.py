@@ -246,21 +246,34 @@ def _flipped(pyz: Path, member: str, out: Path) -> Path:
 DAMAGED_MEMBERS = ("pyz_main.py", "lib/gpudisk_top/cli.py", "lib/textual/widgets/_tree.py")
 
 
-@pytest.mark.parametrize("version", WANTED)
-def test_a_damaged_member_is_one_line_with_each_python(pyz, tmp_path, version):
-    python = python_for(version)
+def _damaged_runs_say_one_line(pyz: Path, tmp_path: Path, python: str) -> None:
     for member in DAMAGED_MEMBERS:
         bad = _flipped(pyz, member, tmp_path / "gpudisk-top.pyz")
         for cache in ("on", "off"):
             env = _env(tmp_path / "home", GPUDISK_TOP_PYZ_CACHE=cache)
             proc = _run([python, str(bad), "--once", "--demo"], env, tmp_path)
-            said = (member, cache, proc.stderr)
+            said = (python, member, cache, proc.stderr)
             assert proc.returncode == 2 and proc.stdout == "", said
             assert proc.stderr == (f"gpudisk-top: error: {bad} is damaged (its CRC-32 does not "
                                    f"match the build's): copy it again, and compare its "
                                    f"sha256sum with the build's (the gpudisk-top.pyz.sha256 "
                                    f"that tools/build_pyz.py writes beside the zip)\n"), said
     assert not (tmp_path / "home" / ".cache").exists()   # nothing was extracted
+
+
+@pytest.mark.parametrize("version", WANTED)
+def test_a_damaged_member_is_one_line_with_each_python(pyz, tmp_path, version):
+    _damaged_runs_say_one_line(pyz, tmp_path, python_for(version))
+
+
+def test_a_damaged_member_is_the_same_line_with_an_older_python(pyz, tmp_path):
+    """The stub checks before the launcher refuses an old Python: a damaged copy is said
+    to be damaged whatever runs it."""
+    old = {v: p for v, p in PYTHONS.items() if v not in SUPPORTED}
+    if not old:
+        pytest.skip(f"no CPython older than 3.10 on this machine (looked in {PYENV})")
+    for python in old.values():
+        _damaged_runs_say_one_line(pyz, tmp_path, python)
 
 
 def test_a_member_damaged_in_the_copy_the_cache_made_is_one_line(pyz, tmp_path):
