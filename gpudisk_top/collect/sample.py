@@ -372,6 +372,6 @@ class Sample:
     # slow cadence; > 0: not read in this sample, `procs` is the read this many seconds
     # before (the same dict, unchanged).  model/detail.py is the one rule for the rates.
     procs_age_s: float | None = None
-    # (the processes' counters this sample's rates are taken against, their monotonic s):
+    # what this sample's process rates are taken against (model/detail.py ProcLink):
     # a link model/detail.py derives and keeps, not a reading (never recorded)
-    procs_base: tuple | None = None
+    procs_base: object | None = None

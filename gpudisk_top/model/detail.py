@@ -23,9 +23,25 @@ takes the same rates at the same samples as the live session did.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # two reads closer than this are one read (a recording keeps the age in whole ms; reads
 # are at least an interval, 0.25 s, apart)
 SAME_READ_S = 0.01
+
+
+@dataclass(slots=True, eq=False)
+class ProcLink:
+    """What a sample's process rates are taken against (Sample.procs_base): a link this
+    rule derives and keeps, never recorded.  The samples that carry one read share it,
+    with the rows and the GPU processes' totals the read's interval made of it (views,
+    totals: made once at the read, read only): their process figures are the read's,
+    all of them, loaders' time included, as a replay makes them too."""
+
+    base: dict | None           # the processes' counters before (None: no rates)
+    base_mono_s: float
+    views: dict | None = None   # the read's Model.procs
+    totals: dict | None = None  # the read's Model.gpu_proc_io
 
 
 def read_mono_s(sample) -> float:
@@ -33,21 +49,25 @@ def read_mono_s(sample) -> float:
     return sample.mono_s - (sample.procs_age_s or 0.0)
 
 
-def proc_interval(sample, last) -> tuple[dict | None, float, float]:
-    """(the processes' counters `sample`'s rates are taken against, None: no rates; the
-    span of those rates in seconds; how old the rows are, seconds, 0 when read in
-    `sample`).  Keeps the link on `sample` (Sample.procs_base) for the samples after it
-    that carry the same read.  Never raises."""
+def proc_interval(sample, last) -> tuple[ProcLink | None, float, float]:
+    """(what `sample`'s rates are taken against, None: no rates; the span of those rates
+    in seconds; how old the rows are, seconds, 0 when read in `sample`).  Keeps the link
+    on `sample` (Sample.procs_base) for the samples after it that carry the same read.
+    Never raises."""
     age_s = sample.procs_age_s or 0.0
     if last is None:
         return None, 0.0, age_s
     t_cur, t_last = read_mono_s(sample), read_mono_s(last)
     if not age_s or t_cur - t_last > SAME_READ_S:
-        base = (last.procs, t_last)       # read since: rates over the span since the last
+        # read since: rates over the span since the last read (another stepper that took
+        # the same step made the same link: one is kept)
+        link = sample.procs_base
+        if link is None or link.base is not last.procs:
+            link = ProcLink(last.procs, t_last)
     else:
-        base = last.procs_base            # the same read: its rates, carried
-    if base is None:
+        link = last.procs_base            # the same read: its rates, carried
+    if link is None:
         return None, 0.0, age_s
     if sample.procs_base is None:
-        sample.procs_base = base
-    return base[0], t_cur - base[1], age_s
+        sample.procs_base = link
+    return link, t_cur - link.base_mono_s, age_s

@@ -86,8 +86,11 @@ class Model:
         model.gpus = gpu_views(sample.gpu, last.gpu if last is not None else None, window_us)
         model.host = host_view(sample.host, last.host if last is not None else None, interval_s,
                                model.warnings)
-        base, model.procs_span_s, model.procs_age_s = proc_interval(sample, last)
-        model.procs = proc_views(sample.procs, base, model.procs_span_s)
+        link, model.procs_span_s, model.procs_age_s = proc_interval(sample, last)
+        carried = link is not None and model.procs_age_s > 0 and link.views is not None
+        # a sample that carries the last read has its rows, made once (model/detail.py)
+        model.procs = link.views if carried else proc_views(
+            sample.procs, link.base if link is not None else None, model.procs_span_s)
         model.detail_s = DETAIL_SLOW_S if sample.procs_age_s is not None else None
         model.mounts = mount_views(sample.mounts, last.mounts if last is not None else None,
                                    model.procs, interval_s)
@@ -95,13 +98,21 @@ class Model:
                               if v.dropped is not None)
         model.jobs = jobs_of(model.gpus, sample.procs)
         gpu_local = {p.local_pid for g in model.gpus for p in g.processes}
+        made = link.totals if carried else {}
         for gpu in model.gpus:
             for proc in gpu.processes:
                 if proc.pid not in model.gpu_proc_io:
-                    totals = model.gpu_proc_io[proc.pid] = tree_totals(model.procs, proc.pid)
-                    pool, kind = tree_loaders(model.procs, proc.pid, gpu_local)
-                    lt = totals["loaders"] = loader_time(model.disks, pool, kind,
-                                                              devices=model.devices)
+                    totals = made.get(proc.pid)
+                    if totals is None:
+                        totals = tree_totals(model.procs, proc.pid)
+                        pool, kind = tree_loaders(model.procs, proc.pid, gpu_local)
+                        totals["loaders"] = loader_time(model.disks, pool, kind,
+                                                        devices=model.devices)
+                    model.gpu_proc_io[proc.pid] = totals
+                    lt = totals["loaders"]
                     if lt is not None and lt.mount in model.mounts:
                         model.mounts[lt.mount].job_read_ms = lt.mount_read_ms
+        if link is not None and not carried and link.views is None and model.procs_age_s == 0:
+            # the read's rows and totals, for the samples that carry it (shared: read only)
+            link.views, link.totals = model.procs, dict(model.gpu_proc_io)
         return model
