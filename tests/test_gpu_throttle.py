@@ -221,3 +221,29 @@ def test_a_recording_keeps_the_durations_and_old_ones_read_the_mask(tmp_path):
         m = next(iter(m for m, _ in Replay(rec, warmup_s=None).models()))
     assert all(g.throttle_source in (THROTTLE_MASK, None) for g in m.gpus)
     assert all(v is None for g in m.gpus for v in g.throttle_pct.values())
+
+
+def test_field_value_answers_are_matched_by_id_and_bad_ones_are_na():
+    """A driver's answer read member by member (not nvidia-ml-py's packed array), out of
+    order, with a value of another type, one that is not a count: each is checked alone."""
+    from gpudisk_top.collect.gpu_fields import GpuFields
+    from gpudisk_top.collect.sample import GpuRaw
+
+    nvml = FakeNvml(gpus=[FakeGpu(throttle_pct={POWER: 50.0, SYNC: 10.0})], start_us=T0_US)
+    nvml.nvmlInit()
+    h = nvml.nvmlDeviceGetHandleByIndex(0)
+    fields = GpuFields(nvml)
+    nvml.advance(2.0)
+    values = list(nvml.nvmlDeviceGetFieldValues(h, fields.ids))[::-1]     # a list, reversed
+    by_id = {v.fieldId: v for v in values}
+    by_id[SW_THERMAL].valueType = pynvml.NVML_VALUE_TYPE_DOUBLE           # not a count
+    by_id[SW_THERMAL].value.dVal = 1.5
+    by_id[BRAKE].nvmlReturn = pynvml.NVML_ERROR_UNKNOWN                   # transient
+    raw = GpuRaw(index=0)
+    fields.fill(raw, nvml, values)
+    assert (raw.throttle_sw_power_cap_ns, raw.throttle_sync_boost_ns) == (1_000_000_000, 200_000_000)
+    assert (raw.throttle_sw_thermal_ns, raw.throttle_hw_power_brake_ns) == (None, None)
+    assert raw.throttle_hw_thermal_ns == 0 and raw.energy_mj == 140_000
+    assert BRAKE in fields.ids and SW_THERMAL in fields.ids      # asked again next time
+    fields.fill(raw, nvml, "not an answer")
+    assert raw.throttle_sw_power_cap_ns is None and raw.throttle_reasons == 0
