@@ -131,7 +131,8 @@ def test_json_is_strict_and_has_the_documented_keys():
         "node", "labels", "state", "kind", "devices", "gpus", "gpus_starved", "gpus_total",
         "gpu_util_pct", "since_s", "last_seen_s", "stale", "evidence", "spark_pct",
         "gpu_util_by_gpu", "evidence_text", "members", "bad_series", "lost_24h_gpu_s",
-        "lost_24h_by_cause", "doubts", "job_id", "job_name", "job_source"}
+        "lost_24h_by_cause", "doubts", "job_id", "job_name", "job_source", "busy_sources",
+        "busy_tag"}
     assert all(n["doubts"] == {} for n in doc["nodes"])     # a real fleet doubts nothing
     # the disk table's names, and beside them the first version's (an API: kept)
     ev = doc["nodes"][0]["evidence"][0]
@@ -349,8 +350,9 @@ def test_filters_go_into_every_selector_quoted():
     for recorded in (False, True):
         q = queries.table_query(f, recorded=recorded)
         selectors = re.findall(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}', q)
-        assert len(selectors) == 10 + 2 * recorded, selectors  # the name regex, the jobs' states, the evidence,
-        # its verdict, both up, the hour's last sample twice, the last sample, the records (+ per-GPU, job_info)
+        assert len(selectors) == 11 + 2 * recorded, selectors  # the name regex, the jobs' states, the evidence,
+        # its verdict, both up, the hour's last sample twice, the last sample, the records,
+        # the GPUs' busy tiers (+ per-GPU, job_info)
         for sel in selectors:            # every one of them, each with both labels
             assert 'cluster="x",' in sel and 'training_job="a\\"b\\\\c"' in sel, sel
         assert ("[1h]" in q) is not recorded

@@ -166,3 +166,67 @@ def test_a_window_too_long_to_read_raw_says_what_it_counted(tmp_path, monkeypatc
         again = summary.build(rec, rec.start_s + 10, None).data
     assert [g["busy_tier_pct"] for g in again["gpus"]] == [g["busy_tier_pct"] for g in slow["gpus"]]
     assert again["busy_tiers_counted"] == slow["busy_tiers_counted"]
+
+
+# ---------------------------------------------------------------------------- the fleet
+def busy_counts(instance: str, counts: dict[str, float], job: str = "gpudisk-top") -> list:
+    """The table query's tier elements of a node, as Prometheus answers its
+    `count without (gpu, uuid) (gpu_busy_source_info)` marked fleet_busy (no name)."""
+    return [({"instance": instance, "job": job, "training_job": "llama", "source": source,
+              "fleet_busy": "1"}, n) for source, n in counts.items()]
+
+
+def fleet_view(series: list, now_s: float = 1_767_225_600.0):
+    from fleet_series import vector_answer
+
+    from gpudisk_top.fleet.promapi import parse_answer
+    from gpudisk_top.fleet.table import build_view
+
+    return build_view(parse_answer(vector_answer(series, now_s)), None, now_s)
+
+
+def test_the_fleet_asks_for_each_nodes_tiers_in_its_one_query():
+    from gpudisk_top.fleet.queries import table_query
+
+    for recorded in (False, True):
+        q = table_query({"training_job": "llama"}, recorded=recorded)
+        assert ('label_replace(count without (gpu, uuid) (gpudisk_top_gpu_busy_source_info'
+                '{training_job="llama"}), "fleet_busy", "1", "", "")') in q
+
+
+def test_the_fleet_names_each_nodes_tier_and_old_exporters_read_as_utilization():
+    from fleet_series import node_series
+
+    from gpudisk_top.fleet.text import render_text
+
+    now = 1_767_225_600.0
+    hopper = node_series("h100:9808", now) + busy_counts("h100:9808", {"gpm-sm-active": 8})
+    mixed = node_series("mixed:9808", now) + busy_counts(
+        "mixed:9808", {"gpm-sm-active": 7, "utilization": 1})
+    old = node_series("old:9808", now)                   # an exporter before the series
+    # a bad count, and a tier this version does not know: dropped, read as utilization
+    odd = node_series("odd:9808", now) + busy_counts("odd:9808", {"gpm-sm-active": -1,
+                                                                  "future-tier": 8})
+    view = fleet_view(hopper + mixed + old + odd, now)
+    rows = {r.node: r for r in view.rows}
+    assert rows["h100:9808"].busy_sources == {"gpm-sm-active": 8}
+    assert rows["h100:9808"].busy_tag == "SM"
+    assert rows["mixed:9808"].busy_tag == "SM+util"
+    assert rows["old:9808"].busy_sources == {} and rows["old:9808"].busy_tag == "util"
+    assert rows["odd:9808"].busy_sources == {"utilization": 8} and rows["odd:9808"].bad_series == 1
+    nodes = {n["node"]: n for n in view.to_json()["nodes"]}
+    assert nodes["mixed:9808"]["busy_sources"] == {"gpm-sm-active": 7, "utilization": 1}
+    assert nodes["mixed:9808"]["busy_tag"] == "SM+util" and nodes["old:9808"]["busy_tag"] == "util"
+    text = render_text(view)
+    head = next(line for line in text.splitlines() if line.startswith("NODE"))
+    assert "BUSY%" in head
+    marks = {line.split()[0]: line for line in text.splitlines() if ":9808" in line}
+    assert re.search(r"\b95%S\b", marks["h100:9808"]) and re.search(r"\b95%~", marks["mixed:9808"])
+    assert re.search(r"\b95%U\b", marks["old:9808"])
+    assert "BUSY%: S GPM SM activity, U utilization.gpu, ~ a node of both" in text
+    # every node on one tier: the header names it, the rows are not marked
+    only = render_text(fleet_view(hopper, now))
+    assert "SM%" in next(line for line in only.splitlines() if line.startswith("NODE"))
+    assert re.search(r"\b95%(\s|$)", next(line for line in only.splitlines() if "h100" in line))
+    legacy = render_text(fleet_view(old, now))
+    assert "UTIL%" in next(line for line in legacy.splitlines() if line.startswith("NODE"))

@@ -24,6 +24,9 @@ The cost is fixed by construction:
                    only (one a job, not one a state: marked JOB_STATE_LABEL); in the
                    recorded form, the per-GPU utilization of the nodes that name a job
                    other than 'unknown' too (a job's utilization is its own GPUs').
+                   Each node's GPUs counted by the tier of their busy figure (issue 40:
+                   gpu_busy_source_info, one element a node and tier, marked BUSY_LABEL;
+                   none from an exporter older than the series: read as utilization).
   spark_query      ONE instant subquery at most once a minute: each node's mean GPU
                    utilization over the last hour, one point a minute.
   ledger_query     ONE instant query at most once a minute, with the sparkline's: each
@@ -50,6 +53,7 @@ from __future__ import annotations
 
 from gpudisk_top.fleet.labels import check_label
 from gpudisk_top.verdict.ledger import HEALTHY
+from gpudisk_top.model.busy_tier import PROM_BUSY_SOURCE
 from gpudisk_top.model.jobs import UNKNOWN_ID
 from gpudisk_top.model.metric import PROM_PREFIX
 from gpudisk_top.model.vocab import (DISK, GPU, GPUS_STARVED, JOB_ENDED, JOB_GPUS_STARVED,
@@ -80,6 +84,7 @@ DOWN_LABEL = "fleet_down"          # marks the `up == 0` elements of the table's
 JOB_STATE_LABEL = "fleet_job_state"   # marks a job's state now (its one-hot series at 1)
 SEEN_LABEL = "fleet_seen"          # marks the stale nodes' last-hour elements
 RULES_LABEL = "fleet_rules"        # marks the count of the recorded series (rules loaded)
+BUSY_LABEL = "fleet_busy"          # marks a node's count of GPUs on a busy tier (`source`)
 # examples/fleet-rules.yml's records (tests/test_examples.py checks the file records these)
 REC_GPUS = "gpudisk_top:fleet_node_gpus:count"                # the node's GPUs
 REC_GPUS_READ = "gpudisk_top:fleet_node_gpus_read:count"      # those read, in range
@@ -164,7 +169,9 @@ def table_query(filters: dict[str, str] | None = None,
     down = _mark(f"({own} == 0) or ({_sel('up', f)} == 0 and on (job) {seen})", DOWN_LABEL)
     stale = _mark(f"{seen} unless {last}", SEEN_LABEL)
     rules = _mark(f"count({_sel(REC_GPUS, f)})", RULES_LABEL)
-    return f"{node} or {evidence} or {down} or {stale} or {rules}"
+    # the tiers, counted on the server: a node's one or two elements in either form
+    busy = _mark(f"count without (gpu, uuid) ({_sel(P + PROM_BUSY_SOURCE, f)})", BUSY_LABEL)
+    return f"{node} or {evidence} or {down} or {stale} or {rules} or {busy}"
 
 
 def _mark(expr: str, label: str) -> str:

@@ -13,19 +13,20 @@ import math
 from dataclasses import dataclass, field
 
 from gpudisk_top.fleet import trust
-from gpudisk_top.fleet.edge import check_value, gpu_index, label_list
+from gpudisk_top.fleet.edge import MAX_GPUS, check_value, gpu_index, label_list
 from gpudisk_top.fleet.jobs import job_groups
 from gpudisk_top.fleet.labels import node_name
 from gpudisk_top.fleet.ledger import apply_ledger
 from gpudisk_top.fleet.nodejobs import TargetJobs, is_job_series, job_rows
 from gpudisk_top.fleet.promapi import QueryResult, Series
-from gpudisk_top.fleet.queries import (DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL,
+from gpudisk_top.fleet.queries import (BUSY_LABEL, DOWN_LABEL, EVIDENCE_DISK, EVIDENCE_MOUNT, GPU_UTIL,
                                        JOB_STATE_LABEL, P, REC_GPU_UTIL_SUM, REC_GPUS,
                                        REC_GPUS_READ, RULES_LABEL, SEEN_LABEL, SPARK_STEP_S,
                                        SPARK_WINDOW_S)
 from gpudisk_top.fleet.view import (DOWN, GPU_LOW_PCT, STALE, DeviceEvidence, FleetView,
                                     NodeRow, QueryCost)
 from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, UNAVAILABLE
+from gpudisk_top.model import busy_tier
 from gpudisk_top.model.present import natural_key
 from gpudisk_top.model.vocab import GPUS_STARVED, LAST_SAMPLE, STATE_SINCE, VERDICT_INFO
 
@@ -58,6 +59,7 @@ class _Member:
     disks: dict[str, DeviceEvidence] = field(default_factory=dict)
     mounts: dict[str, DeviceEvidence] = field(default_factory=dict)
     jobs: TargetJobs | None = None         # the jobs it names (nodejobs.py), if any
+    busy: dict[str, int] = field(default_factory=dict)   # tier -> its GPUs on it
 
     @property
     def verdict(self) -> dict[str, str] | None:
@@ -96,9 +98,13 @@ def _collect(table: QueryResult, group_by: str,
              now_s: float) -> dict[str, dict[tuple, _Member]]:
     nodes: dict[str, dict[tuple, _Member]] = {}
     preferred: dict[int, set] = {}      # id(member) -> mount fields set by a preferred source
+    busy = []                           # the tiers' counts: a target's, once it is known
     for s in table.series:
         lab = s.labels
         if RULES_LABEL in lab:          # whether the recording rules are loaded: source.py's
+            continue
+        if BUSY_LABEL in lab:
+            busy.append(s)
             continue
         m = nodes.setdefault(node_name(lab, group_by), {}).setdefault(_member_key(lab), _Member())
         # the stale nodes' last hour (queries.table_query): max_over_time's answer, which
@@ -165,6 +171,16 @@ def _collect(table: QueryResult, group_by: str,
                 setattr(ev, attr, metric.from_base(value))
                 if rank == 0:
                     done.add(attr)
+    for s in busy:
+        m = nodes.get(node_name(s.labels, group_by), {}).get(_member_key(s.labels))
+        if m is None:
+            continue                    # no row of its own: a count names no node
+        value = s.value
+        if value is None or not math.isfinite(value) or not 0 < value <= MAX_GPUS:
+            m.bad_series += 1
+            continue
+        tier = busy_tier.known(s.labels.get("source"))
+        m.busy[tier] = m.busy.get(tier, 0) + int(value)
     return nodes
 
 
@@ -216,6 +232,10 @@ def _row(node: str, keyed: dict[tuple[str, str], _Member]) -> tuple[NodeRow, lis
             row.doubts[key] = doubt
     seen = [t for m in members for t in (m.last_sample_s, m.seen_s) if t is not None]
     row.last_seen_s = max(seen) if seen else None
+    for m in members:
+        if m.live:
+            for tier, n in m.busy.items():
+                row.busy_sources[tier] = row.busy_sources.get(tier, 0) + n
     if len(members) == 1:
         row.gpu_util_by_gpu = dict(sorted(worst.gpu_util.items()))
     if worst.live:

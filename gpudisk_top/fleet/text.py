@@ -7,10 +7,11 @@ printable() before it reaches a terminal.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from gpudisk_top.fleet.ledger import LOST_REFUSED, lost_text
-from gpudisk_top.fleet.view import FleetView, JobGroup, NodeRow
+from gpudisk_top.fleet.view import BUSY_MARK, FleetView, JobGroup, NodeRow, busy_head
 from gpudisk_top.verdict.detect import STARVED_STATES
 from gpudisk_top.verdict.detect.states import gpu_ranges
 from gpudisk_top.model.present import Col, pct, table
@@ -131,8 +132,9 @@ def gpus_text(row: NodeRow) -> str:
 
 
 # the table's columns; the last, DEVICE / EVIDENCE, is device_text()
+_GPU_COL = Col("GPU%", 5, ">", "  ")      # named after its tier by render_text
 _COLUMNS = (Col("NODE", 21, "<", "  "), Col("STATE", 17, "<", "  "), Col("GPUS", 5, ">", "  "),
-            Col("GPU%", 5, ">", "  "), Col("SINCE", 20, "<", "  "), Col("SEEN", 9, "<", "  "),
+            _GPU_COL, Col("SINCE", 20, "<", "  "), Col("SEEN", 9, "<", "  "),
             Col("LOST 24H", 8, ">", "  "), Col("DEVICE / EVIDENCE", 0, "<", "  "))
 
 
@@ -140,8 +142,10 @@ _JOB_COL = Col("JOB", None, "<", "  ")
 
 
 def _row_cells(row: NodeRow, now_s: float, group: JobGroup | None, by_role: bool,
-               jobs: bool) -> tuple:
+               jobs: bool, mixed: bool = False) -> tuple:
     util = pct(row.gpu_util_pct, na="")
+    if mixed and util:
+        util += BUSY_MARK[row.busy_tag]     # the rows' tiers differ: this one's
     cells = (row.node, *((job_cell(row),) if jobs else ()),
              state_text(row, group if by_role else None), gpus_text(row), util,
              since_text(row, now_s), last_seen_text(row, now_s), lost_cell(row),
@@ -172,8 +176,16 @@ def render_text(view: FleetView, job: str | None = None) -> str:
     # a JOB column where an exporter names jobs (a row a node and job)
     jobs_named = any(r.job_id for r in view.rows)
     columns = (_COLUMNS[0], _JOB_COL, *_COLUMNS[1:]) if jobs_named else _COLUMNS
-    lines += table([_row_cells(r, now, groups.get(r.key), job is not None, jobs_named)
+    # the GPU column says its tier (SM: GPM SM activity, util: utilization.gpu); where
+    # the rows' differ it says BUSY% and each row's figure is marked
+    tier = busy_head(view.rows)
+    mixed = tier is None or "+" in tier
+    columns = tuple(dataclasses.replace(c, title="BUSY%" if mixed else f"{tier.upper()}%")
+                    if c is _GPU_COL else c for c in columns)
+    lines += table([_row_cells(r, now, groups.get(r.key), job is not None, jobs_named, mixed)
                     for r in view.rows], columns)
+    if mixed:
+        lines.append("  BUSY%: S GPM SM activity, U utilization.gpu, ~ a node of both")
     if not view.rows and not view.error:
         lines.append("  (no node: no gpudisk-top series in the last hour"
                      + (" matching the filters)" if job else ")"))

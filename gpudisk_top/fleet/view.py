@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from gpudisk_top.fleet import trust
+from gpudisk_top.model import busy_tier
 from gpudisk_top.fleet.ledger import lost_json, lost_total
 from gpudisk_top.fleet.promapi import QueryResult
 from gpudisk_top.fleet.queries import LEDGER_WINDOW_S
@@ -116,6 +117,21 @@ LEGACY_EVIDENCE_KEYS = {"read_await_ms": "r_await_ms", "queue_size": "aqu_sz",
                         "read_kb_s": "rkb_s"}
 
 
+# a row's tier where the rows' differ: after its GPU figure (S: GPM SM activity, U:
+# utilization.gpu, ~: a node of both)
+BUSY_MARK = {"SM": "S", "util": "U", "SM+util": "~"}
+
+
+def busy_head(rows) -> str | None:
+    """The tier the reporting rows with GPUs share ("SM", "util", "SM+util"): the GPU
+    column's header names it; None where they differ (each row is then marked,
+    BUSY_MARK); "util" with no such row."""
+    tags = {r.busy_tag for r in rows if r.gpus_total and not r.stale}
+    if not tags:
+        return "util"
+    return tags.pop() if len(tags) == 1 else None
+
+
 @dataclass
 class NodeRow:
     """One node of the table.
@@ -163,6 +179,16 @@ class NodeRow:
     # the node's last-hour sparkline is this row's: a job row only when the job holds
     # every GPU of its node (not in --json)
     spark_of_node: bool = True
+    # its GPUs by the tier of their busy figure (model/busy_tier.py: gpm-sm-active,
+    # utilization), as its exporter counts them; {} from an exporter older than the
+    # series: utilization (a job's row: its node's)
+    busy_sources: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def busy_tag(self) -> str:
+        """The tier of its GPU figure: "SM", "util", or "SM+util" for a node of both."""
+        tags = [busy_tier.tag(t) for t in busy_tier.TAG if self.busy_sources.get(t)]
+        return "+".join(tags) if tags else busy_tier.tag(None)
 
     @property
     def key(self) -> str:
@@ -209,6 +235,7 @@ class NodeRow:
         d.pop("gpu_util_by_gpu")
         d["gpu_util_by_gpu"] = {str(k): v for k, v in sorted(self.gpu_util_by_gpu.items())}
         d["evidence_text"] = self.evidence_text
+        d["busy_tag"] = self.busy_tag
         d.update(lost_json(d.pop("lost_by_cause")))
         return d
 

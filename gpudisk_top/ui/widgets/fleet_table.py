@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gpudisk_top.fleet.text import device_text, groups_of, job_cell, lost_cell, state_text
+from gpudisk_top.fleet.view import BUSY_MARK, busy_head
 from gpudisk_top.textsafe import printable
 from gpudisk_top.verdict.detect import STATE_WORD as DETECTOR_STATE_WORD, UNAVAILABLE
 from gpudisk_top.model.present import pct
@@ -113,6 +114,7 @@ def layout(width: int, node_w: int, job_w: int = 0) -> dict[str, int]:
 class FleetTable(CursorPanel):
     DEFAULT_CSS = "FleetTable { height: 1fr; }"
     can_focus = True
+    _mixed = False      # the rows' GPU figures are of different tiers: each is marked
 
     @property
     def order(self) -> list[str]:
@@ -134,9 +136,17 @@ class FleetTable(CursorPanel):
         names = [len(r.node) + (len(MARK) if r.node == marked else 0) for r in rows]
         jobs_w = max([len(job_cell(r)) for r in rows if r.job_id], default=0)
         cols = layout(width, max([4] + names), jobs_w)
+        # the GPU column names its tier (SM activity, utilization.gpu); where the rows'
+        # differ, each row's figure is marked (a column more, taken from the evidence)
+        tier = busy_head(rows)
+        self._mixed = tier is None or len(tier) > 4     # "SM+util" on every row: marked
+        if self._mixed:
+            cols["evidence"] = max(0, cols["evidence"] - 1)
+        busy_w = 5 if self._mixed else 4
         node_w, spark_w = cols["node"], cols["spark"]
         head = (" " + f"{'state':<{STATE_W}}" + f"{'node':<{node_w}} "
-                + (f"{'job':<{cols['job']}} " if cols["job"] else "") + " GPUs " + "util "
+                + (f"{'job':<{cols['job']}} " if cols["job"] else "") + " GPUs "
+                + f"{'busy' if self._mixed else tier:<{busy_w}} "
                 + "since " + ("clock    " if cols["clock"] else "")
                 + f"{'GPU util, last hour' if spark_w >= 19 else 'last hour':<{spark_w}} "
                 + f"{'lost':>{LOST_W}} " + f"device {glyphs.DOT} evidence")
@@ -187,7 +197,8 @@ class FleetTable(CursorPanel):
             # the job's name as the node's exporter gave it: escaped, cut to its column
             out.append((f"{job_text(r, cols['job']):<{cols['job']}} ", base))
         out += [(f"{gpus:>5} ", theme.BAD if starved else base),
-               (f"{util:>4} ", theme.level_style(r.gpu_util_pct) if not dim else base),
+               (f"{util:>4}" + (BUSY_MARK[r.busy_tag] if self._mixed else "") + " ",
+                theme.level_style(r.gpu_util_pct) if not dim else base),
                (f"{age(since_s) if since_s is not None else '-':>5} ", base)]
         if cols["clock"]:
             out.append((f"{clock(since) if since else '':<8} ", theme.DIM))
