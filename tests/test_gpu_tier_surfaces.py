@@ -230,3 +230,34 @@ def test_the_fleet_names_each_nodes_tier_and_old_exporters_read_as_utilization()
     assert re.search(r"\b95%(\s|$)", next(line for line in only.splitlines() if "h100" in line))
     legacy = render_text(fleet_view(old, now))
     assert "UTIL%" in next(line for line in legacy.splitlines() if line.startswith("NODE"))
+
+
+async def test_the_fleet_screen_marks_each_rows_tier_where_they_differ():
+    import sys
+
+    from fleet_series import node_series
+
+    from gpudisk_top.ui.fleet_app import FleetApp
+    from gpudisk_top.ui.widgets.fleet_table import FleetTable
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "screenshots"))
+    import fleet_shots
+
+    now = 1_767_225_600.0
+    source = fleet_shots.CannedSource()
+    app = FleetApp(source, autostart=False)
+    mixed = (node_series("h100:9808", now) + busy_counts("h100:9808", {"gpm-sm-active": 8})
+             + node_series("old:9808", now))
+    async with app.run_test(size=SMALL) as pilot:
+        app.apply(fleet_view(mixed, now))
+        await pilot.pause()
+        text = text_of(app.query_one(FleetTable))
+        head = text.splitlines()[0]
+        assert " GPUs busy " in head, head
+        rows = {line.split()[2]: line for line in text.splitlines()[1:] if ":9808" in line}
+        assert " 95%S " in rows["h100:9808"] and " 95%U " in rows["old:9808"], rows
+        app.apply(fleet_view(node_series("h100:9808", now)
+                             + busy_counts("h100:9808", {"gpm-sm-active": 8}), now))
+        await pilot.pause()
+        text = text_of(app.query_one(FleetTable))
+        assert " GPUs SM   " in text.splitlines()[0] and " 95% " in text, text

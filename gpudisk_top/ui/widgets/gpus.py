@@ -20,6 +20,7 @@ from gpudisk_top.ui import theme
 from gpudisk_top.ui.format import mib, rate
 from gpudisk_top.ui.follow import job_verdicts, shows_jobs
 from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.model.busy_tier import tag
 from gpudisk_top.ui.widgets.gpu_busy import BUSY_W, busy_cell, notes_line
 from gpudisk_top.ui.widgets.jobrows import job_lines, job_rows
 
@@ -121,7 +122,10 @@ class GpuPanel(LinesPanel):
             return [(text + "use n/a", theme.DIM)]
         low, index = min(utils)
         avg = mean([u for u, _ in utils])
-        return [(text, theme.BOLD), (f"mean {avg:.0f}%", theme.level_style(avg)),
+        # the figures' tier, where the GPUs share one (else the cells' notes say it)
+        tags = {tag(g.busy_source) for g in gpus if g.util_pct is not None}
+        name = tags.pop() if len(tags) == 1 else "busy"
+        return [(text, theme.BOLD), (f"mean {name} {avg:.0f}%", theme.level_style(avg)),
                 (f", lowest {low:.0f}% (GPU {index})", theme.level_style(low))]
 
     def _job_lines(self, update, followed: str | None, width: int,
