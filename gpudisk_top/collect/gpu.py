@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.collect.gpu_fields import GpuFields, struct_field, value_member
 from gpudisk_top.collect.gpu_gpm import GpmState
+from gpudisk_top.collect.gpu_mig import MigState
 from gpudisk_top.collect.gpu_pcie import PcieRefresher
 from gpudisk_top.collect.gpu_procutil import ProcessUtil
 from gpudisk_top.collect.sample import MAPPED_BY_PID, GpuProcessRaw, GpuRaw, GpuSnapshot
@@ -78,6 +79,7 @@ class _Gpu:
     procs_mem_bytes: int | None = None
     procs_util_pct: float | None = None
     gpm: GpmState = field(default_factory=GpmState)
+    mig: MigState = field(default_factory=MigState)
     fields: GpuFields | None = None  # field values asked (made with the nvml module)
     proc_util: ProcessUtil = field(default_factory=ProcessUtil)
 
@@ -265,6 +267,7 @@ class GpuCollector:
         if self._initialised:
             for gpu in self._gpus.values():
                 gpu.gpm.free(self._nvml)
+                gpu.mig.free(self._nvml)
             if self._pcie is not None:
                 self._pcie.forget()
             try:
@@ -291,7 +294,8 @@ class GpuCollector:
             gpu.handle, gpu.lost, gpu.error = None, True, str(lost)
             gpu.procs = None
             gpu.gpm.free(nvml)  # a GPU back from a reset starts its GPM pairs again
-            gpu.gpm, gpu.proc_util = GpmState(), ProcessUtil()
+            gpu.mig.free(nvml)
+            gpu.gpm, gpu.mig, gpu.proc_util = GpmState(), MigState(), ProcessUtil()
         except nvml.NVMLError as err:  # only from the handle: the GPU cannot be opened
             gpu.handle, gpu.lost, gpu.error = None, False, f"cannot open GPU: {_describe(err)}"
         else:
@@ -382,8 +386,14 @@ class GpuCollector:
         the GPU gives it there.  Raises _Lost when the GPU stops answering."""
         gpu.in_call = "nvmlGpm*"
         try:
-            reading = gpu.gpm.read(self._nvml, gpu.handle, self._clock(), self._lost_errors,
-                                   self._unsupported_errors)
+            # a GPU in MIG mode: per GPU instance (collect/gpu_mig.py); else the whole GPU
+            mig = gpu.mig.read(self._nvml, gpu.handle, self._clock(), gpu.gpm, self._lost_errors,
+                               self._unsupported_errors)
+            if mig is not None:
+                raw.gpm_mig, reading = mig.instances, mig.gpm
+            else:
+                reading = gpu.gpm.read(self._nvml, gpu.handle, self._clock(), self._lost_errors,
+                                       self._unsupported_errors)
         except self._lost_errors as err:
             raise _Lost(self._lost_reason(err)) from err
         finally:

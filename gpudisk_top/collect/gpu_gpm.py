@@ -61,9 +61,12 @@ class GpmReading:
 
 
 class GpmState:
-    """One GPU's GPM between intervals.  `supported` is None until asked."""
+    """One GPU's GPM between intervals, or one of its MIG GPU instances' (`gpu_instance`:
+    sampled with nvmlGpmMigSampleGet, collect/gpu_mig.py).  `supported` is None until
+    asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, gpu_instance: int | None = None) -> None:
+        self.gpu_instance = gpu_instance
         self.supported: bool | None = None
         self.off_reason: str | None = None   # why a GPU that had GPM no longer has it
         self._buffers: list = []
@@ -75,9 +78,7 @@ class GpmState:
              unsupported: tuple[type, ...]) -> GpmReading | None:
         """This interval's reading; None when the GPU has no GPM at all.  Raises the
         `lost` NVMLError classes (the GPU stopped answering) and nothing else."""
-        if self.supported is None:
-            self.supported = self._query(nvml, handle, lost, unsupported)
-        if not self.supported:
+        if not self.known(nvml, handle, lost, unsupported):
             return GpmReading(note=self.off_reason) if self.off_reason else None
         try:
             return self._interval(nvml, handle, now_s)
@@ -90,6 +91,13 @@ class GpmState:
         except Exception as err:  # noqa: BLE001 - transient NVML error, or a ctypes surprise
             self._taken_at_s = None  # the pair is broken: start again next interval
             return GpmReading(note=f"GPM read failed ({_name(err)}): utilization.gpu this interval")
+
+    def known(self, nvml, handle, lost: tuple[type, ...], unsupported: tuple[type, ...]) -> bool:
+        """Whether the GPU has GPM, asked once (again after a transient error).  Raises
+        the `lost` classes."""
+        if self.supported is None:
+            self.supported = self._query(nvml, handle, lost, unsupported)
+        return bool(self.supported)
 
     def free(self, nvml) -> None:
         """Give the sample buffers back (before nvmlShutdown).  Raises nothing."""
@@ -121,7 +129,10 @@ class GpmState:
         if not self._buffers:
             self._buffers = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
         older, newer = self._buffers[self._newest], self._buffers[1 - self._newest]
-        nvml.nvmlGpmSampleGet(handle, newer)
+        if self.gpu_instance is None:
+            nvml.nvmlGpmSampleGet(handle, newer)
+        else:
+            nvml.nvmlGpmMigSampleGet(handle, self.gpu_instance, newer)
         self._newest = 1 - self._newest
         previous_s, self._taken_at_s = self._taken_at_s, now_s
         if previous_s is None:

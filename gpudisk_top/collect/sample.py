@@ -132,6 +132,9 @@ class GpuRaw:
     gpm_tensor_active_pct: float | None = None
     gpm_dram_bw_pct: float | None = None
     gpm_note: str | None = None
+    # a GPU in MIG mode: per GPU instance [id, SMs, GPM SM activity % or None]
+    # (collect/gpu_mig.py); gpm_sm_active_pct is then theirs weighted by SMs
+    gpm_mig: list[list] | None = None
     pcie_age_s: float | None = None  # how old pcie_*_kb_s are (collect/gpu_pcie.py)
     # nanoseconds the clocks were held down for each reason since the driver loaded
     # (NVML field values, collect/gpu_fields.py), and NVML's stamp of that read (epoch

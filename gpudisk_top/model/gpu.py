@@ -112,6 +112,9 @@ class GpuView:
     throttle_sync_boost_pct: float | None = None
     throttle_source: str | None = None    # THROTTLE_DURATIONS | THROTTLE_MASK | None (neither read)
     throttle_note: str | None = None      # a share clipped to 100%, a counter that went back
+    # a GPU in MIG mode: per GPU instance its id, SMs and GPM SM activity (of its own SMs;
+    # None: not this interval); util_pct is then theirs weighted by SMs.  None: not MIG
+    mig_instances: list[dict] | None = None
 
     @property
     def throttle_pct(self) -> dict[str, float | None]:
@@ -181,6 +184,20 @@ def _int(value) -> int | None:
     return value if type(value) is int else None
 
 
+def _mig(value) -> list[dict] | None:
+    """A recorded or collected MIG layout ([[id, SMs, SM activity], ...]) as GpuView keeps
+    it; entries that are not one are left out (a recording is untrusted), 64 at most."""
+    if not isinstance(value, list):
+        return None
+    out = []
+    for entry in value[:64]:
+        if isinstance(entry, (list, tuple)) and len(entry) == 3 and _int(entry[0]) is not None \
+                and _int(entry[1]) is not None:
+            out.append({"gpu_instance_id": entry[0], "sm_count": entry[1],
+                        "sm_active_pct": _share(entry[2])})
+    return out
+
+
 def _age_s(at_us: int | None, window_us: tuple[int, int] | None) -> float | None:
     if _int(at_us) is None or window_us is None:
         return None
@@ -242,6 +259,7 @@ def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None
         sm_occupancy_pct=_share(cur.gpm_sm_occupancy_pct),
         tensor_active_pct=_share(cur.gpm_tensor_active_pct), dram_bw_pct=_share(cur.gpm_dram_bw_pct),
         busy_note=note, pcie_age_s=cur.pcie_age_s, **_throttle(cur, prev, window_us),
+        mig_instances=_mig(cur.gpm_mig),
     )
 
 
@@ -288,6 +306,7 @@ def gpu_as_json(view: GpuView) -> dict:
         "pcie_age_s": None if view.pcie_age_s is None else round(view.pcie_age_s, 1),
         "throttle_reasons": list(view.throttle_reasons), "throttle_source": view.throttle_source,
         "throttle_note": view.throttle_note,
+        "mig_instances": None if view.mig_instances is None else [dict(m) for m in view.mig_instances],
         **{f"throttle_{r}_pct": v for r, v in view.throttle_pct.items()},
         "processes": [
             {"pid": p.pid, "local_pid": p.local_pid, "ns_pid": p.ns_pid, "name": p.name,

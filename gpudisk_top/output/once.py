@@ -193,6 +193,10 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
         elif g.sm_active_pct is not None and g.gpu_util_pct is not None:
             lines.append(f"  GPU {g.index}: SM activity {util.text(g.sm_active_pct)}%, "
                          f"utilization.gpu {util.text(g.gpu_util_pct)}%")
+        if g.mig_instances:
+            lines.append(f"  GPU {g.index}: MIG, SM activity per GPU instance: " + ", ".join(
+                f"{m['gpu_instance_id']} ({m['sm_count']} SMs) {util.text(m['sm_active_pct'])}%"
+                for m in g.mig_instances))
         throttle = _throttle_line(g)
         if throttle:
             lines.append(f"  GPU {g.index}: {throttle}")

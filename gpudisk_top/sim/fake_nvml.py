@@ -16,7 +16,7 @@ Driving it (tests, and the simulator that produces raw NVML readings for N GPUs)
     nvml.lose_gpu(3)            # every later call on GPU 3 raises NVMLError_GpuIsLost
 
 Field values (clock-event durations following a throttle schedule) and per-process
-utilization: sim/fake_nvml_fields.py says how to drive them.
+utilization: sim/fake_nvml_fields.py says how to drive them; MIG: sim/fake_nvml_mig.py.
 
 GPM (nvmlGpmQueryDeviceSupport, nvmlGpmSampleAlloc/Get/Free, nvmlGpmMigSampleGet,
 nvmlGpmMetricsGet with pynvml's c_nvmlGpmMetricsGet_t), as a Hopper driver answers it:
@@ -61,6 +61,7 @@ from dataclasses import dataclass, field, fields
 import pynvml
 
 from gpudisk_top.sim.fake_nvml_fields import FieldsApi, integrate_clock_events
+from gpudisk_top.sim.fake_nvml_mig import MigApi
 
 # Drivers keep about six utilization samples a second.
 SAMPLES_PER_S = 6
@@ -104,6 +105,8 @@ class FakeGpu:
     dram_bw_pct: float | None = None
     gpm_values: dict[int, float] = field(default_factory=dict)  # metric id -> value returned
     mig_gpu_instances: set[int] = field(default_factory=set)  # GPU instance ids in MIG mode
+    mig_sm_count: dict[int, int] = field(default_factory=dict)   # sim/fake_nvml_mig.py
+    mig_sm_active_pct: dict[int, float] = field(default_factory=dict)
     # field values and per-process utilization: see sim/fake_nvml_fields.py
     throttle_pct: dict[int, float] = field(default_factory=dict)  # field id -> % of time held
     throttle_schedule: list[tuple[float, float, int]] = field(default_factory=list)
@@ -136,7 +139,7 @@ class FakeHandle:
 _STATE_FIELDS = frozenset(f.name for f in fields(FakeGpu))
 
 
-class FakeNvml(FieldsApi):
+class FakeNvml(FieldsApi, MigApi):
     """A module-like fake of `pynvml`; see the module docstring for how to drive it."""
 
     def __init__(self, gpus: list[FakeGpu] | None = None, *, start_us: int | None = None,
@@ -252,12 +255,14 @@ class FakeNvml(FieldsApi):
         if target_us <= self.now_us:
             return
         dt_s = (target_us - self.now_us) / 1e6
-        for gpu, sums in zip(self.gpus, self._gpm_sums):
+        for index, (gpu, sums) in enumerate(zip(self.gpus, self._gpm_sums)):
             if not gpu.lost:
                 gpu.energy_mj += gpu.power_mw * dt_s  # mW * s = mJ
                 for metric, value in _gpm_now(gpu).items():
                     sums[metric] += value * dt_s
                 integrate_clock_events(gpu, self.now_us, target_us, self._sample_origin_us)
+                if gpu.mig_gpu_instances:
+                    self._integrate_mig(index, gpu, dt_s)
         while (ts := self._sample_ts(self._sample_k)) <= target_us:
             for index, (gpu, buffers) in enumerate(zip(self.gpus, self._buffers)):
                 if gpu.process_util and not gpu.lost:
@@ -478,7 +483,11 @@ class FakeNvml(FieldsApi):
         if gpu.gpm_supported and gpuInstanceId not in gpu.mig_gpu_instances:
             self.calls[("nvmlGpmMigSampleGet", device.index)] += 1
             raise pynvml.NVMLError_InvalidArgument()  # no such GPU instance (or not in MIG mode)
-        return self._gpm_sample("nvmlGpmMigSampleGet", device, gpmSample)
+        self._gpm_sample("nvmlGpmMigSampleGet", device, gpmSample)
+        # the instance's own counters (sim/fake_nvml_mig.py), not the whole GPU's
+        self._gpm_samples[_address(gpmSample)] = (device.index, self.now_us,
+                                                  self.mig_sample(device.index, gpuInstanceId))
+        return gpmSample
 
     def _gpm_sample(self, function: str, device: FakeHandle, gpmSample):
         gpu = self._device(function, device)

@@ -28,9 +28,10 @@ DISK_FIELDS = DiskCounters._fields
 DEVICE_FIELDS = field_names(DeviceInfo)
 CPU_FIELDS = field_names(CpuTimes)
 # gpm_* (GPM's figures, the busy figure's tier: model/gpu.py) and pcie_age_s came with issue 40: earlier
-# recordings lack them, read back None, and their GPUs' busy figure is utilization.gpu
+# recordings lack them, read back None, and their GPUs' busy figure is utilization.gpu;
+# gpm_mig (a MIG GPU's instances, a list) too: earlier recordings read back not MIG
 GPU_STATIC = ("index", "name", "uuid", "pci_bus_id", "lost", "error", "mem_total_bytes",
-              "power_limit_mw", "minor_number", "gpm_note")
+              "power_limit_mw", "minor_number", "gpm_note", "gpm_mig")
 GPU_INTS = ("mem_used_bytes", "power_mw", "energy_mj", "temp_c", "sm_clock_mhz",
             "pcie_rx_kb_s", "pcie_tx_kb_s", "throttle_reasons")
 # the clock-event durations (collect/gpu_fields.py) and their stamp came with issue 40
