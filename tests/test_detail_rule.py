@@ -221,3 +221,40 @@ def test_the_bound_is_the_detectors_threshold(job):
         assert read > 0 and why == "GPU 0 at 20%"
     finally:
         run.close()
+
+
+async def test_the_dashboard_header_says_the_cadence_while_it_is_slow(job):
+    """The dashboard's own Feed gives the live sampler its cadence: while every job is
+    healthy its header says `procs every 5s`; the sample the job's GPU falls in reads the
+    processes, and the header says nothing of it (they are the interval's own)."""
+    from apps import dashboard_app
+    from screen_text import lines_of
+    from gpudisk_top.collect.source import LIVE, Source
+    from gpudisk_top.ui.widgets.header import HeaderBar
+
+    nvml = FakeNvml.with_gpus(1)
+
+    def gpu(util_pct: float) -> None:
+        nvml.set_state(0, util_pct=util_pct, power_mw=500_000, power_limit_mw=700_000,
+                       processes=[(job.pid, 2**30)])
+        nvml.advance_to(time.time())
+
+    sampler = Sampler(Roots(), nvml=nvml)
+    app = dashboard_app(sampler, origin=Source(LIVE, "test", LIVE, kernel="test"))
+    async with app.run_test(size=(160, 40)) as pilot:
+        assert sampler.detail is not None          # the Feed's (session/detail.py)
+        deadline = time.monotonic() + 30 * slack()
+        while True:                                # until a sample carries the processes
+            gpu(95.0)
+            app.advance()
+            await pilot.pause(0.3)
+            if app.latest.model.procs_age_s > 0:
+                break
+            assert time.monotonic() < deadline, sampler.detail.reason
+        await pilot.pause(0.2)
+        assert "procs every 5s" in lines_of(app.query_one(HeaderBar))[0]
+        gpu(20.0)
+        app.advance()
+        await pilot.pause(0.3)
+        assert sampler.detail.reason == "GPU 0 at 20%"
+        assert "procs every" not in lines_of(app.query_one(HeaderBar))[0]
