@@ -20,7 +20,8 @@ from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.present import size
 from gpudisk_top.verdict.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable_lines
-from gpudisk_top.model.gpu import THROTTLE_DURATIONS, gpu_as_json
+from gpudisk_top.model.gpu import gpu_as_json
+from gpudisk_top.model.gpu_words import sampled as with_age, throttle_line
 from gpudisk_top.model.health import health_of
 from gpudisk_top.model.host import host_as_json
 from gpudisk_top.model.select import DeviceFilter
@@ -197,7 +198,7 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
             lines.append(f"  GPU {g.index}: MIG, SM activity per GPU instance: " + ", ".join(
                 f"{m['gpu_instance_id']} ({m['sm_count']} SMs) {util.text(m['sm_active_pct'])}%"
                 for m in g.mig_instances))
-        throttle = _throttle_line(g)
+        throttle = throttle_line(g)
         if throttle:
             lines.append(f"  GPU {g.index}: {throttle}")
     procs = [(g.index, p) for g in model.gpus for p in g.processes]
@@ -222,7 +223,7 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
                 io_pct = "n/a"
             rows.append((str(idx), p.pid_label(), (p.name or "?")[:16],
                          mib.text(getattr(p, mib.field)),
-                         *((_sampled(sm.text(p.sm_util_pct), p.util_age_s),) if sampled else ()),
+                         *((with_age(sm.text(p.sm_util_pct), p.util_age_s),) if sampled else ()),
                          read.text(io.get(read.field)),
                          rchar.text(io.get(rchar.field)), str(io.get(tree.field) or 0),
                          _whole(lt and lt.on_cpu_pct), _whole(lt and lt.cpu_wait_pct), io_pct,
@@ -246,32 +247,6 @@ def _gpu_lines(model: Model, verdict=None) -> list[str]:
             lines.append("  host=local: NVML's host PID = its PID here, found by the GPU device "
                          "file it holds open")
     return lines
-
-
-def _throttle_line(g) -> str | None:
-    """What held a GPU's clocks down: each reason's share of the interval (clock-event
-    durations), or the reasons holding at the read (the bit mask, where the GPU counts
-    no duration); None when nothing did."""
-    if g.throttle_source == THROTTLE_DURATIONS:
-        held = [f"{reason} {GPU[f'throttle_{reason}_pct'].text(pct)}%"
-                for reason, pct in g.throttle_pct.items() if pct]
-        text = f"clocks held down {', '.join(held)} of the interval" if held else None
-        if g.throttle_note:
-            text = f"{text}; {g.throttle_note}" if text else f"throttle: {g.throttle_note}"
-        return text
-    # an idle GPU's clocks drop for want of work, not held down: not said
-    reasons = [r for r in g.throttle_reasons if r != "gpu_idle"]
-    if reasons:
-        return f"clock event reasons at the read: {', '.join(reasons)} (no durations on this GPU)"
-    return None
-
-
-def _sampled(text: str, age_s: float | None) -> str:
-    """A per-process NVML figure with its age: "45@2s"; the figure alone when the age is
-    not known (the first sample)."""
-    if text == "n/a" or age_s is None:
-        return text
-    return f"{text}@{age_s:.0f}s"
 
 
 def _whole(pct: float | None) -> str:
