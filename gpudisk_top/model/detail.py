@@ -12,7 +12,9 @@ none of them sees a zero rate or a vanished process for an interval nobody read:
     read (the counters' differences over the time between the two reads: exact, nothing
     lost or counted twice, the interval's own second averaged with those before it);
   - a sample that did not has the rows of the last read, with that read's rates, and
-    their age (Model.procs_age_s): what was last measured, said as such;
+    their age (Model.procs_age_s): what was last measured, said as such; its GPU
+    processes' totals (Model.gpu_proc_io, the loaders' time included) are the read's too,
+    made once (ProcLink), not this interval's disks weighed against older rates;
   - where there is no read before to take them against (a session's first, the first
     interval after a seek or a gap into a slow stretch), the rates are None: n/a, as at
     any first sample, until the next read.
