@@ -101,7 +101,8 @@ class TailWriter:
         under a --max-size whose parts they would crowd (they are derived data: the block
         carries them, and report can replay the rows)."""
         self._summary_blocks += blocks
-        frame = frames.pack(frames.SUMMARY, encode_blocks(blocks, self.file_version >= 3))
+        # deflated: a minute's summaries, replaced by the block's (LZMA would cost 30 ms)
+        frame = frames.pack(frames.SUMMARY, encode_blocks(blocks))
         part = self.rotation.part_bytes if self.rotation is not None else None
         if part is not None and len(frame) > part // 20:
             return

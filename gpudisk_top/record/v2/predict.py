@@ -61,13 +61,6 @@ def spread(seq, step: int = 1) -> float:
     return sum(map(abs, map(operator.sub, seq, itertools.repeat(mean, n)))) / n
 
 
-def _cost(vals, increase: bool) -> float:
-    """What a column costs as blocks.py codes it: a counter as differences, a column of
-    increases as is or as differences."""
-    d = spread(_diffs(vals))
-    return min(spread(vals), d) if increase else d
-
-
 def _diffs(vals) -> list:
     return list(map(operator.sub, vals[1:], vals[:-1]))
 
@@ -124,49 +117,82 @@ def apply(keys: list[str], cols: list[list], presence: list) -> list[list]:
     index = {k: i for i, k in enumerate(keys)}
     out = []
     before: dict[int, list] = {}      # replaced columns as they were: predictions use them
+    diffs: dict[int, list] = {}       # their differences, each made once
+    ints: dict[int, bool] = {}
+
+    def diff(c: int) -> list:
+        d = diffs.get(c)
+        if d is None:
+            d = diffs[c] = _diffs(before.get(c, cols[c]))
+        return d
+
+    def is_int(c: int) -> bool:
+        b = ints.get(c)
+        if b is None:
+            b = ints[c] = _ints(before.get(c, cols[c]))
+        return b
+
     for kind, target, ref_keys in candidates(keys):
         t = index[target]
         ref_cols = [index[r] for r in ref_keys]
-        if any(presence[r] != presence[t] for r in ref_cols):
+        vals = cols[t]
+        if (len(vals) < 2 or any(presence[r] != presence[t] for r in ref_cols)
+                or not is_int(t) or not all(map(is_int, ref_cols))):
             continue
         refs = [before.get(r, cols[r]) for r in ref_cols]
-        vals = cols[t]
-        if len(vals) < 2 or not _ints(vals) or not all(map(_ints, refs)):
-            continue
+        increase = field_is_increase(target)
         k = 1
         if kind != "sum":
             if kind == "cum":
                 base, span = sum(refs[0][1:]), vals[-1] - vals[0]
-            elif field_is_increase(target):
+            elif increase:
                 base, span = sum(refs[0]), sum(vals)
             else:
                 base, span = refs[0][-1] - refs[0][0], vals[-1] - vals[0]
-            if not base:
-                continue
-            k = round(span * _K_ONE / base)
-            if not 0 < k < _MAX_K:
-                continue
-        increase = field_is_increase(target)
-        best, best_cost = None, _cost(vals, increase)
-        rest = list(map(operator.sub, vals, _prediction(kind, k, refs)))
-        cost = _cost(rest, increase)
-        if cost < best_cost:
-            best, best_cost = ([t, kind, k, ref_cols], rest), cost
+            k = round(span * _K_ONE / base) if base else 0
+        # the costs are judged on differences (a counter is coded as its differences),
+        # near enough: the rest is made exactly only for the prediction chosen
+        dv = diff(t)
+        if increase:
+            best, best_cost = None, min(spread(vals), spread(dv))
+        else:
+            best, best_cost = None, spread(dv)
+        if 0 < k < _MAX_K:
+            if kind == "sum":
+                guess = list(map(operator.sub, dv, map(sum, zip(*map(diff, ref_cols)))))
+            elif kind == "cum":
+                guess = list(map(operator.sub, dv, (k * p // _K_ONE for p in refs[0][1:])))
+            elif increase:
+                guess = list(map(operator.sub, vals, (k * r // _K_ONE for r in refs[0])))
+            else:
+                guess = list(map(operator.sub, dv, (k * r // _K_ONE for r in diff(ref_cols[0]))))
+            cost = spread(guess)
+            if cost < best_cost:
+                best, best_cost = [t, kind, k, ref_cols], cost
         if kind == "lin":
             # the ratio of the row before: a request size or a cache hit rate that
             # changes from phase to phase within a block
             if increase:
-                rest = list(map(operator.sub, vals, _ratio(refs[0], vals)))
+                guess = list(map(operator.sub, vals, _ratio(refs[0], vals)))
             else:
-                steps = _ratio(_diffs(refs[0]), _diffs(vals))
-                rest = list(map(operator.sub, vals, itertools.accumulate([0] + steps)))
-            if _cost(rest, increase) < best_cost:
-                best = ([t, "ratio" if increase else "dratio", 0, ref_cols], rest)
+                guess = list(map(operator.sub, dv, _ratio(diff(ref_cols[0]), dv)))
+            if spread(guess) < best_cost:
+                best = [t, "ratio" if increase else "dratio", 0, ref_cols]
         if best is not None:
             before[t] = vals
-            cols[t] = best[1]
-            out.append(best[0])
+            cols[t] = _rest(best[1], best[2], refs, vals)
+            out.append(best)
     return out
+
+
+def _rest(kind: str, k: int, refs: list[list], vals: list) -> list:
+    """The column a prediction leaves: what undo() adds the prediction back to."""
+    if kind == "ratio":
+        return list(map(operator.sub, vals, _ratio(refs[0], vals)))
+    if kind == "dratio":
+        steps = _ratio(_diffs(refs[0]), _diffs(vals))
+        return list(map(operator.sub, vals, itertools.accumulate([0] + steps)))
+    return list(map(operator.sub, vals, _prediction(kind, k, refs)))
 
 
 def undo(pred: list, cols: list[list], absent) -> None:
