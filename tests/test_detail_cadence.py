@@ -44,12 +44,8 @@ from gpudisk_top.sim.fake_nvml import FakeNvml
 from gpudisk_top.verdict.detect.states import STARVED_STATES
 from gpudisk_top.verdict.step import Stepper
 
-# it loads the machine (fio) and runs alone, in tests/conftest.py's REAL_LOAD (the lead's
-# file: named there on request); until it is, it is skipped rather than run beside the suite
-if "test_detail_cadence.py" in getattr(sys.modules.get("conftest"), "REAL_LOAD", ()):
-    pytestmark = [pytest.mark.integration]
-else:
-    pytestmark = [pytest.mark.skip(reason="waits to be named in tests/conftest.py REAL_LOAD")]
+# it loads the machine (fio): tests/conftest.py REAL_LOAD runs it alone
+pytestmark = [pytest.mark.integration]
 
 DATA_MIB = 256
 WORKERS = 2
