@@ -18,6 +18,7 @@ import bisect
 import dataclasses
 from dataclasses import dataclass, field
 
+from gpudisk_top.collect.gpu_fields import THROTTLE_REASONS
 from gpudisk_top.verdict.detect.states import STATES, UNAVAILABLE
 
 # the detector's states a phase can be labelled with: all but "unavailable" (a simulated
@@ -214,6 +215,11 @@ class Phase:
     # Low beside a high utilization: small kernels keep utilization.gpu up, the SMs idle
     gpu_sm_active_pct: float | None = None
     gpu_sm_active_by_gpu: dict[int, float] = field(default_factory=dict)
+    # the share of the time each throttle reason holds the clocks down, by reason
+    # (collect/gpu_fields.py THROTTLE_REASONS: sw_power_cap, hw_power_brake, sw_thermal,
+    # hw_thermal, sync_boost): the job's GPUs' (every GPU's when no job runs), or a GPU's
+    gpu_throttle_pct: dict[str, float] = field(default_factory=dict)
+    gpu_throttle_by_gpu: dict[int, dict[str, float]] = field(default_factory=dict)
     # the job's reads
     read_mb_s: float = 0.0                 # what the loaders read() (rchar), all ranks
     read_request_kb: float = 128.0
@@ -411,6 +417,16 @@ def _validate(sc: Scenario) -> None:
                 fail(f"{pw}: gpu_sm_active_by_gpu: GPU {g} does not exist")
             if not 0 <= value <= 100:
                 fail(f"{pw}: gpu_sm_active_by_gpu[{g}] must be within 0..100, not {value}")
+        for g, shares in [(None, phase.gpu_throttle_pct), *phase.gpu_throttle_by_gpu.items()]:
+            where = "gpu_throttle_pct" if g is None else f"gpu_throttle_by_gpu[{g}]"
+            if g is not None and not 0 <= g < sc.gpus.count:
+                fail(f"{pw}: gpu_throttle_by_gpu: GPU {g} does not exist")
+            for reason, value in shares.items():
+                if reason not in THROTTLE_REASONS:
+                    fail(f"{pw}: {where}: unknown reason {reason!r} (known: "
+                         f"{', '.join(THROTTLE_REASONS)})")
+                if not 0 <= value <= 100:
+                    fail(f"{pw}: {where}.{reason} must be within 0..100, not {value}")
         for g in phase.gpu_power_by_gpu:
             if not 0 <= g < sc.gpus.count:
                 fail(f"{pw}: gpu_power_by_gpu: GPU {g} does not exist")

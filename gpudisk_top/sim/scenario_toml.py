@@ -28,6 +28,10 @@ ScenarioError that names the file and the place ("phases[3] 'ckpt': unknown key 
     gpu_util_pct = 97
     read_mb_s = 300
     gpu_util_by_gpu = { 3 = 40 }          # TOML keys are strings; "3" means GPU 3
+    gpu_throttle_pct = { sw_power_cap = 42 }   # share of the time the clocks are held
+                                          # down, by reason (the job's GPUs; NVML's
+                                          # clock-event durations on the stand-in)
+    gpu_throttle_by_gpu = { 5 = { sw_thermal = 10 } }
     disks.sdb = { read_latency_ms = 25, util_pct = 100 }
     others.rsync = { read_mb_s = 0, cpu_pct = 0 }  # the phase's rates of an [[others]]
     [[phases]]                            # a group: phases played `repeat` times

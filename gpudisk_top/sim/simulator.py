@@ -30,8 +30,11 @@ import math
 import random
 import threading
 
+import pynvml
+
 from gpudisk_top.collect import diskstats
 from gpudisk_top.collect.gpu import GpuCollector, Resolved
+from gpudisk_top.collect.gpu_fields import THROTTLE_FIELDS
 from gpudisk_top.collect.health import DEFAULT_INTERVAL_S as DEFAULT_HEALTH_INTERVAL_S
 from gpudisk_top.collect.sample import Sample
 from gpudisk_top.collect.sample_source import SourceDefaults
@@ -48,6 +51,8 @@ KIB = 1024
 GIB_KB = 1024 * 1024
 _IDLE_GPU_MEM_BYTES = 4 * 2**20
 _CLOCK_EVENT_GPU_IDLE = 0x1
+# a throttle reason (collect/gpu_fields.py) -> the stand-in's field id for it
+_THROTTLE_FIELD_IDS = {reason: getattr(pynvml, const) for reason, const in THROTTLE_FIELDS}
 
 
 class Simulator(SourceDefaults):
@@ -279,6 +284,15 @@ class Simulator(SourceDefaults):
             return phase.gpu_sm_active_pct
         return None
 
+    def _throttle(self, phase: Phase, gpu: int, running: bool) -> dict[int, float]:
+        """The stand-in's throttle_pct of a GPU (field id -> % of the time held): the
+        phase's shares for that GPU, else the job's GPUs' (every GPU's when no job runs),
+        as _gpu_util."""
+        shares = phase.gpu_throttle_by_gpu.get(gpu)
+        if shares is None:
+            shares = phase.gpu_throttle_pct if not running or gpu in self._job_gpus else {}
+        return {_THROTTLE_FIELD_IDS[r]: pct for r, pct in shares.items()}
+
     def _drive_gpus(self, phase: Phase, load: IntervalLoad, running: bool, wall_s: float,
                     dt: float) -> None:
         spec = self.scenario.gpus
@@ -307,6 +321,7 @@ class Simulator(SourceDefaults):
                 sm_clock_mhz=1980 if util > 1 else 345,
                 clocks_event_reasons=0 if util > 1 else _CLOCK_EVENT_GPU_IDLE,
                 pcie_rx_kb_s=pcie_kb_s if rank is not None else 0,
+                throttle_pct=self._throttle(phase, g, running),
                 processes=[(rank.pid, used)] if rank is not None else [])
         # One utilization sample per driver sampling period, each with its own noise
         # (spread like a binomial share: none at 0 % or 100 %, most at 50 %).

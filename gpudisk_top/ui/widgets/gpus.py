@@ -21,7 +21,10 @@ from gpudisk_top.ui.format import mib, rate
 from gpudisk_top.ui.follow import job_verdicts, shows_jobs
 from gpudisk_top.ui.widgets.base import LinesPanel
 from gpudisk_top.model.busy_tier import tag
+from gpudisk_top.model.gpu_words import sampled as with_age
+from gpudisk_top.model.vocab import GPU_PROCESS
 from gpudisk_top.ui.widgets.gpu_busy import BUSY_W, busy_cell, notes_line
+from gpudisk_top.ui.widgets.gpu_notes import throttle_notes
 from gpudisk_top.ui.widgets.jobrows import job_lines, job_rows
 
 # each cell's busy figure carries its tier's tag and a mark (widgets/gpu_busy.py): BUSY_W
@@ -35,6 +38,7 @@ PROC_WIDE_W = 100    # the process rows' width from which rchar/s and procs show
 SHORT_PROC_ROWS = 1  # the GPUs' lines on a short screen while the processes show ...
 SHORT_PROC_JOBS = 2  # ... and the jobs' lines on a shared node
 # what a node without a readable GPU says under it: how to see the tool at work
+SM = GPU_PROCESS["sm_util_pct"]   # a process's NVML sample, worded as --once words it
 DEMO_HINT = "  no GPU to watch here: gpudisk-top --demo shows a simulated GPU node at work"
 
 
@@ -109,6 +113,7 @@ class GpuPanel(LinesPanel):
                 row.append(("  ", theme.PLAIN))
             lines.append(row)
         lines.extend(notes_line(model.gpus, width))
+        lines.extend(throttle_notes(model.gpus, width))
         if self.show_processes:
             lines.extend(self._process_lines(update, width))
         self.set_lines(lines)
@@ -152,7 +157,7 @@ class GpuPanel(LinesPanel):
                         row.extend(cell)
                         row.append(("  ", theme.PLAIN))
                     lines.append(row)
-            return lines + notes_line(model.gpus, width)
+            return lines + notes_line(model.gpus, width) + throttle_notes(model.gpus, width)
         return job_lines(rows, width, budget, followed)
 
     def _cell(self, g) -> list:
@@ -194,8 +199,12 @@ class GpuPanel(LinesPanel):
         # where the whole row does not fit (80 columns), rchar/s and the process count go
         # and the name narrows, so that where the loaders' time goes and the devices stay
         wide = width >= PROC_WIDE_W
-        name_w = 20 if wide else 14
-        lines = [[(f"   GPU      pid {'name':<{name_w}} GPU mem  read/s "
+        # NVML's per-process samples: a column only where one came (a GPU that gives
+        # none, MIG or vGPU, the simulator's, would fill it with n/a), as --once has it
+        sampled = any(p.sm_util_pct is not None for g in model.gpus for p in g.processes)
+        name_w = 20 if wide else (10 if sampled else 14)
+        lines = [[(f"   GPU      pid {'name':<{name_w}} GPU mem "
+                   + ("    sm% " if sampled else "") + " read/s "
                    + (" rchar/s procs " if wide else "")
                    + " cpu%  wait%   io%  devices", theme.DIM)]]
         estimated = False
@@ -209,10 +218,15 @@ class GpuPanel(LinesPanel):
                 cpu, wait, blocked = _loader_cells(io.get("loaders"))
                 estimated |= blocked.startswith("~")
                 text = (f"   {g.index:>3} {pid:>8} {(p.name or '?')[:name_w]:<{name_w}} "
-                        f"{mib(p.gpu_mem_mib):>7} {rate(read):>7} "
+                        f"{mib(p.gpu_mem_mib):>7} "
+                        + (f"{with_age(SM.text(p.sm_util_pct), p.util_age_s):>7} " if sampled else "")
+                        + f"{rate(read):>7} "
                         + (f"{rate(rchar):>8} {io.get('nprocs') or 0:>5} " if wide else "")
                         + f"{cpu:>5} {wait:>6} {blocked:>5}  {devs}")
                 lines.append([(text[:width], theme.PLAIN)])
+        if len(lines) > 1 and sampled:
+            lines.append([("   sm%: NVML's last sample of the process (its own sample period, "
+                           "not the interval) @ its age"[:width], theme.DIM)])
         if len(lines) > 1:
             legend = ("   cpu% wait% io%: where its loaders' time went (DataLoader workers, else "
                       "itself): on a CPU, waiting for one, blocked on reads"
