@@ -77,7 +77,9 @@ class CgJobRaw:
     inode: its directory's (a cgroup made again under the same path has another); cpu:
     CPU_KEYS it has; io: the node's device name -> its io.stat line, for the devices
     /proc/diskstats lists; io_unlisted: io.stat lines of devices it does not (or past
-    MAX_DEVICES); psi: "cpu" | "io" | "memory" -> totals; memory: MEMORY_KEYS it has."""
+    MAX_DEVICES); psi: "cpu" | "io" | "memory" -> totals; memory: MEMORY_KEYS it has;
+    read_mono_s: when it was read (read()'s now_s): a sample's own time may be well before
+    (its processes' reads come first), and a rate over the wrong span is that much off."""
 
     path: str
     inode: int
@@ -86,6 +88,7 @@ class CgJobRaw:
     io_unlisted: int = 0
     psi: dict[str, PsiTotals] = field(default_factory=dict)
     memory: dict[str, int] = field(default_factory=dict)
+    read_mono_s: float | None = None
 
 
 def valid_path(path) -> bool:
@@ -234,7 +237,7 @@ class CgJobReader:
                 psi[resource] = totals
         memory_text = texts.get("memory.stat")
         memory = parse_flat_keyed(memory_text, MEMORY_KEYS) if memory_text is not None else {}
-        return CgJobRaw(path, inode, cpu, io, unlisted, psi, memory)
+        return CgJobRaw(path, inode, cpu, io, unlisted, psi, memory, now_s)
 
     def close(self) -> None:
         """Close the files kept open."""

@@ -375,6 +375,9 @@ class Sample:
     # slow cadence; > 0: not read in this sample, `procs` is the read this many seconds
     # before (the same dict, unchanged).  model/detail.py is the one rule for the rates.
     procs_age_s: float | None = None
+    # each job's cgroup v2 totals (collect/cgjob.py CgJobRaw), by job id, read every sample
+    # (between the processes' reads too); {}: none (cgroup v1, no job, not recorded)
+    cgjobs: dict = field(default_factory=dict)
     # what this sample's process rates are taken against (model/detail.py ProcLink):
     # a link model/detail.py derives and keeps, not a reading (never recorded)
     procs_base: object | None = None

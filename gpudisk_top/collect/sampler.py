@@ -15,6 +15,7 @@ import time
 
 from gpudisk_top.collect import diskstats, lustre, nfsstats, utilpct
 from gpudisk_top.collect.blockdev import BlockDevices
+from gpudisk_top.collect.cgjob import CgJobRaw, CgJobReader, device_names, job_cgroup
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
 from gpudisk_top.collect.detail import CADENCE, DetailCadence
 from gpudisk_top.collect.devmap import DeviceFileMapper
@@ -23,7 +24,7 @@ from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
 from gpudisk_top.collect.ioscan import SCAN_OPEN_S, IoScan
 from gpudisk_top.collect.jobid import JobIdentifier
 from gpudisk_top.collect.mounts import MountCollector, MountTable
-from gpudisk_top.collect.host import read_host
+from gpudisk_top.collect.host import parse_self_cgroup, read_host
 from gpudisk_top.collect.pidmap import PidMapper
 from gpudisk_top.collect.pidfiles import parse_pid_io
 from gpudisk_top.collect.procio import OTHERS_CONTENDED, ProcIoCollector
@@ -89,6 +90,8 @@ class Sampler:
         self._mounts = MountCollector(self.roots, self._mount_table,
                                       {"nfs": nfsstats.read_counters, "lustre": lustre.read_counters})
         self._ioscan = IoScan(self.roots)
+        # each job's cgroup v2 totals, every sample (collect/cgjob.py; {} on cgroup v1)
+        self._cgjobs = CgJobReader(self.roots)
         self.io_view = False   # the I/O process view is open: scan the node more often
         self._cover = False    # the next sample keeps every process's I/O counters
         self._rescan = False   # ... and the one after it scans the node again
@@ -168,7 +171,7 @@ class Sampler:
         sample.warnings.extend(self._host_read_errors())
         sample.warnings.extend(self._blockdevs.warnings)
         if not self._read_procs(sample, gpu_pids):
-            return self._carried(sample, mono)
+            return self._carried(sample, mono, gpu_pids)
         sample.procs = self._procio.collect(gpu_pids)
         self._jobs.tag_all(sample.procs, gpu_pids)      # each GPU process's job
         if sample.procs and not self._procio.delayacct_on:
@@ -185,9 +188,11 @@ class Sampler:
         sample.mounts = self._mounts.collect(sample.procs, mono)
         daemons = [m.daemon_pid for m in sample.mounts.values() if m.daemon_pid is not None]
         sample.procs.update(self._io_busiest(sample.procs, mono, daemons))
-        return self._done(sample)
+        return self._done(sample, gpu_pids)
 
-    def _done(self, sample: Sample) -> Sample:
+    def _done(self, sample: Sample, gpu_pids: dict[int, int]) -> Sample:
+        # here, not in the process reads: a sample that carries them reads the totals too
+        sample.cgjobs = self._job_cgroups(sample, gpu_pids)
         if self.health is not None:
             sample.health = self.health.latest
             # a poll that failed (a bug) leaves the last readings standing: said once,
@@ -215,7 +220,28 @@ class Sampler:
             sample.procs_age_s = 0.0
         return True
 
-    def _carried(self, sample: Sample, mono: float) -> Sample:
+    def _job_cgroups(self, sample: Sample, gpu_pids: dict[int, int]) -> dict[str, CgJobRaw]:
+        """Each job's cgroup totals, by job id: the cgroup v2 its GPU processes share
+        (job_cgroup), from each one's "0::" line read now (a carried read's tags say the
+        job; a process moved since is seen here).  None for a job one of whose GPU
+        processes has no v2 path (exited, a v1-only host) and for a cgroup two jobs
+        share (its totals are both's).  Never raises."""
+        if self._cgjobs.root is None or not gpu_pids:
+            return {}
+        by_job: dict[str, list] = {}
+        for local in gpu_pids:
+            raw = sample.procs.get(local)
+            if raw is None or raw.job is None:
+                continue
+            text = self._files.read(self.roots.proc(str(local), "cgroup"))
+            by_job.setdefault(raw.job[0], []).append(parse_self_cgroup(text) if text else None)
+        paths = {job: None if None in cgs else job_cgroup(cgs) for job, cgs in by_job.items()}
+        owners = [p for p in paths.values() if p is not None]
+        paths = {job: p for job, p in paths.items() if p is not None and owners.count(p) == 1}
+        read = self._cgjobs.read(paths.values(), device_names(sample.disks))
+        return {job: read[p] for job, p in paths.items() if p in read}
+
+    def _carried(self, sample: Sample, mono: float, gpu_pids: dict[int, int]) -> Sample:
         """A sample that does not read the processes: the last read's, unchanged (the
         same dict), with their age; the mounts' own counters are still read."""
         last = self._last
@@ -226,7 +252,7 @@ class Sampler:
         if self._acct_change is not None and mono < self._acct_change[1]:
             sample.warnings.append(self._acct_change[0])
         sample.mounts = self._mounts.collect(sample.procs, mono)
-        return self._done(sample)
+        return self._done(sample, gpu_pids)
 
     def cover_next_interval(self) -> None:
         """Make the interval after the next sample name everyone who did block I/O in it.
@@ -318,6 +344,7 @@ class Sampler:
             if left_on:
                 self._notes.append(left_on)
         self.gpu.close()
+        self._cgjobs.close()
         self._files.close()
         self._pidmap.close()
 

@@ -10,11 +10,18 @@ tagged each with (collect/jobid.py), with their GPUs.
 
 Jobs are ordered by their lowest GPU index, so the same node lists its jobs in the same
 order on every surface.
+
+Each job's cgroup totals over the interval (`cgroup_intervals`: its cgroup v2's CPU,
+throttling, PSI, I/O and page cache, model/cgjob.py's rules) ride on its JobInfo; None
+where the two samples do not pair or have none (cgroup v1, a job with no cgroup of its
+own, the first interval, a replay: recordings do not keep them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from gpudisk_top.model.cgjob import CgJobInterval, interval
 
 UNKNOWN_ID = "unknown"
 UNKNOWN_NAME = "unknown (its processes cannot be told apart from here)"
@@ -24,7 +31,7 @@ UNKNOWN_NAME = "unknown (its processes cannot be told apart from here)"
 class JobInfo:
     """One job in one interval.  pids: the host PIDs of its GPU processes, as NVML gives
     them; gpus: the indices of the GPUs they compute on; cgroup: its first GPU process's
-    cgroup path, where it was read."""
+    cgroup path, where it was read; cgroup_totals: its cgroup's interval (None: n/a)."""
 
     id: str
     source: str
@@ -32,11 +39,32 @@ class JobInfo:
     gpus: tuple[int, ...]
     pids: tuple[int, ...]
     cgroup: str | None = None
+    cgroup_totals: CgJobInterval | None = None
 
 
-def jobs_of(gpus, procs_raw) -> list[JobInfo]:
+def cgroup_intervals(last, sample, elapsed_s: float) -> dict[str, CgJobInterval]:
+    """Each job's cgroup interval between two Samples (their `cgjobs`, by job id): the
+    reads must be of the same cgroup (path and inode: model/cgjob.py interval), so a job
+    moved or a cgroup made again has none this interval.  The span is the reads' own
+    (CgJobRaw.read_mono_s) where both say it, else elapsed_s.  Never raises."""
+    if last is None:
+        return {}
+    out = {}
+    for job_id, after in sample.cgjobs.items():
+        before = last.cgjobs.get(job_id)
+        span_s = elapsed_s
+        if before is not None and before.read_mono_s is not None and after.read_mono_s is not None:
+            span_s = after.read_mono_s - before.read_mono_s
+        made = interval(before, after, span_s)
+        if made is not None:
+            out[job_id] = made
+    return out
+
+
+def jobs_of(gpus, procs_raw, cgroup_totals=None) -> list[JobInfo]:
     """The jobs of an interval's GpuViews (model/gpu.py), their processes' tags read from
-    the sample's ProcIoRaw (keyed by PID under the procfs, as GpuProcessView.local_pid)."""
+    the sample's ProcIoRaw (keyed by PID under the procfs, as GpuProcessView.local_pid);
+    cgroup_totals: cgroup_intervals' {job id: interval}."""
     found: dict[str, dict] = {}
     for gpu in gpus:
         if gpu.lost:
@@ -54,6 +82,7 @@ def jobs_of(gpus, procs_raw) -> list[JobInfo]:
                 job["gpus"].append(gpu.index)
             if p.pid not in job["pids"]:
                 job["pids"].append(p.pid)
+    totals = cgroup_totals or {}
     jobs = [JobInfo(key, j["source"], j["name"], tuple(sorted(j["gpus"])), tuple(j["pids"]),
-                    j["cgroup"]) for key, j in found.items()]
+                    j["cgroup"], totals.get(key)) for key, j in found.items()]
     return sorted(jobs, key=lambda j: (j.gpus[:1], j.id))

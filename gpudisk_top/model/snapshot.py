@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from gpudisk_top.collect.detail import DETAIL_SLOW_S
 from gpudisk_top.collect.sample import DeviceInfo, Sample
 from gpudisk_top.model.detail import proc_interval
-from gpudisk_top.model.jobs import JobInfo, jobs_of
+from gpudisk_top.model.jobs import JobInfo, cgroup_intervals, jobs_of
 from gpudisk_top.model.disk import DiskDeltas, DiskRates, checked_intervals
 from gpudisk_top.model.gpu import GpuView, gpu_views
 from gpudisk_top.model.health import HealthView, health_views
@@ -96,7 +96,7 @@ class Model:
                                    model.procs, interval_s)
         model.warnings.extend(f"{mp}: {v.dropped}" for mp, v in model.mounts.items()
                               if v.dropped is not None)
-        model.jobs = jobs_of(model.gpus, sample.procs)
+        model.jobs = jobs_of(model.gpus, sample.procs, cgroup_intervals(last, sample, interval_s))
         gpu_local = {p.local_pid for g in model.gpus for p in g.processes}
         made = link.totals if carried else {}
         for gpu in model.gpus:

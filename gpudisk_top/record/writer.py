@@ -25,6 +25,7 @@ is, with its age (record/v2's "t/procs_age_ms"; the carried counters are zero di
 next to nothing in a block), so a recording replays with the cadence it was recorded with:
 a replay, `report` and the summaries take the same process rates at the same samples as
 the live session did (model/detail.py, the one rule).
+Each job's cgroup totals (Sample.cgjobs) are live figures only: not kept, n/a in a replay.
 
 An existing recording is appended to (a new session: header, then rows), after any torn
 tail a crash left is cut off (a version 2 file goes on as version 2: header.py); a file
