@@ -64,13 +64,18 @@ def throttle_short(view) -> list[str]:
     return []
 
 
+def share_text(reason: str, pct: float | None) -> str:
+    """A reason's share of the time in --once's and the report's words:
+    "sw_power_cap 42.0%".  Raises KeyError for a reason NVML counts no duration of."""
+    return f"{reason} {GPU[f'throttle_{reason}_pct'].text(pct)}%"
+
+
 def throttle_line(view) -> str | None:
     """What held a GPU's clocks down, in --once's words: each reason's share of the
     interval (clock-event durations), or the reasons holding at the read (the bit mask,
     where the GPU counts no duration); None when nothing did.  Raises nothing."""
     if view.throttle_source == THROTTLE_DURATIONS:
-        held = [f"{reason} {GPU[f'throttle_{reason}_pct'].text(pct)}%"
-                for reason, pct in held_pct(view).items()]
+        held = [share_text(reason, pct) for reason, pct in held_pct(view).items()]
         text = f"clocks held down {', '.join(held)} of the interval" if held else None
         if view.throttle_note:
             text = f"{text}; {view.throttle_note}" if text else f"throttle: {view.throttle_note}"

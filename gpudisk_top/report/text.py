@@ -15,6 +15,7 @@ from gpudisk_top.verdict.ledger import NO_PRICE, Price
 from gpudisk_top.report.jobs import lines as jobs_lines
 from gpudisk_top.report.ledger import lines as ledger_lines
 from gpudisk_top.report.summary import GPU_STATES, Summary
+from gpudisk_top.report.throttle import throttle_lines
 from gpudisk_top.report.tiers import tier_lines
 
 # one letter per starved state for the charts' episode marks: the dashboard's letters
@@ -81,6 +82,7 @@ def render(summary: Summary, charts: bool = True, price: Price = NO_PRICE) -> st
     out.append("")
     out += _states(d)
     out += tier_lines(d)
+    out += throttle_lines(d)
     if d.get("jobs_counted", True):
         out.append("")
         out += jobs_lines(d.get("jobs") or [], summary.jobs, price, d.get("jobs_left_out", 0),

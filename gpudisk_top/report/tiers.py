@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gpudisk_top.model.busy_tier import known, name
 from gpudisk_top.model.gpu import BUSY_GPM, BUSY_UTILIZATION, gpu_views
+from gpudisk_top.report.throttle import ThrottleCount, add_throttle
 from gpudisk_top.verdict.gaps import previous_sample
 
 MAX_RAW_SAMPLES = 1200   # a window's raw samples read for the tier, at most (~1 s; see above)
@@ -33,12 +34,15 @@ class TierCount:
     notes: dict[int, Counter] = field(default_factory=dict)
     intervals: int = 0            # intervals counted
     skipped: int = 0              # samples read from whole summary blocks: not counted
+    # each GPU's throttling (report/throttle.py), counted on the same intervals
+    throttle: ThrottleCount = field(default_factory=ThrottleCount)
 
     def add(self, model) -> None:
         """One modelled interval (a Model); a stretch's first sample has no interval and
         is not counted."""
         if model.interval_s:
             self.add_views(model.gpus)
+            self.throttle.add(model.gpus, model.interval_s)
 
     def add_views(self, views) -> None:
         """One interval's GpuViews."""
@@ -55,6 +59,7 @@ class TierCount:
     def merge(self, other: "TierCount") -> None:
         self.intervals += other.intervals
         self.skipped += other.skipped
+        self.throttle.merge(other.throttle)
         for mine, theirs in ((self.tiers, other.tiers), (self.notes, other.notes)):
             for index, counts in theirs.items():
                 mine.setdefault(index, Counter()).update(counts)
@@ -67,9 +72,14 @@ def raw_count(rec, ranges: list[tuple[int, int]]) -> TierCount:
     count = TierCount()
     for lo, hi in ranges:
         for i in range(lo, hi + 1):
-            if previous_sample(rec, i) is not None:
-                # the tier is the GPU's own reading's: no previous sample or window needed
-                count.add_views(gpu_views(rec.sample(i).gpu, None, None))
+            last = previous_sample(rec, i)
+            if last is not None:
+                # the tier is the GPU's own reading's; the throttle shares are two reads'
+                sample = rec.sample(i)
+                window_us = (int(last.wall_s * 1e6), int(sample.wall_s * 1e6))
+                views = gpu_views(sample.gpu, last.gpu, window_us)
+                count.add_views(views)
+                count.throttle.add(views, sample.wall_s - last.wall_s)
     return count
 
 
@@ -85,6 +95,7 @@ def add_tiers(data: dict, count: TierCount, rec=None, ranges=()) -> None:
     total = sum(hi - lo + 1 for lo, hi in ranges)
     if count.skipped and rec is not None and total <= MAX_RAW_SAMPLES:
         count = raw_count(rec, ranges)
+    add_throttle(data, count.throttle)
     data["busy_tiers_counted"] = {"intervals": count.intervals,
                                   "of": count.intervals + count.skipped}
     for g in data["gpus"]:
