@@ -79,7 +79,9 @@ class CgJobRaw:
     /proc/diskstats lists; io_unlisted: io.stat lines of devices it does not (or past
     MAX_DEVICES); psi: "cpu" | "io" | "memory" -> totals; memory: MEMORY_KEYS it has;
     read_mono_s: when it was read (read()'s now_s): a sample's own time may be well before
-    (its processes' reads come first), and a rate over the wrong span is that much off."""
+    (its processes' reads come first), and a rate over the wrong span is that much off;
+    lacking: FILES it does not have (io.stat without the io controller on v2: its io is
+    n/a, where an io.stat with no line is a cgroup that did no I/O)."""
 
     path: str
     inode: int
@@ -89,6 +91,7 @@ class CgJobRaw:
     psi: dict[str, PsiTotals] = field(default_factory=dict)
     memory: dict[str, int] = field(default_factory=dict)
     read_mono_s: float | None = None
+    lacking: frozenset[str] = frozenset()
 
 
 def valid_path(path) -> bool:
@@ -215,7 +218,8 @@ class CgJobReader:
         if "cpu.stat" not in texts:
             self._forget(path)      # a cgroup v2 directory always has cpu.stat
             return None
-        self._known[path] = (inode, frozenset(missing | lacked), checked_s)
+        lacking = frozenset(missing | lacked)
+        self._known[path] = (inode, lacking, checked_s)
         cpu = parse_flat_keyed(texts["cpu.stat"], CPU_KEYS)
         if "usage_usec" not in cpu:
             return None
@@ -237,7 +241,7 @@ class CgJobReader:
                 psi[resource] = totals
         memory_text = texts.get("memory.stat")
         memory = parse_flat_keyed(memory_text, MEMORY_KEYS) if memory_text is not None else {}
-        return CgJobRaw(path, inode, cpu, io, unlisted, psi, memory, now_s)
+        return CgJobRaw(path, inode, cpu, io, unlisted, psi, memory, now_s, lacking)
 
     def close(self) -> None:
         """Close the files kept open."""

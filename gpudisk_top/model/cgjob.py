@@ -39,7 +39,8 @@ class CgJobInterval:
     system_pct: of it; throttled_periods_pct: the share of its cpu.max periods it was
     throttled in (None without a limit or periods); throttled_ms_s: throttled time a
     second; psi_pct: resource -> (some %, full % or None) of the interval's wall time;
-    io: device name -> rates; memory_kb: its page cache and anon at the interval's end
+    io: device name -> rates (io_read False: the cgroup has no io.stat, so no rate is n/a
+    rather than no I/O); memory_kb: its page cache and anon at the interval's end
     (gauges: anon, file, file_dirty, file_writeback).  A None is a figure the interval
     cannot give (see the module's docstring)."""
 
@@ -53,6 +54,7 @@ class CgJobInterval:
     psi_pct: dict[str, tuple[float, float | None]] = field(default_factory=dict)
     io: dict[str, CgDeviceRates] = field(default_factory=dict)
     memory_kb: dict[str, int] = field(default_factory=dict)
+    io_read: bool = True
 
     @property
     def read_kb_s(self) -> float:
@@ -110,7 +112,8 @@ def interval(before: CgJobRaw | None, after: CgJobRaw | None,
                                if periods and throttled is not None else None),
         throttled_ms_s=None if throttled_us is None else throttled_us / 1000 / elapsed_s,
         psi_pct=psi, io=io,
-        memory_kb={k: v // 1024 for k, v in after.memory.items()})
+        memory_kb={k: v // 1024 for k, v in after.memory.items()},
+        io_read="io.stat" not in after.lacking)
 
 
 def job_interval(path_before: str | None, path_after: str | None,

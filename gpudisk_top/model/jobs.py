@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudisk_top.model.cgjob import CgJobInterval, interval
+from gpudisk_top.model.cgjob_words import cgroup_totals_json
 
 UNKNOWN_ID = "unknown"
 UNKNOWN_NAME = "unknown (its processes cannot be told apart from here)"
@@ -40,6 +41,10 @@ class JobInfo:
     pids: tuple[int, ...]
     cgroup: str | None = None
     cgroup_totals: CgJobInterval | None = None
+
+    def cgroup_totals_json(self) -> dict | None:
+        """cgroup_totals as JSON (model/cgjob_words.py), None: n/a.  Raises nothing."""
+        return cgroup_totals_json(self.cgroup_totals)
 
 
 def cgroup_intervals(last, sample, elapsed_s: float) -> dict[str, CgJobInterval]:

@@ -500,10 +500,12 @@ def verdict_json(verdict) -> dict | None:
 def job_json(verdict, ledger_json: dict | None) -> dict:
     """One job of the node (a job's Verdict, its `job` a model/jobs.py JobInfo) as every
     JSON surface writes it: its id, source, name, GPU indices, GPU processes' host PIDs,
-    cgroup, its verdict (verdict_json's schema) and its ledger (Ledger.as_json)."""
+    cgroup, its cgroup's totals over the interval (model/cgjob_words.py; null: n/a), its
+    verdict (verdict_json's schema) and its ledger (Ledger.as_json)."""
     job = verdict.job
     return {"id": job.id, "source": job.source, "name": job.name, "gpus": list(job.gpus),
-            "pids": list(job.pids), "cgroup": job.cgroup, "verdict": verdict_json(verdict),
+            "pids": list(job.pids), "cgroup": job.cgroup,
+            "cgroup_totals": job.cgroup_totals_json(), "verdict": verdict_json(verdict),
             "ledger": ledger_json}
 
 

@@ -20,6 +20,7 @@ from gpudisk_top.model.loaders import IO_MEASURED
 from gpudisk_top.model.present import size
 from gpudisk_top.verdict.whatif import text_lines as whatif_lines
 from gpudisk_top.textsafe import printable_lines
+from gpudisk_top.model.cgjob_words import cgroup_line
 from gpudisk_top.model.gpu import gpu_as_json
 from gpudisk_top.model.gpu_words import sampled as with_age, throttle_line
 from gpudisk_top.model.health import health_of
@@ -379,11 +380,13 @@ def _verdict_lines(verdict) -> list[str]:
 
 def _job_lines(model: Model, verdict, price: Price, ledgers: dict | None) -> list[str]:
     """A block a job where the node holds several; a line naming the one job otherwise
-    (none where it cannot be told: the node's verdict is the job's)."""
+    (none where it cannot be told: the node's verdict is the job's); each with its
+    cgroup's totals over the interval (model/cgjob_words.py)."""
     pairs = job_ledgers(model, verdict, ledgers)
     if len(pairs) == 1:
         job = pairs[0][0].job
-        return [] if job.source == "unknown" else [f"job: {job.name} [{job.id}]"]
+        return [] if job.source == "unknown" else [f"job: {job.name} [{job.id}]",
+                                                   cgroup_line(job.cgroup_totals)]
     lines = [f"jobs: {len(pairs)} on this node, the worst above"]
     for jv, jl in pairs:
         job = jv.job
@@ -391,6 +394,8 @@ def _job_lines(model: Model, verdict, price: Price, ledgers: dict | None) -> lis
                       f"pid {', '.join(map(str, job.pids[:4]))}{', ...' if len(job.pids) > 4 else ''}"]
         lines += ["  " + line for line in _verdict_lines(jv)]
         lines.append(f"  GPU time: {jl.line(price)}")
+        if job.source != "unknown":
+            lines.append("  " + cgroup_line(job.cgroup_totals))
     return lines
 
 
