@@ -139,6 +139,7 @@ FAST = (
     "test_cgjobs_harness.py::test_host_root_writes_the_nodes_pod_and_container_files_under_its_own_root",
     "test_cgjob_rules.py",
     "test_gpu_tier_surfaces.py", "test_gpu_throttle.py", "test_gpu_procutil.py", "test_gpu_mig.py",
+    "test_gpu_throttle_surfaces.py",
 )
 
 
