@@ -10,13 +10,16 @@ compute process of a stand-in GPU.
     over that very interval (its schedstat, read by the test);
   - the job moved to another cgroup, its cgroup made again under the same path, the job
     killed and its cgroup removed, all mid-run: n/a for that interval, then figures again
-    from the next; never a negative figure, never an exception.
+    from the next; never a negative figure, never an exception;
+  - a cgroup two jobs share (two process trees in one cgroup, each on its own GPU) is
+    neither's: its totals would be both's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -202,3 +205,31 @@ def test_moved_made_again_removed_mid_run_is_na_then_counted_again():
                 _move(job.pid, home)
             os.rmdir(other)
             os.makedirs(home, exist_ok=True)    # the harness removes its own
+
+
+def test_a_cgroup_two_jobs_share_is_neithers():
+    """Two jobs (two process trees, each its own GPU) in one cgroup: its totals are both's,
+    so neither job is given them; with one of them alone on the GPUs, that one is."""
+    skip_unless_cgroups("v2")
+    path = f"gdt-wired-{os.getpid()}.slice/shared/leaf"
+    with CgJob(path, BUSY) as a:
+        b = subprocess.Popen(BUSY, start_new_session=True)
+        try:
+            _move(b.pid, a.dirs[0])
+            nvml = FakeNvml.with_gpus(2)
+            sampler = Sampler(Roots(), nvml=nvml)
+            try:
+                nvml.set_state(0, util_pct=95.0, processes=[(a.pid, 2**30)])
+                nvml.set_state(1, util_pct=95.0, processes=[(b.pid, 2**30)])
+                both = sampler.sample()
+                nvml.set_state(1, util_pct=0.0, processes=[])
+                alone = sampler.sample()
+            finally:
+                sampler.close()
+        finally:
+            b.kill()
+            b.wait()
+    tags = {both.procs[p].job[0] for p in (a.pid, b.pid)}
+    assert len(tags) == 2                       # told apart as two jobs
+    assert both.cgjobs == {}
+    assert [raw.path for raw in alone.cgjobs.values()] == [a.cgroup]
