@@ -136,7 +136,9 @@ def apply(keys: list[str], cols: list[list], presence: list) -> list[list]:
         t = index[target]
         ref_cols = [index[r] for r in ref_keys]
         vals = cols[t]
-        if (len(vals) < 2 or any(presence[r] != presence[t] for r in ref_cols)
+        # a constant column costs nothing already (a disk's discards, most often)
+        if (len(vals) < 2 or vals.count(vals[0]) == len(vals)
+                or any(presence[r] != presence[t] for r in ref_cols)
                 or not is_int(t) or not all(map(is_int, ref_cols))):
             continue
         refs = [before.get(r, cols[r]) for r in ref_cols]
