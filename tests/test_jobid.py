@@ -79,11 +79,39 @@ def procs():
         return p
     yield start
     for p in started:
+        # its descendants first (the ranks a launcher started): killing it alone left
+        # them to sleep out their two minutes beside the rest of the suite
+        for pid in reversed(_descendants(p.pid)):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
         try:
             os.killpg(p.pid, 9) if kw_group(p) else p.kill()
         except OSError:
             pass
         p.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    """pid's children, theirs, ... as the kernel lists them (task/*/children), parents
+    first; what has exited meanwhile is left out."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
 
 
 def kw_group(p) -> bool:
