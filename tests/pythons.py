@@ -57,3 +57,14 @@ def python_for(version: str) -> str:
                     f"/usr/bin/python{version}, and the tests' own {sys.version.split()[0]}); "
                     f"found: {', '.join(sorted(PYTHONS)) or 'none'}")
     return PYTHONS[version]
+
+
+def _ends() -> tuple[str, ...]:
+    """The oldest and the newest of WANTED this machine has (one where it has one): the
+    heavier recipes run with these two, the zip's own runs with every one; WANTED's ends
+    where it has none, so that each skips naming what is missing."""
+    have = [v for v in WANTED if v in PYTHONS] or [WANTED[0], WANTED[-1]]
+    return tuple(dict.fromkeys((have[0], have[-1])))
+
+
+ENDS = _ends()

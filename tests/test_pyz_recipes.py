@@ -31,7 +31,7 @@ import pytest
 
 import pyz_build
 import standin
-from pythons import PYENV, WANTED, python_for
+from pythons import ENDS, PYENV, python_for
 from pyz_container import NOBODY, Container
 
 IN_CONTAINER = "/tmp/gpudisk-top.pyz"
@@ -90,7 +90,7 @@ def _what_the_container_lacks(job: Container) -> None:
     assert listing == ["gpudisk-top.pyz"]
 
 
-@pytest.mark.parametrize("version", WANTED)
+@pytest.mark.parametrize("version", ENDS)
 def test_docker_cp_then_docker_exec_once_json(pyz, tmp_path, version):
     """`docker cp dist/gpudisk-top.pyz JOB:/tmp/` then `docker exec JOB python3
     /tmp/gpudisk-top.pyz --once --json`, as nobody, with CPython `version` in the image."""
@@ -126,7 +126,7 @@ def test_docker_cp_then_docker_exec_once_json(pyz, tmp_path, version):
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="no tmux on this machine")
-@pytest.mark.parametrize("version", WANTED)
+@pytest.mark.parametrize("version", ENDS)
 def test_docker_exec_it_the_dashboard_in_tmux(pyz, tmp_path, version):
     """`docker exec -it JOB python3 /tmp/gpudisk-top.pyz`: the dashboard on a terminal,
     as nobody, with CPython `version` in the image; its header's flags are what the
