@@ -11,28 +11,13 @@ import json
 import pynvml
 import pytest
 
-from gpudisk_top.collect.gpu import GpuCollector
-from gpudisk_top.model.gpu import BUSY_GPM, BUSY_UTILIZATION, gpu_as_json, gpu_views
+from gpudisk_top.model.gpu import BUSY_GPM, BUSY_UTILIZATION, gpu_as_json
 from gpudisk_top.sim.fake_nvml import FakeGpu, FakeNvml
 from gpudisk_top.sim.fake_nvml_mig import FakeMigHandle
 
+from gpu_run import Run
+
 T0_US = 1_767_225_600_000_000
-
-
-class Run:
-    def __init__(self, nvml: FakeNvml) -> None:
-        self.nvml = nvml
-        self.now_s = 1000.0
-        self.collector = GpuCollector(nvml, clock=lambda: self.now_s, pcie_background=False)
-        self.prev = self.collector.collect()
-
-    def step(self, seconds: float = 1.0):
-        self.now_s += seconds
-        self.nvml.advance(seconds)
-        snap = self.collector.collect()
-        views = gpu_views(snap, self.prev, None)
-        self.prev = snap
-        return views
 
 
 def mig_gpu(**kw) -> FakeGpu:

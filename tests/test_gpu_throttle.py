@@ -10,9 +10,10 @@ import json
 import pynvml
 import pytest
 
-from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.model.gpu import THROTTLE_DURATIONS, THROTTLE_MASK, gpu_as_json, gpu_views
 from gpudisk_top.sim.fake_nvml import FakeGpu, FakeNvml
+
+from gpu_run import Run
 
 T0_US = 1_767_225_600_000_000
 POWER = pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP
@@ -21,24 +22,6 @@ SW_THERMAL = pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN
 BRAKE = pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN
 SYNC = pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST
 ALL = (POWER, BRAKE, SW_THERMAL, HW_THERMAL, SYNC)
-
-
-class Run:
-    """A collector on the stand-in, both clocks moved together one interval at a time."""
-
-    def __init__(self, nvml: FakeNvml) -> None:
-        self.nvml = nvml
-        self.now_s = 1000.0
-        self.collector = GpuCollector(nvml, clock=lambda: self.now_s, pcie_background=False)
-        self.prev = self.collector.collect()
-
-    def step(self, seconds: float = 1.0):
-        self.now_s += seconds
-        self.nvml.advance(seconds)
-        snap = self.collector.collect()
-        views = gpu_views(snap, self.prev, None)
-        self.prev = snap
-        return views
 
 
 def test_the_stand_ins_field_values_are_nvidia_ml_pys():

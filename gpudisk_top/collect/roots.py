@@ -110,7 +110,9 @@ def read_fd(fd: int, path: str = "", max_bytes: int = MAX_FILE_BYTES) -> bytes:
         parts.append(data)
         total += len(data)
         if total > max_bytes:
-            raise OSError(errno.EFBIG, f"larger than {max_bytes // 2**20} MiB; not read", path)
+            size = (f"{max_bytes // 2**20} MiB" if max_bytes >= 2**20
+                    else f"{max_bytes // 1024} KiB")     # a cgroup file's bound is 64 KiB
+            raise OSError(errno.EFBIG, f"larger than {size}; not read", path)
     return b"".join(parts)
 
 
