@@ -29,8 +29,20 @@ class Job:
     rchar_kb_s: float = 0.0
     # device -> the job's processes that have files on it
     device_readers: dict[str, list[int]] = field(default_factory=dict)
-    time: LoaderTime | None = None   # None: the loaders' time cannot be read
     info: JobInfo | None = None      # which job of the node (None: all its GPU processes)
+    # what the loaders' time is made of, where the job is seen (find_job); made into a
+    # LoaderTime on first use: a healthy interval never asks (verdict/detect/classify.py)
+    _time_of: tuple | None = field(default=None, repr=False, compare=False)
+    _time: LoaderTime | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def time(self) -> LoaderTime | None:
+        """Where the loaders' time goes this interval (model/loaders.py loader_time);
+        None where it cannot be read."""
+        if self._time_of is not None:
+            self._time, self._time_of = loader_time(*self._time_of[:3],
+                                                    devices=self._time_of[3]), None
+        return self._time
 
     @property
     def direct_reads(self) -> bool | None:
@@ -134,7 +146,6 @@ def find_job(model: Model, info: JobInfo | None = None) -> Job:
         for dev in v.devices or ():
             job.device_readers.setdefault(dev, []).append(v.pid)
     if job.visible:
-        job.time = loader_time(model.disks, job.workers or job.members,
-                               "DataLoader worker" if job.workers else "process",
-                               devices=model.devices)
+        job._time_of = (model.disks, job.workers or job.members,
+                        "DataLoader worker" if job.workers else "process", model.devices)
     return job
