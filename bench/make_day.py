@@ -2,12 +2,20 @@
 
     python bench/make_day.py [-o /tmp/day.gdtrec] [--hours 24] [--scenario demo|FILE.toml]
                              [--no-summaries] [--health 600] [--groups]
+                             [--cadence live|every]
 
 --scenario takes a built-in's name or a scenario file: bench/scenarios/busy-day.toml is
 the issue-41 day (8 GPUs, 16 disks every one of which moves every second, an 8-worker
 job through healthy, starved and idle phases: the ledger and what-if fields a starved
 day has).  --groups adds where the sample blocks' bytes go by field group (each group's
 columns compressed alone, block by block: the parts add up to about the whole).
+
+--cadence live (the default) takes the processes as `record` on a live node does (issue
+41): every sample while the job may be starved, every 5 s while it is healthy, carried
+with their age between reads; the rule is the live one (collect/detail.py's DetailCadence
+with verdict/detail.py's figures and a Stepper's verdicts, as session/detail.py wires it
+into the Sampler).  --cadence every: every sample reads them (the simulator's own, as
+--demo shows them; a recording of `record` from before issue 41).
 
 Samples carry the simulator's virtual clock (1 Hz from 2026-01-01T00:00:00Z), so a day
 takes minutes to write, not a day.  Prints the file size, the size per day, where the
@@ -93,6 +101,48 @@ def where_the_bytes_go(path: str) -> dict[str, int]:
     return parts
 
 
+class LiveCadence:
+    """The simulator's samples as the live Sampler takes them under the slow cadence
+    (collect/sampler.py _read_procs/_carried): a sample the cadence does not read carries
+    the last read's processes (the same dict) and their age; a new Sample each time, the
+    simulator's left as it made it."""
+
+    def __init__(self, sim) -> None:
+        from gpudisk_top.collect.detail import DetailCadence
+        from gpudisk_top.verdict.detail import DetailWatch
+        from gpudisk_top.verdict.step import Stepper
+
+        self.sim = sim
+        self.detail = DetailCadence(DetailWatch())
+        self.stepper = Stepper()
+        self.last = self.read = None
+        self.read_gpu_pids: dict | None = None
+        self.carried = 0
+
+    def sample(self):
+        import dataclasses
+
+        from gpudisk_top.collect.detail import CADENCE
+        from gpudisk_top.session.detail import after_step
+
+        s = self.sim.sample()
+        gpu_pids = {p.local_pid: p.pid for g in s.gpu.gpus for p in (g.processes or ())
+                    if p.local_pid is not None}
+        why = self.detail.due(s, self.last, 1.0, gpu_pids != self.read_gpu_pids, False)
+        if why is None:
+            self.carried += 1
+            s = dataclasses.replace(s, procs=self.read.procs, procs_base=None,
+                                    procs_age_s=max(0.0, s.mono_s - self.detail.last_read_mono))
+        else:
+            self.read_gpu_pids = gpu_pids
+            if why == CADENCE:
+                s = dataclasses.replace(s, procs_age_s=0.0)
+            self.read = s
+        self.last = s
+        after_step(self, self.stepper.step(s).verdict)
+        return s
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-o", "--output", default="/tmp/gpudisk-top-day.gdtrec")
@@ -105,6 +155,8 @@ def main() -> int:
                         "(default 0: none)")
     p.add_argument("--groups", action="store_true",
                    help="where the sample blocks' bytes go, by field group")
+    p.add_argument("--cadence", choices=("live", "every"), default="live",
+                   help="the processes read as record does live (default), or every sample")
     args = p.parse_args()
     if os.path.exists(args.output):
         os.remove(args.output)
@@ -112,6 +164,7 @@ def main() -> int:
     scenario = (load_toml(args.scenario) if args.scenario.endswith(".toml")
                 else builtin(args.scenario))
     sim = Simulator(scenario, seed=args.seed, health_interval_s=args.health)
+    source = LiveCadence(sim) if args.cadence == "live" else sim
     origin = simulated_source(scenario.name, args.seed)
     t0 = time.process_time()
     sample_s = 0.0
@@ -119,7 +172,7 @@ def main() -> int:
                   summaries=not args.no_summaries) as rec:
         for i in range(n):
             a = time.process_time()
-            s = sim.sample()
+            s = source.sample()
             sample_s += time.process_time() - a
             rec.append(s)
             if i % 3600 == 0:
@@ -131,7 +184,11 @@ def main() -> int:
           f"{size / 1e6 * 86400 / n:.1f} MB/day at 1 Hz; "
           f"CPU {(took - sample_s) / n * 1e6:.0f} us/sample in the recorder"
           f"{'' if args.no_summaries else ' (summaries included)'}, "
-          f"{sample_s / n * 1e6:.0f} us in the simulator")
+          f"{sample_s / n * 1e6:.0f} us in the simulator"
+          f"{' and the live cadence' if args.cadence == 'live' else ''}")
+    if args.cadence == "live":
+        print(f"  processes read at the live cadence: {n - source.carried} of {n} samples "
+              f"read them, {source.carried} carried the read before")
     if sim.health is not None:
         print(f"  health: {sim.health.polls} polls of {len(sim.health.latest.readings)} disks")
     for name, b in sorted(where_the_bytes_go(args.output).items(), key=lambda x: -x[1]):
