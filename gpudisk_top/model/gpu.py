@@ -222,7 +222,9 @@ def _power_avg_w(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | 
     return delta_mj / (interval_us / 1e6) / 1000.0  # mJ/s = mW
 
 
-def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None) -> GpuView:
+def _busy(cur: GpuRaw, window_us: tuple[int, int] | None) -> tuple:
+    """(the busy figure, its tier, utilization.gpu, where that came from, SM activity,
+    the tier's note): the one choice of the figure every verdict reads."""
     util = window_mean(cur.util_samples, window_us)
     source = "samples" if util is not None else None
     if util is None and cur.util_now_pct is not None:
@@ -236,6 +238,17 @@ def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None
         busy, busy_source = sm_active, BUSY_GPM
     elif cur.gpm_sm_active_pct is not None:
         note = f"GPM SM activity {cur.gpm_sm_active_pct!r}: utilization.gpu this interval"
+    return busy, busy_source, util, source, sm_active, note
+
+
+def gpu_busy_pct(cur: GpuRaw, window_us: tuple[int, int] | None) -> float | None:
+    """gpu_view(cur, ...).util_pct alone, for a caller that needs nothing else of the
+    view (verdict/detail.py, before every sample's process reads)."""
+    return _busy(cur, window_us)[0]
+
+
+def gpu_view(cur: GpuRaw, prev: GpuRaw | None, window_us: tuple[int, int] | None) -> GpuView:
+    busy, busy_source, util, source, sm_active, note = _busy(cur, window_us)
     mem_util = window_mean(cur.mem_util_samples, window_us)
     if mem_util is None:
         mem_util = cur.mem_util_now_pct

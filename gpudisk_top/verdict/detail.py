@@ -6,8 +6,8 @@ gpu_low_util_pct (verdict/detect/classify.py: no low GPU is healthy, and a strag
 needs one too), and a device can be saturated only with a request in flight nearly all
 the time (verdict/detect/saturation.py BUSY_QUEUE).  So the figures a sample reads before
 the processes (NVML's utilization, /proc/diskstats) say whether its interval needs them:
-DetailWatch asks exactly that, with the model's own figures (model/gpu.py gpu_view, the
-busy figure every verdict reads; model/disk.py device_rates, iostat's aqu-sz), so that
+DetailWatch asks exactly that, with the model's own figures (model/gpu.py gpu_busy_pct,
+the busy figure every verdict reads; model/disk.py device_rates, iostat's aqu-sz), so that
 the first interval the detector judges starved has the processes read at its end.  Host
 PSI is not asked: it is host-wide, and the detector counts it only on a busy device.
 """
@@ -15,7 +15,7 @@ PSI is not asked: it is host-wide, and the detector counts it only on a busy dev
 from __future__ import annotations
 
 from gpudisk_top.model.disk import device_rates
-from gpudisk_top.model.gpu import gpu_view
+from gpudisk_top.model.gpu import gpu_busy_pct
 from gpudisk_top.verdict.detect.saturation import BUSY_QUEUE
 from gpudisk_top.verdict.detect.states import STARVED_STATES
 from gpudisk_top.verdict.detect.thresholds import Thresholds
@@ -31,11 +31,10 @@ class DetailWatch:
 
     def __call__(self, sample, last) -> str | None:
         window_us = (int(last.wall_s * 1e6), int(sample.wall_s * 1e6))
-        before = {g.index: g for g in last.gpu.gpus}
         for g in sample.gpu.gpus:
             if g.lost or not g.processes:
                 continue          # not a job's GPU (verdict/detect/job.py job_gpus)
-            util = gpu_view(g, before.get(g.index), window_us).util_pct
+            util = gpu_busy_pct(g, window_us)
             if util is not None and util < self.t.gpu_low_util_pct:
                 return f"GPU {g.index} at {util:.0f}%"
         interval_s = sample.mono_s - last.mono_s
