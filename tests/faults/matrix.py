@@ -141,6 +141,9 @@ def main(argv=None) -> int:
     p.add_argument("--per-category", type=int, default=12, metavar="N",
                    help="with --quick: cases a category (default 12)")
     p.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
+    p.add_argument("--solo", choices=("with", "only", "without"), default="with",
+                   help="the timing-sensitive cases (solo: run when nothing else runs) with "
+                        "the others (default), only them, or none of them")
     p.add_argument("--json", metavar="FILE", help="write every case's result as JSON")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--keep", action="store_true", help="keep each case's directory")
@@ -154,6 +157,8 @@ def main(argv=None) -> int:
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, g) for g in args.case)]
     if args.quick:
         cases = quick_sample(cases, args.per_category)
+    if args.solo != "with":
+        cases = [c for c in cases if c.solo == (args.solo == "only")]
     if args.list:
         for c in cases:
             print(f"{c.id:<60} {c.desc}")
