@@ -89,6 +89,12 @@ def _decode_ints(mode: int, heads: list, seq, n: int) -> list:
     return list(itertools.accumulate(d, initial=heads[0]))[:n]
 
 
+# a block of this many samples or fewer is also coded without predictions, and the
+# smaller kept: a small block's predictions (their descriptions in its header) can cost
+# more than they save (a 1 MB --max-size budget leaves parts of ~10-sample blocks)
+PLAIN_TRY_ROWS = 64
+
+
 def encode_block(first: int, rows: list[tuple[int, list]], layouts: list[tuple],
                  state: dict, level: int = 6, summaries: bytes = b"",
                  predict_cols: bool = False) -> bytes:
@@ -96,7 +102,18 @@ def encode_block(first: int, rows: list[tuple[int, list]], layouts: list[tuple],
     (layout index, values); state is the processes' rebuilt counters before the first
     row (Unflattener.counters after the sample before it); summaries, the derived part.
     predict_cols: code columns against others where that is smaller (format version 3,
-    predict.py); a version 2 file's blocks are written without."""
+    predict.py; a block of PLAIN_TRY_ROWS or fewer, where the whole block is smaller
+    without); a version 2 file's blocks are written without."""
+    out = _encode(first, rows, layouts, state, level, summaries, predict_cols)
+    if predict_cols and len(rows) <= PLAIN_TRY_ROWS:
+        plain = _encode(first, rows, layouts, state, level, summaries, False)
+        if len(plain) < len(out):
+            return plain
+    return out
+
+
+def _encode(first: int, rows: list[tuple[int, list]], layouts: list[tuple], state: dict,
+            level: int, summaries: bytes, predict_cols: bool) -> bytes:
     n = len(rows)
     union: dict[str, int] = {}
     maps = []
