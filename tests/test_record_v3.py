@@ -65,15 +65,7 @@ def _predicted(block) -> set:
 def test_predictions_are_exact_and_smaller(busy):
     """Each block decodes to the very rows it was made of, with and without predictions,
     and the predicted block is smaller."""
-    fl = v2.Flattener()
-    rows, layouts, ids = [], [], {}
-    for s in busy[:200]:
-        layout, vals = fl.flatten(s)
-        fl.accept(s)
-        lid = ids.setdefault(layout, len(layouts))
-        if lid == len(layouts):
-            layouts.append(layout)
-        rows.append((lid, vals))
+    rows, layouts = _rows(busy[:200])
     sizes = []
     for on in (False, True):
         payload = v2.encode_block(0, rows, layouts, {}, predict_cols=on)
