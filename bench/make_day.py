@@ -122,7 +122,6 @@ class LiveCadence:
     def sample(self):
         import dataclasses
 
-        from gpudisk_top.collect.detail import CADENCE
         from gpudisk_top.session.detail import after_step
 
         s = self.sim.sample()
@@ -132,11 +131,10 @@ class LiveCadence:
         if why is None:
             self.carried += 1
             s = dataclasses.replace(s, procs=self.read.procs, procs_base=None,
-                                    procs_age_s=max(0.0, s.mono_s - self.detail.last_read_mono))
+                                    procs_age_s=self.detail.carried_age_s(s.mono_s))
         else:
             self.read_gpu_pids = gpu_pids
-            if why == CADENCE:
-                s = dataclasses.replace(s, procs_age_s=0.0)
+            s = dataclasses.replace(s, procs_age_s=self.detail.read_age_s(why))
             self.read = s
         self.last = s
         after_step(self, self.stepper.step(s).verdict)

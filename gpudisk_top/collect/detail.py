@@ -69,3 +69,13 @@ class DetailCadence:
             self.reads += 1
             self.last_read_mono = sample.mono_s
         return why
+
+    @staticmethod
+    def read_age_s(why: str) -> float | None:
+        """Sample.procs_age_s of a sample that read the processes because of `why`: 0.0
+        for the slow cadence's own read, None for one that every sample would make."""
+        return 0.0 if why == CADENCE else None
+
+    def carried_age_s(self, mono_s: float) -> float:
+        """Sample.procs_age_s of a sample at mono_s that carries the last read."""
+        return max(0.0, mono_s - self.last_read_mono)

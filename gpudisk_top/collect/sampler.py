@@ -17,7 +17,7 @@ from gpudisk_top.collect import diskstats, lustre, nfsstats, utilpct
 from gpudisk_top.collect.blockdev import BlockDevices
 from gpudisk_top.collect.cgjob import CgJobRaw, CgJobReader, device_names, job_cgroup
 from gpudisk_top.collect.delayacct import OFF_WARNING, DelayAccounting
-from gpudisk_top.collect.detail import CADENCE, DetailCadence
+from gpudisk_top.collect.detail import DetailCadence
 from gpudisk_top.collect.devmap import DeviceFileMapper
 from gpudisk_top.collect.gpu import GpuCollector
 from gpudisk_top.collect.gpu_deadline import DeadlineGpuCollector, timeout_for
@@ -216,8 +216,7 @@ class Sampler:
         if why is None:
             return False
         self._read_gpu_pids = dict(gpu_pids)
-        if why == CADENCE:
-            sample.procs_age_s = 0.0
+        sample.procs_age_s = cadence.read_age_s(why)
         return True
 
     def _job_cgroups(self, sample: Sample, gpu_pids: dict[int, int]) -> dict[str, CgJobRaw]:
@@ -246,7 +245,7 @@ class Sampler:
         same dict), with their age; the mounts' own counters are still read."""
         last = self._last
         sample.procs = last.procs
-        sample.procs_age_s = max(0.0, mono - self.detail.last_read_mono)
+        sample.procs_age_s = self.detail.carried_age_s(mono)
         if sample.procs and not self._procio.delayacct_on:
             sample.warnings.append(OFF_WARNING)
         if self._acct_change is not None and mono < self._acct_change[1]:
