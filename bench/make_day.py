@@ -2,7 +2,7 @@
 
     python bench/make_day.py [-o /tmp/day.gdtrec] [--hours 24] [--scenario demo|FILE.toml]
                              [--no-summaries] [--health 600] [--groups]
-                             [--cadence live|every]
+                             [--cadence live|every] [--phase NAME]
 
 --scenario takes a built-in's name or a scenario file: bench/scenarios/busy-day.toml is
 the issue-41 day (8 GPUs, 16 disks every one of which moves every second, an 8-worker
@@ -16,6 +16,9 @@ with their age between reads; the rule is the live one (collect/detail.py's Deta
 with verdict/detail.py's figures and a Stepper's verdicts, as session/detail.py wires it
 into the Sampler).  --cadence every: every sample reads them (the simulator's own, as
 --demo shows them; a recording of `record` from before issue 41).
+
+--phase NAME plays only the scenario's phase of that name, over and over (`--scenario
+bench/scenarios/busy-day.toml --phase healthy`: a healthy day at the busy day's scale).
 
 Samples carry the simulator's virtual clock (1 Hz from 2026-01-01T00:00:00Z), so a day
 takes minutes to write, not a day.  Prints the file size, the size per day, where the
@@ -33,6 +36,7 @@ recording.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -120,14 +124,12 @@ class LiveCadence:
         self.carried = 0
 
     def sample(self):
-        import dataclasses
-
         from gpudisk_top.session.detail import after_step
 
         s = self.sim.sample()
-        gpu_pids = {p.local_pid: p.pid for g in s.gpu.gpus for p in (g.processes or ())
-                    if p.local_pid is not None}
-        why = self.detail.due(s, self.last, 1.0, gpu_pids != self.read_gpu_pids, False)
+        gpu_pids = s.gpu.local_pids()
+        why = self.detail.due(s, self.last, self.sim.interval_s, gpu_pids != self.read_gpu_pids,
+                              False)
         if why is None:
             self.carried += 1
             s = dataclasses.replace(s, procs=self.read.procs, procs_base=None,
@@ -155,12 +157,19 @@ def main() -> int:
                    help="where the sample blocks' bytes go, by field group")
     p.add_argument("--cadence", choices=("live", "every"), default="live",
                    help="the processes read as record does live (default), or every sample")
+    p.add_argument("--phase", metavar="NAME", help="play only the scenario's phase NAME")
     args = p.parse_args()
     if os.path.exists(args.output):
         os.remove(args.output)
     n = int(args.hours * 3600)
     scenario = (load_toml(args.scenario) if args.scenario.endswith(".toml")
                 else builtin(args.scenario))
+    if args.phase is not None:
+        phases = [ph for ph in scenario.phases if ph.name == args.phase]
+        if not phases:
+            p.error(f"--phase {args.phase}: the scenario has "
+                    f"{', '.join(ph.name for ph in scenario.phases)}")
+        scenario = dataclasses.replace(scenario, phases=phases)
     sim = Simulator(scenario, seed=args.seed, health_interval_s=args.health)
     source = LiveCadence(sim) if args.cadence == "live" else sim
     origin = simulated_source(scenario.name, args.seed)

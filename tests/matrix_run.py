@@ -9,6 +9,11 @@ import subprocess
 import sys
 
 MATRIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults", "matrix.py")
+# the sample of categories 1-11 CI runs: its solo cases alone (tests/test_fault_matrix.py),
+# the others beside the suite (tests/test_fault_matrix_shared.py)
+SAMPLE_PER_CATEGORY = 5
+SAMPLE_ARGS = ("--quick", "--per-category", str(SAMPLE_PER_CATEGORY),
+               *(a for n in range(1, 12) for a in ("--category", str(n))))
 
 
 def run_matrix(tmp_path, name: str, *args: str) -> dict:
@@ -19,6 +24,14 @@ def run_matrix(tmp_path, name: str, *args: str) -> dict:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(out) as f:
         return json.load(f)
+
+
+def listed(*args: str) -> list[str]:
+    """The ids of the cases these arguments select (the matrix's --list), none run."""
+    proc = subprocess.run([sys.executable, MATRIX, "--list", *args], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [line.split()[0] for line in proc.stdout.splitlines()[:-1] if line.strip()]
 
 
 def wrong(doc: dict) -> list[str]:

@@ -307,3 +307,25 @@ def test_a_transient_error_to_the_gpm_query_is_asked_again():
     assert (g.busy_source, round(g.util_pct, 6)) == (BUSY_GPM, 30.0)
     assert nvml.call_count("nvmlGpmQueryDeviceSupport") == 2
     collector.close()
+
+
+@pytest.mark.parametrize("raw", [
+    dict(util_samples=[(1_000_000, 40.0), (1_500_000, 60.0), (2_500_000, 99.0)]),  # in, out
+    dict(util_samples=None, util_now_pct=37.0),                # no sampling: the rate now
+    dict(util_samples=[(1_500_000, 97.0)], gpm_sm_active_pct=9.0),          # GPM's tier
+    dict(util_samples=[(1_500_000, 97.0)], gpm_sm_active_pct=math.nan,      # GPM unusable
+         gpm_note="first sample"),
+    dict(util_samples=[(1_500_000, 97.0)], gpm_sm_active_pct=140.0),        # out of range
+    dict(),                                                    # nothing readable
+], ids=["samples", "rate-now", "gpm", "gpm-nan", "gpm-beyond", "none"])
+def test_the_cadences_busy_figure_is_the_views(raw):
+    """verdict/detail.py asks model/gpu.py gpu_busy_pct before the processes are read:
+    it is gpu_view's util_pct (the figure every verdict reads) on every tier's path."""
+    from gpudisk_top.collect.sample import GpuRaw
+    from gpudisk_top.model.gpu import gpu_busy_pct, gpu_view
+
+    g = GpuRaw(index=0, **raw)
+    window_us = (1_000_000, 2_000_000)
+    view = gpu_view(g, None, window_us).util_pct
+    busy = gpu_busy_pct(g, window_us)
+    assert busy == view or (busy is None and view is None) or (math.isnan(busy) and math.isnan(view))

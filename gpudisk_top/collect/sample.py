@@ -159,6 +159,12 @@ class GpuSnapshot:
     driver_version: str | None = None
     gpus: list[GpuRaw] = field(default_factory=list)
 
+    def local_pids(self) -> dict[int, int]:
+        """Each GPU process seen from here: its PID in our namespace -> its host PID (the
+        lowest GPU's first); the processes a sample follows (collect/sampler.py)."""
+        return {p.local_pid: p.pid for g in self.gpus for p in (g.processes or ())
+                if p.local_pid is not None}
+
 
 # ---------------------------------------------------------------------------- host
 @dataclass(slots=True)

@@ -162,10 +162,7 @@ class Sampler:
             # only GPU processes suffer from another PID namespace: said where there are GPUs
             sample.warnings[:0] = [b.line() for b in self.blind_spots if b.key == PID_NAMESPACE]
             sample.warnings.extend(self._devmap.apply(sample.gpu))
-        gpu_pids = {
-            p.local_pid: p.pid
-            for g in sample.gpu.gpus for p in (g.processes or ()) if p.local_pid is not None
-        }
+        gpu_pids = sample.gpu.local_pids()
         # the job's cgroup: the first GPU process's (the lowest GPU's), else ours
         sample.host = read_host(self.roots, self._files, job_pid=next(iter(gpu_pids), None))
         sample.warnings.extend(self._host_read_errors())

@@ -6,7 +6,9 @@ every GPU process of the node (a detector that judges no job: the node's idle st
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import Callable
 
 from gpudisk_top.model.gpu import GpuView
 from gpudisk_top.model.jobs import JobInfo
@@ -30,18 +32,18 @@ class Job:
     # device -> the job's processes that have files on it
     device_readers: dict[str, list[int]] = field(default_factory=dict)
     info: JobInfo | None = None      # which job of the node (None: all its GPU processes)
-    # what the loaders' time is made of, where the job is seen (find_job); made into a
-    # LoaderTime on first use: a healthy interval never asks (verdict/detect/classify.py)
-    _time_of: tuple | None = field(default=None, repr=False, compare=False)
+    # the loaders' time to be made, where the job is seen (find_job); made on first use:
+    # a healthy interval never asks for it (verdict/detect/classify.py)
+    _make_time: Callable[[], LoaderTime | None] | None = field(
+        default=None, init=False, repr=False, compare=False)
     _time: LoaderTime | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def time(self) -> LoaderTime | None:
         """Where the loaders' time goes this interval (model/loaders.py loader_time);
         None where it cannot be read."""
-        if self._time_of is not None:
-            self._time, self._time_of = loader_time(*self._time_of[:3],
-                                                    devices=self._time_of[3]), None
+        if self._make_time is not None:
+            self._time, self._make_time = self._make_time(), None
         return self._time
 
     @property
@@ -146,6 +148,7 @@ def find_job(model: Model, info: JobInfo | None = None) -> Job:
         for dev in v.devices or ():
             job.device_readers.setdefault(dev, []).append(v.pid)
     if job.visible:
-        job._time_of = (model.disks, job.workers or job.members,
-                        "DataLoader worker" if job.workers else "process", model.devices)
+        job._make_time = functools.partial(
+            loader_time, model.disks, job.workers or job.members,
+            "DataLoader worker" if job.workers else "process", devices=model.devices)
     return job
