@@ -101,8 +101,8 @@ def test_a_small_block_is_never_larger_for_its_predictions():
     for n in (3, 6, 10, 16, 40):
         for start in range(0, 200 - n, 37):
             rows, layouts = _rows(samples[start:start + n])
-            plain = blocks._encode(0, rows, layouts, {}, 6, b"", False)
-            predicted = blocks._encode(0, rows, layouts, {}, 6, b"", True)
+            plain, _ = blocks._encode(0, rows, layouts, {}, 6, b"", False)
+            predicted, _ = blocks._encode(0, rows, layouts, {}, 6, b"", True)
             chosen = v2.encode_block(0, rows, layouts, {}, predict_cols=True)
             assert len(chosen) == min(len(plain), len(predicted)), (n, start)
             _same(v2.decode_block(chosen), rows, layouts)

@@ -104,16 +104,17 @@ def encode_block(first: int, rows: list[tuple[int, list]], layouts: list[tuple],
     predict_cols: code columns against others where that is smaller (format version 3,
     predict.py; a block of PLAIN_TRY_ROWS or fewer, where the whole block is smaller
     without); a version 2 file's blocks are written without."""
-    out = _encode(first, rows, layouts, state, level, summaries, predict_cols)
-    if predict_cols and len(rows) <= PLAIN_TRY_ROWS:
-        plain = _encode(first, rows, layouts, state, level, summaries, False)
+    out, predicted = _encode(first, rows, layouts, state, level, summaries, predict_cols)
+    if predicted and len(rows) <= PLAIN_TRY_ROWS:
+        plain, _ = _encode(first, rows, layouts, state, level, summaries, False)
         if len(plain) < len(out):
             return plain
     return out
 
 
 def _encode(first: int, rows: list[tuple[int, list]], layouts: list[tuple], state: dict,
-            level: int, summaries: bytes, predict_cols: bool) -> bytes:
+            level: int, summaries: bytes, predict_cols: bool) -> tuple[bytes, bool]:
+    """(the B frame's payload, whether a column in it is predicted)."""
     n = len(rows)
     union: dict[str, int] = {}
     maps = []
@@ -191,7 +192,8 @@ def _encode(first: int, rows: list[tuple[int, list]], layouts: list[tuple], stat
                         allow_nan=True).encode()
     body = _BODY_HEAD.pack(len(header), len(data)) + header + data
     packed = lzma.compress(body, format=lzma.FORMAT_RAW, filters=[dict(_LZMA_ENCODE, preset=level)])
-    return BLOCK_HEAD.pack(first, n, len(walls), len(packed), len(summaries)) + walls + packed + summaries
+    return (BLOCK_HEAD.pack(first, n, len(walls), len(packed), len(summaries)) + walls + packed
+            + summaries, bool(pred))
 
 
 def _pack_walls(bits: list) -> bytes:
