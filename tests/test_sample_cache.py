@@ -28,7 +28,7 @@ from gpudisk_top.collect.jobid import JobIdentifier
 from gpudisk_top.collect.procio import ProcIoCollector
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
-from gpudisk_top.model.disk import _base, _deltas, _implausible, _rates_of, checked_intervals
+from gpudisk_top.model.disk import _base, _deltas, _rates_of, checked_intervals, implausible
 from gpudisk_top.model.snapshot import Model
 from gpudisk_top.sim.fake_nvml import FakeNvml
 
@@ -231,7 +231,7 @@ def _long_way(prev, cur, interval_s):
         base = _base(c, p)
         d = _deltas(c, base)
         r = _rates_of(d, interval_s)
-        why = _implausible(c, p, base, interval_s, r)
+        why = implausible(c, p, interval_s, r)
         if why is None:
             out[name], deltas[name] = r, d
         else:
@@ -277,3 +277,23 @@ def test_model_from_cached_disks_equals_cold(tmp_path):
             last = s
         models[warm] = seq
     assert models[True] == models[False]
+
+
+def test_each_tick_counter_going_down_is_named_and_a_wrap_is_not():
+    """The check on the 32-bit tick counters reads the interval's differences
+    (_deltas): each one that went down is named by its own name, and a counter that
+    wrapped past 2**32 is a real interval."""
+    ticks = ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks", "tot_ticks", "rq_ticks")
+    prev = diskstats.DiskCounters.zero(8, 0)._replace(
+        nfields=20, rd_ios=100, wr_ios=100, dc_ios=10, fl_ios=10, rd_sectors=800,
+        wr_sectors=800, dc_sectors=80, **{t: 500 for t in ticks})
+    for name in ticks:
+        moved = dict(rd_ios=110, wr_ios=110, dc_ios=11, fl_ios=11, rd_sectors=880,
+                     wr_sectors=880, dc_sectors=88, **{t: 600 for t in ticks})
+        down = prev._replace(**dict(moved, **{name: 495}))
+        rates, _, dropped = checked_intervals({"sda": prev}, {"sda": down}, 1.0)
+        assert rates == {} and dropped["sda"].startswith(f"{name} went down from 500 to 495")
+        wrapped_prev = prev._replace(**{name: 2**32 - 10})
+        wrapped = prev._replace(**dict(moved, **{name: 5}))
+        rates, deltas, dropped = checked_intervals({"sda": wrapped_prev}, {"sda": wrapped}, 1.0)
+        assert dropped == {} and getattr(deltas["sda"], name) == 15

@@ -191,7 +191,11 @@ def _rates_from(cur: DiskCounters, prev: DiskCounters, interval_s: float) -> Dis
 
 def _rates_of(d: DiskDeltas, interval_s: float) -> DiskRates:
     """The rates of one interval's counter differences."""
-    itv = _itv_cs(interval_s)
+    return _rates_at(d, _itv_cs(interval_s))
+
+
+def _rates_at(d: DiskDeltas, itv: float) -> DiskRates:
+    """_rates_of() with the interval already in 1/100 s (_itv_cs())."""
     # S_VALUE(m, n, itv) = (n - m) / itv * 100, written out below for each counter
     (rd_ios, wr_ios, dc_ios, fl_ios, rd_merges, wr_merges, dc_merges, rd_sectors,
      wr_sectors, dc_sectors, rd_ticks, wr_ticks, dc_ticks, fl_ticks, tot_ticks, rq_ticks) = d
@@ -294,6 +298,7 @@ _TICK_NAMES = ("rd_ticks", "wr_ticks", "dc_ticks", "fl_ticks", "tot_ticks", "rq_
 # the reason of an interval that fails)
 _u64_of = operator.itemgetter(*(_FIELD_INDEX[f] for f in _U64_NAMES))
 _ticks_of = operator.itemgetter(*(_FIELD_INDEX[f] for f in _TICK_NAMES))
+_TICK_DELTAS = slice(DiskDeltas._fields.index("rd_ticks"), None)
 _ops_of = operator.attrgetter("r_s", "w_s", "d_s", "f_s", "rrqm_s", "wrqm_s", "drqm_s")
 _data_of = operator.attrgetter("rkb_s", "wkb_s")
 # (attribute, iostat column, ceiling in the attribute's unit)
@@ -315,11 +320,14 @@ def implausible(cur: DiskCounters, prev: DiskCounters | None, interval_s: float,
     then catch one that appears with counters it gathered since boot (a line that a torn
     read lost and the next read has again).  Never raises.
     """
-    return _implausible(cur, prev, _base(cur, prev), interval_s, r)
+    base = _base(cur, prev)
+    return _implausible(cur, prev, base, _itv_cs(interval_s), r, _deltas(cur, base))
 
 
 def _implausible(cur: DiskCounters, prev: DiskCounters | None, base: DiskCounters,
-                 interval_s: float, r: DiskRates) -> str | None:
+                 itv: float, r: DiskRates, d: DiskDeltas) -> str | None:
+    """implausible() of the rates r made of the differences d of cur against base (the
+    interval itv in 1/100 s): the figures taken once for every device every second."""
     if prev is not None and cur.nfields != prev.nfields:
         # a running kernel prints every line of a device with the same number of fields
         return (f"its diskstats line had {cur.nfields} fields, {prev.nfields} the sample "
@@ -330,18 +338,20 @@ def _implausible(cur: DiskCounters, prev: DiskCounters | None, base: DiskCounter
                                   if x[2] < x[1])
             return (f"{name} went down from {was} to {now} and the device was not "
                     "created again (sysstat's test)")
-        for name, was, now in zip(_TICK_NAMES, _ticks_of(base), _ticks_of(cur)):
-            if (now - was) & MASK32 > TICK_HALF_RANGE:
-                return (f"{name} went down from {was} to {now} (a 32-bit wrap cannot "
-                        "advance 2^31 ms in one interval)")
+        # d's tick differences are (now - was) & MASK32, in _TICK_NAMES' order
+        if max(d[_TICK_DELTAS]) > TICK_HALF_RANGE:
+            for name, was, now in zip(_TICK_NAMES, _ticks_of(base), _ticks_of(cur)):
+                if (now - was) & MASK32 > TICK_HALF_RANGE:
+                    return (f"{name} went down from {was} to {now} (a 32-bit wrap cannot "
+                            "advance 2^31 ms in one interval)")
         fresh = ""
     else:
         # compared against zeros: nothing can be below zero, but a device created within
         # the interval cannot have gathered more than the interval allows either
         fresh = ("; compared against zeros, as a device that appeared or was created "
                  "again, so these counts are older than the interval")
-    interval_ms = _itv_cs(interval_s) * 10.0
-    busy_ms = (cur.tot_ticks - base.tot_ticks) & MASK32
+    interval_ms = itv * 10.0
+    busy_ms = d.tot_ticks      # (cur.tot_ticks - base.tot_ticks) & MASK32
     if busy_ms > interval_ms * BUSY_SLACK_FACTOR + BUSY_SLACK_MS:
         return (f"%util {r.util_pct:.6g}: {busy_ms} ms busy in a {interval_ms:.0f} ms "
                 f"interval{fresh}")
@@ -393,6 +403,7 @@ def checked_intervals(prev: dict[str, DiskCounters], cur: dict[str, DiskCounters
     out: dict[str, DiskRates] = {}
     deltas: dict[str, DiskDeltas] = {}
     dropped: dict[str, str] = {}
+    itv = _itv_cs(interval_s)
     for name, c in cur.items():
         p = prev.get(name)
         if c is p or c == p:
@@ -404,8 +415,8 @@ def checked_intervals(prev: dict[str, DiskCounters], cur: dict[str, DiskCounters
             continue
         base = _base(c, p)
         d = _deltas(c, base)
-        r = _rates_of(d, interval_s)
-        why = _implausible(c, p, base, interval_s, r)
+        r = _rates_at(d, itv)
+        why = _implausible(c, p, base, itv, r, d)
         if why is None:
             out[name] = r
             deltas[name] = d

@@ -16,6 +16,7 @@ project's CI disk sits near 88 % under a load that saturates it).  So saturation
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress
 
 from gpudisk_top.verdict.ceiling import vet
 from gpudisk_top.verdict.detect.thresholds import Thresholds
@@ -40,7 +41,7 @@ class DeviceHistory:
     peak_read_kb_s: float = 0.0    # (verdict/ceiling.py)
 
 
-@dataclass
+@dataclass(slots=True)
 class Saturation:
     """One device over one interval: the verdict and the numbers behind it."""
 
@@ -89,6 +90,10 @@ class Saturation:
         return ", ".join(parts)
 
 
+# the signals a Saturation names, in the order assess() tests them
+_SIGNALS = ("latency", "queue", "peak", "pressure", "util")
+
+
 def _read_await(r: DiskRates) -> float:
     # reads feed a training job; fall back to writes for a device that only writes
     if r.r_s > 0:
@@ -117,8 +122,10 @@ class SaturationTracker:
     def baseline_ms(self, name: str, dev_class: str, probed_ms: float | None = None) -> float:
         """The device's light-load read latency: learned from its own quiet intervals,
         else what `probe` measured at queue depth 1, else the class default."""
-        h = self.history.get(name)
-        default = probed_ms or self._class_values(dev_class)[0]
+        return self._baseline(self.history.get(name),
+                              probed_ms or self._class_values(dev_class)[0])
+
+    def _baseline(self, h: DeviceHistory | None, default: float) -> float:
         if h is None or h.baseline_read_ms is None or h.baseline_obs < BASELINE_MIN_OBS:
             return default
         # a learned baseline far above the class default would hide a device that is
@@ -130,56 +137,59 @@ class SaturationTracker:
                ceiling_mib_s: float | None = None,
                probed_read_ms: float | None = None) -> Saturation:
         """Judge one interval, then learn from it (so a surge is judged against the past).
-        A stored probe's figures count only where the device has not contradicted them."""
+        A stored probe's figures count only where the device has not contradicted them.
+        (This runs for every device every second: each figure is taken once.)"""
         t = self.t
-        h = self.history.setdefault(name, DeviceHistory())
-        probe = vet(name, ceiling_iops, ceiling_mib_s, probed_read_ms,
-                    max(h.peak_read_r_s, r.r_s), max(h.peak_read_kb_s, r.rkb_s))
-        ceiling_iops, ceiling_mib_s, probed_read_ms = probe[:3]
+        h = self.history.get(name)
+        if h is None:
+            h = self.history[name] = DeviceHistory()
+        r_s, rkb_s, aqu_sz = r.r_s, r.rkb_s, r.aqu_sz
+        peak_read_r_s, peak_read_kb_s = max(h.peak_read_r_s, r_s), max(h.peak_read_kb_s, rkb_s)
+        doubt = None
+        if ceiling_iops is not None or ceiling_mib_s is not None or probed_read_ms is not None:
+            probe = vet(name, ceiling_iops, ceiling_mib_s, probed_read_ms, peak_read_r_s,
+                        peak_read_kb_s)
+            ceiling_iops, ceiling_mib_s, probed_read_ms, doubt = probe
         await_ms = _read_await(r)
-        baseline = self.baseline_ms(name, dev_class, probed_read_ms)
-        kb_s, iops = r.rkb_s + r.wkb_s, r.r_s + r.w_s
-        sat = Saturation(name=name, saturated=False, await_ms=await_ms,
-                         w_await_ms=r.w_await_ms, baseline_ms=baseline,
-                         aqu_sz=r.aqu_sz, util_pct=r.util_pct, read_kb_s=r.rkb_s,
-                         write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct,
-                         peak_iops=max(h.peak_iops, iops), r_s=r.r_s, rareq_kb=r.rareq_kb,
-                         peak_read_r_s=max(h.peak_read_r_s, r.r_s),
-                         peak_read_kb_s=max(h.peak_read_kb_s, r.rkb_s),
-                         ceiling_iops=ceiling_iops, ceiling_mib_s=ceiling_mib_s,
-                         probed_read_ms=probed_read_ms, probe_doubt=probe.doubt)
-        _, floor, queue_size = self._class_values(dev_class)
+        default_ms, floor, queue_size = self._class_values(dev_class)
+        baseline = self._baseline(h, probed_read_ms or default_ms)
+        kb_s, iops = rkb_s + r.wkb_s, r_s + r.w_s
         latency = await_ms >= t.latency_factor * baseline and await_ms >= floor
-        queue = r.aqu_sz >= queue_size
+        queue = aqu_sz >= queue_size
         # peak, pressure and %util speak of this device only while it has requests in
         # flight: PSI is host-wide, and a trickle is always "at its peak"
-        busy = r.aqu_sz >= BUSY_QUEUE
-        # at its ceiling in either dimension: requests a second (small random reads) or
-        # bytes a second (large sequential ones); a device that once streamed 2 GB/s is
-        # still at its ceiling doing 4 KiB reads as fast as it ever has
-        at_peak = busy and h.intervals >= 3 and (
-            kb_s >= t.peak_fraction * max(h.peak_kb_s, kb_s)
-            or iops >= t.peak_fraction * max(h.peak_iops, iops))
-        # or at the ceiling the probe measured, from the first interval on
-        at_peak = at_peak or (busy and (
-            (ceiling_iops is not None and iops >= t.peak_fraction * ceiling_iops)
-            or (ceiling_mib_s is not None and kb_s >= t.peak_fraction * ceiling_mib_s * 1024)))
-        pressure = busy and pressure_pct is not None and pressure_pct >= t.io_pressure_pct
-        # the rotational flag of a virtual disk means nothing (virtio often sets it)
-        rotating = dev_class == "HDD" or (dev_class == "unknown" and rotational is True)
-        util = busy and rotating and r.util_pct >= t.hdd_util_pct
-        for flag, label in ((latency, "latency"), (queue, "queue"), (at_peak, "peak"),
-                            (pressure, "pressure"), (util, "util")):
-            if flag:
-                sat.signals.append(label)
+        busy = aqu_sz >= BUSY_QUEUE
+        at_peak = pressure = util = False
+        if busy:
+            # at its ceiling in either dimension: requests a second (small random reads)
+            # or bytes a second (large sequential ones); a device that once streamed
+            # 2 GB/s is still at its ceiling doing 4 KiB reads as fast as it ever has
+            at_peak = h.intervals >= 3 and (
+                kb_s >= t.peak_fraction * max(h.peak_kb_s, kb_s)
+                or iops >= t.peak_fraction * max(h.peak_iops, iops))
+            # or at the ceiling the probe measured, from the first interval on
+            at_peak = at_peak or (
+                (ceiling_iops is not None and iops >= t.peak_fraction * ceiling_iops)
+                or (ceiling_mib_s is not None and kb_s >= t.peak_fraction * ceiling_mib_s * 1024))
+            pressure = pressure_pct is not None and pressure_pct >= t.io_pressure_pct
+            # the rotational flag of a virtual disk means nothing (virtio often sets it)
+            rotating = dev_class == "HDD" or (dev_class == "unknown" and rotational is True)
+            util = rotating and r.util_pct >= t.hdd_util_pct
         slow = await_ms >= 1.5 * baseline
         # a device without a request in flight most of the time is not saturated, however
         # slow its few requests are (a trickle of flushed writes at 1 ms)
-        sat.saturated = r.aqu_sz >= BUSY_QUEUE and (
+        saturated = busy and (
             (latency and (queue or at_peak or pressure or util
                           or await_ms >= 2 * t.latency_factor * baseline))
             or (queue and (at_peak or pressure or util or slow))
             or (util and slow))
+        # positional, in the field order of Saturation
+        sat = Saturation(name, saturated,
+                         list(compress(_SIGNALS, (latency, queue, at_peak, pressure, util))),
+                         await_ms, r.w_await_ms, baseline, aqu_sz, r.util_pct, rkb_s, r.wkb_s,
+                         iops, pressure_pct, max(h.peak_iops, iops), ceiling_iops,
+                         ceiling_mib_s, probed_read_ms, doubt, r_s, r.rareq_kb,
+                         peak_read_r_s, peak_read_kb_s)
         self._learn(h, r, await_ms, kb_s, iops)
         return sat
 
