@@ -149,7 +149,8 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct
     WARM_SAMPLES left out (then `warm()` is called, if given).  The mean counts what comes
     every few seconds (the node's scans, device identity, the processes every 5 s while
     healthy): a median hides it.  The sampler has the cadence the commands give it
-    (session/detail.py), where the checkout has one."""
+    (session/detail.py), and the process the collector's setting they give theirs
+    (session/gcpolicy.py), where the checkout has them."""
     nvml = FakeNvml.with_gpus(scale.GPUS)
     for i, pid in enumerate(pids):
         nvml.set_state(i, util_pct=util_pct, mem_util_pct=40.0, power_mw=550_000,
@@ -160,6 +161,11 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct
         slow_detail(sampler)
     except ImportError:     # a checkout from before the slow cadence: every sample reads all
         after_step = None
+    try:
+        from gpudisk_top.session import gcpolicy
+        gcpolicy.steady()
+    except ImportError:     # a checkout from before it: CPython's default
+        pass
     took = []
     try:
         for k in range(samples + WARM_SAMPLES):

@@ -46,7 +46,7 @@ FAST = (
     "test_procio.py", "test_sample_cache.py", "test_sample_source.py", "test_sample_cost.py", "test_record_interval.py", "test_record_layering.py",
     "test_remote_words.py", "test_ticker.py", "test_timeparse.py", "test_visibility.py",
     "test_phases.py", "test_detect_unseen.py", "test_whatif_unprobed.py", "test_gpu_tiers.py",
-    "test_make_day.py",
+    "test_make_day.py", "test_gcpolicy.py",
     "test_vocab.py", "test_whatif_corpus.py", "test_whatif_registry.py",
     # single tests of slower modules, for the modules of the package no module above runs
     "test_ascii.py::test_every_glyph_the_package_prints_has_an_ascii_form_as_wide",

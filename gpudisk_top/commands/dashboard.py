@@ -9,6 +9,7 @@ from gpudisk_top.commands.common import (alert_options, close_source, device_fil
                                          export_options, load_config, open_source, say_notes,
                                          thresholds_from)
 from gpudisk_top.errors import UsageError
+from gpudisk_top.session import gcpolicy
 from gpudisk_top.session.ticker import StopSignals
 
 
@@ -58,6 +59,7 @@ def _run(args, cfg, thresholds, export, stop: StopSignals) -> int:
                          on_sample=recorder.append if recorder else None, hooks=hooks,
                          record_path=args.record, price=cfg.sections["ledger"],
                          stop_signals=stop)
+        gcpolicy.steady()   # hours of samples and frames: no collection in each
         with screen_on_terminal():
             app.run(mouse=not args.no_mouse)
     finally:

@@ -24,6 +24,7 @@ import sys
 
 from gpudisk_top.commands.common import Parser, number_type
 from gpudisk_top.errors import RuntimeFailure, UsageError, warn
+from gpudisk_top.session import gcpolicy
 
 _interval = number_type(float, "number of seconds",
                         (lambda v: 1 <= v <= 3600, "must be between 1 and 3600 seconds: {text!r}"))
@@ -116,6 +117,7 @@ def run(args) -> int:
     from gpudisk_top.ui.terminal import screen_on_terminal
 
     app = FleetApp(source, args.interval, job=args.job)
+    gcpolicy.steady()   # hours of scrapes and frames: no collection in each
     with screen_on_terminal():
         app.run()
     # a bug that ended the screen: its one line is printed, the status says so

@@ -23,6 +23,7 @@ from gpudisk_top.commands.common import (Parser, add_detector_options, add_inter
                                          device_filter, export_options, load_config,
                                          number_type, open_source, thresholds_from)
 from gpudisk_top.errors import RuntimeFailure, UsageError, note, warn
+from gpudisk_top.session import gcpolicy
 from gpudisk_top.session.detail import after_step, slow_detail
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
@@ -160,6 +161,7 @@ def run(args) -> int:
     for warning in recorder.warnings:
         warn(warning)
     reason = "duration reached" if args.duration is not None else "stopped"
+    gcpolicy.steady()       # hours of samples: no collection in the middle of each
     ticker = Ticker(args.interval)
     try:
         while stop.reason is None:

@@ -33,6 +33,7 @@ from gpudisk_top.commands.common import (DEMO_START_MAX_INTERVALS, Parser,
                                          thresholds_from)
 from gpudisk_top.errors import UsageError, note, warn
 from gpudisk_top.exporter.options import DEFAULT_JOB_RETENTION_S
+from gpudisk_top.session import gcpolicy
 from gpudisk_top.session.detail import after_step, slow_detail
 from gpudisk_top.session.ticker import StopSignals, Ticker
 
@@ -148,6 +149,7 @@ def _node_plan(args) -> list[tuple]:
 
 def _loop(args, nodes: list[tuple], stop: StopSignals) -> None:
     """Sample every node each interval until a stop signal or --count."""
+    gcpolicy.steady()       # hours of samples: no collection in the middle of each
     ticker = Ticker(args.interval)
     taken = 0
     warned: set[str] = set()
