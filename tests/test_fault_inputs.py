@@ -231,7 +231,8 @@ def test_listening_beyond_loopback_is_said_and_the_backlog_takes_a_crowd():
 # samples have grown since (b57c38b kept 719 (610)), and format 3 (issue 41) kept 652
 # (559): under a 1 MB budget its blocks hold ~10 samples, where its predictions' header
 # can cost more than they save.  A block of 64 samples or fewer is now written the smaller
-# way, with or without them (record/v2/blocks.py PLAIN_TRY_ROWS): 677 (596).
+# way, with or without them (record/v2/blocks.py PLAIN_TRY_ROWS): 677 (596); LZMA's preset
+# 6 as it is (its binary-tree match finder, issue 41's third stop): 689 (608).
 @pytest.mark.parametrize("health_interval_s, at_least", [(0.0, 660), (600.0, 580)])
 def test_max_size_is_a_budget_not_a_hint(tmp_path, health_interval_s, at_least):
     from gpudisk_top.record import Recorder, Recording, make_header

@@ -243,14 +243,13 @@ def block_summaries(payload) -> bytes:
 
 
 # A block's columns are under a megabyte: a 1 MiB dictionary holds them, so a reader needs
-# no more memory than that.  A hash-chain match finder that stops early costs a third of
-# preset 6's default for 2 % more bytes (bench: 193 against 185 bytes a sample, 77 against
-# 180 us of CPU; preset 1 is 203 bytes for 48 us).  Format 3's columns (predicted, their
-# noise alone) have fewer three-byte repeats worth a match: a four-byte hash chain is 18 %
-# faster there and no larger (43 against 52 ms a busy node's block, 236.3 against 236.7
-# bytes a sample; the reader's settings need no change).
-_LZMA_ENCODE = {"id": lzma.FILTER_LZMA2, "dict_size": 1 << 20, "mf": lzma.MF_HC4,
-                "nice_len": 8, "depth": 4}
+# no more memory than that.  Preset 6 as it is (a binary-tree match finder, nice_len 64):
+# on the busy day's format 3 columns 226.5 bytes a sample against 234.7 for a four-byte
+# hash chain stopped early (nice_len 8, depth 4, what was written until issue 41's third
+# stop), at 88 against 39 ms of CPU a 600-sample block: 0.008 % of a core at 1 Hz for
+# 0.7 MB a day (preset 9e: 224.9 bytes at 223 ms).  The recorder's own thread compresses
+# a block; the reader's settings need no change.
+_LZMA_ENCODE = {"id": lzma.FILTER_LZMA2, "dict_size": 1 << 20}
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "dict_size": 1 << 20}]
 
 

@@ -288,11 +288,11 @@ def _device_list(info) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(info).items()}
 
 
-# a block's summaries are ~150 kB of JSON: a 256 KiB dictionary holds them, and a short
-# four-byte hash chain costs about what deflate 9 does (5.2 against 3.7 ms of CPU a busy
-# node's block, 12.3 against 15.0 kB; preset 6's defaults: 11.1 kB for 30 times the CPU)
-_XZ_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": 1 << 18, "mf": lzma.MF_HC4,
-                "nice_len": 16, "depth": 8}]
+# a frame's summaries are ~150 kB of JSON: a 256 KiB dictionary holds them.  Preset 6 as
+# it is (a binary-tree match finder): 18.6 bytes a sample of the busy day against 20.6
+# for a four-byte hash chain stopped early (nice_len 16, depth 8, until issue 41's third
+# stop), at 17 against 6 ms of CPU a 600-sample frame (deflate 9: a quarter larger)
+_XZ_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": 1 << 18}]
 
 
 def encode_blocks(blocks: list[SummaryBlock], packed: bool = False) -> bytes:
