@@ -25,6 +25,10 @@ the change between them saves, on a machine whose load moves both alike.
 --split also splits one sample's CPU at scale by part (the node's scans, the job's
 processes, device identity, the step).
 
+--rounds N measures sample + step one checkout at a time, their order reversed each
+round, N rounds (the medians of the rounds' medians and means), not side by side: two
+children side by side sample in the same moments on a 2-CPU machine, which moves both.
+
 --state: the stand-in GPUs busy (healthy: 95 %, the processes read every 5 s, issue 41)
 or not (starved: 30 %, every process read every sample), or both one after the other (the
 default); each figure is given per state, the floor beside it.  A checkout without the
@@ -40,7 +44,8 @@ every process read at every scan.  The cgroups are made under the cgroup v2 tree
 (gdt-bench-PID/) and removed after; the monitors themselves stay where they are.
 
 usage: python bench/bench_cost.py [--samples 30] [--seconds 60] [--runs 3] [--warmup 5]
-                                  [--against CHECKOUT] [--split] [--cgroups node|one]
+                                  [--against CHECKOUT] [--rounds N] [--split]
+                                  [--cgroups node|one]
                                   [--state healthy|starved|both] [--json OUT]
 needs: root (the iostat peer reads the scaled diskstats in a private mount namespace;
 the cgroups),
@@ -186,16 +191,27 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct
 
 
 def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: int,
-                 util_pct: float) -> dict:
+                 util_pct: float, rounds: int = 0) -> dict:
     """sample_cost() of each checkout in `code` ({label: path}), in child processes
-    side by side: {label: (ms, disks, processes)}."""
-    children = {
-        label: subprocess.Popen(
+    side by side: {label: (ms, mean ms, disks, processes)}.  rounds: instead one child
+    at a time, the checkouts' order reversed each round, that many rounds; each figure
+    the median of the rounds' (two children side by side sample in the same moments on
+    a 2-CPU machine, and which of them wakes first moves both)."""
+    def child(path: str) -> subprocess.Popen:
+        return subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--child", roots.procfs, roots.sysfs,
              ",".join(map(str, pids)), str(samples), str(util_pct)],
             env=dict(os.environ, GDT_BENCH_CODE=path), stdout=subprocess.PIPE, text=True)
-        for label, path in code.items()}
-    return {label: json.loads(child.communicate()[0]) for label, child in children.items()}
+
+    if not rounds:
+        children = {label: child(path) for label, path in code.items()}
+        return {label: json.loads(c.communicate()[0]) for label, c in children.items()}
+    got: dict[str, list] = {label: [] for label in code}
+    for r in range(rounds):
+        for label in (list(code) if r % 2 == 0 else list(code)[::-1]):
+            got[label].append(json.loads(child(code[label]).communicate()[0]))
+    return {label: (statistics.median(x[0] for x in runs), statistics.median(x[1] for x in runs),
+                    runs[-1][2], runs[-1][3]) for label, runs in got.items()}
 
 
 def floor_cost(procfs: str, pids: list[int], samples: int) -> tuple[float, int, int]:
@@ -397,6 +413,9 @@ def main() -> int:
                     help="the node's processes in cgroups of their own (node) or in one")
     ap.add_argument("--state", choices=("healthy", "starved", "both"), default="both",
                     help="the stand-in GPUs busy (healthy), or not (starved), or each in turn")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="sample + step one checkout at a time, alternating, this many "
+                         "rounds (default: side by side, once)")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -442,16 +461,17 @@ def main() -> int:
               "into fields, the interval's formulas; nothing else): "
               f"{floor_ms / 10:.3f} % of a core at 1 Hz", flush=True)
         states = list(STATES) if a.state == "both" else [a.state]
+        rounds = (f", medians of {a.rounds} rounds one checkout at a time" if a.rounds else "")
         for state in states:
             util = STATES[state]
             for label, roots in (("scale", scaled), ("this machine", Roots())):
-                costs = sample_costs(code, roots, pids, a.samples, util)
+                costs = sample_costs(code, roots, pids, a.samples, util, a.rounds)
                 for which, (ms, mean_ms, disks, nprocs) in costs.items():
                     result[f"sample_step_ms {state} {label}{which}"] = ms
                     result[f"sample_step_mean_ms {state} {label}{which}"] = mean_ms
                     print(f"sample + step, {state}, {label}{which} ({disks} disks, {nprocs} "
                           f"processes followed): {ms:.2f} ms CPU median, {mean_ms:.2f} mean "
-                          f"(of {a.samples}; {floor}: x{mean_ms / floor_ms:.2f} the mean)",
+                          f"(of {a.samples}{rounds}; {floor}: x{mean_ms / floor_ms:.2f} the mean)",
                           flush=True)
             if a.split:
                 print(f"where a sample's CPU goes at scale, {state}, ms per sample on average "
