@@ -55,6 +55,7 @@ sysstat's iostat, prometheus_client (serve).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -149,8 +150,9 @@ STATES = {"healthy": 95.0, "starved": 30.0}   # the stand-in GPUs' utilization i
 
 
 def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct: float = 95.0
-                ) -> tuple[float, float, int, int]:
-    """(median and mean CPU ms of one sample + step, disks, processes), the first
+                ) -> tuple[float, float, int, int, float]:
+    """(median and mean CPU ms of one sample + step, disks, processes, the ms a sample
+    the cyclic garbage collector's collections took, gc.callbacks' count), the first
     WARM_SAMPLES left out (then `warm()` is called, if given).  The mean counts what comes
     every few seconds (the node's scans, device identity, the processes every 5 s while
     healthy): a median hides it.  The sampler has the cadence the commands give it
@@ -172,6 +174,15 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct
     except ImportError:     # a checkout from before it: CPython's default
         pass
     took = []
+    collecting = [0.0, 0.0]          # when the collection running began; their sum
+
+    def collection(phase: str, _info) -> None:
+        if phase == "start":
+            collecting[0] = time.thread_time()
+        elif len(took) >= WARM_SAMPLES:
+            collecting[1] += time.thread_time() - collecting[0]
+
+    gc.callbacks.append(collection)
     try:
         for k in range(samples + WARM_SAMPLES):
             if k == WARM_SAMPLES and warm is not None:
@@ -185,9 +196,10 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct
             took.append((time.process_time() - t0) * 1000)
             time.sleep(max(0.0, 1.0 - (time.monotonic() - w0)))
     finally:
+        gc.callbacks.remove(collection)
         sampler.close()
     return (statistics.median(took[WARM_SAMPLES:]), statistics.fmean(took[WARM_SAMPLES:]),
-            len(model.disks), len(model.procs))
+            len(model.disks), len(model.procs), collecting[1] * 1000 / samples)
 
 
 def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: int,
@@ -211,7 +223,8 @@ def sample_costs(code: dict[str, str], roots: Roots, pids: list[int], samples: i
         for label in (list(code) if r % 2 == 0 else list(code)[::-1]):
             got[label].append(json.loads(child(code[label]).communicate()[0]))
     return {label: (statistics.median(x[0] for x in runs), statistics.median(x[1] for x in runs),
-                    runs[-1][2], runs[-1][3]) for label, runs in got.items()}
+                    runs[-1][2], runs[-1][3], statistics.median(x[4] for x in runs))
+            for label, runs in got.items()}
 
 
 def floor_cost(procfs: str, pids: list[int], samples: int) -> tuple[float, int, int]:
@@ -466,12 +479,14 @@ def main() -> int:
             util = STATES[state]
             for label, roots in (("scale", scaled), ("this machine", Roots())):
                 costs = sample_costs(code, roots, pids, a.samples, util, a.rounds)
-                for which, (ms, mean_ms, disks, nprocs) in costs.items():
+                for which, (ms, mean_ms, disks, nprocs, gc_ms) in costs.items():
                     result[f"sample_step_ms {state} {label}{which}"] = ms
                     result[f"sample_step_mean_ms {state} {label}{which}"] = mean_ms
+                    result[f"collector_ms {state} {label}{which}"] = gc_ms
                     print(f"sample + step, {state}, {label}{which} ({disks} disks, {nprocs} "
                           f"processes followed): {ms:.2f} ms CPU median, {mean_ms:.2f} mean "
-                          f"(of {a.samples}{rounds}; {floor}: x{mean_ms / floor_ms:.2f} the mean)",
+                          f"(of {a.samples}{rounds}; {floor}: x{mean_ms / floor_ms:.2f} the mean; "
+                          f"the collector {gc_ms:.2f} ms a sample)",
                           flush=True)
             if a.split:
                 print(f"where a sample's CPU goes at scale, {state}, ms per sample on average "
