@@ -125,12 +125,12 @@ class SaturationTracker:
         return self._baseline(self.history.get(name),
                               probed_ms or self._class_values(dev_class)[0])
 
-    def _baseline(self, h: DeviceHistory | None, default: float) -> float:
+    def _baseline(self, h: DeviceHistory | None, default_ms: float) -> float:
         if h is None or h.baseline_read_ms is None or h.baseline_obs < BASELINE_MIN_OBS:
-            return default
+            return default_ms
         # a learned baseline far above the class default would hide a device that is
         # always busy; never trust one more than latency_factor times the default
-        return min(h.baseline_read_ms, default * self.t.latency_factor)
+        return min(h.baseline_read_ms, default_ms * self.t.latency_factor)
 
     def assess(self, name: str, r: DiskRates, dev_class: str, rotational: bool | None,
                pressure_pct: float | None, ceiling_iops: float | None = None,
