@@ -250,7 +250,7 @@ def block_summaries(payload) -> bytes:
 # 0.7 MB a day (preset 9e: 224.9 bytes at 223 ms).  The recorder's own thread compresses
 # a block; the reader's settings need no change.
 _LZMA_ENCODE = {"id": lzma.FILTER_LZMA2, "dict_size": 1 << 20}
-_LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "dict_size": 1 << 20}]
+_LZMA_FILTERS = [_LZMA_ENCODE]     # the reader's: the same dictionary
 
 
 @dataclasses.dataclass

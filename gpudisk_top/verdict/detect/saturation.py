@@ -145,11 +145,8 @@ class SaturationTracker:
             h = self.history[name] = DeviceHistory()
         r_s, rkb_s, aqu_sz = r.r_s, r.rkb_s, r.aqu_sz
         peak_read_r_s, peak_read_kb_s = max(h.peak_read_r_s, r_s), max(h.peak_read_kb_s, rkb_s)
-        doubt = None
-        if ceiling_iops is not None or ceiling_mib_s is not None or probed_read_ms is not None:
-            probe = vet(name, ceiling_iops, ceiling_mib_s, probed_read_ms, peak_read_r_s,
-                        peak_read_kb_s)
-            ceiling_iops, ceiling_mib_s, probed_read_ms, doubt = probe
+        ceiling_iops, ceiling_mib_s, probed_read_ms, doubt = vet(
+            name, ceiling_iops, ceiling_mib_s, probed_read_ms, peak_read_r_s, peak_read_kb_s)
         await_ms = _read_await(r)
         default_ms, floor, queue_size = self._class_values(dev_class)
         baseline = self._baseline(h, probed_read_ms or default_ms)
@@ -183,13 +180,16 @@ class SaturationTracker:
                           or await_ms >= 2 * t.latency_factor * baseline))
             or (queue and (at_peak or pressure or util or slow))
             or (util and slow))
-        # positional, in the field order of Saturation
-        sat = Saturation(name, saturated,
-                         list(compress(_SIGNALS, (latency, queue, at_peak, pressure, util))),
-                         await_ms, r.w_await_ms, baseline, aqu_sz, r.util_pct, rkb_s, r.wkb_s,
-                         iops, pressure_pct, max(h.peak_iops, iops), ceiling_iops,
-                         ceiling_mib_s, probed_read_ms, doubt, r_s, r.rareq_kb,
-                         peak_read_r_s, peak_read_kb_s)
+        sat = Saturation(name=name, saturated=saturated,
+                         signals=list(compress(_SIGNALS, (latency, queue, at_peak, pressure,
+                                                          util))),
+                         await_ms=await_ms, w_await_ms=r.w_await_ms, baseline_ms=baseline,
+                         aqu_sz=aqu_sz, util_pct=r.util_pct, read_kb_s=rkb_s,
+                         write_kb_s=r.wkb_s, iops=iops, pressure_pct=pressure_pct,
+                         peak_iops=max(h.peak_iops, iops), r_s=r_s, rareq_kb=r.rareq_kb,
+                         peak_read_r_s=peak_read_r_s, peak_read_kb_s=peak_read_kb_s,
+                         ceiling_iops=ceiling_iops, ceiling_mib_s=ceiling_mib_s,
+                         probed_read_ms=probed_read_ms, probe_doubt=doubt)
         self._learn(h, r, await_ms, kb_s, iops)
         return sat
 
