@@ -77,6 +77,7 @@ FAST = (
     "test_health_ui.py::test_the_device_detail_of_an_unreadable_disk_says_why",
     "test_health_ui.py::test_the_text_report_has_a_device_health_section",
     "test_ioscan.py::test_the_scan_finds_the_reader_and_not_the_idle",
+    "test_ioscan.py::test_the_search_for_who_takes_the_cpus_keeps_the_callers_slower_cadence",
     "test_reliability_smaller.py::test_loading_rules_grows_with_their_number_not_its_square",
     "test_reliability_smaller.py::test_the_episode_note_keeps_its_own_lines_and_escapes_the_machines",
     "test_reliability_smaller.py::test_a_command_past_its_timeout_takes_its_children_with_it",

@@ -11,10 +11,14 @@ tests/standin.py's.  A live Sampler with the cadence the commands give it
   - while the job is healthy, the processes are read only every DETAIL_SLOW_S: the
     samples between read none (ProcIoCollector.processes_read does not move), their rows
     are the last read's, carried with their age, never a zero rate or a vanished process;
+  - while it is healthy, the node's I/O scan (who else reads the disks) comes only every
+    SCANS_SLOW_S, not at every read;
   - then fio (random 64 KiB O_DIRECT reads of the same file at queue depth 32) takes the
     disk: the first interval the detector judges starved read the processes at its end
     (the GPU's drop, read first in the same sample, asked for them), and its verdict
-    names the job's device and its DataLoader workers, with their rates;
+    names the job's device and its DataLoader workers, with their rates; the scan is back
+    at its own cadence, and the verdict names fio, the neighbour, within the first
+    starved intervals;
   - the same samples through a recording (record/v2) give back each sample's age, so a
     replay takes the same rates at the same samples (model/detail.py).
 """
@@ -34,7 +38,8 @@ import pytest
 import realdisk
 from cgjobs import HEALTHY_STEPS_S, LOADER_JOB
 from slack import slack
-from gpudisk_top.collect.detail import CADENCE, DETAIL_SLOW_S
+from gpudisk_top.collect.detail import CADENCE, DETAIL_SLOW_S, SCANS_SLOW_S
+from gpudisk_top.collect.ioscan import SCAN_S
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.model.snapshot import Model
@@ -98,18 +103,20 @@ def test_healthy_reads_every_5_s_and_the_first_starved_interval_has_the_processe
     sampler = Sampler(Roots(), nvml=nvml)
     slow_detail(sampler)
     stepper = Stepper()
-    rows = []          # (phase, sample, model, verdict, processes read, cadence's reason)
+    # (phase, sample, model, verdict, processes read, cadence's reason, scanned the node)
+    rows = []
 
     def one(phase: str):
         nvml.set_state(0, util_pct=gpu.util_pct(), power_mw=500_000, power_limit_mw=700_000,
                        processes=[(job.pid, 30 * 2**30)])
         nvml.advance_to(time.time())
-        before = sampler._procio.processes_read
+        before, scans = sampler._procio.processes_read, sampler._ioscan._scans
         sample = sampler.sample()
         read = sampler._procio.processes_read - before
         model, verdict, _loss = stepper.step(sample)
         after_step(sampler, verdict)
-        rows.append((phase, sample, model, verdict, read, sampler.detail.reason))
+        rows.append((phase, sample, model, verdict, read, sampler.detail.reason,
+                     sampler._ioscan._scans > scans))
 
     try:
         time.sleep(2 * slack())       # the workers started
@@ -133,7 +140,8 @@ def test_healthy_reads_every_5_s_and_the_first_starved_interval_has_the_processe
         deadline = time.monotonic() + 30 * slack()
         while time.monotonic() < deadline:
             one("fio")
-            if sum(1 for r in rows[fio_at:] if r[3].raw_state in STARVED_STATES) >= 3:
+            starved = [r for r in rows[fio_at:] if r[3].raw_state in STARVED_STATES]
+            if len(starved) >= 3 and any("(fio)" in r[3].raw_reason for r in starved):
                 break
             time.sleep(max(0.0, start + len(rows) - time.monotonic()))
     finally:
@@ -145,12 +153,12 @@ def test_healthy_reads_every_5_s_and_the_first_starved_interval_has_the_processe
 
     healthy = [r for r in rows if r[0] == "healthy"][2:]     # past the session's first reads
     # (seconds in, processes read, why, this interval's state) a sample: what went wrong
-    said = [(round(r[1].mono_s - rows[0][1].mono_s, 1), r[4], r[5], r[3].raw_state)
+    said = [(round(r[1].mono_s - rows[0][1].mono_s, 1), r[4], r[5], r[6], r[3].raw_state)
             for r in rows]
     print(said)
     carried = [r for r in healthy if r[5] is None]
     assert len(carried) >= CARRIED_WANTED // 2, said
-    for _phase, sample, model, verdict, read, why in carried:
+    for _phase, sample, model, verdict, read, why, _scan in carried:
         # nothing read: the last read's rows, with their age; none vanished, no rate zeroed
         assert read == 0, said
         assert sample.procs_age_s > 0 and model.procs_age_s == sample.procs_age_s
@@ -167,11 +175,24 @@ def test_healthy_reads_every_5_s_and_the_first_starved_interval_has_the_processe
         if r[5] == CADENCE:
             last_read = max(x[1].mono_s for x in rows if x[5] is not None and x[1].mono_s < r[1].mono_s)
             assert r[1].mono_s - last_read >= DETAIL_SLOW_S - 0.6, said
+    # the node's I/O scans: while the reads are the slow cadence's, SCANS_SLOW_S apart (the
+    # read nearest it on the DETAIL_SLOW_S grid), so that some cadence reads scan nothing
+    scanned = [r[1].mono_s for r in rows if r[6]]
+    for r in healthy:
+        if r[6] and r[5] == CADENCE:
+            last_scan = max(t for t in scanned if t < r[1].mono_s)
+            assert r[1].mono_s - last_scan >= SCANS_SLOW_S - DETAIL_SLOW_S / 2 - 0.6, said
+    assert any(r[5] == CADENCE and not r[6] for r in healthy), said
     # the first starved interval after fio came: the processes read at its end, judged on them
     starved = [r for r in rows[fio_at:] if r[3].raw_state in STARVED_STATES]
     assert starved, said
-    _phase, sample, model, verdict, read, why = starved[0]
+    _phase, sample, model, verdict, read, why, scan = starved[0]
     assert read > 0 and why is not None and model.procs_age_s == 0.0, said
+    # ... and the scan at its own cadence again: at this read, or one less than SCAN_S ago
+    assert scan or sample.mono_s - max(t for t in scanned if t < sample.mono_s) < SCAN_S, said
+    # fio, the neighbour, named within the first starved intervals (followed from the scan
+    # that found it, its rates from the read after)
+    assert any("(fio)" in r[3].raw_reason for r in starved[:3]), [r[3].raw_reason for r in starved]
     device = realdisk.whole_disk(data_file)
     workers = [v for v in model.procs.values() if v.root_pid == job.pid and v.pid != job.pid]
     assert len(workers) >= WORKERS and all(v.cpu_pct is not None for v in workers)

@@ -16,6 +16,7 @@ import realdisk
 
 from gpudisk_top.collect.host import parse_process_cgroup
 from gpudisk_top.collect.ioscan import IoScan, read_io_bytes
+from gpudisk_top.collect.procio import OTHERS_REFRESH_S, ProcIoCollector
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sampler import Sampler
 from gpudisk_top.model.ioprocs import container_of, io_rows, readers_of
@@ -87,6 +88,31 @@ def test_the_scan_finds_the_reader_and_not_the_idle(reader):
     assert fresh.due(0.1, False)
     fresh.run(0.1)
     assert not fresh.due(1.0, False) and fresh.due(2.2, True) and fresh.due(5.2, False)
+    # every job healthy (collect/detail.py): the caller's slower cadence, the view's first
+    assert not fresh.due(5.2, False, 12.5) and fresh.due(12.7, False, 12.5)
+    assert fresh.due(2.2, True, 12.5)
+
+
+def test_the_search_for_who_takes_the_cpus_keeps_the_callers_slower_cadence():
+    """ProcIoCollector.collect_others searches the node (every process's stat) at most
+    every OTHERS_REFRESH_S, or every slow_s where the caller gives one; on this machine's
+    real /proc, our own process as the job."""
+    c = ProcIoCollector(Roots())
+    job = {os.getpid(): None}
+    c.collect_others(job, contended=True)
+    first = c._others_scan
+    assert first is not None and os.getppid() in first[1]     # a real search: our parent
+    c.collect_others(job, contended=True)
+    assert c._others_scan is first                            # too soon: none
+    # the last search as if OTHERS_REFRESH_S + 1 s ago: due at the own cadence, not the slow
+    c._others_scan = (first[0] - OTHERS_REFRESH_S - 1.0, first[1])
+    aged = c._others_scan
+    c.collect_others(job, contended=True, slow_s=3 * OTHERS_REFRESH_S)
+    assert c._others_scan is aged
+    c.collect_others(job, contended=False)
+    assert c._others_scan is aged                             # nobody waits for a CPU
+    c.collect_others(job, contended=True)
+    assert c._others_scan is not aged and c._others_scan[0] > aged[0]
 
 
 def test_counters_the_sample_read_a_moment_ago_are_taken_not_read_again(reader):

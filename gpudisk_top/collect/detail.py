@@ -16,7 +16,14 @@ DetailCadence reads it every sample only while
   - the set of GPU processes changed, the I/O view is open, or the session has fewer than
     two reads (the first interval has rates);
 
-and otherwise every DETAIL_SLOW_S.  A sample that does not read them carries the last
+and otherwise every DETAIL_SLOW_S.  While the reads come at that slow cadence, the node's
+scans that look beyond the job (who else does block I/O, collect/ioscan.py; who else
+takes the CPUs, collect/procio.py) come every SCANS_SLOW_S instead of their own few
+seconds: they name the neighbours a starved job's verdict blames, and on a large node a
+scan reads hundreds of processes' files.  A read for any other reason (a job may be
+starved) brings their own cadence back, so the first such read scans at once when the
+last scan is older than that cadence: the neighbours of the first starved interval are
+found as fresh as before.  A sample that does not read them carries the last
 read's processes (the same dict) and says how old they are (Sample.procs_age_s);
 model/detail.py is the one rule for what rates such an interval shows.  No cadence
 (Sampler.detail None, the default: --once, the tests' bare samplers): every sample.
@@ -25,6 +32,7 @@ model/detail.py is the one rule for what rates such an interval shows.  No caden
 from __future__ import annotations
 
 DETAIL_SLOW_S = 5.0     # the processes' cadence while every job is healthy
+SCANS_SLOW_S = 15.0     # the node's scans' cadence then (a multiple of DETAIL_SLOW_S)
 
 FIRST = "the session's first reads"
 EVERY = "an interval as long as the cadence"
@@ -69,6 +77,14 @@ class DetailCadence:
             self.reads += 1
             self.last_read_mono = sample.mono_s
         return why
+
+    def scans_every_s(self) -> float | None:
+        """How often the node's scans come while this sample's read is the slow
+        cadence's (SCANS_SLOW_S); None: at their own cadence (a job may be starved, or
+        this sample does not read the processes).  Less half a read's spacing: the
+        reads come on the DETAIL_SLOW_S grid, a little early or late, and the scan
+        belongs to the read nearest SCANS_SLOW_S after the last."""
+        return SCANS_SLOW_S - self.slow_s / 2 if self.reason == CADENCE else None
 
     @staticmethod
     def read_age_s(why: str) -> float | None:

@@ -82,12 +82,13 @@ class IoScan:
         total = read_io_bytes(data)
         return None if total is None else (total, data)
 
-    def due(self, now_s: float, view_open: bool) -> bool:
+    def due(self, now_s: float, view_open: bool, slow_s: float | None = None) -> bool:
         """The first scan only counts; the second comes at the next sample, so that the
-        busiest are known from the start; then one every SCAN_S (SCAN_OPEN_S)."""
+        busiest are known from the start; then one every SCAN_S (SCAN_OPEN_S), or every
+        slow_s where the caller gives one (every job healthy: collect/detail.py)."""
         if self._last_s is None or self._scans == 1:
             return True
-        every = SCAN_OPEN_S if view_open else SCAN_S
+        every = SCAN_OPEN_S if view_open else (slow_s or SCAN_S)
         return now_s - self._last_s >= every
 
     def run(self, now_s: float, keep: bool = False, read_now: Mapping[int, int] = {}) -> list[int]:

@@ -228,18 +228,21 @@ class ProcIoCollector:
         return trees
 
     # ------------------------------------------------------------------ the others
-    def collect_others(self, job: dict[int, ProcIoRaw], contended: bool) -> dict[int, ProcIoRaw]:
+    def collect_others(self, job: dict[int, ProcIoRaw], contended: bool,
+                       slow_s: float | None = None) -> dict[int, ProcIoRaw]:
         """The processes outside the job that took the most CPU lately, as ProcIoRaw with
         no root_pid: who the CPUs went to when the job's loaders wait for one.
 
         Finding them reads every <procfs>/*/stat whose cgroup ran since the last search
         (collect/cgscan.py; every one without a cgroup v2 tree: a few ms on a busy node),
-        so it is done at most every OTHERS_REFRESH_S and only while `contended` (the
+        so it is done at most every OTHERS_REFRESH_S (slow_s where the caller gives
+        one: every job healthy, collect/detail.py) and only while `contended` (the
         caller saw tasks waiting for a CPU); between searches the ones found are read
         like job members."""
         now = time.monotonic()
+        every = slow_s or OTHERS_REFRESH_S
         if job and contended and (self._others_scan is None
-                                  or now - self._others_scan[0] >= OTHERS_REFRESH_S):
+                                  or now - self._others_scan[0] >= every):
             self._find_others(set(job), now)
         if not job:
             self._others = []

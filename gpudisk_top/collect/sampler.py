@@ -180,7 +180,8 @@ class Sampler:
         if self._acct_change is not None and mono < self._acct_change[1]:
             sample.warnings.append(self._acct_change[0])
         if sample.procs:
-            others = self._procio.collect_others(sample.procs, self._contended(sample))
+            others = self._procio.collect_others(sample.procs, self._contended(sample),
+                                                 self._scans_slow_s())
             sample.procs.update(others)
         sample.mounts = self._mounts.collect(sample.procs, mono)
         daemons = [m.daemon_pid for m in sample.mounts.values() if m.daemon_pid is not None]
@@ -215,6 +216,11 @@ class Sampler:
         self._read_gpu_pids = dict(gpu_pids)
         sample.procs_age_s = cadence.read_age_s(why)
         return True
+
+    def _scans_slow_s(self) -> float | None:
+        """The node's scans' cadence while this sample's read is the slow cadence's
+        (collect/detail.py); None: their own."""
+        return None if self.detail is None else self.detail.scans_every_s()
 
     def _job_cgroups(self, sample: Sample, gpu_pids: dict[int, int]) -> dict[str, CgJobRaw]:
         """Each job's cgroup totals, by job id: the cgroup v2 its GPU processes share
@@ -267,7 +273,7 @@ class Sampler:
         job reads (their CPU and traffic), followed every sample."""
         cover, self._cover = self._cover, False
         rescan, self._rescan = self._rescan, cover
-        if cover or rescan or self._ioscan.due(mono, self.io_view):
+        if cover or rescan or self._ioscan.due(mono, self.io_view, self._scans_slow_s()):
             self._ioscan.run(mono, keep=cover, read_now={
                 pid: raw.read_bytes + raw.write_bytes for pid, raw in already.items()
                 if raw.read_bytes is not None and raw.write_bytes is not None})
