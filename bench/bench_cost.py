@@ -29,8 +29,9 @@ processes, device identity, the step).
 round, N rounds (the medians of the rounds' medians and means), not side by side: two
 children side by side sample in the same moments on a 2-CPU machine, which moves both.
 
---state: the stand-in GPUs busy (healthy: 95 %, the processes read every 5 s, issue 41)
-or not (starved: 30 %, every process read every sample), or both one after the other (the
+--state: the stand-in GPUs busy (healthy: 95 %, the processes read every 5 s and the node
+scanned every 15 s, issue 41) or not (starved: 30 %, every process read every sample, the
+node scanned every 5 s), or both one after the other (the
 default); each figure is given per state, the floor beside it.  A checkout without the
 slow cadence (--against one from before it) reads every process in both.
 
@@ -293,8 +294,8 @@ def split_cost(roots: Roots, pids: list[int], samples: int, util_pct: float = 95
 
     measure(Sampler, "sample", "the whole sample")
     measure(procio.ProcIoCollector, "_find_others",
-            "the others' search (/proc/*/stat, every 5 s while CPUs are contended)")
-    measure(ioscan.IoScan, "run", "the I/O scan (/proc/*/io, every 5 s)")
+            "the others' search (/proc/*/stat, every 5 s or 15 s, CPUs contended)")
+    measure(ioscan.IoScan, "run", "the I/O scan (/proc/*/io, every 5 s, or 15 s healthy)")
     measure(procio.ProcIoCollector, "collect", "the job's processes")
     measure(blockdev.BlockDevices, "describe", "device identity (sysfs, every 10 s)")
     measure(Stepper, "step", "the step (model, detector)")
