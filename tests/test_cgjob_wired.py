@@ -12,7 +12,9 @@ compute process of a stand-in GPU.
     killed and its cgroup removed, all mid-run: n/a for that interval, then figures again
     from the next; never a negative figure, never an exception;
   - a cgroup two jobs share (two process trees in one cgroup, each on its own GPU) is
-    neither's: its totals would be both's.
+    neither's: its totals would be both's;
+  - the job's Prometheus series of them (exporter/jobseries.py) are its JSON's figures in
+    base units, a figure n/a left out, none at the first interval or once the job ended.
 """
 
 from __future__ import annotations
@@ -116,7 +118,8 @@ class Run:
             cpu_s = _cpu_s(self.pid)
         except (OSError, AttributeError):
             cpu_s = None                     # the job was ended
-        model, verdict, _ = self.stepper.step(sample)
+        model, verdict, loss = self.stepper.step(sample)
+        self.stepped = (model, verdict, loss)
         after_step(self.sampler, verdict)
         self.rows.append((model, self.sampler._procio.processes_read - before, cpu_s, mono))
         for job in model.jobs:
@@ -233,3 +236,72 @@ def test_a_cgroup_two_jobs_share_is_neithers():
     assert len(tags) == 2                       # told apart as two jobs
     assert both.cgjobs == {}
     assert [raw.path for raw in alone.cgjobs.values()] == [a.cgroup]
+
+
+def test_the_jobs_cgroup_is_its_prometheus_series_as_in_its_json():
+    """Each job's cgroup interval as its own Prometheus series (exporter/jobseries.py,
+    model/cgjob_words.py JOB_CGROUP), through the exporter's rendering and
+    prometheus_client's parser: the CPUs used are the busy loop's own CPU over that very
+    interval (its schedstat), every figure is its JSON's cgroup_totals in base units, and
+    a figure the interval cannot give (throttling without a cpu.max limit, reads without
+    io.stat) is left out, never 0; no series at the first interval, and none once the job
+    is killed and its cgroup removed."""
+    skip_unless_cgroups("v2")
+    from test_job_metrics import job_samples, scrape_text
+    from gpudisk_top.exporter.server import MetricsServer
+    from gpudisk_top.model.cgjob_words import cgroup_totals_json
+
+    server = MetricsServer(None)
+    cpu = "gpudisk_top_job_cgroup_cpu_used_cpus"
+
+    def scrape(run):
+        model, verdict, loss = run.stepped
+        server.update(model, verdict, run.stepper.episodes, loss=loss)
+        return scrape_text(server.render_text())
+
+    with _job() as job:
+        home = job.dirs[0]
+        has_io_stat = os.path.exists(os.path.join(home, "io.stat"))
+        run = Run(job.pid)
+        got = []      # (the row, the job's cgroup_totals JSON, its id, the scrape)
+        try:
+            for _ in range(4):
+                row = run.one()
+                (info,) = [j for j in row[0].jobs if job.pid in j.pids]
+                got.append((row, cgroup_totals_json(info.cgroup_totals), info.id, scrape(run)))
+            job.proc.kill()
+            job.proc.wait()
+            os.rmdir(home)
+            run.one()
+            run.one()
+            after = scrape(run)
+        finally:
+            run.close()
+            os.makedirs(home, exist_ok=True)    # the harness removes its own
+    assert got[0][1] is None and not job_samples(got[0][3], cpu, got[0][2])
+    for (before, _, _, _), (row, js, job_id, s) in zip(got, got[1:]):
+        assert js is not None and js["path"] == job.cgroup
+
+        def series(name, label=None):
+            found = job_samples(s, f"gpudisk_top_job_cgroup_{name}", job_id)
+            return {dict(ls)[label] if label else None: v for ls, v in found.items()}
+
+        (used,) = series("cpu_used_cpus").values()
+        own = (row[2] - before[2]) / (row[3] - before[3])
+        assert own > 0.1
+        assert used == pytest.approx(own, abs=(0.03 + 0.05 * own) * slack())
+        assert used == pytest.approx(js["cpu_pct"] / 100, abs=5e-5)   # JSON: 2 places
+        for kind in ("some", "full"):
+            want = {r: v / 100 for r, v in js[f"psi_{kind}_pct"].items() if v is not None}
+            got_psi = series(f"pressure_{kind}_ratio", "resource")
+            assert got_psi.keys() == want.keys() and set(want) <= {"cpu", "io", "memory"}
+            assert all(got_psi[r] == pytest.approx(v, abs=5e-5) for r, v in want.items())
+        throttled = series("throttled_ratio")
+        if js["throttled_pct"] is None:
+            assert not throttled                    # no cpu.max limit: n/a, not 0
+        else:
+            assert throttled == {None: pytest.approx(js["throttled_pct"] / 100, abs=5e-5)}
+        reads = series("read_bytes_per_second")
+        assert bool(reads) == has_io_stat == (js["io"] is not None)
+    # ended: no figure of it is true any more
+    assert not [k for k in after if k[0].startswith("gpudisk_top_job_cgroup_")]

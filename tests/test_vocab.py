@@ -8,7 +8,7 @@ from dataclasses import fields
 
 from model_factory import gpu, model
 from gpudisk_top.alerts import catalog
-from gpudisk_top.model import metric, vocab
+from gpudisk_top.model import cgjob_words, metric, vocab
 from gpudisk_top.verdict.detect import Episode, Verdict
 from gpudisk_top.verdict.detect.evidence import Culprit
 from gpudisk_top.model.disk import RATE_FIELDS
@@ -20,7 +20,7 @@ from gpudisk_top.report import export
 
 FAMILIES = (vocab.DISK, vocab.TIMELINE, vocab.GPU, vocab.GPU_COMPUTED, vocab.GPU_PROCESS,
             vocab.GPU_PROCESS_IO, vocab.HOST, vocab.MOUNT, vocab.HEALTH, vocab.HEALTH_COMPUTED,
-            vocab.LEDGER)
+            vocab.LEDGER, cgjob_words.JOB_CGROUP)
 
 # a name ending so is in that unit (STYLE.md: units in names)
 NAME_UNITS = (("_kb_s", "kB/s"), ("_pct", "%"), ("_ms", "ms"), ("_kb", "kB"), ("_mib", "MiB"),
@@ -49,6 +49,10 @@ def test_families_are_the_model_dataclasses():
     assert set(vocab.MOUNT.fields) <= {f.name for f in fields(MountView)}
     from gpudisk_top.collect.sample import DiskHealth
     assert set(vocab.HEALTH.fields) <= {f.name for f in fields(DiskHealth)}
+    # a job's cgroup series: exactly the figures cgroup_figures takes of its interval
+    from gpudisk_top.model.cgjob import CgJobInterval
+    figures = cgjob_words.cgroup_figures(CgJobInterval(path="/job", elapsed_s=1.0, cpu_pct=50.0))
+    assert cgjob_words.JOB_CGROUP.fields == tuple(figures)
 
 
 def test_units_are_in_the_names():

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpudisk_top import __version__
+from gpudisk_top.exporter.gauges import add, fill, gauges
 from gpudisk_top.exporter.jobseries import gpus_starved, job_families, job_ledger_families
 from gpudisk_top.exporter.labels import DeviceLabels
 from gpudisk_top.verdict.detect import OWN_CAUSE_STATES, STATES, UNAVAILABLE
@@ -74,34 +75,6 @@ def reason_label(reason: str) -> str:
     make a new series every sample."""
     text = printable(_RUNNING_FOR.sub("", reason or ""))
     return text if len(text) <= REASON_MAX_CHARS else text[:REASON_MAX_CHARS - 1] + "…"
-
-
-def _add(fam, labels, value, factor=1):
-    if value is not None:
-        fam.add_metric(labels, float(value) * factor)
-
-
-def _gauges(family, labels: list[str]) -> dict[str, GaugeMetricFamily]:
-    """A gauge (a counter for a Metric.counter) per Prometheus family of a vocabulary
-    family's metrics, in its order, with `labels` (and a metric's own label, for a family
-    with a series per metric)."""
-    out: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
-    for m in family:
-        if m.prom is not None and m.prom not in out:
-            own = [m.prom_label[0]] if m.prom_label else []
-            kind = CounterMetricFamily if m.counter else GaugeMetricFamily
-            out[m.prom] = kind(P + m.prom, m.prom_help, labels=labels + own)
-    return out
-
-
-def _fill(gauges: dict, family, labels: list[str], source) -> None:
-    """Add each exported metric of `source` (a view: GpuView, DiskRates, HostView; or a
-    mapping) in base units; n/a values are left out."""
-    get = source.get if isinstance(source, Mapping) else (lambda name: getattr(source, name))
-    for m in family:
-        if m.prom is not None:
-            own = [m.prom_label[1]] if m.prom_label else []
-            _add(gauges[m.prom], labels + own, get(m.field), m.prom_factor)
 
 
 def sample_age(age_s: float) -> GaugeMetricFamily:
@@ -172,27 +145,27 @@ class Renderer:
         # changes series: the old one goes stale at once, as verdict_info's does)
         busy = GaugeMetricFamily(P + PROM_BUSY_SOURCE, PROM_BUSY_SOURCE_HELP,
                                  labels=["gpu", "uuid", "source"])
-        fams = _gauges(GPU, ["gpu", "uuid"])
+        fams = gauges(GPU, ["gpu", "uuid"])
         proc_labels = ["gpu", "uuid", "pid", "comm"]
-        pmem = _gauges(GPU_PROCESS, proc_labels)
-        pfams = _gauges(GPU_PROCESS_IO, proc_labels)
+        pmem = gauges(GPU_PROCESS, proc_labels)
+        pfams = gauges(GPU_PROCESS_IO, proc_labels)
         for g in m.gpus:
             key = [str(g.index), g.uuid or ""]
             info.add_metric(key + [g.name or "", g.pci_bus_id or ""], 1)
             lost.add_metric(key, 1 if g.lost else 0)
             if not g.lost:
                 busy.add_metric(key + [g.busy_source], 1)
-            _fill(fams, GPU, key, g)
+            fill(fams, GPU, key, g)
             for p in g.processes:
                 plabels = key + [str(p.pid), p.name or ""]
-                _fill(pmem, GPU_PROCESS, plabels, p)
-                _fill(pfams, GPU_PROCESS_IO, plabels, m.gpu_proc_io.get(p.pid) or {})
+                fill(pmem, GPU_PROCESS, plabels, p)
+                fill(pfams, GPU_PROCESS_IO, plabels, m.gpu_proc_io.get(p.pid) or {})
         return [up, info, lost, busy, *fams.values(), *pmem.values(), *pfams.values()]
 
     def _disks(self, m, verdict) -> list:
         user = self.labels.names
         names = ["device", "mountpoint", "class", *user]
-        fams = _gauges(DISK, names)
+        fams = gauges(DISK, names)
         sat = GaugeMetricFamily(P + "disk_saturated", "1 when the starvation detector judges "
                                 "the device saturated this interval (latency, queue, "
                                 "throughput and io pressure together), else 0.", labels=names)
@@ -204,7 +177,7 @@ class Renderer:
             extra = self.labels.for_device(dev, info.display_name)
             labels = [dev, ",".join(info.mountpoints), info.dev_class,
                       *(extra.get(k, "") for k in user)]
-            _fill(fams, DISK, labels, rates)
+            fill(fams, DISK, labels, rates)
             if dev in sats:
                 sat.add_metric(labels, 1 if sats[dev].saturated else 0)
         return [*fams.values(), sat]
@@ -214,9 +187,9 @@ class Renderer:
         at all where it reads none."""
         if not m.mounts:
             return []
-        fams = _gauges(MOUNT, ["mountpoint", "fstype", "source"])
+        fams = gauges(MOUNT, ["mountpoint", "fstype", "source"])
         for v in m.mounts.values():
-            _fill(fams, MOUNT, [v.mountpoint, v.fstype, v.source], v)
+            fill(fams, MOUNT, [v.mountpoint, v.fstype, v.source], v)
         return list(fams.values())
 
     def _health(self, m) -> list:
@@ -244,7 +217,7 @@ class Renderer:
                                    "(smartctl_device_smart_status).", labels=names)
         read_at = GaugeMetricFamily(P + "disk_health_read_timestamp_seconds", "When the "
                                     "drive's health was last read (Unix time).", labels=names)
-        fams = _gauges(HEALTH, names)
+        fams = gauges(HEALTH, names)
         for dev in sorted(m.health):
             view = m.health[dev]
             h = view.reading
@@ -256,17 +229,17 @@ class Renderer:
             readable.add_metric(labels, 1 if h.readable else 0)
             for s in STATUSES:
                 status.add_metric(labels + [s], 1 if s == view.status else 0)
-            _add(read_at, labels, h.read_wall_s or None)
+            add(read_at, labels, h.read_wall_s or None)
             if h.smart_passed is not None:
                 passed.add_metric(labels, 1 if h.smart_passed else 0)
             if h.readable:
-                _fill(fams, HEALTH, labels, h)
+                fill(fams, HEALTH, labels, h)
         return [info, readable, status, passed, read_at, *fams.values()]
 
     def _host(self, m) -> list:
-        fams = _gauges(HOST, [])
+        fams = gauges(HOST, [])
         if m.host is not None:
-            _fill(fams, HOST, [], m.host)
+            fill(fams, HOST, [], m.host)
         # a scrape has always listed memory last, after CPU and the node's and the
         # cgroup's pressure
         return sorted(fams.values(), key=lambda fam: fam.name.startswith(P + "host_memory_"))
@@ -322,7 +295,7 @@ class Renderer:
                              ",".join(str(g) for g in v.gpus)], 1)
             starved.add_metric([], gpus_starved(v))
             for c in v.culprits:
-                _add(culprit, [str(c.pid), c.name or "", c.device], c.read_share_pct, 0.01)
+                add(culprit, [str(c.pid), c.name or "", c.device], c.read_share_pct, 0.01)
         for s in STATES:
             episodes.add_metric([s], frame.episodes.get(s, 0))
         for name in dict.fromkeys([*self.alert_names, *frame.alerts_fired]):
@@ -367,7 +340,7 @@ class Renderer:
         for fs in frame.free_space:
             key = [fs.path, by_dev.get((fs.dev_major, fs.dev_minor), "")]
             up.add_metric(key, 1 if fs.ok else 0)
-            _add(size, key, fs.size_bytes)
-            _add(avail, key, fs.avail_bytes)
-            _add(free, key, fs.free_bytes)
+            add(size, key, fs.size_bytes)
+            add(avail, key, fs.avail_bytes)
+            add(free, key, fs.free_bytes)
         return [up, size, avail, free]

@@ -20,10 +20,17 @@ interval's IntervalLoss part of the job (verdict/ledger.py, the same loss the st
 its JobTrack.ledger) added once.  A restart of the exporter starts them at 0 again: a
 counter reset, which rate() and increase() count across; nothing is counted twice.
 
+Each job's cgroup v2 interval (model/cgjob.py, cgroup first: issue 41) as gauges
+(model/cgjob_words.py JOB_CGROUP): the CPUs it used, the share of its CFS periods it was
+throttled in, its cpu, io and memory pressure, its block reads and writes a second; the
+same figures as its JSON's cgroup_totals.  None where the job has no cgroup interval
+(no cgroup of its own, a v1-only host, its first interval) and a figure none where the
+interval cannot give it (no cpu.max limit, no io.stat): n/a, never 0.
+
 Bounded cardinality: a job that ended keeps its info and counters for `retention_s` (its
-last increments must reach a scrape) and loses its state and starved gauges at once (they
-are no longer true); then all its series go.  At most `max_jobs` jobs are exported (the
-worst states first, then the jobs that ended most recently);
+last increments must reach a scrape) and loses its state, starved and cgroup gauges at
+once (they are no longer true); then all its series go.  At most `max_jobs` jobs are
+exported (the worst states first, then the jobs that ended most recently);
 gpudisk_top_jobs_left_out says how many were not.  What is kept of jobs is bounded too:
 at most MAX_KEPT ended jobs wait for their retention to pass.
 """
@@ -35,7 +42,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from gpudisk_top.exporter.gauges import fill, gauges
 from gpudisk_top.exporter.options import DEFAULT_JOB_RETENTION_S
+from gpudisk_top.model.cgjob_words import JOB_CGROUP, cgroup_figures
 from gpudisk_top.model.metric import PROM_PREFIX as P
 from gpudisk_top.model.vocab import (JOB_ENDED, JOB_EPISODES, JOB_GPUS_STARVED, JOB_INFO,
                                      JOB_LABELS, JOB_LOST, JOB_STATE, LEDGER)
@@ -65,7 +74,9 @@ def gpus_starved(verdict) -> int:
 
 @dataclass(frozen=True)
 class JobSeries:
-    """One job as one frame renders it.  state None: the job ended (at ended_wall_s)."""
+    """One job as one frame renders it.  state None: the job ended (at ended_wall_s).
+    cgroup: its cgroup interval's figures (model/cgjob_words.py cgroup_figures: a new
+    dict a frame, never written after), None: none (no cgroup of its own, cgroup v1, ended)."""
 
     id: str
     source: str
@@ -76,6 +87,7 @@ class JobSeries:
     lost_by_cause: tuple[tuple[str, float], ...]
     episodes: tuple[tuple[str, int], ...]
     ended_wall_s: float | None = None
+    cgroup: Mapping[str, float | None] | None = None
 
 
 @dataclass
@@ -92,6 +104,7 @@ class _Track:
     last_wall_s: float | None = None
     ended_at_s: float | None = None          # the sample clock when it was seen no more
     ended_wall_s: float | None = None
+    cgroup: dict[str, float | None] | None = None   # the last interval's cgroup figures
 
 
 def _clock_s(model) -> float:
@@ -127,6 +140,7 @@ class JobBook:
                                                        name_label(info.name))
             track.gpus, track.state, track.order = tuple(info.gpus), v.state, order
             track.gpus_starved = gpus_starved(v)
+            track.cgroup = cgroup_figures(info.cgroup_totals)
             track.last_wall_s, track.ended_at_s, track.ended_wall_s = model.wall_s, None, None
             seen.add(info.id)
         if loss is not None:
@@ -138,7 +152,7 @@ class JobBook:
         for track in self._tracks.values():
             if track.id not in seen and track.ended_at_s is None:
                 track.ended_at_s, track.ended_wall_s = now_s, track.last_wall_s
-                track.state, track.gpus_starved = None, 0
+                track.state, track.gpus_starved, track.cgroup = None, 0, None
         self._expire(now_s)
 
     def _count_episodes(self, episodes) -> None:
@@ -185,7 +199,7 @@ class JobBook:
         out = tuple(JobSeries(
             t.id, t.source, t.name, t.gpus, t.state, t.gpus_starved,
             tuple((c, t.ledger.by_cause.get(c, 0.0)) for c in CAUSES),
-            tuple(sorted(t.episodes.items())), t.ended_wall_s) for t in chosen)
+            tuple(sorted(t.episodes.items())), t.ended_wall_s, t.cgroup) for t in chosen)
         return out, len(self._tracks) - len(chosen)
 
 
@@ -224,9 +238,12 @@ def job_families(jobs, left_out: int = 0) -> list:
     ended = GaugeMetricFamily(P + JOB_ENDED, "When the job was last seen (Unix time), for a "
                               "job that ended; its series go after the retention.",
                               labels=names)
+    cgroup = gauges(JOB_CGROUP, names)
     for job in jobs:
         key = _labels(job)
         info.add_metric(key + [gpu_ranges(list(job.gpus)).removeprefix("GPU ")], 1)
+        if job.cgroup is not None:
+            fill(cgroup, JOB_CGROUP, key, job.cgroup)
         counts = dict(job.episodes)
         for s in STATES:
             episodes.add_metric(key + [s], counts.get(s, 0))
@@ -239,4 +256,5 @@ def job_families(jobs, left_out: int = 0) -> list:
     dropped = GaugeMetricFamily(P + "jobs_left_out", f"Jobs on the node whose series are "
                                 f"not exported (at most {MAX_JOBS} jobs are; the worst "
                                 "states first).", value=left_out)
-    return [info, state, starved, *job_ledger_families(jobs), episodes, ended, dropped]
+    return [info, state, starved, *job_ledger_families(jobs), episodes, ended,
+            *cgroup.values(), dropped]

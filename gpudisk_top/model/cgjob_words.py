@@ -1,6 +1,8 @@
 """How a job's cgroup totals over an interval (model/cgjob.py CgJobInterval, on its
 model/jobs.py JobInfo.cgroup_totals) are written: the JSON object every JSON surface puts
-under a job's "cgroup_totals" (model/vocab.py job_json) and `--once`'s one line a job.
+under a job's "cgroup_totals" (model/vocab.py job_json), `--once`'s one line a job, and
+the vocabulary of each job's Prometheus series of them (JOB_CGROUP, by cgroup_figures:
+exporter/jobseries.py), whose figures are the JSON's.
 
 A figure the interval cannot give is null in JSON and "n/a" in text, never 0: the whole
 object where the job has no cgroup interval (cgroup v1, no cgroup of its own, the first
@@ -13,11 +15,57 @@ escapes them (output/once.py printable_lines).
 from __future__ import annotations
 
 from gpudisk_top.model.cgjob import CgJobInterval
+from gpudisk_top.model.metric import Family, Metric
 from gpudisk_top.model.present import pct
 from gpudisk_top.model.vocab import mb_s
 
 PSI_NAMES = (("cpu", "cpu"), ("io", "io"), ("memory", "mem"))
 READ_DEVICES_SAID = 3       # the line names the devices it reads most, this many
+
+
+def _psi(resource: str, kind: str) -> Metric:
+    return Metric(f"psi_{resource}_{kind}_pct", "%", f"{resource} {kind}",
+                  f"{resource}.pressure {kind} of the job's cgroup, over the interval.",
+                  prom=f"job_cgroup_pressure_{kind}_ratio", prom_label=("resource", resource),
+                  csv=False, alert=False)
+
+
+# A job's cgroup interval as Prometheus series (exporter/jobseries.py, labelled as the
+# job's other series), the figures cgroup_figures() takes from it: a shared node's jobs
+# apart, where the host's cgroup_* figures are the first job's alone
+JOB_CGROUP = Family("job_cgroup", (
+    Metric("cpu_used_cpus", "CPUs", "CPUs used",
+           "CPUs the job's cgroup used over the interval (cpu.stat usage_usec).",
+           prom="job_cgroup_cpu_used_cpus", csv=False, alert=False),
+    Metric("throttled_pct", "%", "throttled%",
+           "Share of the CFS periods in which the job's cgroup ran out of its CPU quota and "
+           "was held off the CPUs (cpu.stat nr_throttled / nr_periods); none without a "
+           "limit.", prom="job_cgroup_throttled_ratio", csv=False, alert=False),
+    *(_psi(resource, kind) for resource, _ in PSI_NAMES for kind in ("some", "full")),
+    Metric("read_kb_s", "kB/s", "read",
+           "The job's cgroup's reads from block devices, every device (io.stat rbytes); "
+           "none without io.stat.", prom="job_cgroup_read_bytes_per_second", csv=False,
+           alert=False),
+    Metric("write_kb_s", "kB/s", "written",
+           "The job's cgroup's writes to block devices, every device (io.stat wbytes); "
+           "none without io.stat.", prom="job_cgroup_write_bytes_per_second", csv=False,
+           alert=False),
+))
+
+
+def cgroup_figures(iv: CgJobInterval | None) -> dict[str, float | None] | None:
+    """JOB_CGROUP's figures of a job's cgroup interval, by field (None: no interval; a
+    figure None: n/a, as in its JSON).  Raises nothing."""
+    if iv is None:
+        return None
+    out: dict[str, float | None] = {"cpu_used_cpus": iv.cpu_pct / 100.0,
+                                    "throttled_pct": iv.throttled_periods_pct}
+    for resource, _ in PSI_NAMES:
+        some, full = iv.psi_pct.get(resource, (None, None))
+        out[f"psi_{resource}_some_pct"], out[f"psi_{resource}_full_pct"] = some, full
+    out["read_kb_s"] = iv.read_kb_s if iv.io_read else None
+    out["write_kb_s"] = sum(d.write_kb_s for d in iv.io.values()) if iv.io_read else None
+    return out
 
 
 def _r(value: float | None, places: int = 2) -> float | None:

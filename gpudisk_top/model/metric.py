@@ -54,6 +54,11 @@ PROM_FAMILY_HELP = {
                                 "on the resource (PSI full).",
     "gpu_clock_throttle_ratio": "Share of the interval the GPU's clocks were held down for "
                                 "the reason (NVML clock-event durations).",
+    "job_cgroup_pressure_some_ratio": "Share of the interval in which some task of the job's "
+                                      "cgroup stalled on the resource (its PSI some).",
+    "job_cgroup_pressure_full_ratio": "Share of the interval in which all non-idle tasks of "
+                                      "the job's cgroup stalled on the resource (its PSI "
+                                      "full).",
 }
 
 
