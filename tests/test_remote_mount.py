@@ -102,7 +102,14 @@ def test_the_same_job_on_the_mount_with_the_data_cached_raises_nothing(tmp_path,
     assert run.starved_share() <= 0.2, run.explain()
     assert run.episodes() == [], run.explain()
     mount = next(m for m in run.once["mounts"] if m["mountpoint"] == mnt)
-    assert mount["readers"] >= WORKERS and mount["blocked"] == 0, mount
+    assert mount["readers"] >= WORKERS, mount
+    # the live answer blames nothing on the mount.  Its `blocked` (workers in a read of it
+    # at that instant) is not asserted: with the pages cached, a read still asks the daemon
+    # for the file's attributes once they time out (FUSE revalidates them), and a loaded
+    # machine can leave a worker waiting on that answer at the very instant: true, brief,
+    # and not starvation, which the interval's figures above say
+    assert mnt not in (run.once["verdict"].get("devices") or []), run.once["verdict"]
+    assert mount["blocked"] <= mount["readers"], mount
 
 
 
