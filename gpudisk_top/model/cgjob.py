@@ -61,6 +61,11 @@ class CgJobInterval:
         """Its reads, every device it read, KB/s."""
         return sum(d.read_kb_s for d in self.io.values())
 
+    @property
+    def write_kb_s(self) -> float:
+        """Its writes, every device it wrote, KB/s."""
+        return sum(d.write_kb_s for d in self.io.values())
+
 
 def _delta(after: Mapping[str, int], before: Mapping[str, int], key: str) -> int | None:
     a, b = after.get(key), before.get(key)

@@ -64,7 +64,7 @@ def cgroup_figures(iv: CgJobInterval | None) -> dict[str, float | None] | None:
         some, full = iv.psi_pct.get(resource, (None, None))
         out[f"psi_{resource}_some_pct"], out[f"psi_{resource}_full_pct"] = some, full
     out["read_kb_s"] = iv.read_kb_s if iv.io_read else None
-    out["write_kb_s"] = sum(d.write_kb_s for d in iv.io.values()) if iv.io_read else None
+    out["write_kb_s"] = iv.write_kb_s if iv.io_read else None
     return out
 
 
