@@ -17,17 +17,10 @@ from __future__ import annotations
 from gpudisk_top.model.cgjob import CgJobInterval
 from gpudisk_top.model.metric import Family, Metric
 from gpudisk_top.model.present import pct
-from gpudisk_top.model.vocab import mb_s
+from gpudisk_top.model.vocab import mb_s, psi_metric
 
 PSI_NAMES = (("cpu", "cpu"), ("io", "io"), ("memory", "mem"))
 READ_DEVICES_SAID = 3       # the line names the devices it reads most, this many
-
-
-def _psi(resource: str, kind: str) -> Metric:
-    return Metric(f"psi_{resource}_{kind}_pct", "%", f"{resource} {kind}",
-                  f"{resource}.pressure {kind} of the job's cgroup, over the interval.",
-                  prom=f"job_cgroup_pressure_{kind}_ratio", prom_label=("resource", resource),
-                  csv=False, alert=False)
 
 
 # A job's cgroup interval as Prometheus series (exporter/jobseries.py, labelled as the
@@ -41,7 +34,9 @@ JOB_CGROUP = Family("job_cgroup", (
            "Share of the CFS periods in which the job's cgroup ran out of its CPU quota and "
            "was held off the CPUs (cpu.stat nr_throttled / nr_periods); none without a "
            "limit.", prom="job_cgroup_throttled_ratio", csv=False, alert=False),
-    *(_psi(resource, kind) for resource, _ in PSI_NAMES for kind in ("some", "full")),
+    *(psi_metric(resource, kind, "job_cgroup", of=" of the job's cgroup",
+                 source=f"{resource}.pressure", csv=False, alert=False)
+      for resource, _ in PSI_NAMES for kind in ("some", "full")),
     Metric("read_kb_s", "kB/s", "read",
            "The job's cgroup's reads from block devices, every device (io.stat rbytes); "
            "none without io.stat.", prom="job_cgroup_read_bytes_per_second", csv=False,

@@ -406,11 +406,16 @@ def _cpu(mode: str, meaning: str) -> Metric:
                   prom_label=("mode", mode))
 
 
-def _psi(resource: str, kind: str) -> Metric:
+def psi_metric(resource: str, kind: str, prom_prefix: str = "host", of: str = "",
+               source: str = "PSI", **extra) -> Metric:
+    """The one wording of a pressure figure (PSI some or full of io, cpu or memory): the
+    host's, or (of, source, prom_prefix) a cgroup's (model/cgjob_words.py)."""
     who = "some task" if kind == "some" else "all non-idle tasks"
     return Metric(f"psi_{resource}_{kind}_pct", "%", f"{resource} {kind}",
-                  f"Share of the interval in which {who} stalled on {resource} (PSI {kind}).",
-                  prom=f"host_pressure_{kind}_ratio", prom_label=("resource", resource))
+                  f"Share of the interval in which {who}{of} stalled on {resource} "
+                  f"({source} {kind}).",
+                  prom=f"{prom_prefix}_pressure_{kind}_ratio", prom_label=("resource", resource),
+                  **extra)
 
 
 def _memory(name: str, prom_word: str, label: str, meaning: str) -> Metric:
@@ -434,9 +439,9 @@ HOST = Family("host", (
     *AVG_CPU,
     Metric("irq_pct", "%", "%irq", "CPU time serving interrupts, irq and softirq (inside "
            "%system): the kernel's work for I/O completions.", prom="host_cpu_irq_ratio"),
-    _psi("io", "some"), _psi("io", "full"),
-    _psi("cpu", "some"), _psi("cpu", "full"),
-    _psi("memory", "some"), _psi("memory", "full"),
+    psi_metric("io", "some"), psi_metric("io", "full"),
+    psi_metric("cpu", "some"), psi_metric("cpu", "full"),
+    psi_metric("memory", "some"), psi_metric("memory", "full"),
     _memory("mem_total_kb", "total", "total", "Memory in all (MemTotal)."),
     _memory("mem_available_kb", "available", "available",
             "Memory available without swapping (MemAvailable)."),
