@@ -305,3 +305,44 @@ def test_the_jobs_cgroup_is_its_prometheus_series_as_in_its_json():
         assert bool(reads) == has_io_stat == (js["io"] is not None)
     # ended: no figure of it is true any more
     assert not [k for k in after if k[0].startswith("gpudisk_top_job_cgroup_")]
+
+
+async def test_the_dashboard_says_the_job_in_views_cgroup_as_once_does():
+    """The host line's JOB line (ui/widgets/hostline.py): the job's own cgroup over the
+    interval in --once's words (cgroup_line of the very model shown), for the node's one
+    named job and for the job `j` follows; its CPU figure is the busy loop's."""
+    skip_unless_cgroups("v2")
+    from apps import dashboard_app
+    from gpudisk_top.collect.gpu import GpuCollector
+    from gpudisk_top.model.cgjob_words import cgroup_line
+    from gpudisk_top.ui.widgets.hostline import HostLine
+    from screen_text import lines_of
+    with _job() as job:
+        nvml = FakeNvml.with_gpus(1)
+        nvml.set_state(0, util_pct=95.0, processes=[(job.pid, 2**30)])
+        sampler = Sampler(Roots(), gpu=GpuCollector(nvml=nvml))
+        app = dashboard_app(sampler)
+        try:
+            async with app.run_test(size=(120, 40)) as pilot:
+
+                async def job_line() -> tuple[str, object]:
+                    for _ in range(2):
+                        app.advance(1)
+                        time.sleep(0.3)
+                    await pilot.pause()
+                    info = next(j for j in app.shown.model.jobs if job.pid in j.pids)
+                    rows = [r for r in lines_of(app.query_one(HostLine)) if "JOB" in r]
+                    assert len(rows) == 1, lines_of(app.query_one(HostLine))
+                    return rows[0], info
+
+                row, info = await job_line()
+                assert info.cgroup_totals is not None and info.cgroup_totals.path == job.cgroup
+                assert row.strip() == f"JOB 1 {cgroup_line(info.cgroup_totals)}"
+                assert info.cgroup_totals.cpu_pct > 10
+                await pilot.press("j")
+                await pilot.pause()
+                assert app.follow.job_id == info.id
+                row, info = await job_line()
+                assert row.strip() == f"JOB 1 {cgroup_line(info.cgroup_totals)}"
+        finally:
+            sampler.close()

@@ -231,7 +231,7 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         self.query_one(GpuPanel).show(update, self.follow.job_id)
         disks = self.query_one(DiskPanel)
         disks.show(view)
-        self.query_one(HostLine).show(update)
+        self.query_one(HostLine).show(update, self._job_in_view(update))
         if self.io_view or self.screen.has_class("roomy"):
             self.query_one(IoProcPanel).show(view, self._io_note())
         if not self.io_view:
@@ -257,6 +257,15 @@ class GpuDiskApp(TimelineKeys, ToolApp):
         self.query_one(Timeline).show(self.feed.history, gpus, disk_rows,
                                       self.follow.episodes(self.feed.episodes), named, job,
                                       ordered=True)
+
+    def _job_in_view(self, update: Update):
+        """(number, JobInfo) of the job whose own figures the host line adds: the one
+        followed, else the node's one job where it was told (shows_jobs), else None."""
+        current = self.follow.current(update)
+        jobs = update.model.jobs
+        if current is None and len(jobs) == 1 and shows_jobs(jobs):
+            current = (1, jobs[0])
+        return current
 
     def _who(self, update: Update) -> str | None:
         """What the banner's verdict is of, on a node whose jobs are listed: the job

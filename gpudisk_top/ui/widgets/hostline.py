@@ -1,11 +1,14 @@
-"""Host: CPU user/system/iowait, pressure (PSI) for io, cpu and memory, page cache, Dirty."""
+"""Host: CPU user/system/iowait, pressure (PSI) for io, cpu and memory, page cache, Dirty;
+and the job in view's own cgroup over the interval (issue 41: its CPUs, throttling, PSI
+and reads, in --once's words, model/cgjob_words.py cgroup_line), where it has one."""
 
 from __future__ import annotations
 
+from gpudisk_top.model.cgjob_words import cgroup_line
 from gpudisk_top.model.metric import GIB, KIB
 from gpudisk_top.model.present import pct, size
 from gpudisk_top.ui import theme
-from gpudisk_top.ui.widgets.base import LinesPanel
+from gpudisk_top.ui.widgets.base import LinesPanel, cut
 
 
 def _psi(some, full) -> str:
@@ -23,12 +26,15 @@ def _size_kb(kb) -> str:
 class HostLine(LinesPanel):
     DEFAULT_CSS = "HostLine { height: auto; }"
 
-    def show(self, update) -> None:
-        if self.unchanged(update):
+    def show(self, update, job=None) -> None:
+        """job: (number, JobInfo) of the job in view (the one followed, or the node's one
+        named job), or None; its cgroup's line is drawn where it has a cgroup interval."""
+        if self.unchanged(update, job):
             return
         h = update.model.host
+        cg = _job_line(job, self.size.width or 80)
         if h is None:
-            self.set_lines([[(" host: n/a", theme.DIM)]])
+            self.set_lines([[(" host: n/a", theme.DIM)]] + cg)
             return
         psi_io = h.psi_io_some_pct
         io_style = theme.BAD if psi_io is not None and psi_io >= 20 else theme.PLAIN
@@ -52,4 +58,15 @@ class HostLine(LinesPanel):
             from gpudisk_top.watch.freespace import format_free_space
             lines.append([(" FREE ", theme.LABEL),
                           ("   ".join(format_free_space(fs) for fs in update.free_space), theme.PLAIN)])
-        self.set_lines(lines)
+        self.set_lines(lines + cg)
+
+
+def _job_line(job, width: int) -> list:
+    """The job's cgroup line ([] without a job or its cgroup interval), cut to width: a
+    job's reads name its devices last, so a cut drops the least read first."""
+    if job is None or job[1].cgroup_totals is None:
+        return []
+    number, info = job
+    label = f" JOB {number} "
+    return [[(label, theme.LABEL),
+             (cut(cgroup_line(info.cgroup_totals), max(1, width - len(label))), theme.PLAIN)]]
