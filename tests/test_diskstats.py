@@ -144,3 +144,38 @@ def test_random_counters_never_give_negative_or_infinite_rates():
         r = rates(parse(line()), parse(line()), rng.choice((0.0, 0.5, 1.0, 10.0)))
         for dev in r.values():
             assert all(math.isfinite(v) and v >= 0 for v in dev.as_dict().values())
+
+
+def _random_line(rng: random.Random, name: str, nfields: int) -> str:
+    """A diskstats line of nfields fields whose numbers are small, past 2**32 (a u32
+    field the kernel would have wrapped) or past 2**64, now and then one garbled."""
+    values = []
+    for _ in range(nfields - 3):
+        pick = rng.random()
+        values.append(str(rng.randrange(1 << 20) if pick < 0.8 else rng.randrange(1 << 40)
+                          if pick < 0.95 else (1 << 64) + rng.randrange(1 << 10)))
+    if rng.random() < 0.05:
+        values[rng.randrange(len(values))] = rng.choice(["12x", "x", "\u0663", "-1"])
+    major = str(rng.randrange(300)) if rng.random() < 0.98 else "\u0668"
+    return f"{major:>4} {rng.randrange(1 << 20):7d} {name} " + " ".join(values)
+
+
+def test_a_whole_file_reads_as_each_of_its_lines_read_alone():
+    """parse_checked() takes a file's lines together where each is a kernel's (one pass
+    over every number: collect/diskstats.py _parse_lines); whatever the lines, every
+    device reads as its line read alone (the per-line path, the one iostat's reading is
+    held to above): the same counters, wraps and masks, lines skipped alike."""
+    rng = random.Random(41)
+    for _ in range(400):
+        count = rng.randrange(2, 12)
+        same = rng.random() < 0.7          # a kernel's file: one field count throughout
+        first = rng.choice((14, 18, 20))
+        lines = [_random_line(rng, f"d{k}", first if same else rng.choice((13, 14, 18, 20, 21)))
+                 for k in range(count)]
+        whole, _ = parse_checked("".join(line + "\n" for line in lines))
+        alone = {}
+        for line in lines:
+            alone.update(parse_checked(line + "\n")[0])
+        assert whole == alone, lines
+        for name, c in whole.items():
+            assert c == alone[name] and type(c) is type(alone[name])

@@ -12,6 +12,7 @@ they wrap at 2**32; every other counter is an `unsigned long` (64 bits on 64-bit
 from __future__ import annotations
 
 import errno
+from itertools import chain, repeat
 from typing import NamedTuple
 
 from gpudisk_top.collect.roots import Roots, read_bytes
@@ -131,6 +132,41 @@ def _parse_line(line: str) -> tuple[str, DiskCounters, int] | None:
     return parts[2], DiskCounters(numbers[0], numbers[1], count, *values), n
 
 
+def _parse_lines(lines: list[str]) -> dict[str, tuple[str, DiskCounters, int]]:
+    """_parse_line() of each line, taken together where every one of them is what a kernel
+    prints (the same 14, 18 or 20 fields, each a plain number but the name): one split
+    and one int() pass over all of them, not a call a line (a large node's 128 devices
+    all move every second).  {} where one of them is not: each then goes through
+    _parse_line() on its own, which says why.  The same tuples _parse_line() gives."""
+    if len(lines) < 2:
+        return {}
+    rows = [line.split() for line in lines]
+    n = len(rows[0])
+    pad = _PADDING.get(n)
+    if pad is None or any(len(r) != n for r in rows):
+        return {}
+    tokens = list(chain.from_iterable(rows))
+    names = tokens[2::n]
+    tokens[2::n] = repeat(str(n), len(names))   # the name's place holds nfields
+    digits = "".join(tokens)
+    if not (digits.isdigit() and digits.isascii()):
+        return {}
+    values = list(map(int, tokens))
+    if max(values) > MASK32:
+        # rare, as in _parse_line(): the fields C reads as 32 bits wrap there
+        for i in _U32_INDEXES:
+            if i < n - 3 and max(values[3 + i::n]) > MASK32:
+                values[3 + i::n] = [v & MASK32 for v in values[3 + i::n]]
+        if max(values) > MASK64:
+            return {}
+    rows_of = zip(*[iter(values)] * n)
+    counters = [_make((*t, *pad)) for t in rows_of] if pad else list(map(_make, rows_of))
+    return {line: (name, c, n) for line, name, c in zip(lines, names, counters)}
+
+
+_make = DiskCounters._make
+
+
 def parse(text: str) -> dict[str, DiskCounters]:
     """Parse /proc/diskstats text into {device name: DiskCounters}, reading it as iostat
     does (sysstat 12.6.1 iostat.c read_diskstats_stat_work).
@@ -166,6 +202,8 @@ def parse_checked(text: str, whole_lines: bool = False,
     # splitlines() also splits at \r, \v and other separators the kernel never prints;
     # only "\n" counts as the end of the last line
     cut_last = bool(lines) and not text.endswith("\n") and bool(lines[-1].strip())
+    bulk = _parse_lines([line for line in lines
+                         if line not in seen and len(line) < _FGETS_CHARS])
     for lineno, full_line in enumerate(lines, 1):
         # iostat reads lines with fgets(line, 256, fp): a line of 255 characters or more
         # (only possible with counters near 2**64) is read as 255-character pieces, each
@@ -179,7 +217,7 @@ def parse_checked(text: str, whole_lines: bool = False,
         for line in pieces:
             parsed = seen.get(line, _UNSEEN)
             if parsed is _UNSEEN:
-                parsed = _parse_line(line)
+                parsed = bulk.get(line) or _parse_line(line)
             fresh[line] = parsed
             if parsed is None:
                 if len(pieces) == 1 and line.strip():
