@@ -56,11 +56,16 @@ def cgroup_figures(iv: CgJobInterval | None) -> dict[str, float | None] | None:
     out: dict[str, float | None] = {"cpu_used_cpus": iv.cpu_pct / 100.0,
                                     "throttled_pct": iv.throttled_periods_pct}
     for resource, _ in PSI_NAMES:
-        some, full = iv.psi_pct.get(resource, (None, None))
-        out[f"psi_{resource}_some_pct"], out[f"psi_{resource}_full_pct"] = some, full
+        out[f"psi_{resource}_some_pct"], out[f"psi_{resource}_full_pct"] = _psi(iv, resource)
     out["read_kb_s"] = iv.read_kb_s if iv.io_read else None
     out["write_kb_s"] = iv.write_kb_s if iv.io_read else None
     return out
+
+
+def _psi(iv: CgJobInterval, resource: str) -> tuple[float | None, float | None]:
+    """(some, full) % of the resource's pressure over the interval; (None, None) where the
+    kernel does not count it for the cgroup."""
+    return iv.psi_pct.get(resource, (None, None))
 
 
 def _r(value: float | None, places: int = 2) -> float | None:
@@ -75,8 +80,8 @@ def cgroup_totals_json(iv: CgJobInterval | None) -> dict | None:
     file_writeback_kb.  Raises nothing."""
     if iv is None:
         return None
-    some = {r: (None if r not in iv.psi_pct else _r(iv.psi_pct[r][0])) for r, _ in PSI_NAMES}
-    full = {r: (None if r not in iv.psi_pct else _r(iv.psi_pct[r][1])) for r, _ in PSI_NAMES}
+    some = {r: _r(_psi(iv, r)[0]) for r, _ in PSI_NAMES}
+    full = {r: _r(_psi(iv, r)[1]) for r, _ in PSI_NAMES}
     io = ({name: {"r_kb_s": _r(d.read_kb_s, 1), "w_kb_s": _r(d.write_kb_s, 1),
                   "r_s": _r(d.r_s), "w_s": _r(d.w_s)} for name, d in sorted(iv.io.items())}
           if iv.io_read else None)
@@ -94,8 +99,7 @@ def cgroup_line(iv: CgJobInterval | None) -> str:
     a job's cgroup interval in one line ('cgroup: n/a' without one).  Raises nothing."""
     if iv is None:
         return "cgroup: n/a"
-    psi = " ".join(f"{word} {pct(iv.psi_pct[r][0] if r in iv.psi_pct else None)}"
-                   for r, word in PSI_NAMES)
+    psi = " ".join(f"{word} {pct(_psi(iv, r)[0])}" for r, word in PSI_NAMES)
     if not iv.io_read:
         read = "read n/a"
     else:
