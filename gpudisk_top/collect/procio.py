@@ -183,6 +183,11 @@ class ProcIoCollector:
                 self._threads.forget(pid)
         return out
 
+    def close(self) -> None:
+        """Close the files kept open on the job's threads now, not when the garbage
+        collector gets to this collector (its scan's reader refers back to it)."""
+        self._threads.close()
+
     def _delayacct_seen(self, on: bool) -> None:
         """Keep when accounting was first seen on (continuously since), and say when it
         was switched while we run: the sysctl is node-wide, anyone may flip it."""

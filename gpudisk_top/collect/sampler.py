@@ -347,6 +347,7 @@ class Sampler:
                 self._notes.append(left_on)
         self.gpu.close()
         self._cgjobs.close()
+        self._procio.close()
         self._files.close()
         self._pidmap.close()
 
