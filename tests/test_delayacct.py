@@ -155,6 +155,7 @@ def test_a_task_forked_before_accounting_was_on_is_not_measured_as_0(accounting_
         stop(old, new, idle)
     assert sysctl() == "0"
     collector.collect({os.getpid(): os.getpid()})
+    collector.close()       # the files it kept on this process's threads, now
     assert "switched off while running" in collector.delayacct_change
 
 
