@@ -132,7 +132,7 @@ class Classifier:
         second = CPU_FIXES if state.state == "disk-starved" else (
             tuple(f for f in DISK_FIXES if f != "workers") if state.state == "cpu-starved"
             else ())
-        also = [w for w in state.whatif if w.fix in second and w.speedup >= SECOND_CAUSE]
+        also = [w for w in state.whatif if w.fix in second and w.speedup_shown >= SECOND_CAUSE]
         if also:
             w = also[0]
             what = (f"the CPUs are taken by {self._named(model, w.pids)}" if w.fix == "others"
