@@ -17,7 +17,8 @@ import pytest
 
 from gpudisk_top.collect import host as host_collect
 from gpudisk_top.collect.host import (
-    cgroup2_mounts, forget_cgroup_cache, parse_io_stat, parse_meminfo, parse_psi, read_host,
+    MEMINFO_FIELDS, cgroup2_mounts, forget_cgroup_cache, parse_io_stat, parse_meminfo, parse_psi,
+    read_host,
 )
 from gpudisk_top.collect.roots import Roots
 from gpudisk_top.collect.sample import CgroupIo, CpuTimes, HostRaw, PsiTotals
@@ -232,6 +233,25 @@ def test_fixture_garbled_meminfo(tmp_path):
     assert view.mem_total_kb == 16000000
     assert view.mem_available_kb is None
     assert view.dirty_kb == 1234 and view.writeback_kb == 0
+
+
+def test_a_real_meminfo_keeps_the_figures_the_model_reads_and_no_other():
+    """Of this machine's /proc/meminfo (some 50 lines) the six the model reads are kept,
+    each as the file gives it: the rest would be read, checked and recorded every second
+    for nothing (issue 41: a day's recording)."""
+    with open("/proc/meminfo") as f:
+        text = f.read()
+    every = {line.split(":")[0]: int(line.split()[1]) for line in text.splitlines()
+             if line.endswith(" kB")}
+    kept = parse_meminfo(text)
+    assert len(every) > 2 * len(MEMINFO_FIELDS)
+    assert set(kept) == set(MEMINFO_FIELDS) <= set(every)
+    # each as the file says it (the file moves between two reads: the total does not)
+    assert kept["MemTotal"] == every["MemTotal"]
+    view = host_view(HostRaw(meminfo_kb=kept), None, 1.0)
+    shown = (view.mem_total_kb, view.mem_available_kb, view.cached_kb, view.buffers_kb,
+             view.dirty_kb, view.writeback_kb)
+    assert sorted(shown) == sorted(kept.values())      # every one kept is one shown
 
 
 def test_fixture_unreadable_stat_is_na(tmp_path):

@@ -102,14 +102,21 @@ def _read_psi(roots: Roots, read=read_text) -> dict[str, PsiTotals]:
 
 
 # ---------------------------------------------------------------------------- meminfo
+# The figures of /proc/meminfo the model reads (model/host.py host_view): the total, then
+# its parts.  The rest of the file (some 50 lines, most of them moving every second on a
+# busy node: MemFree, Active, Slab, Committed_AS, ...) is neither kept nor recorded.
+MEMINFO_FIELDS = ("MemTotal", "MemAvailable", "Cached", "Buffers", "Dirty", "Writeback")
+_MEMINFO_WANTED = frozenset(MEMINFO_FIELDS)
+
+
 def parse_meminfo(text: str) -> dict[str, int]:
-    """Every "Name: N kB" line.  Lines without the kB unit are page counts
-    (HugePages_Total, ...), not kB, so they are left out, as are unparsable lines."""
+    """The MEMINFO_FIELDS of a /proc/meminfo that are "Name: N kB" lines; any other line,
+    and a field whose line is not that, is left out."""
     out: dict[str, int] = {}
     for line in text.splitlines():
         name, sep, rest = line.partition(":")
         name = name.strip()
-        if not sep or not name:
+        if not sep or name not in _MEMINFO_WANTED:
             continue
         parts = rest.split()
         if len(parts) != 2 or parts[1] != "kB":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from gpudisk_top.collect.host import MEMINFO_FIELDS
 from gpudisk_top.collect.sample import CgroupIo, CpuTimes, HostRaw, PsiTotals
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -171,7 +172,7 @@ def _cgroup_io_rates(cur: CgroupIo, prev: CgroupIo,
 # it is said, and not shown ("total -0.00 GiB" was).  Checked here, not where it is read,
 # so a recording keeps what the file said and its replay is judged by the same rule.
 MEMINFO_MAX_KB = 1 << 54
-MEMINFO_PARTS = ("MemAvailable", "Cached", "Buffers", "Dirty", "Writeback")
+MEMINFO_PARTS = tuple(f for f in MEMINFO_FIELDS if f != "MemTotal")   # collect/host.py's
 
 
 def meminfo_checked(kb: dict[str, int]) -> tuple[dict[str, int], list[str]]:
