@@ -335,8 +335,9 @@ def test_fixture_cgroup_io_stat_and_rates(tmp_path):
         path="/user.slice/job.scope",
         io_stat=parse_io_stat(IO_STAT_2),
         io_pressure=PsiTotals(200100, 100000))
+    # the counters read, not the discards (nor iocost's cost.* keys)
     assert cur.cgroup.io_stat["8:0"] == {"rbytes": 3145728, "wbytes": 1024, "rios": 30,
-                                         "wios": 2, "dbytes": 0, "dios": 0}
+                                         "wios": 2}
     view = host_view(cur, prev, 2.0)
     assert view.cgroup_path == "/user.slice/job.scope"
     assert view.cgroup_io["8:0"] == {"read_kb_s": 1024.0, "write_kb_s": 0.5, "r_s": 10.0, "w_s": 1.0}
@@ -349,6 +350,30 @@ def test_fixture_cgroup_io_stat_and_rates(tmp_path):
     doc = host_as_json(view)
     assert list(doc) == list(HOST_FIELDS)
     json.dumps(doc)
+
+
+def test_a_cgroups_counters_are_kept_as_far_as_they_are_read(tmp_path):
+    """A kernel's full io.stat line (iocost's cost.* keys moving every second) and cpu.stat
+    give the host's cgroup the counters the model reads, and the view the same figures as
+    from those alone: nothing else is kept to be recorded each second."""
+    kw = dict(self_cgroup="0::/job.scope\n", mountinfo=MOUNTINFO_V2, group_dir="fs/cgroup/job.scope")
+    cost = " cost.vrate=100.00 cost.usage=12345 cost.wait=678 cost.indebt=0 cost.indelay=0"
+    lines = [IO_STAT_1.splitlines()[0] + cost + "\n", IO_STAT_2.splitlines()[0] + cost + "\n"]
+    cpu = ["usage_usec {u}\nuser_usec {u}\nsystem_usec 9\nnice_usec 7\nnr_periods {p}\n"
+           "nr_throttled 1\nthrottled_usec 5\nnr_bursts 0\nburst_usec 0\n"
+           "core_sched.force_idle_usec 0\n".format(u=u, p=p) for u, p in ((1000, 10), (3000, 20))]
+    raws = []
+    for i in range(2):
+        roots = _cgroup_tree(tmp_path / str(i), io_stat=lines[i], **kw)
+        (Path(roots.sysfs) / kw["group_dir"] / "cpu.stat").write_text(cpu[i])
+        raws.append(read_host(roots))
+    for raw in raws:
+        assert set(raw.cgroup.io_stat["8:0"]) == {"rbytes", "wbytes", "rios", "wios"}
+        assert set(raw.cgroup.cpu_stat) == {"usage_usec", "nr_periods", "nr_throttled"}
+    view = host_view(raws[1], raws[0], 2.0)
+    assert view.cgroup_io["8:0"] == {"read_kb_s": 1024.0, "write_kb_s": 0.5, "r_s": 10.0, "w_s": 1.0}
+    assert view.cgroup_cpu_used_cpus == pytest.approx(0.001)
+    assert view.cgroup_throttled_pct == 0.0
 
 
 def test_fixture_cgroup_in_container_mount_root(tmp_path):

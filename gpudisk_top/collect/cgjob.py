@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gpudisk_top.collect.cgscan import cgroup2_root
-from gpudisk_top.collect.host import parse_flat_keyed, parse_io_stat, parse_psi
+from gpudisk_top.collect.host import IO_STAT_KEYS, parse_flat_keyed, parse_io_stat, parse_psi
 from gpudisk_top.collect.roots import FileCache, Roots
 from gpudisk_top.collect.sample import PsiTotals
 
@@ -54,7 +54,6 @@ MISSING_RECHECK_S = 30.0     # a controller switched on later makes its files ap
 
 CPU_KEYS = ("usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled",
             "throttled_usec")
-IO_KEYS = ("rbytes", "wbytes", "rios", "wios")
 MEMORY_KEYS = ("anon", "file", "file_dirty", "file_writeback")
 PSI_FILES = (("cpu", "cpu.pressure"), ("io", "io.pressure"), ("memory", "memory.pressure"))
 FILES = ("cpu.stat", "io.stat", "memory.stat") + tuple(name for _, name in PSI_FILES)
@@ -229,10 +228,11 @@ class CgJobReader:
         if io_text is not None:
             for dev, counters in parse_io_stat(io_text).items():
                 name = devices.get(dev)
-                if name is None or len(io) >= MAX_DEVICES or not all(k in counters for k in IO_KEYS):
+                if (name is None or len(io) >= MAX_DEVICES
+                        or not all(k in counters for k in IO_STAT_KEYS)):
                     unlisted += 1
                     continue
-                io[name] = CgDeviceIo(dev, *(counters[k] for k in IO_KEYS))
+                io[name] = CgDeviceIo(dev, *(counters[k] for k in IO_STAT_KEYS))
         psi = {}
         for resource, name in PSI_FILES:
             text = texts.get(name)

@@ -129,9 +129,16 @@ def parse_meminfo(text: str) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------- cgroup v2
+# The counters of an io.stat line that are read (model/host.py _cgroup_io_rates, the job's
+# cgroup: collect/cgjob.py): discards (dbytes, dios) and iocost's cost.* keys, which move
+# every second where iocost is on, are neither kept nor recorded
+IO_STAT_KEYS = ("rbytes", "wbytes", "rios", "wios")
+_IO_STAT_WANTED = frozenset(IO_STAT_KEYS)
+
+
 def parse_io_stat(text: str) -> dict[str, dict[str, int]]:
     """io.stat: "MAJ:MIN rbytes=.. wbytes=.. rios=.. wios=.. dbytes=.. dios=..", one device
-    a line.  Every integer key=value is kept (iocost adds cost.* keys); others are skipped."""
+    a line.  Its IO_STAT_KEYS that are integers are kept; the rest is skipped."""
     out: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
         parts = line.split()
@@ -140,7 +147,7 @@ def parse_io_stat(text: str) -> dict[str, dict[str, int]]:
         counters: dict[str, int] = {}
         for item in parts[1:]:
             key, sep, value = item.partition("=")
-            if not sep:
+            if not sep or key not in _IO_STAT_WANTED:
                 continue
             try:
                 counters[key] = int(value)
@@ -274,6 +281,8 @@ def _cached_cgroup(roots: Roots, read=read_text, pid: int | None = None
 
 # memory.stat's page cache keys: what the job's cgroup has cached, dirty, under writeback
 MEMORY_STAT_KEYS = ("file", "file_dirty", "file_writeback")
+# cpu.stat's keys read of our own cgroup (model/host.py _cgroup_cpu: used CPUs, throttling)
+CPU_STAT_KEYS = ("usage_usec", "nr_periods", "nr_throttled")
 
 
 def parse_flat_keyed(text: str, keys=None) -> dict[str, int]:
@@ -309,7 +318,8 @@ def _read_cgroup(roots: Roots, read=read_text, pid: int | None = None) -> Cgroup
         io_stat=parse_io_stat(io_text) if io_text is not None else {},
         io_pressure=parse_psi(io_pressure) if io_pressure is not None else None,
         pid=pid,
-        cpu_stat=parse_flat_keyed(cpu_stat) if cpu_stat is not None else {},
+        cpu_stat=(parse_flat_keyed(cpu_stat, CPU_STAT_KEYS)
+                  if cpu_stat is not None else {}),
         cpu_pressure=parse_psi(cpu_pressure) if cpu_pressure is not None else None,
         cpu_max=cpu_max.strip() or None if cpu_max is not None else None,
         memory_stat=(parse_flat_keyed(memory_stat, MEMORY_STAT_KEYS)

@@ -197,7 +197,7 @@ class CgroupIo:
     None).  Its own counters, when readable; an absent file is an empty dict or None."""
 
     path: str
-    io_stat: dict[str, dict[str, int]] = field(default_factory=dict)  # "MAJ:MIN" -> rbytes, wbytes, rios, wios, dbytes, dios
+    io_stat: dict[str, dict[str, int]] = field(default_factory=dict)  # "MAJ:MIN" -> rbytes, wbytes, rios, wios
     io_pressure: PsiTotals | None = None
     pid: int | None = None         # the process whose cgroup this is (our procfs); None: ours
     # cpu.stat: usage_usec, user_usec, system_usec and, with the cpu controller,
