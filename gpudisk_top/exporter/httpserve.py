@@ -137,7 +137,11 @@ class BoundedHTTPServer:
         self._accept_paused_until = 0.0
 
     # ------------------------------------------------------------------ the loop
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        """Serve until shutdown().  The loop sleeps until a client, a rendered reply or
+        shutdown() wakes it (its wake socket), or a connection's deadline or a paused
+        accept comes due: an exporter nobody scrapes costs no wake-ups.  poll_interval:
+        wake at least this often too (socketserver's parameter; None: never for nothing)."""
         sel = self._sel
         sel.register(self._sock, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -148,10 +152,12 @@ class BoundedHTTPServer:
                 if not listening and now >= self._accept_paused_until:
                     sel.register(self._sock, selectors.EVENT_READ, "listen")
                     listening = True
-                timeout = poll_interval
-                for conn in self._conns.values():
-                    if conn.state != "busy":
-                        timeout = min(timeout, max(0.0, conn.deadline - now))
+                due = [] if poll_interval is None else [poll_interval]
+                if not listening:
+                    due.append(max(0.0, self._accept_paused_until - now))
+                due += [max(0.0, conn.deadline - now) for conn in self._conns.values()
+                        if conn.state != "busy"]
+                timeout = min(due) if due else None
                 for key, events in sel.select(timeout):
                     if key.data == "listen":
                         if not self._accept():

@@ -181,7 +181,7 @@ class MetricsServer:
             self._httpd = BoundedHTTPServer(host, port, family, metrics_app(self.registry))
         except OSError as err:
             raise _bind_error(self.listen, host, port, err) from None
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.5},
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         name="gpudisk-top metrics", daemon=True)
         self._thread.start()
         if not _loopback(host):
