@@ -200,8 +200,8 @@ class CgroupIo:
     io_stat: dict[str, dict[str, int]] = field(default_factory=dict)  # "MAJ:MIN" -> rbytes, wbytes, rios, wios
     io_pressure: PsiTotals | None = None
     pid: int | None = None         # the process whose cgroup this is (our procfs); None: ours
-    # cpu.stat: usage_usec, user_usec, system_usec and, with the cpu controller,
-    # nr_periods, nr_throttled, throttled_usec (CFS bandwidth: a CPU-quota'd pod)
+    # cpu.stat's usage_usec and, with the cpu controller, nr_periods and nr_throttled
+    # (CFS bandwidth: a CPU-quota'd pod): collect/host.py CPU_STAT_KEYS
     cpu_stat: dict[str, int] = field(default_factory=dict)
     cpu_pressure: PsiTotals | None = None
     cpu_max: str | None = None     # cpu.max as the kernel prints it: "max 100000", "400000 100000"
