@@ -64,6 +64,7 @@ DATA_MIB = 384                  # fits the page cache of any CI machine, once wa
 SETTLE_S = 1.0                  # a fresh job: workers forked, queue at its steady state
 RESUME_S = 0.3                  # a resumed variant's backlog: this and a step a batch held
 FRESH_STEP_S = 10.0             # at most this more for its first step past its backlog
+WAIT_END_S = 1.0                # at most this more for a window's last step that waited
 STEP_S = 1.0 / HEALTHY_STEPS_S  # loader_job.py's "GPU step"
 ROUNDS = 3                      # segments a fix, each between two of the job as it is
 ONCE_INTERVAL_S = 3
@@ -195,10 +196,35 @@ def steps_per_s(job: Job, window_s: float) -> float:
     last = job.read()
     if last is None:
         return 0.0
+    # `first` waited for its batch (caught_up): end on a step that waited too, so that the
+    # window holds whole cycles of the workers' batches.  Workers forked together finish
+    # their batches together (8 at once every 0.32 s for cpu-full's 8 decoding workers on
+    # 2 CPUs): a 1.2 s window from a burst's first step to anywhere read 28 steps/s where
+    # the job makes 24.8 (over 25 s), more than its 2 CPUs can make (25).  A job that never
+    # waits keeps the window's end as read.
+    last = _next_waiting_step(job, last, time.monotonic() + WAIT_END_S) or last
     steps = last[0] - first[0]
     if steps >= 2 and last[1] > first[1]:
         return steps / (last[1] - first[1])
     return max(0, steps) / (time.time() - t0)
+
+
+def _next_waiting_step(job: Job, prev: tuple[int, float],
+                       deadline_s: float) -> tuple[int, float] | None:
+    """The job's next step that waited for its batch (more than 1.5 STEP_S after the one
+    before it, as caught_up judges), read until deadline_s (time.monotonic()); None if
+    none came or a step was missed between two readings."""
+    while time.monotonic() < deadline_s:
+        time.sleep(0.004)
+        cur = job.read()
+        if cur is None or cur == prev:
+            continue
+        if cur[0] != prev[0] + 1:
+            return None              # a step fell between two readings: no gap to judge
+        if cur[1] - prev[1] > 1.5 * STEP_S:
+            return cur
+        prev = cur
+    return None
 
 
 # ---------------------------------------------------------------------------- one scenario
