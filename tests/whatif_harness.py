@@ -25,7 +25,8 @@ measured runs, the others stopped.  Each fix's segment lies between two of the j
 is (A B A C A C A B A ...), and its measured speed-up is the median over rounds of its speed
 against the mean of those two, so that the machine's drift (CI machines are shared) falls
 on both sides of the ratio; a speed is steps between two progress readings over the time
-between those steps.
+between those steps, from a step that waited for its batch to one that waited too (whole
+cycles of the workers' batches).
 
 Without predictions (`verdict.whatif` absent: a gpudisk-top without them) every scenario
 still runs and measures the fixes its cause implies, and the predicted column says
