@@ -173,8 +173,7 @@ def caught_up(job: Job) -> tuple[int, float] | None:
         cur = job.read()
         if cur is None or cur == prev:
             continue
-        if (prev is not None and prev != stale and cur[0] == prev[0] + 1
-                and cur[1] - prev[1] > 1.5 * STEP_S):
+        if prev is not None and prev != stale and _waited(prev, cur):
             return cur
         if time.monotonic() - start >= backlog_s and cur != stale:
             return cur
@@ -212,9 +211,9 @@ def steps_per_s(job: Job, window_s: float) -> float:
 
 def _next_waiting_step(job: Job, prev: tuple[int, float],
                        deadline_s: float) -> tuple[int, float] | None:
-    """The job's next step that waited for its batch (more than 1.5 STEP_S after the one
-    before it, as caught_up judges), read until deadline_s (time.monotonic()); None if
-    none came or a step was missed between two readings."""
+    """The job's next step that waited for its batch (_waited, as caught_up judges), read
+    until deadline_s (time.monotonic()); None if none came or a step was missed between
+    two readings."""
     while time.monotonic() < deadline_s:
         time.sleep(0.004)
         cur = job.read()
@@ -222,10 +221,16 @@ def _next_waiting_step(job: Job, prev: tuple[int, float],
             continue
         if cur[0] != prev[0] + 1:
             return None              # a step fell between two readings: no gap to judge
-        if cur[1] - prev[1] > 1.5 * STEP_S:
+        if _waited(prev, cur):
             return cur
         prev = cur
     return None
+
+
+def _waited(prev: tuple[int, float], cur: tuple[int, float]) -> bool:
+    """cur, the step right after prev, waited for its batch: it came more than 1.5 STEP_S
+    after prev (a step that had its batch comes a STEP_S after the one before)."""
+    return cur[0] == prev[0] + 1 and cur[1] - prev[1] > 1.5 * STEP_S
 
 
 # ---------------------------------------------------------------------------- one scenario
