@@ -1,6 +1,6 @@
 """What `gpudisk-top record` costs, beside `iostat -x 1` in the same run.
 
-    python bench/bench_record.py [--seconds 60] [--source live|demo] [--scenario demo]
+    python bench/bench_record.py [--seconds 65] [--source live|demo] [--scenario demo]
                                  [--warmup 5] [--no-summaries] [--job-procs N]
                                  [--against CHECKOUT]
     python bench/bench_record.py --breakdown [--seconds 120]
@@ -17,7 +17,9 @@ between them costs.  --source demo: `record --demo SCENARIO`
 than the collectors it replaces).
 Starts the recorder and `iostat -x 1` at the same moment, lets both run --seconds, and compares
 their CPU time from /proc/PID/stat (utime + stime, in clock ticks): over the whole run
-(interpreter start-up included) and in steady state (from --warmup seconds on).  iostat
+(interpreter start-up included) and in steady state (from --warmup seconds on: whole
+minutes of it, which hold the summaries the recorder derives a minute at a time,
+timing.py; a block, every 600 samples, is in none: bench_cost.py measures it apart).  iostat
 must be installed (Debian: sysstat); without it only the recorder is measured.
 With --no-summaries the recorder writes raw samples only (no model, no detector).
 
@@ -37,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from timing import recorder_window_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -111,7 +115,9 @@ def cpu_s(pid: int) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--seconds", type=float, default=65.0,
+                   help="the run's length; less --warmup, whole minutes (timing.py); with "
+                        "--breakdown, the samples")
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--source", choices=("live", "demo"), default="live")
     p.add_argument("--scenario", default="demo")
@@ -124,6 +130,11 @@ def main() -> int:
     args = p.parse_args()
     if args.breakdown:
         return breakdown(args)
+    sys.path.insert(0, ROOT)
+    why = recorder_window_error(args.seconds, args.warmup)
+    if why is not None:
+        print(f"bench_record: {why}", file=sys.stderr)
+        return 2
     tmp = tempfile.mkdtemp(prefix="gpudisk-top-bench-")
     out = os.path.join(tmp, "bench.gdtrec")
     extra = ["--no-summaries"] if args.no_summaries else []
