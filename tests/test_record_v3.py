@@ -169,3 +169,19 @@ def test_a_version_2_recording_is_read_and_appended_to_as_version_2(tmp_path):
     # no block of the appended session has a prediction: an older reader reads it whole
     assert not set().union(*map(_predicted, _blocks(path)))
     assert os.path.getsize(path) > V2_FIXTURE.stat().st_size
+
+
+def test_a_constant_column_is_judged_as_counting_it_would():
+    """fields.constant() settles most columns on their last value: what it says must be
+    what counting the first value's equals says, NaN (equal only to itself) included."""
+    import random
+
+    from gpudisk_top.record.v2.fields import constant
+
+    nan = float("nan")
+    rng = random.Random(41)
+    cases = [[nan] * 5, [nan, float("nan")], [1, 2, 1], [1, 1, 1], [0], [None, None],
+             ["a", "a", "b", "a"], [1, 1.0, True], [nan, 1, nan], [[1], [1]], [(1,), [1]]]
+    cases += [[rng.choice((0, 1)) for _ in range(rng.randint(1, 6))] for _ in range(400)]
+    for values in cases:
+        assert constant(values) == (values.count(values[0]) == len(values)), values

@@ -18,7 +18,8 @@ import zlib
 from array import array
 
 from gpudisk_top.record.v2 import predict
-from gpudisk_top.record.v2.fields import INTS, FormatError, bits_float, expand, runs
+from gpudisk_top.record.v2.fields import (INTS, FormatError, bits_float, constant, expand,
+                                          runs)
 from gpudisk_top.record.v2.predict import spread
 from gpudisk_top.record.v2.unflatten import Unflattener
 
@@ -165,7 +166,7 @@ def _encode(first: int, rows: list[tuple[int, list]], layouts: list[tuple], stat
             continue
         v0 = vals[0]
         m = len(vals)
-        if vals.count(v0) == m:                  # constant: its value is enough
+        if constant(vals):                       # its value is enough
             if type(v0) is int:
                 descs.append([present, "i", 1, 0, [v0], 0])
             else:

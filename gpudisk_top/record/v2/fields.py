@@ -229,10 +229,18 @@ def window_of(s, n):
     return UtilWindow(float(s), n)
 
 
+def constant(values: list) -> bool:
+    """Whether every value of a non-empty list is its first, as list.count() judges (the
+    same object, or equal).  The last is looked at first: it settles a counter at once,
+    where counting walks all of a block's 600 values (3,800 columns a block at scale)."""
+    v0, last = values[0], values[-1]
+    return (last is v0 or last == v0) and values.count(v0) == len(values)
+
+
 def runs(values) -> list:
     """[[value, count], ...] of consecutive equal values."""
     n = len(values)
-    if n and values.count(values[0]) == n:
+    if n and constant(values):
         return [[values[0], n]]
     return [[v, len(list(grp))] for v, grp in itertools.groupby(values)]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import operator
 
-from gpudisk_top.record.v2.fields import INTS
+from gpudisk_top.record.v2.fields import INTS, constant
 
 # (kind, target field, reference fields), of one disk ("d/DEV/") or GPU ("g/I/"), in the
 # order decoding undoes them: a target that is another's reference comes first
@@ -75,12 +75,19 @@ def _ratio(ref: list, target: list) -> list:
     return [0] + list(map(operator.floordiv, map(operator.mul, ref[1:], target[:-1]), div))
 
 
+def _scaled(k: int, seq):
+    """K/256 of each value of seq, exact in integers: k * v // 256 (an iterator; maps
+    run in C, where a generator's frame resumes once a value)."""
+    return map(operator.floordiv, map(operator.mul, itertools.repeat(k), seq),
+               itertools.repeat(_K_ONE))
+
+
 def _prediction(kind: str, k: int, refs: list[list]) -> list:
     if kind == "sum":
         return [sum(t) for t in zip(*refs)]
     if kind == "lin":
-        return [k * v // _K_ONE for v in refs[0]]
-    return [k * v // _K_ONE for v in itertools.accumulate(refs[0])]           # "cum"
+        return list(_scaled(k, refs[0]))
+    return list(_scaled(k, itertools.accumulate(refs[0])))           # "cum"
 
 
 def candidates(keys) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -137,7 +144,7 @@ def apply(keys: list[str], cols: list[list], presence: list) -> list[list]:
         ref_cols = [index[r] for r in ref_keys]
         vals = cols[t]
         # a constant column costs nothing already (a disk's discards, most often)
-        if (len(vals) < 2 or vals.count(vals[0]) == len(vals)
+        if (len(vals) < 2 or constant(vals)
                 or any(presence[r] != presence[t] for r in ref_cols)
                 or not is_int(t) or not all(map(is_int, ref_cols))):
             continue
@@ -163,11 +170,11 @@ def apply(keys: list[str], cols: list[list], presence: list) -> list[list]:
             if kind == "sum":
                 guess = list(map(operator.sub, dv, map(sum, zip(*map(diff, ref_cols)))))
             elif kind == "cum":
-                guess = list(map(operator.sub, dv, (k * p // _K_ONE for p in refs[0][1:])))
+                guess = list(map(operator.sub, dv, _scaled(k, refs[0][1:])))
             elif increase:
-                guess = list(map(operator.sub, vals, (k * r // _K_ONE for r in refs[0])))
+                guess = list(map(operator.sub, vals, _scaled(k, refs[0])))
             else:
-                guess = list(map(operator.sub, dv, (k * r // _K_ONE for r in diff(ref_cols[0]))))
+                guess = list(map(operator.sub, dv, _scaled(k, diff(ref_cols[0]))))
             cost = spread(guess)
             if cost < best_cost:
                 best, best_cost = [t, kind, k, ref_cols], cost
