@@ -320,6 +320,9 @@ def block_cost(sys_root: str, pids: list[int], util_pct: float = 95.0) -> tuple[
         rec.close("stopped")
         sampler.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    if len(took) != 1:
+        raise RuntimeError(f"block_cost: {len(took)} blocks written of {SEGMENT_SAMPLES} "
+                           "samples, not one")
     return took[0] * 1000, SEGMENT_SAMPLES
 
 

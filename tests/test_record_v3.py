@@ -5,6 +5,7 @@ written, version 2 files stay readable and are appended to as version 2."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from gpudisk_top.record import Recording, frames, v2
 from gpudisk_top.record.header import FORMAT_VERSION
 from gpudisk_top.record.v2 import predict
+from gpudisk_top.record.v2.fields import constant
 from gpudisk_top.sim import Simulator, load_toml
 from recording_helpers import canonical, sim_samples, write_recording
 
@@ -174,10 +176,6 @@ def test_a_version_2_recording_is_read_and_appended_to_as_version_2(tmp_path):
 def test_a_constant_column_is_judged_as_counting_it_would():
     """fields.constant() settles most columns on their last value: what it says must be
     what counting the first value's equals says, NaN (equal only to itself) included."""
-    import random
-
-    from gpudisk_top.record.v2.fields import constant
-
     nan = float("nan")
     rng = random.Random(41)
     cases = [[nan] * 5, [nan, float("nan")], [1, 2, 1], [1, 1, 1], [0], [None, None],
