@@ -158,6 +158,16 @@ WARM_SAMPLES = 3   # a new sampler's first samples fill its caches and read ever
 STATES = {"healthy": 95.0, "starved": 30.0}   # the stand-in GPUs' utilization in each
 
 
+def stand_in_gpus(pids: list[int], util_pct: float) -> FakeNvml:
+    """The large node's GPUs through the NVML fake: GPU i busy util_pct with pids[i]'s
+    30 GiB (the RUNNER's Source sets the same in the commands it runs)."""
+    nvml = FakeNvml.with_gpus(scale.GPUS)
+    for i, pid in enumerate(pids):
+        nvml.set_state(i, util_pct=util_pct, mem_util_pct=40.0, power_mw=550_000,
+                       power_limit_mw=700_000, processes=[(pid, 30 * 2**30)])
+    return nvml
+
+
 def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct: float = 95.0
                 ) -> tuple[float, float, int, int, float]:
     """(median and mean CPU ms of one sample + step, disks, processes, the ms a sample
@@ -167,10 +177,7 @@ def sample_cost(roots: Roots, pids: list[int], samples: int, warm=None, util_pct
     healthy): a median hides it.  The sampler has the cadence the commands give it
     (session/detail.py), and the process the collector's setting they give theirs
     (session/gcpolicy.py), where the checkout has them."""
-    nvml = FakeNvml.with_gpus(scale.GPUS)
-    for i, pid in enumerate(pids):
-        nvml.set_state(i, util_pct=util_pct, mem_util_pct=40.0, power_mw=550_000,
-                       power_limit_mw=700_000, processes=[(pid, 30 * 2**30)])
+    nvml = stand_in_gpus(pids, util_pct)
     sampler, stepper = Sampler(roots, nvml=nvml), Stepper()
     try:
         from gpudisk_top.session.detail import after_step, slow_detail
@@ -292,10 +299,7 @@ def block_cost(sys_root: str, pids: list[int], util_pct: float = 95.0) -> tuple[
     proc_root = os.path.join(tmp, "proc")
     scale.make_procfs(proc_root)
     diskstats = scale.DiskstatsWriter(proc_root)        # not started: advanced by hand
-    nvml = FakeNvml.with_gpus(scale.GPUS)
-    for i, pid in enumerate(pids):
-        nvml.set_state(i, util_pct=util_pct, mem_util_pct=40.0, power_mw=550_000,
-                       power_limit_mw=700_000, processes=[(pid, 30 * 2**30)])
+    nvml = stand_in_gpus(pids, util_pct)
     sampler = Sampler(Roots(procfs=proc_root, sysfs=sys_root), nvml=nvml)
     rec = Recorder(os.path.join(tmp, "block.gdtrec"), make_header(None, 1.0),
                    sync_interval_s=None)

@@ -168,11 +168,7 @@ def caught_up(job: Job) -> tuple[int, float] | None:
     backlog_s = RESUME_S + 3 * job.workers * STEP_S
     start = time.monotonic()
     stale = prev = job.read()
-    while time.monotonic() - start < backlog_s + FRESH_STEP_S:
-        time.sleep(0.004)
-        cur = job.read()
-        if cur is None or cur == prev:
-            continue
+    for cur in _readings(job, prev, start + backlog_s + FRESH_STEP_S):
         if prev is not None and prev != stale and _waited(prev, cur):
             return cur
         if time.monotonic() - start >= backlog_s and cur != stale:
@@ -214,17 +210,24 @@ def _next_waiting_step(job: Job, prev: tuple[int, float],
     """The job's next step that waited for its batch (_waited, as caught_up judges), read
     until deadline_s (time.monotonic()); None if none came or a step was missed between
     two readings."""
-    while time.monotonic() < deadline_s:
-        time.sleep(0.004)
-        cur = job.read()
-        if cur is None or cur == prev:
-            continue
+    for cur in _readings(job, prev, deadline_s):
         if cur[0] != prev[0] + 1:
             return None              # a step fell between two readings: no gap to judge
         if _waited(prev, cur):
             return cur
         prev = cur
     return None
+
+
+def _readings(job: Job, prev, deadline_s: float):
+    """Each new progress reading of the job after prev, read every 4 ms until deadline_s
+    (time.monotonic()); the one poll of caught_up and _next_waiting_step."""
+    while time.monotonic() < deadline_s:
+        time.sleep(0.004)
+        cur = job.read()
+        if cur is not None and cur != prev:
+            yield cur
+            prev = cur
 
 
 def _waited(prev: tuple[int, float], cur: tuple[int, float]) -> bool:
